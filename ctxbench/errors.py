@@ -1,0 +1,17 @@
+"""Errors raised by ctxbench. Each message names the input and what to fix."""
+
+
+class CtxbenchError(Exception):
+    """Base class: a user-facing error whose message names the bad input and the fix."""
+
+
+class InputError(CtxbenchError, ValueError):
+    """Bad user input (database, query, template, option)."""
+
+
+class TokenizerError(CtxbenchError, LookupError):
+    """A tokenizer that is unknown or cannot be loaded."""
+
+
+class ValidationError(CtxbenchError):
+    """A data-quality expectation failed on a stored table."""

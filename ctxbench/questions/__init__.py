@@ -1,0 +1,1 @@
+"""Questions: query sets (question + SQL), SQL analysis (query types, difficulty, tables, columns)."""

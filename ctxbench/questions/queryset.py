@@ -1,0 +1,94 @@
+"""Query sets: ``assets/queries/<db_id>.yaml`` holds questions with their SQL; types and difficulty are derived."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from ..config import assets_dir
+from ..errors import InputError
+from ..verbalize.templates import TemplateSet
+from .sqlinfo import sql_info
+
+
+@dataclass
+class Question:
+    """One natural-language question and its SQL; ``info`` is :func:`sql_info` of the SQL."""
+
+    id: str
+    question: str
+    sql: str
+    info: dict = field(default_factory=dict)
+
+
+def load_queryset(db_id: str, path: str | Path | None = None) -> list[Question]:
+    """Load ``assets/queries/<db_id>.yaml`` (or ``path``): ``questions: [{id, question, sql}, ...]``.
+
+    Raises InputError when the file is absent, a question lacks a field, ids repeat, or an SQL does not parse.
+    """
+    p = Path(path) if path else assets_dir() / "queries" / f"{db_id}.yaml"
+    if not p.exists():
+        raise InputError(f"no query set for database {db_id!r}: write {p} (questions: [{{id, question, sql}}]) "
+                         f"or pass --queries")
+    data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    items = data.get("questions") if isinstance(data, dict) else None
+    if not items:
+        raise InputError(f"{p}: expected a 'questions' list")
+    out, seen = [], set()
+    for i, q in enumerate(items):
+        if not isinstance(q, dict) or not all(q.get(k) for k in ("question", "sql")):
+            raise InputError(f"{p}: question {i + 1} needs 'question' and 'sql'")
+        qid = str(q.get("id") or f"q{i + 1:02d}")
+        if qid in seen:
+            raise InputError(f"{p}: question id {qid!r} is used twice")
+        seen.add(qid)
+        try:
+            info = sql_info(q["sql"])
+        except InputError as e:
+            raise InputError(f"{p}: question {qid!r}: {e}") from None
+        out.append(Question(qid, str(q["question"]).strip(), " ".join(str(q["sql"]).split()), info))
+    return out
+
+
+def check_question(q: Question, tables: dict[str, list[str]], templates: TemplateSet) -> None:
+    """Check that a question's SQL reads only tables of the preprocessed database and only columns that *every*
+    template of their table states (otherwise the gold answer could depend on facts absent from the text).
+
+    ``tables`` maps preprocessed table names to their columns. Raises InputError naming question, table and column.
+    """
+    low_tables = {t.lower(): t for t in tables}
+    schema = {t: cols for t, cols in tables.items()}
+    info = sql_info(q.sql, schema)
+    q.info = info
+    for t in info["tables"]:
+        if t not in low_tables:
+            raise InputError(f"question {q.id!r}: SQL reads table {t!r}, which is not in the preprocessed database "
+                             f"(tables: {', '.join(tables)})")
+    for c in info["columns"]:
+        if "." not in c:
+            owners = [t for t in info["tables"] if c in {x.lower() for x in tables[low_tables[t]]}]
+            if not owners:
+                raise InputError(f"question {q.id!r}: column {c!r} is in none of its tables {info['tables']}")
+            continue
+        t, col = c.split(".", 1)
+        if t not in low_tables:
+            raise InputError(f"question {q.id!r}: column {c!r} names unknown table {t!r}")
+        real = low_tables[t]
+        if col not in {x.lower() for x in tables[real]}:
+            raise InputError(f"question {q.id!r}: table {real!r} has no column {col!r} "
+                             f"(columns: {', '.join(tables[real])})")
+        common = {x.lower() for x in templates.common_columns(real)}
+        if col not in common:
+            raise InputError(f"question {q.id!r}: column {real}.{col} is not stated by every template of {real!r}; "
+                             f"add {{{col}}} to each template in {templates.path}")
+
+
+def check_runs(q: Question, con: sqlite3.Connection) -> None:
+    """Run the SQL once on the full preprocessed database. Raises InputError with SQLite's message."""
+    try:
+        con.execute(q.sql).fetchmany(1)
+    except sqlite3.Error as e:
+        raise InputError(f"question {q.id!r}: SQL fails on the preprocessed database: {e} ({q.sql})") from None

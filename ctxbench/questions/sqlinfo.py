@@ -1,0 +1,216 @@
+"""SQL analysis with sqlglot: tables, columns, query types and difficulty, never hand-labelled.
+
+Query types follow HoloBench section 3.3 and appendix A.3.1, difficulty appendix A.3.2:
+
+* **Aggregation**: an aggregate other than MAX/MIN (COUNT, SUM, AVG, ...) or a GROUP BY.
+* **Max/Min**: MAX() or MIN().
+* **Join**: a JOIN, or more than one table in one FROM.
+* **Comparison**: a *numeric* comparison against a literal (``>``, ``<``, ``>=``, ``<=``, ``=``, ``!=``,
+  BETWEEN, IN over numeric literals). An equality with a string or with a subquery is not one (appendix A.3.3).
+* **Ranking**: ORDER BY (with or without LIMIT).
+
+Difficulty (A.3.2): *components 1* are the distinct keywords WHERE, GROUP BY, ORDER BY, JOIN, OR, LIKE, HAVING,
+BETWEEN used anywhere in the query; *components 2* are EXCEPT, UNION, INTERSECT and nested subqueries; the *other
+factors* are more than one aggregate, more than two SELECT columns, more than one WHERE condition, more than one
+JOIN, more than one GROUP BY column. Easy: ≤1 component-1 keyword, no component 2, no factor. Medium: ≤2
+component-1 keywords, no component 2, ≤1 factor. Hard: everything else.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlglot
+from sqlglot import exp
+
+from ..errors import InputError
+
+QUERY_TYPES = ["Aggregation", "Max/Min", "Join", "Comparison", "Ranking"]
+_CMP = (exp.GT, exp.GTE, exp.LT, exp.LTE, exp.EQ, exp.NEQ)
+
+
+def parse_sql(sql: str) -> exp.Expression:
+    """Parse one SQLite SELECT statement. Raises InputError naming the SQL when it does not parse."""
+    try:
+        stmts = [s for s in sqlglot.parse(sql, read="sqlite") if s is not None]
+    except sqlglot.errors.ParseError as e:
+        raise InputError(f"SQL does not parse: {sql!r} ({str(e).splitlines()[0]})") from None
+    if len(stmts) != 1:
+        raise InputError(f"expected exactly one SQL statement, got {len(stmts)}: {sql!r}")
+    tree = stmts[0]
+    if not isinstance(tree, (exp.Select, exp.Union, exp.Except, exp.Intersect, exp.Subquery)):
+        raise InputError(f"only SELECT queries are supported: {sql!r}")
+    return tree
+
+
+def _is_numeric_literal(e: exp.Expression) -> bool:
+    if isinstance(e, exp.Paren):
+        return _is_numeric_literal(e.this)
+    if isinstance(e, exp.Neg):
+        return _is_numeric_literal(e.this)
+    return isinstance(e, exp.Literal) and e.is_number
+
+
+def _is_value_side(e: exp.Expression) -> bool:
+    """A side that reads data: contains a column or an aggregate, and no subquery."""
+    return (e.find(exp.Column) is not None or e.find(exp.AggFunc) is not None) and e.find(exp.Select) is None
+
+
+def _numeric_comparison(node: exp.Expression) -> bool:
+    if isinstance(node, _CMP):
+        l, r = node.left, node.right
+        return (_is_value_side(l) and _is_numeric_literal(r)) or (_is_value_side(r) and _is_numeric_literal(l))
+    if isinstance(node, exp.Between):
+        return _is_value_side(node.this) and _is_numeric_literal(node.args["low"]) and _is_numeric_literal(node.args["high"])
+    if isinstance(node, exp.In):
+        exprs = node.expressions
+        return bool(exprs) and not node.args.get("query") and _is_value_side(node.this) and all(
+            _is_numeric_literal(x) for x in exprs)
+    return False
+
+
+def _atomic_conditions(e: exp.Expression | None) -> int:
+    if e is None:
+        return 0
+    if isinstance(e, exp.Paren):
+        return _atomic_conditions(e.this)
+    if isinstance(e, (exp.And, exp.Or)):
+        return _atomic_conditions(e.left) + _atomic_conditions(e.right)
+    return 1
+
+
+def _selects(tree: exp.Expression) -> list[exp.Select]:
+    return list(tree.find_all(exp.Select))
+
+
+def _top_select(tree: exp.Expression) -> exp.Select | None:
+    if isinstance(tree, exp.Select):
+        return tree
+    return tree.find(exp.Select)
+
+
+def query_types(tree: exp.Expression) -> list[str]:
+    """Query types of a parsed query, in the fixed order of ``QUERY_TYPES``."""
+    found = set()
+    aggs = list(tree.find_all(exp.AggFunc))
+    if any(not isinstance(a, (exp.Max, exp.Min)) for a in aggs) or tree.find(exp.Group) is not None:
+        found.add("Aggregation")
+    if any(isinstance(a, (exp.Max, exp.Min)) for a in aggs):
+        found.add("Max/Min")
+    if tree.find(exp.Join) is not None:
+        found.add("Join")
+    if any(_numeric_comparison(n) for n in tree.find_all(*_CMP, exp.Between, exp.In)):
+        found.add("Comparison")
+    if tree.find(exp.Order) is not None:
+        found.add("Ranking")
+    return [t for t in QUERY_TYPES if t in found]
+
+
+def difficulty_components(tree: exp.Expression) -> dict[str, Any]:
+    """The counts appendix A.3.2 decides difficulty from (see module docstring)."""
+    kw = set()
+    if tree.find(exp.Where) is not None:
+        kw.add("WHERE")
+    if tree.find(exp.Group) is not None:
+        kw.add("GROUP BY")
+    if tree.find(exp.Order) is not None:
+        kw.add("ORDER BY")
+    if tree.find(exp.Join) is not None:
+        kw.add("JOIN")
+    if tree.find(exp.Or) is not None:
+        kw.add("OR")
+    if tree.find(exp.Like, exp.ILike) is not None:
+        kw.add("LIKE")
+    if tree.find(exp.Having) is not None:
+        kw.add("HAVING")
+    if tree.find(exp.Between) is not None:
+        kw.add("BETWEEN")
+    comp2 = set()
+    for cls, name in ((exp.Except, "EXCEPT"), (exp.Union, "UNION"), (exp.Intersect, "INTERSECT")):
+        if tree.find(cls) is not None:
+            comp2.add(name)
+    selects = _selects(tree)
+    top = _top_select(tree)
+    # a nested subquery: any SELECT below another SELECT (set operations' own branches are not nested)
+    for s in selects:
+        p = s.parent
+        while p is not None and not isinstance(p, exp.Select):
+            p = p.parent
+        if p is not None:
+            comp2.add("NESTED")
+            break
+    factors = []
+    if len(list(tree.find_all(exp.AggFunc))) > 1:
+        factors.append("aggregates>1")
+    if top is not None and len(top.expressions) > 2:
+        factors.append("select_columns>2")
+    if top is not None and _atomic_conditions(top.args.get("where") and top.args["where"].this) > 1:
+        factors.append("where_conditions>1")
+    if len(list(tree.find_all(exp.Join))) > 1:
+        factors.append("joins>1")
+    if any(len(g.expressions) > 1 for g in tree.find_all(exp.Group)):
+        factors.append("group_by_columns>1")
+    return {"components1": sorted(kw), "components2": sorted(comp2), "factors": factors}
+
+
+def difficulty(tree: exp.Expression) -> str:
+    """``easy``, ``medium`` or ``hard`` by HoloBench appendix A.3.2."""
+    c = difficulty_components(tree)
+    n1, n2, nf = len(c["components1"]), len(c["components2"]), len(c["factors"])
+    if n1 <= 1 and n2 == 0 and nf == 0:
+        return "easy"
+    if n1 <= 2 and n2 == 0 and nf <= 1:
+        return "medium"
+    return "hard"
+
+
+def tables_and_columns(tree: exp.Expression, schema: dict[str, list[str]] | None = None) -> tuple[list[str], list[str]]:
+    """Sorted lower-case table names and ``table.column`` names the query reads.
+
+    Aliases are resolved; an unqualified column belongs to the only table in its SELECT's scope, or, with
+    ``schema`` (table -> columns), to the table that has it. SELECT-list aliases are not columns.
+    """
+    cte_names = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    tables = sorted({t.name.lower() for t in tree.find_all(exp.Table) if t.name.lower() not in cte_names})
+    low_schema = {t.lower(): {c.lower() for c in cols} for t, cols in (schema or {}).items()}
+    cols: set[str] = set()
+    for sel in _selects(tree):
+        alias_map: dict[str, str] = {}
+        scope_tables: list[str] = []
+        for t in sel.find_all(exp.Table):
+            # only tables whose nearest SELECT is this one
+            p = t.parent
+            while p is not None and not isinstance(p, exp.Select):
+                p = p.parent
+            if p is not sel:
+                continue
+            name = t.name.lower()
+            scope_tables.append(name)
+            alias_map[(t.alias or t.name).lower()] = name
+            alias_map[name] = name
+        select_aliases = {e.alias.lower() for e in sel.expressions if isinstance(e, exp.Alias)}
+        for c in sel.find_all(exp.Column):
+            p = c.parent
+            while p is not None and not isinstance(p, exp.Select):
+                p = p.parent
+            if p is not sel:
+                continue
+            cname = c.name.lower()
+            if c.table:
+                t = alias_map.get(c.table.lower(), c.table.lower())
+                cols.add(f"{t}.{cname}")
+            elif cname in select_aliases and not any(cname in low_schema.get(t, set()) for t in scope_tables):
+                continue
+            elif len(set(scope_tables)) == 1:
+                cols.add(f"{scope_tables[0]}.{cname}")
+            else:
+                owners = [t for t in dict.fromkeys(scope_tables) if cname in low_schema.get(t, set())]
+                cols.add(f"{owners[0]}.{cname}" if len(owners) == 1 else cname)
+    return tables, sorted(cols)
+
+
+def sql_info(sql: str, schema: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    """The JSON object ``ctxbench sql-info`` prints: tables, columns, query_types, difficulty (SCHEMA.md)."""
+    tree = parse_sql(sql)
+    tables, columns = tables_and_columns(tree, schema)
+    return {"tables": tables, "columns": columns, "query_types": query_types(tree), "difficulty": difficulty(tree)}

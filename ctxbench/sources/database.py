@@ -1,0 +1,89 @@
+"""In-memory relational database: tables of Python rows plus primary and foreign keys."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class ForeignKey:
+    """``table.column`` references ``ref_table.ref_column``."""
+
+    table: str
+    column: str
+    ref_table: str
+    ref_column: str
+
+
+@dataclass
+class Table:
+    """A table: column names, their declared SQL types, rows as tuples (Python values), primary-key columns."""
+
+    name: str
+    columns: list[str]
+    rows: list[tuple]
+    types: list[str] = field(default_factory=list)
+    primary_key: list[str] = field(default_factory=list)
+
+    def column_index(self, column: str) -> int:
+        """Index of ``column`` (case-insensitive). Raises KeyError naming the table when absent."""
+        low = [c.lower() for c in self.columns]
+        try:
+            return low.index(column.lower())
+        except ValueError:
+            raise KeyError(f"table {self.name!r} has no column {column!r} (columns: {', '.join(self.columns)})") from None
+
+
+@dataclass
+class Database:
+    """A database: ``db_id``, tables by name, foreign keys, and provenance (where it came from)."""
+
+    db_id: str
+    tables: dict[str, Table]
+    foreign_keys: list[ForeignKey] = field(default_factory=list)
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    def table(self, name: str) -> Table:
+        """Table by name (case-insensitive). Raises KeyError naming the database when absent."""
+        for t in self.tables.values():
+            if t.name.lower() == name.lower():
+                return t
+        raise KeyError(f"database {self.db_id!r} has no table {name!r} (tables: {', '.join(self.tables)})")
+
+
+def sql_type(values: list[Any], declared: str = "") -> str:
+    """SQLite column type for a column: INTEGER, REAL or TEXT, from the values present (declared type as a tie-break)."""
+    kinds = {type(v) for v in values if v is not None}
+    if not kinds:
+        return declared or "TEXT"
+    if kinds <= {int, bool}:
+        return "INTEGER"
+    if kinds <= {int, float, bool}:
+        return "REAL"
+    return "TEXT"
+
+
+def write_sqlite(db: Database, path: str | Path) -> None:
+    """Write ``db`` to a new SQLite file at ``path``; each table's rowids are 1..n in row order.
+
+    The file is written to a temporary name and renamed, so a killed build never leaves a half-written file.
+    """
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    if tmp.exists():
+        tmp.unlink()
+    con = sqlite3.connect(tmp)
+    try:
+        for t in db.tables.values():
+            types = t.types or [sql_type([r[i] for r in t.rows]) for i in range(len(t.columns))]
+            cols = ", ".join(f'"{c}" {ty}' for c, ty in zip(t.columns, types))
+            con.execute(f'CREATE TABLE "{t.name}" ({cols})')
+            ph = ", ".join("?" for _ in t.columns)
+            con.executemany(f'INSERT INTO "{t.name}" VALUES ({ph})', t.rows)
+        con.commit()
+    finally:
+        con.close()
+    tmp.replace(path)

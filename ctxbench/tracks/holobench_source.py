@@ -1,0 +1,74 @@
+"""Preparing a database for the HoloBench track: load, check templates and queries, preprocess."""
+
+from __future__ import annotations
+
+import sqlite3
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from ..config import assets_dir
+from ..errors import InputError
+from ..questions.queryset import Question, check_question, check_runs, load_queryset
+from ..sources import Database, load_database
+from ..sources.database import write_sqlite
+from ..sources.preprocess import DatabaseSpec, Preprocessed, preprocess
+from ..verbalize.templates import TemplateSet, load_templates
+
+
+@dataclass
+class PreparedSource:
+    """A preprocessed database with its templates, questions and dummy documents."""
+
+    raw: Database
+    pre: Preprocessed
+    templates: TemplateSet
+    questions: list[Question]
+    dummy_documents: list[str]
+
+    @property
+    def db(self) -> Database:
+        return self.pre.db
+
+
+def load_dummy_documents(db_id: str) -> list[str]:
+    """``assets/dummy/<db_id>.yaml``: a list of dummy distractor documents (HoloBench appendix A.2.3)."""
+    p = assets_dir() / "dummy" / f"{db_id}.yaml"
+    if not p.exists():
+        p = assets_dir() / "dummy" / "generic.yaml"
+    docs = yaml.safe_load(p.read_text(encoding="utf-8")) or []
+    if isinstance(docs, dict):
+        docs = docs.get("documents", [])
+    return [" ".join(str(d).split()) for d in docs]
+
+
+def prepare_source(db: str | Path | None, queries: str | Path | None = None,
+                   templates: str | Path | None = None) -> PreparedSource:
+    """Load a database, its templates (``assets/templates/<db_id>.yaml``) and query set
+    (``assets/queries/<db_id>.yaml``), preprocess it and check every question against it.
+
+    Raises InputError for a missing/empty database, missing templates or queries, a template naming a missing
+    column, a query that does not parse, reads a missing table/column, or fails on the preprocessed database.
+    """
+    raw = load_database(db)
+    ts = load_templates(raw.db_id, templates)
+    unknown = [t for t in ts.templates if t not in {n for n in raw.tables}]
+    if unknown:
+        raise InputError(f"{ts.path}: table(s) {unknown} are not in database {raw.db_id!r} "
+                         f"(tables: {', '.join(raw.tables)})")
+    cols = {t: ts.columns(t) for t in ts.templates}
+    pre = preprocess(raw, cols, DatabaseSpec.load(raw.db_id))
+    ts.check({n: t.columns for n, t in pre.db.tables.items()})
+    qs = load_queryset(raw.db_id, queries)
+    tables = {n: t.columns for n, t in pre.db.tables.items()}
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "source.sqlite"
+        write_sqlite(pre.db, path)
+        con = sqlite3.connect(path)
+        for q in qs:
+            check_question(q, tables, ts)
+            check_runs(q, con)
+        con.close()
+    return PreparedSource(raw, pre, ts, qs, load_dummy_documents(raw.db_id))

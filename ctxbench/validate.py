@@ -1,0 +1,74 @@
+"""Data-quality checks with great-expectations on stored tables; a failed expectation fails the build with its name.
+
+The suites live in ``schemas/<table>.expectations.json``. Row-level facts that no built-in expectation can see
+(every included row's sentence appears exactly once in the context, evidence spans lie inside the context, query
+types are from the fixed list) are derived here as boolean columns ``_name`` and then expected to be true.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections import Counter
+from pathlib import Path
+from typing import Callable
+
+import pyarrow as pa
+
+from .errors import ValidationError
+from .questions.sqlinfo import QUERY_TYPES
+from .storage import SCHEMA_DIR
+
+
+def _included_once(context: str, included: str | None, sentence_of: Callable[[str, int], str] | None) -> bool:
+    if not included or sentence_of is None:
+        return True
+    lines = Counter(context.split("\n"))
+    for table, rowids in json.loads(included).items():
+        for rid in rowids:
+            if lines.get(sentence_of(table, rid), 0) != 1:
+                return False
+    return True
+
+
+def derive_checks(tbl: pa.Table, sentence_of: Callable[[str, int], str] | None = None) -> "pandas.DataFrame":  # noqa: F821
+    """The instances table as a DataFrame with the derived boolean ``_`` columns added."""
+    df = tbl.to_pandas()
+    df["_query_types_valid"] = [all(t in QUERY_TYPES for t in json.loads(q)) for q in df["query_types"]]
+    df["_spans_in_context"] = [all(0 <= s < e <= n for s, e in json.loads(sp))
+                               for sp, n in zip(df["evidence_spans"], df["context_tokens"])]
+    df["_included_sentences_once"] = [_included_once(c, inc, sentence_of)
+                                      for c, inc in zip(df["context"], df["included_rows"])]
+    return df
+
+
+def run_suite(df, suite: str = "instances") -> list[str]:
+    """Validate ``df`` against ``schemas/<suite>.expectations.json``; returns the names of failed expectations."""
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    os.environ["TQDM_DISABLE"] = "1"  # great-expectations' per-expectation progress bars
+    import great_expectations as gx
+
+    spec = json.loads((SCHEMA_DIR / f"{suite}.expectations.json").read_text(encoding="utf-8"))
+    ctx = gx.get_context(mode="ephemeral")
+    batch = (ctx.data_sources.add_pandas(f"ctxbench_{suite}").add_dataframe_asset(suite)
+             .add_batch_definition_whole_dataframe("all").get_batch(batch_parameters={"dataframe": df}))
+    failed = []
+    for e in spec["expectations"]:
+        exp_cls = getattr(gx.expectations, e["expectation"])
+        res = batch.validate(exp_cls(**e["kwargs"]))
+        if not res.success:
+            col = e["kwargs"].get("column") or f"{e['kwargs'].get('column_A')},{e['kwargs'].get('column_B')}"
+            failed.append(f"{e['expectation']}({col})")
+    return failed
+
+
+def validate_build(instances: pa.Table, source_sqlite: str | Path | None = None,
+                   sentence_of: Callable[[str, int], str] | None = None) -> None:
+    """Run the instances suite. Raises ValidationError naming every failed expectation. An empty table passes
+    (a build whose every candidate was quarantined is reported by its quarantine table)."""
+    if instances.num_rows == 0:
+        return
+    failed = run_suite(derive_checks(instances, sentence_of))
+    if failed:
+        raise ValidationError(f"data-quality check failed: {', '.join(failed)}")

@@ -1,0 +1,105 @@
+"""Verbalization templates (HoloBench section 3.3, table 4): at least five per table, chosen per row from the seed.
+
+Templates live in ``assets/templates/<db_id>.yaml`` as ``table: [template, ...]``; a template is a Python
+format string whose fields are column names of the *preprocessed* table, e.g.
+``"{airline} flight {flight} left {origin_airport} on {year}-{month}-{day}."``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import string
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..config import assets_dir
+from ..errors import InputError
+
+MIN_TEMPLATES = 5
+
+
+def format_value(v: Any) -> str:
+    """Render a cell for text: integral floats without ``.0``, other floats in shortest round-trip form."""
+    if isinstance(v, bool):
+        return str(int(v))
+    if isinstance(v, float):
+        return str(int(v)) if v.is_integer() else repr(v)
+    return str(v)
+
+
+def template_fields(template: str) -> list[str]:
+    """Column names a template uses, in order of appearance (format specs are not allowed)."""
+    out = []
+    for _, fname, spec, conv in string.Formatter().parse(template):
+        if fname is None:
+            continue
+        if not fname or spec or conv:
+            raise InputError(f"template {template!r}: fields must be plain {{column}} names")
+        out.append(fname)
+    return out
+
+
+@dataclass
+class TemplateSet:
+    """Templates of one database: ``templates[table] = [template, ...]``."""
+
+    db_id: str
+    templates: dict[str, list[str]]
+    path: str = ""
+
+    def columns(self, table: str) -> set[str]:
+        """Union of the columns used by the table's templates."""
+        return {f for t in self.templates[table] for f in template_fields(t)}
+
+    def common_columns(self, table: str) -> set[str]:
+        """Columns used by *every* template of the table (the only ones a query may use: every row must state them)."""
+        sets = [set(template_fields(t)) for t in self.templates[table]]
+        return set.intersection(*sets) if sets else set()
+
+    def check(self, table_columns: dict[str, list[str]]) -> None:
+        """Check every template against its table's columns. Raises InputError naming table, template and column."""
+        for table, temps in self.templates.items():
+            if table not in table_columns:
+                continue
+            cols = {c.lower(): c for c in table_columns[table]}
+            for i, t in enumerate(temps):
+                for f in template_fields(t):
+                    if f.lower() not in cols:
+                        raise InputError(f"{self.path or self.db_id}: table {table!r}, template {i + 1} ({t!r}) uses "
+                                         f"column {f!r}, which the table lacks (columns: {', '.join(table_columns[table])})")
+
+    def choose(self, table: str, rowid: int, seed: int) -> int:
+        """Index of the template for a row: SHA-256 of (seed, table, rowid) modulo the number of templates."""
+        h = hashlib.sha256(f"{seed}|{table}|{rowid}".encode()).digest()
+        return int.from_bytes(h[:8], "big") % len(self.templates[table])
+
+    def verbalize(self, table: str, columns: list[str], row: tuple, rowid: int, seed: int) -> str:
+        """The sentence for one row (rowid in ``source.sqlite``)."""
+        t = self.templates[table][self.choose(table, rowid, seed)]
+        values = {c: format_value(v) for c, v in zip(columns, row)}
+        return t.format(**values)
+
+
+def load_templates(db_id: str, path: str | Path | None = None) -> TemplateSet:
+    """Load ``assets/templates/<db_id>.yaml`` (or ``path``). Raises InputError when absent, malformed, or when a
+    table has fewer than five templates."""
+    p = Path(path) if path else assets_dir() / "templates" / f"{db_id}.yaml"
+    if not p.exists():
+        raise InputError(f"no verbalization templates for database {db_id!r}: write {p} "
+                         f"(table: [at least {MIN_TEMPLATES} templates with {{column}} fields])")
+    data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    if not isinstance(data, dict) or not data:
+        raise InputError(f"{p}: expected a mapping table -> list of templates")
+    temps: dict[str, list[str]] = {}
+    for table, lst in data.items():
+        if not isinstance(lst, list) or not all(isinstance(x, str) for x in lst):
+            raise InputError(f"{p}: table {table!r} must map to a list of template strings")
+        if len(lst) < MIN_TEMPLATES:
+            raise InputError(f"{p}: table {table!r} has {len(lst)} templates; write at least {MIN_TEMPLATES}")
+        for t in lst:
+            template_fields(t)
+        temps[str(table)] = [x.strip() for x in lst]
+    return TemplateSet(db_id=db_id, templates=temps, path=str(p))
