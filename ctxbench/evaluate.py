@@ -1,0 +1,200 @@
+"""Evaluation: instances of a build → model calls through the gateway and cache → ``responses.parquet``.
+
+A rerun or resume adds no row for a request key already stored and makes no call whose answer is in the response
+cache; a backfill (a new model on an existing build) calls only that model. Calls sharing a context are scheduled
+together so providers' prompt caches (and llama.cpp's prefix cache) reuse the shared prefix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Literal
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pydantic import BaseModel, Field
+
+from .errors import InputError
+from .models.cache import ResponseCache, request_key
+from .models.gateway import Gateway, RetryPolicy
+from .models.registry import model_info
+from .prompts import messages_text, render_messages
+from .storage import read_table, to_table, write_parquet
+
+
+class EvalConfig(BaseModel):
+    """Evaluation settings (validated the same way from the CLI and the Prefect form)."""
+
+    model: str
+    base_url: str | None = None
+    concurrency: int = Field(8, ge=1)
+    samples: int | None = Field(None, ge=1, description="responses per instance (default: the registry's)")
+    prompt_variant: Literal["cot", "direct"] = "cot"
+    temperature: float = 0.0
+    max_tokens: int | None = None
+    per_length: int | None = Field(None, ge=1, description="evaluate a sample of N instances per context length")
+    mode: Literal["lc"] = "lc"
+    max_retries: int = 6
+    timeout_s: float = 600.0
+    seed: int = 0
+
+
+@dataclass
+class EvalSummary:
+    """Counts of one evaluation run."""
+
+    selected: int = 0
+    already_stored: int = 0
+    from_cache: int = 0
+    calls: int = 0
+    over_length: int = 0
+    errors: int = 0
+    unfinished: int = 0
+    retries: int = 0
+    retry_delay_s: float = 0.0
+    new_rows: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def select_instances(tbl: pa.Table, per_length: int | None, seed: int = 0) -> pa.Table:
+    """All instances, or ``per_length`` per context length chosen by SHA-256 of (seed, instance_id)."""
+    if not per_length:
+        return tbl
+    ids = tbl.column("instance_id").to_pylist()
+    lens = tbl.column("target_tokens").to_pylist()
+    by_len: dict[int, list[tuple[str, int]]] = {}
+    for i, (iid, L) in enumerate(zip(ids, lens)):
+        by_len.setdefault(L, []).append((hashlib.sha256(f"{seed}|{iid}".encode()).hexdigest(), i))
+    keep = sorted(i for L in by_len for _, i in sorted(by_len[L])[:per_length])
+    return tbl.take(keep)
+
+
+def _append_responses(path: Path, rows: list[dict]) -> None:
+    if not rows:
+        return
+    new = to_table("responses", rows)
+    if path.exists():
+        old = pq.read_table(path)
+        new = pa.concat_tables([old, new.select(old.column_names) if set(old.column_names) == set(new.column_names)
+                                else new], promote_options="default")
+    write_parquet(new, path)
+
+
+def evaluate_build(build_dir: str | Path, cfg: EvalConfig, count_tokens: Callable[[str], int] | None = None,
+                   cache: ResponseCache | None = None, progress: Callable[[int, int], None] | None = None,
+                   flush_every: int = 8) -> EvalSummary:
+    """Evaluate ``cfg.model`` on the build in ``build_dir``, appending to ``responses.parquet``.
+
+    ``count_tokens`` counts prompt tokens in the model's tokenizer (for the over-length pre-check where the
+    window is known). Raises InputError when the directory holds no build.
+    """
+    build_dir = Path(build_dir)
+    ipath = build_dir / "instances.parquet"
+    if not ipath.exists():
+        raise InputError(f"{build_dir} is not a build directory (no instances.parquet): run `ctxbench build` first")
+    info = model_info(cfg.model)
+    K = cfg.samples or info.default_samples
+    max_tokens = cfg.max_tokens or info.max_output_tokens
+    temperature = info.fixed_temperature if info.fixed_temperature is not None else cfg.temperature
+    if count_tokens is None and info.tokenizer and info.tokenizer != "local-server":
+        from .tokenizers import get_tokenizer
+
+        count_tokens = get_tokenizer(info.tokenizer).count
+    tbl = select_instances(pq.read_table(ipath, columns=["instance_id", "context", "question", "target_tokens"]),
+                           cfg.per_length, cfg.seed)
+    rpath = build_dir / "responses.parquet"
+    stored = set(read_table(rpath, "responses").column("request_key").to_pylist())
+    cache = cache or ResponseCache()
+    s = EvalSummary(selected=tbl.num_rows)
+    todo: list[dict] = []
+    rows: list[dict] = []
+    for iid, ctx, q in zip(*(tbl.column(c).to_pylist() for c in ("instance_id", "context", "question"))):
+        msgs = render_messages(ctx, q, cfg.prompt_variant, cfg.model)
+        for k in range(K):
+            sampling = {"temperature": temperature, "seed": k}
+            key = request_key(cfg.model, msgs, sampling, max_tokens, k)
+            base = {"request_key": key, "instance_id": iid, "model": cfg.model, "mode": cfg.mode, "sample": k,
+                    "prompt_variant": cfg.prompt_variant}
+            if key in stored:
+                s.already_stored += 1
+                continue
+            todo.append({**base, "_messages": msgs, "_sampling": sampling, "_ctx": hashlib.sha256(
+                ctx.encode()).hexdigest()})
+    hits = cache.get_many([t["request_key"] for t in todo])
+    calls = []
+    for t in todo:
+        base = {k: v for k, v in t.items() if not k.startswith("_")}
+        if t["request_key"] in hits:
+            s.from_cache += 1
+            rows.append({**base, **hits[t["request_key"]], "cached": True, "retries": 0})
+            continue
+        if info.window and count_tokens is not None:
+            n = count_tokens(messages_text(t["_messages"]))
+            limit = int(info.window * (1 - info.safety_margin)) - max_tokens
+            if n > limit:
+                s.over_length += 1
+                rows.append({**base, "status": "over_length", "cached": False, "retries": 0, "prompt_tokens": n,
+                             "error": f"prompt of {n} tokens + {max_tokens} output tokens exceeds the window of "
+                                      f"{info.window} tokens of {cfg.model}"})
+                continue
+        calls.append(t)
+    _append_responses(rpath, rows)
+    s.new_rows += len(rows)
+    if calls:
+        calls.sort(key=lambda t: (t["_ctx"], t["sample"]))  # calls sharing a context run together
+        _run_calls(calls, cfg, max_tokens, cache, rpath, s, progress, flush_every)
+    return s
+
+
+def _run_calls(calls: list[dict], cfg: EvalConfig, max_tokens: int, cache: ResponseCache, rpath: Path,
+               s: EvalSummary, progress, flush_every: int) -> None:
+    gw = Gateway(cfg.model, cfg.base_url, cfg.concurrency,
+                 RetryPolicy(max_retries=cfg.max_retries, timeout_s=cfg.timeout_s))
+    buf: list[dict] = []
+    done = 0
+
+    async def one(t: dict) -> None:
+        nonlocal done
+        rng = random.Random(t["request_key"])
+        res = await gw.complete(t["_messages"], max_tokens, t["_sampling"], rng)
+        s.calls += 1
+        s.retries += res.retries
+        s.retry_delay_s += res.retry_delay_s
+        base = {k: v for k, v in t.items() if not k.startswith("_")}
+        if res.transient_failure:
+            s.unfinished += 1  # not stored: a rerun retries it
+            s.notes.append(f"{t['instance_id']}: {res.error}")
+        else:
+            if res.status in ("ok", "over_length", "refused_by_provider"):
+                cache.put(t["request_key"], cfg.model, res.payload())
+            if res.status == "over_length":
+                s.over_length += 1
+            elif res.status == "error":
+                s.errors += 1
+                s.notes.append(f"{t['instance_id']}: {res.error}")
+            buf.append({**base, **res.payload(), "cached": False, "retries": res.retries})
+        done += 1
+        if progress:
+            progress(done, len(calls))
+        if len(buf) >= flush_every:
+            rows = buf[:]
+            buf.clear()
+            _append_responses(rpath, rows)
+            s.new_rows += len(rows)
+
+    async def main() -> None:
+        try:
+            await asyncio.gather(*(one(t) for t in calls))
+        finally:
+            await gw.aclose()
+
+    try:
+        asyncio.run(main())
+    finally:
+        _append_responses(rpath, buf)
+        s.new_rows += len(buf)

@@ -1,0 +1,1 @@
+"""Models: registry, response cache, gateway (litellm / OpenAI-compatible HTTP), embedded local server."""

@@ -1,0 +1,213 @@
+"""Model gateway: one async call path for every provider.
+
+OpenAI-compatible servers (a ``base_url``: vLLM, llama.cpp, Ollama, the embedded model) are called with the
+official ``openai`` async client; every other provider (OpenAI, Anthropic, Gemini, ...) through
+``litellm.acompletion``. API keys come only from the environment (or a Prefect Secret block resolved by the flow
+into the environment); they are never written to any output or log.
+
+Faults: transient errors (429, 5xx, timeouts, connection resets) are retried with exponential backoff and full
+jitter, honouring ``Retry-After``; permanent errors (400, 401/403, 404) are not retried; a context-length error is
+recorded as ``over_length``. Concurrency is bounded per gateway (one per model).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+_CTX_RE = re.compile(r"context.?length|context window|maximum context|too many tokens|exceed.*context|"
+                     r"prompt is too long|input is too long|reduce the length", re.IGNORECASE)
+
+
+@dataclass
+class CallResult:
+    """Outcome of one call: status ``ok``, ``over_length``, ``refused_by_provider`` or ``error``."""
+
+    status: str
+    response: str | None = None
+    reasoning: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    latency_s: float | None = None
+    cost_usd: float | None = None
+    error: str | None = None
+    retries: int = 0
+    retry_delay_s: float = 0.0
+    transient_failure: bool = False  # True when the retry budget ran out on transient errors
+
+    def payload(self) -> dict[str, Any]:
+        """What the response cache stores (no key, no secrets)."""
+        return {k: getattr(self, k) for k in ("status", "response", "reasoning", "prompt_tokens",
+                                              "completion_tokens", "latency_s", "cost_usd", "error")}
+
+
+class TransientError(Exception):
+    def __init__(self, msg: str, retry_after: float | None = None):
+        super().__init__(msg)
+        self.retry_after = retry_after
+
+
+class PermanentError(Exception):
+    def __init__(self, msg: str, status: str = "error"):
+        super().__init__(msg)
+        self.status = status
+
+
+def _retry_after(headers: Any) -> float | None:
+    if not headers:
+        return None
+    v = headers.get("retry-after") or headers.get("Retry-After")
+    if v is None:
+        ms = headers.get("retry-after-ms")
+        return float(ms) / 1000 if ms else None
+    try:
+        return max(0.0, float(v))
+    except ValueError:
+        from email.utils import parsedate_to_datetime
+        try:
+            return max(0.0, parsedate_to_datetime(v).timestamp() - time.time())
+        except (TypeError, ValueError):
+            return None
+
+
+def classify(exc: BaseException) -> Exception:
+    """Map a client exception to TransientError or PermanentError (with status ``over_length`` for
+    context-length errors)."""
+    status = getattr(exc, "status_code", None) or getattr(getattr(exc, "response", None), "status_code", None)
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    msg = f"{type(exc).__name__}: {str(exc)[:500]}"
+    name = type(exc).__name__
+    if "ContextWindowExceeded" in name or (status in (400, 413, 422) and _CTX_RE.search(str(exc))):
+        return PermanentError(msg, "over_length")
+    if status == 429 or name in ("RateLimitError",):
+        return TransientError(msg, _retry_after(headers))
+    if isinstance(status, int) and status >= 500:
+        return TransientError(msg, _retry_after(headers))
+    if name in ("APITimeoutError", "Timeout", "APIConnectionError", "ServiceUnavailableError",
+                "InternalServerError", "TimeoutError", "ReadTimeout", "ConnectError", "RemoteProtocolError"):
+        return TransientError(msg)
+    if isinstance(exc, (asyncio.TimeoutError, ConnectionError, TimeoutError)):
+        return TransientError(msg)
+    if name == "ContentPolicyViolationError":
+        return PermanentError(msg, "refused_by_provider")
+    return PermanentError(msg)
+
+
+@dataclass
+class RetryPolicy:
+    """Retries of transient errors: up to ``max_retries``, delay ``min(max_delay_s, base_delay_s·2^n)`` with full
+    jitter, at least the server's ``Retry-After``."""
+
+    max_retries: int = 6
+    base_delay_s: float = 0.5
+    max_delay_s: float = 30.0
+    timeout_s: float = 600.0
+
+    def delay(self, attempt: int, retry_after: float | None, rng: random.Random) -> float:
+        d = rng.uniform(0, min(self.max_delay_s, self.base_delay_s * (2 ** attempt)))
+        return max(d, retry_after or 0.0)
+
+
+@dataclass
+class Gateway:
+    """Calls one model. ``model`` is the name as given on the CLI; with ``base_url`` it is served by an
+    OpenAI-compatible server (a leading ``openai/`` is dropped from the name sent)."""
+
+    model: str
+    base_url: str | None = None
+    concurrency: int = 8
+    policy: RetryPolicy = field(default_factory=RetryPolicy)
+    api_key_env: str | None = None
+    _sem: asyncio.Semaphore | None = field(default=None, repr=False)
+    _client: Any = field(default=None, repr=False)
+
+    def _semaphore(self) -> asyncio.Semaphore:
+        if self._sem is None:
+            self._sem = asyncio.Semaphore(self.concurrency)
+        return self._sem
+
+    def _openai_client(self):
+        if self._client is None:
+            import httpx
+            import openai
+
+            key = os.environ.get(self.api_key_env or "OPENAI_API_KEY") or "sk-no-key"
+            self._client = openai.AsyncOpenAI(
+                base_url=self.base_url, api_key=key, max_retries=0, timeout=self.policy.timeout_s,
+                http_client=httpx.AsyncClient(limits=httpx.Limits(max_connections=max(self.concurrency, 1) * 2,
+                                                                  max_keepalive_connections=max(self.concurrency, 1) * 2),
+                                              timeout=self.policy.timeout_s))
+        return self._client
+
+    async def _once(self, messages: list[dict], max_tokens: int, sampling: dict[str, Any]) -> CallResult:
+        t0 = time.perf_counter()
+        if self.base_url:
+            name = self.model[len("openai/"):] if self.model.startswith("openai/") else self.model
+            r = await self._openai_client().chat.completions.create(
+                model=name, messages=messages, max_tokens=max_tokens, **sampling)
+        else:
+            import litellm
+
+            r = await litellm.acompletion(model=self.model, messages=messages, max_tokens=max_tokens,
+                                          num_retries=0, timeout=self.policy.timeout_s, **sampling)
+        lat = time.perf_counter() - t0
+        choice = r.choices[0]
+        msg = choice.message
+        text = getattr(msg, "content", None)
+        reasoning = getattr(msg, "reasoning_content", None)
+        usage = getattr(r, "usage", None)
+        pt = getattr(usage, "prompt_tokens", None) if usage else None
+        ct = getattr(usage, "completion_tokens", None) if usage else None
+        status = "ok"
+        if choice.finish_reason == "content_filter":
+            status = "refused_by_provider"
+        return CallResult(status, text, reasoning, pt, ct, lat, cost_usd(self.model, pt, ct))
+
+    async def complete(self, messages: list[dict], max_tokens: int, sampling: dict[str, Any],
+                       rng: random.Random | None = None) -> CallResult:
+        """One call with retries. Never raises for a provider error: the result's status says what happened."""
+        rng = rng or random.Random(0)
+        retries, waited = 0, 0.0
+        async with self._semaphore():
+            while True:
+                try:
+                    res = await asyncio.wait_for(self._once(messages, max_tokens, sampling), self.policy.timeout_s)
+                    res.retries, res.retry_delay_s = retries, waited
+                    return res
+                except Exception as e:  # noqa: BLE001
+                    err = e if isinstance(e, (TransientError, PermanentError)) else classify(e)
+                    if isinstance(err, PermanentError):
+                        return CallResult(err.status, error=str(err), retries=retries, retry_delay_s=waited)
+                    if retries >= self.policy.max_retries:
+                        return CallResult("error", error=f"retry budget exhausted: {err}", retries=retries,
+                                          retry_delay_s=waited, transient_failure=True)
+                    d = self.policy.delay(retries, err.retry_after, rng)
+                    retries += 1
+                    waited += d
+                    await asyncio.sleep(d)
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+
+
+def cost_usd(model: str, prompt_tokens: int | None, completion_tokens: int | None) -> float | None:
+    """Cost from litellm's price table; None when the price (or a token count) is unknown — never 0 by default."""
+    if prompt_tokens is None or completion_tokens is None:
+        return None
+    try:
+        import litellm
+
+        info = litellm.model_cost.get(model) or litellm.model_cost.get(model.split("/", 1)[-1])
+        if not info or info.get("input_cost_per_token") is None:
+            return None
+        return (prompt_tokens * float(info["input_cost_per_token"])
+                + completion_tokens * float(info.get("output_cost_per_token") or 0.0))
+    except Exception:  # noqa: BLE001
+        return None

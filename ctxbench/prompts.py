@@ -1,0 +1,44 @@
+"""Prompt rendering: the context first and the question last (shared prefix for providers' prompt caches)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import yaml
+
+from .config import assets_dir
+from .errors import InputError
+
+VARIANTS = ("cot", "direct")
+
+
+@lru_cache(maxsize=4)
+def _prompts(name: str = "default") -> dict:
+    return yaml.safe_load((assets_dir() / "prompts" / f"{name}.yaml").read_text(encoding="utf-8"))
+
+
+def render_messages(context: str, question: str, variant: str = "cot", model: str = "") -> list[dict]:
+    """Chat messages for one instance. For Anthropic models the document part is marked cacheable
+    (``cache_control``), which their API requires for prompt caching; other providers cache prefixes themselves."""
+    if variant not in VARIANTS:
+        raise InputError(f"unknown prompt variant {variant!r}: use {' or '.join(VARIANTS)}")
+    p = _prompts()
+    text = p[variant].format(context=context, question=question)
+    msgs = [{"role": "system", "content": p["system"].strip()}]
+    if model.startswith("anthropic/") or model.startswith("claude"):
+        cut = text.index("</document>") + len("</document>")
+        msgs.append({"role": "user", "content": [
+            {"type": "text", "text": text[:cut], "cache_control": {"type": "ephemeral"}},
+            {"type": "text", "text": text[cut:]}]})
+    else:
+        msgs.append({"role": "user", "content": text})
+    return msgs
+
+
+def messages_text(messages: list[dict]) -> str:
+    """All text of the messages, for counting prompt tokens."""
+    parts = []
+    for m in messages:
+        c = m["content"]
+        parts.append(c if isinstance(c, str) else "".join(b.get("text", "") for b in c))
+    return "\n".join(parts)

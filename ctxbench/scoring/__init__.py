@@ -1,0 +1,1 @@
+"""Scoring: answer extraction, deterministic matchers, metrics."""

@@ -1,0 +1,1 @@
+"""Prefect flows and tasks wiring the ctxbench library (thin: no benchmark logic here)."""
