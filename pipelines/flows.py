@@ -7,7 +7,6 @@ They run without a server (Prefect starts a temporary local API) and against ``p
 
 from __future__ import annotations
 
-from contextlib import nullcontext
 from pathlib import Path
 
 from prefect import flow, task
@@ -18,15 +17,6 @@ from ctxbench.models.local_server import EMBEDDED_MODEL, LocalServer
 from ctxbench.report import build_report, results_table
 from ctxbench.score import score_build
 from ctxbench.tracks.holobench import HoloBenchConfig, build_holobench
-from ctxbench.tracks.holobench_source import prepare_source
-
-
-@task(name="load-and-check", retries=2, retry_delay_seconds=2)
-def load_task(cfg: HoloBenchConfig) -> dict:
-    """Load and preprocess the database and check templates and queries (fails fast on bad input)."""
-    src = prepare_source(cfg.db, cfg.queries)
-    return {"db_id": src.raw.db_id, "questions": len(src.questions),
-            "rows": {n: len(t.rows) for n, t in src.db.tables.items()}}
 
 
 @task(name="build-holobench", retries=1, retry_delay_seconds=2)
@@ -39,8 +29,8 @@ def build_task(cfg: HoloBenchConfig, out: str) -> dict:
 
 @flow(name="build_holobench")
 def build_holobench_flow(cfg: HoloBenchConfig = HoloBenchConfig(), out: str = "runs/default") -> dict:
-    """Build a verbalized-database benchmark into ``out``."""
-    load_task(cfg)
+    """Build a verbalized-database benchmark into ``out`` (an unchanged build is detected by its hash and left
+    as it is, before any preprocessing)."""
     return build_task(cfg, out)
 
 
@@ -49,10 +39,7 @@ def evaluate_task(build: str, cfg: EvalConfig) -> dict:
     """All calls of one model on one build (many calls in one task). Starts the embedded model's server when
     ``cfg.model`` is the embedded default and no base URL is given."""
     local = cfg.model == EMBEDDED_MODEL and not cfg.base_url
-    with (LocalServer() if local else nullcontext()) as srv:
-        if srv is not None:
-            cfg = cfg.model_copy(update={"base_url": srv.base_url, "concurrency": 1})
-        s = evaluate_build(build, cfg, count_tokens=srv.count_tokens if srv is not None else None)
+    s = evaluate_build(build, cfg, server=LocalServer if local else None)
     return s.__dict__
 
 

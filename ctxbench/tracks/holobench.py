@@ -27,6 +27,7 @@ from ..contexts.packer import POSITIONS, PackedContext, Unit, cycle_units, pack,
 from ..errors import InputError
 from ..gold import compute_gold
 from ..hashing import canonical_json, file_sha256, seeded_rng, stable_hash
+from ..sources import Database, load_database
 from ..sources.database import sql_type, write_sqlite
 from ..storage import to_table, write_json, write_parquet
 from ..tokenizers import get_tokenizer
@@ -86,16 +87,16 @@ def _asset_hash(path: str | Path) -> str:
     return file_sha256(p) if p.exists() else ""
 
 
-def build_hash_of(cfg: HoloBenchConfig, src: PreparedSource, tok_sha: str) -> str:
+def build_hash_of(cfg: HoloBenchConfig, raw: Database, tok_sha: str) -> str:
     """Content hash of the inputs and configuration (paths excluded): source data, templates, queries, dummy
     documents, database spec, tokenizer file, configuration, ctxbench version."""
-    db_id = src.raw.db_id
+    db_id = raw.db_id
     cfgd = cfg.model_dump()
     cfgd.pop("db")
     cfgd["queries"] = None
     inputs = {
-        "source": {k: v for k, v in src.raw.provenance.items() if k != "file"},
-        "templates": _asset_hash(src.templates.path),
+        "source": {k: v for k, v in raw.provenance.items() if k != "file"},
+        "templates": _asset_hash(assets_dir() / "templates" / f"{db_id}.yaml"),
         "queries": _asset_hash(cfg.queries or assets_dir() / "queries" / f"{db_id}.yaml"),
         "dummy": _asset_hash(assets_dir() / "dummy" / f"{db_id}.yaml"),
         "spec": _asset_hash(assets_dir() / "databases" / f"{db_id}.yaml"),
@@ -159,9 +160,9 @@ def build_holobench(cfg: HoloBenchConfig, out: str | Path, progress: Callable[[i
     ValidationError when a data-quality expectation fails.
     """
     out = Path(out)
-    src = prepare_source(cfg.db, cfg.queries)
+    raw = load_database(cfg.db)
     tok = get_tokenizer(cfg.tokenizer)
-    bhash = build_hash_of(cfg, src, tok.file_sha256)
+    bhash = build_hash_of(cfg, raw, tok.file_sha256)
     mpath = out / "manifest.json"
     if mpath.exists():
         old = json.loads(mpath.read_text(encoding="utf-8"))
@@ -175,6 +176,7 @@ def build_holobench(cfg: HoloBenchConfig, out: str | Path, progress: Callable[[i
                      "source.sqlite", "manifest.json"):
             (out / name).unlink(missing_ok=True)
         shutil.rmtree(out / "report", ignore_errors=True)
+    src = prepare_source(raw, cfg.queries)
     out.mkdir(parents=True, exist_ok=True)
     write_sqlite(src.db, out / "source.sqlite")
     db_id = src.raw.db_id

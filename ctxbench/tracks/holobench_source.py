@@ -44,7 +44,7 @@ def load_dummy_documents(db_id: str) -> list[str]:
     return [" ".join(str(d).split()) for d in docs]
 
 
-def prepare_source(db: str | Path | None, queries: str | Path | None = None,
+def prepare_source(db: str | Path | Database | None, queries: str | Path | None = None,
                    templates: str | Path | None = None) -> PreparedSource:
     """Load a database, its templates (``assets/templates/<db_id>.yaml``) and query set
     (``assets/queries/<db_id>.yaml``), preprocess it and check every question against it.
@@ -52,7 +52,7 @@ def prepare_source(db: str | Path | None, queries: str | Path | None = None,
     Raises InputError for a missing/empty database, missing templates or queries, a template naming a missing
     column, a query that does not parse, reads a missing table/column, or fails on the preprocessed database.
     """
-    raw = load_database(db)
+    raw = db if isinstance(db, Database) else load_database(db)
     ts = load_templates(raw.db_id, templates)
     unknown = [t for t in ts.templates if t not in {n for n in raw.tables}]
     if unknown:
