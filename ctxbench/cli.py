@@ -20,12 +20,17 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help="Build long-c
 build_app = typer.Typer(no_args_is_help=True, help="Build a benchmark.")
 app.add_typer(build_app, name="build")
 console = Console(stderr=True)
-out_console = Console()
+out_console = Console(soft_wrap=True)
 
 
 def _ints(s: str, what: str) -> list[int]:
     try:
-        return [int(x.strip().lower().replace("k", "000")) for x in s.split(",") if x.strip()]
+        out = []
+        for x in (x.strip().lower() for x in s.split(",") if x.strip()):
+            # 4k = 4,096 and 1m = 1,048,576 tokens (the field's convention for tiers)
+            out.append(int(x[:-1]) * 1024 if x.endswith("k") else int(x[:-1]) * 1024 * 1024 if x.endswith("m")
+                       else int(x))
+        return out
     except ValueError:
         raise typer.BadParameter(f"{what} must be comma-separated integers, e.g. 4096,8192 (got {s!r})") from None
 

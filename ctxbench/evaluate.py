@@ -32,6 +32,7 @@ class EvalConfig(BaseModel):
 
     model: str
     base_url: str | None = None
+    api_key_env: str | None = Field(None, description="environment variable holding the key for --base-url")
     concurrency: int = Field(8, ge=1)
     samples: int | None = Field(None, ge=1, description="responses per instance (default: the registry's)")
     prompt_variant: Literal["cot", "direct"] = "cot"
@@ -187,7 +188,7 @@ def _call_pending(plan: _Plan, cfg: EvalConfig, info, count_tokens, cache, rpath
 def _run_calls(calls: list[dict], cfg: EvalConfig, max_tokens: int, cache: ResponseCache, rpath: Path,
                s: EvalSummary, progress, flush_every: int) -> None:
     gw = Gateway(cfg.model, cfg.base_url, cfg.concurrency,
-                 RetryPolicy(max_retries=cfg.max_retries, timeout_s=cfg.timeout_s))
+                 RetryPolicy(max_retries=cfg.max_retries, timeout_s=cfg.timeout_s), api_key_env=cfg.api_key_env)
     buf: list[dict] = []
     done = 0
 

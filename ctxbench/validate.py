@@ -64,7 +64,8 @@ def run_suite(df, suite: str = "instances") -> list[str]:
             cfg = r.expectation_config
             kw = cfg.kwargs
             col = kw.get("column") or f"{kw.get('column_A')},{kw.get('column_B')}"
-            failed.append(f"{type(cfg).__name__ if not hasattr(cfg, 'type') else cfg.type}({col})")
+            name = "".join(w.capitalize() for w in str(cfg.type).split("_"))  # the suite file's class name
+            failed.append(f"{name}({col})")
     return failed
 
 

@@ -2,7 +2,9 @@
 
 They run without a server (Prefect starts a temporary local API) and against ``prefect server start``
 (``PREFECT_API_URL``). Each flow calls library functions; one ``evaluate`` task makes many model calls
-(a Prefect task costs tens of milliseconds, one task per call would not scale).
+(a Prefect task costs tens of milliseconds, one task per call would not scale). Tasks pass large in-memory
+objects (databases, contexts), so Prefect's input-hashing cache is off (NO_CACHE): whole steps are skipped by
+the build hash instead.
 """
 
 from __future__ import annotations
@@ -10,31 +12,65 @@ from __future__ import annotations
 from pathlib import Path
 
 from prefect import flow, task
+from prefect.cache_policies import NO_CACHE
+from prefect.utilities.annotations import quote
 from prefect.artifacts import create_markdown_artifact
 
 from ctxbench.evaluate import EvalConfig, evaluate_build
 from ctxbench.models.local_server import EMBEDDED_MODEL, LocalServer
 from ctxbench.report import build_report, results_table
 from ctxbench.score import score_build
-from ctxbench.tracks.holobench import HoloBenchConfig, build_holobench
+from ctxbench.tracks import holobench
+from ctxbench.tracks.holobench import HoloBenchConfig
 
 
-@task(name="build-holobench", retries=1, retry_delay_seconds=2)
-def build_task(cfg: HoloBenchConfig, out: str) -> dict:
-    """Verbalize, assemble contexts, compute and check gold answers, validate and write the build."""
-    r = build_holobench(cfg, out)
-    return {"out": str(r.out), "build_hash": r.build_hash, "instances": r.n_instances,
-            "quarantined": r.n_quarantined, "skipped": r.skipped}
+@task(name="load", retries=2, retry_delay_seconds=2, cache_policy=NO_CACHE)
+def load_task(cfg: HoloBenchConfig, out: str, force: bool = False):
+    return holobench.load_stage(cfg, out, force)
+
+
+@task(name="verbalize", cache_policy=NO_CACHE)
+def verbalize_task(loaded):
+    return holobench.verbalize_stage(loaded)
+
+
+@task(name="assemble", cache_policy=NO_CACHE)
+def assemble_task(loaded, src):
+    return holobench.assemble_stage(loaded, src)
+
+
+@task(name="gold", cache_policy=NO_CACHE)
+def gold_task(loaded, asm):
+    return holobench.gold_stage(loaded, asm)
+
+
+@task(name="validate", cache_policy=NO_CACHE)
+def validate_task(loaded, src, instances):
+    holobench.validate_stage(loaded, src, instances)
+
+
+@task(name="write", retries=2, retry_delay_seconds=2, cache_policy=NO_CACHE)
+def write_task(loaded, src, instances, quarantine, n_contexts) -> dict:
+    return holobench.write_stage(loaded, src, instances, quarantine, n_contexts).__dict__
 
 
 @flow(name="build_holobench")
-def build_holobench_flow(cfg: HoloBenchConfig = HoloBenchConfig(), out: str = "runs/default") -> dict:
-    """Build a verbalized-database benchmark into ``out`` (an unchanged build is detected by its hash and left
-    as it is, before any preprocessing)."""
-    return build_task(cfg, out)
+def build_holobench_flow(cfg: HoloBenchConfig = HoloBenchConfig(), out: str = "runs/default",
+                         force: bool = False) -> dict:
+    """Build a verbalized-database benchmark into ``out``: load → verbalize → assemble → gold → validate → write.
+    An unchanged build is detected by its hash in ``load`` and left as it is."""
+    loaded = load_task(cfg, out, force)
+    if loaded.existing is not None:
+        return loaded.existing.__dict__
+    # quote(): large in-memory objects are passed as they are, not walked by Prefect's parameter resolution
+    src = verbalize_task(quote(loaded))
+    asm = assemble_task(quote(loaded), quote(src))
+    instances, quarantine = gold_task(quote(loaded), quote(asm))
+    validate_task(quote(loaded), quote(src), quote(instances))
+    return write_task(quote(loaded), quote(src), quote(instances), quote(quarantine), len(asm.contexts))
 
 
-@task(name="evaluate-calls", retries=2, retry_delay_seconds=5)
+@task(name="evaluate-calls", retries=2, retry_delay_seconds=5, cache_policy=NO_CACHE)
 def evaluate_task(build: str, cfg: EvalConfig) -> dict:
     """All calls of one model on one build (many calls in one task). Starts the embedded model's server when
     ``cfg.model`` is the embedded default and no base URL is given."""
@@ -49,7 +85,7 @@ def evaluate_flow(build: str, cfg: EvalConfig) -> dict:
     return evaluate_task(build, cfg)
 
 
-@task(name="score")
+@task(name="score", cache_policy=NO_CACHE)
 def score_task(build: str) -> int:
     return score_build(build)
 
@@ -59,7 +95,7 @@ def score_flow(build: str) -> int:
     return score_task(build)
 
 
-@task(name="report")
+@task(name="report", cache_policy=NO_CACHE)
 def report_task(build: str) -> str:
     p = build_report(build)
     rows = results_table(build)

@@ -9,6 +9,8 @@ step 4), with the checks that make a gold answer trustworthy before an instance 
 3. **Ties and NULLs at ORDER BY**: for a top-level ORDER BY, the sort keys are evaluated over all result rows; a
    NULL key (the answer would depend on NULL ordering) or equal keys on both sides of the LIMIT cut reject it.
 4. **Empty or NULL answers** are rejected ("empty answers are flagged").
+
+An answer without a top-level ORDER BY is stored sorted (NULL, numbers, text), so equal inputs give equal bytes.
 """
 
 from __future__ import annotations
@@ -106,6 +108,7 @@ def _sqlite_run(sql: str, tables: dict[str, tuple[list[str], list[str], list[tup
 
 def _duck_con(tables: dict[str, tuple[list[str], list[str], list[tuple]]]) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect(":memory:")
+    con.execute("SET threads TO 1")  # one thread: the same input gives the same row order, run after run
     for name, (cols, types, rows) in tables.items():
         arrays = [pa.array([r[i] for r in rows], type=_DUCK_TYPES.get(types[i], pa.string()))
                   for i in range(len(cols))]
@@ -195,6 +198,8 @@ def compute_gold(sql: str, tables: dict[str, tuple[list[str], list[str], list[tu
             if k is not None and len(keys) > k > 0 and _row_equal(keys[k - 1], keys[k]):
                 return GoldResult(None, False, f"tie at LIMIT {k}: rows {k} and {k + 1} have equal sort keys",
                                   {"keys": keys[: k + 1]})
+    if not ordered:
+        duck = sorted(duck, key=_sort_key)  # an unordered answer is stored in one canonical order
     if not duck:
         return GoldResult([], False, "empty gold answer")
     if all(v is None for r in duck for v in r):

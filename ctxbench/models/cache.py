@@ -28,7 +28,8 @@ def request_key(model: str, messages: list[dict], sampling: dict[str, Any], max_
 
 
 class ResponseCache:
-    """Key -> stored response (a JSON object). Only successful or permanently failed calls are stored."""
+    """Key -> stored response (a JSON object). Only answers are stored (status ok, over_length,
+    refused_by_provider); failed calls are not, so a rerun tries them again."""
 
     def __init__(self, path: str | Path | None = None):
         self.path = Path(path) if path else cache_dir() / "responses.sqlite"

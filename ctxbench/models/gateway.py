@@ -136,7 +136,9 @@ class Gateway:
             import httpx
             import openai
 
-            key = os.environ.get(self.api_key_env or "OPENAI_API_KEY") or "sk-no-key"
+            # a key is sent to a base URL only when named explicitly (--api-key-env): never leak OPENAI_API_KEY
+            # to an arbitrary server
+            key = (os.environ.get(self.api_key_env) if self.api_key_env else None) or "sk-no-key"
             self._client = openai.AsyncOpenAI(
                 base_url=self.base_url, api_key=key, max_retries=0, timeout=self.policy.timeout_s,
                 http_client=httpx.AsyncClient(limits=httpx.Limits(max_connections=max(self.concurrency, 1) * 2,

@@ -37,7 +37,7 @@ def load_queryset(db_id: str, path: str | Path | None = None) -> list[Question]:
     items = data.get("questions") if isinstance(data, dict) else None
     if not items:
         raise InputError(f"{p}: expected a 'questions' list")
-    out, seen = [], set()
+    out, seen, texts = [], set(), {}
     for i, q in enumerate(items):
         if not isinstance(q, dict) or not all(q.get(k) for k in ("question", "sql")):
             raise InputError(f"{p}: question {i + 1} needs 'question' and 'sql'")
@@ -45,6 +45,11 @@ def load_queryset(db_id: str, path: str | Path | None = None) -> list[Question]:
         if qid in seen:
             raise InputError(f"{p}: question id {qid!r} is used twice")
         seen.add(qid)
+        text = " ".join(str(q["question"]).split())
+        if text in texts:
+            raise InputError(f"{p}: questions {texts[text]!r} and {qid!r} have the same text; each question must be "
+                             f"distinct (identical prompts would share one model answer)")
+        texts[text] = qid
         try:
             info = sql_info(q["sql"])
         except InputError as e:

@@ -7,11 +7,12 @@ normalisers of :mod:`ctxbench.scoring.normalize`; a NULL gold value matches a st
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from .normalize import extract_answer, normalize_text, number_matches, numbers_in, text_matches
 
-_NULL_WORDS = ("none", "null", "unknown", "n a", "not available")
+_NULL_RE = re.compile(r"(?<!\w)(?:none|null|unknown|n a|not available|no value)(?!\w)")
 
 
 @dataclass
@@ -25,7 +26,7 @@ class MatchResult:
 
 def _value_in(v, answer: str, answer_norm: str, nums) -> bool:
     if v is None:
-        return any(w in answer_norm for w in _NULL_WORDS)
+        return _NULL_RE.search(answer_norm) is not None
     if isinstance(v, bool):
         v = int(v)
     if isinstance(v, (int, float)):

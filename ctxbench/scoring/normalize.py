@@ -12,8 +12,10 @@ import re
 import unicodedata
 
 ANSWER_RE = re.compile(r"(?:final answer|answer)\s*[:：]\s*(.+)", re.IGNORECASE | re.DOTALL)
-NUMBER_RE = re.compile(r"(?<![\w.])[-−]?(?:\d{1,3}(?:[,，]\d{3})+|\d{1,3}(?: \d{3})+(?![\d])|\d+)(?:\.\d+)?%?(?![\w])"
-                       r"|(?<![\w.])[-−]?\.\d+%?(?![\w])")
+# boundaries exclude ASCII letters, digits and '.', not CJK characters (numbers inside Chinese text are found)
+NUMBER_RE = re.compile(r"(?<![A-Za-z0-9_.])[-−]?(?:\d{1,3}(?:[,，]\d{3})+|\d{1,3}(?: \d{3})+(?![\d])|\d+)(?:\.\d+)?%?"
+                       r"(?![A-Za-z0-9_])|(?<![A-Za-z0-9_.])[-−]?\.\d+%?(?![A-Za-z0-9_])")
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
 _CJK_PUNCT = str.maketrans({"。": ".", "，": ",", "、": ",", "；": ";", "：": ":", "（": "(", "）": ")", "「": '"',
                             "」": '"', "『": '"', "』": '"', "《": '"', "》": '"', "！": "!", "？": "?", "．": "."})
 
@@ -76,8 +78,11 @@ def number_matches(gold: float, found: list[tuple[float, int]]) -> bool:
 
 
 def text_matches(gold: str, answer_norm: str) -> bool:
-    """Whether the normalised gold text appears in the normalised answer as whole words."""
+    """Whether the normalised gold text appears in the normalised answer as whole words; text with CJK characters
+    (written without spaces) need only appear as a substring."""
     g = normalize_text(gold)
     if not g:
         return False
+    if _CJK.search(g):
+        return g in answer_norm or g.replace(" ", "") in answer_norm.replace(" ", "")
     return re.search(rf"(?<!\w){re.escape(g)}(?!\w)", answer_norm) is not None

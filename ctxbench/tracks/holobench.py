@@ -151,14 +151,30 @@ def build_context(src: PreparedSource, cfg: HoloBenchConfig, tables: list[str], 
     return pack(relevant, distractors, position, target, tok)
 
 
-def build_holobench(cfg: HoloBenchConfig, out: str | Path, progress: Callable[[int, int], None] | None = None,
-                    force: bool = False) -> BuildResult:
-    """Build a verbalized-database benchmark into the build directory ``out`` (SCHEMA.md layout).
+@dataclass
+class Loaded:
+    """Stage ``load``: the raw database, the tokenizer and the build hash; ``existing`` when ``out`` already holds
+    this build."""
 
-    An existing complete build with the same build hash is left as it is (``skipped``); a directory holding a
-    different build is an error unless ``force``. Raises InputError for bad input (see prepare_source) and
-    ValidationError when a data-quality expectation fails.
-    """
+    cfg: HoloBenchConfig
+    out: Path
+    raw: Database
+    build_hash: str
+    existing: BuildResult | None = None
+
+
+@dataclass
+class Assembled:
+    """Stage ``assemble``: one context per (relevant tables, tier, position), and the (question, key) pairs."""
+
+    src: PreparedSource
+    contexts: dict[tuple, PackedContext]
+    pairs: list[tuple]
+
+
+def load_stage(cfg: HoloBenchConfig, out: str | Path, force: bool = False) -> Loaded:
+    """Load the database and hash the inputs. An existing build with the same hash is reported in ``existing``;
+    a directory holding a different build is an error unless ``force`` (its files are then removed)."""
     out = Path(out)
     raw = load_database(cfg.db)
     tok = get_tokenizer(cfg.tokenizer)
@@ -168,7 +184,8 @@ def build_holobench(cfg: HoloBenchConfig, out: str | Path, progress: Callable[[i
         old = json.loads(mpath.read_text(encoding="utf-8"))
         if old.get("build_hash") == bhash and (out / "instances.parquet").exists():
             n = old.get("counts", {})
-            return BuildResult(out, bhash, n.get("instances", 0), n.get("quarantined", 0), skipped=True)
+            return Loaded(cfg, out, raw, bhash, BuildResult(out, bhash, n.get("instances", 0),
+                                                            n.get("quarantined", 0), skipped=True))
         if not force:
             raise InputError(f"{out} already holds a different build ({old.get('build_hash')}); a completed build is "
                              f"immutable: choose another --out or pass --force to replace it")
@@ -176,61 +193,81 @@ def build_holobench(cfg: HoloBenchConfig, out: str | Path, progress: Callable[[i
                      "source.sqlite", "manifest.json"):
             (out / name).unlink(missing_ok=True)
         shutil.rmtree(out / "report", ignore_errors=True)
-    src = prepare_source(raw, cfg.queries)
-    out.mkdir(parents=True, exist_ok=True)
-    write_sqlite(src.db, out / "source.sqlite")
-    db_id = src.raw.db_id
+    return Loaded(cfg, out, raw, bhash)
+
+
+def verbalize_stage(loaded: Loaded) -> PreparedSource:
+    """Preprocess the database, check templates and queries, and write ``source.sqlite``."""
+    src = prepare_source(loaded.raw, loaded.cfg.queries)
+    loaded.out.mkdir(parents=True, exist_ok=True)
+    write_sqlite(src.db, loaded.out / "source.sqlite")
+    return src
+
+
+def assemble_stage(loaded: Loaded, src: PreparedSource, progress: Callable[[int, int], None] | None = None) -> Assembled:
+    """Build the contexts: one per (relevant tables, tier, position), shared by the questions over those tables."""
+    cfg = loaded.cfg
+    tok = get_tokenizer(cfg.tokenizer)
     qs = src.questions
     if cfg.question_ids:
         missing = set(cfg.question_ids) - {q.id for q in qs}
         if missing:
-            raise InputError(f"unknown question id(s) {sorted(missing)} for {db_id}")
+            raise InputError(f"unknown question id(s) {sorted(missing)} for {src.raw.db_id}")
         qs = [q for q in qs if q.id in set(cfg.question_ids)]
-    types = {n: [sql_type([r[i] for r in t.rows]) for i in range(len(t.columns))] for n, t in src.db.tables.items()}
     low = {n.lower(): n for n in src.db.tables}
-    instances, quarantine = [], []
     contexts: dict[tuple, PackedContext] = {}
+    pairs = []
     total = len(qs) * len(cfg.lengths) * len(cfg.positions)
-    done = 0
-    cfg_for_id = cfg.model_dump(exclude={"db", "queries", "question_ids"})
     for q in qs:
-        tables = sorted(low[t] for t in q.info["tables"])
+        tables = tuple(sorted(low[t] for t in q.info["tables"]))
         for target in cfg.lengths:
             for position in cfg.positions:
-                done += 1
-                key = (tuple(tables), target, position)
+                key = (tables, target, position)
                 if key not in contexts:
-                    contexts[key] = build_context(src, cfg, tables, target, position, tok)
-                ctx = contexts[key]
-                iid = stable_hash(cfg_for_id, db_id, q.question, q.sql, ctx.text, length=24)
-                included: dict[str, list[int]] = {}
-                for u in ctx.units:
-                    if u.ref is not None:
-                        included.setdefault(u.ref[0], []).append(u.ref[1])
-                gold_tables = {}
-                for t in tables:
-                    tb = src.db.tables[t]
-                    ids = sorted(included.get(t, []))
-                    gold_tables[t] = (tb.columns, types[t], [tb.rows[i - 1] for i in ids])
-                g = compute_gold(q.sql, gold_tables, seed=cfg.seed)
-                if not g.ok:
-                    quarantine.append({"input": iid, "stage": "gold", "reason": g.reason, "detail": canonical_json(
-                        {"question_id": q.id, "target_tokens": target, "position": position, **g.detail})})
-                else:
-                    instances.append({
-                        "instance_id": iid, "benchmark": "holobench", "source_id": db_id, "question": q.question,
-                        "question_id": q.id, "sql": q.sql, "gold": canonical_json(g.rows), "accepted_answers": None,
-                        "context": ctx.text, "tokenizer": cfg.tokenizer, "target_tokens": target,
-                        "context_tokens": ctx.context_tokens, "setting": cfg.setting,
-                        "achieved_density": round(ctx.relevant_tokens / ctx.context_tokens, 6) if ctx.context_tokens else None,
-                        "context_format": "full_text", "position": position,
-                        "query_types": canonical_json(q.info["query_types"]), "difficulty": q.info["difficulty"],
-                        "evidence_spans": canonical_json(ctx.evidence_spans),
-                        "included_rows": canonical_json({t: sorted(v) for t, v in sorted(included.items())}),
-                        "relevant_tokens": ctx.relevant_tokens, "language": "en", "build_hash": bhash,
-                    })
+                    contexts[key] = build_context(src, cfg, list(tables), target, position, tok)
+                pairs.append((q, key))
                 if progress:
-                    progress(done, total)
+                    progress(len(pairs), total)
+    return Assembled(src, contexts, pairs)
+
+
+def gold_stage(loaded: Loaded, asm: Assembled) -> tuple[list[dict], list[dict]]:
+    """Gold answers over exactly the included relevant rows (two engines, ambiguity checks); returns instance rows
+    and quarantine rows (rejected gold answers, incomplete rows, left-out tables)."""
+    cfg, src, bhash = loaded.cfg, asm.src, loaded.build_hash
+    db_id = src.raw.db_id
+    types = {n: [sql_type([r[i] for r in t.rows]) for i in range(len(t.columns))] for n, t in src.db.tables.items()}
+    cfg_for_id = cfg.model_dump(exclude={"db", "queries", "question_ids"})
+    instances, quarantine = [], []
+    for q, key in asm.pairs:
+        tables, target, position = key
+        ctx = asm.contexts[key]
+        iid = stable_hash(cfg_for_id, db_id, q.question, q.sql, ctx.text, length=24)
+        included: dict[str, list[int]] = {}
+        for u in ctx.units:
+            if u.ref is not None:
+                included.setdefault(u.ref[0], []).append(u.ref[1])
+        gold_tables = {}
+        for t in tables:
+            tb = src.db.tables[t]
+            gold_tables[t] = (tb.columns, types[t], [tb.rows[i - 1] for i in sorted(included.get(t, []))])
+        g = compute_gold(q.sql, gold_tables, seed=cfg.seed)
+        if not g.ok:
+            quarantine.append({"input": iid, "stage": "gold", "reason": g.reason, "detail": canonical_json(
+                {"question_id": q.id, "target_tokens": target, "position": position, **g.detail})})
+            continue
+        instances.append({
+            "instance_id": iid, "benchmark": "holobench", "source_id": db_id, "question": q.question,
+            "question_id": q.id, "sql": q.sql, "gold": canonical_json(g.rows), "accepted_answers": None,
+            "context": ctx.text, "tokenizer": cfg.tokenizer, "target_tokens": target,
+            "context_tokens": ctx.context_tokens, "setting": cfg.setting,
+            "achieved_density": round(ctx.relevant_tokens / ctx.context_tokens, 6) if ctx.context_tokens else None,
+            "context_format": "full_text", "position": position,
+            "query_types": canonical_json(q.info["query_types"]), "difficulty": q.info["difficulty"],
+            "evidence_spans": canonical_json(ctx.evidence_spans),
+            "included_rows": canonical_json({t: sorted(v) for t, v in sorted(included.items())}),
+            "relevant_tokens": ctx.relevant_tokens, "language": "en", "build_hash": bhash,
+        })
     for t, n in src.pre.dropped_incomplete.items():
         if n:
             quarantine.append({"input": f"{db_id}.{t}", "stage": "verbalize",
@@ -238,14 +275,26 @@ def build_holobench(cfg: HoloBenchConfig, out: str | Path, progress: Callable[[i
     for t, why in src.pre.excluded_tables.items():
         quarantine.append({"input": f"{db_id}.{t}", "stage": "verbalize", "reason": f"table left out: {why}",
                            "detail": None})
-    inst_tbl = to_table("instances", instances)
-    quar_tbl = to_table("quarantine", quarantine)
-    validate_build(inst_tbl, out / "source.sqlite", sentence_of=lambda t, rid: src.templates.verbalize(
-        t, src.db.tables[t].columns, src.db.tables[t].rows[rid - 1], rid, cfg.seed))
-    write_parquet(quar_tbl, out / "quarantine.parquet")
-    write_parquet(inst_tbl, out / "instances.parquet")
+    return instances, quarantine
+
+
+def validate_stage(loaded: Loaded, src: PreparedSource, instances: list[dict]) -> None:
+    """great-expectations suite over the instances (raises ValidationError naming failed expectations)."""
+    cfg = loaded.cfg
+    validate_build(to_table("instances", instances), loaded.out / "source.sqlite",
+                   sentence_of=lambda t, rid: src.templates.verbalize(
+                       t, src.db.tables[t].columns, src.db.tables[t].rows[rid - 1], rid, cfg.seed))
+
+
+def write_stage(loaded: Loaded, src: PreparedSource, instances: list[dict], quarantine: list[dict],
+                n_contexts: int) -> BuildResult:
+    """Write quarantine, instances (atomically) and, last, the manifest that marks the build complete."""
+    cfg, out, db_id = loaded.cfg, loaded.out, src.raw.db_id
+    write_parquet(to_table("quarantine", quarantine), out / "quarantine.parquet")
+    write_parquet(to_table("instances", instances), out / "instances.parquet")
+    tok = get_tokenizer(cfg.tokenizer)
     manifest = {
-        "track": "holobench", "build_hash": bhash, "config": cfg.model_dump(exclude={"db", "queries"}),
+        "track": "holobench", "build_hash": loaded.build_hash, "config": cfg.model_dump(exclude={"db", "queries"}),
         "db_id": db_id, "source": src.raw.provenance, "seed": cfg.seed,
         "preprocessing": {"replaced": src.pre.replaced, "dropped_incomplete": src.pre.dropped_incomplete,
                           "excluded_tables": src.pre.excluded_tables,
@@ -255,10 +304,29 @@ def build_holobench(cfg: HoloBenchConfig, out: str | Path, progress: Callable[[i
                    "queries": _asset_hash(cfg.queries or assets_dir() / "queries" / f"{db_id}.yaml")},
         "versions": {p: _version(p) for p in ("ctxbench", "pyarrow", "duckdb", "sqlglot", "tiktoken", "tokenizers")},
         "sqlite_version": sqlite3.sqlite_version,
-        "counts": {"instances": len(instances), "quarantined": len(quarantine), "contexts": len(contexts)},
+        "counts": {"instances": len(instances), "quarantined": len(quarantine), "contexts": n_contexts},
     }
-    write_json(manifest, mpath)
-    return BuildResult(out, bhash, len(instances), len(quarantine))
+    write_json(manifest, out / "manifest.json")
+    return BuildResult(out, loaded.build_hash, len(instances), len(quarantine))
+
+
+def build_holobench(cfg: HoloBenchConfig, out: str | Path, progress: Callable[[int, int], None] | None = None,
+                    force: bool = False) -> BuildResult:
+    """Build a verbalized-database benchmark into the build directory ``out`` (SCHEMA.md layout): the stages
+    load → verbalize → assemble → gold → validate → write (the Prefect flow runs each as a task).
+
+    An existing complete build with the same build hash is left as it is (``skipped``); a directory holding a
+    different build is an error unless ``force``. Raises InputError for bad input (see prepare_source) and
+    ValidationError when a data-quality expectation fails.
+    """
+    loaded = load_stage(cfg, out, force)
+    if loaded.existing is not None:
+        return loaded.existing
+    src = verbalize_stage(loaded)
+    asm = assemble_stage(loaded, src, progress)
+    instances, quarantine = gold_stage(loaded, asm)
+    validate_stage(loaded, src, instances)
+    return write_stage(loaded, src, instances, quarantine, len(asm.contexts))
 
 
 def _version(pkg: str) -> str:

@@ -1,0 +1,75 @@
+"""Shared fixtures. The fixtures at the top (shared_data, spider_db, tiktoken_enc) are used by the source, context,
+gold and build tests; other fixtures may be added below them."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _shared_data_path() -> Path:
+    env = os.environ.get("CTXBENCH_SHARED_DATA")
+    return Path(env) if env else REPO_ROOT.parent / "shared" / "data"
+
+
+def require_path(p: Path, what: str) -> Path:
+    """Skip (or fail under CI=true) when ``p`` is absent."""
+    if not p.exists():
+        msg = f"{what} not found at {p} (set CTXBENCH_SHARED_DATA to the shared data directory)"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return p
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """The real test data directory ($CTXBENCH_SHARED_DATA, default ../shared/data beside the checkout).
+
+    Skips the test when absent; fails it instead when CI=true (the data must be there in CI)."""
+    return require_path(_shared_data_path(), "shared test data")
+
+
+@pytest.fixture(scope="session")
+def spider_db(shared_data):
+    """``spider_db("wine_1")`` -> Path of Spider's ``database/wine_1/wine_1.sqlite`` (skip/fail when absent)."""
+
+    def get(db_id: str) -> Path:
+        return require_path(shared_data / "spider" / "database" / db_id / f"{db_id}.sqlite", f"Spider database {db_id}")
+
+    return get
+
+
+def _litellm_tokenizer_dir() -> Path:
+    spec = importlib.util.find_spec("litellm")
+    assert spec is not None and spec.submodule_search_locations, "litellm is not installed"
+    return Path(list(spec.submodule_search_locations)[0]) / "litellm_core_utils" / "tokenizers"
+
+
+@pytest.fixture(scope="session")
+def tiktoken_enc():
+    """``tiktoken_enc("cl100k_base")`` -> a tiktoken Encoding loaded directly by tiktoken from the BPE files litellm
+    ships (TIKTOKEN_CACHE_DIR pointed at them), independent of ctxbench's tokenizer registry."""
+    import tiktoken
+
+    cache: dict = {}
+
+    def get(name: str):
+        if name not in cache:
+            prev = os.environ.get("TIKTOKEN_CACHE_DIR")
+            os.environ["TIKTOKEN_CACHE_DIR"] = str(_litellm_tokenizer_dir())
+            try:
+                cache[name] = tiktoken.get_encoding(name)
+            finally:
+                if prev is None:
+                    os.environ.pop("TIKTOKEN_CACHE_DIR", None)
+                else:
+                    os.environ["TIKTOKEN_CACHE_DIR"] = prev
+        return cache[name]
+
+    return get

@@ -1,0 +1,221 @@
+"""A local OpenAI-compatible chat-completions server for tests (stdlib only, 127.0.0.1, free port).
+
+``POST /v1/chat/completions`` answers with the documented ``chat.completion`` JSON shape. The answer text comes from
+``answer_fn(body) -> str`` (default: ``"Answer: " + <the last line of the last user message>``). Every request is
+counted and its body kept. What happens to a request is decided, in this order, by
+
+1. ``rule(body)``: a callable returning a behaviour name or None (e.g. always reject one question);
+2. the scripted queue (``script([...])``), consumed one request at a time;
+3. ``fail_rate`` with a seeded RNG choosing among ``fail_kinds``;
+4. otherwise ``"ok"``.
+
+Behaviours: ``ok``, ``429_retry_after`` (429 with ``Retry-After: <retry_after>``), ``429_retry_after_ms``
+(``retry-after-ms`` header), ``429`` (no Retry-After), ``500``, ``503``, ``reset`` (socket closed without a
+response), ``delay`` (sleeps ``delay_s`` before answering ok: longer than the client timeout), ``ctx400`` (400 with
+an OpenAI-style ``context_length_exceeded`` body), ``400`` (plain 400 ``invalid_request_error``),
+``content_filter`` (200 with ``finish_reason: content_filter``).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import socket
+import struct
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+TRANSIENT_KINDS = ("429_retry_after", "429", "500", "503", "reset")
+
+CTX_ERROR = {"error": {"message": "This model's maximum context length is 8192 tokens. However, your messages "
+                                  "resulted in 9120 tokens. Please reduce the length of the messages.",
+                       "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}
+PLAIN_400 = {"error": {"message": "Invalid value for 'temperature': expected a number between 0 and 2.",
+                       "type": "invalid_request_error", "param": "temperature", "code": "invalid_value"}}
+
+
+def message_text(content: Any) -> str:
+    """Text of a message's content (a string, or a list of content blocks)."""
+    if isinstance(content, str):
+        return content
+    return "".join(b.get("text", "") for b in content or [])
+
+
+def default_answer(body: dict) -> str:
+    users = [m for m in body.get("messages", []) if m.get("role") == "user"]
+    text = message_text(users[-1]["content"]) if users else ""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return "Answer: " + (lines[-1] if lines else "")
+
+
+def word_count(s: str) -> int:
+    return len(s.split())
+
+
+class FakeOpenAIServer:
+    """Context manager: ``with FakeOpenAIServer() as srv: srv.base_url`` (``http://127.0.0.1:<port>/v1``)."""
+
+    def __init__(self, answer_fn: Callable[[dict], str] | None = None, fail_rate: float = 0.0,
+                 fail_kinds: tuple[str, ...] = TRANSIENT_KINDS, seed: int = 0, retry_after: str = "1",
+                 delay_s: float = 2.0, rule: Callable[[dict], str | None] | None = None):
+        self.answer_fn = answer_fn or default_answer
+        self.fail_rate, self.fail_kinds = fail_rate, tuple(fail_kinds)
+        self.rng = random.Random(seed)
+        self.retry_after, self.delay_s, self.rule = retry_after, delay_s, rule
+        self._queue: list[str] = []
+        self._lock = threading.Lock()
+        self.requests: list[dict] = []        # bodies of every POST /v1/chat/completions, in arrival order
+        self.behaviours: list[str] = []       # what was done with each of them
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- control ------------------------------------------------------------------------------------------------
+    def script(self, behaviours: list[str]) -> None:
+        """Behaviours for the next requests, in order (after which the rate / ok rule applies again)."""
+        with self._lock:
+            self._queue.extend(behaviours)
+
+    def reset_counts(self) -> None:
+        with self._lock:
+            self.requests.clear()
+            self.behaviours.clear()
+            self.max_in_flight = 0
+
+    @property
+    def count(self) -> int:
+        with self._lock:
+            return len(self.requests)
+
+    def count_by_model(self) -> Counter:
+        with self._lock:
+            return Counter(b.get("model") for b in self.requests)
+
+    @property
+    def base_url(self) -> str:
+        assert self._httpd is not None, "server not started"
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+
+    def _choose(self, body: dict) -> str:
+        with self._lock:
+            b = self.rule(body) if self.rule else None
+            if b is None and self._queue:
+                b = self._queue.pop(0)
+            if b is None and self.fail_rate and self.rng.random() < self.fail_rate:
+                b = self.rng.choice(self.fail_kinds)
+            b = b or "ok"
+            self.requests.append(body)
+            self.behaviours.append(b)
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            return b
+
+    def _done(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
+
+    def completion(self, body: dict, finish_reason: str = "stop") -> dict:
+        answer = self.answer_fn(body)
+        pt = sum(word_count(message_text(m.get("content"))) for m in body.get("messages", []))
+        ct = word_count(answer)
+        return {"id": f"chatcmpl-{len(self.requests)}", "object": "chat.completion", "created": int(time.time()),
+                "model": body.get("model", ""), "system_fingerprint": "fp_fake",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": answer},
+                             "logprobs": None, "finish_reason": finish_reason}],
+                "usage": {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct}}
+
+    # -- lifecycle ----------------------------------------------------------------------------------------------
+    def __enter__(self) -> "FakeOpenAIServer":
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):  # silence
+                pass
+
+            def _send(self, code: int, obj: dict, headers: dict | None = None) -> None:
+                data = json.dumps(obj).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+                self.wfile.flush()
+
+            def do_GET(self):
+                if self.path.rstrip("/") == "/v1/models":
+                    self._send(200, {"object": "list", "data": [{"id": "fake", "object": "model"}]})
+                else:
+                    self._send(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
+
+            def do_POST(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(n)
+                if self.path.rstrip("/") != "/v1/chat/completions":
+                    self._send(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
+                    return
+                body = json.loads(raw or b"{}")
+                b = owner._choose(body)
+                try:
+                    self._act(b, body)
+                except (BrokenPipeError, ConnectionResetError, OSError):
+                    self.close_connection = True
+                finally:
+                    owner._done()
+
+            def _act(self, b: str, body: dict) -> None:
+                err = {"error": {"message": f"fake {b}", "type": "server_error"}}
+                if b == "ok":
+                    self._send(200, owner.completion(body))
+                elif b == "content_filter":
+                    self._send(200, owner.completion(body, "content_filter"))
+                elif b == "429_retry_after":
+                    self._send(429, {"error": {"message": "Rate limit reached", "type": "requests",
+                                               "code": "rate_limit_exceeded"}}, {"Retry-After": owner.retry_after})
+                elif b == "429_retry_after_ms":
+                    self._send(429, {"error": {"message": "Rate limit reached", "type": "requests",
+                                               "code": "rate_limit_exceeded"}},
+                               {"retry-after-ms": str(int(float(owner.retry_after) * 1000))})
+                elif b == "429":
+                    self._send(429, {"error": {"message": "Rate limit reached", "type": "requests",
+                                               "code": "rate_limit_exceeded"}})
+                elif b in ("500", "503"):
+                    self._send(int(b), err)
+                elif b == "ctx400":
+                    self._send(400, CTX_ERROR)
+                elif b == "400":
+                    self._send(400, PLAIN_400)
+                elif b == "delay":
+                    time.sleep(owner.delay_s)
+                    self._send(200, owner.completion(body))
+                elif b == "reset":
+                    # abortive close (RST): no status line, no body
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    self.close_connection = True
+                    self.connection.close()
+                else:
+                    raise ValueError(f"unknown behaviour {b!r}")
+
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+            block_on_close = False
+
+        self._httpd = Server(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._thread.join(timeout=5)
+            self._httpd = None

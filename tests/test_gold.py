@@ -1,0 +1,130 @@
+"""Gold answers (ctxbench.gold.compute_gold): untrustworthy answers are rejected with a reason; clean ones are the
+rows worked out by hand. Cases use small hand-made tables and a few real wine_1 rows."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from ctxbench.gold import compute_gold
+
+PEOPLE = {"t": (["name", "v", "g"], ["TEXT", "INTEGER", "TEXT"],
+                [("a", 1, "x"), ("b", None, "x"), ("c", 3, "y"), ("d", 4, "y"), ("e", 3, "z")])}
+
+
+def test_integer_division_engines_disagree():
+    tables = {"t": (["v"], ["INTEGER"], [(1,), (2,)])}  # SUM 3 / COUNT 2: SQLite 1, DuckDB 1.5
+    r = compute_gold("SELECT SUM(v) / COUNT(*) FROM t", tables)
+    assert not r.ok
+    assert r.rows is None
+    assert "disagree" in r.reason
+    assert r.detail["sqlite"] == [[1]]
+    assert r.detail["duckdb"] == [[1.5]]
+
+
+def test_integer_division_on_real_wine_rows(spider_db):
+    con = sqlite3.connect(spider_db("wine_1"))
+    rows = con.execute("SELECT Name, Price, Cases FROM wine WHERE Cases != 'NULL' ORDER BY rowid LIMIT 7").fetchall()
+    con.close()
+    rows = [(n, int(p), int(c)) for n, p, c in rows]
+    total = sum(c for _, _, c in rows)
+    assert total % len(rows) != 0  # so integer and real division differ
+    tables = {"wine": (["Name", "Price", "Cases"], ["TEXT", "INTEGER", "INTEGER"], rows)}
+    r = compute_gold("SELECT SUM(Cases) / COUNT(*) FROM wine", tables)
+    assert not r.ok and "disagree" in r.reason
+    # written as real division, both engines agree on total / n
+    r = compute_gold("SELECT SUM(Cases) * 1.0 / COUNT(*) FROM wine", tables)
+    assert r.ok, r.reason
+    assert r.rows == [[pytest.approx(total / len(rows), rel=1e-9)]]
+
+
+def test_null_ordering_engines_disagree():
+    # ORDER BY v ASC: SQLite puts NULL first ('b'), DuckDB last ('a')
+    r = compute_gold("SELECT name FROM t ORDER BY v LIMIT 1", PEOPLE)
+    assert not r.ok
+    assert r.rows is None
+
+
+def test_null_sort_key_is_rejected_even_when_engines_agree():
+    # ORDER BY v DESC LIMIT 2: both engines answer [d, c] (NULL sorts last in both), but a NULL sort key means
+    # the answer depends on NULL ordering, so it is rejected
+    tables = {"t": (["name", "v"], ["TEXT", "INTEGER"], [("a", 1), ("b", None), ("d", 4), ("c", 3)])}
+    r = compute_gold("SELECT name FROM t ORDER BY v DESC LIMIT 2", tables)
+    assert not r.ok
+    assert "NULL" in r.reason
+
+
+def test_tie_at_limit_is_rejected():
+    tables = {"t": (["name", "score"], ["TEXT", "INTEGER"], [("a", 5), ("b", 9), ("c", 9), ("d", 2)])}
+    r = compute_gold("SELECT name FROM t ORDER BY score DESC LIMIT 1", tables)  # b or c
+    assert not r.ok
+    assert r.rows is None
+    assert "tie" in r.reason.lower() or "order" in r.reason.lower() or "disagree" in r.reason
+
+
+def test_tie_broken_by_second_key_is_kept():
+    tables = {"t": (["name", "score"], ["TEXT", "INTEGER"], [("a", 5), ("b", 9), ("c", 9), ("d", 2)])}
+    r = compute_gold("SELECT name FROM t ORDER BY score DESC, name DESC LIMIT 1", tables)
+    assert r.ok, r.reason
+    assert r.rows == [["c"]]
+
+
+def test_tie_below_the_cut_is_kept():
+    tables = {"t": (["name", "score"], ["TEXT", "INTEGER"], [("a", 5), ("b", 9), ("c", 5), ("d", 2)])}
+    r = compute_gold("SELECT name FROM t ORDER BY score DESC LIMIT 1", tables)
+    assert r.ok, r.reason
+    assert r.rows == [["b"]]
+
+
+def test_empty_answer_is_rejected():
+    r = compute_gold("SELECT name FROM t WHERE v > 100", PEOPLE)
+    assert not r.ok
+    assert r.rows == []
+    assert "empty" in r.reason
+
+
+def test_null_aggregate_is_rejected():
+    r = compute_gold("SELECT MAX(v) FROM t WHERE v > 100", PEOPLE)
+    assert not r.ok
+    assert "NULL" in r.reason
+
+
+def test_count_over_no_rows_is_zero_not_null():
+    r = compute_gold("SELECT COUNT(*) FROM t WHERE v > 100", PEOPLE)
+    assert r.ok, r.reason
+    assert r.rows == [[0]]
+
+
+def test_clean_group_by():
+    r = compute_gold("SELECT g, COUNT(*), SUM(v) FROM t GROUP BY g", PEOPLE)
+    assert r.ok, r.reason
+    # x: a(1), b(NULL) -> 2 rows, sum 1; y: c(3), d(4) -> 2, 7; z: e(3) -> 1, 3
+    assert sorted(r.rows) == [["x", 2, 1], ["y", 2, 7], ["z", 1, 3]]
+
+
+def test_clean_average_and_ranking():
+    r = compute_gold("SELECT AVG(v) FROM t", PEOPLE)
+    assert r.ok, r.reason
+    assert r.rows == [[pytest.approx((1 + 3 + 4 + 3) / 4)]]
+    r = compute_gold("SELECT name, v FROM t WHERE v IS NOT NULL ORDER BY v DESC, name LIMIT 3", PEOPLE)
+    assert r.ok, r.reason
+    assert r.rows == [["d", 4], ["c", 3], ["e", 3]]
+
+
+def test_clean_join():
+    tables = {
+        "wine": (["Name", "Grape", "Price"], ["TEXT", "TEXT", "INTEGER"],
+                 [("W1", "Zinfandel", 30), ("W2", "Chardonnay", 20), ("W3", "Zinfandel", 50)]),
+        "grapes": (["Grape", "Color"], ["TEXT", "TEXT"], [("Zinfandel", "Red"), ("Chardonnay", "White")]),
+    }
+    r = compute_gold("SELECT g.Color, MAX(w.Price) FROM wine AS w JOIN grapes AS g ON w.Grape = g.Grape "
+                     "GROUP BY g.Color", tables)
+    assert r.ok, r.reason
+    assert sorted(r.rows) == [["Red", 50], ["White", 20]]
+
+
+def test_sql_that_does_not_run_is_rejected_not_raised():
+    r = compute_gold("SELECT nope FROM t", PEOPLE)
+    assert not r.ok
+    assert r.reason
