@@ -338,9 +338,6 @@ def test_cli_build(wine, tmp_path):
 
 # ---------------------------------------------------------------- validation failure
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="BUG: ctxbench/validate.py run_suite (line 67) names a failed expectation by "
-                   "great-expectations' snake_case cfg.type ('expect_column_pair_values_a_to_be_greater_than_b'), "
-                   "not by the suite's name ExpectColumnPairValuesAToBeGreaterThanB")
 def test_validation_names_failed_expectation(density_build):
     rows = pq.read_table(density_build.out / "instances.parquet").to_pylist()[:2]
     assert len(rows) == 2
