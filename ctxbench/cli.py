@@ -144,15 +144,21 @@ def evaluate_cmd(
 
 
 @app.command("score")
-def score_cmd(build: Path = typer.Option(..., help="build directory")) -> None:
+def score_cmd(build: Path = typer.Option(..., help="build directory"),
+              judge: Optional[str] = typer.Option(None, help="LLM judge model (adds matcher judge:<model>)"),
+              judge_base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible endpoint of the judge"),
+              judge_api_key_env: Optional[str] = typer.Option(None, help="env variable with the judge's key for --judge-base-url")) -> None:
     """Score every stored response; writes BUILD/scores.parquet."""
     from .score import score_build
 
     try:
-        n = score_build(build)
+        s = score_build(build, judge, judge_base_url, judge_api_key_env)
     except CtxbenchError as e:
         _fail(e)
-    out_console.print(f"{n} scores → {build / 'scores.parquet'}")
+    msg = f"{s.rows} scores → {build / 'scores.parquet'}"
+    if judge:
+        msg += f"; judge {judge}: {s.judged} judged, {s.unparseable_verdicts} unparseable verdicts (not scored)"
+    out_console.print(msg)
 
 
 @app.command("report")

@@ -7,6 +7,7 @@ answers (they are counted in the report instead).
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -17,22 +18,50 @@ from .scoring.matchers import row_match
 from .storage import read_table, to_table, write_parquet
 
 
-def score_build(build_dir: str | Path) -> int:
-    """Write ``scores.parquet`` for the build; returns the number of score rows. Raises InputError without a build."""
+@dataclass
+class ScoreSummary:
+    rows: int = 0
+    judged: int = 0
+    unparseable_verdicts: int = 0
+
+
+def score_build(build_dir: str | Path, judge: str | None = None, judge_base_url: str | None = None,
+                judge_api_key_env: str | None = None) -> ScoreSummary:
+    """Write ``scores.parquet`` for the build: the deterministic ``row_match`` for every ok response and, when a
+    judge model is given, ``judge:<model>`` too (unparseable verdicts are counted, not scored). Raises InputError
+    without a build."""
     build_dir = Path(build_dir)
     ipath = build_dir / "instances.parquet"
     if not ipath.exists():
         raise InputError(f"{build_dir} is not a build directory (no instances.parquet)")
-    inst = pq.read_table(ipath, columns=["instance_id", "gold"]).to_pylist()
+    inst = pq.read_table(ipath, columns=["instance_id", "gold", "question"]).to_pylist()
     gold = {r["instance_id"]: json.loads(r["gold"]) for r in inst}
+    question = {r["instance_id"]: r["question"] for r in inst}
     resp = read_table(build_dir / "responses.parquet", "responses").to_pylist()
     rows = []
-    for r in sorted(resp, key=lambda r: (r["model"], r["mode"], r["instance_id"], r["sample"], r["request_key"])):
-        if r["status"] != "ok" or r["instance_id"] not in gold:
-            continue
+    ok = [r for r in sorted(resp, key=lambda r: (r["model"], r["mode"], r["instance_id"], r["sample"],
+                                                 r["request_key"]))
+          if r["status"] == "ok" and r["instance_id"] in gold]
+    summary = ScoreSummary()
+    for r in ok:
         m = row_match(r["response"], gold[r["instance_id"]])
         rows.append({"instance_id": r["instance_id"], "model": r["model"], "mode": r["mode"], "sample": r["sample"],
                      "matcher": "row_match", "score": float(m.score), "tags": canonical_json(m.tags),
                      "request_key": r["request_key"], "detail": canonical_json({"rows": m.rows})})
+    if judge:
+        from .scoring.judge import judge_all
+
+        outs = judge_all([(question[r["instance_id"]], gold[r["instance_id"]], r["response"] or "") for r in ok],
+                         judge, judge_base_url, api_key_env=judge_api_key_env)
+        for r, o in zip(ok, outs):
+            summary.judged += 1
+            if o.score is None:
+                summary.unparseable_verdicts += 1
+                continue
+            rows.append({"instance_id": r["instance_id"], "model": r["model"], "mode": r["mode"],
+                         "sample": r["sample"], "matcher": f"judge:{judge}", "score": float(o.score),
+                         "tags": canonical_json([]), "request_key": r["request_key"],
+                         "detail": canonical_json({"verdicts": o.verdicts})})
     write_parquet(to_table("scores", rows), build_dir / "scores.parquet")
-    return len(rows)
+    summary.rows = len(rows)
+    return summary

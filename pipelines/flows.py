@@ -87,7 +87,7 @@ def evaluate_flow(build: str, cfg: EvalConfig) -> dict:
 
 @task(name="score", cache_policy=NO_CACHE)
 def score_task(build: str) -> int:
-    return score_build(build)
+    return score_build(build).rows
 
 
 @flow(name="score")

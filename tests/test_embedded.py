@@ -130,7 +130,7 @@ def test_evaluate_with_the_embedded_server(tmp_path):
     assert out["e0"]["response"] and out["e1"]["response"]
     # the over-length pre-check counted with the model's own tokenizer (8192-token window, 48 output tokens)
     assert out["e2"]["status"] == "over_length" and out["e2"]["prompt_tokens"] > 8192 - 48
-    assert score_build(build) == 2
+    assert score_build(build).rows == 2
 
     # a rerun is fully stored: the server is not even started
     s = evaluate_build(build, cfg, server=server)

@@ -163,7 +163,7 @@ def test_evaluate_rerun_cache_backfill_samples_score_report(tmp_path, flaky):
     assert len({r["request_key"] for r in rows}) == len(rows) == 40
 
     # 6. score: one row per ok response, matcher row_match, designed scores
-    n = score_build(build)
+    n = score_build(build).rows
     sc = pq.read_table(build / "scores.parquet").to_pylist()
     assert n == len(sc) == 40
     assert all(r["matcher"] == "row_match" and 0.0 <= r["score"] <= 1.0 for r in sc)
@@ -232,7 +232,7 @@ def test_permanent_errors_are_stored_not_retried_not_scored(tmp_path):
         assert rows["inst-09"]["status"] == "over_length" and rows["inst-09"]["response"] is None
         assert all(rows[f"inst-{i:02d}"]["status"] == "ok" for i in range(8))
 
-        n = score_build(build)
+        n = score_build(build).rows
         sc = pq.read_table(build / "scores.parquet").to_pylist()
         assert n == len(sc) == 8
         assert {r["instance_id"] for r in sc} == {f"inst-{i:02d}" for i in range(8)}

@@ -155,6 +155,7 @@ class Gateway:
         else:
             import litellm
 
+            litellm.drop_params = True  # a provider that lacks a parameter (seed, response_format) ignores it
             r = await litellm.acompletion(model=self.model, messages=messages, max_tokens=max_tokens,
                                           num_retries=0, timeout=self.policy.timeout_s, **sampling)
         lat = time.perf_counter() - t0

@@ -123,7 +123,8 @@ def build_report(build_dir: str | Path) -> Path:
                              if (r["model"], r["mode"], r["matcher"]) == (model, mode, matcher)})
         avgs.append({"model": model, "mode": mode, "matcher": matcher, **a})
     breakdowns = {}
-    for name, key in (("position", lambda r: [(r["model"], r["mode"], r["position"])]),
+    for name, key in (("setting", lambda r: [(r["model"], r["mode"], r["setting"])]),
+                      ("position", lambda r: [(r["model"], r["mode"], r["position"])]),
                       ("query_type", lambda r: [(r["model"], r["mode"], t) for t in r["query_types"]]),
                       ("difficulty", lambda r: [(r["model"], r["mode"], r["difficulty"])])):
         breakdowns[name] = [{"model": g["key"][0], "mode": g["key"][1], name: g["key"][2], "n": g["n"],
@@ -165,6 +166,7 @@ td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}th{{background:#f
 <h2>Accuracy by context length</h2>{_svg_curves(by_len)}
 {_table(by_len, ["model", "mode", "matcher", "context_length", "n", "score", "ci_low", "ci_high"])}
 <h2>Averages over context lengths</h2>{_table(avgs, ["model", "mode", "matcher", "Avg", "wAvg(inc)", "wAvg(dec)"])}
+<h2>By setting</h2>{_table(breakdowns["setting"], ["model", "mode", "setting", "n", "score", "ci_low", "ci_high"])}
 <h2>By position</h2>{_table(breakdowns["position"], ["model", "mode", "position", "n", "score", "ci_low", "ci_high"])}
 <h2>By query type</h2>{_table(breakdowns["query_type"], ["model", "mode", "query_type", "n", "score", "ci_low", "ci_high"])}
 <h2>By difficulty</h2>{_table(breakdowns["difficulty"], ["model", "mode", "difficulty", "n", "score", "ci_low", "ci_high"])}
