@@ -71,18 +71,28 @@ def build_holobench_flow(cfg: HoloBenchConfig = HoloBenchConfig(), out: str = "r
 
 
 @task(name="evaluate-calls", retries=2, retry_delay_seconds=5, cache_policy=NO_CACHE)
-def evaluate_task(build: str, cfg: EvalConfig) -> dict:
+def evaluate_task(build: str, cfg: EvalConfig, secrets: dict[str, str] | None = None) -> dict:
     """All calls of one model on one build (many calls in one task). Starts the embedded model's server when
-    ``cfg.model`` is the embedded default and no base URL is given."""
+    ``cfg.model`` is the embedded default and no base URL is given. ``secrets`` maps an environment variable
+    (e.g. ``OPENAI_API_KEY``) to the name of a Prefect Secret block holding the key; the key is put in this
+    process's environment only, never in a parameter, result, artifact or log."""
+    if secrets:
+        import os
+
+        from prefect.blocks.system import Secret
+
+        for env, block in secrets.items():
+            os.environ[env] = Secret.load(block).get()
     local = cfg.model == EMBEDDED_MODEL and not cfg.base_url
     s = evaluate_build(build, cfg, server=LocalServer if local else None)
     return s.__dict__
 
 
 @flow(name="evaluate")
-def evaluate_flow(build: str, cfg: EvalConfig) -> dict:
-    """Evaluate one model on an existing build (a backfill calls only this model)."""
-    return evaluate_task(build, cfg)
+def evaluate_flow(build: str, cfg: EvalConfig, secrets: dict[str, str] | None = None) -> dict:
+    """Evaluate one model on an existing build (a backfill calls only this model). ``secrets``: environment
+    variable -> Prefect Secret block name, for API keys."""
+    return evaluate_task(build, cfg, secrets)
 
 
 @task(name="score", cache_policy=NO_CACHE)
