@@ -159,3 +159,11 @@ def test_cli_unparsable_sql_exit_2_and_names_sql():
     text = " ".join((res.output or "").split())
     assert "SELEC a FRM t" in text
     assert "error" in text.lower()
+
+
+def test_correlated_subquery_resolves_outer_alias():
+    info = sql_info("SELECT COUNT(*) FROM flights AS f WHERE EXISTS "
+                    "(SELECT 1 FROM weather AS w WHERE w.month = f.month AND w.temp > 80)")
+    assert info["columns"] == ["flights.month", "weather.month", "weather.temp"]
+    assert info["tables"] == ["flights", "weather"]
+    assert info["difficulty"] == "hard"  # a nested subquery is a component-2 keyword

@@ -83,6 +83,14 @@ def _selects(tree: exp.Expression) -> list[exp.Select]:
     return list(tree.find_all(exp.Select))
 
 
+def _nearest_select(node: exp.Expression) -> exp.Select | None:
+    """The closest enclosing SELECT of a node (not the node itself)."""
+    p = node.parent
+    while p is not None and not isinstance(p, exp.Select):
+        p = p.parent
+    return p
+
+
 def _top_select(tree: exp.Expression) -> exp.Select | None:
     if isinstance(tree, exp.Select):
         return tree
@@ -132,13 +140,8 @@ def difficulty_components(tree: exp.Expression) -> dict[str, Any]:
     selects = _selects(tree)
     top = _top_select(tree)
     # a nested subquery: any SELECT below another SELECT (set operations' own branches are not nested)
-    for s in selects:
-        p = s.parent
-        while p is not None and not isinstance(p, exp.Select):
-            p = p.parent
-        if p is not None:
-            comp2.add("NESTED")
-            break
+    if any(_nearest_select(s) is not None for s in selects):
+        comp2.add("NESTED")
     factors = []
     if len(list(tree.find_all(exp.AggFunc))) > 1:
         factors.append("aggregates>1")
@@ -174,30 +177,34 @@ def tables_and_columns(tree: exp.Expression, schema: dict[str, list[str]] | None
     tables = sorted({t.name.lower() for t in tree.find_all(exp.Table) if t.name.lower() not in cte_names})
     low_schema = {t.lower(): {c.lower() for c in cols} for t, cols in (schema or {}).items()}
     cols: set[str] = set()
+    alias_maps: dict[int, dict[str, str]] = {}
+    scopes: dict[int, list[str]] = {}
     for sel in _selects(tree):
-        alias_map: dict[str, str] = {}
-        scope_tables: list[str] = []
+        alias_map, scope_tables = {}, []
         for t in sel.find_all(exp.Table):
-            # only tables whose nearest SELECT is this one
-            p = t.parent
-            while p is not None and not isinstance(p, exp.Select):
-                p = p.parent
-            if p is not sel:
+            if _nearest_select(t) is not sel:  # only tables whose nearest SELECT is this one
                 continue
             name = t.name.lower()
             scope_tables.append(name)
             alias_map[(t.alias or t.name).lower()] = name
             alias_map[name] = name
+        alias_maps[id(sel)], scopes[id(sel)] = alias_map, scope_tables
+    for sel in _selects(tree):
+        scope_tables = scopes[id(sel)]
         select_aliases = {e.alias.lower() for e in sel.expressions if isinstance(e, exp.Alias)}
         for c in sel.find_all(exp.Column):
-            p = c.parent
-            while p is not None and not isinstance(p, exp.Select):
-                p = p.parent
-            if p is not sel:
+            if _nearest_select(c) is not sel:
                 continue
             cname = c.name.lower()
             if c.table:
-                t = alias_map.get(c.table.lower(), c.table.lower())
+                # the alias may belong to an enclosing SELECT (a correlated subquery)
+                q, outer = c.table.lower(), sel
+                t = q
+                while outer is not None:
+                    if q in alias_maps.get(id(outer), {}):
+                        t = alias_maps[id(outer)][q]
+                        break
+                    outer = _nearest_select(outer)
                 cols.add(f"{t}.{cname}")
             elif cname in select_aliases and not any(cname in low_schema.get(t, set()) for t in scope_tables):
                 continue
