@@ -14,13 +14,20 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+import sqlite3
+
+import yaml
+from pydantic import ValidationError as PydanticValidationError
+
+from sqlglot.errors import SqlglotError
+
 from .errors import CtxbenchError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Build long-context benchmarks and evaluate models on them.")
 build_app = typer.Typer(no_args_is_help=True, help="Build a benchmark.")
 app.add_typer(build_app, name="build")
-console = Console(stderr=True)
-out_console = Console(soft_wrap=True)
+console = Console(stderr=True, soft_wrap=True)
+out_console = Console(soft_wrap=True, markup=False)  # paths and messages may hold [brackets]
 
 
 def _ints(s: str, what: str) -> list[int]:
@@ -36,8 +43,22 @@ def _ints(s: str, what: str) -> list[int]:
 
 
 def _fail(e: Exception) -> None:
-    console.print(f"[bold red]error:[/] {e}")
+    from rich.markup import escape
+
+    if isinstance(e, PydanticValidationError):
+        msg = "; ".join(f"--{'-'.join(str(x) for x in err['loc']).replace('_', '-')}: "
+                        f"{str(err['msg']).removeprefix('Value error, ')}" for err in e.errors())
+    elif isinstance(e, CtxbenchError):
+        msg = str(e)
+    else:  # a file or table that could not be read: name the error, not a traceback
+        msg = f"{type(e).__name__}: {e}"
+    console.print("[bold red]error:[/] " + escape(msg))
     raise typer.Exit(2)
+
+
+# what a command reports as a clear error (exit 2) instead of a traceback: bad input files and options
+USER_ERRORS = (CtxbenchError, PydanticValidationError, OSError, ValueError, sqlite3.Error, RecursionError,
+               yaml.YAMLError, SqlglotError)
 
 
 def _progress() -> Progress:
@@ -52,7 +73,7 @@ def sql_info_cmd(sql: str = typer.Argument(..., help="one SQL SELECT statement")
 
     try:
         out_console.print_json(json.dumps(sql_info(sql)))
-    except CtxbenchError as e:
+    except USER_ERRORS as e:
         _fail(e)
 
 
@@ -80,12 +101,12 @@ def build_holobench_cmd(
                               setting=setting, positions=[p.strip() for p in position.split(",")],
                               amount_tokens=amount_tokens, density=density, seed=seed)
     except PydValidationError as e:
-        _fail(ValueError("; ".join(f"--{'-'.join(str(x) for x in err['loc'])}: {err['msg']}" for err in e.errors())))
+        _fail(e)
     try:
         with _progress() as p:
             t = p.add_task("building instances", total=None)
             r = build_holobench(cfg, out, progress=lambda d, n: p.update(t, completed=d, total=n), force=force)
-    except CtxbenchError as e:
+    except USER_ERRORS as e:
         _fail(e)
     what = "already built (same build hash), nothing to do" if r.skipped else "built"
     out_console.print(f"{what}: {r.n_instances} instances, {r.n_quarantined} quarantined, build {r.build_hash} → {r.out}")
@@ -133,14 +154,19 @@ def evaluate_cmd(
             t = p.add_task(f"calling {model}", total=None)
             s = evaluate_build(build, cfg, progress=lambda d, n: p.update(t, completed=d, total=n),
                                server=LocalServer if local else None)
-    except CtxbenchError as e:
+    except USER_ERRORS as e:
         _fail(e)
     out_console.print(f"{s.selected} instances selected; {s.calls} calls made, {s.from_cache} from cache, "
                       f"{s.already_stored} already stored; {s.over_length} over length, {s.errors} failed, "
                       f"{s.unfinished} unfinished (rerun to retry); {s.retries} retries "
                       f"({s.retry_delay_s:.1f} s waited); {s.new_rows} rows added to {build / 'responses.parquet'}")
     for n in s.notes[:20]:
-        console.print(f"  {n}")
+        console.print(f"  {n}", markup=False)
+    if s.unfinished:
+        console.print(f"{s.unfinished} call(s) did not finish (transient errors past the retry budget, or the server "
+                      f"refused the credentials or the model): fix the cause and rerun; nothing stored is repeated",
+                      markup=False)
+        raise typer.Exit(1)
 
 
 @app.command("score")
@@ -153,7 +179,7 @@ def score_cmd(build: Path = typer.Option(..., help="build directory"),
 
     try:
         s = score_build(build, judge, judge_base_url, judge_api_key_env)
-    except CtxbenchError as e:
+    except USER_ERRORS as e:
         _fail(e)
     msg = f"{s.rows} scores → {build / 'scores.parquet'}"
     if judge:
@@ -168,7 +194,7 @@ def report_cmd(build: Path = typer.Option(..., help="build directory")) -> None:
 
     try:
         p = build_report(build)
-    except CtxbenchError as e:
+    except USER_ERRORS as e:
         _fail(e)
     out_console.print(f"report → {p}")
 
@@ -216,7 +242,7 @@ def run_cmd(
     try:
         nightly(build=HoloBenchConfig(lengths=ls), out=str(out),
                 models=[EvalConfig(model=EMBEDDED_MODEL, per_length=per_length)])
-    except CtxbenchError as e:
+    except USER_ERRORS as e:
         _fail(e)
     print_results(out)
 

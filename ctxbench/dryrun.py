@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from .errors import InputError
 from .evaluate import EvalConfig, select_instances
 from .models.cache import ResponseCache, request_key
 from .models.registry import model_info
@@ -19,6 +20,8 @@ def estimate(build: str | Path, cfg: EvalConfig) -> dict:
     tokenizer where registered, else cl100k_base, marked as estimated) and output budget, and the cost from
     litellm's price table without and with prompt caching (a context's later calls read its prefix from cache)."""
     build = Path(build)
+    if not (build / "instances.parquet").exists():
+        raise InputError(f"{build} is not a build directory (no instances.parquet): run `ctxbench build` first")
     info = model_info(cfg.model)
     from .tokenizers import get_tokenizer
 

@@ -30,14 +30,14 @@ from .storage import read_table, to_table, write_parquet
 class EvalConfig(BaseModel):
     """Evaluation settings (validated the same way from the CLI and the Prefect form)."""
 
-    model: str
+    model: str = Field(..., min_length=1)
     base_url: str | None = None
     api_key_env: str | None = Field(None, description="environment variable holding the key for --base-url")
     concurrency: int = Field(8, ge=1)
     samples: int | None = Field(None, ge=1, description="responses per instance (default: the registry's)")
     prompt_variant: Literal["cot", "direct"] = "cot"
-    temperature: float = 0.0
-    max_tokens: int | None = None
+    temperature: float = Field(0.0, ge=0.0, le=2.0)
+    max_tokens: int | None = Field(None, ge=1)
     per_length: int | None = Field(None, ge=1, description="evaluate a sample of N instances per context length")
     mode: Literal["lc"] = "lc"
     max_retries: int = 6
@@ -76,14 +76,26 @@ def select_instances(tbl: pa.Table, per_length: int | None, seed: int = 0) -> pa
 
 
 def _append_responses(path: Path, rows: list[dict]) -> None:
+    """Append rows to ``responses.parquet`` under an exclusive file lock (several evaluations of one build may
+    run at once), skipping request keys another writer stored meanwhile."""
     if not rows:
         return
-    new = to_table("responses", rows)
-    if path.exists():
-        old = pq.read_table(path)
-        new = pa.concat_tables([old, new.select(old.column_names) if set(old.column_names) == set(new.column_names)
-                                else new], promote_options="default")
-    write_parquet(new, path)
+    import fcntl
+
+    with open(path.with_name(path.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            new = to_table("responses", rows)
+            if path.exists():
+                old = pq.read_table(path)
+                have = set(old.column("request_key").to_pylist())
+                new = new.filter(pa.array([k not in have for k in new.column("request_key").to_pylist()]))
+                new = pa.concat_tables([old, new.select(old.column_names)
+                                        if set(old.column_names) == set(new.column_names) else new],
+                                       promote_options="default")
+            write_parquet(new, path)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 @dataclass
@@ -200,7 +212,7 @@ def _run_calls(calls: list[dict], cfg: EvalConfig, max_tokens: int, cache: Respo
         s.retries += res.retries
         s.retry_delay_s += res.retry_delay_s
         base = _public(t)
-        if res.transient_failure:
+        if res.transient_failure or res.status == "config_error":
             s.unfinished += 1  # not stored: a rerun retries it
             s.notes.append(f"{t['instance_id']}: {res.error}")
         else:

@@ -13,7 +13,7 @@ Behaviours: ``ok``, ``429_retry_after`` (429 with ``Retry-After: <retry_after>``
 (``retry-after-ms`` header), ``429`` (no Retry-After), ``500``, ``503``, ``reset`` (socket closed without a
 response), ``delay`` (sleeps ``delay_s`` before answering ok: longer than the client timeout), ``ctx400`` (400 with
 an OpenAI-style ``context_length_exceeded`` body), ``400`` (plain 400 ``invalid_request_error``),
-``content_filter`` (200 with ``finish_reason: content_filter``).
+``content_filter`` (200 with ``finish_reason: content_filter``), ``401`` (a bad API key).
 """
 
 from __future__ import annotations
@@ -192,6 +192,9 @@ class FakeOpenAIServer:
                     self._send(400, CTX_ERROR)
                 elif b == "400":
                     self._send(400, PLAIN_400)
+                elif b == "401":
+                    self._send(401, {"error": {"message": "Incorrect API key provided", "type": "invalid_request_error",
+                                               "code": "invalid_api_key"}})
                 elif b == "delay":
                     time.sleep(owner.delay_s)
                     self._send(200, owner.completion(body))

@@ -311,3 +311,39 @@ def test_not_a_build_directory(tmp_path):
 
     with pytest.raises(InputError):
         evaluate_build(tmp_path, EvalConfig(model="openai/fake", base_url="http://127.0.0.1:9/v1"))
+
+
+def test_auth_error_is_not_stored_and_a_fixed_rerun_calls(tmp_path):
+    """A 401 (bad key) is the run's configuration, not the instance: no row is stored, the run reports the calls
+    as unfinished, and a rerun against a working server answers them."""
+    build = make_build(tmp_path / "b", n=3)
+    with FakeOpenAIServer(answer_fn=answer_from_document) as srv:
+        srv.script(["401"] * 3)
+        s = evaluate_build(build, cfg(srv))
+        assert (s.unfinished, s.new_rows) == (3, 0)
+        assert not (build / "responses.parquet").exists()
+        s2 = evaluate_build(build, cfg(srv))
+        assert (s2.calls, s2.new_rows) == (3, 3)
+        assert {r["status"] for r in read_rows(build)} == {"ok"}
+
+
+def test_concurrent_appends_lose_no_row(tmp_path):
+    """Several evaluations appending to one responses.parquet at once (a file lock serialises them)."""
+    import threading
+
+    from ctxbench.evaluate import _append_responses
+
+    path = tmp_path / "responses.parquet"
+
+    def rows(w):
+        return [{"request_key": f"{w}-{i}", "instance_id": f"i{i}", "model": f"m{w}", "mode": "lc", "sample": 0,
+                 "prompt_variant": "cot", "status": "ok", "cached": False, "retries": 0} for i in range(5)]
+
+    threads = [threading.Thread(target=lambda w=w: [_append_responses(path, [r]) for r in rows(w)])
+               for w in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    keys = pq.read_table(path).column("request_key").to_pylist()
+    assert sorted(keys) == sorted(f"{w}-{i}" for w in range(6) for i in range(5))

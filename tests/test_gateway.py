@@ -217,11 +217,12 @@ def test_classify_litellm_exceptions():
                                          response=_resp(400)))
     assert isinstance(e, PermanentError) and e.status == "error"
 
+    # credentials and model names are the run's configuration: config_error, never stored, so a fixed rerun calls
     e = classify(litellm.AuthenticationError("bad key", llm_provider="openai", model="gpt-4o", response=_resp(401)))
-    assert isinstance(e, PermanentError) and e.status == "error"
+    assert isinstance(e, PermanentError) and e.status == "config_error"
 
     e = classify(litellm.NotFoundError("no such model", model="gpt-9", llm_provider="openai", response=_resp(404)))
-    assert isinstance(e, PermanentError) and e.status == "error"
+    assert isinstance(e, PermanentError) and e.status == "config_error"
 
     for exc in (litellm.ServiceUnavailableError("down", llm_provider="openai", model="gpt-4o", response=_resp(503)),
                 litellm.InternalServerError("oops", llm_provider="openai", model="gpt-4o", response=_resp(500)),

@@ -27,6 +27,8 @@ import pyarrow as pa
 import sqlglot
 from sqlglot import exp
 
+from ..sources.database import quote_ident
+
 REL_TOL = 1e-6
 _DUCK_TYPES = {"INTEGER": pa.int64(), "REAL": pa.float64(), "TEXT": pa.string()}
 
@@ -94,13 +96,14 @@ def _sqlite_run(sql: str, tables: dict[str, tuple[list[str], list[str], list[tup
     con = sqlite3.connect(":memory:")
     try:
         for name, (cols, types, rows) in tables.items():
-            con.execute(f'CREATE TABLE "{name}" ({", ".join(f"{chr(34)}{c}{chr(34)} {t}" for c, t in zip(cols, types))})')
+            con.execute(f"CREATE TABLE {quote_ident(name)} "
+                        f"({', '.join(f'{quote_ident(c)} {t}' for c, t in zip(cols, types))})")
             rs = list(rows)
             if order == "reverse":
                 rs.reverse()
             elif order == "shuffle":
                 random.Random(seed).shuffle(rs)
-            con.executemany(f'INSERT INTO "{name}" VALUES ({", ".join("?" for _ in cols)})', rs)
+            con.executemany(f"INSERT INTO {quote_ident(name)} VALUES ({', '.join('?' for _ in cols)})", rs)
         return _norm_rows(con.execute(sql).fetchall())
     finally:
         con.close()
@@ -114,7 +117,7 @@ def _duck_con(tables: dict[str, tuple[list[str], list[str], list[tuple]]]) -> du
                   for i in range(len(cols))]
         at = pa.Table.from_arrays(arrays, names=cols)
         con.register("__t", at)
-        con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM __t')
+        con.execute(f"CREATE TABLE {quote_ident(name)} AS SELECT * FROM __t")
         con.unregister("__t")
     return con
 

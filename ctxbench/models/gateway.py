@@ -26,7 +26,8 @@ _CTX_RE = re.compile(r"context.?length|context window|maximum context|too many t
 
 @dataclass
 class CallResult:
-    """Outcome of one call: status ``ok``, ``over_length``, ``refused_by_provider`` or ``error``."""
+    """Outcome of one call: status ``ok``, ``over_length``, ``refused_by_provider`` or ``error``; ``config_error``
+    (401/403/404: credentials, permissions, model name) is never stored, so a fixed rerun calls again."""
 
     status: str
     response: str | None = None
@@ -95,6 +96,8 @@ def classify(exc: BaseException) -> Exception:
         return TransientError(msg)
     if name == "ContentPolicyViolationError":
         return PermanentError(msg, "refused_by_provider")
+    if status in (401, 403, 404) or name in ("AuthenticationError", "PermissionDeniedError", "NotFoundError"):
+        return PermanentError(msg, "config_error")
     return PermanentError(msg)
 
 
@@ -164,6 +167,9 @@ class Gateway:
                 raise TransientError(f"HTTP {r.status_code}: {text}", _retry_after(r.headers))
             if r.status_code in (400, 413, 422) and _CTX_RE.search(text):
                 raise PermanentError(f"HTTP {r.status_code}: {text}", "over_length")
+            if r.status_code in (401, 403, 404):
+                # credentials, permissions or the model name: the run's configuration, not this instance
+                raise PermanentError(f"HTTP {r.status_code}: {text}", "config_error")
             raise PermanentError(f"HTTP {r.status_code}: {text}")
         try:
             d = r.json()

@@ -33,14 +33,18 @@ def load_queryset(db_id: str, path: str | Path | None = None) -> list[Question]:
     if not p.exists():
         raise InputError(f"no query set for database {db_id!r}: write {p} (questions: [{{id, question, sql}}]) "
                          f"or pass --queries")
-    data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    except (yaml.YAMLError, UnicodeDecodeError, IsADirectoryError) as e:
+        raise InputError(f"{p} is not a readable YAML query set ({type(e).__name__}): write "
+                         f"questions: [{{id, question, sql}}]") from None
     items = data.get("questions") if isinstance(data, dict) else None
     if not items:
         raise InputError(f"{p}: expected a 'questions' list")
     out, seen, texts = [], set(), {}
     for i, q in enumerate(items):
-        if not isinstance(q, dict) or not all(q.get(k) for k in ("question", "sql")):
-            raise InputError(f"{p}: question {i + 1} needs 'question' and 'sql'")
+        if not isinstance(q, dict) or not all(isinstance(q.get(k), str) and q[k].strip() for k in ("question", "sql")):
+            raise InputError(f"{p}: question {i + 1} needs 'question' and 'sql' as text")
         qid = str(q.get("id") or f"q{i + 1:02d}")
         if qid in seen:
             raise InputError(f"{p}: question id {qid!r} is used twice")
@@ -68,6 +72,8 @@ def check_question(q: Question, tables: dict[str, list[str]], templates: Templat
     schema = {t: cols for t, cols in tables.items()}
     info = sql_info(q.sql, schema)
     q.info = info
+    if not info["tables"]:
+        raise InputError(f"question {q.id!r}: its SQL reads no table ({q.sql}); a question must read the database")
     for t in info["tables"]:
         if t not in low_tables:
             raise InputError(f"question {q.id!r}: SQL reads table {t!r}, which is not in the preprocessed database "
@@ -87,8 +93,9 @@ def check_question(q: Question, tables: dict[str, list[str]], templates: Templat
                              f"(columns: {', '.join(tables[real])})")
         common = {x.lower() for x in templates.common_columns(real)}
         if col not in common:
-            raise InputError(f"question {q.id!r}: column {real}.{col} is not stated by every template of {real!r}; "
-                             f"add {{{col}}} to each template in {templates.path}")
+            exact = next(x for x in tables[real] if x.lower() == col)
+            raise InputError(f"question {q.id!r}: column {real}.{exact} is not stated by every template of {real!r}; "
+                             f"add {{{exact}}} to each template in {templates.path}")
 
 
 def check_runs(q: Question, con: sqlite3.Connection) -> None:

@@ -31,10 +31,14 @@ _CMP = (exp.GT, exp.GTE, exp.LT, exp.LTE, exp.EQ, exp.NEQ)
 
 def parse_sql(sql: str) -> exp.Expression:
     """Parse one SQLite SELECT statement. Raises InputError naming the SQL when it does not parse."""
+    if not isinstance(sql, str):
+        raise InputError(f"SQL must be text, got {type(sql).__name__}: {sql!r}")
     try:
         stmts = [s for s in sqlglot.parse(sql, read="sqlite") if s is not None]
-    except sqlglot.errors.ParseError as e:
-        raise InputError(f"SQL does not parse: {sql!r} ({str(e).splitlines()[0]})") from None
+    except sqlglot.errors.SqlglotError as e:
+        raise InputError(f"SQL does not parse: {sql!r} ({str(e).splitlines()[0][:200]})") from None
+    except RecursionError:
+        raise InputError(f"SQL is nested too deeply to parse: {sql[:80]!r}...") from None
     if len(stmts) != 1:
         raise InputError(f"expected exactly one SQL statement, got {len(stmts)}: {sql!r}")
     tree = stmts[0]

@@ -54,6 +54,11 @@ class Database:
         raise KeyError(f"database {self.db_id!r} has no table {name!r} (tables: {', '.join(self.tables)})")
 
 
+def quote_ident(name: str) -> str:
+    """A quoted SQL identifier (SQLite and DuckDB): ``we"ird`` → ``"we""ird"``."""
+    return '"' + name.replace('"', '""') + '"'
+
+
 def sql_type(values: list[Any], declared: str = "") -> str:
     """SQLite column type for a column: INTEGER, REAL or TEXT, from the values present (declared type as a tie-break)."""
     kinds = {type(v) for v in values if v is not None}
@@ -79,10 +84,10 @@ def write_sqlite(db: Database, path: str | Path) -> None:
     try:
         for t in db.tables.values():
             types = t.types or [sql_type([r[i] for r in t.rows]) for i in range(len(t.columns))]
-            cols = ", ".join(f'"{c}" {ty}' for c, ty in zip(t.columns, types))
-            con.execute(f'CREATE TABLE "{t.name}" ({cols})')
+            cols = ", ".join(f"{quote_ident(c)} {ty}" for c, ty in zip(t.columns, types))
+            con.execute(f"CREATE TABLE {quote_ident(t.name)} ({cols})")
             ph = ", ".join("?" for _ in t.columns)
-            con.executemany(f'INSERT INTO "{t.name}" VALUES ({ph})', t.rows)
+            con.executemany(f"INSERT INTO {quote_ident(t.name)} VALUES ({ph})", t.rows)
         con.commit()
     finally:
         con.close()

@@ -17,7 +17,7 @@ import yaml
 from ..config import assets_dir
 from ..errors import InputError
 from ..hashing import file_sha256
-from .database import Database, ForeignKey, Table
+from .database import Database, ForeignKey, Table, quote_ident
 
 NYCFLIGHTS13_TABLES = ("airlines", "airports", "planes", "weather", "flights")
 
@@ -45,14 +45,14 @@ def load_sqlite(path: str | Path, db_id: str | None = None) -> Database:
     tables: dict[str, Table] = {}
     fks: list[ForeignKey] = []
     for name in names:
-        info = con.execute(f'PRAGMA table_info("{name}")').fetchall()
+        info = con.execute(f"PRAGMA table_info({quote_ident(name)})").fetchall()
         cols = [r[1] for r in info]
         types = [(r[2] or "").upper() for r in info]
         pk = [r[1] for r in sorted(info, key=lambda r: r[5]) if r[5]]
-        rows = con.execute(f'SELECT {", ".join(chr(34) + c + chr(34) for c in cols)} FROM "{name}" ORDER BY rowid'
-                           if _has_rowid(con, name) else f'SELECT * FROM "{name}"').fetchall()
+        rows = con.execute(f'SELECT {", ".join(quote_ident(c) for c in cols)} FROM {quote_ident(name)} ORDER BY rowid'
+                           if _has_rowid(con, name) else f"SELECT * FROM {quote_ident(name)}").fetchall()
         tables[name] = Table(name=name, columns=cols, rows=rows, types=types, primary_key=pk)
-        for r in con.execute(f'PRAGMA foreign_key_list("{name}")').fetchall():
+        for r in con.execute(f"PRAGMA foreign_key_list({quote_ident(name)})").fetchall():
             # (id, seq, table, from, to, ...); 'to' may be None (refers to the primary key)
             fks.append(ForeignKey(name, r[3], r[2], r[4] or ""))
     con.close()
@@ -69,7 +69,7 @@ def load_sqlite(path: str | Path, db_id: str | None = None) -> Database:
 
 def _has_rowid(con: sqlite3.Connection, name: str) -> bool:
     try:
-        con.execute(f'SELECT rowid FROM "{name}" LIMIT 1')
+        con.execute(f"SELECT rowid FROM {quote_ident(name)} LIMIT 1")
         return True
     except sqlite3.OperationalError:
         return False

@@ -185,6 +185,8 @@ def preprocess(db: Database, template_columns: dict[str, set[str]] | None, spec:
                          f"({out.excluded_tables}); add templates in assets/templates/{db.db_id}.yaml")
     for name, t in out.db.tables.items():
         if not t.rows:
+            if not db.tables[name].rows:
+                raise InputError(f"table {name!r} of {db.db_id!r} is empty: fill it or remove its templates")
             raise InputError(f"table {name!r} of {db.db_id!r} has no complete row after preprocessing "
                              f"({out.dropped_incomplete.get(name, 0)} incomplete): check its templates' columns")
     return out

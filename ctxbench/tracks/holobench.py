@@ -35,6 +35,7 @@ from ..validate import validate_build
 from .holobench_source import PreparedSource, prepare_source
 
 MAX_TOKENS = 1_048_576
+STAGED_SOURCE = ".source.sqlite.staging"
 
 
 class HoloBenchConfig(BaseModel):
@@ -46,7 +47,7 @@ class HoloBenchConfig(BaseModel):
     tokenizer: str = "cl100k_base"
     lengths: list[int] = Field(default_factory=lambda: [4096, 8192, 16384, 32768, 65536])
     setting: Literal["amount", "density"] = "density"
-    amount_tokens: int = Field(2048, description="relevant tokens in the amount setting")
+    amount_tokens: int = Field(2048, ge=16, description="relevant tokens in the amount setting")
     density: float = Field(0.5, gt=0, le=1, description="relevant fraction in the density setting")
     positions: list[str] = Field(default_factory=lambda: ["uniform"])
     seed: int = 0
@@ -180,19 +181,26 @@ def load_stage(cfg: HoloBenchConfig, out: str | Path, force: bool = False) -> Lo
     tok = get_tokenizer(cfg.tokenizer)
     bhash = build_hash_of(cfg, raw, tok.file_sha256)
     mpath = out / "manifest.json"
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out} is a file: pass a directory for the build")
     if mpath.exists():
-        old = json.loads(mpath.read_text(encoding="utf-8"))
+        try:
+            old = json.loads(mpath.read_text(encoding="utf-8"))
+            if not isinstance(old, dict):
+                raise ValueError("not a JSON object")
+        except ValueError as e:
+            if not force:
+                raise InputError(f"{mpath} is not a ctxbench manifest ({e}): choose another --out or pass --force") from None
+            old = {}
         if old.get("build_hash") == bhash and (out / "instances.parquet").exists():
             n = old.get("counts", {})
             return Loaded(cfg, out, raw, bhash, BuildResult(out, bhash, n.get("instances", 0),
                                                             n.get("quarantined", 0), skipped=True))
         if not force:
-            raise InputError(f"{out} already holds a different build ({old.get('build_hash')}); a completed build is "
-                             f"immutable: choose another --out or pass --force to replace it")
-        for name in ("instances.parquet", "quarantine.parquet", "responses.parquet", "scores.parquet",
-                     "source.sqlite", "manifest.json"):
-            (out / name).unlink(missing_ok=True)
-        shutil.rmtree(out / "report", ignore_errors=True)
+            what = (f"a different build ({old['build_hash']})" if old.get("build_hash") not in (None, bhash)
+                    else "an incomplete build" if old.get("build_hash") == bhash else "files of another kind")
+            raise InputError(f"{out} already holds {what}; a completed build is immutable: choose another --out or "
+                             f"pass --force to replace it (the old build is removed only once the new one is complete)")
     return Loaded(cfg, out, raw, bhash)
 
 
@@ -200,7 +208,7 @@ def verbalize_stage(loaded: Loaded) -> PreparedSource:
     """Preprocess the database, check templates and queries, and write ``source.sqlite``."""
     src = prepare_source(loaded.raw, loaded.cfg.queries)
     loaded.out.mkdir(parents=True, exist_ok=True)
-    write_sqlite(src.db, loaded.out / "source.sqlite")
+    write_sqlite(src.db, loaded.out / STAGED_SOURCE)  # renamed into place by write_stage
     return src
 
 
@@ -281,7 +289,7 @@ def gold_stage(loaded: Loaded, asm: Assembled) -> tuple[list[dict], list[dict]]:
 def validate_stage(loaded: Loaded, src: PreparedSource, instances: list[dict]) -> None:
     """great-expectations suite over the instances (raises ValidationError naming failed expectations)."""
     cfg = loaded.cfg
-    validate_build(to_table("instances", instances), loaded.out / "source.sqlite",
+    validate_build(to_table("instances", instances), loaded.out / STAGED_SOURCE,
                    sentence_of=lambda t, rid: src.templates.verbalize(
                        t, src.db.tables[t].columns, src.db.tables[t].rows[rid - 1], rid, cfg.seed))
 
@@ -290,6 +298,12 @@ def write_stage(loaded: Loaded, src: PreparedSource, instances: list[dict], quar
                 n_contexts: int) -> BuildResult:
     """Write quarantine, instances (atomically) and, last, the manifest that marks the build complete."""
     cfg, out, db_id = loaded.cfg, loaded.out, src.raw.db_id
+    # replacing a build (--force): its evaluation tables belong to the old instances and go with them
+    (out / "manifest.json").unlink(missing_ok=True)
+    for name in ("responses.parquet", "scores.parquet"):
+        (out / name).unlink(missing_ok=True)
+    shutil.rmtree(out / "report", ignore_errors=True)
+    (out / STAGED_SOURCE).replace(out / "source.sqlite")
     write_parquet(to_table("quarantine", quarantine), out / "quarantine.parquet")
     write_parquet(to_table("instances", instances), out / "instances.parquet")
     tok = get_tokenizer(cfg.tokenizer)

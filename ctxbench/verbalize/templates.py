@@ -33,7 +33,11 @@ def format_value(v: Any) -> str:
 def template_fields(template: str) -> list[str]:
     """Column names a template uses, in order of appearance (format specs are not allowed)."""
     out = []
-    for _, fname, spec, conv in string.Formatter().parse(template):
+    try:
+        parsed = list(string.Formatter().parse(template))
+    except ValueError as e:
+        raise InputError(f"template {template!r} is malformed ({e}): fields are {{column}}; write {{{{ for a brace")
+    for _, fname, spec, conv in parsed:
         if fname is None:
             continue
         if not fname or spec or conv:
@@ -90,7 +94,10 @@ def load_templates(db_id: str, path: str | Path | None = None) -> TemplateSet:
     if not p.exists():
         raise InputError(f"no verbalization templates for database {db_id!r}: write {p} "
                          f"(table: [at least {MIN_TEMPLATES} templates with {{column}} fields])")
-    data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        raise InputError(f"{p} is not readable YAML ({type(e).__name__}: {str(e).splitlines()[0]})") from None
     if not isinstance(data, dict) or not data:
         raise InputError(f"{p}: expected a mapping table -> list of templates")
     temps: dict[str, list[str]] = {}
