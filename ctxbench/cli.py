@@ -112,12 +112,13 @@ def build_holobench_cmd(
     out_console.print(f"{what}: {r.n_instances} instances, {r.n_quarantined} quarantined, build {r.build_hash} → {r.out}")
 
 
-def _eval_cfg(model, base_url, concurrency, samples, per_length, prompt_variant, max_tokens, temperature):
+def _eval_cfg(model, base_url, concurrency, samples, per_length, prompt_variant, max_tokens, temperature,
+              api_key_env=None):
     from .evaluate import EvalConfig
 
     return EvalConfig(model=model, base_url=base_url, concurrency=concurrency, samples=samples,
                       per_length=per_length, prompt_variant=prompt_variant, max_tokens=max_tokens,
-                      temperature=temperature)
+                      temperature=temperature, api_key_env=api_key_env)
 
 
 @app.command("evaluate")
@@ -125,6 +126,7 @@ def evaluate_cmd(
     build: Path = typer.Option(..., help="build directory"),
     model: str = typer.Option(..., help="model name (registry name, litellm name, or the embedded smollm2-135m-instruct)"),
     base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible endpoint (vLLM, llama.cpp, Ollama)"),
+    api_key_env: Optional[str] = typer.Option(None, help="environment variable holding the key for --base-url"),
     concurrency: int = typer.Option(8, help="calls in flight for this model"),
     samples: Optional[int] = typer.Option(None, help="responses per instance (default: the registry's, else 1)"),
     per_length: Optional[int] = typer.Option(None, help="evaluate only a sample of N instances per context length"),
@@ -141,7 +143,8 @@ def evaluate_cmd(
     if mode != "lc":
         _fail(CtxbenchError(f"--mode {mode}: only lc is available in this version"))
     try:
-        cfg = _eval_cfg(model, base_url, concurrency, samples, per_length, prompt_variant, max_tokens, temperature)
+        cfg = _eval_cfg(model, base_url, concurrency, samples, per_length, prompt_variant, max_tokens, temperature,
+                        api_key_env)
         if dry_run:
             from .dryrun import estimate
 

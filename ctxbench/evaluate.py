@@ -24,6 +24,7 @@ from .models.cache import ResponseCache, request_key
 from .models.gateway import Gateway, RetryPolicy
 from .models.registry import model_info
 from .prompts import messages_text, render_messages
+from .scoring.normalize import extract_answer
 from .storage import read_table, to_table, write_parquet
 
 
@@ -133,7 +134,8 @@ def _plan(build_dir: Path, cfg: EvalConfig, cache: ResponseCache) -> _Plan:
                          "prompt_variant": cfg.prompt_variant, "_messages": msgs, "_sampling": sampling,
                          "_ctx": hashlib.sha256(ctx.encode()).hexdigest()})
     found = cache.get_many([t["request_key"] for t in todo])
-    hits = [{**_public(t), **found[t["request_key"]], "cached": True, "retries": 0}
+    hits = [{**_public(t), **found[t["request_key"]], "cached": True, "retries": 0,
+             "extracted_answer": extract_answer(found[t["request_key"]].get("response")) or None}
             for t in todo if t["request_key"] in found]
     pending = [t for t in todo if t["request_key"] not in found]
     return _Plan(tbl.num_rows, already, hits, pending, max_tokens)
@@ -223,7 +225,8 @@ def _run_calls(calls: list[dict], cfg: EvalConfig, max_tokens: int, cache: Respo
             elif res.status == "error":
                 s.errors += 1
                 s.notes.append(f"{t['instance_id']}: {res.error}")
-            buf.append({**base, **res.payload(), "cached": False, "retries": res.retries})
+            buf.append({**base, **res.payload(), "cached": False, "retries": res.retries,
+                        "extracted_answer": extract_answer(res.response) if res.response else None})
         done += 1
         if progress:
             progress(done, len(calls))

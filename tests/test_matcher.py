@@ -178,3 +178,12 @@ def test_bold_answer_line_and_inline_answer():
 def test_empty_response_is_null_answer(reply):
     m = row_match(reply, [[1], [2]])
     assert m.score == 0.0 and m.tags == ["null_answer"] and m.rows == [0.0, 0.0]
+
+
+def test_list_markers_and_dates_are_not_answers():
+    # real SmolLM2 replies that once scored 1.0 against the gold [[4]]
+    assert row_match("1. 200\n2. 398\n3. 456\n4. 720\n5. 820", [[4]]).score == 0.0
+    assert row_match("The flights arrived on 2013-01-04 and 2013-02-11.", [[4]]).score == 0.0
+    assert row_match("It left at 4:30.", [[4]]).score == 0.0
+    assert row_match("There are 4 of them.\nAnswer: 4", [[4]]).score == 1.0
+    assert row_match("1. Delta 12\n2. United 7", [["Delta", 12], ["United", 7]]).score == 1.0

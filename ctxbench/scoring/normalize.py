@@ -2,7 +2,8 @@
 
 Numbers: thousands separators (``1,234``, ``1 234``), trailing zeros (``3.50``), percentages (``45%``) and signs
 are normalised; a number is only ever read whole, so it never matches inside a longer number (``12`` is not found
-in ``2012`` or ``12.5``). Text: Unicode NFKC (full-width forms and CJK punctuation to ASCII where they have one),
+in ``2012`` or ``12.5``), inside a date or time (``4`` is not in ``2013-01-04`` or ``4:30``), or as a list marker
+(``4.`` at the start of a line). Text: Unicode NFKC (full-width forms and CJK punctuation to ASCII where they have one),
 case folded, punctuation and whitespace collapsed to single spaces.
 """
 
@@ -12,9 +13,14 @@ import re
 import unicodedata
 
 ANSWER_RE = re.compile(r"(?:final answer|answer)\s*[:：]\s*(.+)", re.IGNORECASE | re.DOTALL)
-# boundaries exclude ASCII letters, digits and '.', not CJK characters (numbers inside Chinese text are found)
-NUMBER_RE = re.compile(r"(?<![A-Za-z0-9_.])[-−]?(?:\d{1,3}(?:[,，]\d{3})+|\d{1,3}(?: \d{3})+(?![\d])|\d+)(?:\.\d+)?%?"
-                       r"(?![A-Za-z0-9_])|(?<![A-Za-z0-9_.])[-−]?\.\d+%?(?![A-Za-z0-9_])")
+# boundaries exclude ASCII letters, digits and '.', not CJK characters (numbers inside Chinese text are found);
+# a number joined to digits by '-', '/' or ':' is part of a date or time and is not read on its own
+_NB = r"(?<![A-Za-z0-9_.])(?<!\d[-/:])"
+_NA = r"(?![A-Za-z0-9_])(?![-/:]\d)"
+NUMBER_RE = re.compile(_NB + r"[-−]?(?:\d{1,3}(?:[,，]\d{3})+|\d{1,3}(?: \d{3})+(?![\d])|\d+)(?:\.\d+)?%?" + _NA
+                       + "|" + _NB + r"[-−]?\.\d+%?" + _NA)
+# "1. ", "2) " at the start of a line: list markers, not numbers of the answer
+LIST_MARKER_RE = re.compile(r"(?m)^[ \t]*\(?\d{1,3}[.)](?=\s)")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
 _CJK_PUNCT = str.maketrans({"。": ".", "，": ",", "、": ",", "；": ";", "：": ":", "（": "(", "）": ")", "「": '"',
                             "」": '"', "『": '"', "』": '"', "《": '"', "》": '"', "！": "!", "？": "?", "．": "."})
@@ -51,7 +57,7 @@ def parse_number(tok: str) -> float | None:
 def numbers_in(text: str) -> list[tuple[float, int]]:
     """Every whole number in ``text`` with its count of decimal places, e.g. ``"1,234.50 and 7%"`` →
     ``[(1234.5, 2), (7.0, 0)]``."""
-    text = unicodedata.normalize("NFKC", text)
+    text = LIST_MARKER_RE.sub(lambda m: " " * len(m.group(0)), unicodedata.normalize("NFKC", text))
     out = []
     for m in NUMBER_RE.finditer(text):
         tok = m.group(0)

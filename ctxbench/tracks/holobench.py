@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from .. import __version__
 from ..config import assets_dir
+from ..analysis.difficulty import scope_and_dispersion
 from ..contexts.packer import POSITIONS, PackedContext, Unit, cycle_units, pack, sample_without_replacement, take_until
 from ..errors import InputError
 from ..gold import compute_gold
@@ -275,6 +276,7 @@ def gold_stage(loaded: Loaded, asm: Assembled) -> tuple[list[dict], list[dict]]:
             "evidence_spans": canonical_json(ctx.evidence_spans),
             "included_rows": canonical_json({t: sorted(v) for t, v in sorted(included.items())}),
             "relevant_tokens": ctx.relevant_tokens, "language": "en", "build_hash": bhash,
+            **dict(zip(("scope", "dispersion"), scope_and_dispersion(ctx.evidence_spans, ctx.context_tokens))),
         })
     for t, n in src.pre.dropped_incomplete.items():
         if n:

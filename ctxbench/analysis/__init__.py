@@ -1,0 +1,1 @@
+"""Analysis: instance difficulty properties (LURCH) and, later, regressions and agreement statistics."""
