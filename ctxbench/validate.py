@@ -11,9 +11,7 @@ import contextlib
 import io
 import json
 import os
-import sqlite3
 from collections import Counter
-from pathlib import Path
 from typing import Callable
 
 import pyarrow as pa
@@ -69,7 +67,7 @@ def run_suite(df, suite: str = "instances") -> list[str]:
     return failed
 
 
-def validate_build(instances: pa.Table, source_sqlite: str | Path | None = None,
+def validate_build(instances: pa.Table,
                    sentence_of: Callable[[str, int], str] | None = None) -> None:
     """Run the instances suite. Raises ValidationError naming every failed expectation. An empty table passes
     (a build whose every candidate was quarantined is reported by its quarantine table)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from itertools import chain, repeat
+from itertools import chain
 
 import pytest
 

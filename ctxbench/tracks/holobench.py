@@ -11,6 +11,7 @@ same tables share a context (and a provider's prompt cache).
 from __future__ import annotations
 
 import importlib.metadata
+from bisect import bisect_right
 import json
 import shutil
 import sqlite3
@@ -120,7 +121,7 @@ class _Rows:
 
     def units(self, rng) -> Iterator[Unit]:
         for k in sample_without_replacement(self.n, rng):
-            ti = max(i for i, o in enumerate(self.offsets) if o <= k) if len(self.offsets) > 1 else 0
+            ti = bisect_right(self.offsets, k) - 1
             t = self.tables[ti]
             idx = k - self.offsets[ti]
             table = self.src.db.tables[t]
@@ -291,7 +292,7 @@ def gold_stage(loaded: Loaded, asm: Assembled) -> tuple[list[dict], list[dict]]:
 def validate_stage(loaded: Loaded, src: PreparedSource, instances: list[dict]) -> None:
     """great-expectations suite over the instances (raises ValidationError naming failed expectations)."""
     cfg = loaded.cfg
-    validate_build(to_table("instances", instances), loaded.out / STAGED_SOURCE,
+    validate_build(to_table("instances", instances),
                    sentence_of=lambda t, rid: src.templates.verbalize(
                        t, src.db.tables[t].columns, src.db.tables[t].rows[rid - 1], rid, cfg.seed))
 
