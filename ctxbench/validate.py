@@ -46,7 +46,11 @@ def derive_checks(tbl: pa.Table, sentence_of: Callable[[str, int], str] | None =
 def run_suite(df, suite: str = "instances") -> list[str]:
     """Validate ``df`` against ``schemas/<suite>.expectations.json``; returns the names of failed expectations."""
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    import logging
+
     import great_expectations as gx
+
+    logging.getLogger("great_expectations").setLevel(logging.WARNING)  # its "temporary docs site" notice
 
     spec = json.loads((SCHEMA_DIR / f"{suite}.expectations.json").read_text(encoding="utf-8"))
     ctx = gx.get_context(mode="ephemeral")
