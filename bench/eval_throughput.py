@@ -55,6 +55,7 @@ def make_build(d: Path, n: int) -> Path:
              "target_tokens": 128, "context_tokens": 60, "context_format": "full_text", "query_types": "[]",
              "evidence_spans": "[]", "build_hash": "bench"} for i in range(n)]
     write_parquet(to_table("instances", rows), d / "instances.parquet")
+    (d / "manifest.json").write_text(json.dumps({"build_hash": "bench", "track": "holobench"}), encoding="utf-8")
     return d
 
 

@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field
 
 from .errors import InputError
 from .models.cache import ResponseCache, request_key
-from .models.gateway import Gateway, RetryPolicy
+from .models.gateway import Gateway, RetryPolicy, cost_usd
 from .models.registry import model_info
 from .prompts import messages_text, render_messages
 from .scoring.normalize import extract_answer
@@ -113,6 +113,9 @@ def _plan(build_dir: Path, cfg: EvalConfig, cache: ResponseCache) -> _Plan:
     ipath = build_dir / "instances.parquet"
     if not ipath.exists():
         raise InputError(f"{build_dir} is not a build directory (no instances.parquet): run `ctxbench build` first")
+    if not (build_dir / "manifest.json").exists():
+        raise InputError(f"{build_dir} holds an unfinished build (no manifest.json, which is written last): "
+                         f"run the same `ctxbench build` again to complete it")
     info = model_info(cfg.model)
     K = cfg.samples or info.default_samples
     max_tokens = cfg.max_tokens or info.max_output_tokens
@@ -200,6 +203,7 @@ def _call_pending(plan: _Plan, cfg: EvalConfig, info, count_tokens, cache, rpath
 
 def _run_calls(calls: list[dict], cfg: EvalConfig, max_tokens: int, cache: ResponseCache, rpath: Path,
                s: EvalSummary, progress, flush_every: int) -> None:
+    cost_usd(cfg.model, 0, 0)  # loads litellm's price table now, not inside the event loop at the first answer
     gw = Gateway(cfg.model, cfg.base_url, cfg.concurrency,
                  RetryPolicy(max_retries=cfg.max_retries, timeout_s=cfg.timeout_s), api_key_env=cfg.api_key_env)
     buf: list[dict] = []

@@ -38,9 +38,23 @@ def to_table(table: str, rows: list[dict[str, Any]]) -> pa.Table:
     return pa.Table.from_pydict(cols, schema=sch)
 
 
+def _remove_stale_temporaries(path: Path) -> None:
+    """Remove temporary files of ``path`` left by writers that were killed (their process is gone)."""
+    for f in path.parent.glob(f".{path.name}.tmp-*"):
+        try:
+            pid = int(f.name.rsplit("-", 1)[1])
+            os.kill(pid, 0)  # raises when no such process
+        except ProcessLookupError:
+            f.unlink(missing_ok=True)
+        except (ValueError, PermissionError):
+            continue
+
+
 def write_parquet(tbl: pa.Table, path: str | Path) -> None:
-    """Write Parquet atomically (temporary name, then rename): a killed writer leaves no half-written file."""
+    """Write Parquet atomically (temporary name, then rename): a killed writer leaves no half-written file, and
+    the temporaries of killed writers are removed by the next write."""
     path = Path(path)
+    _remove_stale_temporaries(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     pq.write_table(tbl, tmp, compression="zstd", write_statistics=True)
     os.replace(tmp, path)

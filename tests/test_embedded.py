@@ -114,6 +114,7 @@ def test_evaluate_with_the_embedded_server(tmp_path):
                      "target_tokens": 256 if i < 2 else 10_000, "context_tokens": 200, "context_format": "full_text",
                      "query_types": "[]", "evidence_spans": "[]", "build_hash": "toy"})
     write_parquet(to_table("instances", rows), build / "instances.parquet")
+    (build / "manifest.json").write_text(json.dumps({"build_hash": "toy", "track": "holobench"}), encoding="utf-8")
 
     started = []
 

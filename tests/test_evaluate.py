@@ -347,3 +347,25 @@ def test_concurrent_appends_lose_no_row(tmp_path):
         t.join()
     keys = pq.read_table(path).column("request_key").to_pylist()
     assert sorted(keys) == sorted(f"{w}-{i}" for w in range(6) for i in range(5))
+
+
+def test_unfinished_build_is_not_evaluated(tmp_path):
+    """A build killed after instances.parquet but before manifest.json (written last) is refused."""
+    from ctxbench.errors import InputError
+
+    build = make_build(tmp_path / "b", n=2)
+    (build / "manifest.json").unlink()
+    with pytest.raises(InputError, match="unfinished build"):
+        evaluate_build(build, EvalConfig(model="openai/fake", base_url="http://127.0.0.1:9/v1"))
+
+
+def test_stale_temporaries_of_killed_writers_are_removed(tmp_path):
+    import subprocess
+
+    p = subprocess.Popen(["true"])
+    p.wait()  # a process id that no longer runs
+    stale = tmp_path / f".responses.parquet.tmp-{p.pid}"
+    stale.write_bytes(b"PAR1 half written")
+    write_parquet(to_table("quarantine", []), tmp_path / "responses.parquet")
+    assert not stale.exists()
+    assert (tmp_path / "responses.parquet").exists()
