@@ -5,20 +5,17 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
+import yaml
+from pydantic import ValidationError as PydanticValidationError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
-
-import sqlite3
-
-import yaml
-from pydantic import ValidationError as PydanticValidationError
-
 from sqlglot.errors import SqlglotError
 
 from .errors import CtxbenchError
@@ -46,8 +43,9 @@ def _fail(e: Exception) -> None:
     from rich.markup import escape
 
     if isinstance(e, PydanticValidationError):
-        msg = "; ".join(f"--{'-'.join(str(x) for x in err['loc']).replace('_', '-')}: "
-                        f"{str(err['msg']).removeprefix('Value error, ')}" for err in e.errors())
+        flag = {"positions": "position"}  # config fields whose CLI word differs
+        msg = "; ".join(f"--{flag.get(str(err['loc'][0]), str(err['loc'][0])).replace('_', '-')}: "
+                        f"{str(err['msg']).removeprefix('Value error, ')}" for err in e.errors() if err["loc"])
     elif isinstance(e, CtxbenchError):
         msg = str(e)
     else:  # a file or table that could not be read: name the error, not a traceback
