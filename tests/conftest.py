@@ -9,6 +9,10 @@ from pathlib import Path
 
 import pytest
 
+# Prefect's temporary server logs its shutdown at interpreter exit, after pytest closed the captured streams
+os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
