@@ -50,10 +50,13 @@ def run_suite(df, suite: str = "instances") -> list[str]:
 
     import great_expectations as gx
 
-    logging.getLogger("great_expectations").setLevel(logging.WARNING)  # its "temporary docs site" notice
 
     spec = json.loads((SCHEMA_DIR / f"{suite}.expectations.json").read_text(encoding="utf-8"))
-    ctx = gx.get_context(mode="ephemeral")
+    logging.disable(logging.INFO)  # great-expectations' "temporary directory for ephemeral docs site" notice
+    try:
+        ctx = gx.get_context(mode="ephemeral")
+    finally:
+        logging.disable(logging.NOTSET)
     batch = (ctx.data_sources.add_pandas(f"ctxbench_{suite}").add_dataframe_asset(suite)
              .add_batch_definition_whole_dataframe("all").get_batch(batch_parameters={"dataframe": df}))
     gx_suite = gx.ExpectationSuite(name=suite, expectations=[

