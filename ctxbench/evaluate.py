@@ -24,7 +24,7 @@ from .models.gateway import Gateway, RetryPolicy, cost_usd
 from .models.registry import model_info
 from .prompts import messages_text, render_messages
 from .scoring.normalize import extract_answer
-from .storage import read_table, to_table, write_parquet
+from .storage import read_table, require_build, to_table, write_parquet
 
 
 class EvalConfig(BaseModel):
@@ -107,12 +107,11 @@ class _Plan:
     hits: list[dict]
     pending: list[dict]
     max_tokens: int
+    todo: list[dict]  # every request not yet stored (hits and pending), with its messages
 
 
 def _plan(build_dir: Path, cfg: EvalConfig, cache: ResponseCache) -> _Plan:
-    ipath = build_dir / "instances.parquet"
-    if not ipath.exists():
-        raise InputError(f"{build_dir} is not a build directory (no instances.parquet): run `ctxbench build` first")
+    ipath = require_build(build_dir) / "instances.parquet"
     if not (build_dir / "manifest.json").exists():
         raise InputError(f"{build_dir} holds an unfinished build (no manifest.json, which is written last): "
                          f"run the same `ctxbench build` again to complete it")
@@ -134,13 +133,13 @@ def _plan(build_dir: Path, cfg: EvalConfig, cache: ResponseCache) -> _Plan:
                 continue
             todo.append({"request_key": key, "instance_id": iid, "model": cfg.model, "mode": cfg.mode, "sample": k,
                          "prompt_variant": cfg.prompt_variant, "_messages": msgs, "_sampling": sampling,
-                         "_ctx": hashlib.sha256(ctx.encode()).hexdigest()})
+                         "_ctx": hashlib.sha256(ctx.encode()).hexdigest(), "_context": ctx})
     found = cache.get_many([t["request_key"] for t in todo])
     hits = [{**_public(t), **found[t["request_key"]], "cached": True, "retries": 0,
              "extracted_answer": extract_answer(found[t["request_key"]].get("response")) or None}
             for t in todo if t["request_key"] in found]
     pending = [t for t in todo if t["request_key"] not in found]
-    return _Plan(tbl.num_rows, already, hits, pending, max_tokens)
+    return _Plan(tbl.num_rows, already, hits, pending, max_tokens, todo)
 
 
 def _public(t: dict) -> dict:

@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from .errors import InputError
 from .hashing import canonical_json
 from .scoring.matchers import row_match
-from .storage import read_table, to_table, write_parquet
+from .storage import read_table, require_build, to_table, write_parquet
 
 
 @dataclass
@@ -30,10 +29,8 @@ def score_build(build_dir: str | Path, judge: str | None = None, judge_base_url:
     """Write ``scores.parquet`` for the build: the deterministic ``row_match`` for every ok response and, when a
     judge model is given, ``judge:<model>`` too (unparseable verdicts are counted, not scored). Raises InputError
     without a build."""
-    build_dir = Path(build_dir)
+    build_dir = require_build(build_dir)
     ipath = build_dir / "instances.parquet"
-    if not ipath.exists():
-        raise InputError(f"{build_dir} is not a build directory (no instances.parquet)")
     inst = pq.read_table(ipath, columns=["instance_id", "gold", "question"]).to_pylist()
     gold = {r["instance_id"]: json.loads(r["gold"]) for r in inst}
     question = {r["instance_id"]: r["question"] for r in inst}

