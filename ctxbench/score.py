@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from .hashing import canonical_json
-from .scoring.matchers import row_match
+from .scoring.registry import matcher, matchers_for
 from .storage import read_table, require_build, to_table, write_parquet
 
 
@@ -26,14 +26,23 @@ class ScoreSummary:
 
 def score_build(build_dir: str | Path, judge: str | None = None, judge_base_url: str | None = None,
                 judge_api_key_env: str | None = None) -> ScoreSummary:
-    """Write ``scores.parquet`` for the build: the deterministic ``row_match`` for every ok response and, when a
+    """Write ``scores.parquet`` for the build: every deterministic matcher of the instance's benchmark
+    (:mod:`ctxbench.scoring.registry`; ``row_match`` for holobench) for every ok response and, when a
     judge model is given, ``judge:<model>`` too (unparseable verdicts are counted, not scored). Raises InputError
     without a build."""
     build_dir = require_build(build_dir)
     ipath = build_dir / "instances.parquet"
-    inst = pq.read_table(ipath, columns=["instance_id", "gold", "question"]).to_pylist()
-    gold = {r["instance_id"]: json.loads(r["gold"]) for r in inst}
-    question = {r["instance_id"]: r["question"] for r in inst}
+    cols = [c for c in pq.read_schema(ipath).names if c != "context"]  # contexts can be GBs in all
+    inst = pq.read_table(ipath, columns=cols).to_pylist()
+    by_id: dict[str, dict] = {}
+    for r in inst:
+        r = dict(r)
+        r["gold"] = json.loads(r["gold"])
+        if r.get("accepted_answers") is not None:
+            r["accepted_answers"] = json.loads(r["accepted_answers"])
+        by_id[r["instance_id"]] = r
+    gold = {k: v["gold"] for k, v in by_id.items()}
+    question = {k: v["question"] for k, v in by_id.items()}
     resp = read_table(build_dir / "responses.parquet", "responses").to_pylist()
     rows = []
     ok = [r for r in sorted(resp, key=lambda r: (r["model"], r["mode"], r["instance_id"], r["sample"],
@@ -41,10 +50,13 @@ def score_build(build_dir: str | Path, judge: str | None = None, judge_base_url:
           if r["status"] == "ok" and r["instance_id"] in gold]
     summary = ScoreSummary()
     for r in ok:
-        m = row_match(r["response"], gold[r["instance_id"]])
-        rows.append({"instance_id": r["instance_id"], "model": r["model"], "mode": r["mode"], "sample": r["sample"],
-                     "matcher": "row_match", "score": float(m.score), "tags": canonical_json(m.tags),
-                     "request_key": r["request_key"], "detail": canonical_json({"rows": m.rows})})
+        row = by_id[r["instance_id"]]
+        for name in matchers_for(row.get("benchmark")):
+            m = matcher(name)(r["response"], row)
+            rows.append({"instance_id": r["instance_id"], "model": r["model"], "mode": r["mode"],
+                         "sample": r["sample"], "matcher": name, "score": float(m.score),
+                         "tags": canonical_json(m.tags), "request_key": r["request_key"],
+                         "detail": canonical_json({"rows": m.rows})})
     if judge:
         from .scoring.judge import judge_all
 

@@ -59,3 +59,8 @@ def row_match(response: str | None, gold: list[list]) -> MatchResult:
     if any(v == 0.5 for v in verdicts):
         tags.append("wrong_attribute")
     return MatchResult(score, verdicts, tags)
+
+
+def row_match_instance(response: str | None, instance: dict) -> MatchResult:
+    """:func:`row_match` in the matcher-registry signature (see :mod:`ctxbench.scoring.registry`)."""
+    return row_match(response, instance["gold"])

@@ -1,0 +1,41 @@
+"""Which deterministic matchers score which benchmark.
+
+A matcher is ``fn(response: str | None, instance: dict) -> MatchResult`` where ``instance`` is the instance's row
+from ``instances.parquet`` with ``gold`` (and ``accepted_answers`` where present) already parsed from JSON. Each
+track names its matchers here (``"module:function"``, imported on first use); ``score`` runs every matcher of an
+instance's benchmark on every ok response and writes one ``scores.parquet`` row per response × matcher.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Callable
+
+from ..errors import InputError
+
+# matcher name → "module:function"
+MATCHERS: dict[str, str] = {
+    "row_match": "ctxbench.scoring.matchers:row_match_instance",
+}
+
+# benchmark → matcher names, the first being the benchmark's primary score in tables and reports
+BENCHMARK_MATCHERS: dict[str, list[str]] = {
+    "holobench": ["row_match"],
+}
+
+_loaded: dict[str, Callable] = {}
+
+
+def matcher(name: str) -> Callable:
+    """The matcher function registered as ``name``; InputError for an unknown name."""
+    if name not in _loaded:
+        if name not in MATCHERS:
+            raise InputError(f"unknown matcher {name!r}; known: {', '.join(sorted(MATCHERS))}")
+        mod, fn = MATCHERS[name].split(":")
+        _loaded[name] = getattr(importlib.import_module(mod), fn)
+    return _loaded[name]
+
+
+def matchers_for(benchmark: str | None) -> list[str]:
+    """Matcher names for a benchmark (``row_match`` for a benchmark that names none)."""
+    return BENCHMARK_MATCHERS.get(benchmark or "holobench", ["row_match"])
