@@ -111,12 +111,12 @@ def build_holobench_cmd(
 
 
 def _eval_cfg(model, base_url, concurrency, samples, per_length, prompt_variant, max_tokens, temperature,
-              api_key_env=None):
+              api_key_env=None, **filters):
     from .evaluate import EvalConfig
 
     return EvalConfig(model=model, base_url=base_url, concurrency=concurrency, samples=samples,
                       per_length=per_length, prompt_variant=prompt_variant, max_tokens=max_tokens,
-                      temperature=temperature, api_key_env=api_key_env)
+                      temperature=temperature, api_key_env=api_key_env, **filters)
 
 
 @app.command("evaluate")
@@ -133,6 +133,11 @@ def evaluate_cmd(
     temperature: float = typer.Option(0.0),
     mode: str = typer.Option("lc", help="lc (rag comes with the retrieval track)"),
     dry_run: bool = typer.Option(False, "--dry-run", help="print calls, tokens and estimated cost; call nothing"),
+    language: Optional[str] = typer.Option(None, help="only contexts in this language (langdetect code: en, zh, ...)"),
+    question_language: Optional[str] = typer.Option(None, help="only questions in this language"),
+    min_context_tokens: Optional[int] = typer.Option(None, help="only contexts of at least N tokens"),
+    max_context_tokens: Optional[int] = typer.Option(None, help="only contexts of at most N tokens"),
+    exclude_closed_book: bool = typer.Option(False, help="leave out instances flagged by `ctxbench screen`"),
 ) -> None:
     """Evaluate a model on a build; appends to BUILD/responses.parquet (reruns make no stored call again)."""
     from .evaluate import evaluate_build
@@ -142,7 +147,9 @@ def evaluate_cmd(
         _fail(CtxbenchError(f"--mode {mode}: only lc is available in this version"))
     try:
         cfg = _eval_cfg(model, base_url, concurrency, samples, per_length, prompt_variant, max_tokens, temperature,
-                        api_key_env)
+                        api_key_env, language=language, question_language=question_language,
+                        min_context_tokens=min_context_tokens, max_context_tokens=max_context_tokens,
+                        exclude_closed_book=exclude_closed_book)
         if dry_run:
             from .dryrun import estimate
 
@@ -168,6 +175,29 @@ def evaluate_cmd(
                       f"refused the credentials or the model): fix the cause and rerun; nothing stored is repeated",
                       markup=False)
         raise typer.Exit(1)
+
+
+@app.command("screen")
+def screen_cmd(build: Path = typer.Option(..., help="build directory"),
+               model: str = typer.Option(..., help="model asked each question without its context"),
+               base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible endpoint"),
+               api_key_env: Optional[str] = typer.Option(None, help="environment variable holding the key"),
+               concurrency: int = typer.Option(8, help="calls in flight")) -> None:
+    """Closed-book screen (LURCH): flag instances a model answers correctly without the context;
+    writes BUILD/closed_book.parquet (evaluate --exclude-closed-book leaves them out)."""
+    from .analysis.closed_book import screen_build
+    from .models.local_server import EMBEDDED_MODEL, LocalServer
+
+    try:
+        s = screen_build(build, model, base_url, api_key_env, concurrency,
+                         server=LocalServer if model == EMBEDDED_MODEL and not base_url else None)
+    except USER_ERRORS as e:
+        _fail(e)
+    out_console.print(f"{model}: {s.questions} questions asked without context ({s.from_cache} from cache, "
+                      f"{s.failed} failed); {s.flagged} of {s.instances} instances answered correctly closed-book "
+                      f"(flagged) → {build / 'closed_book.parquet'}")
+    for n in s.notes:
+        console.print(f"  {n}", markup=False)
 
 
 @app.command("score")

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import BaseModel, Field
 
+from .analysis.filters import InstanceFilter, filter_instances
 from .errors import InputError
 from .models.cache import ResponseCache, request_key
 from .models.gateway import Gateway, RetryPolicy, cost_usd
@@ -40,6 +41,12 @@ class EvalConfig(BaseModel):
     max_tokens: int | None = Field(None, ge=1)
     per_length: int | None = Field(None, ge=1, description="evaluate a sample of N instances per context length")
     mode: Literal["lc"] = "lc"
+    # instance filters (LURCH inclusion criteria; ctxbench.analysis.filters), applied before the per-length sample
+    language: str | None = Field(None, description="keep contexts in this langdetect language (e.g. en, zh)")
+    question_language: str | None = Field(None, description="keep questions in this langdetect language")
+    min_context_tokens: int | None = Field(None, ge=0, description="keep contexts of at least N tokens")
+    max_context_tokens: int | None = Field(None, ge=1, description="keep contexts of at most N tokens")
+    exclude_closed_book: bool = Field(False, description="leave out instances flagged by `ctxbench screen`")
     max_retries: int = 6
     timeout_s: float = 600.0
     seed: int = 0
@@ -73,6 +80,12 @@ def select_instances(tbl: pa.Table, per_length: int | None, seed: int = 0) -> pa
         by_len.setdefault(L, []).append((hashlib.sha256(f"{seed}|{iid}".encode()).hexdigest(), i))
     keep = sorted(i for L in by_len for _, i in sorted(by_len[L])[:per_length])
     return tbl.take(keep)
+
+
+def instance_filter(cfg: EvalConfig) -> InstanceFilter:
+    """The instance filter an evaluation's settings ask for."""
+    return InstanceFilter(cfg.language, cfg.question_language, cfg.min_context_tokens, cfg.max_context_tokens,
+                          cfg.exclude_closed_book)
 
 
 def _append_responses(path: Path, rows: list[dict]) -> None:
@@ -119,8 +132,8 @@ def _plan(build_dir: Path, cfg: EvalConfig, cache: ResponseCache) -> _Plan:
     K = cfg.samples or info.default_samples
     max_tokens = cfg.max_tokens or info.max_output_tokens
     temperature = info.fixed_temperature if info.fixed_temperature is not None else cfg.temperature
-    tbl = select_instances(pq.read_table(ipath, columns=["instance_id", "context", "question", "target_tokens"]),
-                           cfg.per_length, cfg.seed)
+    tbl = pq.read_table(ipath, columns=["instance_id", "context", "question", "target_tokens"])
+    tbl = select_instances(filter_instances(build_dir, tbl, instance_filter(cfg)), cfg.per_length, cfg.seed)
     stored = set(read_table(build_dir / "responses.parquet", "responses").column("request_key").to_pylist())
     todo, already = [], 0
     for iid, ctx, q in zip(*(tbl.column(c).to_pylist() for c in ("instance_id", "context", "question"))):

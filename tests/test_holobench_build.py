@@ -346,3 +346,19 @@ def test_validation_names_failed_expectation(density_build):
     with pytest.raises(ValidationError) as ei:
         validate_build(to_table("instances", rows))
     assert "ExpectColumnPairValuesAToBeGreaterThanB" in str(ei.value)
+
+
+def test_difficulty_and_language_columns(density_build):
+    """Every instance carries LURCH's properties recomputed here from its own columns, and the language."""
+    from ctxbench.analysis.difficulty import merge_spans, sql_reasoning_depth
+
+    rows = pq.read_table(density_build.out / "instances.parquet").to_pylist()
+    for r in rows:
+        m = merge_spans(json.loads(r["evidence_spans"]))
+        L, S = r["context_tokens"], sum(e - s for s, e in m)
+        assert r["scope"] == pytest.approx(S / L)
+        assert r["dispersion"] == pytest.approx(((m[-1][1] - m[0][0]) - S) / (L - S) if L > S else 0.0)
+        assert r["reasoning_depth"] == sql_reasoning_depth(r["sql"]) >= 1
+        assert (r["language"], r["question_language"]) == ("en", "en")
+    # wine_1's query set includes single-table counts (depth 3) and a HAVING + ORDER BY join (depth 5)
+    assert {1, 2, 3} & {r["reasoning_depth"] for r in rows} and max(r["reasoning_depth"] for r in rows) >= 4

@@ -24,7 +24,8 @@ from pydantic import BaseModel, Field, field_validator
 
 from .. import __version__
 from ..config import assets_dir
-from ..analysis.difficulty import scope_and_dispersion
+from ..analysis.difficulty import difficulty_columns
+from ..analysis.language import language_columns
 from ..contexts.packer import POSITIONS, PackedContext, Unit, cycle_units, pack, sample_without_replacement, take_until
 from ..errors import InputError
 from ..gold import compute_gold
@@ -276,9 +277,10 @@ def gold_stage(loaded: Loaded, asm: Assembled) -> tuple[list[dict], list[dict]]:
             "query_types": canonical_json(q.info["query_types"]), "difficulty": q.info["difficulty"],
             "evidence_spans": canonical_json(ctx.evidence_spans),
             "included_rows": canonical_json({t: sorted(v) for t, v in sorted(included.items())}),
-            "relevant_tokens": ctx.relevant_tokens, "language": "en", "build_hash": bhash,
-            **dict(zip(("scope", "dispersion"), scope_and_dispersion(ctx.evidence_spans, ctx.context_tokens))),
+            "relevant_tokens": ctx.relevant_tokens, "build_hash": bhash,
         })
+        instances[-1].update(difficulty_columns(instances[-1]))
+        instances[-1].update(language_columns(instances[-1]))
     for t, n in src.pre.dropped_incomplete.items():
         if n:
             quarantine.append({"input": f"{db_id}.{t}", "stage": "verbalize",

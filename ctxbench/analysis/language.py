@@ -1,0 +1,58 @@
+"""Language of contexts and questions (LURCH's inclusion criteria: "We retain only English-language instances ...
+automatic language detection otherwise"), detected with langdetect, seeded so the same text always gets the same
+code.
+
+langdetect reads at most its first 10,000 characters of a text; a long context is instead sampled in
+``windows`` evenly spaced slices of ``window_chars`` characters (beginning, middle and end all count), so a
+haystack whose opening differs from its body is still detected by its body. Codes are langdetect's (ISO 639-1,
+``zh-cn`` / ``zh-tw`` for Chinese); None where no language is detectable (e.g. numbers only).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+SEED = 0
+
+
+def _sample(text: str, windows: int, window_chars: int) -> str:
+    if len(text) <= windows * window_chars:
+        return text
+    step = (len(text) - window_chars) / (windows - 1)
+    return "\n".join(text[int(i * step): int(i * step) + window_chars] for i in range(windows))
+
+
+@lru_cache(maxsize=4096)  # keyed by the sample (at most windows × window_chars characters), not the context
+def _detect(sample: str) -> str | None:
+    from langdetect import DetectorFactory, LangDetectException, detect
+
+    DetectorFactory.seed = SEED
+    try:
+        return detect(sample)
+    except LangDetectException:
+        return None
+
+
+def detect_language(text: str | None, windows: int = 5, window_chars: int = 2000) -> str | None:
+    """langdetect code of ``text`` (characters, not tokens: ``windows`` slices of ``window_chars`` characters of
+    a long text), with ``DetectorFactory.seed`` fixed; None for empty or undetectable text."""
+    if not text or not text.strip():
+        return None
+    return _detect(_sample(text, max(2, windows), window_chars))
+
+
+def language_columns(instance: dict) -> dict[str, str | None]:
+    """``{"language": code of the context, "question_language": code of the question}`` of an instance row
+    (SCHEMA.md ``language``; ``question_language`` is added beside it). Every track calls this when it writes its
+    instances; contexts shared by several questions are detected once (memoised)."""
+    return {"language": detect_language(instance.get("context")),
+            "question_language": detect_language(instance.get("question"))}
+
+
+def language_matches(code: str | None, wanted: str) -> bool:
+    """Whether a stored code matches a filter: equal, or the filter is its base language (``zh`` matches
+    ``zh-cn`` and ``zh-tw``). Case-insensitive."""
+    if code is None:
+        return False
+    code, wanted = code.lower(), wanted.lower()
+    return code == wanted or code.split("-")[0] == wanted
