@@ -16,11 +16,13 @@ from ..errors import InputError
 # matcher name → "module:function"
 MATCHERS: dict[str, str] = {
     "row_match": "ctxbench.scoring.matchers:row_match_instance",
+    "substring": "ctxbench.scoring.numerals:substring_match",
 }
 
 # benchmark → matcher names, the first being the benchmark's primary score in tables and reports
 BENCHMARK_MATCHERS: dict[str, list[str]] = {
     "holobench": ["row_match"],
+    "needles": ["substring"],
 }
 
 _loaded: dict[str, Callable] = {}
