@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from .hashing import canonical_json
-from .scoring.registry import matcher, matchers_for
+from .scoring.registry import matcher, matchers_for, tagger
 from .storage import read_table, require_build, to_table, write_parquet
 
 
@@ -22,6 +22,7 @@ class ScoreSummary:
     rows: int = 0
     judged: int = 0
     unparseable_verdicts: int = 0
+    tagging: dict | None = None   # benchmark → what its failure tagger did (registry.TAGGERS)
 
 
 def score_build(build_dir: str | Path, judge: str | None = None, judge_base_url: str | None = None,
@@ -57,6 +58,13 @@ def score_build(build_dir: str | Path, judge: str | None = None, judge_base_url:
                          "sample": r["sample"], "matcher": name, "score": float(m.score),
                          "tags": canonical_json(m.tags), "request_key": r["request_key"],
                          "detail": canonical_json({"rows": m.rows})})
+    resp_by_key = {r["request_key"]: r for r in ok}
+    judge_cfg = {"model": judge, "base_url": judge_base_url, "api_key_env": judge_api_key_env} if judge else None
+    for bench in sorted({str(by_id[r["instance_id"]].get("benchmark")) for r in ok}):
+        if (tag := tagger(bench)) is not None:   # failure tags that need the whole build (registry.TAGGERS)
+            summary.tagging = summary.tagging or {}
+            summary.tagging[bench] = tag([x for x in rows if str(by_id[x["instance_id"]].get("benchmark")) == bench], by_id, resp_by_key,
+                judge=judge_cfg, build_dir=build_dir)
     if judge:
         from .scoring.judge import judge_all
 

@@ -60,34 +60,44 @@ class JudgeOutcome:
     cached: bool
 
 
-def judge_all(items: list[tuple[str, list[list], str]], model: str, base_url: str | None = None,
-              concurrency: int = 8, cache: ResponseCache | None = None,
-              api_key_env: str | None = None) -> list[JudgeOutcome]:
-    """Judge ``(question, gold, response)`` items; returns one outcome per item (score None when unparseable)."""
+def complete_all(messages: list[list[dict]], model: str, base_url: str | None = None, concurrency: int = 8,
+                 cache: ResponseCache | None = None, api_key_env: str | None = None,
+                 sampling: dict | None = None, max_tokens: int = 256) -> list[tuple[str | None, bool]]:
+    """Judge-style calls: one completion per message list through the gateway and the response cache (keyed by
+    model, messages, sampling and max tokens, so a rerun pays nothing). Returns ``(text, cached)`` per item, text
+    None for a failed call (which is not cached)."""
     cache = cache or ResponseCache()
     gw = Gateway(model, base_url, concurrency, RetryPolicy(), api_key_env=api_key_env)
-    sampling = {"temperature": 0.0, "response_format": RESPONSE_FORMAT}
-    max_tokens = 256
+    sampling = sampling or {"temperature": 0.0}
 
-    async def one(q, gold, resp) -> JudgeOutcome:
-        msgs = judge_messages(q, gold, resp)
+    async def one(msgs) -> tuple[str | None, bool]:
         key = request_key(model, msgs, sampling, max_tokens, 0)
         hit = cache.get(key)
         if hit is not None:
-            text, cached = hit.get("response"), True
-        else:
-            r = await gw.complete(msgs, max_tokens, sampling, random.Random(key))
-            if r.status == "ok":
-                cache.put(key, model, r.payload())
-            text, cached = r.response, False
-        v = parse_verdicts(text, len(gold))
-        score = sum(VERDICT_SCORE[x] for x in v) / len(v) if v else None
-        return JudgeOutcome(score, v, text, cached)
+            return hit.get("response"), True
+        r = await gw.complete(msgs, max_tokens, sampling, random.Random(key))
+        if r.status == "ok":
+            cache.put(key, model, r.payload())
+        return r.response, False
 
     async def main():
         try:
-            return await asyncio.gather(*(one(*it) for it in items))
+            return await asyncio.gather(*(one(m) for m in messages))
         finally:
             await gw.aclose()
 
     return list(asyncio.run(main()))
+
+
+def judge_all(items: list[tuple[str, list[list], str]], model: str, base_url: str | None = None,
+              concurrency: int = 8, cache: ResponseCache | None = None,
+              api_key_env: str | None = None) -> list[JudgeOutcome]:
+    """Judge ``(question, gold, response)`` items; returns one outcome per item (score None when unparseable)."""
+    outs = complete_all([judge_messages(q, gold, resp) for q, gold, resp in items], model, base_url, concurrency,
+                        cache, api_key_env, {"temperature": 0.0, "response_format": RESPONSE_FORMAT}, 256)
+    res = []
+    for (_, gold, _), (text, cached) in zip(items, outs):
+        v = parse_verdicts(text, len(gold))
+        score = sum(VERDICT_SCORE[x] for x in v) / len(v) if v else None
+        res.append(JudgeOutcome(score, v, text, cached))
+    return res

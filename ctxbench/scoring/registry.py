@@ -25,6 +25,14 @@ BENCHMARK_MATCHERS: dict[str, list[str]] = {
     "needles": ["substring"],
 }
 
+# benchmark → "module:function" that refines its rows' failure tags once the whole build is known (e.g. another
+# needle's subject named in a reply): fn(rows, instances, responses, judge=None, build_dir=None) -> summary, where
+# rows are the scores rows of that benchmark (changed in place), instances id → row, responses request key → row
+# and judge {"model", "base_url", "api_key_env"} or None
+TAGGERS: dict[str, str] = {
+    "needles": "ctxbench.analysis.needles:tag_failures",
+}
+
 _loaded: dict[str, Callable] = {}
 
 
@@ -41,3 +49,12 @@ def matcher(name: str) -> Callable:
 def matchers_for(benchmark: str | None) -> list[str]:
     """Matcher names for a benchmark (``row_match`` for a benchmark that names none)."""
     return BENCHMARK_MATCHERS.get(benchmark or "holobench", ["row_match"])
+
+
+def tagger(benchmark: str | None) -> Callable | None:
+    """The failure tagger registered for a benchmark (see :data:`TAGGERS`), or None."""
+    spec = TAGGERS.get(benchmark or "")
+    if spec is None:
+        return None
+    mod, fn = spec.split(":")
+    return getattr(importlib.import_module(mod), fn)

@@ -1,0 +1,545 @@
+"""Analysis of the planted-fact (needles) track: accuracy tables, decay regimes, the memorization probe and
+failure-mode tags.
+
+Source: "Retrieval and Multi-Hop Reasoning in 1M-Token Context Windows: Evaluating LLMs on Classical Chinese Text"
+(2026): section 4.1 (Test 1: real and altered needles; a model that recites memory scores high on real and low on
+altered cells), 4.2 (Test 2: three decay regimes across 256K / 512K / 1M), 4.3 (five failure modes), 5 (the
+real/altered asymmetry as the separator of reading from reciting). Settings: ``assets/analysis/needles.yaml``.
+
+Cells
+    A cell is one scored response (model × mode × sample) of one instance; an instance is sizing model × tier ×
+    needle × variant × depth. Accuracy is the mean of the primary matcher's scores (``substring``, 0 or 1) over
+    cells, with a 95% interval clustered by needle (:func:`ctxbench.scoring.metrics.clustered_mean_ci`). Chains have
+    no single depth (their statements sit at fixed depths): their depth label is ``chain``.
+
+Decay regime (:func:`classify_regime`)
+    From a model's accuracy per tier, tiers ascending, ``a[0..n-1]``, with step drops ``d[k] = a[k-1] - a[k]``:
+
+    * ``insufficient_tiers``: n < 2;
+    * ``stable``: every ``a[k] >= stable_floor``;
+    * ``late_cliff``: some step k >= 1 with ``d[k] >= cliff_drop`` and ``d[k] >= cliff_ratio × d[j]`` for every other
+      positive step j, every tier before it ``>= high`` and every tier from it ``< stable_floor``;
+    * ``smooth_decline``: no step rises by more than ``rise_tolerance``, ``a[0] - a[-1] >= decline_min`` and no step
+      carries more than ``max_step_share`` of that fall;
+    * ``unclassified`` otherwise (non-monotone curves, low but flat curves, a single two-tier drop that is not a
+      cliff), with the reason.
+
+    The checks run in that order. Defaults (from the study's 5-cell tiers) are in the settings file; every threshold
+    can be given per call (:class:`RegimeThresholds`).
+
+Memorization probe (:func:`memorization_probe`)
+    Per model: accuracy on real and on altered cells with counts and intervals, and the paired asymmetry
+    ``real − altered`` over pairs (same needle, tier, depth, sample), with a 95% interval clustered by needle; also
+    how many altered cells were answered with the *real* value (the memorised one). ``asymmetric`` is true when the
+    asymmetry's interval lies above 0.
+
+Failure-mode tags (:func:`tag_failures`, run by ``score`` for needles rows)
+    Every wrong, non-empty reply of the primary matcher gets one of ``subject_substitution``, ``wrong_attribute``,
+    ``truncated_chain``, ``fabrication``, ``refusal`` in ``scores.parquet`` ``tags``; ``detail`` says which tagger.
+    With a judge model (``score --judge``) the judge picks the mode (structured output, through the gateway and the
+    response cache); an unparseable verdict falls back to the rules and is counted. Without one, the rules decide,
+    the first that applies winning (names and values matched like answers, :mod:`ctxbench.scoring.numerals`):
+
+    1. an altered cell answered with the needle's real value: ``fabrication`` plus ``memorized_value``;
+    2. the reply states the expected value of another needle or chain of the build: ``wrong_attribute``;
+    3. it names another needle's subject (or alias) or another chain's person, or uses a substitution phrase
+       ("應是指", "probably refers to"): ``subject_substitution``;
+    4. it contains a refusal phrase (zh or en): ``refusal``;
+    5. a chain reply names an intermediate person of its own chain but not the last one: ``truncated_chain``;
+    6. otherwise: ``fabrication`` (an answer with no basis in the haystack).
+
+    An empty reply keeps the matcher's ``null_answer``. Facts (subjects, aliases, real and altered values, chain
+    names) come from the build's needle set (``manifest.json`` ``needle_set``, read from ``assets/needles/`` when
+    its sha256 matches) and, without it, from the instances alone (the other variant's gold of the same needle;
+    rules 3 and 5 then have no names to use).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field, fields
+from functools import lru_cache
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import yaml
+
+from ..config import assets_dir
+from ..hashing import canonical_json
+from ..scoring.metrics import clustered_mean_ci
+from ..scoring.numerals import _reply, answer_text, expected_found, expected_values, fold
+from ..storage import read_table
+
+PRIMARY_MATCHER = "substring"
+FAILURE_MODES = ("subject_substitution", "wrong_attribute", "truncated_chain", "fabrication", "refusal")
+SINGLE_VARIANTS = ("real", "altered")
+
+
+# -- settings --------------------------------------------------------------------------------------------------------
+
+@lru_cache(maxsize=4)
+def _settings_file(path: str) -> dict:
+    return yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+
+
+def settings(path: str | Path | None = None) -> dict:
+    """The analysis settings (``assets/analysis/needles.yaml`` unless ``path``)."""
+    return _settings_file(str(path or assets_dir() / "analysis" / "needles.yaml"))
+
+
+@dataclass(frozen=True)
+class RegimeThresholds:
+    """Thresholds of :func:`classify_regime` (accuracies as fractions in [0, 1]); defaults from the settings file."""
+
+    stable_floor: float = 0.6
+    high: float = 0.8
+    cliff_drop: float = 0.4
+    cliff_ratio: float = 2.0
+    decline_min: float = 0.3
+    max_step_share: float = 0.75
+    rise_tolerance: float = 0.1
+    variants: tuple[str, ...] = ("real", "altered", "chain")
+
+    @classmethod
+    def from_settings(cls, overrides: dict | None = None, path: str | Path | None = None) -> RegimeThresholds:
+        """Thresholds from the settings file, then ``overrides``; an unknown key is a ValueError naming it."""
+        d = dict(settings(path).get("regimes") or {})
+        d.update(overrides or {})
+        names = {f.name for f in fields(cls)}
+        bad = sorted(set(d) - names)
+        if bad:
+            raise ValueError(f"unknown regime threshold(s) {bad}; known: {sorted(names)}")
+        if "variants" in d:
+            d["variants"] = tuple(d["variants"])
+        return cls(**d)
+
+
+# -- decay regimes ---------------------------------------------------------------------------------------------------
+
+def classify_regime(accuracy_by_tier: dict[int, float] | list[float],
+                    th: RegimeThresholds | None = None) -> tuple[str, str]:
+    """Decay regime of one model's accuracy curve (a dict tier → accuracy, or accuracies in ascending tier order);
+    returns ``(regime, reason)`` by the rule of the module docstring."""
+    th = th or RegimeThresholds.from_settings()
+    a = [accuracy_by_tier[k] for k in sorted(accuracy_by_tier)] if isinstance(accuracy_by_tier, dict) \
+        else list(accuracy_by_tier)
+    eps = 1e-9
+    if len(a) < 2:
+        return "insufficient_tiers", f"{len(a)} tier(s); at least 2 are needed"
+    curve = " → ".join(f"{x:.2f}" for x in a)
+    if min(a) >= th.stable_floor - eps:
+        return "stable", f"{curve}: every tier ≥ {th.stable_floor:g}"
+    d = [a[k - 1] - a[k] for k in range(1, len(a))]   # d[k-1] is the drop into tier k
+    for k in range(1, len(a)):
+        drop = d[k - 1]
+        others = [x for j, x in enumerate(d) if j != k - 1 and x > 0]
+        if (drop >= th.cliff_drop - eps and all(drop >= th.cliff_ratio * x - eps for x in others)
+                and all(x >= th.high - eps for x in a[:k]) and all(x < th.stable_floor - eps for x in a[k:])):
+            return "late_cliff", (f"{curve}: holds ≥ {th.high:g} up to tier {k}, then drops {drop:.2f} in one step "
+                                  f"to below {th.stable_floor:g}")
+    fall = a[0] - a[-1]
+    if all(x >= -th.rise_tolerance - eps for x in d) and fall >= th.decline_min - eps and fall > 0:
+        share = max(d) / fall
+        if share <= th.max_step_share + eps:
+            return "smooth_decline", (f"{curve}: falls {fall:.2f} overall, the largest step carrying "
+                                      f"{share:.0%} of it")
+        return "unclassified", (f"{curve}: falls {fall:.2f} but one step carries {share:.0%} of it, and it is "
+                                f"not a cliff from ≥ {th.high:g}")
+    if any(x < -th.rise_tolerance - eps for x in d):
+        return "unclassified", f"{curve}: rises by more than {th.rise_tolerance:g} between tiers"
+    return "unclassified", f"{curve}: below {th.stable_floor:g} without a fall of {th.decline_min:g}"
+
+
+# -- needle facts ----------------------------------------------------------------------------------------------------
+
+@dataclass
+class NeedleFacts:
+    """What the failure rules know of one needle or chain: ``names`` in hop order for a chain (A, B, …, last),
+    ``[subject, *aliases]`` for a needle; ``real`` / ``altered`` value forms (needles); ``answers`` (chains)."""
+
+    needle_id: str
+    kind: str                      # "needle" or "chain"
+    names: list[str] = field(default_factory=list)
+    real: list = field(default_factory=list)
+    altered: list = field(default_factory=list)
+    answers: list = field(default_factory=list)
+
+    def values(self) -> list:
+        return [*self.real, *self.altered, *self.answers]
+
+
+def _forms(spec) -> list:
+    if isinstance(spec, dict):
+        return [spec.get("value"), *(spec.get("accepted") or [])]
+    return [spec] if spec is not None else []
+
+
+def facts_from_needle_set(data: dict) -> dict[str, NeedleFacts]:
+    """Facts from a needle-set asset's parsed YAML (fields documented in ``assets/needles/zh-classical.yaml``)."""
+    out: dict[str, NeedleFacts] = {}
+    for n in data.get("needles") or []:
+        out[str(n["id"])] = NeedleFacts(str(n["id"]), "needle",
+                                        [x for x in [n.get("subject"), *(n.get("subject_aliases") or [])] if x],
+                                        _forms(n.get("real")), _forms(n.get("altered")))
+    for c in data.get("chains") or []:
+        out[str(c["id"])] = NeedleFacts(str(c["id"]), "chain", list(c.get("names") or []),
+                                        answers=[c.get("answer"), *(c.get("accepted") or [])])
+    return out
+
+
+def facts_from_instances(instances: list[dict]) -> dict[str, NeedleFacts]:
+    """Facts from instance rows alone (``gold`` / ``accepted_answers`` parsed): each needle's real and altered
+    forms from its real and altered instances, each chain's answers; no names."""
+    out: dict[str, NeedleFacts] = {}
+    for r in instances:
+        nid = r.get("needle_id")
+        if not nid:
+            continue
+        f = out.setdefault(nid, NeedleFacts(nid, "chain" if r.get("variant") == "chain" else "needle"))
+        target = {"real": f.real, "altered": f.altered}.get(r.get("variant"), f.answers)
+        for v in expected_values(r):
+            if v not in target:
+                target.append(v)
+    return out
+
+
+def load_facts(build_dir: Path, instances: list[dict]) -> tuple[dict[str, NeedleFacts], str]:
+    """Facts for a build: from its needle set (``manifest.json`` ``needle_set`` ``file`` under ``assets/needles/``,
+    used only when its sha256 matches the manifest) merged over :func:`facts_from_instances`. Returns the facts and
+    where they came from (``needle_set:<file>`` or ``instances``)."""
+    facts = facts_from_instances(instances)
+    source = "instances"
+    mpath = Path(build_dir) / "manifest.json"
+    ns = json.loads(mpath.read_text(encoding="utf-8")).get("needle_set") if mpath.exists() else None
+    if isinstance(ns, dict) and ns.get("file"):
+        p = Path(ns["file"]) if Path(ns["file"]).is_absolute() else assets_dir() / "needles" / ns["file"]
+        if p.exists() and (not ns.get("sha256") or hashlib.sha256(p.read_bytes()).hexdigest() == ns["sha256"]):
+            for nid, f in facts_from_needle_set(yaml.safe_load(p.read_text(encoding="utf-8")) or {}).items():
+                if nid in facts:
+                    g = facts[nid]
+                    g.names = f.names
+                    g.real = f.real + [v for v in g.real if v not in f.real]
+                    g.altered = f.altered + [v for v in g.altered if v not in f.altered]
+                    g.answers = f.answers + [v for v in g.answers if v not in f.answers]
+                else:
+                    facts[nid] = f
+            source = f"needle_set:{p.name}"
+    return facts, source
+
+
+# -- rule tags -------------------------------------------------------------------------------------------------------
+
+def _phrases(key: str, cfg: dict | None = None) -> list[str]:
+    d = (cfg or settings()).get(key) or {}
+    return [fold(p) for lang in sorted(d) for p in d[lang]]
+
+
+def rule_tags(response: str | None, instance: dict, facts: dict[str, NeedleFacts],
+              cfg: dict | None = None) -> list[str]:
+    """Failure tags of one wrong reply by the rules of the module docstring (``[]`` for an empty reply, which the
+    matcher already tags ``null_answer``). ``instance``: the instance row with ``gold`` parsed."""
+    text = answer_text(response)
+    if not text:
+        return []
+    r = _reply(text)
+    nid, variant = instance.get("needle_id"), instance.get("variant")
+    own = facts.get(nid) or NeedleFacts(nid or "", "chain" if variant == "chain" else "needle")
+
+    def states(vals) -> bool:
+        return any(expected_found(v, r) for v in vals if v is not None)
+
+    if variant == "altered" and states(own.real):
+        return ["fabrication", "memorized_value"]
+    expected = expected_values(instance)
+    others = [v for k, f in sorted(facts.items()) if k != nid for v in f.values()
+              if not any(str(v) == str(e) for e in expected)]
+    if states(others):
+        return ["wrong_attribute"]
+    other_names = [n for k, f in sorted(facts.items()) if k != nid for n in f.names if n not in own.names]
+    if states(other_names) or any(p in r.folded for p in _phrases("substitution_cues", cfg)):
+        return ["subject_substitution"]
+    if any(p in r.folded for p in _phrases("refusal_phrases", cfg)):
+        return ["refusal"]
+    if own.kind == "chain" and len(own.names) >= 3:
+        if states(own.names[1:-1]) and not states(own.names[-1:]):
+            return ["truncated_chain"]
+    return ["fabrication"]
+
+
+# -- judge tags ------------------------------------------------------------------------------------------------------
+
+JUDGE_FAILURE_SYSTEM = (
+    "You classify why an answer to a question about a long document is wrong. The document had facts planted in "
+    "it; the expected answer is what the planted facts say. Choose one mode: subject_substitution (the answer is "
+    "about another person than the one asked about, e.g. a similarly named real figure), wrong_attribute (it reports "
+    "an attribute of another person of the question, or another needle's fact), truncated_chain (for a chain "
+    "question: it stops at an intermediate person instead of following the chain to its end), fabrication (an answer "
+    "with no basis in the document, including a value remembered from training that the document contradicts), "
+    "refusal (it declines, or says the document does not contain the answer). Reply with JSON only.")
+
+JUDGE_FAILURE_FORMAT = {"type": "json_schema", "json_schema": {"name": "failure_mode", "strict": True, "schema": {
+    "type": "object", "additionalProperties": False, "required": ["mode"],
+    "properties": {"mode": {"type": "string", "enum": list(FAILURE_MODES)}}}}}
+
+
+def judge_failure_messages(question: str, instance: dict, facts: dict[str, NeedleFacts], answer: str) -> list[dict]:
+    """The failure-mode judge prompt for one wrong answer (question, expected answers, the needle's facts)."""
+    own = facts.get(instance.get("needle_id"))
+    lines = [f"Question: {question}", f"Expected answer (any of): {json.dumps(expected_values(instance), ensure_ascii=False)}"]
+    if own and own.kind == "chain" and own.names:
+        lines.append("The chain's people, in the order the question follows them: " + " → ".join(own.names))
+    elif own:
+        if own.names:
+            lines.append("The person asked about: " + " / ".join(own.names))
+        if instance.get("variant") == "altered" and own.real:
+            lines.append(f"The document states an altered value; the historically known value is {own.real[0]}.")
+    other = sorted({n for k, f in facts.items() if own is None or k != own.needle_id for n in f.names})
+    if other:
+        lines.append("Other people with planted facts in the document: " + ", ".join(other))
+    lines.append(f"\nAnswer to classify:\n{answer}\n\nReply as JSON: {{\"mode\": one of {list(FAILURE_MODES)}}}")
+    return [{"role": "system", "content": JUDGE_FAILURE_SYSTEM}, {"role": "user", "content": "\n".join(lines)}]
+
+
+def parse_failure_mode(text: str | None) -> str | None:
+    """The mode from a judge reply (JSON ``{"mode": ...}``, possibly inside other text), or None."""
+    if not text:
+        return None
+    import re
+
+    m = re.search(r"\{.*\}", text, re.DOTALL)
+    try:
+        mode = str(json.loads(m.group(0) if m else text)["mode"]).strip().lower()
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return mode if mode in FAILURE_MODES else None
+
+
+@dataclass
+class TagSummary:
+    """What :func:`tag_failures` did: wrong replies tagged by rules and by the judge, unparseable judge verdicts."""
+
+    tagged_by_rules: int = 0
+    tagged_by_judge: int = 0
+    unparseable_judge: int = 0
+
+
+def tag_failures(rows: list[dict], instances: dict[str, dict], responses: dict[str, dict],
+                 judge: dict | None = None, build_dir: str | Path | None = None) -> TagSummary:
+    """Score hook for needles (:data:`ctxbench.scoring.registry.TAGGERS`): sets ``tags`` (JSON) and ``detail`` of
+    every wrong ``substring`` row with a non-empty reply, in place. ``instances``: id → row (gold parsed);
+    ``responses``: request key → responses row; ``judge``: ``{"model", "base_url", "api_key_env"}`` or None."""
+    summary = TagSummary()
+    cand = [x for x in rows if x["matcher"] == PRIMARY_MATCHER and x["score"] < 1.0
+            and answer_text((responses.get(x.get("request_key")) or {}).get("response"))]
+    if not cand:
+        return summary
+    needles = [i for i in instances.values() if i.get("benchmark") == "needles"]
+    facts, source = load_facts(Path(build_dir), needles) if build_dir else (facts_from_instances(needles), "instances")
+    cfg = settings()
+    rule = {id(x): rule_tags(responses[x["request_key"]]["response"], instances[x["instance_id"]], facts, cfg)
+            for x in cand}
+    judged: dict[int, str | None] = {}
+    if judge and judge.get("model"):
+        from ..scoring.judge import complete_all
+
+        msgs = [judge_failure_messages(instances[x["instance_id"]]["question"], instances[x["instance_id"]], facts,
+                                       answer_text(responses[x["request_key"]]["response"])) for x in cand]
+        outs = complete_all(msgs, judge["model"], judge.get("base_url"), api_key_env=judge.get("api_key_env"),
+                            sampling={"temperature": 0.0, "response_format": JUDGE_FAILURE_FORMAT}, max_tokens=64)
+        judged = {id(x): parse_failure_mode(t) for x, (t, _) in zip(cand, outs)}
+    for x in cand:
+        detail = json.loads(x.get("detail") or "{}")
+        detail["rule_tags"] = rule[id(x)]
+        detail["facts"] = source
+        mode = judged.get(id(x))
+        if mode is not None:
+            tags = [mode]
+            detail["tagged_by"] = f"judge:{judge['model']}"
+            summary.tagged_by_judge += 1
+        else:
+            if judge and judge.get("model"):
+                summary.unparseable_judge += 1
+                detail["judge_unparseable"] = True
+            tags = rule[id(x)]
+            detail["tagged_by"] = "rules"
+            summary.tagged_by_rules += 1
+        x["tags"] = canonical_json(tags)
+        x["detail"] = canonical_json(detail)
+    return summary
+
+
+# -- tables from a scored build ---------------------------------------------------------------------------------------
+
+def depth_label(depth: float | None, variant: str | None) -> str:
+    """``25%`` for a needle at depth 0.25; ``chain`` for a chain (no single depth)."""
+    if variant == "chain" or depth is None:
+        return "chain"
+    return f"{round(depth * 100, 1):g}%"
+
+
+def needle_cells(build_dir: str | Path, matcher: str = PRIMARY_MATCHER) -> list[dict]:
+    """One dict per scored cell of needles instances: model, mode, sample, instance_id, sizing_model, tier, depth,
+    depth_label, variant, needle_id, score, tags (list). Empty when the build has no needles instances or no
+    scores."""
+    b = Path(build_dir)
+    if not (b / "scores.parquet").exists():
+        return []
+    names = set(pq.read_schema(b / "instances.parquet").names)
+    cols = [c for c in ("instance_id", "benchmark", "sizing_model", "target_tokens", "depth", "variant", "needle_id")
+            if c in names]
+    inst = {r["instance_id"]: r for r in pq.read_table(b / "instances.parquet", columns=cols).to_pylist()
+            if r.get("benchmark") == "needles"}
+    if not inst:
+        return []
+    out = []
+    for s in read_table(b / "scores.parquet", "scores").to_pylist():
+        i = inst.get(s["instance_id"])
+        if i is None or s["matcher"] != matcher:
+            continue
+        out.append({"model": s["model"], "mode": s["mode"], "sample": s["sample"], "instance_id": s["instance_id"],
+                    "sizing_model": i.get("sizing_model"), "tier": i.get("target_tokens"), "depth": i.get("depth"),
+                    "depth_label": depth_label(i.get("depth"), i.get("variant")), "variant": i.get("variant"),
+                    "needle_id": i.get("needle_id"), "score": float(s["score"]),
+                    "tags": json.loads(s["tags"] or "[]")})
+    return sorted(out, key=lambda c: (c["model"], c["mode"], str(c["sizing_model"]), c["tier"] or 0,
+                                      c["depth_label"], str(c["variant"]), str(c["needle_id"]), c["sample"]))
+
+
+def _acc(cells: list[dict]) -> dict:
+    mean, lo, hi = clustered_mean_ci([c["score"] for c in cells], [str(c["needle_id"]) for c in cells])
+    return {"n": len(cells), "correct": int(sum(c["score"] >= 1.0 for c in cells)), "accuracy": mean,
+            "ci_low": lo, "ci_high": hi}
+
+
+def _model_key(c: dict) -> tuple:
+    return (c["model"], c["mode"], c["sizing_model"])
+
+
+def accuracy_table(cells: list[dict]) -> list[dict]:
+    """Accuracy per model × mode × sizing model × tier × depth × variant (n, correct, accuracy, 95% interval
+    clustered by needle)."""
+    g: dict[tuple, list[dict]] = defaultdict(list)
+    for c in cells:
+        g[(*_model_key(c), c["tier"], c["depth_label"], c["variant"])].append(c)
+    return [{"model": k[0], "mode": k[1], "sizing_model": k[2], "tier": k[3], "depth": k[4], "variant": k[5],
+             **_acc(v)} for k, v in sorted(g.items(), key=lambda kv: tuple(str(x) for x in kv[0][:3])
+                                           + (kv[0][3] or 0, kv[0][4], str(kv[0][5])))]
+
+
+def regime_table(cells: list[dict], th: RegimeThresholds | None = None) -> list[dict]:
+    """Decay regime per model × mode × sizing model from its accuracy per tier over the cells of ``th.variants``:
+    regime, reason, and the curve as ``{tier: [correct, n]}`` (JSON)."""
+    th = th or RegimeThresholds.from_settings()
+    g: dict[tuple, dict[int, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for c in cells:
+        if c["variant"] in th.variants:
+            g[_model_key(c)][c["tier"]].append(c)
+    out = []
+    for k, tiers in sorted(g.items(), key=lambda kv: tuple(str(x) for x in kv[0])):
+        acc = {t: sum(c["score"] for c in cs) / len(cs) for t, cs in tiers.items()}
+        regime, reason = classify_regime(acc, th)
+        out.append({"model": k[0], "mode": k[1], "sizing_model": k[2], "regime": regime, "reason": reason,
+                    "curve": canonical_json({str(t): [int(sum(c["score"] >= 1 for c in cs)), len(cs)]
+                                             for t, cs in sorted(tiers.items())})})
+    return out
+
+
+def memorization_probe(cells: list[dict]) -> list[dict]:
+    """Real vs altered per model × mode × sizing model (module docstring): counts and accuracies with intervals,
+    the paired asymmetry with its interval, and altered cells answered with the real value."""
+    g: dict[tuple, list[dict]] = defaultdict(list)
+    for c in cells:
+        if c["variant"] in SINGLE_VARIANTS:
+            g[_model_key(c)].append(c)
+    out = []
+    for k, cs in sorted(g.items(), key=lambda kv: tuple(str(x) for x in kv[0])):
+        real = [c for c in cs if c["variant"] == "real"]
+        alt = [c for c in cs if c["variant"] == "altered"]
+        ra, aa = _acc(real), _acc(alt)
+        by_pair = {(c["needle_id"], c["tier"], c["depth_label"], c["sample"]): c["score"] for c in real}
+        diffs, clusters = [], []
+        for c in alt:
+            p = (c["needle_id"], c["tier"], c["depth_label"], c["sample"])
+            if p in by_pair:
+                diffs.append((by_pair[p] - c["score"] + 1) / 2)   # in [0, 1] for the bounded interval
+                clusters.append(str(c["needle_id"]))
+        m, lo, hi = clustered_mean_ci(diffs, clusters)
+        asym = [2 * x - 1 for x in (m, lo, hi)] if diffs else [float("nan")] * 3
+        out.append({"model": k[0], "mode": k[1], "sizing_model": k[2],
+                    "real_n": ra["n"], "real_correct": ra["correct"], "real_accuracy": ra["accuracy"],
+                    "real_ci_low": ra["ci_low"], "real_ci_high": ra["ci_high"],
+                    "altered_n": aa["n"], "altered_correct": aa["correct"], "altered_accuracy": aa["accuracy"],
+                    "altered_ci_low": aa["ci_low"], "altered_ci_high": aa["ci_high"],
+                    "pairs": len(diffs), "asymmetry": asym[0], "asymmetry_ci_low": asym[1],
+                    "asymmetry_ci_high": asym[2],
+                    "altered_answered_real": sum("memorized_value" in c["tags"] for c in alt),
+                    "asymmetric": bool(diffs) and asym[1] > 0})
+    return out
+
+
+def failure_counts(cells: list[dict]) -> list[dict]:
+    """Per model × mode × sizing model × variant: cells, wrong cells, and the count of each failure mode (plus
+    ``null_answer`` and ``memorized_value``)."""
+    g: dict[tuple, list[dict]] = defaultdict(list)
+    for c in cells:
+        g[(*_model_key(c), c["variant"])].append(c)
+    out = []
+    for k, cs in sorted(g.items(), key=lambda kv: tuple(str(x) for x in kv[0])):
+        row = {"model": k[0], "mode": k[1], "sizing_model": k[2], "variant": k[3], "cells": len(cs),
+               "wrong": sum(c["score"] < 1 for c in cs)}
+        for t in (*FAILURE_MODES, "null_answer", "memorized_value"):
+            row[t] = sum(t in c["tags"] for c in cs if c["score"] < 1)
+        out.append(row)
+    return out
+
+
+def heatmaps(cells: list[dict]) -> dict[tuple, dict]:
+    """Per model × mode × sizing model: ``{"tiers": [...], "depths": [...], "cells": {(depth_label, tier):
+    (correct, n)}}`` over all variants (real and altered pooled per depth; chains as depth ``chain``)."""
+    out: dict[tuple, dict] = {}
+    for c in cells:
+        h = out.setdefault(_model_key(c), {"tiers": set(), "depths": set(), "cells": defaultdict(lambda: [0, 0])})
+        h["tiers"].add(c["tier"])
+        h["depths"].add(c["depth_label"])
+        cell = h["cells"][(c["depth_label"], c["tier"])]
+        cell[0] += int(c["score"] >= 1)
+        cell[1] += 1
+
+    def dkey(d: str):
+        return (1, 0.0) if d == "chain" else (0, float(d.rstrip("%")))
+
+    return {k: {"tiers": sorted(h["tiers"]), "depths": sorted(h["depths"], key=dkey),
+                "cells": {kk: tuple(v) for kk, v in h["cells"].items()}} for k, h in out.items()}
+
+
+@dataclass
+class NeedlesAnalysis:
+    """Every needles table of a build (empty lists when it has no scored needles instances)."""
+
+    accuracy: list[dict]
+    regimes: list[dict]
+    memorization: list[dict]
+    failures: list[dict]
+    heatmaps: dict[tuple, dict]
+    thresholds: RegimeThresholds
+
+    def tables(self) -> dict[str, list[dict]]:
+        return {"needles_accuracy": self.accuracy, "needles_regimes": self.regimes,
+                "needles_memorization": self.memorization, "needles_failures": self.failures}
+
+
+def analyse(build_dir: str | Path, thresholds: RegimeThresholds | dict | None = None) -> NeedlesAnalysis:
+    """All needles tables of a scored build. ``thresholds``: a :class:`RegimeThresholds` or overrides of the
+    settings file's (a ValueError names an unknown key)."""
+    th = thresholds if isinstance(thresholds, RegimeThresholds) else RegimeThresholds.from_settings(thresholds)
+    cells = needle_cells(build_dir)
+    return NeedlesAnalysis(accuracy_table(cells), regime_table(cells, th), memorization_probe(cells),
+                           failure_counts(cells), heatmaps(cells), th)
+
+
+__all__ = ["FAILURE_MODES", "NeedleFacts", "NeedlesAnalysis", "RegimeThresholds", "TagSummary", "accuracy_table",
+           "analyse", "asdict", "classify_regime", "depth_label", "facts_from_instances", "facts_from_needle_set",
+           "failure_counts", "heatmaps", "judge_failure_messages", "load_facts", "memorization_probe", "needle_cells",
+           "parse_failure_mode", "regime_table", "rule_tags", "settings", "tag_failures"]
