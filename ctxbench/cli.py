@@ -215,6 +215,8 @@ def score_cmd(build: Path = typer.Option(..., help="build directory"),
     msg = f"{s.rows} scores → {build / 'scores.parquet'}"
     if judge:
         msg += f"; judge {judge}: {s.judged} judged, {s.unparseable_verdicts} unparseable verdicts (not scored)"
+    for bench, t in sorted((s.tagging or {}).items()):   # failure taggers (scoring.registry.TAGGERS)
+        msg += f"; {bench} failure tags: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in vars(t).items())
     out_console.print(msg)
 
 

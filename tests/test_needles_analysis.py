@@ -8,12 +8,20 @@ import json
 import pyarrow.parquet as pq
 import pytest
 import yaml
-
-from ctxbench.analysis.needles import (FAILURE_MODES, RegimeThresholds, analyse, classify_regime,
-                                       facts_from_instances, facts_from_needle_set, parse_failure_mode, rule_tags,
-                                       settings)
-from ctxbench.score import score_build
 from needles_build import NEEDLE_SET, T1, T2, instance_rows, write_needles_build
+
+from ctxbench.analysis.needles import (
+    FAILURE_MODES,
+    RegimeThresholds,
+    analyse,
+    classify_regime,
+    facts_from_instances,
+    facts_from_needle_set,
+    parse_failure_mode,
+    rule_tags,
+    settings,
+)
+from ctxbench.score import score_build
 
 
 @pytest.fixture(autouse=True)
@@ -220,3 +228,40 @@ def test_reasoning_is_not_scored(tmp_path):
     b = scored(tmp_path)
     cells = [c for c in analyse(b).accuracy if c["variant"] == "chain" and c["tier"] == T2]
     assert cells[0]["correct"] == 0
+
+
+# -- failure modes by a judge model (local OpenAI-compatible server) ---------------------------------------------------
+
+def test_judge_tags_through_gateway_and_cache(tmp_path):
+    from fakeserver import FakeOpenAIServer, message_text
+
+    from ctxbench.analysis.needles import JUDGE_FAILURE_SYSTEM
+    from ctxbench.scoring.judge import JUDGE_SYSTEM
+
+    def fake(body):
+        system, user = body["messages"][0]["content"], message_text(body["messages"][-1]["content"])
+        if system == JUDGE_FAILURE_SYSTEM:
+            return "I am not sure." if "建陽" in user else json.dumps({"mode": "subject_substitution"})
+        assert system == JUDGE_SYSTEM
+        return json.dumps({"verdicts": ["none"]})
+
+    def failure_calls(srv):
+        return [b for b in srv.requests if b["messages"][0]["content"] == JUDGE_FAILURE_SYSTEM]
+
+    b = write_needles_build(tmp_path / "b")
+    with FakeOpenAIServer(answer_fn=fake) as srv:
+        s = score_build(b, judge="openai/judge", judge_base_url=srv.base_url)
+        calls = failure_calls(srv)
+        assert len(calls) == 6                       # one per wrong, non-empty reply
+        t = s.tagging["needles"]
+        assert (t.tagged_by_judge, t.tagged_by_rules, t.unparseable_judge) == (5, 1, 1)
+        chain = [message_text(c["messages"][-1]["content"]) for c in calls
+                 if "甄子敬的老師的朋友" in message_text(c["messages"][-1]["content"])]
+        assert "甄子敬 → 葛元方 → 闕仲章" in chain[0]
+        rows = [r for r in pq.read_table(b / "scores.parquet").to_pylist()
+                if r["matcher"] == "substring" and r["score"] == 0.0]
+        by = sorted((json.loads(r["tags"]), json.loads(r["detail"])["tagged_by"]) for r in rows)
+        assert by == sorted([(["subject_substitution"], "judge:openai/judge")] * 5 + [(["fabrication"], "rules")])
+        # a second scoring reads every verdict from the response cache
+        score_build(b, judge="openai/judge", judge_base_url=srv.base_url)
+        assert len(failure_calls(srv)) == 6

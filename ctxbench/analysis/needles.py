@@ -59,7 +59,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from pathlib import Path
 
@@ -262,9 +262,8 @@ def rule_tags(response: str | None, instance: dict, facts: dict[str, NeedleFacts
         return ["subject_substitution"]
     if any(p in r.folded for p in _phrases("refusal_phrases", cfg)):
         return ["refusal"]
-    if own.kind == "chain" and len(own.names) >= 3:
-        if states(own.names[1:-1]) and not states(own.names[-1:]):
-            return ["truncated_chain"]
+    if own.kind == "chain" and len(own.names) >= 3 and states(own.names[1:-1]) and not states(own.names[-1:]):
+        return ["truncated_chain"]
     return ["fabrication"]
 
 
@@ -540,6 +539,6 @@ def analyse(build_dir: str | Path, thresholds: RegimeThresholds | dict | None = 
 
 
 __all__ = ["FAILURE_MODES", "NeedleFacts", "NeedlesAnalysis", "RegimeThresholds", "TagSummary", "accuracy_table",
-           "analyse", "asdict", "classify_regime", "depth_label", "facts_from_instances", "facts_from_needle_set",
+           "analyse", "classify_regime", "depth_label", "facts_from_instances", "facts_from_needle_set",
            "failure_counts", "heatmaps", "judge_failure_messages", "load_facts", "memorization_probe", "needle_cells",
            "parse_failure_mode", "regime_table", "rule_tags", "settings", "tag_failures"]

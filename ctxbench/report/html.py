@@ -170,6 +170,8 @@ td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}th{{background:#f
 <h2>Calls</h2>{_table(count_rows, ["model", "mode", "calls", "ok", "over_length", "failed", "refused", "cached", "retries"])}
 <h2>Run-to-run variance</h2>{_table(var_rows, ["model", "mean_sample_variance"])}
 </body></html>"""
+    from .needles import needles_section  # planted-fact track (issue 6): "" for a build without needles
+    doc = doc.replace("</body></html>", needles_section(build_dir, out) + "</body></html>")
     p = out / "index.html"
     p.write_text(doc, encoding="utf-8")
     return p

@@ -62,10 +62,9 @@ _ONLY_UNITS = re.compile("[百千万亿]+")
 _AR = re.compile(r"(?<![A-Za-z0-9_.])(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)(?!\d)(?!\.\d)"
                  r"([万亿])?")
 
-_EN_SMALL = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
-             "sixteen seventeen eighteen nineteen").split()
-_EN_TENS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
-_EN_SCALES = "hundred thousand million billion".split()
+_EN_SMALL = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"]
+_EN_TENS = ["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
+_EN_SCALES = ["hundred", "thousand", "million", "billion"]
 _EN_WORD = "(?:" + "|".join(sorted(_EN_SMALL + _EN_TENS + _EN_SCALES, key=len, reverse=True)) + ")"
 # word boundaries against Latin letters and digits only: CJK characters may touch (著書twenty卷)
 _LAT = r"A-Za-z0-9_\-\u00c0-\u024f"

@@ -1,0 +1,125 @@
+"""The report's planted-fact (needles) section: accuracy per model × tier × depth × variant, a depth × tier heatmap
+per model, decay regimes, the memorization probe, failure-mode counts, and a note for every haystack sized with an
+approximate tokenizer (the model registry's ``approximate: true``). Numbers from :mod:`ctxbench.analysis.needles`;
+no network assets (inline HTML and CSS only)."""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..analysis.needles import FAILURE_MODES, NeedlesAnalysis, analyse
+from ..models.registry import model_info
+from ..storage import write_parquet
+
+
+def _sizing_models(build_dir: Path) -> list[str]:
+    names = set(pq.read_schema(build_dir / "instances.parquet").names)
+    if not {"benchmark", "sizing_model"} <= names:
+        return []
+    t = pq.read_table(build_dir / "instances.parquet", columns=["benchmark", "sizing_model"]).to_pylist()
+    if not any(r["benchmark"] == "needles" for r in t):
+        return []
+    return sorted({r["sizing_model"] for r in t if r["benchmark"] == "needles" and r["sizing_model"]})
+
+
+def approximate_notes(sizing_models: list[str]) -> list[str]:
+    """One sentence per sizing model whose registry entry says its tokenizer is approximate."""
+    out = []
+    for m in sizing_models:
+        info = model_info(m)
+        if info.approximate:
+            out.append(f"Haystacks for {m} were sized with {info.tokenizer}, which only approximates {m}'s own "
+                       f"tokenizer (sizing kept a {info.safety_margin:.0%} safety margin): their token counts, "
+                       f"depths in tokens and tiers are approximate.")
+    return out
+
+
+def _colour(acc: float) -> str:
+    """Red (0) through yellow to green (1), light enough for black text."""
+    return f"hsl({120 * max(0.0, min(1.0, acc)):.0f},70%,78%)"
+
+
+def heatmap_html(title: str, h: dict) -> str:
+    """A depth × tier table of correct/n cells coloured by accuracy (rows: depths, columns: tiers)."""
+    head = "".join(f"<th>{t:,}</th>" for t in h["tiers"])
+    body = []
+    for d in h["depths"]:
+        cells = []
+        for t in h["tiers"]:
+            c = h["cells"].get((d, t))
+            if c is None:
+                cells.append('<td style="background:#eee">–</td>')
+            else:
+                acc = c[0] / c[1] if c[1] else 0.0
+                cells.append(f'<td style="background:{_colour(acc)}" title="accuracy {acc:.2f}">'
+                             f"{c[0]}/{c[1]}</td>")
+        body.append(f"<tr><th>{html.escape(d)}</th>{''.join(cells)}</tr>")
+    return (f"<h4>{html.escape(title)}</h4><table class=\"heatmap\"><thead><tr><th>depth \\ tier</th>{head}</tr>"
+            f"</thead><tbody>{''.join(body)}</tbody></table>")
+
+
+def _frac(c: int, n: int) -> str:
+    return f"{c}/{n} = {c / n:.2f}" if n else "–"
+
+
+def needles_section(build_dir: str | Path, out_dir: str | Path) -> str:
+    """HTML of the needles section ("" for a build without needles instances); writes ``needles_*.parquet`` into
+    ``out_dir`` for the tables that have rows."""
+    from .html import _table
+
+    build_dir, out_dir = Path(build_dir), Path(out_dir)
+    sizing = _sizing_models(build_dir)
+    if not sizing:
+        return ""
+    a: NeedlesAnalysis = analyse(build_dir)
+    for name, rows in a.tables().items():
+        if rows:
+            write_parquet(pa.Table.from_pylist(rows), out_dir / f"{name}.parquet")
+    notes = "".join(f'<p class="note"><b>Approximate tokenizer.</b> {html.escape(n)}</p>'
+                    for n in approximate_notes(sizing))
+    th = a.thresholds
+    parts = [
+        "<h2>Planted facts (needles)</h2>", notes,
+        ("<p>A reply is correct when the expected value (gold or an accepted answer) appears in its visible answer "
+         "(matcher <code>substring</code>): numerals match across Arabic, Chinese and English forms, never inside "
+         "a longer number, with traditional/simplified and width folding. Exposed reasoning is stored apart and not "
+         "scored. Intervals are 95% and clustered by needle.</p>"),
+    ]
+    if not a.accuracy:
+        parts.append("<p>No scores yet.</p>")
+        return "\n".join(parts)
+    parts.append("<h3>Accuracy by depth and tier</h3>")
+    parts.extend(heatmap_html(f"{m} ({mode}) on haystacks sized for {s}", h)
+                 for (m, mode, s), h in sorted(a.heatmaps.items(), key=lambda kv: tuple(map(str, kv[0]))))
+    parts.append(_table(a.accuracy, ["model", "mode", "sizing_model", "tier", "depth", "variant", "n", "correct",
+                                     "accuracy", "ci_low", "ci_high"]))
+    parts.append(
+        f"<h3>Decay regime across tiers</h3><p>From accuracy per tier over variants {', '.join(th.variants)}: "
+        f"<i>stable</i> when every tier ≥ {th.stable_floor:g}; <i>late cliff</i> when tiers hold ≥ {th.high:g} and "
+        f"then one step drops ≥ {th.cliff_drop:g} (and ≥ {th.cliff_ratio:g}× any other step) to below "
+        f"{th.stable_floor:g}; <i>smooth decline</i> when accuracy falls ≥ {th.decline_min:g} overall, never rising "
+        f"more than {th.rise_tolerance:g}, with no step carrying over {th.max_step_share:.0%} of the fall.</p>")
+    regimes = [{**r, "curve": " · ".join(f"{int(t):,}: {c}/{n}" for t, (c, n) in json.loads(r["curve"]).items())}
+               for r in a.regimes]
+    parts.append(_table(regimes, ["model", "mode", "sizing_model", "regime", "curve", "reason"]))
+    parts.append("<h3>Memorization probe (real vs altered)</h3><p>Asymmetry = real − altered accuracy over paired "
+                 "cells (same needle, tier, depth, sample); a model that recites memory scores high on real and low "
+                 "on altered cells, and answers altered cells with the real value.</p>")
+    mem = [{"model": r["model"], "mode": r["mode"], "sizing_model": r["sizing_model"],
+            "real": _frac(r["real_correct"], r["real_n"]), "altered": _frac(r["altered_correct"], r["altered_n"]),
+            "pairs": r["pairs"],
+            "asymmetry [95% CI]": (f"{r['asymmetry']:+.2f} [{r['asymmetry_ci_low']:+.2f}, "
+                                   f"{r['asymmetry_ci_high']:+.2f}]") if r["pairs"] else "–",
+            "altered answered with the real value": r["altered_answered_real"],
+            "asymmetric": "yes" if r["asymmetric"] else "no"} for r in a.memorization]
+    parts.append(_table(mem, list(mem[0]) if mem else []))
+    parts.append("<h3>Failure modes</h3><p>Counts over wrong replies (by the judge model where one scored them, "
+                 "else by rules; see <code>ctxbench/analysis/needles.py</code>).</p>")
+    parts.append(_table(a.failures, ["model", "mode", "sizing_model", "variant", "cells", "wrong", *FAILURE_MODES,
+                                     "null_answer", "memorized_value"]))
+    return "\n".join(parts)

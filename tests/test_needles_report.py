@@ -1,0 +1,67 @@
+"""The report's needles section on a hand-made scored build; holobench reports keep no trace of it."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from needles_build import T1, T2, write_needles_build
+
+from ctxbench.report.html import build_report
+from ctxbench.report.needles import approximate_notes, heatmap_html
+from ctxbench.score import score_build
+
+
+@pytest.fixture(autouse=True)
+def _home(tmp_path, monkeypatch):
+    monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
+
+
+def test_needles_section(tmp_path):
+    b = write_needles_build(tmp_path / "b")
+    score_build(b)
+    doc = build_report(b).read_text(encoding="utf-8")
+    assert "<h2>Planted facts (needles)</h2>" in doc
+    # one heatmap per model × sizing model; gpt-4.1's 75% row at T2 is 1/4 (refusal, 建陽, 浦城 wrong; 73 right)
+    assert doc.count('class="heatmap"') == 2
+    m = re.search(r"<h4>gpt-4\.1 \(lc\) on haystacks sized for gpt-4\.1</h4>(.*?)</table>", doc, re.DOTALL)
+    assert m is not None
+    rows = re.findall(r"<tr><th>([^<]+)</th>(.*?)</tr>", m.group(1).split("<tbody>")[1])
+    cells = {d: re.findall(r">(\d+/\d+)</td>", r) for d, r in rows}
+    assert cells == {"25%": ["3/4", "4/4"], "75%": ["3/4", "1/4"], "chain": ["1/1", "0/1"]}
+    assert f"<th>{T1:,}</th><th>{T2:,}</th>" in m.group(1)
+    # the claude haystack was sized with an approximate tokenizer (registry: approximate, 10% margin)
+    assert "Approximate tokenizer" in doc and "claude-sonnet-4-20250514" in doc and "10% safety margin" in doc
+    assert "gpt-4.1 were sized" not in doc
+    for h in ("Decay regime across tiers", "Memorization probe", "Failure modes"):
+        assert h in doc
+    assert "truncated_chain" in doc and "unclassified" in doc
+    # memorization probe: real 6/8; asymmetry interval 0.125 ± 0.735 (worked in test_needles_analysis)
+    assert "<td>6/8 = 0.75</td>" in doc and "[-0.61, +0.86]" in doc
+    assert "1,000: 7/9 · 2,000: 5/9" in doc
+    assert "http://" not in doc and "https://" not in doc      # no network assets
+    for t in ("needles_accuracy", "needles_regimes", "needles_memorization", "needles_failures"):
+        assert (b / "report" / f"{t}.parquet").exists()
+
+
+def test_unscored_needles_build_says_so(tmp_path):
+    b = write_needles_build(tmp_path / "b")
+    from ctxbench.storage import to_table, write_parquet
+
+    write_parquet(to_table("scores", []), b / "scores.parquet")
+    doc = build_report(b).read_text(encoding="utf-8")
+    assert "<h2>Planted facts (needles)</h2>" in doc and "No scores yet." in doc
+
+
+def test_heatmap_colours_and_missing_cells():
+    h = {"tiers": [1, 2], "depths": ["25%"], "cells": {("25%", 1): (0, 2)}}
+    s = heatmap_html("m", h)
+    assert "hsl(0,70%,78%)" in s and ">0/2<" in s          # accuracy 0: red
+    assert 'background:#eee">–<' in s                       # no cell at tier 2
+    assert "hsl(120,70%,78%)" in heatmap_html("m", {"tiers": [1], "depths": ["chain"], "cells": {("chain", 1): (3, 3)}})
+
+
+def test_approximate_notes_follow_the_registry():
+    assert approximate_notes(["gpt-4.1", "gpt-4o"]) == []
+    notes = approximate_notes(["claude-sonnet-4-20250514"])
+    assert len(notes) == 1 and "claude-legacy" in notes[0]
