@@ -1,0 +1,375 @@
+"""Offline PDF → markdown converters (no model): pdfminer.six layout analysis and pypdfium2's text layer.
+
+``pdfminer_markdown`` (the default offline converter) reads pdfminer's text boxes with their coordinates and fonts,
+orders them column by column (an XY cut: bands between boxes that span the gutter, then each column top to bottom),
+drops running heads, page numbers and rotated margin stamps, marks headings (larger or bold type, section numbers)
+as ``#`` lines, joins each box's lines into a paragraph, expands ligatures and rejoins words hyphenated at a line end.
+``pdfium_markdown`` is the fast baseline: pdfium's text in content-stream order, with the same clean-up, no layout.
+Both return ``(markdown, pages)``; they raise whatever the PDF library raises (``pdf.py`` turns that into a reason).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from statistics import median
+
+from .text import SOFT_BREAK, clean, join_hyphenation
+
+_BOLD_RE = re.compile(r"bold|medi|semibold|demi|black|heavy|cmbx|cmssbx|\.b$|-b$|,b$", re.I)
+_NUM_HEADING_RE = re.compile(r"^((?:\d+\.)*\d+\.?|[IVX]+\.|[A-H]\.?(?:\d+\.?)*)\s+\S")
+_KNOWN_HEADINGS = {
+    "abstract", "introduction", "references", "bibliography", "acknowledgments", "acknowledgements",
+    "acknowledgment", "acknowledgement", "conclusion", "conclusions", "related work", "background", "methods",
+    "method", "results", "discussion", "appendix", "limitations", "ethics statement", "ethical considerations",
+    "experiments", "evaluation", "materials and methods", "results and discussion", "conclusions and future work",
+    "supplementary material", "supporting information", "author contributions", "funding", "competing interests",
+    "data availability", "keywords", "literature cited", "future work", "summary",
+}
+
+
+@dataclass
+class Box:
+    """One pdfminer text box: top-down coordinates in points, its lines and their dominant font."""
+
+    page: int
+    x0: float
+    top: float
+    x1: float
+    bottom: float
+    lines: list[str]
+    size: float  # median character size (points)
+    bold: bool
+    chars: int
+    kind: str = "text"  # text | heading | title
+    level: int = 0
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def width(self) -> float:
+        return self.x1 - self.x0
+
+    @property
+    def text(self) -> str:
+        return " ".join(ln.strip() for ln in self.lines)
+
+
+def _boxes_from_layout(el, page_no: int, page_h: float) -> list[Box]:
+    """pdfminer text box → Boxes, split where the type size changes by 1 pt or more between lines (a title set in
+    larger type above its author list in one pdfminer box becomes two)."""
+    from pdfminer.layout import LTChar, LTTextLine
+
+    groups: list[list] = []  # [line, size, bold_chars, chars]
+    for line in el:
+        if not isinstance(line, LTTextLine):
+            continue
+        sizes = []
+        bold = 0
+        chars = [ch for ch in line if isinstance(ch, LTChar) and ch.get_text().strip()]
+        if sum(abs(ch.matrix[1]) + abs(ch.matrix[2]) > abs(ch.matrix[0]) + abs(ch.matrix[3]) for ch in chars) > len(
+                chars) / 2:
+            continue  # rotated text: margin stamps (arXiv identifier, dates), axis labels
+        for ch in chars:
+            if True:
+                sizes.append(round(ch.size, 1))
+                bold += bool(_BOLD_RE.search(ch.fontname or ""))
+        if not sizes:
+            continue
+        groups.append([line, median(sizes), bold, len(sizes)])
+    out: list[Box] = []
+    run: list[list] = []
+
+    def flush():
+        if not run:
+            return
+        n = sum(g[3] for g in run)
+        sizes = [g[1] for g in run for _ in range(g[3])]
+        x0 = min(g[0].x0 for g in run)
+        x1 = max(g[0].x1 for g in run)
+        y0 = min(g[0].y0 for g in run)
+        y1 = max(g[0].y1 for g in run)
+        out.append(Box(page_no, x0, page_h - y1, x1, page_h - y0, [g[0].get_text().rstrip("\n") for g in run],
+                       median(sizes), sum(g[2] for g in run) > n / 2, n))
+        run.clear()
+
+    for g in groups:
+        if run and abs(g[1] - run[-1][1]) >= 1.0:
+            flush()
+        run.append(g)
+    flush()
+    return out
+
+
+def _is_stamp(b: Box) -> bool:
+    """A rotated margin stamp (arXiv identifier) that pdfminer reads as one character per line."""
+    short = sum(len(ln.strip()) <= 2 for ln in b.lines)
+    return len(b.lines) >= 4 and short >= 0.8 * len(b.lines) and b.bottom - b.top > 3 * b.width
+
+
+def _columns(boxes: list[Box], width: float) -> list[tuple[float, float]]:
+    """Column x-ranges of a page. Only boxes narrower than 55% of the page can sit in one column of a multi-column
+    page; when they hold under 40% of the page's characters the page is single-column. A gutter is an interior
+    vertical strip crossed by under 15% of those boxes' lines (a centred caption or page number may cross it) with
+    at least 15% of their characters on each side; columns are the ranges between gutters. Returns [(0, width)]
+    for a single-column page. (Lines, not heights: Type 3 fonts can have near-zero glyph boxes.)"""
+    body = [b for b in boxes if b.width < 0.55 * width]
+    total = sum(b.chars for b in body)
+    if total < 200 or total < 0.4 * sum(b.chars for b in boxes):
+        return [(0.0, width)]
+    step = 2.0
+    nb = int(width // step) + 1
+    cross = [0] * nb
+    for b in body:
+        for i in range(max(0, int(b.x0 // step) + 1), min(nb, int(b.x1 // step))):
+            cross[i] += len(b.lines)
+    lo = min(b.x0 for b in body)
+    hi = max(b.x1 for b in body)
+    limit = 0.15 * sum(len(b.lines) for b in body)
+    gaps: list[tuple[float, float]] = []
+    i = 0
+    while i < nb:
+        x = i * step
+        if lo < x < hi and cross[i] <= limit:
+            j = i
+            while j + 1 < nb and (j + 1) * step < hi and cross[j + 1] <= limit:
+                j += 1
+            a, z = i * step, (j + 1) * step
+            left = sum(b.chars for b in body if b.x1 <= a + step)
+            right = sum(b.chars for b in body if b.x0 >= z - step)
+            if left >= 0.15 * total and right >= 0.15 * total:
+                gaps.append((a, z))
+            i = j + 1
+        else:
+            i += 1
+    if not gaps:
+        return [(0.0, width)]
+    edges = [0.0] + [e for g in gaps for e in g] + [width]
+    return [(edges[k], edges[k + 1]) for k in range(0, len(edges), 2)]
+
+
+def order_boxes(boxes: list[Box], width: float) -> list[Box]:
+    """Reading order of one page's boxes: bands split at boxes spanning more than one column; in each band, the
+    columns left to right, each top to bottom. A single-column page is simply top to bottom."""
+    cols = _columns(boxes, width)
+    if len(cols) < 2:
+        return sorted(boxes, key=lambda b: (round(b.top), b.x0))
+
+    def col_of(b: Box) -> int | None:
+        for i, (a, z) in enumerate(cols):
+            if b.x0 >= a - 6 and b.x1 <= z + 6:
+                return i
+        # mostly inside one column (a box overhanging its column a little)
+        for i, (a, z) in enumerate(cols):
+            inside = max(0.0, min(b.x1, z) - max(b.x0, a))
+            if inside >= 0.8 * b.width:
+                return i
+        return None
+
+    spans = sorted((b for b in boxes if col_of(b) is None), key=lambda b: b.top)
+    out: list[Box] = []
+    rest = [b for b in boxes if col_of(b) is not None]
+    prev_cut = float("-inf")
+    for cut in spans + [None]:
+        lim = cut.top if cut is not None else float("inf")
+        band = [b for b in rest if prev_cut <= (b.top + b.bottom) / 2 < lim]
+        for i in range(len(cols)):
+            out.extend(sorted((b for b in band if col_of(b) == i), key=lambda b: b.top))
+        if cut is not None:
+            out.append(cut)
+            prev_cut = (cut.top + cut.bottom) / 2
+    placed = {id(b) for b in out}
+    out.extend(b for b in rest if id(b) not in placed)  # boxes straddling a cut's centre line
+    return out
+
+
+_CAPTION_RE = re.compile(r"(Figure|Fig\.|Table|Algorithm|Listing)\s*[A-Z]?\d+[:.]")
+
+
+def _norm_running(s: str) -> str:
+    return re.sub(r"\d+", "#", s.strip().lower())
+
+
+def _drop_running(pages: list[list[Box]], heights: list[float]) -> None:
+    """Remove running heads/feet (same text, digits ignored, in the top or bottom 8% of 3+ pages, or of over a third
+    of them) and bare page numbers in those margins."""
+    seen: Counter = Counter()
+    for boxes, h in zip(pages, heights):
+        keys = {_norm_running(b.text) for b in boxes if b.bottom < 0.08 * h or b.top > 0.92 * h}
+        seen.update(keys)
+    n = len(pages)
+    running = {k for k, c in seen.items() if c >= 3 and c >= n / 3 and k}
+    for boxes, h in zip(pages, heights):
+        boxes[:] = [b for b in boxes if not (
+            (b.bottom < 0.08 * h or b.top > 0.92 * h)
+            and (_norm_running(b.text) in running or re.fullmatch(r"\W*\d{1,4}\W*", b.text.strip())))]
+
+
+def _mark_headings(pages: list[list[Box]]) -> None:
+    """Title (largest type in the upper half of page 1) and section headings (short boxes in larger or bold type,
+    or numbered like "3.2 Results"); levels from the numbering depth."""
+    allb = [b for p in pages for b in p]
+    if not allb:
+        return
+    size_chars: Counter = Counter()
+    for b in allb:
+        size_chars[b.size] += b.chars
+    body = size_chars.most_common(1)[0][0]
+    first = pages[0] if pages else []
+    cand = [b for b in first if b.top < 0.55 * (max((x.bottom for x in first), default=1)) and len(b.text) >= 8
+            and len(b.lines) <= 4 and re.search(r"[A-Za-z]{3}", b.text)]
+    if cand:
+        top = max(cand, key=lambda b: (b.size, -b.top))
+        if top.size >= body + 1.5:
+            top.kind = "title"
+    for b in allb:
+        if b.kind == "title":
+            continue
+        t = b.text.strip()
+        words = t.split()
+        if not words or len(b.lines) > 2 or len(words) > 14 or len(t) > 110:
+            continue
+        low = re.sub(r"^[\dIVX.\s]+", "", t).strip().rstrip(":.").lower()
+        known = low in _KNOWN_HEADINGS
+        numbered = bool(_NUM_HEADING_RE.match(t)) and not re.search(r"[.:;,]\s*$", t) and any(
+            c.isalpha() for c in t) and t[-1] not in ")]"
+        larger = b.size >= body + 0.9
+        if t.endswith(".") and not known and not larger:
+            continue
+        if re.fullmatch(r"[\d\W]+", t):
+            continue
+        if (larger and (b.bold or numbered or known or b.size >= body + 2)) or (b.bold and (numbered or known)) or (
+                known and (b.bold or larger or len(words) <= 3 and b.chars <= 40 and t[:1].isupper()
+                           and len(b.lines) == 1 and t.isupper())):
+            b.kind = "heading"
+            m = _NUM_HEADING_RE.match(t)
+            depth = m.group(1).rstrip(".").count(".") if m and m.group(1)[0].isdigit() else 0
+            b.level = min(2 + depth, 4)
+
+
+def _paragraph(lines: list[str]) -> str:
+    """Join a box's lines into one paragraph; a line ending "letter-" before a lower-case letter becomes a
+    SOFT_BREAK for ``join_hyphenation``."""
+    out = ""
+    for ln in lines:
+        ln = ln.strip()
+        if not ln:
+            continue
+        if not out:
+            out = ln
+        elif re.search(r"[^\W\d_]-$", out) and re.match(r"[^\W\d_]", ln):
+            out = out[:-1] + SOFT_BREAK + ln
+        else:
+            out += " " + ln
+    return out
+
+
+def _merge_number_boxes(boxes: list[Box]) -> list[Box]:
+    """A section number that pdfminer put in its own box ("3" | "Model Architecture") joins the heading on its
+    right at the same height."""
+    out: list[Box] = []
+    skip = set()
+    for i, b in enumerate(boxes):
+        if i in skip:
+            continue
+        if re.fullmatch(r"(\d+\.)*\d+\.?", b.text.strip()) and len(b.lines) == 1:
+            for j, c in enumerate(boxes):
+                if j != i and j not in skip and abs(c.top - b.top) < 3 and 0 <= c.x0 - b.x1 < 40:
+                    c.lines[0] = b.text.strip() + " " + c.lines[0].strip()
+                    c.x0 = b.x0
+                    skip.add(i)
+                    break
+            else:
+                out.append(b)
+            continue
+        out.append(b)
+    return out
+
+
+def pdfminer_markdown(path: str) -> tuple[str, int]:
+    """Markdown of ``path`` from pdfminer.six's layout analysis (text boxes with coordinates and fonts), ordered
+    column by column. Returns (markdown, pages). Raises pdfminer's exceptions on unreadable files."""
+    from pdfminer.high_level import extract_pages
+    from pdfminer.layout import LAParams, LTFigure, LTTextBox, LTTextLine
+
+    def text_boxes(container):
+        for el in container:
+            if isinstance(el, LTTextBox):
+                yield el
+            elif isinstance(el, LTFigure):
+                # text inside a form XObject: kept when it reads like prose (a page drawn as one XObject, as the
+                # ACL Anthology's stamped PDFs are), dropped when it is a plot's tick labels and legends
+                inner = list(text_boxes(el))
+                lines = [ln for b in inner for ln in b if isinstance(ln, LTTextLine)]
+                chars = sum(len(ln.get_text().strip()) for ln in lines)
+                if lines and chars >= 300 and chars / len(lines) >= 25:
+                    yield from inner
+
+    pages: list[list[Box]] = []
+    heights: list[float] = []
+    widths: list[float] = []
+    for page_no, page in enumerate(extract_pages(
+            path, laparams=LAParams(line_margin=0.5, boxes_flow=None, all_texts=True))):
+        boxes = []
+        for el in text_boxes(page):
+            boxes.extend(b for b in _boxes_from_layout(el, page_no, page.height) if not _is_stamp(b))
+        pages.append(_merge_number_boxes(boxes))
+        heights.append(page.height)
+        widths.append(page.width)
+    _drop_running(pages, heights)
+    _mark_headings(pages)
+    parts: list[str] = []
+    held: list[str] = []  # captions and footers met inside a sentence: placed after the sentence ends
+    for boxes, w, h in zip(pages, widths, heights):
+        for b in order_boxes(boxes, w):
+            text = clean(_paragraph(b.lines))
+            if not text.strip():
+                continue
+            if b.kind in ("title", "heading"):
+                parts.extend(held)
+                held.clear()
+                parts.append(("# " if b.kind == "title" else "#" * b.level + " ") + text)
+                continue
+            prev = parts[-1] if parts and not parts[-1].startswith("#") else ""
+            unfinished = bool(re.search(r"[\w,;]$", prev))
+            if unfinished and (_CAPTION_RE.match(text) or b.top > 0.88 * h):  # a caption, a footer or footnote
+                held.append(text)
+                continue
+            if re.search(r"[^\W\d_]-$", prev) and re.match(r"[a-z]", text):
+                parts[-1] = prev[:-1] + SOFT_BREAK + text  # a word hyphenated across a column or page break
+            elif unfinished and (re.match(r"[a-z]", text) or prev.endswith(",") and re.match(r"[\d(]", text)):
+                parts[-1] = prev + " " + text  # a sentence running on across a column, page or figure
+            else:
+                parts.extend(held)
+                held.clear()
+                parts.append(text)
+                continue
+            if not re.search(r"[\w,;]$", parts[-1]):
+                parts.extend(held)
+                held.clear()
+    parts.extend(held)
+    md = join_hyphenation("\n\n".join(parts))
+    return md + "\n", len(pages)
+
+
+def pdfium_markdown(path: str) -> tuple[str, int]:
+    """Text of ``path`` from pypdfium2 in content-stream order, one paragraph per page with its line breaks kept,
+    ligatures expanded and hyphenated line ends joined; no headings. Returns (markdown, pages)."""
+    import pypdfium2 as pdfium
+
+    pdf = pdfium.PdfDocument(path)
+    try:
+        parts = []
+        for i in range(len(pdf)):
+            page = pdf[i]
+            tp = page.get_textpage()
+            raw = tp.get_text_range().replace("\r\n", "\n")
+            tp.close()
+            page.close()
+            # pdfium reports a hyphen it judged a line-break hyphen as U+FFFE or U+0002
+            raw = re.sub(r"[\ufffe\x02]\n?", SOFT_BREAK, raw)
+            raw = re.sub(r"(?<=[^\W\d_])-\n(?=[^\W\d_])", SOFT_BREAK, raw)
+            parts.append(clean(raw.replace("\r", "\x0d")))
+        return join_hyphenation("\n\n".join(parts)) + "\n", len(pdf)
+    finally:
+        pdf.close()

@@ -1,0 +1,10 @@
+"""Child process of ``ctxbench.convert.pdf``: ``python -m ctxbench.convert.worker CONVERTER PATH`` prints one JSON
+object, ``{"markdown", "pages"}`` or ``{"error": reason, "detail"}``; the parent bounds it with a timeout."""
+
+import json
+import sys
+
+from .pdf import _worker
+
+if __name__ == "__main__":
+    sys.stdout.write(json.dumps(_worker(sys.argv[1], sys.argv[2]), ensure_ascii=False))
