@@ -221,12 +221,17 @@ def score_cmd(build: Path = typer.Option(..., help="build directory"),
 
 
 @app.command("report")
-def report_cmd(build: Path = typer.Option(..., help="build directory")) -> None:
+def report_cmd(build: Path = typer.Option(..., help="build directory"),
+               regime: Optional[list[str]] = typer.Option(
+                   None, "--regime", help="needles decay-regime threshold KEY=VALUE, repeatable (e.g. "
+                                          "stable_floor=0.5, variants=chain); defaults: assets/analysis/needles.yaml")
+               ) -> None:
     """Write BUILD/report/index.html (and the same numbers as Parquet)."""
+    from .analysis.needles import parse_threshold_overrides
     from .report import build_report
 
     try:
-        p = build_report(build)
+        p = build_report(build, parse_threshold_overrides(regime) or None)
     except USER_ERRORS as e:
         _fail(e)
     out_console.print(f"report → {p}")

@@ -265,3 +265,16 @@ def test_judge_tags_through_gateway_and_cache(tmp_path):
         # a second scoring reads every verdict from the response cache
         score_build(b, judge="openai/judge", judge_base_url=srv.base_url)
         assert len(failure_calls(srv)) == 6
+
+
+def test_parse_threshold_overrides():
+    from ctxbench.analysis.needles import parse_threshold_overrides
+    from ctxbench.errors import InputError
+
+    assert parse_threshold_overrides(["stable_floor=0.5", "variants=chain, real"]) == \
+        {"stable_floor": 0.5, "variants": ["chain", "real"]}
+    assert parse_threshold_overrides(None) == {}
+    with pytest.raises(InputError, match="KEY=VALUE"):
+        parse_threshold_overrides(["=0.5"])
+    th = RegimeThresholds.from_settings(parse_threshold_overrides(["variants=chain"]))
+    assert th.variants == ("chain",)

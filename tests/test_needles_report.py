@@ -65,3 +65,32 @@ def test_approximate_notes_follow_the_registry():
     assert approximate_notes(["gpt-4.1", "gpt-4o"]) == []
     notes = approximate_notes(["claude-sonnet-4-20250514"])
     assert len(notes) == 1 and "claude-legacy" in notes[0]
+
+
+def test_regime_thresholds_from_the_cli(tmp_path):
+    from typer.testing import CliRunner
+
+    from ctxbench.cli import app
+
+    b = write_needles_build(tmp_path / "b")
+    runner = CliRunner()
+    r = runner.invoke(app, ["score", "--build", str(b)])
+    assert r.exit_code == 0 and "needles failure tags: tagged by rules 6" in r.output
+    # gpt-4.1's curve 7/9 → 5/9 is unclassified by default and stable with the floor at 0.5
+    r = runner.invoke(app, ["report", "--build", str(b)])
+    assert r.exit_code == 0
+    doc = (b / "report" / "index.html").read_text(encoding="utf-8")
+    assert "<td>unclassified</td>" in doc and "<td>stable</td>" not in doc
+    r = runner.invoke(app, ["report", "--build", str(b), "--regime", "stable_floor=0.5"])
+    assert r.exit_code == 0
+    doc = (b / "report" / "index.html").read_text(encoding="utf-8")
+    assert "<td>stable</td>" in doc and "every tier ≥ 0.5" in doc
+    for bad, said in (("stable_flor=0.5", "stable_flor"), ("high", "KEY=VALUE"), ("high=x", "not a number")):
+        r = runner.invoke(app, ["report", "--build", str(b), "--regime", bad])
+        assert r.exit_code == 2 and said in r.output, r.output
+
+
+def test_flagged_approximate_sizing_is_noted():
+    notes = approximate_notes(["some-local-model"], {"some-local-model"})
+    assert len(notes) == 1 and "sizing_approximate" in notes[0]
+    assert approximate_notes(["some-local-model"]) == []

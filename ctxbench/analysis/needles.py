@@ -67,6 +67,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from ..config import assets_dir
+from ..errors import InputError
 from ..hashing import canonical_json
 from ..scoring.metrics import clustered_mean_ci
 from ..scoring.numerals import _reply, answer_text, expected_found, expected_values, fold
@@ -104,16 +105,36 @@ class RegimeThresholds:
 
     @classmethod
     def from_settings(cls, overrides: dict | None = None, path: str | Path | None = None) -> RegimeThresholds:
-        """Thresholds from the settings file, then ``overrides``; an unknown key is a ValueError naming it."""
+        """Thresholds from the settings file, then ``overrides``; an unknown key is an InputError naming it."""
         d = dict(settings(path).get("regimes") or {})
         d.update(overrides or {})
         names = {f.name for f in fields(cls)}
         bad = sorted(set(d) - names)
         if bad:
-            raise ValueError(f"unknown regime threshold(s) {bad}; known: {sorted(names)}")
+            raise InputError(f"unknown regime threshold(s) {bad}; known: {sorted(names)}")
         if "variants" in d:
             d["variants"] = tuple(d["variants"])
         return cls(**d)
+
+
+def parse_threshold_overrides(items: list[str] | None) -> dict:
+    """``["stable_floor=0.5", "variants=chain"]`` (the report's ``--regime`` flags) → overrides for
+    :meth:`RegimeThresholds.from_settings`: numbers as floats, ``variants`` as a comma-separated list. Raises
+    InputError naming a malformed item."""
+    out: dict = {}
+    for item in items or []:
+        key, sep, val = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise InputError(f"--regime {item!r}: write KEY=VALUE, e.g. stable_floor=0.5")
+        if key == "variants":
+            out[key] = [v.strip() for v in val.split(",") if v.strip()]
+            continue
+        try:
+            out[key] = float(val)
+        except ValueError:
+            raise InputError(f"--regime {item!r}: {val!r} is not a number") from None
+    return out
 
 
 # -- decay regimes ---------------------------------------------------------------------------------------------------
@@ -538,7 +559,28 @@ def analyse(build_dir: str | Path, thresholds: RegimeThresholds | dict | None = 
                            failure_counts(cells), heatmaps(cells), th)
 
 
-__all__ = ["FAILURE_MODES", "NeedleFacts", "NeedlesAnalysis", "RegimeThresholds", "TagSummary", "accuracy_table",
-           "analyse", "classify_regime", "depth_label", "facts_from_instances", "facts_from_needle_set",
-           "failure_counts", "heatmaps", "judge_failure_messages", "load_facts", "memorization_probe", "needle_cells",
-           "parse_failure_mode", "regime_table", "rule_tags", "settings", "tag_failures"]
+__all__ = [
+    "FAILURE_MODES",
+    "NeedleFacts",
+    "NeedlesAnalysis",
+    "RegimeThresholds",
+    "TagSummary",
+    "accuracy_table",
+    "analyse",
+    "classify_regime",
+    "depth_label",
+    "facts_from_instances",
+    "facts_from_needle_set",
+    "failure_counts",
+    "heatmaps",
+    "judge_failure_messages",
+    "load_facts",
+    "memorization_probe",
+    "needle_cells",
+    "parse_failure_mode",
+    "parse_threshold_overrides",
+    "regime_table",
+    "rule_tags",
+    "settings",
+    "tag_failures",
+]

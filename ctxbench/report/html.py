@@ -109,8 +109,9 @@ def _table(rows: list[dict], cols: list[str]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def build_report(build_dir: str | Path) -> Path:
-    """Write ``report/index.html`` and ``report/*.parquet`` for the build; returns the HTML path."""
+def build_report(build_dir: str | Path, regime_thresholds: dict | None = None) -> Path:
+    """Write ``report/index.html`` and ``report/*.parquet`` for the build; returns the HTML path.
+    ``regime_thresholds``: overrides of the needles decay-regime thresholds (``assets/analysis/needles.yaml``)."""
     build_dir = require_build(build_dir)
     rows, inst = _instance_scores(build_dir)
     by_len = results_table(build_dir)
@@ -171,7 +172,7 @@ td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}th{{background:#f
 <h2>Run-to-run variance</h2>{_table(var_rows, ["model", "mean_sample_variance"])}
 </body></html>"""
     from .needles import needles_section  # planted-fact track (issue 6): "" for a build without needles
-    doc = doc.replace("</body></html>", needles_section(build_dir, out) + "</body></html>")
+    doc = doc.replace("</body></html>", needles_section(build_dir, out, regime_thresholds) + "</body></html>")
     p = out / "index.html"
     p.write_text(doc, encoding="utf-8")
     return p

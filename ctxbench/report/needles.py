@@ -17,18 +17,21 @@ from ..models.registry import model_info
 from ..storage import write_parquet
 
 
-def _sizing_models(build_dir: Path) -> list[str]:
+def _sizing_models(build_dir: Path) -> tuple[list[str], set[str]]:
+    """The needles instances' sizing models, and those whose instances say ``sizing_approximate`` (a build-side
+    column, where present)."""
     names = set(pq.read_schema(build_dir / "instances.parquet").names)
     if not {"benchmark", "sizing_model"} <= names:
-        return []
-    t = pq.read_table(build_dir / "instances.parquet", columns=["benchmark", "sizing_model"]).to_pylist()
-    if not any(r["benchmark"] == "needles" for r in t):
-        return []
-    return sorted({r["sizing_model"] for r in t if r["benchmark"] == "needles" and r["sizing_model"]})
+        return [], set()
+    cols = ["benchmark", "sizing_model", *(["sizing_approximate"] if "sizing_approximate" in names else [])]
+    t = [r for r in pq.read_table(build_dir / "instances.parquet", columns=cols).to_pylist()
+         if r["benchmark"] == "needles" and r["sizing_model"]]
+    return sorted({r["sizing_model"] for r in t}), {r["sizing_model"] for r in t if r.get("sizing_approximate")}
 
 
-def approximate_notes(sizing_models: list[str]) -> list[str]:
-    """One sentence per sizing model whose registry entry says its tokenizer is approximate."""
+def approximate_notes(sizing_models: list[str], flagged: set[str] = frozenset()) -> list[str]:
+    """One sentence per sizing model whose model-registry entry says its tokenizer is approximate (or whose
+    instances were flagged ``sizing_approximate`` by the build)."""
     out = []
     for m in sizing_models:
         info = model_info(m)
@@ -36,6 +39,9 @@ def approximate_notes(sizing_models: list[str]) -> list[str]:
             out.append(f"Haystacks for {m} were sized with {info.tokenizer}, which only approximates {m}'s own "
                        f"tokenizer (sizing kept a {info.safety_margin:.0%} safety margin): their token counts, "
                        f"depths in tokens and tiers are approximate.")
+        elif m in flagged:
+            out.append(f"Haystacks for {m} were sized with an approximate tokenizer (the build marked them "
+                       f"sizing_approximate): their token counts, depths in tokens and tiers are approximate.")
     return out
 
 
@@ -67,21 +73,22 @@ def _frac(c: int, n: int) -> str:
     return f"{c}/{n} = {c / n:.2f}" if n else "–"
 
 
-def needles_section(build_dir: str | Path, out_dir: str | Path) -> str:
+def needles_section(build_dir: str | Path, out_dir: str | Path, regime_thresholds: dict | None = None) -> str:
     """HTML of the needles section ("" for a build without needles instances); writes ``needles_*.parquet`` into
-    ``out_dir`` for the tables that have rows."""
+    ``out_dir`` for the tables that have rows. ``regime_thresholds``: overrides of the decay-regime thresholds
+    (:class:`ctxbench.analysis.needles.RegimeThresholds`; InputError for an unknown key)."""
     from .html import _table
 
     build_dir, out_dir = Path(build_dir), Path(out_dir)
-    sizing = _sizing_models(build_dir)
+    sizing, flagged = _sizing_models(build_dir)
     if not sizing:
         return ""
-    a: NeedlesAnalysis = analyse(build_dir)
+    a: NeedlesAnalysis = analyse(build_dir, regime_thresholds)
     for name, rows in a.tables().items():
         if rows:
             write_parquet(pa.Table.from_pylist(rows), out_dir / f"{name}.parquet")
     notes = "".join(f'<p class="note"><b>Approximate tokenizer.</b> {html.escape(n)}</p>'
-                    for n in approximate_notes(sizing))
+                    for n in approximate_notes(sizing, flagged))
     th = a.thresholds
     parts = [
         "<h2>Planted facts (needles)</h2>", notes,
