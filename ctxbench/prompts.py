@@ -17,13 +17,14 @@ def _prompts(name: str = "default") -> dict:
     return yaml.safe_load((assets_dir() / "prompts" / f"{name}.yaml").read_text(encoding="utf-8"))
 
 
-def render_messages(context: str, question: str, variant: str = "cot", model: str = "") -> list[dict]:
+def render_messages(context: str, question: str, variant: str = "cot", model: str = "", rag: bool = False) -> list[dict]:
     """Chat messages for one instance. For Anthropic models the document part is marked cacheable
-    (``cache_control``), which their API requires for prompt caching; other providers cache prefixes themselves."""
+    (``cache_control``), which their API requires for prompt caching; other providers cache prefixes themselves.
+    ``rag``: ``context`` holds retrieved passages (RAG mode), and the prompt says so (``intro_rag``)."""
     if variant not in VARIANTS:
         raise InputError(f"unknown prompt variant {variant!r}: use {' or '.join(VARIANTS)}")
     p = _prompts()
-    text = p[variant].format(context=context, question=question)
+    text = p[variant].format(intro=p["intro_rag" if rag else "intro_lc"], context=context, question=question)
     msgs = [{"role": "system", "content": p["system"].strip()}]
     if model.startswith("anthropic/") or model.startswith("claude"):
         cut = text.index("</document>") + len("</document>")

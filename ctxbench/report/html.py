@@ -22,9 +22,16 @@ def _instance_scores(build_dir: Path) -> tuple[list[dict], dict[str, dict]]:
         columns=["instance_id", "question_id", "question", "target_tokens", "position", "setting", "query_types",
                  "difficulty", "benchmark", "source_id"]).to_pylist()}
     sc = read_table(build_dir / "scores.parquet", "scores").to_pylist()
+    # RAG runs with a retrieval budget (evaluate --rag-tokens) are shown as their own mode, e.g. rag@2048
+    rp = build_dir / "responses.parquet"
+    budget = ({r["request_key"]: r["rag_tokens"] for r in pq.read_table(rp, columns=["request_key", "rag_tokens"])
+               .to_pylist() if r["rag_tokens"] is not None}
+              if rp.exists() and "rag_tokens" in pq.read_schema(rp).names else {})
     per: dict[tuple, list[float]] = defaultdict(list)
     for r in sc:
-        per[(r["model"], r["mode"], r["matcher"], r["instance_id"])].append(r["score"])
+        b = budget.get(r.get("request_key"))
+        mode = r["mode"] if b is None else f"{r['mode']}@{b}"
+        per[(r["model"], mode, r["matcher"], r["instance_id"])].append(r["score"])
     out = []
     for (model, mode, matcher, iid), vals in sorted(per.items()):
         i = inst.get(iid)

