@@ -23,6 +23,8 @@ from .errors import CtxbenchError
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Build long-context benchmarks and evaluate models on them.")
 build_app = typer.Typer(no_args_is_help=True, help="Build a benchmark.")
 app.add_typer(build_app, name="build")
+import_app = typer.Typer(no_args_is_help=True, help="Import an existing benchmark as a build.")
+app.add_typer(import_app, name="import")
 console = Console(stderr=True, soft_wrap=True)
 out_console = Console(soft_wrap=True, markup=False)  # paths and messages may hold [brackets]
 
@@ -107,6 +109,24 @@ def build_holobench_cmd(
     except USER_ERRORS as e:
         _fail(e)
     what = "already built (same build hash), nothing to do" if r.skipped else "built"
+    out_console.print(f"{what}: {r.n_instances} instances, {r.n_quarantined} quarantined, build {r.build_hash} → {r.out}")
+
+
+@import_app.command("lara")
+def import_lara_cmd(
+    data: Path = typer.Option(..., help="LaRA dataset directory (queries/*.jsonl and corpora/<tier>/<type>/)"),
+    out: Path = typer.Option(Path("out/lara"), help="build directory to write"),
+    tokenizer: str = typer.Option("cl100k_base", help="tokenizer that counts context lengths"),
+    force: bool = typer.Option(False, help="replace a different build already in --out"),
+) -> None:
+    """Import LaRA (queries + corpora) as a build; queries whose corpus file is absent go to quarantine.parquet."""
+    from .tracks.lara import import_lara
+
+    try:
+        r = import_lara(data, out, tokenizer, force)
+    except USER_ERRORS as e:
+        _fail(e)
+    what = "already imported (same build hash), nothing to do" if r.skipped else "imported"
     out_console.print(f"{what}: {r.n_instances} instances, {r.n_quarantined} quarantined, build {r.build_hash} → {r.out}")
 
 

@@ -15,6 +15,8 @@ import ctxbench.evaluate as ev
 from ctxbench.cli import app
 from ctxbench.evaluate import EvalConfig, evaluate_build
 from ctxbench.models.gateway import RetryPolicy
+from ctxbench.report import build_report
+from ctxbench.score import score_build
 from fakeserver import FakeOpenAIServer, message_text
 from test_evaluate import answer_from_document, make_build
 
@@ -66,6 +68,14 @@ def test_lc_and_rag_both_answered_with_distinct_keys_and_rerun_calls_nothing(tmp
             assert r["retrieved_tokens"] <= r["rag_tokens"]
             if r["rag_tokens"] == 4096:
                 assert json.loads(r["retrieval"])["intervals"] == [[0, r["retrieved_tokens"]]]
+
+    # score and report: the RAG-vs-LC section with one row per budget in the sweep
+    score_build(build)
+    page = build_report(build).read_text(encoding="utf-8")
+    assert "RAG versus long context" in page and "Routing recommendation" in page
+    sweep = pq.read_table(build / "report" / "rag_sweep.parquet").to_pylist()
+    assert {r["rag_tokens"] for r in sweep} == {"32", "4096", "top-k", "full"}
+    assert all(r["n"] == 5 for r in sweep)  # per context length: 5 instances each
 
 
 def test_cli_mode_lc_rag_and_dry_run(tmp_path):

@@ -158,6 +158,9 @@ def build_report(build_dir: str | Path, regime_thresholds: dict | None = None) -
             write_parquet(pa.Table.from_pylist(data), out / f"{name}.parquet")
     manifest = json.loads((build_dir / "manifest.json").read_text(encoding="utf-8")) \
         if (build_dir / "manifest.json").exists() else {}
+    from .rag import rag_section  # RAG vs LC, retrieval sweep, routing, answer position (issue 7)
+
+    rag_html = rag_section(build_dir, out, _table)
     matcher_note = ("Scores use the deterministic row matcher (row_match): each gold row is an exact (1), partial "
                     "(0.5) or no match (0); an instance scores the mean over its gold rows.")
     doc = f"""<!doctype html><html><head><meta charset="utf-8"><title>ctxbench report</title>
@@ -177,6 +180,7 @@ td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}th{{background:#f
 <h2>By difficulty</h2>{_table(breakdowns["difficulty"], ["model", "mode", "difficulty", "n", "score", "ci_low", "ci_high"])}
 <h2>Calls</h2>{_table(count_rows, ["model", "mode", "calls", "ok", "over_length", "failed", "refused", "cached", "retries"])}
 <h2>Run-to-run variance</h2>{_table(var_rows, ["model", "mean_sample_variance"])}
+{rag_html}
 </body></html>"""
     from .needles import needles_section  # planted-fact track (issue 6): "" for a build without needles
     doc = doc.replace("</body></html>", needles_section(build_dir, out, regime_thresholds) + "</body></html>")

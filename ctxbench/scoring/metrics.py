@@ -25,8 +25,10 @@ def length_averages(scores_by_length: dict[int, float]) -> dict[str, float]:
             "wAvg(dec)": sum(w * v for w, v in zip(dec, vals)) / sum(dec)}
 
 
-def clustered_mean_ci(values: list[float], clusters: list[str], z: float = 1.96) -> tuple[float, float, float]:
-    """Mean with a cluster-robust 95% interval (clusters: question ids); returns (mean, low, high).
+def clustered_mean_ci(values: list[float], clusters: list[str], z: float = 1.96,
+                      clip: tuple[float, float] | None = (0.0, 1.0)) -> tuple[float, float, float]:
+    """Mean with a cluster-robust 95% interval (clusters: question ids); returns (mean, low, high), the interval
+    clipped to ``clip`` (scores lie in [0, 1]; pass None for differences of scores).
     With one cluster the interval is the mean itself."""
     n = len(values)
     if n == 0:
@@ -40,4 +42,6 @@ def clustered_mean_ci(values: list[float], clusters: list[str], z: float = 1.96)
         return mean, mean, mean
     var = (G / (G - 1)) * sum(s * s for s in groups.values()) / (n * n)
     half = z * math.sqrt(var)
-    return mean, max(0.0, mean - half), min(1.0, mean + half)
+    if clip is None:
+        return mean, mean - half, mean + half
+    return mean, max(clip[0], mean - half), min(clip[1], mean + half)

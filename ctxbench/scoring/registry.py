@@ -17,12 +17,16 @@ from ..errors import InputError
 MATCHERS: dict[str, str] = {
     "row_match": "ctxbench.scoring.matchers:row_match_instance",
     "substring": "ctxbench.scoring.numerals:substring_match",
+    "lara_fallback": "ctxbench.scoring.lara:lara_fallback",
+    "f1": "ctxbench.scoring.lara:f1_instance",
+    "containment": "ctxbench.scoring.lara:containment_instance",
 }
 
 # benchmark → matcher names, the first being the benchmark's primary score in tables and reports
 BENCHMARK_MATCHERS: dict[str, list[str]] = {
     "holobench": ["row_match"],
     "needles": ["substring"],
+    "lara": ["lara_fallback", "f1", "containment"],  # deterministic fallback; LaRA's LLM judge: score --judge
 }
 
 # benchmark → "module:function" that refines its rows' failure tags once the whole build is known (e.g. another
@@ -32,6 +36,9 @@ BENCHMARK_MATCHERS: dict[str, list[str]] = {
 TAGGERS: dict[str, str] = {
     "needles": "ctxbench.analysis.needles:tag_failures",
 }
+
+# matchers that only approximate the benchmark's own scoring: reports label them "fallback"
+FALLBACK_MATCHERS: set[str] = {"lara_fallback", "f1", "containment"}
 
 _loaded: dict[str, Callable] = {}
 

@@ -1,0 +1,166 @@
+"""``ctxbench import lara``: LaRA's query files and corpora → instances (LaRA, Li et al., ICML 2025, section 3).
+
+Input layout (``../shared/data/lara``, as LaRA's repository ships it): ``queries/{tier}_{type}_{task}.jsonl``
+(tier ``32k``/``128k``; context type ``book``/``financial``/``paper``; task ``location``, ``reasoning``, ``comp``,
+``hallu``), one JSON object per line with ``file`` (the corpus file), ``question``, ``answer`` and, for location,
+reasoning and hallucination, ``context_order`` (the segment the question was written from) or, for comparison,
+``comp_parts``; corpora in ``corpora/{tier}/{type}/{file}``.
+
+Each query becomes one instance: ``benchmark = "lara"``, ``skill`` = its task (``location``, ``reasoning``,
+``comparison``, ``hallucination``: unanswerable questions whose correct answer is a refusal), the whole corpus file
+as the context, ``gold = [[answer]]``, ``source_tier`` the file's tier (e.g. ``32k``) and ``target_tokens`` =
+``context_tokens`` measured in ``--tokenizer``. Evidence spans are unknown (``[]``). For position analysis
+(LaRA appendix D), location and reasoning questions on novels and financial statements carry ``answer_segment``
+(their ``context_order``) and ``n_segments`` (location 5 at 32k and 10 at 128k; reasoning 3 and 6); papers are
+split per paper rather than into equal segments, and ``"full"`` questions span the whole context, so theirs are
+null. Queries whose corpus file is absent (LaRA novels that may be under copyright are not shipped), unreadable
+lines and unknown files go to ``quarantine.parquet`` with the reason; the rest of the import goes on.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import re
+import shutil
+from pathlib import Path
+
+from ..errors import InputError
+from ..hashing import canonical_json, file_sha256, stable_hash
+from ..storage import to_table, write_json, write_parquet
+from ..tokenizers import get_tokenizer
+from .holobench import BuildResult
+
+TASKS = {"location": "location", "reasoning": "reasoning", "comp": "comparison", "comparison": "comparison",
+         "hallu": "hallucination", "hallucination": "hallucination"}
+# LaRA appendix D: answer positions are uniform over this many segments of the context
+SEGMENTS = {("32k", "location"): 5, ("128k", "location"): 10, ("32k", "reasoning"): 3, ("128k", "reasoning"): 6}
+QUERY_FILE_RE = re.compile(r"^(?P<tier>\d+k)_(?P<ctype>[a-z]+)_(?P<task>[a-z]+)\.jsonl?$")
+
+
+def _quarantine(inp: str, stage: str, reason: str, **detail) -> dict:
+    return {"input": inp, "stage": stage, "reason": reason, "detail": canonical_json(detail) if detail else None}
+
+
+def import_lara(data: str | Path, out: str | Path, tokenizer: str = "cl100k_base", force: bool = False
+                ) -> BuildResult:
+    """Import LaRA from ``data`` (the layout in the module docstring) into the build directory ``out``
+    (instances.parquet, quarantine.parquet, manifest.json). The same inputs and tokenizer give the same
+    ``build_hash`` and bytes; an existing build with that hash is left as it is (``skipped``), a different one is
+    an error unless ``force``. Raises InputError when ``data`` has no ``queries`` directory of LaRA files."""
+    data, out = Path(data), Path(out)
+    qdir = data / "queries"
+    qfiles = sorted(p for p in qdir.glob("*.json*")) if qdir.is_dir() else []
+    if not qfiles:
+        raise InputError(f"{data} holds no LaRA query files (expected {qdir}/<tier>_<type>_<task>.jsonl): pass "
+                         f"--data pointing at LaRA's dataset directory")
+    tok = get_tokenizer(tokenizer)
+    inputs = {str(p.relative_to(data)): file_sha256(p) for p in qfiles}
+    quarantine: list[dict] = []
+    queries: list[tuple[str, int, dict, dict]] = []  # (query file, line, parsed name, record)
+    for p in qfiles:
+        m = QUERY_FILE_RE.match(p.name)
+        if not m or m.group("task") not in TASKS:
+            quarantine.append(_quarantine(p.name, "parse", "not a LaRA query file name "
+                                                           "(<tier>_<type>_<task>.jsonl with a known task)"))
+            continue
+        for ln, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            inp = f"{p.name}:{ln}"
+            try:
+                rec = json.loads(line)
+                if not all(isinstance(rec.get(k), str) and rec[k].strip() for k in ("file", "question", "answer")):
+                    raise ValueError("needs non-empty string fields file, question and answer")
+            except ValueError as e:
+                quarantine.append(_quarantine(inp, "parse", "unreadable query line", error=str(e)[:200]))
+                continue
+            queries.append((p.name, ln, m.groupdict(), rec))
+    corpora: dict[str, tuple[str, int] | None] = {}
+    for _, _, name, rec in queries:
+        rel = f"{name['tier']}/{name['ctype']}/{rec['file']}"
+        if rel not in corpora:
+            path = data / "corpora" / rel
+            corpora[rel] = None
+            if path.is_file():
+                text = path.read_text(encoding="utf-8", errors="replace")
+                if text.strip():
+                    corpora[rel] = (text, tok.count(text))
+                    inputs[f"corpora/{rel}"] = file_sha256(path)
+    build_hash = stable_hash("lara", 1, tokenizer, tok.file_sha256, inputs)
+    if _existing(out, build_hash, force):
+        m = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+        return BuildResult(out, build_hash, m["counts"]["instances"], m["counts"]["quarantined"], skipped=True)
+    instances, seen = [], set()
+    for qfile, ln, name, rec in queries:
+        inp = f"{qfile}:{ln}"
+        rel = f"{name['tier']}/{name['ctype']}/{rec['file']}"
+        if corpora[rel] is None:
+            quarantine.append(_quarantine(inp, "fetch", "corpus file absent (LaRA corpus not shipped or empty)",
+                                          file=f"corpora/{rel}"))
+            continue
+        text, n = corpora[rel]
+        task = TASKS[name["task"]]
+        iid = stable_hash("lara", tokenizer, rel, rec["question"], rec["answer"], stable_hash(text))
+        if iid in seen:
+            quarantine.append(_quarantine(inp, "validate", "duplicate query (same corpus, question and answer)"))
+            continue
+        seen.add(iid)
+        order = rec.get("context_order")
+        nseg = SEGMENTS.get((name["tier"], task)) if name["ctype"] != "paper" else None
+        seg = order if nseg is not None and isinstance(order, int) and 0 <= order < nseg else None
+        instances.append({
+            "instance_id": iid, "benchmark": "lara", "source_id": rel, "question": rec["question"],
+            "question_id": inp, "sql": None, "gold": canonical_json([[rec["answer"]]]), "accepted_answers": None,
+            "context": text, "tokenizer": tokenizer, "target_tokens": n, "source_tier": name["tier"],
+            "context_tokens": n, "context_format": "full_text", "query_types": "[]", "skill": task,
+            "evidence_spans": "[]", "answer_segment": seg, "n_segments": nseg if seg is not None else None,
+            "context_type": name["ctype"], "build_hash": build_hash})
+    _write(out, build_hash, tokenizer, tok.file_sha256, inputs, instances, quarantine)
+    return BuildResult(out, build_hash, len(instances), len(quarantine))
+
+
+def _existing(out: Path, build_hash: str, force: bool) -> bool:
+    mpath = out / "manifest.json"
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out} is a file: pass a directory for the build")
+    if not mpath.exists():
+        if out.exists() and any(out.iterdir()) and not force:
+            raise InputError(f"{out} is not empty and holds no ctxbench build: choose another --out or pass --force")
+        return False
+    try:
+        old = json.loads(mpath.read_text(encoding="utf-8")).get("build_hash")
+    except ValueError:
+        old = None
+    if old == build_hash:
+        return True
+    if not force:
+        raise InputError(f"{out} already holds another build ({old}); a completed build is immutable: choose another "
+                         f"--out or pass --force to replace it")
+    return False
+
+
+def _write(out: Path, build_hash: str, tokenizer: str, tok_sha: str, inputs: dict, instances: list[dict],
+           quarantine: list[dict]) -> None:
+    from ..validate import validate_build
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "manifest.json").unlink(missing_ok=True)
+    for name in ("responses.parquet", "scores.parquet"):
+        (out / name).unlink(missing_ok=True)
+    shutil.rmtree(out / "report", ignore_errors=True)
+    tbl = to_table("instances", instances)
+    validate_build(tbl)
+    write_parquet(to_table("quarantine", quarantine), out / "quarantine.parquet")
+    write_parquet(tbl, out / "instances.parquet")
+    versions = {}
+    for p in ("ctxbench", "pyarrow", "tiktoken", "tokenizers"):
+        try:
+            versions[p] = importlib.metadata.version(p)
+        except importlib.metadata.PackageNotFoundError:
+            versions[p] = ""
+    write_json({"track": "lara", "build_hash": build_hash, "config": {"tokenizer": tokenizer},
+                "tokenizer": {"name": tokenizer, "file_sha256": tok_sha}, "inputs": inputs, "versions": versions,
+                "counts": {"instances": len(instances), "quarantined": len(quarantine),
+                           "contexts": len({i["source_id"] for i in instances})}},
+               out / "manifest.json")
