@@ -25,6 +25,8 @@ import re
 import shutil
 from pathlib import Path
 
+from ..analysis.difficulty import difficulty_columns
+from ..analysis.language import language_columns
 from ..errors import InputError
 from ..hashing import canonical_json, file_sha256, stable_hash
 from ..storage import to_table, write_json, write_parquet
@@ -116,6 +118,8 @@ def import_lara(data: str | Path, out: str | Path, tokenizer: str = "cl100k_base
             "context_tokens": n, "context_format": "full_text", "query_types": "[]", "skill": task,
             "evidence_spans": "[]", "answer_segment": seg, "n_segments": nseg if seg is not None else None,
             "context_type": name["ctype"], "build_hash": build_hash})
+        instances[-1].update(difficulty_columns(instances[-1]))  # scope/dispersion null: spans unknown
+        instances[-1].update(language_columns(instances[-1]))
     _write(out, build_hash, tokenizer, tok.file_sha256, inputs, instances, quarantine)
     return BuildResult(out, build_hash, len(instances), len(quarantine))
 
