@@ -25,6 +25,8 @@ build_app = typer.Typer(no_args_is_help=True, help="Build a benchmark.")
 app.add_typer(build_app, name="build")
 import_app = typer.Typer(no_args_is_help=True, help="Import an existing benchmark as a build.")
 app.add_typer(import_app, name="import")
+fetch_app = typer.Typer(no_args_is_help=True, help="Fetch source documents.")
+app.add_typer(fetch_app, name="fetch")
 console = Console(stderr=True, soft_wrap=True)
 out_console = Console(soft_wrap=True, markup=False)  # paths and messages may hold [brackets]
 
@@ -290,6 +292,35 @@ def print_results(build: Path) -> None:
     out_console.print(f"build directory: {build}\n  instances: {build / 'instances.parquet'}\n"
                       f"  responses: {build / 'responses.parquet'}\n  scores:    {build / 'scores.parquet'}\n"
                       f"  report:    {build / 'report' / 'index.html'}")
+
+
+@fetch_app.command("s2")
+def fetch_s2_cmd(
+    out: Path = typer.Option(..., help="directory for the PDFs and metadata.json"),
+    subjects: str = typer.Option("Computer Science,Economics,Electronic Engineering,Math,Physics,Biology,Finance,"
+                                 "Statistics", help="comma-separated subjects (SciTrek's eight by default)"),
+    seeds_per_subject: int = typer.Option(2, help="seed papers per subject"),
+    first_hop: int = typer.Option(10, help="papers sampled from each seed's references and citations"),
+    second_hop: int = typer.Option(5, help="papers sampled around each first-hop paper"),
+    min_citations: int = typer.Option(100, help="seeds have more than this many citations"),
+    since_year: int = typer.Option(2020, help="seeds published in or after this year"),
+    seed: int = typer.Option(0, help="sampling seed"),
+    api_url: Optional[str] = typer.Option(None, help="Graph API base URL (default: the client's; or $S2_API_URL)"),
+    min_interval: float = typer.Option(1.0, help="seconds between API requests"),
+) -> None:
+    """Fetch SciTrek-style article clusters from Semantic Scholar (API key from $S2_API_KEY): PDFs + metadata.json."""
+    from .sources.s2 import FetchConfig, fetch_clusters
+
+    try:
+        cfg = FetchConfig(subjects=[x.strip() for x in subjects.split(",") if x.strip()],
+                          seeds_per_subject=seeds_per_subject, first_hop=first_hop, second_hop=second_hop,
+                          min_citations=min_citations, since_year=since_year, seed=seed,
+                          api_url=api_url or os.environ.get("S2_API_URL") or None, min_interval_s=min_interval)
+        rows, quarantine = fetch_clusters(out, cfg)
+    except USER_ERRORS as e:
+        _fail(e)
+    out_console.print(f"{len(rows)} papers with PDFs in {out} (metadata.json); {len(quarantine)} left out"
+                      + (" (quarantine.json)" if quarantine else ""))
 
 
 @app.command("run")
