@@ -49,6 +49,28 @@ def test_a_run_cn2an_rejects_is_split_from_the_left():
     assert values("年三十五六") == [35, 6]
 
 
+@pytest.mark.parametrize("text,expected", [
+    ("卒年六十有一", [61]), ("年七十又三", [73]), ("二十有五", [25]), ("一百有五", [105]), ("三百有六十六日", [366]),
+    ("十有十", [10, 10]),      # 十 is not below the unit 十: two numbers
+    ("有一子", [1]),
+])
+def test_classical_you_joins_tens_and_units(text, expected):
+    assert values(text) == expected
+
+
+def test_classical_age_matches():
+    assert ok("魏了翁卒，年六十有一", 61) and ok("年六十有一", "六十一")
+    assert not ok("年六十有一", 60) and not ok("年六十有一", 1)
+
+
+def test_a_long_run_of_numerals_is_read_in_time():
+    import time
+
+    t0 = time.perf_counter()
+    vals = values("三十五六" * 200)   # 800 numeral characters, no valid whole
+    assert len(vals) >= 200 and time.perf_counter() - t0 < 5
+
+
 def test_surname_lu_is_not_six():
     # 陸 (financial 6) is a surname here: only 九 is a numeral
     assert values("陸九淵") == [9]

@@ -23,10 +23,12 @@ Numerals
       61 is not found in 1961, 161 or 61.5; a span is not read after a Latin letter (``B61``) but may be followed by
       one (``61st``, ``61yo``) or by 万/亿 (``3万`` = 30000).
     * Chinese: maximal runs of 零〇○一二三四五六七八九十百千万亿两廿卅卌, converted with cn2an (``normal`` mode,
-      after 卅 → 三十, 卌 → 四十, ○ → 〇): 十 = 10, 廿一 = 21, 一百零五 = 105, 两 = 2, 一九六一 = 1961 (digit by digit).
-      A run of unit characters alone (百, 千, 万, 千万) is not a number (百姓, 萬物, 千古). A run cn2an rejects
-      (三十五六, "thirty-five or -six") is split into its longest convertible pieces from the left (35, 6). Financial
-      forms (壹, 貳, 陸, 參 …) are not read: in classical text they are mostly words or surnames (陸九淵).
+      after 卅 → 三十, 卌 → 四十, ○ → 〇): 十 = 10, 廿一 = 21, 一百零五 = 105, 两 = 2; digits without units read
+      positionally, 一九六一 = 1961 (so the approximation 三四, "three or four", reads 34).
+      Classical 六十有一 / 六十又一 ("sixty and one") reads 61. A run of unit characters alone (百, 千, 万, 千万)
+      is not a number (百姓, 萬物, 千古). A run cn2an rejects (三十五六, "thirty-five or -six") is split into its
+      longest convertible pieces from the left, at most 24 characters each (35, 6). Financial forms (壹, 貳, 陸,
+      參 …) are not read: in classical text they are mostly words or surnames (陸九淵).
     * English number words (any reply; they occur only where the reply is in English): maximal runs such as
       ``sixty-one``, ``sixty one``, ``one hundred and five``, converted with text2num; ``nineteen sixty-one`` reads
       as the year 1961. Ordinal words (``sixty-first``) are not read.
@@ -56,6 +58,8 @@ _CN_RUN = re.compile(f"[{_CN_DIGITS}{_CN_UNITS}]+")
 _CN_PRE = str.maketrans({"○": "〇"})
 _CN_EXPAND = (("卅", "三十"), ("卌", "四十"), ("廿", "二十"))
 _ONLY_UNITS = re.compile("[百千万亿]+")
+_UNIT_VALUE = {"十": 10, "百": 100, "千": 1000}
+_MAX_PIECE = 24  # characters (or words) of the longest numeral piece tried when a run must be split
 
 # Arabic: thousands-separated first (so "1,961" is one span), then plain; no letter, digit or '.' joined before, no
 # digit (or decimal part) after; optional 万/亿 multiplier
@@ -129,7 +133,7 @@ def _cn_spans(text: str, start: int, end: int) -> list[NumeralSpan]:
     out: list[NumeralSpan] = []
     i = start
     while i < end:
-        for j in range(end, i, -1):
+        for j in range(min(end, i + _MAX_PIECE), i, -1):
             v = _cn_value(text[i:j])
             if v is not None:
                 out.append(NumeralSpan(i, j, v, text[i:j]))
@@ -164,7 +168,7 @@ def _en_spans(text: str, m: re.Match) -> list[NumeralSpan]:
     out: list[NumeralSpan] = []
     i = 0
     while i < len(toks):
-        for j in range(len(toks), i, -1):
+        for j in range(min(len(toks), i + _MAX_PIECE), i, -1):
             if toks[i][2] == "and" or toks[j - 1][2] == "and":
                 continue
             v = _en_value([t[2] for t in toks[i:j]])
@@ -189,15 +193,31 @@ def numeral_spans(folded: str) -> list[NumeralSpan]:
         spans.append(NumeralSpan(m.start(), m.end(), v, m.group(0)))
         for k in range(m.start(), m.end()):
             taken[k] = True
+    cn: list[NumeralSpan] = []
     for m in _CN_RUN.finditer(folded):
         s, e = m.start(), m.end()
         while s < e and taken[s]:
             s += 1
         if s < e:
-            spans.extend(_cn_spans(folded, s, e))
+            cn.extend(_cn_spans(folded, s, e))
+    spans.extend(_join_you(folded, cn))
     for m in _EN_RUN.finditer(folded):
         spans.extend(_en_spans(folded, m))
     return sorted(spans, key=lambda x: x.start)
+
+
+def _join_you(folded: str, cn: list[NumeralSpan]) -> list[NumeralSpan]:
+    """Classical 六十有一 / 六十又一 ("sixty and one") = 61: a Chinese numeral ending in 十, 百 or 千, then 有 or 又,
+    then a smaller numeral below that unit, read as one span."""
+    out: list[NumeralSpan] = []
+    for sp in cn:
+        prev = out[-1] if out else None
+        if (prev is not None and prev.end + 1 == sp.start and folded[prev.end] in "有又"
+                and prev.text[-1:] in _UNIT_VALUE and 0 < sp.value < _UNIT_VALUE[prev.text[-1]]):
+            out[-1] = NumeralSpan(prev.start, sp.end, prev.value + sp.value, folded[prev.start:sp.end])
+        else:
+            out.append(sp)
+    return out
 
 
 def _num_token(v: float) -> str:
