@@ -102,6 +102,8 @@ INST = instance_rows()
     (("C1", "chain"), "對不起，我不能提供和評價這類信息", ["refusal"]),
     (("N1", "real"), "文中沒有記載。", ["refusal"]),
     (("N2", "real"), "The document does not mention where he was born.", ["refusal"]),
+    (("N2", "real"), "The text makes no mention of his birthplace.", ["refusal"]),     # LaRA's detector
+    (("N2", "real"), "I\u2019m sorry, but I can\u2019t help with that.", ["refusal"]),   # compliance, curly quotes
     # 5. the chain stops at the teacher (B named, the friend C not)
     (("C1", "chain"), "甄子敬的老師是葛元方，葛元方卒年五十。", ["truncated_chain"]),
     # 6. the friend named, a wrong value: fabricated

@@ -44,7 +44,8 @@ Failure-mode tags (:func:`tag_failures`, run by ``score`` for needles rows)
     2. the reply states the expected value of another needle or chain of the build: ``wrong_attribute``;
     3. it names another needle's subject (or alias) or another chain's person, or uses a substitution phrase
        ("應是指", "probably refers to"): ``subject_substitution``;
-    4. it contains a refusal phrase (zh or en): ``refusal``;
+    4. it contains a refusal phrase (zh or en, settings file) or LaRA's refusal detector fires
+       (:func:`ctxbench.scoring.lara.is_refusal`): ``refusal``;
     5. a chain reply names an intermediate person of its own chain but not the last one: ``truncated_chain``;
     6. otherwise: ``fabrication`` (an answer with no basis in the haystack).
 
@@ -69,6 +70,7 @@ import yaml
 from ..config import assets_dir
 from ..errors import InputError
 from ..hashing import canonical_json
+from ..scoring.lara import is_refusal
 from ..scoring.metrics import clustered_mean_ci
 from ..scoring.numerals import _reply, answer_text, expected_found, expected_values, fold
 from ..storage import read_table
@@ -281,7 +283,7 @@ def rule_tags(response: str | None, instance: dict, facts: dict[str, NeedleFacts
     other_names = [n for k, f in sorted(facts.items()) if k != nid for n in f.names if n not in own.names]
     if states(other_names) or any(p in r.folded for p in _phrases("substitution_cues", cfg)):
         return ["subject_substitution"]
-    if any(p in r.folded for p in _phrases("refusal_phrases", cfg)):
+    if is_refusal(text) or any(p in r.folded for p in _phrases("refusal_phrases", cfg)):
         return ["refusal"]
     if own.kind == "chain" and len(own.names) >= 3 and states(own.names[1:-1]) and not states(own.names[-1:]):
         return ["truncated_chain"]

@@ -98,8 +98,9 @@ def _t2s():
 
 
 def fold(text: str) -> str:
-    """NFKC, traditional → simplified Chinese (OpenCC t2s), case folded. Used for comparison only."""
-    return _t2s().convert(unicodedata.normalize("NFKC", text)).casefold()
+    """NFKC, traditional → simplified Chinese (OpenCC t2s), case folded, curly apostrophes straightened. Used for
+    comparison only."""
+    return _t2s().convert(unicodedata.normalize("NFKC", text)).casefold().replace("\u2019", "'")
 
 
 def answer_text(response: str | None) -> str:
