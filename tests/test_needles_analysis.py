@@ -176,7 +176,7 @@ def test_analysis_tables(tmp_path):
     reg = {r["model"]: r for r in a.regimes}
     # gpt-4.1: T1 7/9 = 0.778, T2 5/9 = 0.556: below 0.6, not from ≥0.8, fall 0.222 < 0.3 → unclassified
     assert reg["gpt-4.1"]["regime"] == "unclassified"
-    assert json.loads(reg["gpt-4.1"]["curve"]) == {str(T1): [7, 9], str(T2): [5, 9]}
+    assert json.loads(reg["gpt-4.1"]["curve"]) == [[T1, 7, 9], [T2, 5, 9]]
     assert reg["claude-sonnet-4-20250514"]["regime"] == "insufficient_tiers"
     assert {r["model"]: r["regime"] for r in analyse(tmp_path / "b", {"stable_floor": 0.5}).regimes}["gpt-4.1"] \
         == "stable"
@@ -280,3 +280,13 @@ def test_parse_threshold_overrides():
         parse_threshold_overrides(["=0.5"])
     th = RegimeThresholds.from_settings(parse_threshold_overrides(["variants=chain"]))
     assert th.variants == ("chain",)
+
+
+def test_regime_table_orders_tiers_by_number():
+    from ctxbench.analysis.needles import regime_table
+
+    # 8,192 before 16,384 although "16384" < "8192" as text: 4/5 then 0/5 is a late cliff, not a rise
+    cells = [{"model": "m", "mode": "lc", "sizing_model": "m", "tier": t, "variant": "chain", "needle_id": f"C{i}",
+              "score": float(i < k)} for t, k in ((8192, 4), (16384, 0)) for i in range(5)]
+    r = regime_table(cells, RegimeThresholds())[0]
+    assert r["regime"] == "late_cliff" and json.loads(r["curve"]) == [[8192, 4, 5], [16384, 0, 5]]

@@ -35,9 +35,10 @@ def test_needles_section(tmp_path):
     assert "gpt-4.1 were sized" not in doc
     for h in ("Decay regime across tiers", "Memorization probe", "Failure modes"):
         assert h in doc
-    assert "truncated_chain" in doc and "unclassified" in doc
+    assert "truncated chain" in doc and "unclassified" in doc
     # memorization probe: real 6/8; asymmetry interval 0.125 ± 0.735 (worked in test_needles_analysis)
-    assert "<td>6/8 = 0.75</td>" in doc and "[-0.61, +0.86]" in doc
+    assert "<td>6/8 = 0.75</td>" in doc and "[-0.610, +0.860]" in doc
+    assert "<th>subject substitution</th>" in doc and "<th>memorized value</th>" in doc
     assert "1,000: 7/9 · 2,000: 5/9" in doc
     assert "http://" not in doc and "https://" not in doc      # no network assets
     for t in ("needles_accuracy", "needles_regimes", "needles_memorization", "needles_failures"):

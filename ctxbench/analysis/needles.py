@@ -452,7 +452,7 @@ def accuracy_table(cells: list[dict]) -> list[dict]:
 
 def regime_table(cells: list[dict], th: RegimeThresholds | None = None) -> list[dict]:
     """Decay regime per model × mode × sizing model from its accuracy per tier over the cells of ``th.variants``:
-    regime, reason, and the curve as ``{tier: [correct, n]}`` (JSON)."""
+    regime, reason, and the curve as JSON ``[[tier, correct, n], ...]`` in ascending tier order."""
     th = th or RegimeThresholds.from_settings()
     g: dict[tuple, dict[int, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for c in cells:
@@ -463,8 +463,8 @@ def regime_table(cells: list[dict], th: RegimeThresholds | None = None) -> list[
         acc = {t: sum(c["score"] for c in cs) / len(cs) for t, cs in tiers.items()}
         regime, reason = classify_regime(acc, th)
         out.append({"model": k[0], "mode": k[1], "sizing_model": k[2], "regime": regime, "reason": reason,
-                    "curve": canonical_json({str(t): [int(sum(c["score"] >= 1 for c in cs)), len(cs)]
-                                             for t, cs in sorted(tiers.items())})})
+                    "curve": canonical_json([[t, int(sum(c["score"] >= 1 for c in cs)), len(cs)]
+                                             for t, cs in sorted(tiers.items())])})
     return out
 
 

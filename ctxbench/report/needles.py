@@ -111,7 +111,7 @@ def needles_section(build_dir: str | Path, out_dir: str | Path, regime_threshold
         f"then one step drops ≥ {th.cliff_drop:g} (and ≥ {th.cliff_ratio:g}× any other step) to below "
         f"{th.stable_floor:g}; <i>smooth decline</i> when accuracy falls ≥ {th.decline_min:g} overall, never rising "
         f"more than {th.rise_tolerance:g}, with no step carrying over {th.max_step_share:.0%} of the fall.</p>")
-    regimes = [{**r, "curve": " · ".join(f"{int(t):,}: {c}/{n}" for t, (c, n) in json.loads(r["curve"]).items())}
+    regimes = [{**r, "curve": " · ".join(f"{t:,}: {c}/{n}" for t, c, n in json.loads(r["curve"]))}
                for r in a.regimes]
     parts.append(_table(regimes, ["model", "mode", "sizing_model", "regime", "curve", "reason"]))
     parts.append("<h3>Memorization probe (real vs altered)</h3><p>Asymmetry = real − altered accuracy over paired "
@@ -120,13 +120,15 @@ def needles_section(build_dir: str | Path, out_dir: str | Path, regime_threshold
     mem = [{"model": r["model"], "mode": r["mode"], "sizing_model": r["sizing_model"],
             "real": _frac(r["real_correct"], r["real_n"]), "altered": _frac(r["altered_correct"], r["altered_n"]),
             "pairs": r["pairs"],
-            "asymmetry [95% CI]": (f"{r['asymmetry']:+.2f} [{r['asymmetry_ci_low']:+.2f}, "
-                                   f"{r['asymmetry_ci_high']:+.2f}]") if r["pairs"] else "–",
+            "asymmetry [95% CI]": (f"{r['asymmetry']:+.3f} [{r['asymmetry_ci_low']:+.3f}, "
+                                   f"{r['asymmetry_ci_high']:+.3f}]") if r["pairs"] else "–",
             "altered answered with the real value": r["altered_answered_real"],
             "asymmetric": "yes" if r["asymmetric"] else "no"} for r in a.memorization]
     parts.append(_table(mem, list(mem[0]) if mem else []))
     parts.append("<h3>Failure modes</h3><p>Counts over wrong replies (by the judge model where one scored them, "
                  "else by rules; see <code>ctxbench/analysis/needles.py</code>).</p>")
-    parts.append(_table(a.failures, ["model", "mode", "sizing_model", "variant", "cells", "wrong", *FAILURE_MODES,
-                                     "null_answer", "memorized_value"]))
+    tags = [*FAILURE_MODES, "null_answer", "memorized_value"]   # headers with spaces, so that they wrap
+    failures = [{**{k: r[k] for k in ("model", "mode", "sizing_model", "variant", "cells", "wrong")},
+                 **{t.replace("_", " "): r[t] for t in tags}} for r in a.failures]
+    parts.append(_table(failures, list(failures[0]) if failures else []))
     return "\n".join(parts)
