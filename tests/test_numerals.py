@@ -28,7 +28,7 @@ def values(text):
     ("十", [10]), ("二十", [20]), ("一百零五", [105]), ("兩", [2]), ("两", [2]), ("廿", [20]), ("廿一", [21]),
     ("卅一", [31]), ("六十一", [61]), ("一千九百六十一", [1961]), ("一九六一", [1961]), ("二○二四", [2024]),
     ("十萬", [100000]), ("兩千", [2000]), ("一百一", [110]),
-    ("1,961", [1961]), ("61,1961", [61, 1961]), ("１９６１", [1961]), ("61.5", [61.5]), ("3万", [30000]),
+    ("1,961", [1961]), ("61,1961", [61, 1961]), ("61，961", [61, 961]), ("六十一，九百六十一", [61, 961]), ("１９６１", [1961]), ("61.5", [61.5]), ("3万", [30000]),
     ("sixty-one", [61]), ("sixty one", [61]), ("Sixty-One", [61]), ("one hundred and five", [105]),
     ("nineteen sixty-one", [1961]), ("twenty", [20]),
     # three numbers in one sentence, each read whole
@@ -77,7 +77,7 @@ def test_surname_lu_is_not_six():
 
 
 def test_fold_traditional_width_case():
-    assert fold("陸九淵ＡＢ，萬物") == "陆九渊ab,万物"
+    assert fold("陸九淵ＡＢ，萬物") == "陆九渊ab, 万物"
 
 
 # -- numeric gold ----------------------------------------------------------------------------------------------------
@@ -180,6 +180,15 @@ def test_final_answer_line_is_scored():
     assert not ok("I first thought 61.\nAnswer: 62", 61)
     assert answer_text("推理……\n答案：浦城") == "浦城"
     assert answer_text("**Answer:** 浦城") == "浦城"
+
+
+def test_inline_think_block_is_not_scored():
+    assert answer_text("<think>maybe 61? or 62</think>\nHe died at 62.") == "He died at 62."
+    assert not ok("<think>maybe 61? or 62</think>\nHe died at 62.", 61)
+    assert ok("<think>maybe 62?</think>六十一", 61)
+    # reasoning that never closed (cut by the output budget): no answer
+    r = substring_match("<think>he died at 61 per the text, so", inst(61))
+    assert r.score == 0.0 and r.tags == ["null_answer"]
 
 
 def test_empty_reply_is_null_answer():

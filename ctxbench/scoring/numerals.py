@@ -8,7 +8,7 @@ What is compared
     The expected values are the gold answer (``gold = [[answer]]``) and every ``accepted_answers`` entry; the reply
     is correct when any one of them is found. Only the visible answer is scored: ``responses.response``, never the
     exposed reasoning (``responses.reasoning``, stored separately by evaluate), so a value the model considered and
-    rejected in its reasoning earns nothing. Where the reply has an explicit final-answer line (``Answer:``,
+    rejected in its reasoning earns nothing; reasoning a server leaves inline in ``<think>…</think>`` is dropped too. Where the reply has an explicit final-answer line (``Answer:``,
     ``Final answer:``, ``答案：``, ``答：``) the text after the last such line is scored, else the whole reply.
 
 Folding (both sides, for comparison only; stored text is never changed)
@@ -98,16 +98,23 @@ def _t2s():
 
 
 def fold(text: str) -> str:
-    """NFKC, traditional → simplified Chinese (OpenCC t2s), case folded, curly apostrophes straightened. Used for
-    comparison only."""
+    """NFKC, traditional → simplified Chinese (OpenCC t2s), case folded, curly apostrophes straightened, a
+    full-width comma followed by a space (so ``61，961`` is two numbers). Used for comparison only."""
+    # a full-width comma separates list items in CJK text, never thousands: keep it apart from digits
+    text = text.replace("\uff0c", ", ")
     return _t2s().convert(unicodedata.normalize("NFKC", text)).casefold().replace("\u2019", "'")
 
 
+_THINK = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL | re.IGNORECASE)
+
+
 def answer_text(response: str | None) -> str:
-    """The part of a visible reply that is scored: the text after the last final-answer line (``Answer:``,
+    """The part of a visible reply that is scored: reasoning a server left inline in ``<think>…</think>`` removed
+    (an unclosed ``<think>`` runs to the end), then the text after the last final-answer line (``Answer:``,
     ``Final answer:``, ``答案：``, ``答：``), else the whole reply; ``""`` for None."""
     if not response:
         return ""
+    response = _THINK.sub(" ", response)
     last = None
     for last in _FINAL_LINE.finditer(response):
         pass
