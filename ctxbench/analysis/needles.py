@@ -254,9 +254,14 @@ def load_facts(build_dir: Path, instances: list[dict]) -> tuple[dict[str, Needle
 
 # -- rule tags -------------------------------------------------------------------------------------------------------
 
-def _phrases(key: str, cfg: dict | None = None) -> list[str]:
-    d = (cfg or settings()).get(key) or {}
-    return [fold(p) for lang in sorted(d) for p in d[lang]]
+def _phrases(key: str, cfg: dict | None = None) -> tuple[str, ...]:
+    return _fold_phrases(canonical_json((cfg or settings()).get(key) or {}))
+
+
+@lru_cache(maxsize=16)
+def _fold_phrases(spec: str) -> tuple[str, ...]:
+    d = json.loads(spec)
+    return tuple(fold(p) for lang in sorted(d) for p in d[lang])
 
 
 def rule_tags(response: str | None, instance: dict, facts: dict[str, NeedleFacts],

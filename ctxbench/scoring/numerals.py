@@ -263,6 +263,12 @@ def _reply(text: str) -> _Reply:
     return _Reply(f, numeral_spans(f))
 
 
+@lru_cache(maxsize=4096)
+def _expected_form(expected: str) -> tuple[str, list[NumeralSpan]]:
+    fe = fold(expected).strip()
+    return fe, numeral_spans(fe)
+
+
 def expected_found(expected, reply: str | _Reply) -> bool:
     """Whether one expected value (str, int or float) is stated in ``reply`` (the answer text, unfolded, or a
     prepared reply), by the rules of the module docstring."""
@@ -273,10 +279,9 @@ def expected_found(expected, reply: str | _Reply) -> bool:
         expected = int(expected)
     if isinstance(expected, (int, float)):
         return float(expected) in r.values
-    fe = fold(str(expected)).strip()
+    fe, es = _expected_form(str(expected))
     if not fe:
         return False
-    es = numeral_spans(fe)
     if len(es) == 1 and es[0].start == 0 and es[0].end == len(fe):
         return es[0].value in r.values
     if not es:
