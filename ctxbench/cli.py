@@ -236,6 +236,71 @@ def screen_cmd(build: Path = typer.Option(..., help="build directory"),
         console.print(f"  {n}", markup=False)
 
 
+@app.command("label")
+def label_cmd(build: Path = typer.Option(..., help="build directory"),
+              n: int = typer.Option(30, min=1, help="answers to label"),
+              out: Path = typer.Option(Path("labels.jsonl"), help="labels file (JSON Lines; appended, resumable)"),
+              model: Optional[str] = typer.Option(None, help="only this model's answers"),
+              seed: int = typer.Option(0, help="sample seed")) -> None:
+    """Label a sample of answers by hand (correct / partial / incorrect) for judge validation (`ctxbench kappa`)."""
+    from .analysis.agreement import label_sample, read_labels
+
+    try:
+        done = {x.get("request_key") for x in read_labels(out)} if out.exists() else set()
+        items = label_sample(build, n - len(done), seed, model, exclude=done) if n > len(done) else []
+    except USER_ERRORS as e:
+        _fail(e)
+    out_console.print(f"{len(done)} already labelled in {out}; {len(items)} to go. Compare the answer with the "
+                      f"gold answer: c = correct, p = partial, i = incorrect, s = skip, q = quit.")
+    labelled = 0
+    for k, it in enumerate(items, 1):
+        gold = "\n".join("  " + " | ".join("NULL" if v is None else str(v) for v in row) for row in it["gold"])
+        out_console.print(f"\n[{k}/{len(items)}] {it['instance_id']} ({it['model']}, {it['mode']})\n"
+                          f"Question: {it['question']}\nGold answer:\n{gold}\nAnswer:\n{it['response']}")
+        v = ""
+        while v not in ("c", "p", "i", "s", "q"):
+            v = typer.prompt("verdict [c/p/i/s/q]").strip().lower()[:1]
+        if v == "q":
+            break
+        if v == "s":
+            continue
+        rec = {"instance_id": it["instance_id"], "request_key": it["request_key"], "model": it["model"],
+               "answer": it["response"], "verdict": {"c": "correct", "p": "partial", "i": "incorrect"}[v]}
+        with open(out, "a", encoding="utf-8") as f:
+            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+        labelled += 1
+    out_console.print(f"{labelled} labels added → {out}")
+
+
+@app.command("kappa")
+def kappa_cmd(build: Path = typer.Option(..., help="build directory (scored)"),
+              labels: Path = typer.Option(..., help="human labels (JSON Lines; `ctxbench label` writes them)"),
+              threshold: float = typer.Option(1.0, help="score at or above which an answer counts as correct")) -> None:
+    """Cohen's κ (95% CI) of every judge in BUILD/scores.parquet against human labels (LaRA appendix C);
+    writes BUILD/kappa.parquet for the report."""
+    import pyarrow as pa
+
+    from .analysis.agreement import judge_agreement
+    from .storage import write_parquet
+
+    try:
+        rows, counts = judge_agreement(build, labels, threshold)
+    except USER_ERRORS as e:
+        _fail(e)
+    t = Table(title=f"judge agreement with {counts['labels']} human labels ({counts['unmatched']} unmatched)")
+    for c in ("judge", "n", "P_o", "P_e", "kappa", "95% CI"):
+        t.add_column(c, justify="left" if c == "judge" else "right")
+    for r in rows:
+        ci = "undefined" if r["kappa"] is None else f"{r['ci_low']:.3f}–{r['ci_high']:.3f}"
+        t.add_row(r["matcher"], str(r["n"]), f"{r['po']:.3f}", f"{r['pe']:.3f}",
+                  "undefined" if r["kappa"] is None else f"{r['kappa']:.3f}", ci)
+    if not rows:
+        _fail(CtxbenchError(f"no judge in {build / 'scores.parquet'} scored a labelled answer: run `ctxbench score` "
+                            f"(with --judge) on the build the labels come from"))
+    out_console.print(t)
+    write_parquet(pa.Table.from_pylist([{**r, "labels_file": str(labels)} for r in rows]), build / "kappa.parquet")
+
+
 @app.command("score")
 def score_cmd(build: Path = typer.Option(..., help="build directory"),
               judge: Optional[str] = typer.Option(None, help="LLM judge model (adds matcher judge:<model>)"),

@@ -2,8 +2,8 @@
 context and discard instances answered correctly under the task's evaluation criterion").
 
 ``screen_build`` asks every distinct question of a build without its context (prompt
-``assets/prompts/closed_book.yaml``), through the same gateway and response cache as ``evaluate`` (a rerun makes no
-call), scores each answer against every instance of that question with the instance's benchmark's primary matcher
+``assets/prompts/closed_book.yaml``), through the same gateway and response cache as ``evaluate`` and the judge
+(:func:`ctxbench.scoring.judge.complete_all`; a rerun makes no call), scores each answer against every instance of that question with the instance's benchmark's primary matcher
 (:mod:`ctxbench.scoring.registry`), and flags the instance when the score is 1 (fully correct). Results go to
 ``BUILD/closed_book.parquet``, one row per instance × screened model (a new screen of a model replaces that
 model's rows and keeps the others'); ``evaluate --exclude-closed-book`` leaves flagged instances out.
@@ -11,9 +11,7 @@ model's rows and keeps the others'); ``evaluate --exclude-closed-book`` leaves f
 
 from __future__ import annotations
 
-import asyncio
 import json
-import random
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -26,7 +24,7 @@ import yaml
 
 from ..config import assets_dir
 from ..models.cache import ResponseCache, request_key
-from ..models.gateway import Gateway, RetryPolicy
+from ..scoring.judge import complete_all
 from ..storage import require_build, write_parquet
 
 FILE = "closed_book.parquet"
@@ -47,35 +45,6 @@ def closed_book_messages(question: str) -> list[dict]:
             {"role": "user", "content": p["user"].format(question=question)}]
 
 
-def complete_all(model: str, requests: list[tuple[list[dict], dict, int]], base_url: str | None = None,
-                 concurrency: int = 8, cache: ResponseCache | None = None, api_key_env: str | None = None,
-                 retry: RetryPolicy | None = None) -> list[dict[str, Any]]:
-    """Answers to ``(messages, sampling, max_tokens)`` requests through the gateway and the response cache: one
-    dict per request (the cache payload: status, response, ...; plus ``request_key`` and ``cached``). Identical
-    requests are called once; answers (ok, over-length, refused) are cached, failures are returned uncached."""
-    cache = cache or ResponseCache()
-    keys = [request_key(model, m, s, mt, 0) for m, s, mt in requests]
-    out: dict[str, dict] = {k: {**v, "cached": True} for k, v in cache.get_many(sorted(set(keys))).items()}
-    todo = {k: r for k, r in zip(keys, requests) if k not in out}
-    if todo:
-        gw = Gateway(model, base_url, concurrency, retry or RetryPolicy(), api_key_env=api_key_env)
-
-        async def one(k: str, req) -> None:
-            res = await gw.complete(req[0], req[2], req[1], random.Random(k))
-            if res.status in ("ok", "over_length", "refused_by_provider") and not res.transient_failure:
-                cache.put(k, model, res.payload())
-            out[k] = {**res.payload(), "cached": False}
-
-        async def main() -> None:
-            try:
-                await asyncio.gather(*(one(k, r) for k, r in todo.items()))
-            finally:
-                await gw.aclose()
-
-        asyncio.run(main())
-    return [{**out[k], "request_key": k} for k in keys]
-
-
 @dataclass
 class ScreenSummary:
     """Counts of one screen: distinct questions asked, instances scored, flagged and failed calls."""
@@ -91,7 +60,7 @@ class ScreenSummary:
 
 def screen_build(build_dir: str | Path, model: str, base_url: str | None = None, api_key_env: str | None = None,
                  concurrency: int = 8, max_tokens: int = 256, cache: ResponseCache | None = None,
-                 server: Callable[[], Any] | None = None, retry: RetryPolicy | None = None) -> ScreenSummary:
+                 server: Callable[[], Any] | None = None) -> ScreenSummary:
     """Closed-book screen of every instance of the build with ``model`` (module docstring); writes
     ``BUILD/closed_book.parquet``. ``server`` makes a local model server (as in ``evaluate``), started only when
     some answer is not cached. Raises InputError without a build."""
@@ -106,29 +75,30 @@ def screen_build(build_dir: str | Path, model: str, base_url: str | None = None,
     reqs = [(closed_book_messages(q), sampling, max_tokens) for q in questions]
     cache = cache or ResponseCache()
     keys = [request_key(model, m, s, mt, 0) for m, s, mt in reqs]
+    msgs = [m for m, _, _ in reqs]
     if server is not None and len(cache.get_many(keys)) < len(set(keys)):
         with server() as srv:
-            answers = complete_all(model, reqs, srv.base_url, 1, cache, api_key_env, retry)
+            answers = complete_all(msgs, model, srv.base_url, 1, cache, api_key_env, sampling, max_tokens)
     else:
-        answers = complete_all(model, reqs, base_url, concurrency, cache, api_key_env, retry)
-    by_q = dict(zip(questions, answers))
+        answers = complete_all(msgs, model, base_url, concurrency, cache, api_key_env, sampling, max_tokens)
+    by_q = {q: (text, cached, key) for q, (text, cached), key in zip(questions, answers, keys)}
     s = ScreenSummary(model, questions=len(questions), instances=len(inst),
-                      from_cache=sum(1 for a in answers if a.get("cached")))
-    s.failed = sum(1 for a in answers if a["status"] != "ok")
-    s.notes = [f"{q[:60]}: {a.get('error') or a['status']}" for q, a in by_q.items() if a["status"] != "ok"][:20]
+                      from_cache=sum(1 for _, cached in answers if cached))
+    s.failed = sum(1 for text, _ in answers if text is None)
+    s.notes = [f"{q[:60]}: the call failed (rerun to retry)" for q, (t, _, _) in by_q.items() if t is None][:20]
     rows = []
     for r in sorted(inst, key=lambda r: r["instance_id"]):
-        a = by_q[r["question"]]
+        text, _, key = by_q[r["question"]]
         name = matchers_for(r.get("benchmark"))[0]
         score = flagged = None
-        if a["status"] == "ok":
+        if text is not None:
             row = dict(r, gold=json.loads(r["gold"]))
             if row.get("accepted_answers") is not None:
                 row["accepted_answers"] = json.loads(row["accepted_answers"])
-            score = float(matcher(name)(a.get("response"), row).score)
+            score = float(matcher(name)(text, row).score)
             flagged = score >= 1.0
         rows.append({"instance_id": r["instance_id"], "model": model, "question": r["question"],
-                     "request_key": a["request_key"], "status": a["status"], "response": a.get("response"),
+                     "request_key": key, "status": "ok" if text is not None else "error", "response": text,
                      "matcher": name, "score": score, "flagged": flagged})
     s.flagged = sum(1 for r in rows if r["flagged"])
     path = build_dir / FILE

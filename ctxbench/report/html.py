@@ -184,6 +184,8 @@ td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}th{{background:#f
 </body></html>"""
     from .needles import needles_section  # planted-fact track (issue 6): "" for a build without needles
     doc = doc.replace("</body></html>", needles_section(build_dir, out, regime_thresholds) + "</body></html>")
+    from .difficulty import difficulty_section  # LURCH difficulty, closed-book screen, judge κ (issue 7)
+    doc = doc.replace("</body></html>", difficulty_section(build_dir, out) + "</body></html>")
     p = out / "index.html"
     p.write_text(doc, encoding="utf-8")
     return p
