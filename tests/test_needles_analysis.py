@@ -260,6 +260,11 @@ def test_judge_tags_through_gateway_and_cache(tmp_path):
         chain = [message_text(c["messages"][-1]["content"]) for c in calls
                  if "甄子敬的老師的朋友" in message_text(c["messages"][-1]["content"])]
         assert "甄子敬 → 葛元方 → 闕仲章" in chain[0]
+        assert "Planted in the document: 甄子敬少從葛元方學。 葛元方與闕仲章為友。 闕仲章卒年六十一。" in chain[0]
+        n2alt = [message_text(c["messages"][-1]["content"]) for c in calls
+                 if "真德秀是哪裏人" in message_text(c["messages"][-1]["content"])
+                 and "婺州蘭溪人也" in message_text(c["messages"][-1]["content"])]
+        assert n2alt and "historically known value is 建州浦城" in n2alt[0]
         rows = [r for r in pq.read_table(b / "scores.parquet").to_pylist()
                 if r["matcher"] == "substring" and r["score"] == 0.0]
         by = sorted((json.loads(r["tags"]), json.loads(r["detail"])["tagged_by"]) for r in rows)

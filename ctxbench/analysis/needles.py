@@ -180,7 +180,9 @@ def classify_regime(accuracy_by_tier: dict[int, float] | list[float],
 @dataclass
 class NeedleFacts:
     """What the failure rules know of one needle or chain: ``names`` in hop order for a chain (A, B, …, last),
-    ``[subject, *aliases]`` for a needle; ``real`` / ``altered`` value forms (needles); ``answers`` (chains)."""
+    ``[subject, *aliases]`` for a needle; ``real`` / ``altered`` value forms (needles); ``answers`` (chains);
+    ``statements``: the planted sentences by variant (``real``, ``altered``, ``chain``), where the needle set has
+    them."""
 
     needle_id: str
     kind: str                      # "needle" or "chain"
@@ -188,6 +190,7 @@ class NeedleFacts:
     real: list = field(default_factory=list)
     altered: list = field(default_factory=list)
     answers: list = field(default_factory=list)
+    statements: dict[str, list[str]] = field(default_factory=dict)
 
     def values(self) -> list:
         return [*self.real, *self.altered, *self.answers]
@@ -203,12 +206,16 @@ def facts_from_needle_set(data: dict) -> dict[str, NeedleFacts]:
     """Facts from a needle-set asset's parsed YAML (fields documented in ``assets/needles/zh-classical.yaml``)."""
     out: dict[str, NeedleFacts] = {}
     for n in data.get("needles") or []:
-        out[str(n["id"])] = NeedleFacts(str(n["id"]), "needle",
-                                        [x for x in [n.get("subject"), *(n.get("subject_aliases") or [])] if x],
-                                        _forms(n.get("real")), _forms(n.get("altered")))
+        st = n.get("statement")
+        out[str(n["id"])] = NeedleFacts(
+            str(n["id"]), "needle", [x for x in [n.get("subject"), *(n.get("subject_aliases") or [])] if x],
+            _forms(n.get("real")), _forms(n.get("altered")),
+            statements={v: [st.replace("{value}", str(_forms(n.get(v))[0]))] for v in SINGLE_VARIANTS
+                        if st and _forms(n.get(v))})
     for c in data.get("chains") or []:
         out[str(c["id"])] = NeedleFacts(str(c["id"]), "chain", list(c.get("names") or []),
-                                        answers=[c.get("answer"), *(c.get("accepted") or [])])
+                                        answers=[c.get("answer"), *(c.get("accepted") or [])],
+                                        statements={"chain": list(c.get("statements") or [])})
     return out
 
 
@@ -242,7 +249,7 @@ def load_facts(build_dir: Path, instances: list[dict]) -> tuple[dict[str, Needle
             for nid, f in facts_from_needle_set(yaml.safe_load(p.read_text(encoding="utf-8")) or {}).items():
                 if nid in facts:
                     g = facts[nid]
-                    g.names = f.names
+                    g.names, g.statements = f.names, f.statements
                     g.real = f.real + [v for v in g.real if v not in f.real]
                     g.altered = f.altered + [v for v in g.altered if v not in f.altered]
                     g.answers = f.answers + [v for v in g.answers if v not in f.answers]
@@ -322,6 +329,9 @@ def judge_failure_messages(question: str, instance: dict, facts: dict[str, Needl
             lines.append("The person asked about: " + " / ".join(own.names))
         if instance.get("variant") == "altered" and own.real:
             lines.append(f"The document states an altered value; the historically known value is {own.real[0]}.")
+    planted = (own.statements.get(instance.get("variant") or "") if own else None) or []
+    if planted:
+        lines.append("Planted in the document: " + " ".join(planted))
     other = sorted({n for k, f in facts.items() if own is None or k != own.needle_id for n in f.names})
     if other:
         lines.append("Other people with planted facts in the document: " + ", ".join(other))
