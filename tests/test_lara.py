@@ -4,6 +4,7 @@ the deterministic fallback matchers (worked cases; refusal detection on LaRA's o
 from __future__ import annotations
 
 import json
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ctxbench.cli import app
+from ctxbench.report import build_report
 from ctxbench.score import score_build
 from ctxbench.scoring.lara import containment, is_refusal, lara_fallback, token_f1
 from ctxbench.scoring.registry import matchers_for
@@ -122,6 +124,9 @@ def test_scoring_an_imported_lara_build(lara):
         sc = {(r["instance_id"], r["matcher"]): r["score"] for r in pq.read_table(out / "scores.parquet").to_pylist()}
         assert sc[(hallu["instance_id"], "lara_fallback")] == 1.0
         assert sc[(loc["instance_id"], "lara_fallback")] == 1.0 and sc[(loc["instance_id"], "f1")] == 1.0
+        page = build_report(out).read_text(encoding="utf-8")
+        assert "deterministic <b>fallback</b>" in page  # labelled as such in the report
     finally:
         (out / "responses.parquet").unlink()
         (out / "scores.parquet").unlink(missing_ok=True)
+        shutil.rmtree(out / "report", ignore_errors=True)

@@ -163,6 +163,13 @@ def build_report(build_dir: str | Path, regime_thresholds: dict | None = None) -
     rag_html = rag_section(build_dir, out, _table)
     matcher_note = ("Scores use the deterministic row matcher (row_match): each gold row is an exact (1), partial "
                     "(0.5) or no match (0); an instance scores the mean over its gold rows.")
+    from ..scoring.registry import FALLBACK_MATCHERS
+
+    fb = sorted({r["matcher"] for r in rows} & FALLBACK_MATCHERS)
+    if fb:  # e.g. LaRA without an LLM judge
+        matcher_note += (f" Matchers {', '.join(fb)} are a deterministic <b>fallback</b> for free-text answers (token "
+                         f"containment / F1 against the reference, refusal detection for unanswerable questions), "
+                         f"not the benchmark's LLM judge (<code>score --judge MODEL</code>).")
     doc = f"""<!doctype html><html><head><meta charset="utf-8"><title>ctxbench report</title>
 <style>body{{font-family:sans-serif;margin:2em;max-width:1000px}}table{{border-collapse:collapse;margin:1em 0}}
 td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}th{{background:#f4f4f4}}</style></head><body>

@@ -48,6 +48,13 @@ def load_model(name: str | None = None):
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     from sentence_transformers import SentenceTransformer
 
+    try:  # no "Loading weights" progress bar on the CLI's stderr
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    except ImportError:
+        pass
+
     path = str(default_model_path()) if name is None else name
     try:
         return SentenceTransformer(path, device="cpu")

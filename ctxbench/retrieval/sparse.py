@@ -13,6 +13,7 @@ ranking collapses; contexts of a few chunks are common here (a 2,048-token conte
 
 from __future__ import annotations
 
+import logging
 import re
 import unicodedata
 
@@ -30,6 +31,7 @@ def _stopwords() -> frozenset[str]:
 
 
 _STOP = None
+logging.getLogger("bm25s").setLevel(logging.WARNING)  # its per-index DEBUG lines would reach Prefect's console
 
 
 def analyze(text: str) -> list[str]:

@@ -89,7 +89,7 @@ def import_lara(data: str | Path, out: str | Path, tokenizer: str = "cl100k_base
                 if text.strip():
                     corpora[rel] = (text, tok.count(text))
                     inputs[f"corpora/{rel}"] = file_sha256(path)
-    build_hash = stable_hash("lara", 1, tokenizer, tok.file_sha256, inputs)
+    build_hash = stable_hash("lara", 2, tokenizer, tok.file_sha256, inputs)
     if _existing(out, build_hash, force):
         m = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
         return BuildResult(out, build_hash, m["counts"]["instances"], m["counts"]["quarantined"], skipped=True)
