@@ -132,6 +132,45 @@ def import_lara_cmd(
     out_console.print(f"{what}: {r.n_instances} instances, {r.n_quarantined} quarantined, build {r.build_hash} → {r.out}")
 
 
+@build_app.command("scitrek")
+def build_scitrek_cmd(
+    pdfs: Path = typer.Option(..., help="directory holding the article PDFs"),
+    metadata: Path = typer.Option(..., help="article metadata JSON (as `ctxbench fetch s2` writes it)"),
+    tokenizer: str = typer.Option("o200k_base", help="tokenizer that counts context lengths"),
+    lengths: str = typer.Option("65536,131072", help="tiers in tokens, e.g. 65536,131072 (64k,128k,512k,1m)"),
+    samplings: str = typer.Option("random,bfs,dfs", help="collection samplings: random, bfs, dfs"),
+    formats: str = typer.Option("full_text,tables", help="context formats: full_text (F-*), tables (D-*)"),
+    collections_per_tier: int = typer.Option(3, help="collections per tier and sampling"),
+    templates_per_collection: int = typer.Option(10, help="SQL templates drawn per collection (0: all)"),
+    misaligned: str = typer.Option("exclude", help="articles whose title/authors are not in the text: exclude|keep"),
+    question_model: Optional[str] = typer.Option(None, help="LLM that phrases questions (validated by SQL round trip)"),
+    question_base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible endpoint of --question-model"),
+    question_api_key_env: Optional[str] = typer.Option(None, help="env variable with the key for --question-base-url"),
+    seed: int = typer.Option(0),
+    out: Path = typer.Option(Path("out/scitrek"), help="build directory to write"),
+    force: bool = typer.Option(False, help="replace a different build already in --out"),
+) -> None:
+    """Build a scientific-article benchmark (SciTrek method) from PDFs and their metadata into --out."""
+    from .tracks.scitrek import SciTrekConfig, build_scitrek
+
+    def words(s: str) -> list[str]:
+        return [x.strip() for x in s.split(",") if x.strip()]
+
+    try:
+        cfg = SciTrekConfig(pdfs=str(pdfs), metadata=str(metadata), tokenizer=tokenizer,
+                            lengths=_ints(lengths, "--lengths"), samplings=words(samplings), formats=words(formats),
+                            collections_per_tier=collections_per_tier,
+                            templates_per_collection=templates_per_collection, misaligned=misaligned,
+                            question_model=question_model, question_base_url=question_base_url,
+                            question_api_key_env=question_api_key_env, seed=seed)
+        with console.status("converting PDFs, building collections and questions"):
+            r = build_scitrek(cfg, out, force=force)
+    except USER_ERRORS as e:
+        _fail(e)
+    what = "already built (same build hash), nothing to do" if r.skipped else "built"
+    out_console.print(f"{what}: {r.n_instances} instances, {r.n_quarantined} quarantined, build {r.build_hash} → {r.out}")
+
+
 def _eval_cfg(model, base_url, concurrency, samples, per_length, prompt_variant, max_tokens, temperature,
               api_key_env=None, **opts):
     from .evaluate import EvalConfig

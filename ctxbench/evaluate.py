@@ -166,6 +166,8 @@ def _plan(build_dir: Path, cfg: EvalConfig, cache: ResponseCache) -> _Plan:
     temperature = info.fixed_temperature if info.fixed_temperature is not None else cfg.temperature
     rag = "rag" in cfg.modes
     cols = ["instance_id", "context", "question", "target_tokens"] + (["tokenizer", "evidence_spans"] if rag else [])
+    have = set(pq.read_schema(ipath).names)
+    cols += [c for c in ("benchmark", "context_format") if c in have]  # the prompt is chosen per benchmark/format
     tbl = pq.read_table(ipath, columns=cols)
     tbl = select_instances(filter_instances(build_dir, tbl, instance_filter(cfg)), cfg.per_length, cfg.seed)
     stored = set(read_table(build_dir / "responses.parquet", "responses").column("request_key").to_pylist())
@@ -185,7 +187,8 @@ def _plan(build_dir: Path, cfg: EvalConfig, cache: ResponseCache) -> _Plan:
                 extra = {"rag_tokens": rc.rag_tokens, "retrieved_tokens": r.retrieved_tokens,
                          "retrieval_recall": r.recall,
                          "retrieval": canonical_json({**r.record(), "config": rc.model_dump()})}
-            msgs = render_messages(text, q, cfg.prompt_variant, cfg.model, rag=rc is not None)
+            msgs = render_messages(text, q, cfg.prompt_variant, cfg.model, rag=rc is not None,
+                                   benchmark=row.get("benchmark"), context_format=row.get("context_format"))
             for k in range(K):
                 sampling = {"temperature": temperature, "seed": k}
                 key = request_key(cfg.model, msgs, sampling, max_tokens, k)

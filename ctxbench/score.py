@@ -53,7 +53,7 @@ def score_build(build_dir: str | Path, judge: str | None = None, judge_base_url:
     for r in ok:
         row = by_id[r["instance_id"]]
         for name in matchers_for(row.get("benchmark")):
-            m = matcher(name)(r["response"], row)
+            m = matcher(name, row.get("benchmark"))(r["response"], row)
             rows.append({"instance_id": r["instance_id"], "model": r["model"], "mode": r["mode"],
                          "sample": r["sample"], "matcher": name, "score": float(m.score),
                          "tags": canonical_json(m.tags), "request_key": r["request_key"],

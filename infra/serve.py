@@ -1,7 +1,7 @@
 """Serve ctxbench's Prefect deployments from one process (``python infra/serve.py``).
 
 Deployments: ``nightly`` (cron, time zone configurable: CTXBENCH_NIGHTLY_CRON, default "0 2 * * *";
-CTXBENCH_TZ, default UTC), ``build_holobench``, ``evaluate``, ``score``, ``report``. Parameters are pydantic
+CTXBENCH_TZ, default UTC), ``build_holobench``, ``build_scitrek``, ``evaluate``, ``score``, ``report``. Parameters are pydantic
 models, so the Prefect UI shows a form with defaults and validation. Point PREFECT_API_URL at a server
 (`bash infra/start.sh` starts one) or let Prefect start a temporary one.
 """
@@ -13,7 +13,7 @@ import os
 from prefect import serve
 from prefect.schedules import Cron
 
-from pipelines.flows import build_holobench_flow, evaluate_flow, nightly, report_flow, score_flow
+from pipelines.flows import build_holobench_flow, build_scitrek_flow, evaluate_flow, nightly, report_flow, score_flow
 
 
 def deployments() -> list:
@@ -24,6 +24,7 @@ def deployments() -> list:
         nightly.to_deployment(name="nightly", schedule=Cron(cron, timezone=tz),
                               description="build → evaluate → score → report on the configured benchmarks"),
         build_holobench_flow.to_deployment(name="build_holobench"),
+        build_scitrek_flow.to_deployment(name="build_scitrek"),
         evaluate_flow.to_deployment(name="evaluate", description="evaluate (or backfill) one model on a build"),
         score_flow.to_deployment(name="score"),
         report_flow.to_deployment(name="report"),

@@ -1,4 +1,4 @@
-"""Prefect flows: ``build_holobench``, ``evaluate``, ``score``, ``report`` and the parent ``nightly``.
+"""Prefect flows: ``build_holobench``, ``build_scitrek``, ``evaluate``, ``score``, ``report`` and the parent ``nightly``.
 
 They run without a server (Prefect starts a temporary local API) and against ``prefect server start``
 (``PREFECT_API_URL``). Each flow calls library functions; one ``evaluate`` task makes many model calls
@@ -21,7 +21,9 @@ from ctxbench.models.local_server import EMBEDDED_MODEL, LocalServer
 from ctxbench.report import build_report, results_table
 from ctxbench.score import score_build
 from ctxbench.tracks import holobench
+from ctxbench.tracks import scitrek as sci
 from ctxbench.tracks.holobench import HoloBenchConfig
+from ctxbench.tracks.scitrek import SciTrekConfig
 
 
 @task(name="load", retries=2, retry_delay_seconds=2, cache_policy=NO_CACHE)
@@ -68,6 +70,58 @@ def build_holobench_flow(cfg: HoloBenchConfig = HoloBenchConfig(), out: str = "r
     instances, quarantine = gold_task(quote(loaded), quote(asm))
     validate_task(quote(loaded), quote(src), quote(instances))
     return write_task(quote(loaded), quote(src), quote(instances), quote(quarantine), len(asm.contexts))
+
+
+@task(name="fetch", retries=3, retry_delay_seconds=10, cache_policy=NO_CACHE)
+def sci_fetch_task(cfg: SciTrekConfig, out: str, force: bool = False):
+    return sci.fetch_stage(cfg, out, force)
+
+
+@task(name="convert", retries=2, retry_delay_seconds=10, cache_policy=NO_CACHE)
+def sci_convert_task(loaded):
+    return sci.convert_stage(loaded)  # cached by PDF hash: a retry or a nightly rerun converts only new PDFs
+
+
+@task(name="database", cache_policy=NO_CACHE)
+def sci_database_task(loaded, conversions):
+    return sci.database_stage(loaded, conversions)
+
+
+@task(name="collections", cache_policy=NO_CACHE)
+def sci_collections_task(loaded, conv):
+    return sci.collections_stage(loaded, conv)
+
+
+@task(name="questions", retries=1, retry_delay_seconds=10, cache_policy=NO_CACHE)
+def sci_questions_task(loaded, conv, col):
+    questions, q, counts = sci.questions_stage(loaded, conv, col)
+    return sci.instances_stage(loaded, col, questions), q, counts
+
+
+@task(name="validate", cache_policy=NO_CACHE)
+def sci_validate_task(loaded, col, instances):
+    sci.validate_stage(loaded, col, instances)
+
+
+@task(name="write", retries=2, retry_delay_seconds=2, cache_policy=NO_CACHE)
+def sci_write_task(loaded, conv, col, instances, quarantine, counts) -> dict:
+    return sci.write_stage(loaded, conv, col, instances, quarantine, counts).__dict__
+
+
+@flow(name="build_scitrek")
+def build_scitrek_flow(cfg: SciTrekConfig, out: str = "runs/scitrek", force: bool = False) -> dict:
+    """Build a scientific-article benchmark into ``out``: fetch → convert → database → collections → questions →
+    validate → write. An unchanged build is detected by its hash in ``fetch`` and left as it is."""
+    loaded = sci_fetch_task(cfg, out, force)
+    if loaded.existing is not None:
+        return loaded.existing.__dict__
+    conversions, conv_q = sci_convert_task(quote(loaded))
+    conv = sci_database_task(quote(loaded), quote(conversions))
+    col = sci_collections_task(quote(loaded), quote(conv))
+    instances, q_q, counts = sci_questions_task(quote(loaded), quote(conv), quote(col))
+    sci_validate_task(quote(loaded), quote(col), quote(instances))
+    quarantine = loaded.quarantine + conv_q + conv.quarantine + col.quarantine + q_q
+    return sci_write_task(quote(loaded), quote(conv), quote(col), quote(instances), quote(quarantine), counts)
 
 
 @task(name="evaluate-calls", retries=2, retry_delay_seconds=5, cache_policy=NO_CACHE)
@@ -122,10 +176,18 @@ def report_flow(build: str) -> str:
 
 @flow(name="nightly")
 def nightly(build: HoloBenchConfig = HoloBenchConfig(lengths=[2048, 4096]), out: str = "runs/default",
-            models: list[EvalConfig] = [EvalConfig(model=EMBEDDED_MODEL, per_length=8)]) -> dict:  # noqa: B006
-    """build → evaluate (each model) → score → report."""
+            models: list[EvalConfig] = [EvalConfig(model=EMBEDDED_MODEL, per_length=8)],  # noqa: B006
+            scitrek: SciTrekConfig | None = None, scitrek_out: str = "runs/scitrek") -> dict:
+    """build → evaluate (each model) → score → report; with ``scitrek`` the scientific-article benchmark is built
+    (new PDFs converted only) and evaluated, scored and reported in ``scitrek_out`` the same way."""
     b = build_holobench_flow(build, out)
     evals = {m.model: evaluate_flow(out, m) for m in models}
     n = score_flow(out)
     report = report_flow(out)
-    return {"build": b, "evaluations": evals, "scores": n, "report": report, "out": str(Path(out))}
+    res = {"build": b, "evaluations": evals, "scores": n, "report": report, "out": str(Path(out))}
+    if scitrek is not None:
+        sb = build_scitrek_flow(scitrek, scitrek_out)
+        res["scitrek"] = {"build": sb, "evaluations": {m.model: evaluate_flow(scitrek_out, m) for m in models},
+                          "scores": score_flow(scitrek_out), "report": report_flow(scitrek_out),
+                          "out": str(Path(scitrek_out))}
+    return res

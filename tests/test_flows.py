@@ -30,7 +30,7 @@ def test_deployments_have_a_nightly_schedule_and_typed_parameters(monkeypatch):
     from infra.serve import deployments
 
     ds = {d.name: d for d in deployments()}
-    assert set(ds) == {"nightly", "build_holobench", "evaluate", "score", "report"}
+    assert set(ds) == {"nightly", "build_holobench", "build_scitrek", "evaluate", "score", "report"}
     sched = ds["nightly"].schedules[0].schedule
     assert (sched.cron, sched.timezone) == ("30 3 * * *", "Europe/Berlin")
     # the UI form comes from the flow's typed (pydantic) parameters

@@ -9,6 +9,8 @@ step 4), with the checks that make a gold answer trustworthy before an instance 
 3. **Ties and NULLs at ORDER BY**: for a top-level ORDER BY, the sort keys are evaluated over all result rows; a
    NULL key (the answer would depend on NULL ordering) or equal keys on both sides of the LIMIT cut reject it.
 4. **Empty or NULL answers** are rejected ("empty answers are flagged").
+5. With ``strict_order`` (answers scored as ordered lists, e.g. SciTrek's exact match): rows with equal ORDER BY
+   keys but different selected values are rejected, since their order in the answer is undefined.
 
 An answer without a top-level ORDER BY is stored sorted (NULL, numbers, text), so equal inputs give equal bytes.
 """
@@ -159,11 +161,31 @@ def _order_info(sql: str) -> tuple[bool, int | None, str | None]:
     return True, k, q.sql(dialect="sqlite")
 
 
-def compute_gold(sql: str, tables: dict[str, tuple[list[str], list[str], list[tuple]]], seed: int = 0) -> GoldResult:
+def _tied_rows_differ(sql: str, tables, seed: int, k: int | None) -> list | None:
+    """For a top-level ORDER BY query: the first group of result rows (within the first ``k``) whose sort keys
+    are equal but whose selected values differ, else None."""
+    ordered, _, keys_sql = _order_info(sql)
+    if not ordered or keys_sql is None:
+        return None
+    tree = sqlglot.parse_one(sql, read="sqlite")
+    nkeys = len(tree.args["order"].expressions)
+    q = sqlglot.parse_one(keys_sql, read="sqlite")
+    q.set("expressions", [*q.expressions, *(e.copy() for e in tree.expressions)])
+    rows = _sqlite_run(q.sql(dialect="sqlite"), tables, "insert", seed)
+    rows = rows[:k] if k is not None else rows
+    for a, b in zip(rows, rows[1:]):
+        if _row_equal(a[:nkeys], b[:nkeys]) and not _row_equal(a[nkeys:], b[nkeys:]):
+            return [a[nkeys:], b[nkeys:]]
+    return None
+
+
+def compute_gold(sql: str, tables: dict[str, tuple[list[str], list[str], list[tuple]]], seed: int = 0,
+                 strict_order: bool = False) -> GoldResult:
     """Execute ``sql`` over ``tables`` (name -> (columns, SQLite types, rows)) and run the checks above.
 
     Returns a GoldResult whose ``rows`` is DuckDB's answer (numbers as int/float, text as str, NULL as None).
     Never raises for a bad answer: a rejected instance has ``ok=False`` and a reason naming the check.
+    ``strict_order`` adds check 5 (module docstring).
     """
     try:
         con = _duck_con(tables)
@@ -201,6 +223,14 @@ def compute_gold(sql: str, tables: dict[str, tuple[list[str], list[str], list[tu
             if k is not None and len(keys) > k > 0 and _row_equal(keys[k - 1], keys[k]):
                 return GoldResult(None, False, f"tie at LIMIT {k}: rows {k} and {k + 1} have equal sort keys",
                                   {"keys": keys[: k + 1]})
+        if strict_order:
+            try:
+                tied = _tied_rows_differ(sql, tables, seed, k)
+            except sqlite3.Error:
+                tied = None
+            if tied is not None:
+                return GoldResult(None, False, "order undefined: rows with equal ORDER BY keys differ",
+                                  {"rows": tied})
     if not ordered:
         duck = sorted(duck, key=_sort_key)  # an unordered answer is stored in one canonical order
     if not duck:

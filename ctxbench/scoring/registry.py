@@ -20,6 +20,10 @@ MATCHERS: dict[str, str] = {
     "lara_fallback": "ctxbench.scoring.lara:lara_fallback",
     "f1": "ctxbench.scoring.lara:f1_instance",
     "containment": "ctxbench.scoring.lara:containment_instance",
+    "exact_match": "ctxbench.scoring.list_match:exact_match",
+    # "<benchmark>/<name>": the benchmark's own matcher of that name (SciTrek's F1 is over answer items, LaRA's
+    # over tokens; both are reported as "f1")
+    "scitrek/f1": "ctxbench.scoring.list_match:f1",
 }
 
 # benchmark → matcher names, the first being the benchmark's primary score in tables and reports
@@ -27,6 +31,7 @@ BENCHMARK_MATCHERS: dict[str, list[str]] = {
     "holobench": ["row_match"],
     "needles": ["substring"],
     "lara": ["lara_fallback", "f1", "containment"],  # deterministic fallback; LaRA's LLM judge: score --judge
+    "scitrek": ["exact_match", "f1"],
 }
 
 # benchmark → "module:function" that refines its rows' failure tags once the whole build is known (e.g. another
@@ -43,8 +48,11 @@ FALLBACK_MATCHERS: set[str] = {"lara_fallback", "f1", "containment"}
 _loaded: dict[str, Callable] = {}
 
 
-def matcher(name: str) -> Callable:
-    """The matcher function registered as ``name``; InputError for an unknown name."""
+def matcher(name: str, benchmark: str | None = None) -> Callable:
+    """The matcher function registered as ``name`` (``<benchmark>/<name>`` first where the benchmark registers its
+    own of that name); InputError for an unknown name."""
+    if benchmark and f"{benchmark}/{name}" in MATCHERS:
+        name = f"{benchmark}/{name}"
     if name not in _loaded:
         if name not in MATCHERS:
             raise InputError(f"unknown matcher {name!r}; known: {', '.join(sorted(MATCHERS))}")

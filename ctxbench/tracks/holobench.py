@@ -10,10 +10,7 @@ same tables share a context (and a provider's prompt cache).
 
 from __future__ import annotations
 
-import importlib.metadata
 from bisect import bisect_right
-import json
-import shutil
 import sqlite3
 from dataclasses import dataclass
 from itertools import chain
@@ -29,12 +26,13 @@ from ..analysis.language import language_columns
 from ..contexts.packer import POSITIONS, PackedContext, Unit, cycle_units, pack, sample_without_replacement, take_until
 from ..errors import InputError
 from ..gold import compute_gold
-from ..hashing import canonical_json, file_sha256, seeded_rng, stable_hash
+from ..hashing import canonical_json, seeded_rng, stable_hash
 from ..sources import Database, load_database
 from ..sources.database import sql_type, write_sqlite
 from ..storage import to_table, write_json, write_parquet
 from ..tokenizers import get_tokenizer
 from ..validate import validate_build
+from .common import BuildResult, asset_hash as _asset_hash, check_out_dir, clear_replaced_build, versions
 from .holobench_source import PreparedSource, prepare_source
 
 MAX_TOKENS = 1_048_576
@@ -73,22 +71,6 @@ class HoloBenchConfig(BaseModel):
             if p not in POSITIONS:
                 raise ValueError(f"unknown position {p!r}: use {', '.join(POSITIONS)}")
         return list(dict.fromkeys(v))
-
-
-@dataclass
-class BuildResult:
-    """What a build wrote: the directory, instance and quarantine counts, and the build hash."""
-
-    out: Path
-    build_hash: str
-    n_instances: int
-    n_quarantined: int
-    skipped: bool = False
-
-
-def _asset_hash(path: str | Path) -> str:
-    p = Path(path)
-    return file_sha256(p) if p.exists() else ""
 
 
 def build_hash_of(cfg: HoloBenchConfig, raw: Database, tok_sha: str) -> str:
@@ -183,28 +165,7 @@ def load_stage(cfg: HoloBenchConfig, out: str | Path, force: bool = False) -> Lo
     raw = load_database(cfg.db)
     tok = get_tokenizer(cfg.tokenizer)
     bhash = build_hash_of(cfg, raw, tok.file_sha256)
-    mpath = out / "manifest.json"
-    if out.exists() and not out.is_dir():
-        raise InputError(f"--out {out} is a file: pass a directory for the build")
-    if mpath.exists():
-        try:
-            old = json.loads(mpath.read_text(encoding="utf-8"))
-            if not isinstance(old, dict):
-                raise ValueError("not a JSON object")
-        except ValueError as e:
-            if not force:
-                raise InputError(f"{mpath} is not a ctxbench manifest ({e}): choose another --out or pass --force") from None
-            old = {}
-        if old.get("build_hash") == bhash and (out / "instances.parquet").exists():
-            n = old.get("counts", {})
-            return Loaded(cfg, out, raw, bhash, BuildResult(out, bhash, n.get("instances", 0),
-                                                            n.get("quarantined", 0), skipped=True))
-        if not force:
-            what = (f"a different build ({old['build_hash']})" if old.get("build_hash") not in (None, bhash)
-                    else "an incomplete build" if old.get("build_hash") == bhash else "files of another kind")
-            raise InputError(f"{out} already holds {what}; a completed build is immutable: choose another --out or "
-                             f"pass --force to replace it (the old build is removed only once the new one is complete)")
-    return Loaded(cfg, out, raw, bhash)
+    return Loaded(cfg, out, raw, bhash, check_out_dir(out, bhash, force))
 
 
 def verbalize_stage(loaded: Loaded) -> PreparedSource:
@@ -303,11 +264,7 @@ def write_stage(loaded: Loaded, src: PreparedSource, instances: list[dict], quar
                 n_contexts: int) -> BuildResult:
     """Write quarantine, instances (atomically) and, last, the manifest that marks the build complete."""
     cfg, out, db_id = loaded.cfg, loaded.out, src.raw.db_id
-    # replacing a build (--force): its evaluation tables belong to the old instances and go with them
-    (out / "manifest.json").unlink(missing_ok=True)
-    for name in ("responses.parquet", "scores.parquet"):
-        (out / name).unlink(missing_ok=True)
-    shutil.rmtree(out / "report", ignore_errors=True)
+    clear_replaced_build(out)  # replacing a build (--force): its evaluation tables go with it
     (out / STAGED_SOURCE).replace(out / "source.sqlite")
     write_parquet(to_table("quarantine", quarantine), out / "quarantine.parquet")
     write_parquet(to_table("instances", instances), out / "instances.parquet")
@@ -321,7 +278,7 @@ def write_stage(loaded: Loaded, src: PreparedSource, instances: list[dict], quar
         "tokenizer": {"name": cfg.tokenizer, "file_sha256": tok.file_sha256},
         "assets": {"templates": _asset_hash(src.templates.path),
                    "queries": _asset_hash(cfg.queries or assets_dir() / "queries" / f"{db_id}.yaml")},
-        "versions": {p: _version(p) for p in ("ctxbench", "pyarrow", "duckdb", "sqlglot", "tiktoken", "tokenizers")},
+        "versions": versions("ctxbench", "pyarrow", "duckdb", "sqlglot", "tiktoken", "tokenizers"),
         "sqlite_version": sqlite3.sqlite_version,
         "counts": {"instances": len(instances), "quarantined": len(quarantine), "contexts": n_contexts},
     }
@@ -346,10 +303,3 @@ def build_holobench(cfg: HoloBenchConfig, out: str | Path, progress: Callable[[i
     instances, quarantine = gold_stage(loaded, asm)
     validate_stage(loaded, src, instances)
     return write_stage(loaded, src, instances, quarantine, len(asm.contexts))
-
-
-def _version(pkg: str) -> str:
-    try:
-        return importlib.metadata.version(pkg)
-    except importlib.metadata.PackageNotFoundError:
-        return __version__ if pkg == "ctxbench" else ""

@@ -1,0 +1,146 @@
+"""SQL → question by an LLM, validated by the round trip back to SQL (SciTrek section 3.3): a question is kept
+only when the model's translation of it back into SQL gives the same result as the original query on the
+collection's database; up to ``max_attempts`` questions are tried per (SQL, collection), else the query is
+dropped and counted.
+
+Every call goes through the gateway and the response cache (``ctxbench/models``), keyed by model, messages,
+sampling parameters and max tokens, so a rebuild pays for no call twice. Attempt ``a`` samples with seed ``a``
+(temperature 0 for the first attempt, ``retry_temperature`` after), so attempts differ and reruns repeat them.
+Prompts: ``assets/prompts/scitrek_questions.yaml``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import re
+import sqlite3
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import yaml
+
+from ..config import assets_dir
+from ..gold.execute import _norm_rows, results_equal
+from ..models.cache import ResponseCache, request_key
+from ..models.gateway import Gateway, RetryPolicy
+from ..scoring.list_match import sql_is_ordered
+
+MAX_TOKENS = 512
+
+
+@lru_cache(maxsize=1)
+def _prompts() -> dict:
+    return yaml.safe_load((assets_dir() / "prompts" / "scitrek_questions.yaml").read_text(encoding="utf-8"))
+
+
+def question_messages(sql: str, schema: str) -> list[dict]:
+    """Messages asking for the question that ``sql`` computes."""
+    p = _prompts()
+    return [{"role": "system", "content": p["system"].strip()},
+            {"role": "user", "content": p["sql_to_question"].format(schema=schema, sql=sql)}]
+
+
+def sql_messages(question: str, schema: str) -> list[dict]:
+    """Messages asking for the SQL that answers ``question``."""
+    p = _prompts()
+    return [{"role": "system", "content": p["system"].strip()},
+            {"role": "user", "content": p["question_to_sql"].format(schema=schema, question=question)}]
+
+
+def parse_question(text: str | None) -> str | None:
+    """The question of a reply (after ``Question:`` where present; first non-empty line), or None."""
+    if not text:
+        return None
+    m = re.search(r"(?im)^\s*\**question\**\s*:\s*(.+)$", text)
+    q = (m.group(1) if m else next((ln for ln in text.splitlines() if ln.strip()), "")).strip().strip('"')
+    return q or None
+
+
+def parse_sql(text: str | None) -> str | None:
+    """The SQL of a reply (inside a ```sql block where present, else the text from the first SELECT), or None."""
+    if not text:
+        return None
+    m = re.search(r"```(?:sql|sqlite)?\s*(.+?)```", text, re.DOTALL | re.IGNORECASE)
+    s = m.group(1) if m else text[text.upper().find("SELECT"):] if "SELECT" in text.upper() else ""
+    s = s.strip().rstrip(";").strip()
+    return s or None
+
+
+def run_sqlite(db_path: str, sql: str) -> list[list] | None:
+    """Rows of ``sql`` on the SQLite file (read-only), or None when it fails or is not one SELECT."""
+    if not sql.lstrip().upper().startswith(("SELECT", "WITH")):
+        return None
+    con = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    try:
+        return _norm_rows(con.execute(sql).fetchall())
+    except (sqlite3.Error, sqlite3.Warning):
+        return None
+    finally:
+        con.close()
+
+
+@dataclass
+class RoundTripItem:
+    """One query to phrase: its SQL, the gold rows, and the SQLite file of its collection."""
+
+    sql: str
+    gold: list[list]
+    db_path: str
+
+
+@dataclass
+class RoundTripOutcome:
+    """The validated question (None when every attempt failed), attempts used and what each attempt gave."""
+
+    question: str | None
+    attempts: int
+    trace: list[dict] = field(default_factory=list)
+
+
+def phrase_questions(items: list[RoundTripItem], model: str, schema: str, base_url: str | None = None,
+                     api_key_env: str | None = None, max_attempts: int = 10, retry_temperature: float = 0.7,
+                     concurrency: int = 4, cache: ResponseCache | None = None) -> list[RoundTripOutcome]:
+    """Phrase each item's SQL as a question with ``model`` and validate it by the round trip (module docstring).
+
+    Returns one outcome per item, in order. Provider errors count as failed attempts (transient ones are retried
+    by the gateway first); nothing raises for a bad reply.
+    """
+    cache = cache or ResponseCache()
+    gw = Gateway(model, base_url, concurrency, RetryPolicy(), api_key_env=api_key_env)
+
+    async def call(msgs: list[dict], sampling: dict, sample: int) -> str | None:
+        key = request_key(model, msgs, sampling, MAX_TOKENS, sample)
+        hit = cache.get(key)
+        if hit is not None:
+            return hit.get("response")
+        r = await gw.complete(msgs, MAX_TOKENS, sampling, random.Random(key))
+        if r.status == "ok":
+            cache.put(key, model, r.payload())
+        return r.response if r.status == "ok" else None
+
+    async def one(it: RoundTripItem) -> RoundTripOutcome:
+        ordered = sql_is_ordered(it.sql)
+        trace = []
+        for a in range(max_attempts):
+            sampling = {"temperature": 0.0 if a == 0 else retry_temperature, "seed": a}
+            q = parse_question(await call(question_messages(it.sql, schema), sampling, a))
+            if q is None:
+                trace.append({"attempt": a, "question": None, "why": "no question in the reply"})
+                continue
+            back = parse_sql(await call(sql_messages(q, schema), {"temperature": 0.0, "seed": 0}, 0))
+            rows = run_sqlite(it.db_path, back) if back else None
+            ok = rows is not None and results_equal(rows, it.gold, ordered)
+            trace.append({"attempt": a, "question": q, "sql": back,
+                          "why": "ok" if ok else "SQL failed" if rows is None else "different result"})
+            if ok:
+                return RoundTripOutcome(q, a + 1, trace)
+        return RoundTripOutcome(None, max_attempts, trace)
+
+    async def main():
+        try:
+            return await asyncio.gather(*(one(it) for it in items))
+        finally:
+            await gw.aclose()
+
+    return list(asyncio.run(main()))

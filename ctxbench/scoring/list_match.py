@@ -1,0 +1,148 @@
+"""List matchers of the scientific-article track: ``exact_match`` and ``f1`` over answer items (SciTrek section 4:
+"average exact match and F1, as the expected outputs are factual items with minimal variation").
+
+The gold answer (rows of values) is flattened row by row into items; the reply's final answer is split into items
+after the output-format normalisation that SciTrek appendix D motivates (models answer with bullet or numbered lists,
+one item per line, "A, B and C", brackets or quotes, trailing full stops): items are separated by commas,
+semicolons or line breaks, list markers and a leading "and" are removed, and a comma inside a gold item (titles
+hold commas) does not split it. Numbers compare as numbers (``3.50`` = ``3.5``; ``1,234`` is two items: the prompt
+asks for digits without separators), text after :func:`ctxbench.scoring.normalize.normalize_text`; ``NULL``,
+``none`` or an empty answer stands for an empty result.
+
+*Exact match*: the item lists are equal — in order when the SQL orders its result (a top-level ORDER BY), else as
+multisets. *F1*: the harmonic mean of precision and recall of the multiset overlap of items.
+
+Failure tags (SCHEMA.md, from SciTrek appendix D's error analysis), set only when the score is below 1:
+``null_answer`` (NULL, none or nothing given for a non-empty gold), ``wrong_format`` (a list where one value is
+asked for, text where numbers are asked for, or several items in one line without the comma separator),
+``partial_list`` (some but not all gold items given and nothing else), ``negation`` (the question or SQL filters
+with a negation: NOT, <>, "not", "never").
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from functools import lru_cache
+
+from .matchers import MatchResult
+from .normalize import extract_answer, normalize_text, parse_number
+
+_MARKER = re.compile(r"^\s*(?:[-*•]|\(?\d{1,3}[.)]|\[\d{1,3}\])\s+")
+_NULLS = {"null", "none", "n a", "nothing", "no result", "no results", "empty", "no such article",
+          "no such articles"}
+_NEG_SQL = re.compile(r"\bNOT\b|<>|!=", re.IGNORECASE)
+_NEG_Q = re.compile(r"\b(?:not|never|no|none|without|neither|nor)\b|n't\b", re.IGNORECASE)
+
+
+@lru_cache(maxsize=4096)
+def sql_is_ordered(sql: str | None) -> bool:
+    """Whether the query orders its result at the top level (sqlglot); False for no or unparseable SQL."""
+    if not sql:
+        return False
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(sql, read="sqlite")
+    except sqlglot.errors.SqlglotError:
+        return False
+    return isinstance(tree, exp.Select) and bool(tree.args.get("order"))
+
+
+def _item_key(v) -> tuple:
+    """Canonical form of one item: ("num", value) or ("text", normalised text)."""
+    if isinstance(v, bool):
+        v = int(v)
+    if isinstance(v, (int, float)):
+        return ("num", round(float(v), 6))
+    s = str(v).strip().strip("\"'“”‘’`").strip()
+    s = re.sub(r"[.;:]+$", "", s).strip()
+    n = parse_number(s) if re.fullmatch(r"[-−]?\d+(?:\.\d+)?%?", s) else None
+    if n is not None:
+        return ("num", round(n, 6))
+    return ("text", normalize_text(s))
+
+
+def gold_items(gold: list[list]) -> list:
+    """Gold rows flattened into items (row by row, values in SELECT order)."""
+    return [v for row in gold for v in row]
+
+
+def split_items(answer: str, gold: list) -> tuple[list[str], bool]:
+    """Items of a final answer (module docstring) and whether it was a one-line list without commas (several
+    numbers separated by spaces, e.g. ``3 5 7``)."""
+    a = answer.strip()
+    if a.startswith("[") and a.endswith("]"):
+        a = a[1:-1]
+    lines = [ln for ln in (x.strip() for x in a.splitlines()) if ln]
+    parts: list[str] = []
+    for ln in lines:
+        ln = _MARKER.sub("", ln)
+        parts.extend(p for p in re.split(r"[,;]", ln))
+    # rejoin pieces that together form a gold item holding commas (titles)
+    comma_golds = {normalize_text(str(g)): str(g).count(",") for g in gold
+                   if isinstance(g, str) and "," in g}
+    items, i = [], 0
+    while i < len(parts):
+        for g, k in comma_golds.items():
+            if i + k < len(parts) and normalize_text(",".join(parts[i:i + k + 1])) == g:
+                items.append(",".join(parts[i:i + k + 1]))
+                i += k + 1
+                break
+        else:
+            items.append(parts[i])
+            i += 1
+    out = []
+    for it in items:
+        it = re.sub(r"^\s*(?:and|&)\s+", "", it.strip(), flags=re.IGNORECASE).strip()
+        if it:
+            out.append(it)
+    spaced = len(out) == 1 and len(re.findall(r"\d+", out[0])) > 1 and re.fullmatch(r"[\d\s.]+", out[0]) is not None
+    return out, spaced
+
+
+def _score(response: str | None, instance: dict) -> tuple[float, float, list[str]]:
+    gold = gold_items(instance["gold"])
+    gkeys = [_item_key(v) for v in gold]
+    answer = extract_answer(response)
+    items, spaced = split_items(answer, gold)
+    is_null = not items or (len(items) == 1 and normalize_text(items[0]) in _NULLS)
+    pkeys = [] if is_null else [_item_key(x) for x in items]
+    ordered = sql_is_ordered(instance.get("sql"))
+    gold_null = all(v is None for v in gold)
+    if gold_null:
+        exact = 1.0 if is_null else 0.0
+        f1 = exact
+    else:
+        exact = 1.0 if (pkeys == gkeys if ordered else Counter(pkeys) == Counter(gkeys)) else 0.0
+        overlap = sum((Counter(pkeys) & Counter(gkeys)).values())
+        p = overlap / len(pkeys) if pkeys else 0.0
+        r = overlap / len(gkeys) if gkeys else 0.0
+        f1 = 2 * p * r / (p + r) if p + r else 0.0
+    tags: list[str] = []
+    if exact < 1:
+        if is_null and not gold_null:
+            tags.append("null_answer")
+        elif pkeys:
+            numeric_gold = all(k[0] == "num" for k in gkeys)
+            if spaced or (len(gkeys) == 1 and len(pkeys) > 1) or (numeric_gold and any(k[0] == "text" for k in pkeys)):
+                tags.append("wrong_format")
+            pc, gc = Counter(pkeys), Counter(gkeys)
+            if len(gkeys) > 1 and 0 < len(pkeys) < len(gkeys) and not (pc - gc):
+                tags.append("partial_list")
+        if _NEG_SQL.search(instance.get("sql") or "") or _NEG_Q.search(instance.get("question") or ""):
+            tags.append("negation")
+    return exact, f1, tags
+
+
+def exact_match(response: str | None, instance: dict) -> MatchResult:
+    """1 when the reply's items equal the gold items (in order where the SQL orders them), else 0."""
+    exact, _, tags = _score(response, instance)
+    return MatchResult(exact, [exact], tags)
+
+
+def f1(response: str | None, instance: dict) -> MatchResult:
+    """F1 of the multiset overlap between the reply's items and the gold items."""
+    _, f, tags = _score(response, instance)
+    return MatchResult(f, [f], tags)

@@ -1,0 +1,86 @@
+"""What every build track shares: the result of a build, the check of the output directory against the build hash
+(an unchanged build is skipped, a different one needs ``--force``), removal of a replaced build's evaluation
+tables, and the library versions recorded in manifests (SCHEMA.md, "Build directory")."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import __version__
+from ..errors import InputError
+from ..hashing import file_sha256
+
+
+@dataclass
+class BuildResult:
+    """What a build wrote: the directory, instance and quarantine counts, and the build hash."""
+
+    out: Path
+    build_hash: str
+    n_instances: int
+    n_quarantined: int
+    skipped: bool = False
+
+
+def asset_hash(path: str | Path) -> str:
+    """SHA-256 of an asset file, or "" when it does not exist."""
+    p = Path(path)
+    return file_sha256(p) if p.exists() else ""
+
+
+def check_out_dir(out: str | Path, build_hash: str, force: bool = False) -> BuildResult | None:
+    """Check the build directory ``out`` before building ``build_hash`` into it.
+
+    Returns the existing BuildResult (``skipped``) when ``out`` already holds this complete build, else None (go
+    on building). Raises InputError when ``out`` is a file, or holds a different or incomplete build or foreign
+    files, unless ``force`` (the old build is then replaced by ``clear_replaced_build`` when the new one is written).
+    """
+    out = Path(out)
+    mpath = out / "manifest.json"
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out} is a file: pass a directory for the build")
+    if not mpath.exists():
+        return None
+    try:
+        old = json.loads(mpath.read_text(encoding="utf-8"))
+        if not isinstance(old, dict):
+            raise ValueError("not a JSON object")
+    except ValueError as e:
+        if not force:
+            raise InputError(f"{mpath} is not a ctxbench manifest ({e}): choose another --out or pass --force") from None
+        old = {}
+    if old.get("build_hash") == build_hash and (out / "instances.parquet").exists():
+        n = old.get("counts", {})
+        return BuildResult(out, build_hash, n.get("instances", 0), n.get("quarantined", 0), skipped=True)
+    if not force:
+        what = (f"a different build ({old['build_hash']})" if old.get("build_hash") not in (None, build_hash)
+                else "an incomplete build" if old.get("build_hash") == build_hash else "files of another kind")
+        raise InputError(f"{out} already holds {what}; a completed build is immutable: choose another --out or "
+                         f"pass --force to replace it (the old build is removed only once the new one is complete)")
+    return None
+
+
+def clear_replaced_build(out: Path) -> None:
+    """Before writing a build over an old one (``--force``): remove the manifest (written again last) and the
+    evaluation tables and report, which belong to the old instances."""
+    (out / "manifest.json").unlink(missing_ok=True)
+    for name in ("responses.parquet", "scores.parquet"):
+        (out / name).unlink(missing_ok=True)
+    shutil.rmtree(out / "report", ignore_errors=True)
+
+
+def version(pkg: str) -> str:
+    """Installed version of a distribution ("" when absent; ctxbench's own version in a source checkout)."""
+    try:
+        return importlib.metadata.version(pkg)
+    except importlib.metadata.PackageNotFoundError:
+        return __version__ if pkg == "ctxbench" else ""
+
+
+def versions(*pkgs: str) -> dict[str, str]:
+    """``{package: version}`` for the manifest."""
+    return {p: version(p) for p in pkgs}

@@ -1,0 +1,438 @@
+"""The scientific-article track (SciTrek, "Who Gets Cited Most?", sections 3.1-3.4, 4; appendix A, D, E).
+
+Stages (each a Prefect task in ``pipelines/flows.py``): **fetch** (the metadata file and the PDFs it names; a
+missing file or a SHA-256 that differs from the metadata is quarantined) → **convert** (PDF → markdown with
+``ctxbench.convert.pdf``, cached by PDF hash; unreadable PDFs quarantined) → **database** (each fact of the metadata
+checked against the markdown; articles whose title or authors cannot be found are quarantined with stage
+``align`` unless ``misaligned="keep"``; an article whose reference count cannot be confirmed is kept with
+``reference_count_verified = false``, and questions reading ``reference_count`` are not asked on collections that
+hold it) → **collections** (random, BFS and DFS over the citation graph; exact token counts; one metadata database
+per collection, ``collections/<collection_id>.sqlite``) → **questions** (templates of the six skills instantiated
+from each collection's values, gold answers by execution in two engines with the ambiguity checks; the question
+from an LLM validated by the SQL round trip, or the template's own phrasing) → **validate** (great-expectations)
+→ **write** (``instances.parquet`` with one instance per question × context format — ``full_text`` (F-*) and
+``tables`` (D-*) —, ``articles.parquet``, ``collections.parquet``, ``quarantine.parquet``, ``manifest.json``).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, field_validator
+
+from .. import __version__
+from ..config import assets_dir
+from ..contexts.collections import SAMPLINGS, Collection, build_collections
+from ..errors import InputError
+from ..hashing import canonical_json, file_sha256, seeded_rng, stable_hash
+from ..questions import scitrek as sq
+from ..questions.sqlinfo import sql_info
+from ..sources.articles import ArticleMeta, alignment_issues, citation_edges, load_metadata
+from ..sources.database import Database, write_sqlite
+from ..storage import to_table, write_json, write_parquet
+from ..tokenizers import get_tokenizer
+from ..validate import validate_build
+from .common import BuildResult, asset_hash, check_out_dir, clear_replaced_build, versions
+
+MAX_TOKENS = 1_048_576
+FORMATS = ("full_text", "tables")
+STAGED_COLLECTIONS = ".collections.staging"
+GOLD_TRIES = 3  # instantiations tried per template and collection before it is left out
+
+
+class SciTrekConfig(BaseModel):
+    """Configuration of a scientific-article build (validates the CLI, the Prefect form and the manifest). Lengths
+    are in tokens of ``tokenizer``; ``collections_per_tier`` counts collections per tier *and* sampling."""
+
+    pdfs: str = Field(..., description="directory holding the PDFs the metadata names")
+    metadata: str = Field(..., description="article metadata JSON (shape of ctxbench fetch s2's output)")
+    tokenizer: str = "o200k_base"
+    lengths: list[int] = Field(default_factory=lambda: [65536, 131072])
+    samplings: list[str] = Field(default_factory=lambda: list(SAMPLINGS))
+    formats: list[str] = Field(default_factory=lambda: list(FORMATS))
+    collections_per_tier: int = Field(3, ge=1, description="collections per tier and sampling")
+    templates_per_collection: int = Field(10, ge=0, description="templates drawn per collection (0: all)")
+    min_articles: int = Field(4, ge=1)
+    misaligned: Literal["exclude", "keep"] = "exclude"
+    question_model: str | None = Field(None, description="LLM that phrases questions (round-trip validated)")
+    question_base_url: str | None = None
+    question_api_key_env: str | None = None
+    max_attempts: int = Field(10, ge=1, description="round-trip attempts per query before it is dropped")
+    convert_timeout_s: float = Field(300.0, gt=0)
+    seed: int = 0
+
+    @field_validator("lengths")
+    @classmethod
+    def _lengths(cls, v: list[int]) -> list[int]:
+        if not v:
+            raise ValueError("give at least one length (--lengths 65536,131072)")
+        for x in v:
+            if x < 1024 or x > MAX_TOKENS:
+                raise ValueError(f"length {x} is outside 1024..{MAX_TOKENS} tokens")
+        return sorted(set(v))
+
+    @field_validator("samplings")
+    @classmethod
+    def _samplings(cls, v: list[str]) -> list[str]:
+        for s in v:
+            if s not in SAMPLINGS:
+                raise ValueError(f"unknown sampling {s!r}: use {', '.join(SAMPLINGS)}")
+        if not v:
+            raise ValueError(f"give at least one sampling ({', '.join(SAMPLINGS)})")
+        return list(dict.fromkeys(v))
+
+    @field_validator("formats")
+    @classmethod
+    def _formats(cls, v: list[str]) -> list[str]:
+        for s in v:
+            if s not in FORMATS:
+                raise ValueError(f"unknown context format {s!r}: use {', '.join(FORMATS)}")
+        if not v:
+            raise ValueError(f"give at least one context format ({', '.join(FORMATS)})")
+        return list(dict.fromkeys(v))
+
+
+def _converter():
+    """``convert_pdfs`` and the default converter's (name, version) (``ctxbench.convert.pdf``). Raises InputError
+    when that module is missing from this installation."""
+    try:
+        from ..convert import pdf
+    except ImportError as e:
+        raise InputError(f"PDF conversion is not available in this installation ({e})") from None
+
+    return pdf.convert_pdfs, pdf.default_converter()
+
+
+def _convert_code_hash() -> str:
+    d = Path(__file__).resolve().parent.parent / "convert"
+    return stable_hash(*[(p.name, file_sha256(p)) for p in sorted(d.glob("*.py"))]) if d.exists() else ""
+
+
+@dataclass
+class Loaded:
+    """Stage ``fetch``: metadata, the PDFs found (id → path), quarantine rows, build hash; ``existing`` when the
+    directory already holds this build."""
+
+    cfg: SciTrekConfig
+    out: Path
+    articles: list[ArticleMeta]
+    paths: dict[str, Path]
+    quarantine: list[dict]
+    build_hash: str
+    existing: BuildResult | None = None
+
+
+@dataclass
+class Converted:
+    """Stage ``convert`` + ``database``: per kept article its markdown and conversion facts; article rows (every
+    converted article, with its alignment); quarantine rows."""
+
+    texts: dict[str, str]
+    meta: dict[str, ArticleMeta]
+    article_rows: list[dict]
+    unverified_refs: set[str]
+    quarantine: list[dict]
+
+
+@dataclass
+class Collected:
+    """Stage ``collections``: collections, their metadata databases, quarantine rows, overlap rejections."""
+
+    collections: list[Collection]
+    dbs: dict[str, Database]
+    quarantine: list[dict]
+    rejected_overlap: dict[str, int] = field(default_factory=dict)
+
+
+def _cfg_for_hash(cfg: SciTrekConfig) -> dict:
+    d = cfg.model_dump(exclude={"pdfs", "metadata", "question_base_url", "question_api_key_env",
+                                "convert_timeout_s"})
+    return d
+
+
+def fetch_stage(cfg: SciTrekConfig, out: str | Path, force: bool = False) -> Loaded:
+    """Read the metadata, find each article's PDF in ``cfg.pdfs`` and hash the inputs. A PDF that is missing or
+    whose SHA-256 differs from the metadata's ``sha256`` is quarantined (stage ``fetch``). Raises InputError for
+    an unreadable metadata file or a missing PDF directory."""
+    out = Path(out)
+    pdf_dir = Path(cfg.pdfs)
+    if not pdf_dir.is_dir():
+        raise InputError(f"--pdfs {pdf_dir} is not a directory: pass the directory holding the article PDFs")
+    arts = load_metadata(cfg.metadata)
+    paths, quarantine, shas = {}, [], {}
+    for a in arts:
+        p = pdf_dir / a.file
+        if not p.is_file():
+            quarantine.append({"input": a.file, "stage": "fetch", "reason": "PDF file not found", "detail":
+                               canonical_json({"article_id": a.id, "path": str(p)})})
+            continue
+        sha = file_sha256(p)
+        if a.sha256 and a.sha256 != sha:
+            quarantine.append({"input": a.file, "stage": "fetch", "reason": "SHA-256 differs from the metadata",
+                               "detail": canonical_json({"article_id": a.id, "metadata": a.sha256, "file": sha})})
+            continue
+        paths[a.id], shas[a.id] = p, sha
+    tok = get_tokenizer(cfg.tokenizer)
+    conv_name = _converter()[1]
+    inputs = {"metadata": file_sha256(cfg.metadata), "pdfs": shas, "templates": asset_hash(sq.templates_path()),
+              "question_prompts": asset_hash(assets_dir() / "prompts" / "scitrek_questions.yaml"),
+              "tokenizer": tok.file_sha256 or cfg.tokenizer, "converter": list(conv_name),
+              "convert_code": _convert_code_hash()}
+    bhash = stable_hash("scitrek", _cfg_for_hash(cfg), inputs, __version__, length=20)
+    return Loaded(cfg, out, arts, paths, quarantine, bhash, check_out_dir(out, bhash, force))
+
+
+def convert_stage(loaded: Loaded) -> tuple[dict[str, object], list[dict]]:
+    """Convert every found PDF (cached by PDF hash); returns (article id → Conversion, quarantine rows with stage
+    ``convert`` whose ``input`` is the PDF's file name)."""
+    convert_pdfs, _ = _converter()
+    ids = sorted(loaded.paths)
+    convs, rows = convert_pdfs([loaded.paths[i] for i in ids], timeout_s=loaded.cfg.convert_timeout_s)
+    file_of = {str(loaded.paths[i]): loaded.paths[i].name for i in ids}
+    q = []
+    for r in rows:
+        r = dict(r)
+        r["input"] = file_of.get(str(r.get("input")), Path(str(r.get("input"))).name)
+        q.append(r)
+    return {i: c for i, c in zip(ids, convs) if c is not None}, q
+
+
+def database_stage(loaded: Loaded, conversions: dict[str, object]) -> Converted:
+    """Check each converted article's metadata against its markdown (``alignment_issues``) and keep the aligned
+    ones (module docstring); article rows for ``articles.parquet``."""
+    cfg = loaded.cfg
+    texts, meta, rows, unverified, q = {}, {}, [], set(), []
+    for a in loaded.articles:
+        c = conversions.get(a.id)
+        if c is None:
+            continue
+        md = c.markdown.replace("\r\n", "\n").replace("\r", "\n").strip()
+        issues = alignment_issues(md, a)
+        hard = [i for i in issues if not i.startswith("reference count")]
+        ref_ok = a.ref_count is not None and not any(i.startswith("reference count") for i in issues)
+        kept = not hard or cfg.misaligned == "keep"
+        rows.append({"article_id": a.id, "file": a.file, "title": a.title, "converter": c.converter,
+                     "converter_version": c.converter_version, "chars": c.chars, "pages": c.pages,
+                     "pdf_sha256": c.pdf_sha256, "markdown": md, "aligned": not issues,
+                     "align_issues": canonical_json(issues), "reference_count_verified": ref_ok, "kept": kept})
+        if not kept:  # flagged articles that are kept are listed in articles.parquet (aligned = false)
+            q.append({"input": a.file, "stage": "align", "reason": "metadata not found in the text: " + "; ".join(hard),
+                      "detail": canonical_json({"article_id": a.id, "issues": issues})})
+        if kept:
+            texts[a.id], meta[a.id] = md, a
+            if not ref_ok:
+                unverified.add(a.id)
+    return Converted(texts, meta, rows, unverified, q)
+
+
+def collections_stage(loaded: Loaded, conv: Converted) -> Collected:
+    """Collections at every tier and sampling and their metadata databases (staged under ``out``)."""
+    cfg = loaded.cfg
+    tok = get_tokenizer(cfg.tokenizer)
+    kept = list(conv.meta.values())
+    edges = citation_edges(kept)
+    res = build_collections(conv.texts, edges, cfg.lengths, cfg.samplings, cfg.collections_per_tier, tok,
+                            seed=cfg.seed, min_articles=cfg.min_articles)
+    stage = loaded.out / STAGED_COLLECTIONS
+    shutil.rmtree(stage, ignore_errors=True)
+    stage.mkdir(parents=True)
+    dbs = {}
+    for c in res.collections:
+        db = sq.metadata_database(c.collection_id, [conv.meta[i] for i in c.article_ids], edges)
+        write_sqlite(db, stage / f"{c.collection_id}.sqlite")
+        dbs[c.collection_id] = db
+    return Collected(res.collections, dbs, res.quarantine, res.rejected_overlap)
+
+
+@dataclass
+class Question:
+    """A validated question on one collection."""
+
+    collection: Collection
+    template: sq.SqlTemplate
+    sql: str
+    question: str
+    gold: list[list]
+    source: str
+
+
+def questions_stage(loaded: Loaded, conv: Converted, col: Collected) -> tuple[list[Question], list[dict], dict]:
+    """Questions with gold answers for every collection (module docstring). Returns (questions, quarantine rows,
+    counts: instantiated, gold rejections, dropped by the round trip)."""
+    cfg = loaded.cfg
+    templates = sq.load_templates()
+    q: list[dict] = []
+    cands: list[tuple[Collection, sq.Instantiated, list[list]]] = []
+    counts = {"gold_ok": 0, "gold_rejected": 0, "not_instantiable": 0, "unverified_reference_count": 0,
+              "roundtrip_dropped": 0}
+    for c in col.collections:
+        db = col.dbs[c.collection_id]
+        rng = seeded_rng(cfg.seed, "templates", c.collection_id)
+        chosen = list(templates)
+        if cfg.templates_per_collection and cfg.templates_per_collection < len(chosen):
+            chosen = rng.sample(chosen, cfg.templates_per_collection)
+        unverified = sorted(set(c.article_ids) & conv.unverified_refs)
+        for tpl in chosen:
+            if unverified and sq.reads_column(tpl.sql.replace("{", "").replace("}", ""), "reference_count"):
+                counts["unverified_reference_count"] += 1
+                q.append({"input": f"{c.collection_id}/{tpl.id}", "stage": "align",
+                          "reason": "reads reference_count, which the text does not confirm for "
+                                    + ", ".join(unverified), "detail": None})
+                continue
+            last = None
+            for k in range(GOLD_TRIES):
+                inst = sq.instantiate(tpl, db, seeded_rng(cfg.seed, "values", c.collection_id, tpl.id, k))
+                if inst is None:
+                    counts["not_instantiable"] += 1
+                    last = None
+                    break
+                g = sq.gold_answer(inst.sql, db, seed=cfg.seed)
+                if g.ok:
+                    cands.append((c, inst, g.rows))
+                    counts["gold_ok"] += 1
+                    last = None
+                    break
+                last = (inst, g)
+                if not tpl.placeholders:
+                    break
+            if last is not None:
+                counts["gold_rejected"] += 1
+                inst, g = last
+                q.append({"input": f"{c.collection_id}/{tpl.id}", "stage": "gold", "reason": g.reason,
+                          "detail": canonical_json({"sql": inst.sql, **g.detail})})
+    out: list[Question] = []
+    if cfg.question_model:
+        from ..questions.roundtrip import RoundTripItem, phrase_questions
+
+        stage = loaded.out / STAGED_COLLECTIONS
+        items = [RoundTripItem(inst.sql, gold, str(stage / f"{c.collection_id}.sqlite")) for c, inst, gold in cands]
+        outcomes = phrase_questions(items, cfg.question_model, sq.schema_text(), cfg.question_base_url,
+                                    cfg.question_api_key_env, cfg.max_attempts)
+        for (c, inst, gold), o in zip(cands, outcomes):
+            if o.question is None:
+                counts["roundtrip_dropped"] += 1
+                q.append({"input": f"{c.collection_id}/{inst.template.id}", "stage": "question",
+                          "reason": f"no question passed the SQL round trip in {o.attempts} attempts",
+                          "detail": canonical_json({"sql": inst.sql, "attempts": o.trace[-3:]})})
+                continue
+            out.append(Question(c, inst.template, inst.sql, o.question, gold, f"llm:{cfg.question_model}"))
+    else:
+        out = [Question(c, inst.template, inst.sql, inst.question, gold, "template") for c, inst, gold in cands]
+    return out, q, counts
+
+
+def instances_stage(loaded: Loaded, col: Collected, questions: list[Question]) -> list[dict]:
+    """One instance per question × context format; the tables context is counted once per collection."""
+    cfg = loaded.cfg
+    tok = get_tokenizer(cfg.tokenizer)
+    tables_ctx: dict[str, tuple[str, int]] = {}
+    cfg_for_id = _cfg_for_hash(cfg)
+    rows = []
+    for qu in questions:
+        c = qu.collection
+        info = sql_info(qu.sql)
+        for fmt in cfg.formats:
+            if fmt == "full_text":
+                ctx, n = c.context, c.context_tokens
+            else:
+                if c.collection_id not in tables_ctx:
+                    t = sq.render_tables(col.dbs[c.collection_id])
+                    tables_ctx[c.collection_id] = (t, tok.count(t))
+                ctx, n = tables_ctx[c.collection_id]
+            if n > c.tier:
+                continue  # a tables context longer than its tier (never at SciTrek's sizes): not an instance
+            rows.append({
+                "instance_id": stable_hash(cfg_for_id, c.collection_id, fmt, qu.question, qu.sql, ctx, length=24),
+                "benchmark": "scitrek", "source_id": c.collection_id, "question": qu.question,
+                "question_id": f"{c.collection_id}/{qu.template.id}", "sql": qu.sql,
+                "gold": canonical_json(qu.gold), "accepted_answers": None, "context": ctx,
+                "tokenizer": cfg.tokenizer, "target_tokens": c.tier, "context_tokens": n,
+                "context_format": fmt, "query_types": canonical_json(info["query_types"]),
+                "difficulty": info["difficulty"], "skill": qu.template.skill, "evidence_spans": "[]",
+                "language": "en", "build_hash": loaded.build_hash, "question_source": qu.source,
+                "sampling": c.sampling, "topic": qu.template.topic, "n_articles": len(c.article_ids),
+            })
+    return rows
+
+
+def validate_stage(loaded: Loaded, col: Collected, instances: list[dict]) -> None:
+    """The instances suite (great-expectations); every collection within its tier with enough articles, and each
+    full-text instance as long as its collection's recount. Raises ValidationError naming what failed."""
+    from ..errors import ValidationError
+
+    validate_build(to_table("instances", instances))
+    for c in col.collections:
+        if c.context_tokens > c.tier or len(c.article_ids) < loaded.cfg.min_articles:
+            raise ValidationError(f"collection {c.collection_id}: {c.context_tokens} tokens for a tier of {c.tier} "
+                                  f"with {len(c.article_ids)} articles")
+    for r in instances:
+        if r["context_format"] == "full_text" and r["context_tokens"] != next(
+                c.context_tokens for c in col.collections if c.collection_id == r["source_id"]):
+            raise ValidationError(f"instance {r['instance_id']}: context length differs from its collection's")
+
+
+def write_stage(loaded: Loaded, conv: Converted, col: Collected, instances: list[dict], quarantine: list[dict],
+                counts: dict) -> BuildResult:
+    """Write collections/, articles.parquet, collections.parquet, quarantine and instances (atomically) and, last,
+    the manifest that marks the build complete."""
+    import pyarrow as pa
+
+    cfg, out = loaded.cfg, loaded.out
+    clear_replaced_build(out)
+    shutil.rmtree(out / "collections", ignore_errors=True)
+    (out / STAGED_COLLECTIONS).replace(out / "collections")
+    write_parquet(to_table("articles", conv.article_rows), out / "articles.parquet")
+    write_parquet(pa.Table.from_pylist([
+        {"collection_id": c.collection_id, "tier": c.tier, "sampling": c.sampling, "start": c.start,
+         "article_ids": canonical_json(c.article_ids), "n_articles": len(c.article_ids),
+         "context_tokens": c.context_tokens, "shortfall_tokens": c.shortfall_tokens}
+        for c in col.collections], schema=pa.schema([
+            ("collection_id", pa.string()), ("tier", pa.int64()), ("sampling", pa.string()), ("start", pa.string()),
+            ("article_ids", pa.string()), ("n_articles", pa.int64()), ("context_tokens", pa.int64()),
+            ("shortfall_tokens", pa.int64())])), out / "collections.parquet")
+    write_parquet(to_table("quarantine", quarantine), out / "quarantine.parquet")
+    write_parquet(to_table("instances", instances), out / "instances.parquet")
+    tok = get_tokenizer(cfg.tokenizer)
+    manifest = {
+        "track": "scitrek", "build_hash": loaded.build_hash,
+        "config": cfg.model_dump(exclude={"pdfs", "metadata", "question_api_key_env"}), "seed": cfg.seed,
+        "source": {"metadata_sha256": file_sha256(cfg.metadata), "articles": len(loaded.articles),
+                   "pdfs_found": len(loaded.paths)},
+        "tokenizer": {"name": cfg.tokenizer, "file_sha256": tok.file_sha256},
+        "assets": {"templates": asset_hash(sq.templates_path())},
+        "versions": versions("ctxbench", "pyarrow", "duckdb", "sqlglot", "tiktoken", "pypdfium2", "pdfminer.six"),
+        "sqlite_version": sqlite3.sqlite_version,
+        "collections": {"built": len(col.collections), "rejected_overlap": col.rejected_overlap,
+                        "shortfall_tokens": {c.collection_id: c.shortfall_tokens for c in col.collections}},
+        "articles": {"converted": len(conv.article_rows), "kept": len(conv.texts),
+                     "reference_count_unverified": sorted(conv.unverified_refs)},
+        "questions": counts,
+        "counts": {"instances": len(instances), "quarantined": len(quarantine), "collections": len(col.collections)},
+    }
+    write_json(manifest, out / "manifest.json")
+    return BuildResult(out, loaded.build_hash, len(instances), len(quarantine))
+
+
+def build_scitrek(cfg: SciTrekConfig, out: str | Path, force: bool = False) -> BuildResult:
+    """Build a scientific-article benchmark into ``out`` (SCHEMA.md layout): fetch → convert → database →
+    collections → questions → validate → write (module docstring; the Prefect flow runs each as a task).
+
+    An existing complete build with the same build hash is left as it is (``skipped``); a directory holding a
+    different build is an error unless ``force``. Raises InputError for bad input (metadata, PDF directory,
+    templates) and ValidationError when a data-quality expectation fails.
+    """
+    loaded = fetch_stage(cfg, out, force)
+    if loaded.existing is not None:
+        return loaded.existing
+    conversions, conv_q = convert_stage(loaded)
+    conv = database_stage(loaded, conversions)
+    col = collections_stage(loaded, conv)
+    questions, q_q, counts = questions_stage(loaded, conv, col)
+    instances = instances_stage(loaded, col, questions)
+    validate_stage(loaded, col, instances)
+    return write_stage(loaded, conv, col, instances, loaded.quarantine + conv_q + conv.quarantine + col.quarantine
+                       + q_q, counts)

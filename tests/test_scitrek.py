@@ -1,0 +1,268 @@
+"""The scientific-article track (SciTrek method): metadata databases, collections, templates with gold answers,
+safe quoting, the LLM round trip against a fake server, and the list matchers. Expected values are worked out by
+hand from ../shared/data/articles/pdfs/metadata.json (or computed from it independently of the code under test)."""
+
+from __future__ import annotations
+
+import json
+import random
+import sqlite3
+
+import pytest
+
+from ctxbench.contexts.collections import ARTICLE_SEP, build_collections, overlaps_too_much
+from ctxbench.hashing import seeded_rng
+from ctxbench.questions import scitrek as sq
+from ctxbench.scoring.list_match import exact_match, f1
+from ctxbench.sources.articles import ArticleMeta, alignment_issues, citation_edges, load_metadata
+from ctxbench.sources.database import write_sqlite
+from ctxbench.tokenizers import get_tokenizer
+
+
+@pytest.fixture(scope="module")
+def metadata_path(shared_data):
+    from conftest import require_path
+
+    return require_path(shared_data / "articles" / "pdfs" / "metadata.json", "article metadata")
+
+
+@pytest.fixture(scope="module")
+def metas(metadata_path):
+    return {a.id: a for a in load_metadata(metadata_path)}
+
+
+GROUP_A5 = ["A01", "A02", "A03", "A04", "A05"]
+
+
+def _db(metas, ids, tmp_path=None):
+    arts = [metas[i] for i in ids]
+    db = sq.metadata_database("c", arts, citation_edges(arts))
+    if tmp_path is not None:
+        write_sqlite(db, tmp_path / "c.sqlite")
+    return db
+
+
+def _template(tid):
+    return next(t for t in sq.load_templates() if t.id == tid)
+
+
+def test_citing_cited_of_group_a_collection(metas, metadata_path, tmp_path):
+    ids = ["A01", "A02", "A03", "A04", "A05", "A08"]
+    _db(metas, ids, tmp_path)
+    # independently: the cites_in_set lists of the raw file, restricted to the collection
+    raw = {r["id"]: r for r in json.loads(metadata_path.read_text())}
+    expected = sorted((a, b) for a in ids for b in raw[a]["cites_in_set"] if b in ids)
+    assert expected == [("A02", "A01"), ("A03", "A01"), ("A04", "A01"), ("A04", "A03"), ("A04", "A05"),
+                        ("A05", "A02"), ("A08", "A02"), ("A08", "A05")]
+    con = sqlite3.connect(tmp_path / "c.sqlite")
+    got = sorted(con.execute("SELECT article_id_citing, article_id_cited FROM citing_cited").fetchall())
+    assert got == expected
+    # B01 is cited by A02 but is not in the collection: no row points outside it
+    assert con.execute("SELECT count(*) FROM citing_cited WHERE article_id_cited NOT IN "
+                       "(SELECT article_id FROM articles)").fetchone()[0] == 0
+    # authors: positions from 0, in the metadata's order
+    rows = con.execute("SELECT author_name, author_position FROM article_author WHERE article_id = 'A03' "
+                       "ORDER BY author_position").fetchall()
+    assert rows[0] == ("Kyle Lo", 0) and [p for _, p in rows] == list(range(5))
+    assert con.execute("SELECT title_word_count, author_count, reference_count FROM articles "
+                       "WHERE article_id = 'A01'").fetchone() == (8, 23, 27)
+
+
+@pytest.mark.parametrize("tid,expected", [
+    ("agg_max_author_count", [[23]]),                 # A01 has 23 authors
+    ("agg_sum_reference_count", [[257]]),             # 27 + 57 + 55 + 53 + 65
+    ("agg_min_title_word_count", [[7]]),              # SPECTER's and S2ORC's titles have 7 words
+    ("agg_avg_title_word_count", [[9.2]]),            # (8 + 7 + 7 + 12 + 12) / 5
+    ("rel_count_citations", [[6]]),                   # A02>A01 A03>A01 A04>A01 A04>A03 A04>A05 A05>A02
+    ("rel_count_cited_not_citing", [[1]]),            # A01 is cited and cites none of the five
+    ("rel_titles_never_cited", [["PaperMage: A Unified Toolkit for Processing, Representing, and Manipulating "
+                                 "Visually-Rich Scientific Documents"]]),
+    ("rel_most_cited_title", [["Construction of the Literature Graph in Semantic Scholar"]]),  # cited 3 times
+    # author counts 5 (A02, 7 words), 5 (A03, 7 words), 7 (A05, 12), 17 (A04, 12), 23 (A01, 8): the tie at 5
+    # gives the same value either way, so the order is defined
+    ("sort_title_words_by_author_count", [[7], [7], [12], [12], [8]]),
+])
+def test_gold_answers_by_hand(metas, tid, expected):
+    db = _db(metas, GROUP_A5)
+    inst = sq.instantiate(_template(tid), db, random.Random(0))
+    g = sq.gold_answer(inst.sql, db)
+    assert g.ok, g.reason
+    assert g.rows == expected
+
+
+def test_ambiguous_order_is_rejected(metas):
+    # titles by author count: A02 and A03 both have 5 authors and different titles → the order is undefined
+    db = _db(metas, GROUP_A5)
+    g = sq.gold_answer("SELECT article_title FROM articles ORDER BY author_count ASC", db)
+    assert not g.ok and "order undefined" in g.reason
+
+
+def test_author_list_reversed_placeholder(metas):
+    db = _db(metas, GROUP_A5)
+    tpl = _template("fsort_author_list_reversed")
+    inst = sq.instantiate(tpl, db, seeded_rng(3))
+    title = inst.values["article_title"]
+    art = next(metas[i] for i in GROUP_A5 if metas[i].title == title)
+    g = sq.gold_answer(inst.sql, db)
+    assert g.ok and [r[0] for r in g.rows] == list(reversed(art.authors))
+    assert f'"{title}"' in inst.question
+
+
+def test_apostrophe_in_author_name_is_quoted():
+    arts = [ArticleMeta(f"X{i}", f"x{i}.pdf", f"Title number {i}", [f"Author {i}", "Conan O'Brien"] if i == 2
+                        else [f"Author {i}"], 10 + i) for i in range(4)]
+    db = sq.metadata_database("c", arts, [])
+    # every draw is the one name of this collection with an apostrophe, or a plain one
+    for seed in range(12):
+        inst = sq.instantiate(_template("filt_position_of_author"), db, random.Random(seed))
+        g = sq.gold_answer(inst.sql, db)
+        assert g.ok, (inst.sql, g.reason)
+        if inst.values["author_name"] == "Conan O'Brien":
+            assert "author_name = 'Conan O''Brien'" in inst.sql
+            assert g.rows == [[1]]
+            assert "Conan O'Brien" in inst.question
+            break
+    else:
+        pytest.fail("the apostrophe name was never drawn")
+    assert sq.sql_literal("a'b''c") == "'a''b''''c'"
+
+
+def test_templates_cover_six_skills_and_topics():
+    ts = sq.load_templates()
+    assert {t.skill for t in ts} == set(sq.SKILLS)
+    assert {t.topic for t in ts} == set(sq.TOPICS)
+
+
+def test_tables_rendering_lists_every_row(metas):
+    db = _db(metas, GROUP_A5)
+    text = sq.render_tables(db)
+    assert text.count("\n") == 3 * 2 + 5 + sum(len(metas[i].authors) for i in GROUP_A5) + 6 + 2
+    assert "\nA04>A03 | A04 | A03\n" in text
+    assert "\nA01 | Construction of the Literature Graph in Semantic Scholar | 8 | 23 | 27\n" in text
+    assert "\nA03#0 | A03 | Kyle Lo | 0\n" in text
+
+
+def test_alignment_flags_what_the_text_lacks(metas):
+    a = metas["A01"]
+    md = ("# Construction of the Literature Graph in Semantic Scholar\n\n" + ", ".join(a.authors) + "\n\nBody.\n\n"
+          "## References\n\n" + "\n".join(f"Author{i}, X. {2000 + i}. Title {i}. In ACL." for i in range(27)))
+    assert alignment_issues(md, a) == []
+    bad = md.replace("Literature Graph", "Literature Graf").replace("Madeleine van Zuylen", "M. Z.")
+    issues = alignment_issues(bad, a)
+    assert any(i.startswith("title not found") for i in issues)
+    assert "author not found: 'Madeleine van Zuylen'" in issues
+    short = md.split("## References")[0] + "## References\n\n" + "\n".join(
+        f"[{i}] A. Author. Title {i}. 2001." for i in range(1, 11))
+    assert alignment_issues(short, a) == ["reference count 27: the bibliography reads as [10] entries"]
+
+
+def test_collections_exact_lengths_and_overlap(shared_data, tiktoken_enc):
+    from conftest import require_path
+
+    md_dir = require_path(shared_data / "articles" / "arxiv_markdown", "arXiv markdown articles")
+    texts = {p.stem: p.read_text(encoding="utf-8").strip() for p in sorted(md_dir.glob("*.md"))}
+    enc = tiktoken_enc("o200k_base")
+    own = {k: len(enc.encode_ordinary(v + ARTICLE_SEP)) for k, v in texts.items()}
+    tier = sorted(own.values())[4] * 4  # room for at least four of the smaller articles
+    ids = sorted(texts)
+    edges = [(ids[i], ids[i + 1]) for i in range(len(ids) - 1)]  # a chain, for BFS/DFS
+    res = build_collections(texts, edges, [tier], ["random", "bfs", "dfs"], 3, get_tokenizer("o200k_base"), seed=1)
+    assert res.collections
+    for c in res.collections:
+        assert len(enc.encode_ordinary(c.context)) == c.context_tokens <= tier  # recount by tiktoken itself
+        assert c.context == "".join(texts[i] + ARTICLE_SEP for i in c.article_ids)  # whole articles
+        assert len(c.article_ids) >= 4 and c.shortfall_tokens == tier - c.context_tokens
+        if c.sampling == "random":  # first fit over every article: none left out still fits
+            assert all(own[a] > tier - sum(own[i] for i in c.article_ids) for a in ids if a not in c.article_ids)
+    for x in res.collections:
+        for y in res.collections:
+            if x is not y and x.tier == y.tier:
+                assert not overlaps_too_much(x.article_ids, y.article_ids)
+    # a tier too small for four articles: each candidate is quarantined with the reason
+    small = build_collections(texts, edges, [min(own.values()) * 2], ["random"], 1, get_tokenizer("o200k_base"))
+    assert not small.collections and small.quarantine
+    assert all(r["stage"] == "collections" and "at least 4" in r["reason"] for r in small.quarantine)
+
+
+# --------------------------------------------------------------------------------------------- matchers
+def _inst(gold, sql="SELECT x FROM t", question="q?"):
+    return {"gold": gold, "sql": sql, "question": question}
+
+
+def test_exact_match_and_f1_worked_cases():
+    ordered = "SELECT title_word_count FROM articles ORDER BY author_count"
+    g = [[9], [17], [5], [6]]
+    assert exact_match("Answer: 9, 17, 5, 6", _inst(g, ordered)).score == 1
+    assert exact_match("Answer: 17, 9, 5, 6", _inst(g, ordered)).score == 0      # order matters here
+    assert f1("Answer: 17, 9, 5, 6", _inst(g, ordered)).score == 1                # F1 is over the multiset
+    assert exact_match("Answer: 17, 9, 5, 6", _inst(g)).score == 1                # unordered SQL
+    # 2 of 3 predicted items are right, 2 of 4 gold items found: P = 2/3, R = 1/2, F1 = 4/7
+    m = f1("Answer: 9, 17, 4", _inst(g, ordered))
+    assert m.score == pytest.approx(4 / 7)
+    # output-format normalisation: bullets, "and", quotes, trailing stops, 3.50 = 3.5
+    names = [["N. Shazeer"], ["A. Vaswani"]]
+    assert exact_match("Answer:\n- N. Shazeer\n- A. Vaswani.", _inst(names)).score == 1
+    assert exact_match('Answer: "N. Shazeer" and "A. Vaswani"', _inst(names)).score == 0  # no separator
+    assert exact_match("Answer: N. Shazeer, and A. Vaswani", _inst(names)).score == 1
+    assert exact_match("Answer: 3.50", _inst([[3.5]])).score == 1
+    # a comma inside a gold title does not split it
+    t = [["PaperMage: A Unified Toolkit for Processing, Representing, and Manipulating Documents"], ["S2ORC"]]
+    assert exact_match("Answer: PaperMage: A Unified Toolkit for Processing, Representing, and Manipulating "
+                       "Documents, S2ORC", _inst(t)).score == 1
+
+
+def test_failure_tags():
+    g = [[9], [17], [5]]
+    assert exact_match("Answer: NULL", _inst(g)).tags == ["null_answer"]
+    assert exact_match("Answer: NULL", _inst([[None]])).score == 1
+    assert "partial_list" in exact_match("Answer: 9, 17", _inst(g)).tags
+    assert "partial_list" not in exact_match("Answer: 9, 4", _inst(g)).tags
+    assert "wrong_format" in exact_match("Answer: 9 17 5", _inst(g)).tags
+    assert "wrong_format" in exact_match("Answer: Kyle Lo, Iz Beltagy", _inst([[2]])).tags
+    neg = _inst([[2]], "SELECT COUNT(*) FROM articles WHERE article_id NOT IN (SELECT x FROM y)")
+    assert exact_match("Answer: 3", neg).tags == ["negation"]
+    assert exact_match("Answer: 2", neg).tags == []
+
+
+# --------------------------------------------------------------------------------------------- LLM round trip
+def test_roundtrip_against_fake_server(metas, tmp_path, monkeypatch):
+    """SQL → question → SQL through the gateway: the fake model phrases the SQL as a question that carries it and
+    translates a question back to that SQL, except that its first attempt for COUNT queries is wrong (MIN instead),
+    and the reverse translation of any question about authors fails. Attempts, drops and cache reuse are checked."""
+    monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
+    from fakeserver import FakeOpenAIServer, message_text
+
+    from ctxbench.models.cache import ResponseCache
+    from ctxbench.questions.roundtrip import RoundTripItem, phrase_questions
+
+    def answer(body):
+        text = message_text(body["messages"][-1]["content"])
+        if "Write one English question" in text:
+            sql = text.split("SQL: ", 1)[1].split("\n", 1)[0]
+            if "COUNT(" in sql and body.get("seed") == 0:
+                sql = sql.replace("COUNT(", "MIN(")  # a question that means something else
+            return f"Question: Please compute <<{sql}>>"
+        q = text.split("Question: ", 1)[1].split("\n", 1)[0]
+        sql = q.split("<<", 1)[1].split(">>", 1)[0]
+        if "article_author" in sql:
+            return "I cannot write that query."
+        return f"```sql\n{sql}\n```"
+
+    db = _db(metas, GROUP_A5, tmp_path)
+    path = str(tmp_path / "c.sqlite")
+    sqls = ["SELECT MAX(author_count) FROM articles", "SELECT COUNT(*) FROM citing_cited",
+            "SELECT COUNT(DISTINCT author_name) FROM article_author"]
+    items = [RoundTripItem(s, sq.gold_answer(s, db).rows, path) for s in sqls]
+    cache = ResponseCache(tmp_path / "cache.sqlite")
+    with FakeOpenAIServer(answer_fn=answer) as srv:
+        outs = phrase_questions(items, "fake-coder", sq.schema_text(), srv.base_url, max_attempts=4, cache=cache)
+        n = srv.count
+        again = phrase_questions(items, "fake-coder", sq.schema_text(), srv.base_url, max_attempts=4, cache=cache)
+        assert srv.count == n  # every call came from the response cache
+    assert outs[0].question == "Please compute <<SELECT MAX(author_count) FROM articles>>" and outs[0].attempts == 1
+    assert outs[1].attempts == 2 and "COUNT(*)" in outs[1].question  # first attempt's MIN gave another result
+    assert outs[2].question is None and outs[2].attempts == 4        # dropped after 4 attempts
+    assert [o.question for o in again] == [o.question for o in outs]
+    # calls: item 0: 2; item 1: 2 + 2; item 2: 4 question calls + 2 back-translations
+    # (item 2 asks the same back-translation for its last three attempts: one call, then the cache)
+    assert n == 2 + 4 + (4 + 2)
