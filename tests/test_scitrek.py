@@ -266,3 +266,147 @@ def test_roundtrip_against_fake_server(metas, tmp_path, monkeypatch):
     # calls: item 0: 2; item 1: 2 + 2; item 2: 4 question calls + 2 back-translations
     # (item 2 asks the same back-translation for its last three attempts: one call, then the cache)
     assert n == 2 + 4 + (4 + 2)
+
+
+# --------------------------------------------------------------------------------------------- whole build
+@pytest.fixture(scope="module")
+def built(shared_data, metadata_path, tmp_path_factory):
+    """One build on the shared PDFs at 64K (o200k_base) through the CLI, with its own CTXBENCH_HOME (conversion
+    cache), shared by the tests below."""
+    import os
+
+    from typer.testing import CliRunner
+
+    from ctxbench.cli import app
+
+    home = tmp_path_factory.mktemp("home")
+    old = os.environ.get("CTXBENCH_HOME")
+    os.environ["CTXBENCH_HOME"] = str(home)
+    out = tmp_path_factory.mktemp("sci") / "b"
+    r = CliRunner().invoke(app, ["build", "scitrek", "--pdfs", str(metadata_path.parent), "--metadata",
+                                 str(metadata_path), "--tokenizer", "o200k_base", "--lengths", "65536",
+                                 "--collections-per-tier", "2", "--templates-per-collection", "8", "--out", str(out)])
+    yield out, r, home
+    if old is None:
+        os.environ.pop("CTXBENCH_HOME", None)
+    else:
+        os.environ["CTXBENCH_HOME"] = old
+
+
+def test_build_on_shared_pdfs(built, metadata_path, tiktoken_enc):
+    import pyarrow.parquet as pq
+
+    out, r, _ = built
+    assert r.exit_code == 0, r.output
+    inst = pq.read_table(out / "instances.parquet").to_pylist()
+    assert inst and {i["benchmark"] for i in inst} == {"scitrek"}
+    assert {i["context_format"] for i in inst} == {"full_text", "tables"}
+    assert {i["question_source"] for i in inst} == {"template"}
+    # the same questions in both formats
+    by_fmt = {f: sorted((i["source_id"], i["question"]) for i in inst if i["context_format"] == f)
+              for f in ("full_text", "tables")}
+    assert by_fmt["full_text"] == by_fmt["tables"]
+    enc = tiktoken_enc("o200k_base")
+    arts = {a["article_id"]: a for a in pq.read_table(out / "articles.parquet").to_pylist()}
+    cols = {c["collection_id"]: c for c in pq.read_table(out / "collections.parquet").to_pylist()}
+    for i in inst:
+        assert len(enc.encode_ordinary(i["context"])) == i["context_tokens"] <= i["target_tokens"] == 65536
+        assert (out / "collections" / f"{i['source_id']}.sqlite").exists()
+    for c in cols.values():
+        ids = json.loads(c["article_ids"])
+        assert len(ids) >= 4 and all(arts[a]["kept"] for a in ids)
+        con = sqlite3.connect(out / "collections" / f"{c['collection_id']}.sqlite")
+        assert sorted(x for (x,) in con.execute("SELECT article_id FROM articles")) == sorted(ids)
+        raw = {m["id"]: m for m in json.loads(metadata_path.read_text())}
+        expected = sorted((a, b) for a in ids for b in raw[a]["cites_in_set"] if b in ids)
+        assert sorted(con.execute("SELECT article_id_citing, article_id_cited FROM citing_cited")) == expected
+    # unreadable PDFs are quarantined by file name with a reason; the article without its title is left out
+    q = pq.read_table(out / "quarantine.parquet").to_pylist()
+    conv = {x["input"]: x["reason"] for x in q if x["stage"] == "convert"}
+    for f in ("H02_SCANNED_imageonly_aSiH-abstract.pdf", "H07_ENCRYPTED_pw-user123_derived-from-A01.pdf",
+              "X01_DERIVED_TRUNCATED55pct_N18-3011.pdf"):
+        assert conv.get(f), (f, conv)
+    assert "H06_EXCERPT1p_2305.03393v1_OTSL_p9.pdf" in {x["input"] for x in q if x["stage"] == "align"}
+    assert not arts.get("H06", {"kept": False})["kept"]
+    # a rerun of the same build does nothing
+    from typer.testing import CliRunner
+
+    from ctxbench.cli import app
+
+    r2 = CliRunner().invoke(app, ["build", "scitrek", "--pdfs", str(metadata_path.parent), "--metadata",
+                                  str(metadata_path), "--lengths", "65536", "--collections-per-tier", "2",
+                                  "--templates-per-collection", "8", "--out", str(out)])
+    assert r2.exit_code == 0 and "already built" in r2.output
+
+
+def test_evaluate_score_report_unchanged(built):
+    """evaluate → score → report on the build, against a fake server answering the gold list over the full text
+    and NULL over the tables: exact match 1 and 0, the tables answers tagged null_answer."""
+    import pyarrow.parquet as pq
+    from fakeserver import FakeOpenAIServer, message_text
+
+    from ctxbench.evaluate import EvalConfig, evaluate_build
+    from ctxbench.report import build_report
+    from ctxbench.score import score_build
+
+    out, r, _ = built
+    assert r.exit_code == 0, r.output
+    inst = pq.read_table(out / "instances.parquet").to_pylist()
+    gold = {(i["question"], i["context"]): json.loads(i["gold"]) for i in inst}
+
+    def answer(body):
+        text = message_text(body["messages"][-1]["content"])
+        if "Below are tables" in text:
+            return "Answer: NULL"
+        q = text.split("Question: ")[-1].split("\n")[0]
+        ctx = text.split("<document>\n", 1)[1].rsplit("\n</document>", 1)[0]
+        return "Step by step...\nAnswer: " + ", ".join(str(v) for row in gold[(q, ctx)] for v in row)
+
+    with FakeOpenAIServer(answer_fn=answer) as srv:
+        s = evaluate_build(out, EvalConfig(model="openai/fake", base_url=srv.base_url, concurrency=4))
+    assert s.calls == len(inst) and s.errors == 0
+    score_build(out)
+    sc = pq.read_table(out / "scores.parquet").to_pylist()
+    fmt = {i["instance_id"]: i["context_format"] for i in inst}
+    for m in sc:
+        want = 1.0 if fmt[m["instance_id"]] == "full_text" else 0.0
+        assert m["score"] == want and m["matcher"] in ("exact_match", "f1")
+        if want == 0.0:
+            assert "null_answer" in json.loads(m["tags"])
+    assert len(sc) == 2 * len(inst)
+    assert build_report(out).exists()
+
+
+def test_build_with_question_model(built, metadata_path, tmp_path):
+    """--question-model: questions come from the (fake) LLM through the gateway, validated by the round trip; the
+    ones whose back-translation fails are dropped and counted (quarantine stage question)."""
+    import pyarrow.parquet as pq
+    from fakeserver import FakeOpenAIServer, message_text
+
+    from ctxbench.tracks.scitrek import SciTrekConfig, build_scitrek
+
+    _, r, _ = built  # its CTXBENCH_HOME holds the conversions already
+    assert r.exit_code == 0, r.output
+
+    def answer(body):
+        text = message_text(body["messages"][-1]["content"])
+        if "Write one English question" in text:
+            return "Question: Please compute <<" + text.split("SQL: ", 1)[1].split("\n", 1)[0] + ">>"
+        sql = text.split("Question: ", 1)[1].split("<<", 1)[1].split(">>", 1)[0]
+        return "no idea" if "citing_cited" in sql else f"```sql\n{sql}\n```"
+
+    cfg = SciTrekConfig(pdfs=str(metadata_path.parent), metadata=str(metadata_path), lengths=[65536],
+                        samplings=["bfs"], collections_per_tier=1, templates_per_collection=0,
+                        formats=["full_text"], question_model="fake-coder", max_attempts=2)
+    with FakeOpenAIServer(answer_fn=answer) as srv:
+        res = build_scitrek(cfg.model_copy(update={"question_base_url": srv.base_url}), tmp_path / "b")
+    inst = pq.read_table(tmp_path / "b" / "instances.parquet").to_pylist()
+    q = pq.read_table(tmp_path / "b" / "quarantine.parquet").to_pylist()
+    assert res.n_instances == len(inst) > 0
+    for i in inst:
+        assert i["question_source"] == "llm:fake-coder"
+        assert i["question"] == f"Please compute <<{i['sql']}>>" and "citing_cited" not in i["sql"]
+    dropped = [x for x in q if x["stage"] == "question"]
+    assert dropped and all("citing_cited" in json.loads(x["detail"])["sql"] for x in dropped)
+    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    assert manifest["questions"]["roundtrip_dropped"] == len(dropped)

@@ -32,7 +32,8 @@ from ..sources.database import sql_type, write_sqlite
 from ..storage import to_table, write_json, write_parquet
 from ..tokenizers import get_tokenizer
 from ..validate import validate_build
-from .common import BuildResult, asset_hash as _asset_hash, check_out_dir, clear_replaced_build, versions
+from .common import BuildResult, check_lengths, check_out_dir, clear_replaced_build, versions
+from .common import asset_hash as _asset_hash
 from .holobench_source import PreparedSource, prepare_source
 
 MAX_TOKENS = 1_048_576
@@ -57,17 +58,12 @@ class HoloBenchConfig(BaseModel):
     @field_validator("lengths")
     @classmethod
     def _lengths(cls, v: list[int]) -> list[int]:
-        if not v:
-            raise ValueError("give at least one length (--lengths 4096,8192)")
-        for x in v:
-            if x < 64 or x > MAX_TOKENS:
-                raise ValueError(f"length {x} is outside 64..{MAX_TOKENS} tokens")
-        return sorted(set(v))
+        return check_lengths(v, 64, MAX_TOKENS, "4096,8192")
 
     @field_validator("positions")
     @classmethod
     def _positions(cls, v: list[str]) -> list[str]:
-        for p in v:
+        for p in v:  # (an empty list is allowed here)
             if p not in POSITIONS:
                 raise ValueError(f"unknown position {p!r}: use {', '.join(POSITIONS)}")
         return list(dict.fromkeys(v))

@@ -36,7 +36,8 @@ from ..sources.database import Database, write_sqlite
 from ..storage import to_table, write_json, write_parquet
 from ..tokenizers import get_tokenizer
 from ..validate import validate_build
-from .common import BuildResult, asset_hash, check_out_dir, clear_replaced_build, versions
+from .common import (BuildResult, asset_hash, check_choices, check_lengths, check_out_dir, clear_replaced_build,
+                     versions)
 
 MAX_TOKENS = 1_048_576
 FORMATS = ("full_text", "tables")
@@ -68,32 +69,17 @@ class SciTrekConfig(BaseModel):
     @field_validator("lengths")
     @classmethod
     def _lengths(cls, v: list[int]) -> list[int]:
-        if not v:
-            raise ValueError("give at least one length (--lengths 65536,131072)")
-        for x in v:
-            if x < 1024 or x > MAX_TOKENS:
-                raise ValueError(f"length {x} is outside 1024..{MAX_TOKENS} tokens")
-        return sorted(set(v))
+        return check_lengths(v, 1024, MAX_TOKENS, "65536,131072")
 
     @field_validator("samplings")
     @classmethod
     def _samplings(cls, v: list[str]) -> list[str]:
-        for s in v:
-            if s not in SAMPLINGS:
-                raise ValueError(f"unknown sampling {s!r}: use {', '.join(SAMPLINGS)}")
-        if not v:
-            raise ValueError(f"give at least one sampling ({', '.join(SAMPLINGS)})")
-        return list(dict.fromkeys(v))
+        return check_choices(v, SAMPLINGS, "sampling")
 
     @field_validator("formats")
     @classmethod
     def _formats(cls, v: list[str]) -> list[str]:
-        for s in v:
-            if s not in FORMATS:
-                raise ValueError(f"unknown context format {s!r}: use {', '.join(FORMATS)}")
-        if not v:
-            raise ValueError(f"give at least one context format ({', '.join(FORMATS)})")
-        return list(dict.fromkeys(v))
+        return check_choices(v, FORMATS, "context format")
 
 
 def _converter():
