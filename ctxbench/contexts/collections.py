@@ -151,7 +151,11 @@ def build_collections(texts: dict[str, str], edges: list[tuple[str, str]], tiers
                     break
                 order = traversal_order(start, ids, nb, sampling, rng)
                 taken, _ = first_fit(order, tokens, tier)
-                taken, text, n = assemble(taken, texts, tier, tok)
+                if len(taken) >= min_articles and any(overlaps_too_much(taken, k, max_shared) for k in kept):
+                    rejected += 1  # known before the recount: no need to tokenize it
+                    continue
+                if len(taken) >= min_articles:
+                    taken, text, n = assemble(taken, texts, tier, tok)
                 if len(taken) < min_articles:
                     res.quarantine.append({
                         "input": f"{sampling}@{tier}:{start}", "stage": "collections",
