@@ -25,6 +25,8 @@ from typing import Literal
 from pydantic import BaseModel, Field, field_validator
 
 from .. import __version__
+from ..analysis.difficulty import difficulty_columns
+from ..analysis.language import language_columns
 from ..config import assets_dir
 from ..contexts.collections import SAMPLINGS, Collection, build_collections
 from ..errors import InputError
@@ -339,9 +341,11 @@ def instances_stage(loaded: Loaded, col: Collected, questions: list[Question]) -
                 "tokenizer": cfg.tokenizer, "target_tokens": c.tier, "context_tokens": n,
                 "context_format": fmt, "query_types": canonical_json(info["query_types"]),
                 "difficulty": info["difficulty"], "skill": qu.template.skill, "evidence_spans": "[]",
-                "language": "en", "build_hash": loaded.build_hash, "question_source": qu.source,
+                "build_hash": loaded.build_hash, "question_source": qu.source,
                 "sampling": c.sampling, "topic": qu.template.topic, "n_articles": len(c.article_ids),
             })
+            rows[-1].update(difficulty_columns(rows[-1]))  # scope/dispersion null (spans unknown), depth from SQL
+            rows[-1].update(language_columns(rows[-1]))
     return rows
 
 
