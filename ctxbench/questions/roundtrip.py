@@ -11,8 +11,6 @@ Prompts: ``assets/prompts/scitrek_questions.yaml``.
 
 from __future__ import annotations
 
-import asyncio
-import random
 import re
 import sqlite3
 from dataclasses import dataclass, field
@@ -22,8 +20,7 @@ import yaml
 
 from ..config import assets_dir
 from ..gold.execute import _norm_rows, results_equal
-from ..models.cache import ResponseCache, request_key
-from ..models.gateway import Gateway, RetryPolicy
+from ..models.cache import ResponseCache
 from ..scoring.list_match import sql_is_ordered
 
 MAX_TOKENS = 512
@@ -103,44 +100,38 @@ def phrase_questions(items: list[RoundTripItem], model: str, schema: str, base_u
                      concurrency: int = 4, cache: ResponseCache | None = None) -> list[RoundTripOutcome]:
     """Phrase each item's SQL as a question with ``model`` and validate it by the round trip (module docstring).
 
-    Returns one outcome per item, in order. Provider errors count as failed attempts (transient ones are retried
-    by the gateway first); nothing raises for a bad reply.
+    Attempts run in rounds: round ``a`` asks every item still without a valid question for a question (seed
+    ``a``), then for the SQL of each question, through :func:`ctxbench.scoring.judge.complete_all` (gateway +
+    response cache). Returns one outcome per item, in order. A failed call counts as a failed attempt (transient
+    errors are retried by the gateway first); nothing raises for a bad reply.
     """
+    from ..scoring.judge import complete_all
+
     cache = cache or ResponseCache()
-    gw = Gateway(model, base_url, concurrency, RetryPolicy(), api_key_env=api_key_env)
-
-    async def call(msgs: list[dict], sampling: dict, sample: int) -> str | None:
-        key = request_key(model, msgs, sampling, MAX_TOKENS, sample)
-        hit = cache.get(key)
-        if hit is not None:
-            return hit.get("response")
-        r = await gw.complete(msgs, MAX_TOKENS, sampling, random.Random(key))
-        if r.status == "ok":
-            cache.put(key, model, r.payload())
-        return r.response if r.status == "ok" else None
-
-    async def one(it: RoundTripItem) -> RoundTripOutcome:
-        ordered = sql_is_ordered(it.sql)
-        trace = []
-        for a in range(max_attempts):
-            sampling = {"temperature": 0.0 if a == 0 else retry_temperature, "seed": a}
-            q = parse_question(await call(question_messages(it.sql, schema), sampling, a))
+    outs = [RoundTripOutcome(None, 0) for _ in items]
+    ordered = [sql_is_ordered(it.sql) for it in items]
+    todo = list(range(len(items)))
+    for a in range(max_attempts):
+        if not todo:
+            break
+        sampling = {"temperature": 0.0 if a == 0 else retry_temperature, "seed": a}
+        qs = complete_all([question_messages(items[i].sql, schema) for i in todo], model, base_url, concurrency,
+                          cache, api_key_env, sampling, MAX_TOKENS)
+        asked = [(i, parse_question(text)) for i, (text, _) in zip(todo, qs)]
+        for i, q in asked:
+            outs[i].attempts = a + 1
             if q is None:
-                trace.append({"attempt": a, "question": None, "why": "no question in the reply"})
-                continue
-            back = parse_sql(await call(sql_messages(q, schema), {"temperature": 0.0, "seed": 0}, 0))
-            rows = run_sqlite(it.db_path, back) if back else None
-            ok = rows is not None and results_equal(rows, it.gold, ordered)
-            trace.append({"attempt": a, "question": q, "sql": back,
-                          "why": "ok" if ok else "SQL failed" if rows is None else "different result"})
+                outs[i].trace.append({"attempt": a, "question": None, "why": "no question in the reply"})
+        asked = [(i, q) for i, q in asked if q is not None]
+        backs = complete_all([sql_messages(q, schema) for _, q in asked], model, base_url, concurrency, cache,
+                             api_key_env, {"temperature": 0.0, "seed": 0}, MAX_TOKENS)
+        for (i, q), (text, _) in zip(asked, backs):
+            back = parse_sql(text)
+            rows = run_sqlite(items[i].db_path, back) if back else None
+            ok = rows is not None and results_equal(rows, items[i].gold, ordered[i])
+            outs[i].trace.append({"attempt": a, "question": q, "sql": back,
+                                  "why": "ok" if ok else "SQL failed" if rows is None else "different result"})
             if ok:
-                return RoundTripOutcome(q, a + 1, trace)
-        return RoundTripOutcome(None, max_attempts, trace)
-
-    async def main():
-        try:
-            return await asyncio.gather(*(one(it) for it in items))
-        finally:
-            await gw.aclose()
-
-    return list(asyncio.run(main()))
+                outs[i].question = q
+        todo = [i for i in todo if outs[i].question is None]
+    return outs
