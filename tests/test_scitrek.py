@@ -281,7 +281,15 @@ def built(shared_data, metadata_path, tmp_path_factory):
 
     from ctxbench.cli import app
 
+    from ctxbench.convert.pdf import convert_cache_dir
+
     home = tmp_path_factory.mktemp("home")
+    # a fresh response cache, but the conversions of this machine's cache (keyed by PDF hash and converter version;
+    # the converter's own tests check them): the build converts only what is not converted yet
+    real = convert_cache_dir()
+    real.mkdir(parents=True, exist_ok=True)
+    (home / "cache").mkdir()
+    (home / "cache" / "convert").symlink_to(real, target_is_directory=True)
     old = os.environ.get("CTXBENCH_HOME")
     os.environ["CTXBENCH_HOME"] = str(home)
     out = tmp_path_factory.mktemp("sci") / "b"
@@ -412,3 +420,24 @@ def test_build_with_question_model(built, metadata_path, tmp_path):
     assert dropped and all("citing_cited" in json.loads(x["detail"])["sql"] for x in dropped)
     manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
     assert manifest["questions"]["roundtrip_dropped"] == len(dropped)
+
+
+def test_build_scitrek_flow(built, metadata_path, tmp_path, monkeypatch):
+    """The Prefect flow runs the same stages (conversions come from the cache the first build filled) and a rerun
+    of the same configuration is skipped by its build hash."""
+    monkeypatch.setenv("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    import pyarrow.parquet as pq
+    from pipelines.flows import build_scitrek_flow
+
+    from ctxbench.tracks.scitrek import SciTrekConfig
+
+    _, r, _ = built
+    assert r.exit_code == 0, r.output
+    cfg = SciTrekConfig(pdfs=str(metadata_path.parent), metadata=str(metadata_path), lengths=[65536],
+                        samplings=["random"], collections_per_tier=1, templates_per_collection=3,
+                        formats=["full_text"])
+    out = str(tmp_path / "f")
+    res = build_scitrek_flow(cfg, out)
+    assert res["skipped"] is False
+    assert res["n_instances"] == pq.read_table(tmp_path / "f" / "instances.parquet").num_rows > 0
+    assert build_scitrek_flow(cfg, out)["skipped"] is True

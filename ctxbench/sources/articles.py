@@ -17,12 +17,13 @@ from pathlib import Path
 
 from ..errors import InputError
 
-# a line that opens a bibliography (markdown "#", bold, numbered, plain, or ending a line of running text)
+# a bibliography heading: on a line of its own (markdown "#", bold, numbered or plain, or ending a line of running
+# text), or directly followed by the first entry's label ("References [1] ...", "References 1. ...")
 _REF_HEADING = re.compile(r"(?im)(?:^[#*\s\d.IVX]*|[.)]\s+)(?:references|bibliography|literature cited|works cited|"
-                          r"references and notes|cited literature)\s*[*:.]?\s*$")
-# numbered entry labels: [12] anywhere, or 12. / 12) at the start of a line
+                          r"references and notes|cited literature)\s*[*:.]?(?:\s*$|\s+(?=\[1\]|1[.)]\s))")
+# numbered entry labels: [12] anywhere, or 12. / 12) before a capital letter (not inside a number or a word)
 _BRACKET_LABEL = re.compile(r"\[(\d{1,4})\]")
-_LINE_LABEL = re.compile(r"(?m)^\s*[-*]?\s*(\d{1,4})[.)]\s+[A-Z]")
+_LINE_LABEL = re.compile(r"(?<![\w.,:/-])(\d{1,4})[.)]\s+(?=[A-Z])")
 # the year of an author-year entry: "Surname. 2017." / "Surname, 2017," / "(2017)."
 _AY_YEAR = re.compile(r"(?:[.,]\s+|\()(?:19|20)\d{2}[a-z]?\)?[.,:]")
 
@@ -160,7 +161,7 @@ def alignment_issues(markdown: str, meta: ArticleMeta, ref_tolerance: float = 0.
         ests = reference_count_estimates(markdown)
         tol = max(ref_abs_tolerance, ref_tolerance * meta.ref_count)
         if not ests:
-            issues.append(f"reference count {meta.ref_count}: no bibliography found")
+            issues.append(f"reference count {meta.ref_count}: no bibliography heading with countable entries found")
         elif all(abs(e - meta.ref_count) > tol for e in ests):
             issues.append(f"reference count {meta.ref_count}: the bibliography reads as {ests} entries")
     return issues
