@@ -9,7 +9,12 @@ the build hash instead.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+# a flow run without a server starts an ephemeral API server; on a loaded 2-core machine that takes longer than
+# Prefect's 20-second default, so allow 3 minutes (an explicit setting wins)
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
 
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE

@@ -12,6 +12,7 @@ import pytest
 # Prefect's temporary server logs its shutdown at interpreter exit, after pytest closed the captured streams
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")  # slow under load
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
