@@ -245,6 +245,9 @@ def evaluate_cmd(
                       f"({s.retry_delay_s:.1f} s waited); {s.new_rows} rows added to {build / 'responses.parquet'}")
     for n in s.notes[:20]:
         console.print(f"  {n}", markup=False)
+    if s.status == "paused":  # a provider outage: resumable, nothing marked wrong
+        console.print(f"status: paused ({s.unfinished} calls left); rerun the same command to resume", markup=False)
+        raise typer.Exit(75)
     if s.unfinished:
         console.print(f"{s.unfinished} call(s) did not finish (transient errors past the retry budget, or the server "
                       f"refused the credentials or the model): fix the cause and rerun; nothing stored is repeated",

@@ -57,8 +57,13 @@ class EvalConfig(BaseModel):
     min_context_tokens: int | None = Field(None, ge=0, description="keep contexts of at least N tokens")
     max_context_tokens: int | None = Field(None, ge=1, description="keep contexts of at most N tokens")
     exclude_closed_book: bool = Field(False, description="leave out instances flagged by `ctxbench screen`")
-    max_retries: int = 6
-    timeout_s: float = 600.0
+    max_retries: int = Field(6, ge=0, description="retries of a call after transient errors (429, 5xx, resets, "
+                                                   "timeouts): its retry budget")
+    retry_base_delay_s: float = Field(0.5, ge=0.0, description="first backoff delay; doubles per retry (full jitter)")
+    retry_max_delay_s: float = Field(30.0, ge=0.0, description="longest backoff delay (Retry-After may ask more)")
+    timeout_s: float = Field(600.0, gt=0.0, description="seconds one attempt may take")
+    pause_after: int = Field(3, ge=1, description="consecutive calls past their retry budget that mean a provider "
+                                                  "outage: the evaluation pauses, resumable, instead of going on")
     seed: int = 0
 
     @field_validator("mode")
@@ -98,6 +103,8 @@ class EvalSummary:
     retries: int = 0
     retry_delay_s: float = 0.0
     new_rows: int = 0
+    status: str = "complete"  # complete | incomplete (calls left unfinished: rerun) | paused (provider outage)
+    taken_by_others: int = 0  # answers another worker sharing the cache called for (stored here as cached rows)
     notes: list[str] = field(default_factory=list)
 
 
@@ -209,6 +216,12 @@ def _plan(build_dir: Path, cfg: EvalConfig, cache: ResponseCache) -> _Plan:
     return _Plan(tbl.num_rows, already, hits, pending, max_tokens, todo)
 
 
+def unanswered_calls(build_dir: str | Path, cfg: EvalConfig, cache: ResponseCache | None = None) -> int:
+    """Requests of ``cfg`` on the build whose answer is neither stored nor in the response cache (what a rerun
+    would call): 0 when the evaluation is complete."""
+    return len(_plan(Path(build_dir), cfg, cache if cache is not None else ResponseCache()).pending)
+
+
 def _public(t: dict) -> dict:
     return {k: v for k, v in t.items() if not k.startswith("_")}
 
@@ -224,7 +237,7 @@ def evaluate_build(build_dir: str | Path, cfg: EvalConfig, count_tokens: Callabl
     starts nothing and calls nothing. Raises InputError when the directory holds no build.
     """
     build_dir = Path(build_dir)
-    cache = cache or ResponseCache()
+    cache = cache if cache is not None else ResponseCache()  # an empty cache is falsy (__len__)
     info = model_info(cfg.model)
     if count_tokens is None and info.tokenizer and info.tokenizer != "local-server":
         from .tokenizers import get_tokenizer
@@ -267,48 +280,111 @@ def _call_pending(plan: _Plan, cfg: EvalConfig, info, count_tokens, cache, rpath
         _run_calls(calls, cfg, plan.max_tokens, cache, rpath, s, progress, flush_every)
 
 
+CLAIM_LEASE_S = 60.0  # a worker's claim on a request key lapses this long after its last heartbeat
+
+
 def _run_calls(calls: list[dict], cfg: EvalConfig, max_tokens: int, cache: ResponseCache, rpath: Path,
-               s: EvalSummary, progress, flush_every: int) -> None:
+               s: EvalSummary, progress, flush_every: int, lease_s: float = CLAIM_LEASE_S) -> None:
+    """Make the calls, ``cfg.concurrency`` at a time. Each call first claims its request key in the shared response
+    cache, so several workers evaluating at once (processes, Dask workers) never make the same call twice: a key
+    claimed by another worker is waited for (its answer is then stored here as a cached row) or taken over when
+    that worker's lease lapses. After ``cfg.pause_after`` consecutive calls past their retry budget (a provider
+    outage), no new call starts: the unfinished calls stay unstored and ``s.status`` is ``paused``."""
+    import os
+    import socket
+    import uuid
+
     cost_usd(cfg.model, 0, 0)  # loads litellm's price table now, not inside the event loop at the first answer
-    gw = Gateway(cfg.model, cfg.base_url, cfg.concurrency,
-                 RetryPolicy(max_retries=cfg.max_retries, timeout_s=cfg.timeout_s), api_key_env=cfg.api_key_env)
+    owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
     buf: list[dict] = []
     done = 0
+    exhausted_in_a_row = 0
 
-    async def one(t: dict) -> None:
+    async def main() -> None:
         nonlocal done
-        rng = random.Random(t["request_key"])
-        res = await gw.complete(t["_messages"], max_tokens, t["_sampling"], rng)
-        s.calls += 1
-        s.retries += res.retries
-        s.retry_delay_s += res.retry_delay_s
-        base = _public(t)
-        if res.transient_failure or res.status == "config_error":
-            s.unfinished += 1  # not stored: a rerun retries it
-            s.notes.append(f"{t['instance_id']}: {res.error}")
-        else:
+        stop = asyncio.Event()
+        slots = asyncio.Semaphore(cfg.concurrency)
+        gw = Gateway(cfg.model, cfg.base_url, cfg.concurrency,
+                     RetryPolicy(max_retries=cfg.max_retries, base_delay_s=cfg.retry_base_delay_s,
+                                 max_delay_s=cfg.retry_max_delay_s, timeout_s=cfg.timeout_s),
+                     api_key_env=cfg.api_key_env, stop=stop)
+
+        def finish(row: dict | None) -> None:
+            nonlocal done
+            if row is not None:
+                buf.append(row)
+            done += 1
+            if progress:
+                progress(done, len(calls))
+            if len(buf) >= flush_every:
+                rows = buf[:]
+                buf.clear()
+                _append_responses(rpath, rows)
+                s.new_rows += len(rows)
+
+        async def one(t: dict) -> None:
+            nonlocal exhausted_in_a_row
+            key, base = t["request_key"], _public(t)
+            while True:
+                if stop.is_set():
+                    s.unfinished += 1
+                    return finish(None)
+                async with slots:
+                    state = cache.claim(key, owner, lease_s)
+                    if state == "claimed":
+                        res = await gw.complete(t["_messages"], max_tokens, t["_sampling"],
+                                                random.Random(t["request_key"]))
+                        break
+                if state == "cached":  # another worker answered it
+                    s.taken_by_others += 1
+                    hit = cache.get(key)
+                    return finish({**base, **hit, "cached": True, "retries": 0,
+                                   "extracted_answer": extract_answer(hit.get("response")) or None})
+                await asyncio.sleep(min(0.25, lease_s / 4))  # taken: wait for its answer or for its lease to lapse
+            s.retries += res.retries
+            s.retry_delay_s += res.retry_delay_s
+            if res.transient_failure or res.status == "config_error":
+                cache.release(key, owner)  # not stored: a rerun (or another worker) retries it
+                s.unfinished += 1
+                if res.transient_failure and not stop.is_set():
+                    s.calls += 1
+                    exhausted_in_a_row += 1
+                    if exhausted_in_a_row >= cfg.pause_after:
+                        stop.set()
+                        s.status = "paused"
+                        s.notes.insert(0, f"paused: {exhausted_in_a_row} calls in a row failed past their retry "
+                                          f"budget ({cfg.max_retries} retries), the provider looks down; nothing "
+                                          f"was marked wrong, rerun the same evaluation to resume (only the "
+                                          f"missing calls are made). Last error: {res.error}")
+                elif res.status == "config_error":
+                    s.calls += 1
+                if res.retries or res.status == "config_error" or not stop.is_set():
+                    s.notes.append(f"{t['instance_id']} (sample {t['sample']}): {res.error}")
+                return finish(None)
+            s.calls += 1
+            exhausted_in_a_row = 0
             if res.status in ("ok", "over_length", "refused_by_provider"):
-                cache.put(t["request_key"], cfg.model, res.payload())
+                cache.put(key, cfg.model, res.payload())
+            else:
+                cache.release(key, owner)
             if res.status == "over_length":
                 s.over_length += 1
             elif res.status == "error":
                 s.errors += 1
-                s.notes.append(f"{t['instance_id']}: {res.error}")
-            buf.append({**base, **res.payload(), "cached": False, "retries": res.retries,
-                        "extracted_answer": extract_answer(res.response) if res.response else None})
-        done += 1
-        if progress:
-            progress(done, len(calls))
-        if len(buf) >= flush_every:
-            rows = buf[:]
-            buf.clear()
-            _append_responses(rpath, rows)
-            s.new_rows += len(rows)
+                s.notes.append(f"{t['instance_id']} (sample {t['sample']}): {res.error}")
+            finish({**base, **res.payload(), "cached": False, "retries": res.retries,
+                    "extracted_answer": extract_answer(res.response) if res.response else None})
 
-    async def main() -> None:
+        async def heartbeat() -> None:
+            while True:
+                await asyncio.sleep(lease_s / 3)
+                cache.renew(owner, lease_s)
+
+        hb = asyncio.create_task(heartbeat())
         try:
             await asyncio.gather(*(one(t) for t in calls))
         finally:
+            hb.cancel()
             await gw.aclose()
 
     try:
@@ -316,3 +392,5 @@ def _run_calls(calls: list[dict], cfg: EvalConfig, max_tokens: int, cache: Respo
     finally:
         _append_responses(rpath, buf)
         s.new_rows += len(buf)
+        if s.status != "paused" and s.unfinished:
+            s.status = "incomplete"

@@ -1,34 +1,42 @@
 """Serve ctxbench's Prefect deployments from one process (``python infra/serve.py``).
 
-Deployments: ``nightly`` (cron, time zone configurable: CTXBENCH_NIGHTLY_CRON, default "0 2 * * *";
-CTXBENCH_TZ, default UTC), ``build_holobench``, ``build_scitrek``, ``evaluate``, ``score``, ``report``. Parameters are pydantic
-models, so the Prefect UI shows a form with defaults and validation. Point PREFECT_API_URL at a server
-(`bash infra/start.sh` starts one) or let Prefect start a temporary one.
+One deployment per flow defined in ``pipelines/flows.py`` (a flow added there is served without touching this
+file), named after the flow: ``nightly`` on a cron schedule (``CTXBENCH_NIGHTLY_CRON``, default "0 2 * * *", in the
+time zone ``CTXBENCH_TZ``, default UTC), each build flow (``build_holobench``, ``build_scitrek``, ...),
+``evaluate``, ``backfill``, ``score``, ``report``. Parameters are pydantic models, so the Prefect UI shows a form with defaults and validation.
+Point PREFECT_API_URL at a server (``bash infra/start.sh`` starts one and this) or let Prefect start a temporary one.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
+import sys
+from pathlib import Path
 
-from prefect import serve
-from prefect.schedules import Cron
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `python infra/serve.py` from anywhere
 
-from pipelines.flows import build_holobench_flow, build_scitrek_flow, evaluate_flow, nightly, report_flow, score_flow
+from prefect import Flow, serve  # noqa: E402
+from prefect.schedules import Cron  # noqa: E402
+
+
+def flows() -> dict[str, Flow]:
+    """Every flow object defined in ``pipelines.flows``, by flow name."""
+    import pipelines.flows as mod
+
+    return {f.name: f for _, f in inspect.getmembers(mod, lambda o: isinstance(o, Flow))}
 
 
 def deployments() -> list:
-    """The deployment objects (also used by tests)."""
+    """The deployment objects (also used by tests): one per flow, ``nightly`` with its schedule."""
     cron = os.environ.get("CTXBENCH_NIGHTLY_CRON", "0 2 * * *")
     tz = os.environ.get("CTXBENCH_TZ", "UTC")
-    return [
-        nightly.to_deployment(name="nightly", schedule=Cron(cron, timezone=tz),
-                              description="build → evaluate → score → report on the configured benchmarks"),
-        build_holobench_flow.to_deployment(name="build_holobench"),
-        build_scitrek_flow.to_deployment(name="build_scitrek"),
-        evaluate_flow.to_deployment(name="evaluate", description="evaluate (or backfill) one model on a build"),
-        score_flow.to_deployment(name="score"),
-        report_flow.to_deployment(name="report"),
-    ]
+    out = []
+    for name, f in sorted(flows().items()):
+        doc = (inspect.getdoc(f.fn) or "").split("\n\n")[0].replace("\n", " ")
+        kw = {"schedule": Cron(cron, timezone=tz)} if name == "nightly" else {}
+        out.append(f.to_deployment(name=name, description=doc or None, **kw))
+    return out
 
 
 if __name__ == "__main__":

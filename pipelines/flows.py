@@ -21,7 +21,8 @@ from prefect.cache_policies import NO_CACHE
 from prefect.utilities.annotations import quote
 from prefect.artifacts import create_markdown_artifact
 
-from ctxbench.evaluate import EvalConfig, evaluate_build
+from ctxbench.backfill import BackfillConfig, find_builds
+from ctxbench.evaluate import EvalConfig, evaluate_build, unanswered_calls
 from ctxbench.models.local_server import EMBEDDED_MODEL, LocalServer
 from ctxbench.report import build_report, results_table
 from ctxbench.score import score_build
@@ -147,11 +148,76 @@ def evaluate_task(build: str, cfg: EvalConfig, secrets: dict[str, str] | None = 
     return s.__dict__
 
 
-@flow(name="evaluate")
-def evaluate_flow(build: str, cfg: EvalConfig, secrets: dict[str, str] | None = None) -> dict:
-    """Evaluate one model on an existing build (a backfill calls only this model). ``secrets``: environment
-    variable -> Prefect Secret block name, for API keys."""
-    return evaluate_task(build, cfg, secrets)
+def task_runner():
+    """The task runner of flows that fan out (``evaluate`` with several workers): Prefect's Dask task runner on the
+    scheduler at ``CTXBENCH_DASK_ADDRESS`` (e.g. ``tcp://scheduler:8786``, a real cluster), or on a local Dask
+    cluster of ``CTXBENCH_DASK_WORKERS`` worker processes; else Prefect's default thread pool."""
+    addr, n = os.environ.get("CTXBENCH_DASK_ADDRESS"), os.environ.get("CTXBENCH_DASK_WORKERS")
+    if addr or n:
+        from prefect_dask import DaskTaskRunner
+
+        if addr:
+            return DaskTaskRunner(address=addr)
+        return DaskTaskRunner(cluster_kwargs={"n_workers": int(n), "threads_per_worker": 1, "processes": True})
+    from prefect.task_runners import ThreadPoolTaskRunner
+
+    return ThreadPoolTaskRunner()
+
+
+def _summary_md(build: str, model: str, parts: list[dict]) -> str:
+    keys = ("status", "selected", "calls", "from_cache", "taken_by_others", "already_stored", "new_rows",
+            "over_length", "errors", "unfinished", "retries", "retry_delay_s")
+    rows = "\n".join(f"| {i} | " + " | ".join(f"{p[k]:.1f}" if k == "retry_delay_s" else str(p[k]) for k in keys)
+                     + " |" for i, p in enumerate(parts))
+    notes = [n for p in parts for n in p["notes"]][:50]
+    return (f"### {model} on `{build}`\n\n| worker | " + " | ".join(keys) + " |\n|"
+            + "---|" * (len(keys) + 1) + "\n" + rows + "\n\n" + "".join(f"- {n}\n" for n in notes))
+
+
+@flow(name="evaluate", task_runner=task_runner())
+def evaluate_flow(build: str, cfg: EvalConfig, secrets: dict[str, str] | None = None, workers: int = 1,
+                  pause_timeout_s: int = 86400) -> dict:
+    """Evaluate one model on an existing build. ``secrets``: environment variable -> Prefect Secret block name,
+    for API keys. ``workers`` > 1 runs that many evaluation tasks at once on the task runner (Dask workers when
+    configured), sharing the response cache: each call is claimed by one of them, none is made twice. A provider
+    outage longer than the retry budget pauses this flow run (resume it from the UI: only the missing calls are
+    made); nothing is marked wrong. Returns the summary (totals over workers; ``workers``: each one's)."""
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, got {workers}")
+    if cfg.model == EMBEDDED_MODEL and not cfg.base_url:
+        workers = 1  # one embedded server on this machine
+    from prefect.flow_runs import pause_flow_run
+
+    for attempt in range(1000):
+        if workers == 1:
+            parts = [evaluate_task(build, cfg, secrets)]
+        else:
+            futures = [evaluate_task.with_options(task_run_name=f"evaluate-calls-{i}").submit(build, cfg, secrets)
+                       for i in range(workers)]
+            parts = [f.result() for f in futures]
+        create_markdown_artifact(_summary_md(build, cfg.model, parts), key="ctxbench-evaluation",
+                                 description=f"evaluation of {cfg.model}: calls, retries and waits")
+        out = {k: sum(p[k] for p in parts) for k in ("calls", "from_cache", "taken_by_others", "new_rows",
+                                                     "over_length", "errors", "retries", "retry_delay_s")}
+        statuses = {p["status"] for p in parts}
+        left = parts[0]["unfinished"] if workers == 1 else unanswered_calls(build, cfg)
+        out.update(selected=parts[0]["selected"], already_stored=min(p["already_stored"] for p in parts),
+                   unfinished=left, status="paused" if "paused" in statuses else "incomplete" if left
+                   else "complete", notes=[n for p in parts for n in p["notes"]], workers=parts,
+                   resumes=attempt)
+        if out["status"] != "paused":
+            return out
+        # a provider outage: wait (resumable from the UI or `prefect flow-run resume`) and make the missing calls
+        pause_flow_run(timeout=pause_timeout_s, poll_interval=2, key=f"outage-{attempt}")
+    return out
+
+
+@flow(name="backfill")
+def backfill_flow(cfg: BackfillConfig) -> dict:
+    """Add one model to every existing build of the chosen benchmarks under ``cfg.runs_root``: calls only that
+    model (the response cache answers what another build already asked), appends its rows, never rewrites other
+    models' rows, rebuilds nothing."""
+    return {str(b): evaluate_flow(str(b), cfg.model) for b in find_builds(cfg.runs_root, cfg.benchmarks)}
 
 
 @task(name="score", cache_policy=NO_CACHE)

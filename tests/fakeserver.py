@@ -6,8 +6,10 @@ counted and its body kept. What happens to a request is decided, in this order, 
 
 1. ``rule(body)``: a callable returning a behaviour name or None (e.g. always reject one question);
 2. the scripted queue (``script([...])``), consumed one request at a time;
-3. ``fail_rate`` with a seeded RNG choosing among ``fail_kinds``;
-4. otherwise ``"ok"``.
+3. an outage (``outage(True)``): every request gets the outage behaviour (default ``503``) until ``outage(False)``;
+4. ``fail_rate`` with a seeded RNG choosing among ``fail_kinds`` (``FAULT_KINDS``: the fault-injecting mode, with
+   timeouts; ``TRANSIENT_KINDS``: the same without them);
+5. otherwise ``"ok"``, after ``latency_s`` seconds (a model's fixed latency).
 
 Behaviours: ``ok``, ``429_retry_after`` (429 with ``Retry-After: <retry_after>``), ``429_retry_after_ms``
 (``retry-after-ms`` header), ``429`` (no Retry-After), ``500``, ``503``, ``reset`` (socket closed without a
@@ -29,6 +31,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
 TRANSIENT_KINDS = ("429_retry_after", "429", "500", "503", "reset")
+FAULT_KINDS = TRANSIENT_KINDS + ("429_retry_after_ms", "delay")  # "delay": longer than a short client timeout
+
+
+def call_id(body: dict) -> tuple[str, int | None]:
+    """What identifies a request's answer on the server side (the last user message and the sample seed): two
+    requests with the same id are the same call made twice."""
+    users = [m for m in body.get("messages", []) if m.get("role") == "user"]
+    return (message_text(users[-1]["content"]) if users else "", body.get("seed"))
 
 CTX_ERROR = {"error": {"message": "This model's maximum context length is 8192 tokens. However, your messages "
                                   "resulted in 9120 tokens. Please reduce the length of the messages.",
@@ -60,11 +70,13 @@ class FakeOpenAIServer:
 
     def __init__(self, answer_fn: Callable[[dict], str] | None = None, fail_rate: float = 0.0,
                  fail_kinds: tuple[str, ...] = TRANSIENT_KINDS, seed: int = 0, retry_after: str = "1",
-                 delay_s: float = 2.0, rule: Callable[[dict], str | None] | None = None):
+                 delay_s: float = 2.0, rule: Callable[[dict], str | None] | None = None, latency_s: float = 0.0):
         self.answer_fn = answer_fn or default_answer
         self.fail_rate, self.fail_kinds = fail_rate, tuple(fail_kinds)
         self.rng = random.Random(seed)
         self.retry_after, self.delay_s, self.rule = retry_after, delay_s, rule
+        self.latency_s = latency_s
+        self._outage: str | None = None
         self._queue: list[str] = []
         self._lock = threading.Lock()
         self.requests: list[dict] = []        # bodies of every POST /v1/chat/completions, in arrival order
@@ -79,6 +91,16 @@ class FakeOpenAIServer:
         """Behaviours for the next requests, in order (after which the rate / ok rule applies again)."""
         with self._lock:
             self._queue.extend(behaviours)
+
+    def outage(self, on: bool, behaviour: str = "503") -> None:
+        """Start (``on``) or end a provider outage: meanwhile every request gets ``behaviour``."""
+        with self._lock:
+            self._outage = behaviour if on else None
+
+    def call_counts(self, ok_only: bool = False) -> Counter:
+        """Requests per :func:`call_id` (all of them, or only those answered ``ok``)."""
+        with self._lock:
+            return Counter(call_id(b) for b, h in zip(self.requests, self.behaviours) if not ok_only or h == "ok")
 
     def reset_counts(self) -> None:
         with self._lock:
@@ -105,6 +127,8 @@ class FakeOpenAIServer:
             b = self.rule(body) if self.rule else None
             if b is None and self._queue:
                 b = self._queue.pop(0)
+            if b is None and self._outage:
+                b = self._outage
             if b is None and self.fail_rate and self.rng.random() < self.fail_rate:
                 b = self.rng.choice(self.fail_kinds)
             b = b or "ok"
@@ -173,6 +197,8 @@ class FakeOpenAIServer:
             def _act(self, b: str, body: dict) -> None:
                 err = {"error": {"message": f"fake {b}", "type": "server_error"}}
                 if b == "ok":
+                    if owner.latency_s:
+                        time.sleep(owner.latency_s)
                     self._send(200, owner.completion(body))
                 elif b == "content_filter":
                     self._send(200, owner.completion(body, "content_filter"))

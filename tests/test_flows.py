@@ -30,7 +30,13 @@ def test_deployments_have_a_nightly_schedule_and_typed_parameters(monkeypatch):
     from infra.serve import deployments
 
     ds = {d.name: d for d in deployments()}
-    assert set(ds) == {"nightly", "build_holobench", "build_scitrek", "evaluate", "score", "report"}
+    # one deployment per flow in pipelines/flows.py (build flows other tracks add appear by themselves)
+    import pipelines.flows as mod
+    from prefect import Flow
+
+    assert set(ds) == {f.name for f in vars(mod).values() if isinstance(f, Flow)}
+    assert {"nightly", "build_holobench", "build_scitrek", "evaluate", "backfill", "score", "report"} <= set(ds)
+    assert not any(ds[n].schedules for n in ds if n != "nightly")
     sched = ds["nightly"].schedules[0].schedule
     assert (sched.cron, sched.timezone) == ("30 3 * * *", "Europe/Berlin")
     # the UI form comes from the flow's typed (pydantic) parameters
@@ -41,3 +47,9 @@ def test_deployments_have_a_nightly_schedule_and_typed_parameters(monkeypatch):
     schema = parameter_schema(nightly.fn)
     assert {"build", "out", "models"} <= set(schema.properties)
     assert "HoloBenchConfig" in str(schema.definitions) and "EvalConfig" in str(schema.definitions)
+    from pipelines.flows import backfill_flow
+
+    bf = parameter_schema(backfill_flow.fn)
+    assert "BackfillConfig" in str(bf.definitions) and "EvalConfig" in str(bf.definitions)
+    assert bf.definitions["BackfillConfig"]["properties"]["runs_root"]["default"] == "runs"
+    assert bf.definitions["EvalConfig"]["properties"]["concurrency"]["minimum"] == 1  # the form validates

@@ -4,6 +4,12 @@ Keyed by :func:`request_key`, a hash of exactly what determines a model's output
 parameters, max tokens and the sample index; never run ids, concurrency, retry or timeout settings (the
 practice of inspect_ai's model cache). Each response is committed as it arrives (SQLite in WAL mode), so a crash
 loses at most the calls in flight, and several processes may share the cache.
+
+Several workers (processes, Dask workers, machines sharing the file) evaluating at once make each call once: before
+calling, a worker *claims* the request key (:meth:`ResponseCache.claim`, an atomic ``INSERT OR IGNORE`` into the
+``claims`` table inside one write transaction). A claim names its owner and expires after a lease
+(``lease_s``), so the claims of a crashed worker lapse and another worker takes the call over; storing the
+answer (:meth:`ResponseCache.put`) drops the claim.
 """
 
 from __future__ import annotations
@@ -40,6 +46,8 @@ class ResponseCache:
         self._con.execute("PRAGMA synchronous=NORMAL")
         self._con.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, model TEXT, "
                           "payload TEXT NOT NULL, created_at REAL)")
+        self._con.execute("CREATE TABLE IF NOT EXISTS claims (key TEXT PRIMARY KEY, owner TEXT NOT NULL, "
+                          "expires_at REAL NOT NULL)")
         self._con.commit()
 
     def get(self, key: str) -> dict | None:
@@ -58,10 +66,59 @@ class ResponseCache:
         return out
 
     def put(self, key: str, model: str, payload: dict) -> None:
+        """Store an answer (the first one stored for a key wins) and drop any claim on the key."""
         with self._lock:
             self._con.execute("INSERT OR IGNORE INTO responses VALUES (?, ?, ?, ?)",
                               (key, model, json.dumps(payload, ensure_ascii=False), time.time()))
+            self._con.execute("DELETE FROM claims WHERE key = ?", (key,))
             self._con.commit()
+
+    # -- claims: one call per request key across workers ---------------------------------------------------------
+    def claim(self, key: str, owner: str, lease_s: float = 120.0) -> str:
+        """Try to take the call for ``key`` for ``owner`` for ``lease_s`` seconds (wall clock). Returns
+        ``"claimed"`` (the caller makes the call; a claim it already holds is renewed), ``"cached"`` (the answer is
+        stored: read it with :meth:`get`) or ``"taken"`` (another owner holds an unexpired claim: try later).
+        Atomic across processes: the check and the insert run in one ``BEGIN IMMEDIATE`` transaction."""
+        now = time.time()
+        with self._lock:
+            con = self._con
+            con.execute("BEGIN IMMEDIATE")
+            try:
+                if con.execute("SELECT 1 FROM responses WHERE key = ?", (key,)).fetchone():
+                    out = "cached"
+                else:
+                    con.execute("DELETE FROM claims WHERE key = ? AND (expires_at < ? OR owner = ?)",
+                                (key, now, owner))
+                    cur = con.execute("INSERT OR IGNORE INTO claims VALUES (?, ?, ?)", (key, owner, now + lease_s))
+                    out = "claimed" if cur.rowcount == 1 else "taken"
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+        return out
+
+    def release(self, key: str, owner: str) -> None:
+        """Give up ``owner``'s claim on ``key`` (a call that failed and was not stored), so others may take it."""
+        with self._lock:
+            self._con.execute("DELETE FROM claims WHERE key = ? AND owner = ?", (key, owner))
+            self._con.commit()
+
+    def renew(self, owner: str, lease_s: float = 120.0) -> int:
+        """Extend every claim ``owner`` holds to ``lease_s`` seconds from now (a heartbeat of a live worker whose
+        calls outlast the lease, e.g. long retries); returns how many claims it holds."""
+        with self._lock:
+            n = self._con.execute("UPDATE claims SET expires_at = ? WHERE owner = ?",
+                                  (time.time() + lease_s, owner)).rowcount
+            self._con.commit()
+        return n
+
+    def claims(self) -> dict[str, tuple[str, float]]:
+        """Current claims: key -> (owner, expires_at as a Unix time), expired ones included."""
+        with self._lock:
+            return {k: (o, e) for k, o, e in self._con.execute("SELECT key, owner, expires_at FROM claims")}
+
+    def __bool__(self) -> bool:  # an empty cache is still a cache (`cache or ResponseCache()` must keep it)
+        return True
 
     def __len__(self) -> int:
         with self._lock:

@@ -126,6 +126,7 @@ class Gateway:
     concurrency: int = 8
     policy: RetryPolicy = field(default_factory=RetryPolicy)
     api_key_env: str | None = None
+    stop: asyncio.Event | None = field(default=None, repr=False)  # set: no new attempt starts (a paused run)
     _sem: asyncio.Semaphore | None = field(default=None, repr=False)
     _client: Any = field(default=None, repr=False)
 
@@ -212,6 +213,9 @@ class Gateway:
         retries, waited = 0, 0.0
         async with self._semaphore():
             while True:
+                if self.stop is not None and self.stop.is_set():
+                    return CallResult("error", error="not attempted: the evaluation paused (provider outage)",
+                                      retries=retries, retry_delay_s=waited, transient_failure=True)
                 try:
                     res = await asyncio.wait_for(self._once(messages, max_tokens, sampling), self.policy.timeout_s)
                     res.retries, res.retry_delay_s = retries, waited
@@ -226,7 +230,13 @@ class Gateway:
                     d = self.policy.delay(retries, err.retry_after, rng)
                     retries += 1
                     waited += d
-                    await asyncio.sleep(d)
+                    if self.stop is None:
+                        await asyncio.sleep(d)
+                    else:  # a pause cuts the backoff short
+                        try:
+                            await asyncio.wait_for(self.stop.wait(), d)
+                        except asyncio.TimeoutError:
+                            pass
 
     async def aclose(self) -> None:
         if self._client is not None:
