@@ -1,13 +1,29 @@
 #!/usr/bin/env bash
-# Start a Prefect server (SQLite by default; set PREFECT_API_DATABASE_CONNECTION_URL for PostgreSQL) and serve
-# ctxbench's deployments, with one command. Stop with Ctrl-C.
+# One command: start a Prefect server and serve every ctxbench deployment (python infra/serve.py). Stop with Ctrl-C.
+#   PREFECT_PORT (default 4200), PREFECT_HOST (default 127.0.0.1; 0.0.0.0 to reach the UI from elsewhere)
+#   database: SQLite under PREFECT_HOME (default ~/.prefect) unless PREFECT_API_DATABASE_CONNECTION_URL (or
+#   PREFECT_SERVER_DATABASE_CONNECTION_URL) is set, e.g. postgresql+asyncpg://user:pass@db:5432/prefect
+#   nightly schedule: CTXBENCH_NIGHTLY_CRON (default "0 2 * * *"), CTXBENCH_TZ (default UTC)
+#   scale-out: CTXBENCH_DASK_ADDRESS (a Dask scheduler) or CTXBENCH_DASK_WORKERS (a local Dask cluster)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+HOST="${PREFECT_HOST:-127.0.0.1}"
 PORT="${PREFECT_PORT:-4200}"
 export PREFECT_SERVER_ANALYTICS_ENABLED=false
-prefect server start --host 127.0.0.1 --port "$PORT" &
+prefect server start --host "$HOST" --port "$PORT" &
 SERVER=$!
-trap 'kill $SERVER 2>/dev/null' EXIT
+trap 'kill $SERVER 2>/dev/null || true; wait $SERVER 2>/dev/null || true' EXIT INT TERM
 export PREFECT_API_URL="http://127.0.0.1:${PORT}/api"
-for _ in $(seq 1 120); do curl -fs "$PREFECT_API_URL/health" >/dev/null && break; sleep 1; done
+python - <<'PY'
+import os, sys, time, urllib.request
+url = os.environ["PREFECT_API_URL"] + "/health"
+for _ in range(300):
+    try:
+        urllib.request.urlopen(url, timeout=2).read()
+        sys.exit(0)
+    except OSError:
+        time.sleep(1)
+sys.exit(f"the Prefect server did not answer at {url} within 300 s")
+PY
+echo "Prefect UI: http://${HOST}:${PORT}  (serving ctxbench deployments; Ctrl-C stops both)"
 python infra/serve.py
