@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field, field_validator
 from .analysis.filters import InstanceFilter, filter_instances
 from .errors import InputError
 from .hashing import canonical_json
-from .models.cache import ResponseCache, request_key
+from .models.cache import ResponseCache, claim_owner, request_key
 from .models.gateway import Gateway, RetryPolicy, cost_usd
 from .models.registry import model_info
 from .prompts import messages_text, render_messages
@@ -290,12 +290,8 @@ def _run_calls(calls: list[dict], cfg: EvalConfig, max_tokens: int, cache: Respo
     claimed by another worker is waited for (its answer is then stored here as a cached row) or taken over when
     that worker's lease lapses. After ``cfg.pause_after`` consecutive calls past their retry budget (a provider
     outage), no new call starts: the unfinished calls stay unstored and ``s.status`` is ``paused``."""
-    import os
-    import socket
-    import uuid
-
     cost_usd(cfg.model, 0, 0)  # loads litellm's price table now, not inside the event loop at the first answer
-    owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    owner = claim_owner()
     buf: list[dict] = []
     done = 0
     exhausted_in_a_row = 0

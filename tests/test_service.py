@@ -68,6 +68,21 @@ def test_claims_are_exclusive_expire_and_end_with_the_answer(tmp_path):
     time.sleep(0.1)
     assert b.renew("B", lease_s=0.2) == 1
     assert b.claims()["j"][1] > time.time() + 0.1
+    # a claim of a process of this machine that has ended (SIGKILL, crash) is taken over at once, lease or not;
+    # one of a live process is not
+    import socket
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        host = socket.gethostname()
+        assert a.claim("d", f"{host}:{dead.pid}:x", lease_s=600) == "claimed"
+        assert a.claim("l", f"{host}:{live.pid}:x", lease_s=600) == "claimed"
+        assert b.claim("d", "B") == "claimed" and b.claim("l", "B") == "taken"
+    finally:
+        live.kill()
+        live.wait()
 
 
 # ------------------------------------------------------------------------------------------------ faults
@@ -242,8 +257,7 @@ def test_evaluate_flow_on_a_dask_local_cluster_splits_the_calls(tmp_path, monkey
 
 # ------------------------------------------------------------------------------------------------ backfill
 
-def test_backfill_calls_only_the_new_model_and_rewrites_no_row(tmp_path, monkeypatch):
-    monkeypatch.setenv("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+def test_backfill_calls_only_the_new_model_and_rewrites_no_row(tmp_path, monkeypatch, prefect_api):
     monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
     from pipelines.flows import backfill_flow
 
@@ -267,8 +281,14 @@ def test_backfill_calls_only_the_new_model_and_rewrites_no_row(tmp_path, monkeyp
         out = backfill_flow(BackfillConfig(model=EvalConfig(model="openai/new", base_url=srv.base_url),
                                            runs_root=str(runs), benchmarks=["holobench"]))
         models = srv.count_by_model()
-    assert models == Counter({"new": 10})  # only the new model, only the holobench builds
-    assert sorted(out) == [str(b1), str(b2)] and [out[str(b)]["calls"] for b in (b1, b2)] == [6, 4]
+    # only the new model, only the holobench builds, each distinct prompt once: b2's first two instances have the
+    # same context and question as b1's (the toy builds overlap), so the response cache answers them
+    prompts = [(r["context"], r["question"]) for b in (b1, b2)
+               for r in pq.read_table(b / "instances.parquet", columns=["context", "question"]).to_pylist()]
+    assert len(prompts) == 10 and len(set(prompts)) == 8
+    assert models == Counter({"new": 8})
+    assert sorted(out) == [str(b1), str(b2)] and [out[str(b)]["calls"] for b in (b1, b2)] == [6, 2]
+    assert [r["cached"] for r in rows(b2) if r["model"] == "openai/new"].count(True) == 2
     for b in (b1, b2):
         t = pq.read_table(b / "responses.parquet")
         olds = [r for r in t.to_pylist() if r["model"] == "openai/old"]

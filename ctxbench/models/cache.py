@@ -7,9 +7,10 @@ loses at most the calls in flight, and several processes may share the cache.
 
 Several workers (processes, Dask workers, machines sharing the file) evaluating at once make each call once: before
 calling, a worker *claims* the request key (:meth:`ResponseCache.claim`, an atomic ``INSERT OR IGNORE`` into the
-``claims`` table inside one write transaction). A claim names its owner and expires after a lease
-(``lease_s``), so the claims of a crashed worker lapse and another worker takes the call over; storing the
-answer (:meth:`ResponseCache.put`) drops the claim.
+``claims`` table inside one write transaction). A claim names its owner (host, process id) and expires after a
+lease (``lease_s``, renewed while the owner runs), so the claims of a crashed worker lapse and another worker takes
+the call over (at once when the dead owner was a process on the same machine); storing the answer
+(:meth:`ResponseCache.put`) drops the claim.
 """
 
 from __future__ import annotations
@@ -31,6 +32,35 @@ def request_key(model: str, messages: list[dict], sampling: dict[str, Any], max_
     payload = {"model": model, "messages": messages, "sampling": sampling, "max_tokens": max_tokens,
                "sample": sample}
     return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
+
+
+def claim_owner() -> str:
+    """A claim owner id for this process: ``host:pid:random`` (the random part tells apart owners in one
+    process)."""
+    import os
+    import socket
+    import uuid
+
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def _dead_local_owner(owner: str) -> bool:
+    """True when ``owner`` (see :func:`claim_owner`) is a process of this machine that no longer runs (killed or
+    crashed): its claims need not wait for their lease. Owners on other machines are judged by the lease only."""
+    import os
+    import socket
+
+    host, _, rest = owner.partition(":")
+    pid = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
 
 
 class ResponseCache:
@@ -89,6 +119,9 @@ class ResponseCache:
                 else:
                     con.execute("DELETE FROM claims WHERE key = ? AND (expires_at < ? OR owner = ?)",
                                 (key, now, owner))
+                    held = con.execute("SELECT owner FROM claims WHERE key = ?", (key,)).fetchone()
+                    if held and _dead_local_owner(held[0]):  # a crashed process on this machine: no need to wait
+                        con.execute("DELETE FROM claims WHERE key = ?", (key,))
                     cur = con.execute("INSERT OR IGNORE INTO claims VALUES (?, ?, ?)", (key, owner, now + lease_s))
                     out = "claimed" if cur.rowcount == 1 else "taken"
                 con.execute("COMMIT")
