@@ -127,6 +127,7 @@ def _selected_by_rule(build: Path, per_length: int) -> set[str]:
     return out
 
 
+@pytest.mark.slow
 def test_a_run_started_from_the_ui_completes_with_the_changed_parameter(stack, tmp_path):
     from playwright.sync_api import expect, sync_playwright
 
