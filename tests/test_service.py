@@ -295,3 +295,52 @@ def test_backfill_calls_only_the_new_model_and_rewrites_no_row(tmp_path, monkeyp
         assert olds == old[b].to_pylist()  # other models' rows unchanged
         assert Counter(r["model"] for r in t.to_pylist())["openai/new"] == old[b].num_rows
     assert not (other / "responses.parquet").exists()
+
+
+def test_evaluate_flow_pauses_on_an_outage_and_a_resume_makes_only_the_missing_calls(tmp_path, monkeypatch,
+                                                                                     prefect_api):
+    """The Prefect side of a pause: the flow run goes to Paused (resumable from the UI); resuming it after the
+    outage makes only the calls not answered before, and the run completes."""
+    import threading
+
+    from prefect import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterState, FlowRunFilterStateType
+    from prefect.client.schemas.objects import StateType
+    from prefect.flow_runs import resume_flow_run
+    from prefect.utilities.asyncutils import run_coro_as_sync
+
+    from pipelines.flows import evaluate_flow
+
+    monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
+    build = make_toy_build(tmp_path / "b", n=12)
+    result: dict = {}
+    with FakeOpenAIServer(answer_fn=reader) as srv:
+        cfg = EvalConfig(model="openai/fake", base_url=srv.base_url, concurrency=1, max_retries=1,
+                         retry_base_delay_s=0.01, retry_max_delay_s=0.01, pause_after=2)
+        srv.script(["ok"] * 5)
+        srv.outage(True, "503")
+        th = threading.Thread(target=lambda: result.update(out=evaluate_flow(str(build), cfg)), daemon=True)
+        th.start()
+
+        async def paused_runs():
+            async with get_client() as c:
+                return await c.read_flow_runs(flow_run_filter=FlowRunFilter(
+                    state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.PAUSED]))))
+
+        deadline, runs = time.monotonic() + 240, []
+        while time.monotonic() < deadline and not runs:
+            runs = run_coro_as_sync(paused_runs())
+            time.sleep(0.5)
+        assert len(runs) == 1, "the flow run did not pause"
+        stored = rows(build)
+        assert len(stored) == 5 and all(r["status"] == "ok" for r in stored)  # nothing marked wrong
+        before = srv.call_counts(ok_only=True)
+        srv.outage(False)
+        resume_flow_run(runs[0].id)
+        th.join(timeout=240)
+        assert not th.is_alive(), "the resumed flow run did not finish"
+        after = srv.call_counts(ok_only=True)
+    out = result["out"]
+    assert (out["status"], out["resumes"], out["calls"], out["unfinished"]) == ("complete", 1, 7, 0), out
+    assert len(before) == 5 and set(before) & set(after - before) == set() and set(after.values()) == {1}
+    assert_one_right_row_per_instance(build, 12)
