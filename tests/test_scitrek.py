@@ -384,7 +384,16 @@ def test_evaluate_score_report_unchanged(built):
         if want == 0.0:
             assert "null_answer" in json.loads(m["tags"])
     assert len(sc) == 2 * len(inst)
-    assert build_report(out).exists()
+    html = build_report(out).read_text(encoding="utf-8")
+    assert "Scientific articles (SciTrek)" in html and "fallback" not in html
+    by = {(r["matcher"], r["setting"]): r for r in pq.read_table(out / "report" / "scitrek_by_setting.parquet")
+          .to_pylist()}
+    n = sum(1 for i in inst if i["context_format"] == "full_text")
+    assert by[("exact_match", "F-64")]["score"] == 1.0 and by[("exact_match", "F-64")]["n"] == n
+    assert by[("f1", "D-64")]["score"] == 0.0 and by[("f1", "D-64")]["n"] == n
+    tags = pq.read_table(out / "report" / "scitrek_failure_tags.parquet").to_pylist()
+    assert sum(t["responses"] for t in tags) == 2 * n  # exact-match responses of both formats
+    assert sum(t["null_answer"] * t["responses"] for t in tags) == pytest.approx(n)  # every tables answer: NULL
 
 
 def test_build_with_question_model(built, metadata_path, tmp_path):

@@ -162,10 +162,12 @@ def build_report(build_dir: str | Path, regime_thresholds: dict | None = None) -
 
     rag_html = rag_section(build_dir, out, _table)
     matcher_note = ("Scores use the deterministic row matcher (row_match): each gold row is an exact (1), partial "
-                    "(0.5) or no match (0); an instance scores the mean over its gold rows.")
-    from ..scoring.registry import FALLBACK_MATCHERS
+                    "(0.5) or no match (0); an instance scores the mean over its gold rows."
+                    if any(r["matcher"] == "row_match" for r in rows) or not rows else
+                    "Scores use the matchers each benchmark registers (ctxbench/scoring/registry.py).")
+    from ..scoring.registry import is_fallback
 
-    fb = sorted({r["matcher"] for r in rows} & FALLBACK_MATCHERS)
+    fb = sorted({r["matcher"] for r in rows if is_fallback(r["matcher"], inst[r["instance_id"]].get("benchmark"))})
     if fb:  # e.g. LaRA without an LLM judge
         matcher_note += (f" Matchers {', '.join(fb)} are a deterministic <b>fallback</b> for free-text answers (token "
                          f"containment / F1 against the reference, refusal detection for unanswerable questions), "
@@ -191,6 +193,8 @@ td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}th{{background:#f
 </body></html>"""
     from .needles import needles_section  # planted-fact track (issue 6): "" for a build without needles
     doc = doc.replace("</body></html>", needles_section(build_dir, out, regime_thresholds) + "</body></html>")
+    from .scitrek import scitrek_section  # scientific-article track (issue 5): "" for a build without it
+    doc = doc.replace("</body></html>", scitrek_section(build_dir, out, _table) + "</body></html>")
     from .difficulty import difficulty_section  # LURCH difficulty, closed-book screen, judge κ (issue 7)
     doc = doc.replace("</body></html>", difficulty_section(build_dir, out) + "</body></html>")
     p = out / "index.html"

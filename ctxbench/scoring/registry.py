@@ -48,6 +48,12 @@ FALLBACK_MATCHERS: set[str] = {"lara_fallback", "f1", "containment"}
 _loaded: dict[str, Callable] = {}
 
 
+def is_fallback(name: str, benchmark: str | None = None) -> bool:
+    """Whether matcher ``name`` is a fallback for ``benchmark``'s instances (a benchmark that registers its own
+    ``<benchmark>/<name>`` scores with that one, which is not a fallback)."""
+    return name in FALLBACK_MATCHERS and not (benchmark and f"{benchmark}/{name}" in MATCHERS)
+
+
 def matcher(name: str, benchmark: str | None = None) -> Callable:
     """The matcher function registered as ``name`` (``<benchmark>/<name>`` first where the benchmark registers its
     own of that name); InputError for an unknown name."""
