@@ -29,7 +29,7 @@ from ctxbench.score import score_build
 from ctxbench.tracks import holobench
 from ctxbench.tracks import scitrek as sci
 from ctxbench.tracks.holobench import HoloBenchConfig
-from ctxbench.tracks.scitrek import SciTrekConfig
+from ctxbench.tracks.scitrek import S2Fetch, SciTrekConfig
 
 
 @task(name="load", retries=2, retry_delay_seconds=2, cache_policy=NO_CACHE)
@@ -78,6 +78,11 @@ def build_holobench_flow(cfg: HoloBenchConfig = HoloBenchConfig(), out: str = "r
     return write_task(quote(loaded), quote(src), quote(instances), quote(quarantine), len(asm.contexts))
 
 
+@task(name="fetch-s2", retries=3, retry_delay_seconds=30, cache_policy=NO_CACHE)
+def sci_fetch_s2_task(cfg: SciTrekConfig, s2: S2Fetch):
+    return sci.fetch_s2_stage(cfg, s2)  # PDFs already downloaded are kept: a retry fetches only what is missing
+
+
 @task(name="fetch", retries=3, retry_delay_seconds=10, cache_policy=NO_CACHE)
 def sci_fetch_task(cfg: SciTrekConfig, out: str, force: bool = False):
     return sci.fetch_stage(cfg, out, force)
@@ -115,9 +120,13 @@ def sci_write_task(loaded, conv, col, instances, quarantine, counts) -> dict:
 
 
 @flow(name="build_scitrek")
-def build_scitrek_flow(cfg: SciTrekConfig, out: str = "runs/scitrek", force: bool = False) -> dict:
+def build_scitrek_flow(cfg: SciTrekConfig, out: str = "runs/scitrek", force: bool = False,
+                       s2: S2Fetch | None = None) -> dict:
     """Build a scientific-article benchmark into ``out``: fetch → convert → database → collections → questions →
-    validate → write. An unchanged build is detected by its hash in ``fetch`` and left as it is."""
+    validate → write. With ``s2``, clusters are first fetched from Semantic Scholar into ``cfg.pdfs`` (new papers
+    only). An unchanged build is detected by its hash in ``fetch`` and left as it is."""
+    if s2 is not None:
+        sci_fetch_s2_task(cfg, s2)
     loaded = sci_fetch_task(cfg, out, force)
     if loaded.existing is not None:
         return loaded.existing.__dict__
@@ -248,16 +257,18 @@ def report_flow(build: str) -> str:
 @flow(name="nightly")
 def nightly(build: HoloBenchConfig = HoloBenchConfig(lengths=[2048, 4096]), out: str = "runs/default",
             models: list[EvalConfig] = [EvalConfig(model=EMBEDDED_MODEL, per_length=8)],  # noqa: B006
-            scitrek: SciTrekConfig | None = None, scitrek_out: str = "runs/scitrek") -> dict:
+            scitrek: SciTrekConfig | None = None, scitrek_out: str = "runs/scitrek",
+            scitrek_s2: S2Fetch | None = None) -> dict:
     """build → evaluate (each model) → score → report; with ``scitrek`` the scientific-article benchmark is built
-    (new PDFs converted only) and evaluated, scored and reported in ``scitrek_out`` the same way."""
+    (``scitrek_s2``: after fetching new clusters from Semantic Scholar; new PDFs converted only) and evaluated,
+    scored and reported in ``scitrek_out`` the same way."""
     b = build_holobench_flow(build, out)
     evals = {m.model: evaluate_flow(out, m) for m in models}
     n = score_flow(out)
     report = report_flow(out)
     res = {"build": b, "evaluations": evals, "scores": n, "report": report, "out": str(Path(out))}
     if scitrek is not None:
-        sb = build_scitrek_flow(scitrek, scitrek_out)
+        sb = build_scitrek_flow(scitrek, scitrek_out, s2=scitrek_s2)
         res["scitrek"] = {"build": sb, "evaluations": {m.model: evaluate_flow(scitrek_out, m) for m in models},
                           "scores": score_flow(scitrek_out), "report": report_flow(scitrek_out),
                           "out": str(Path(scitrek_out))}

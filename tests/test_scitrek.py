@@ -450,3 +450,41 @@ def test_build_scitrek_flow(built, metadata_path, tmp_path, monkeypatch):
     assert res["skipped"] is False
     assert res["n_instances"] == pq.read_table(tmp_path / "f" / "instances.parquet").num_rows > 0
     assert build_scitrek_flow(cfg, out)["skipped"] is True
+
+
+def test_build_scitrek_flow_fetches_s2_first(built, tmp_path, monkeypatch, shared_data):
+    """With ``s2``, the flow fetches clusters (the real client against the fake Graph API of tests/fake_s2.py) into
+    the PDF directory before building. Every fetched PDF is a copy of one shared article (D05), so no fetched title
+    is in its text: each article is converted once (same bytes) and left out at the alignment check, by name."""
+    monkeypatch.setenv("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    import pyarrow.parquet as pq
+    from fake_s2 import FakeS2Server
+    from pipelines.flows import build_scitrek_flow
+    from test_s2_fetch import _graph
+
+    from ctxbench.tracks.scitrek import S2Fetch, SciTrekConfig
+
+    _, r, _ = built
+    assert r.exit_code == 0, r.output
+    from conftest import require_path
+
+    s2_real = json.loads(require_path(shared_data / "articles" / "s2_metadata" / "papers_annotated.json",
+                                      "S2 metadata").read_text(encoding="utf-8"))
+    pdf = (shared_data / "articles" / "pdfs" / "D05_0908.0054_ultralight-bosonic-DM.pdf").read_bytes()
+    pdfs = tmp_path / "pdfs"
+    cfg = SciTrekConfig(pdfs=str(pdfs), metadata=str(pdfs / "metadata.json"), lengths=[65536],
+                        samplings=["random"], collections_per_tier=1, templates_per_collection=2)
+    monkeypatch.setenv("S2_API_KEY", "test-key")
+    with FakeS2Server({}, {}, {}) as srv:
+        _graph(srv, s2_real, pdf)
+        res = build_scitrek_flow(cfg, str(tmp_path / "b"),
+                                 s2=S2Fetch(subjects=["Computer Science"], seeds_per_subject=1, first_hop=3,
+                                            second_hop=1, api_url=srv.api_url, min_interval_s=0.0))
+    meta = json.loads((pdfs / "metadata.json").read_text())
+    assert meta and all((pdfs / m["file"]).exists() for m in meta)
+    arts = pq.read_table(tmp_path / "b" / "articles.parquet").to_pylist()
+    assert sorted(a["article_id"] for a in arts) == sorted(m["id"] for m in meta)
+    assert not any(a["kept"] for a in arts)
+    q = pq.read_table(tmp_path / "b" / "quarantine.parquet").to_pylist()
+    assert {x["input"] for x in q if x["stage"] == "align"} == {m["file"] for m in meta}
+    assert res["n_instances"] == 0

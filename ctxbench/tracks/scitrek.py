@@ -84,6 +84,34 @@ class SciTrekConfig(BaseModel):
         return check_choices(v, FORMATS, "context format")
 
 
+class S2Fetch(BaseModel):
+    """Fetching clusters from the Semantic Scholar Graph API before a build (``ctxbench fetch s2``,
+    ``ctxbench.sources.s2``): PDFs and ``metadata.json`` are written into the build's ``pdfs`` directory; PDFs
+    already there are not downloaded again, so a nightly rebuild fetches and converts only new papers. The API key
+    comes from the environment (``S2_API_KEY``)."""
+
+    subjects: list[str] | None = Field(None, description="subjects (default: SciTrek's eight)")
+    seeds_per_subject: int = Field(2, ge=1)
+    first_hop: int = Field(10, ge=0)
+    second_hop: int = Field(5, ge=0)
+    api_url: str | None = Field(None, description="Graph API base URL (default: the public API)")
+    min_interval_s: float = Field(1.0, ge=0, description="seconds between API requests")
+    seed: int = 0
+
+
+def fetch_s2_stage(cfg: SciTrekConfig, s2: S2Fetch) -> tuple[int, list[dict]]:
+    """Fetch clusters into ``cfg.pdfs`` (see S2Fetch); returns (papers kept, quarantine rows of stage ``fetch``).
+    Raises InputError when ``cfg.metadata`` is not ``<pdfs>/metadata.json`` (where the fetch writes it)."""
+    from ..sources.s2 import FetchConfig, fetch_clusters
+
+    if Path(cfg.metadata).resolve() != (Path(cfg.pdfs) / "metadata.json").resolve():
+        raise InputError(f"with an S2 fetch the metadata is written to {Path(cfg.pdfs) / 'metadata.json'}: "
+                         f"set metadata to that path (got {cfg.metadata})")
+    kw = {k: v for k, v in s2.model_dump().items() if v is not None}
+    rows, quarantine = fetch_clusters(cfg.pdfs, FetchConfig(**kw))
+    return len(rows), quarantine
+
+
 def _converter():
     """``convert_pdfs`` and the default converter's (name, version) (``ctxbench.convert.pdf``). Raises InputError
     when that module is missing from this installation."""
