@@ -200,3 +200,19 @@ def test_observations_from_a_build(tmp_path):
                             "dispersion inestimable: every value is 0",
                             "reasoning_depth inestimable: constant: every analysed instance has the value 2"]
     assert res["reason"].startswith("too few clusters: 2 questions for 2 parameters")
+
+
+def test_per_model_contrasts_are_separate_fits():
+    from ctxbench.analysis.regression import per_model_contrasts
+
+    rows = simulate(seed=9, n_q=120)
+    pm = per_model_contrasts(rows)
+    assert sorted({r["model"] for r in pm}) == ["m1", "m2", "m3"]
+    alone = fit_difficulty([r for r in rows if r["model"] == "m2"], interactions=False)
+    want = {c["predictor"]: c["pp"] for c in alone["contrasts"]}
+    assert {r["predictor"]: r["pp"] for r in pm if r["model"] == "m2"} == pytest.approx(want)
+    # a model whose scores are all 0 is reported inestimable, the others are fitted
+    rows0 = [dict(r, score=0.0) if r["model"] == "m3" else r for r in rows]
+    pm0 = per_model_contrasts(rows0)
+    assert [r["reason"] for r in pm0 if r["model"] == "m3"] == [
+        "all 240 scores are 0: there is no variation in score to explain"]

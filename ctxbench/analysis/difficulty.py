@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Mapping
 
 from sqlglot import exp
@@ -279,6 +280,7 @@ def sql_derivation_graph(sql: str) -> DerivationGraph:
     return b.g
 
 
+@lru_cache(maxsize=4096)  # a question's SQL recurs at every tier and position
 def sql_reasoning_depth(sql: str) -> int:
     """Reasoning depth of an SQL question: the longest path of :func:`sql_derivation_graph`, in nodes."""
     return sql_derivation_graph(sql).depth()

@@ -392,11 +392,28 @@ def _interactions(rows, z, preds, bad, y, groups, cov) -> list[dict]:
     return res_rows
 
 
+def per_model_contrasts(rows: list[dict], cov: str = "cluster") -> list[dict]:
+    """LURCH figure 4: the additive GLM fitted separately to each model's observations (task fixed effects only);
+    one row per model × predictor with the interquartile contrast in pp and its interval, or the reason the
+    model's fit or the predictor is inestimable."""
+    out = []
+    for m in sorted({r["model"] for r in rows}):
+        res = fit_difficulty([r for r in rows if r["model"] == m], cov, interactions=False)
+        if not res["estimable"]:
+            out.append({"model": m, "predictor": None, "pp": None, "ci_low_pp": None, "ci_high_pp": None,
+                        "reason": res["reason"]})
+            continue
+        out += [{"model": m, "predictor": c["predictor"], "pp": c["pp"], "ci_low_pp": c["ci_low_pp"],
+                 "ci_high_pp": c["ci_high_pp"], "reason": c.get("reason")} for c in res["contrasts"]]
+    return out
+
+
 def difficulty_regression(build_dir: str | Path, mode: str = "lc", matcher: str | None = None,
                           cov: str = "cluster") -> dict[str, Any]:
     """:func:`fit_difficulty` on a build's scores for one mode, with the counts of :func:`observations`
-    (``null_properties``, ``instances_null``) added."""
+    (``null_properties``, ``instances_null``) and the per-model contrasts (:func:`per_model_contrasts`) added."""
     rows, counts = observations(build_dir, mode, matcher)
     out = fit_difficulty(rows, cov)
     out.update(counts, mode=mode, matcher=matcher or "primary")
+    out["per_model"] = per_model_contrasts(rows, cov)
     return json.loads(json.dumps(out, default=float))

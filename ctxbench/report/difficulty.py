@@ -59,7 +59,11 @@ def _regression_block(res: dict) -> str:
           "and 75th (high) percentile; Holm over the six tests.</p>"
         + _tbl(inter, [("attribute", "property"), ("gamma", "γ_L·j"), ("se", "SE"), ("gamma_p_holm", "p (Holm)"),
                        ("low_pp", "length Δ at low"), ("high_pp", "length Δ at high"), ("diff_pp", "high − low"),
-                       ("diff_se_pp", "SE"), ("diff_p_holm", "p (Holm)"), ("reason", "inestimable")]))
+                       ("diff_se_pp", "SE"), ("diff_p_holm", "p (Holm)"), ("reason", "inestimable")])
+        + ("<p>Interquartile contrasts (pp) from the GLM fitted to each model separately.</p>"
+           + _tbl(res.get("per_model", []), [("model", "model"), ("predictor", "predictor"), ("pp", "Δ pp"),
+                                             ("ci_low_pp", "CI low"), ("ci_high_pp", "CI high"),
+                                             ("reason", "inestimable")]) if res.get("per_model") else ""))
 
 
 def difficulty_section(build_dir: str | Path, out: str | Path) -> str:
