@@ -80,6 +80,11 @@ def test_unknown_spans_and_bad_spans():
     # IN (subquery): weather lookup -> filter temp (2) -> membership filter on flights (3) -> count per group (4)
     ("SELECT origin, COUNT(*) FROM flights WHERE month IN (SELECT month FROM weather WHERE temp < 32) "
      "GROUP BY origin", ["lookup", "lookup", "filter", "filter", "aggregate"], 4),
+    # a sort key computed by a correlated subquery: citing_cited lookup (1) -> filter on the outer article (2) ->
+    # COUNT (3) -> order of the articles (4)
+    ("SELECT article_title FROM articles ORDER BY (SELECT COUNT(*) FROM citing_cited WHERE "
+     "citing_cited.article_id_cited = articles.article_id) DESC",
+     ["lookup", "lookup", "filter", "aggregate", "order"], 4),
 ])
 def test_sql_reasoning_depth(sql, kinds, depth):
     g = sql_derivation_graph(sql)

@@ -245,8 +245,9 @@ class _Builder:
         scalar = [self.query(q, ctes) for e in sel.expressions for q in _direct_queries(e)]
         if scalar:  # values computed by subqueries in the SELECT list are combined in the projection
             head = g.add("compare", "SELECT-list subqueries", [*([head] if head is not None else []), *scalar])
-        if sel.args.get("order") is not None:
-            head = g.add("order", "ORDER BY", [head] if head is not None else [])
+        if sel.args.get("order") is not None:  # a sort key computed by a subquery is its parent too
+            subs = [self.query(q, ctes) for q in _direct_queries(sel.args["order"])]
+            head = g.add("order", "ORDER BY", [*([head] if head is not None else []), *subs])
         if head is None:  # SELECT of constants only
             head = g.add("lookup", sel.sql()[:40])
         return head
@@ -266,7 +267,8 @@ def sql_derivation_graph(sql: str) -> DerivationGraph:
     5. GROUP BY or an aggregate function (COUNT, SUM, AVG, MAX, MIN, ...) adds an ``aggregate`` node;
     6. HAVING adds a ``compare`` node (aggregated values against a threshold or a subquery's value);
     7. subqueries in the SELECT list are combined in one ``compare`` node;
-    8. ORDER BY (with or without LIMIT) adds an ``order`` node; DISTINCT, LIMIT alone and projection add none;
+    8. ORDER BY (with or without LIMIT) adds an ``order`` node (a subquery in a sort key is its parent);
+       DISTINCT, LIMIT alone and projection add none;
     9. UNION joins two row sets (``join``), EXCEPT and INTERSECT compare them (``compare``).
 
     E.g. ``SELECT COUNT(*) FROM flights WHERE origin = 'JFK'`` is lookup → filter → aggregate (depth 3), and
