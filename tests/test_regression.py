@@ -171,7 +171,7 @@ def test_task_without_variation_is_left_out():
 
 def test_observations_from_a_build(tmp_path):
     """Mean over samples per instance × model, one mode, the primary matcher; null properties counted."""
-    inst, scores = [], []
+    inst, scores, resp = [], [], []
     for i in range(5):
         known = i < 3
         inst.append({"instance_id": f"i{i}", "benchmark": "holobench", "source_id": "db", "question": f"Q{i}",
@@ -183,12 +183,19 @@ def test_observations_from_a_build(tmp_path):
         for s, v in enumerate((1.0, 0.5)):
             scores.append({"instance_id": f"i{i}", "model": "m", "mode": "lc", "sample": s, "matcher": "row_match",
                            "score": v, "tags": "[]"})
-        scores.append({"instance_id": f"i{i}", "model": "m", "mode": "rag", "sample": 0, "matcher": "row_match",
-                       "score": 0.0, "tags": "[]"})
+        for key, score in ((f"top-{i}", 1.0), (f"b2000-{i}", 0.0)):  # two retrieval settings: never pooled
+            scores.append({"instance_id": f"i{i}", "model": "m", "mode": "rag", "sample": 0,
+                           "matcher": "row_match", "score": score, "tags": "[]", "request_key": key})
+            resp.append({"request_key": key, "instance_id": f"i{i}", "model": "m", "mode": "rag", "sample": 0,
+                         "prompt_variant": "cot", "status": "ok", "cached": False, "retries": 0,
+                         "rag_tokens": None if key.startswith("top") else 2000})
         scores.append({"instance_id": f"i{i}", "model": "m", "mode": "lc", "sample": 0, "matcher": "judge:j",
                        "score": 0.0, "tags": "[]"})
     write_parquet(to_table("instances", inst), tmp_path / "instances.parquet")
     write_parquet(to_table("scores", scores), tmp_path / "scores.parquet")
+    write_parquet(to_table("responses", resp), tmp_path / "responses.parquet")
+    assert {r["score"] for r in observations(tmp_path, "rag")[0]} == {1.0}
+    assert {r["score"] for r in observations(tmp_path, "rag@2000")[0]} == {0.0}
     rows, counts = observations(tmp_path)
     assert counts == {"null_properties": 2, "instances_null": 2, "instances": 5}
     assert [(r["instance_id"], r["question"], r["task"], r["score"]) for r in rows] == [

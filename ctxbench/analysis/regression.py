@@ -82,8 +82,22 @@ def task_of(row: dict) -> str:
     return f"{row.get('benchmark')}/{row.get('skill') or row.get('source_id')}"
 
 
+def mode_labels(build_dir: str | Path) -> dict[str, str]:
+    """request_key → evaluation setting: ``lc``, ``rag`` (the default top-k retrieval) or ``rag@N`` (a retrieval
+    budget of N tokens), so that a regression never pools answers from different retrieval budgets."""
+    import pyarrow.parquet as pq
+
+    path = Path(build_dir) / "responses.parquet"
+    if not path.exists():
+        return {}
+    cols = [c for c in ("request_key", "mode", "rag_tokens") if c in pq.read_schema(path).names]
+    return {r["request_key"]: r["mode"] if r.get("rag_tokens") is None else f"{r['mode']}@{r['rag_tokens']}"
+            for r in pq.read_table(path, columns=cols).to_pylist()}
+
+
 def observations(build_dir: str | Path, mode: str = "lc", matcher: str | None = None) -> tuple[list[dict], dict]:
-    """Instance × model observations of a build for one mode: ``(rows, counts)``. Each row has instance_id,
+    """Instance × model observations of a build for one setting (``lc``, ``rag`` or ``rag@N``, see
+    :func:`mode_labels`): ``(rows, counts)``. Each row has instance_id,
     question (cluster), task, model, score (mean over samples) and the four raw predictor values; ``counts`` has
     ``null_properties`` (observations left out because a property is null) and ``instances_null`` (instances of
     the build with a null property, scored or not)."""
@@ -99,10 +113,11 @@ def observations(build_dir: str | Path, mode: str = "lc", matcher: str | None = 
                         "context_tokens", "scope", "dispersion", "reasoning_depth") if c in have]
     inst = {r["instance_id"]: r for r in pq.read_table(ipath, columns=cols).to_pylist()}
     null = {i for i, r in inst.items() if any(r.get(_COLUMN[p]) is None for p in ATTRIBUTES)}
+    labels = mode_labels(build_dir)
     per: dict[tuple[str, str], list[float]] = defaultdict(list)
     for s in read_table(build_dir / "scores.parquet", "scores").to_pylist():
         r = inst.get(s["instance_id"])
-        if r is None or s["mode"] != mode or s["score"] is None:
+        if r is None or labels.get(s.get("request_key"), s["mode"]) != mode or s["score"] is None:
             continue
         want = matcher or matchers_for(r.get("benchmark"))[0]
         if s["matcher"] == want:

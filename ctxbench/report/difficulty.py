@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..analysis.closed_book import screen_summary
-from ..analysis.regression import difficulty_regression
+from ..analysis.regression import difficulty_regression, mode_labels
 from ..storage import read_table, write_parquet
 
 
@@ -84,7 +84,9 @@ def difficulty_section(build_dir: str | Path, out: str | Path) -> str:
                      "known derivation) are left out of the regression.</p>"
                      + _tbl(prop, [("benchmark", "benchmark"), ("instances", "instances"),
                                    ("null_properties", "with null properties")]))
-        modes = sorted({s["mode"] for s in read_table(build_dir / "scores.parquet", "scores").to_pylist()})
+        labels = mode_labels(build_dir)
+        modes = sorted({labels.get(s["request_key"], s["mode"])
+                        for s in read_table(build_dir / "scores.parquet", "scores").to_pylist()})
         summary = []
         for mode in modes:
             res = difficulty_regression(build_dir, mode)
