@@ -295,3 +295,12 @@ def test_regime_table_orders_tiers_by_number():
               "score": float(i < k)} for t, k in ((8192, 4), (16384, 0)) for i in range(5)]
     r = regime_table(cells, RegimeThresholds())[0]
     assert r["regime"] == "late_cliff" and json.loads(r["curve"]) == [[8192, 4, 5], [16384, 0, 5]]
+
+
+def test_accuracy_rows_order_depths_by_number():
+    from ctxbench.analysis.needles import accuracy_table, depth_label
+
+    cells = [{"model": "m", "mode": "lc", "sizing_model": "m", "tier": 1, "variant": "real", "needle_id": "N1",
+              "depth_label": depth_label(d, "real"), "score": 1.0} for d in (0.5, 1.0, 0.05)]
+    assert [r["depth"] for r in accuracy_table(cells)] == ["5%", "50%", "100%"]
+    assert depth_label(0.333333, "real") == "33.3%" and depth_label(None, "chain") == "chain"

@@ -462,7 +462,12 @@ def accuracy_table(cells: list[dict]) -> list[dict]:
         g[(*_model_key(c), c["tier"], c["depth_label"], c["variant"])].append(c)
     return [{"model": k[0], "mode": k[1], "sizing_model": k[2], "tier": k[3], "depth": k[4], "variant": k[5],
              **_acc(v)} for k, v in sorted(g.items(), key=lambda kv: tuple(str(x) for x in kv[0][:3])
-                                           + (kv[0][3] or 0, kv[0][4], str(kv[0][5])))]
+                                           + (kv[0][3] or 0, _depth_key(kv[0][4]), str(kv[0][5])))]
+
+
+def _depth_key(label: str) -> tuple[int, float]:
+    """Sort key of a depth label: numeric depths ascending (5% before 50%), then ``chain``."""
+    return (1, 0.0) if label == "chain" else (0, float(label.rstrip("%")))
 
 
 def regime_table(cells: list[dict], th: RegimeThresholds | None = None) -> list[dict]:
@@ -544,10 +549,7 @@ def heatmaps(cells: list[dict]) -> dict[tuple, dict]:
         cell[0] += int(c["score"] >= 1)
         cell[1] += 1
 
-    def dkey(d: str):
-        return (1, 0.0) if d == "chain" else (0, float(d.rstrip("%")))
-
-    return {k: {"tiers": sorted(h["tiers"]), "depths": sorted(h["depths"], key=dkey),
+    return {k: {"tiers": sorted(h["tiers"]), "depths": sorted(h["depths"], key=_depth_key),
                 "cells": {kk: tuple(v) for kk, v in h["cells"].items()}} for k, h in out.items()}
 
 
