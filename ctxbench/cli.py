@@ -171,6 +171,99 @@ def build_scitrek_cmd(
     out_console.print(f"{what}: {r.n_instances} instances, {r.n_quarantined} quarantined, build {r.build_hash} → {r.out}")
 
 
+@build_app.command("needles")
+def build_needles_cmd(
+    corpus: str = typer.Option(..., help="corpus directory (from `ctxbench fetch corpus`, or a directory of .txt volumes)"),
+    models: str = typer.Option("gpt-4.1", help="sizing models from assets/models.yaml, comma-separated"),
+    lengths: str = typer.Option("262144,524288,1048576", help="tiers in tokens of each model's tokenizer"),
+    depths: str = typer.Option("0.25,0.5,0.75", help="needle depths as fractions of the haystack's paragraphs"),
+    fill: float = typer.Option(0.99, help="fraction of min(tier, window) the whole prompt may use"),
+    boundary: str = typer.Option("sentence", help="insert needles at a sentence or a paragraph boundary"),
+    needles: Optional[str] = typer.Option(None, help="needle set: assets/needles/<name>.yaml or a path (default by language)"),
+    exclude: str = typer.Option("", help="volumes to leave out, comma-separated (besides the needle set's)"),
+    output_budget: Optional[int] = typer.Option(None, help="output tokens reserved (default: each model's registry value)"),
+    out: Path = typer.Option(Path("out/needles"), help="build directory to write"),
+    force: bool = typer.Option(False, help="replace a different build already in --out"),
+) -> None:
+    """Build a planted-fact benchmark: per-model haystacks from a real corpus, real/altered needles, chains."""
+    from .tracks.needles import NeedlesConfig, build_needles
+
+    try:
+        cfg = NeedlesConfig(corpus=corpus, models=models.split(","), lengths=_ints(lengths, "--lengths"),
+                            depths=[float(x) for x in depths.split(",") if x.strip()], fill=fill, boundary=boundary,
+                            needles=needles, exclude=[x for x in exclude.split(",") if x.strip()],
+                            output_budget=output_budget)
+        with _progress() as p:
+            t = p.add_task("planting needles", total=None)
+            r = build_needles(cfg, out, progress=lambda d, n: p.update(t, completed=d, total=n), force=force)
+    except USER_ERRORS as e:
+        _fail(e)
+    what = "already built (same build hash), nothing to do" if r.skipped else "built"
+    out_console.print(f"{what}: {r.n_instances} instances, {r.n_quarantined} quarantined, build {r.build_hash} → {r.out}")
+    for h in r.haystacks:
+        note = f" (approximate tokenizer, {h['safety_margin']:.0%} margin)" if h["approximate"] else ""
+        out_console.print(f"  {h['model']} @ {h['tier']:,}: haystack {h['tokens']:,} tokens of {h['tokenizer']} "
+                          f"({h['chars']:,} characters, {h['k']:,} paragraphs), budget {h['budget']:,}{note}")
+
+
+@fetch_app.command("corpus")
+def fetch_corpus_cmd(
+    out: Path = typer.Option(..., help="corpus directory to write (volumes/ + corpus.json)"),
+    local: Optional[Path] = typer.Option(None, help="directory of .txt volumes"),
+    urn: Optional[str] = typer.Option(None, help="ctext book URN, e.g. ctp:... (with --base-url)"),
+    base_url: Optional[str] = typer.Option(None, help="ctext API root URL"),
+    apikey_env: Optional[str] = typer.Option(None, help="environment variable holding a ctext API key"),
+    remap: Optional[str] = typer.Option(None, help="ctext remap, e.g. gb for simplified characters"),
+    exclude: str = typer.Option("", help="volumes to leave out, comma-separated (name, 卷 label, number or title)"),
+    corpus_id: Optional[str] = typer.Option(None, help="corpus id (default: the source directory's name)"),
+) -> None:
+    """Fetch a corpus (local files or the ctext API) in canonical volume order, with per-volume checksums."""
+    from .sources.corpus import corpus_summary, fetch_corpus
+
+    try:
+        c = fetch_corpus(out, local=local, urn=urn, base_url=base_url,
+                         apikey=os.environ.get(apikey_env) if apikey_env else None, remap=remap,
+                         exclude=[x for x in exclude.split(",") if x.strip()], corpus_id=corpus_id)
+    except USER_ERRORS as e:
+        _fail(e)
+    s = corpus_summary(c)
+    out_console.print(f"{s['corpus_id']}: {s['volumes']} volumes, {s['paragraphs']:,} paragraphs, {s['chars']:,} "
+                      f"characters → {out}" + (f"; excluded {', '.join(s['excluded'])}" if s["excluded"] else ""))
+
+
+@app.command("calibrate")
+def calibrate_cmd(
+    corpus: str = typer.Option(..., help="corpus directory"),
+    tokenizers: Optional[str] = typer.Option(None, help="comma-separated tokenizers (default: every registered one)"),
+    exclude: str = typer.Option("", help="volumes to leave out, comma-separated"),
+    out: Optional[Path] = typer.Option(None, help="JSON file to write (default: CORPUS/calibration.json for a fetched corpus)"),
+) -> None:
+    """Tokens per character of a corpus for each tokenizer (stored as JSON and printed)."""
+    from .hashing import stable_hash
+    from .sources.corpus import CORPUS_MANIFEST, load_corpus
+    from .storage import write_json
+    from .tokenizers.calibrate import calibrate, spread
+
+    try:
+        c = load_corpus(corpus, exclude=[x for x in exclude.split(",") if x.strip()])
+        paras = c.paragraphs()
+        cals = calibrate(paras, [x.strip() for x in tokenizers.split(",")] if tokenizers else None)
+        target = out or (Path(corpus) / "calibration.json" if (Path(corpus) / CORPUS_MANIFEST).exists() else None)
+        if target is not None:
+            write_json({"corpus_id": c.corpus_id, "corpus_sha256": stable_hash(c.checksums(), length=64),
+                        "excluded": sorted(c.excluded), "spread": spread(cals),
+                        "tokenizers": [x.as_dict() for x in cals]}, target)
+    except USER_ERRORS as e:
+        _fail(e)
+    t = Table(title=f"{c.corpus_id}: tokens per character ({cals[0].chars_nonspace:,} non-space characters)")
+    for col in ("tokenizer", "tokens", "tokens/char", "seconds"):
+        t.add_column(col, justify="left" if col == "tokenizer" else "right")
+    for x in sorted(cals, key=lambda x: x.tokens_per_char):
+        t.add_row(x.tokenizer, f"{x.tokens:,}", f"{x.tokens_per_char:.3f}", f"{x.seconds or 0:.1f}")
+    out_console.print(t)
+    out_console.print(f"spread (largest / smallest): {spread(cals):.2f}x" + (f"; written to {target}" if target else ""))
+
+
 def _eval_cfg(model, base_url, concurrency, samples, per_length, prompt_variant, max_tokens, temperature,
               api_key_env=None, **opts):
     from .evaluate import EvalConfig

@@ -30,6 +30,8 @@ from ctxbench.tracks import holobench
 from ctxbench.tracks import scitrek as sci
 from ctxbench.tracks.holobench import HoloBenchConfig
 from ctxbench.tracks.scitrek import S2Fetch, SciTrekConfig
+from ctxbench.tracks import needles
+from ctxbench.tracks.needles import NeedlesConfig
 
 
 @task(name="load", retries=2, retry_delay_seconds=2, cache_policy=NO_CACHE)
@@ -137,6 +139,51 @@ def build_scitrek_flow(cfg: SciTrekConfig, out: str = "runs/scitrek", force: boo
     sci_validate_task(quote(loaded), quote(col), quote(instances))
     quarantine = loaded.quarantine + conv_q + conv.quarantine + col.quarantine + q_q
     return sci_write_task(quote(loaded), quote(conv), quote(col), quote(instances), quote(quarantine), counts)
+
+
+@task(name="needles-load", retries=2, retry_delay_seconds=2, cache_policy=NO_CACHE)
+def needles_load_task(cfg: NeedlesConfig, out: str, force: bool = False):
+    return needles.load_stage(cfg, out, force)
+
+
+@task(name="needles-verify", cache_policy=NO_CACHE)
+def needles_verify_task(loaded) -> dict:
+    return needles.verify_stage(loaded)
+
+
+@task(name="needles-count", cache_policy=NO_CACHE)
+def needles_count_task(loaded):
+    return needles.count_stage(loaded)
+
+
+@task(name="needles-assemble", cache_policy=NO_CACHE)
+def needles_assemble_task(loaded, counts):
+    return needles.assemble_stage(loaded, counts)
+
+
+@task(name="needles-validate", cache_policy=NO_CACHE)
+def needles_validate_task(instances):
+    needles.validate_stage(instances)
+
+
+@task(name="needles-write", retries=2, retry_delay_seconds=2, cache_policy=NO_CACHE)
+def needles_write_task(loaded, asm, checked) -> dict:
+    r = needles.write_stage(loaded, asm, checked)
+    return {**r.__dict__, "out": str(r.out)}
+
+
+@flow(name="build_needles")
+def build_needles_flow(cfg: NeedlesConfig, out: str = "out/needles", force: bool = False) -> dict:
+    """Build a planted-fact benchmark into ``out``: load → verify (planted facts and names absent) → count
+    (each paragraph once per tokenizer) → assemble (per-model haystacks, needles, chains) → validate → write."""
+    loaded = needles_load_task(cfg, out, force)
+    if loaded.existing is not None:
+        return {**loaded.existing.__dict__, "out": str(loaded.existing.out)}
+    checked = needles_verify_task(quote(loaded))
+    counts = needles_count_task(quote(loaded))
+    asm = needles_assemble_task(quote(loaded), quote(counts))
+    needles_validate_task(quote(asm.instances))
+    return needles_write_task(quote(loaded), quote(asm), checked)
 
 
 @task(name="evaluate-calls", retries=2, retry_delay_seconds=5, cache_policy=NO_CACHE)

@@ -35,7 +35,7 @@ def test_deployments_have_a_nightly_schedule_and_typed_parameters(monkeypatch):
     from prefect import Flow
 
     assert set(ds) == {f.name for f in vars(mod).values() if isinstance(f, Flow)}
-    assert {"nightly", "build_holobench", "build_scitrek", "evaluate", "backfill", "score", "report"} <= set(ds)
+    assert {"nightly", "build_holobench", "build_scitrek", "build_needles", "evaluate", "backfill", "score", "report"} <= set(ds)
     assert not any(ds[n].schedules for n in ds if n != "nightly")
     sched = ds["nightly"].schedules[0].schedule
     assert (sched.cron, sched.timezone) == ("30 3 * * *", "Europe/Berlin")

@@ -37,6 +37,9 @@ def model_info(name: str) -> ModelInfo:
     gets an entry with unknown window, as SCHEMA.md requires."""
     reg = _registry()
     key = name if name in reg else name.split("/", 1)[-1] if name.split("/", 1)[-1] in reg else None
+    if key is None:  # names differ in case across providers and hubs (qwen2.5-7b-instruct-1m)
+        low = {k.lower(): k for k in reg}
+        key = low.get(name.lower()) or low.get(name.split("/", 1)[-1].lower())
     if key is None:
         return ModelInfo(name=name, registered=False)
     e = reg[key]
@@ -44,3 +47,24 @@ def model_info(name: str) -> ModelInfo:
                      max_output_tokens=e.get("max_output_tokens", 1024), approximate=bool(e.get("approximate")),
                      safety_margin=float(e.get("safety_margin", 0.0)), fixed_temperature=e.get("fixed_temperature"),
                      default_samples=int(e.get("default_samples", 1)), local=bool(e.get("local")))
+
+
+def sizing_tokenizer(name: str):
+    """``(ModelInfo, Tokenizer)`` of a registered model, for sizing contexts in that model's own tokens.
+
+    Raises InputError naming the model when it is not in ``assets/models.yaml``, has no window or tokenizer there,
+    or its tokenizer cannot be loaded (with what to install); never falls back to another tokenizer."""
+    from ..errors import InputError, TokenizerError
+    from ..tokenizers import get_tokenizer
+
+    info = model_info(name)
+    if not info.registered:
+        raise InputError(f"model {name!r} is not in assets/models.yaml: add it with its tokenizer, window and "
+                         f"max_output_tokens to size contexts for it")
+    if not info.tokenizer or info.tokenizer == "local-server" or not info.window:
+        raise InputError(f"model {name!r} has no ctxbench tokenizer or no window in assets/models.yaml: add both "
+                         f"to size contexts for it")
+    try:
+        return info, get_tokenizer(info.tokenizer)
+    except TokenizerError as e:
+        raise InputError(f"model {name!r}: its tokenizer {info.tokenizer!r} cannot be loaded ({e})") from None

@@ -161,6 +161,9 @@ def build_report(build_dir: str | Path, regime_thresholds: dict | None = None) -
     from .rag import rag_section  # RAG vs LC, retrieval sweep, routing, answer position (issue 7)
 
     rag_html = rag_section(build_dir, out, _table)
+    # needles builds: per-model haystack sizes (the needles section names approximate sizing)
+    haystacks = _table(manifest["haystacks"], ["model", "tier", "tokenizer", "window", "budget", "tokens", "chars", "k",
+                                               "approximate"]) if manifest.get("haystacks") else ""
     matcher_note = ("Scores use the deterministic row matcher (row_match): each gold row is an exact (1), partial "
                     "(0.5) or no match (0); an instance scores the mean over its gold rows."
                     if any(r["matcher"] == "row_match" for r in rows) or not rows else
@@ -180,6 +183,7 @@ td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}th{{background:#f
  · source {html.escape(str(manifest.get('db_id', '')))} · {len(inst)} instances · tokenizer
  {html.escape(str(manifest.get('tokenizer', {}).get('name', '')))}</p>
 <p>{matcher_note} Intervals are 95% and clustered by question.</p>
+{"<h2>Haystacks (tokens of each sizing model's tokenizer; k = whole paragraphs)</h2>" + haystacks if haystacks else ""}
 <h2>Accuracy by context length</h2>{_svg_curves(by_len)}
 {_table(by_len, ["model", "mode", "matcher", "context_length", "n", "score", "ci_low", "ci_high"])}
 <h2>Averages over context lengths</h2>{_table(avgs, ["model", "mode", "matcher", "Avg", "wAvg(inc)", "wAvg(dec)"])}

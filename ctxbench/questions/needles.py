@@ -1,0 +1,300 @@
+"""Needles (planted facts, real and altered) and multi-hop chains: definitions from ``assets/needles/*.yaml``,
+insertion at depths, and the exhaustive absence check.
+
+Method: "Retrieval and Multi-Hop Reasoning in 1M-Token Context Windows: Evaluating LLMs on Classical Chinese Text"
+(2026): section 3.4 (Test 1: a biographical fact about a real scholar, planted in a real and an altered variant at
+25/50/75% of paragraph index; the planted facts verified absent from the master haystack by exhaustive search) and
+section 3.5 (Test 2: chains of planted statements, A studied under B, B was a friend of C, C has attribute X, with
+fictional names verified absent, inserted at fixed depths and asked as one question). Any number of hops is allowed.
+
+Depths are fractions of the haystack's paragraphs: the needle goes before paragraph ``j = round(depth × n)``
+(``boundary="paragraph"``: as a paragraph of its own) or after the sentence end nearest the middle of paragraph
+``j`` (``boundary="sentence"``; sentence ends are 。！？ and .!? with any closing quotes, the corpus's own script).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from ..config import assets_dir
+from ..errors import InputError
+from ..hashing import file_sha256
+
+VARIANTS = ("real", "altered")
+BOUNDARIES = ("sentence", "paragraph")
+_SENT_END = re.compile(r"[。！？!?]+[」』”’\"')）]*|(?<![A-Z])\.(?!\d)[”’\"')]*(?=\s|$)")
+
+
+@dataclass
+class PlantItem:
+    """What one instance plants and asks: ``statements`` (text of each planted statement, in chain order),
+    ``depths`` (requested fraction of paragraphs for each), the question, gold ``answer`` and ``accepted`` forms."""
+
+    needle_id: str
+    variant: str  # real | altered | chain
+    attribute: str
+    statements: list[str]
+    depths: list[float]
+    question: str
+    answer: str
+    accepted: list[str]
+
+
+@dataclass
+class NeedleSet:
+    """A needle asset file: needles (real/altered facts), chains, the language and per-corpus volume exclusions."""
+
+    path: Path
+    sha256: str
+    language: str
+    needles: list[dict]
+    chains: list[dict]
+    exclude_volumes: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def exclusions_for(self, corpus_id: str) -> list[str]:
+        return list((self.exclude_volumes or {}).get(corpus_id, {}) or {})
+
+    def items(self, depths: list[float], chain_depths: list[float] | None = None,
+              variants: tuple[str, ...] = VARIANTS) -> list[PlantItem]:
+        """Every (needle × variant × depth) and every chain (at ``chain_depths``, default evenly spaced
+        ``(i + 1) / (hops + 1)``: 25/50/75% for three statements)."""
+        out = []
+        for n in self.needles:
+            for v in variants:
+                val = n[v]["value"]
+                st = n["statement"].format(value=val)
+                for d in depths:
+                    out.append(PlantItem(n["id"], v, n.get("attribute", ""), [st], [d], n["question"], val,
+                                         _dedupe(n[v].get("accepted", []), val)))
+        for c in self.chains:
+            k = len(c["statements"])
+            cd = list(chain_depths) if chain_depths else [round((i + 1) / (k + 1), 6) for i in range(k)]
+            if len(cd) != k:
+                raise InputError(f"chain {c['id']} has {k} statements but {len(cd)} chain depths were given")
+            out.append(PlantItem(c["id"], "chain", c.get("attribute", ""), list(c["statements"]), cd, c["question"],
+                                 c["answer"], _dedupe(c.get("accepted", []), c["answer"])))
+        return out
+
+
+def _dedupe(xs: list, answer: str) -> list[str]:
+    return [x for x in dict.fromkeys(str(x) for x in xs) if x != answer]
+
+
+def needle_asset_path(name_or_path: str) -> Path:
+    """``assets/needles/<name>.yaml`` for a bare name, else the path itself. Raises InputError when absent."""
+    p = Path(name_or_path)
+    if not p.suffix:
+        p = assets_dir() / "needles" / f"{name_or_path}.yaml"
+    if not p.exists():
+        names = sorted(x.stem for x in (assets_dir() / "needles").glob("*.yaml"))
+        raise InputError(f"needle set {name_or_path!r} not found: give a YAML path or one of {', '.join(names)}")
+    return p
+
+
+def load_needle_set(name_or_path: str) -> NeedleSet:
+    """Load and check a needle asset (fields in ``assets/needles/zh-classical.yaml``). Raises InputError naming
+    the file and the entry for a missing field, a statement without ``{value}``, a duplicate id or a chain
+    without names."""
+    p = needle_asset_path(name_or_path)
+    d = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    needles, chains = d.get("needles") or [], d.get("chains") or []
+    ids = set()
+    for n in needles:
+        for k in ("id", "subject", "statement", "question", "real", "altered"):
+            if k not in n:
+                raise InputError(f"{p}: needle {n.get('id', '?')} lacks {k!r}")
+        if "{value}" not in n["statement"]:
+            raise InputError(f"{p}: needle {n['id']}: statement must hold {{value}}")
+        for v in VARIANTS:
+            if not isinstance(n[v], dict) or not str(n[v].get("value", "")).strip():
+                raise InputError(f"{p}: needle {n['id']}: {v} needs a value")
+        if n["id"] in ids:
+            raise InputError(f"{p}: duplicate id {n['id']}")
+        ids.add(n["id"])
+    for c in chains:
+        for k in ("id", "statements", "question", "answer", "names"):
+            if not c.get(k):
+                raise InputError(f"{p}: chain {c.get('id', '?')} lacks {k!r}")
+        if c["id"] in ids:
+            raise InputError(f"{p}: duplicate id {c['id']}")
+        ids.add(c["id"])
+        missing = [nm for nm in c["names"] if not any(nm in s for s in c["statements"])]
+        if missing:
+            raise InputError(f"{p}: chain {c['id']}: names {missing} appear in none of its statements")
+    if not needles and not chains:
+        raise InputError(f"{p}: no needles and no chains")
+    return NeedleSet(p, file_sha256(p), str(d.get("language", "")), needles, chains,
+                     d.get("exclude_volumes") or {})
+
+
+def corpus_language(text: str) -> str:
+    """Language code of a corpus text (:func:`ctxbench.analysis.language.detect_language`: langdetect, with
+    Han-only text as Chinese); ``""`` when undecidable."""
+    from ..analysis.language import detect_language
+
+    return detect_language(text) or ""
+
+
+def default_needle_set(language: str) -> str:
+    """The needle asset for a corpus language: ``zh`` → ``zh-classical``, ``en`` → ``en``. Raises InputError
+    for other languages (give ``--needles``)."""
+    if language.startswith("zh"):
+        return "zh-classical"
+    if language == "en":
+        return "en"
+    raise InputError(f"no default needle set for corpus language {language!r}: write one like "
+                     f"assets/needles/en.yaml and pass --needles FILE")
+
+
+# ---------------------------------------------------------------- absence check
+
+def _sentence_at(text: str, i: int, j: int) -> tuple[int, int]:
+    """Character bounds of the sentence around ``text[i:j]``."""
+    a = max(text.rfind(ch, 0, i) for ch in "。！？!?\n.") + 1
+    ends = [k for k in (text.find(ch, j) for ch in "。！？!?\n.") if k >= 0]
+    return a, (min(ends) + 1 if ends else len(text))
+
+
+def verify_absent(text: str, ns: NeedleSet, where: str = "the haystack") -> dict:
+    """Exhaustive search of ``text`` (the master haystack) for every planted fact and fictional name.
+
+    A needle's fact occurs when its statement (either variant) occurs, or one sentence holds the subject (or an
+    alias), a value of that variant (or an accepted form) and every ``fact_terms`` word (case-insensitive). A chain
+    fails when any of its names or statements occurs. Raises InputError naming the needle or chain, the fact or
+    name, and the sentence found. Returns counts of what was checked."""
+    low = text.casefold()
+    checked = {"statements": 0, "facts": 0, "names": 0, "subject_mentions": {}}
+    for n in ns.needles:
+        subjects = [n["subject"], *n.get("subject_aliases", [])]
+        terms = [t.casefold() for t in n.get("fact_terms", [])]
+        mentions = 0
+        for v in VARIANTS:
+            val = str(n[v]["value"])
+            st = n["statement"].format(value=val)
+            checked["statements"] += 1
+            if st.casefold() in low:
+                raise InputError(f"needle {n['id']} ({v}): its statement {st!r} already occurs in {where}: choose "
+                                 f"another fact or exclude the volume holding it")
+            forms = [f.casefold() for f in [val, *map(str, n[v].get("accepted", []))]]
+            checked["facts"] += 1
+            for s in subjects:
+                sf = s.casefold()
+                i = low.find(sf)
+                while i >= 0:
+                    mentions += 1
+                    a, b = _sentence_at(low, i, i + len(sf))
+                    sent = low[a:b]
+                    if any(f in sent for f in forms) and all(t in sent for t in terms):
+                        raise InputError(
+                            f"needle {n['id']} ({v}): the fact '{n['subject']} {n.get('attribute', '')} = {val}' "
+                            f"already occurs in {where}: {text[a:b].strip()!r} (character {a}); choose another "
+                            f"fact or exclude the volume holding it")
+                    i = low.find(sf, i + 1)
+        checked["subject_mentions"][n["id"]] = mentions // len(VARIANTS)
+    for c in ns.chains:
+        for nm in c["names"]:
+            checked["names"] += 1
+            k = low.find(nm.casefold())
+            if k >= 0:
+                a, b = _sentence_at(low, k, k + len(nm))
+                raise InputError(f"chain {c['id']}: the fictional name {nm!r} occurs in {where}: "
+                                 f"{text[a:b].strip()!r} (character {k}); choose another name")
+        for st in c["statements"]:
+            checked["statements"] += 1
+            if st.casefold() in low:
+                raise InputError(f"chain {c['id']}: the statement {st!r} already occurs in {where}")
+    return checked
+
+
+# ---------------------------------------------------------------- insertion
+
+def sentence_boundary(paragraph: str) -> int | None:
+    """Character offset just after the sentence end nearest the middle of ``paragraph`` (not its very end), or
+    None when the paragraph has no inner sentence end."""
+    ends = [m.end() for m in _SENT_END.finditer(paragraph) if m.end() < len(paragraph.rstrip())]
+    if not ends:
+        return None
+    mid = len(paragraph) / 2
+    return min(ends, key=lambda e: (abs(e - mid), e))
+
+
+def _glue(before: str) -> str:
+    """What joins a statement to the sentence before it: nothing after a full-width sentence end (。！？ and
+    closing brackets such as 」), a space after a Latin-script one."""
+    return "" if before and ord(before[-1]) > 0x2E7F else " "
+
+
+@dataclass
+class Insertion:
+    """Where one statement went: paragraph index ``j`` of the base haystack (paragraphs ``0..j-1`` are wholly
+    before it), ``char_in_par`` (None: a paragraph of its own before paragraph ``j``; else the offset inside
+    paragraph ``j`` after which the statement was put)."""
+
+    statement: str
+    depth: float
+    j: int
+    char_in_par: int | None
+
+
+def plan_insertions(paragraphs: list[str], statements: list[str], depths: list[float],
+                    boundary: str = "sentence") -> list[Insertion]:
+    """Insertion points of ``statements`` at ``depths`` (fractions of ``len(paragraphs)``; module docstring).
+    Raises InputError for a depth outside [0, 1] or an unknown boundary."""
+    if boundary not in BOUNDARIES:
+        raise InputError(f"unknown boundary {boundary!r}: use {' or '.join(BOUNDARIES)}")
+    n = len(paragraphs)
+    out = []
+    for st, d in zip(statements, depths):
+        if not 0.0 <= d <= 1.0:
+            raise InputError(f"depth {d} is outside 0..1 (a fraction of the haystack's paragraphs)")
+        j = min(max(round(d * n), 0), n)
+        cut = sentence_boundary(paragraphs[j]) if boundary == "sentence" and j < n else None
+        out.append(Insertion(st, d, j, cut))
+    return out
+
+
+def apply_insertions(paragraphs: list[str], ins: list[Insertion]
+                     ) -> tuple[list[str], list[tuple[int, int, int]], list[int | None]]:
+    """The paragraphs with the statements inserted; for each insertion (in the given order) ``(paragraph index in
+    the result, start char, end char)`` of the statement inside that paragraph; and for each result paragraph the
+    index of the unchanged input paragraph it is (None for a paragraph that holds a statement). Statements in one
+    paragraph keep their given order."""
+    by_j: dict[int, list[int]] = {}
+    for k, x in enumerate(ins):
+        by_j.setdefault(x.j, []).append(k)
+    result: list[str] = []
+    origin: list[int | None] = []
+    where: list[tuple[int, int, int] | None] = [None] * len(ins)
+    for j in range(len(paragraphs) + 1):
+        ks = by_j.get(j, [])
+        own = [k for k in ks if ins[k].char_in_par is None]
+        inside = [k for k in ks if ins[k].char_in_par is not None]
+        for k in own:
+            where[k] = (len(result), 0, len(ins[k].statement))
+            result.append(ins[k].statement)
+            origin.append(None)
+        if j == len(paragraphs):
+            break
+        p = paragraphs[j]
+        if inside:
+            cut = ins[inside[0]].char_in_par
+            head, tail = p[:cut], p[cut:]
+            glue = _glue(head)
+            tail_l = tail.lstrip()
+            pos = len(head)
+            pieces = [head]
+            for k in inside:
+                pieces.append(glue)
+                pos += len(glue)
+                where[k] = (len(result), pos, pos + len(ins[k].statement))
+                pieces.append(ins[k].statement)
+                pos += len(ins[k].statement)
+            pieces.append(glue + tail_l if tail_l else "")
+            p = "".join(pieces)
+        result.append(p)
+        origin.append(None if inside else j)
+    return result, [w for w in where if w is not None], origin

@@ -1,0 +1,437 @@
+"""The planted-fact track (needles in a real corpus): per-model haystacks, real/altered needles, multi-hop chains.
+
+Method: "Retrieval and Multi-Hop Reasoning in 1M-Token Context Windows: Evaluating LLMs on Classical Chinese Text"
+(2026), sections 3.1-3.5. For each sizing model and tier:
+
+* the haystack is the first whole paragraphs of the master haystack (the corpus's volumes in canonical order, some
+  excluded) that fit in ``floor(fill × (1 − safety_margin) × min(tier, window)) − (prompt template + question +
+  output budget)`` tokens of the model's own tokenizer, less the tokens of the needles planted into it; ``fill``
+  defaults to 0.99 (the study's 99%) and the output budget to the model's registry ``max_output_tokens`` (what
+  ``evaluate`` sends by default); the safety margin is non-zero only for models whose tokenizer is approximate;
+* a tier larger than the window is sized to the window (the study's 1M tier is each model's own ceiling); a model
+  whose window is below half the tier skips that tier, with the reason in ``quarantine.parquet``;
+* construction is linear: every paragraph is tokenized once per tokenizer (one batched call, shared by all its
+  models and tiers), the cut is a bisection in the prefix sums, and each instance's context is counted once more to
+  store its exact length (paragraphs are dropped from the end in the rare case the tokenizer merges across a join).
+
+Instances: each needle × variant (real, altered) × depth, and each chain at its fixed depths, for every model ×
+tier. Before anything is built, every planted fact and fictional name is checked absent from the master haystack
+(:func:`ctxbench.questions.needles.verify_absent`), which contains every haystack.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from itertools import accumulate
+from pathlib import Path
+
+from pydantic import BaseModel, Field, field_validator
+
+from .. import __version__
+from ..analysis.difficulty import difficulty_columns
+from ..analysis.language import language_columns
+from ..config import assets_dir
+from ..errors import InputError
+from ..hashing import canonical_json, file_sha256, stable_hash
+from ..models.registry import sizing_tokenizer
+from ..prompts import VARIANTS as PROMPT_VARIANTS
+from ..prompts import messages_text, render_messages
+from ..questions.needles import (
+    BOUNDARIES,
+    NeedleSet,
+    PlantItem,
+    apply_insertions,
+    corpus_language,
+    default_needle_set,
+    load_needle_set,
+    plan_insertions,
+    verify_absent,
+)
+from ..sources.corpus import Corpus, corpus_summary, load_corpus, volume_number
+from ..storage import to_table, write_json, write_parquet
+from ..tokenizers.calibrate import calibrate
+from ..validate import validate_build
+from .common import BuildResult as _CommonResult
+from .common import check_lengths, check_out_dir, clear_replaced_build, versions
+
+MAX_TIER = 4 * 1024 * 1024
+# tokens a chat format adds around the messages (role markers, separators) beyond their text: a fixed allowance
+CHAT_OVERHEAD_TOKENS = 16
+
+
+class NeedlesConfig(BaseModel):
+    """Configuration of a planted-fact build (validates the CLI, the Prefect form and the stored manifest).
+    Tiers are in tokens of each sizing model's own tokenizer."""
+
+    corpus: str = Field(..., description="corpus directory (ctxbench fetch corpus output, or a directory of .txt volumes)")
+    models: list[str] = Field(default_factory=lambda: ["gpt-4.1"], description="sizing models (assets/models.yaml)")
+    lengths: list[int] = Field(default_factory=lambda: [262144, 524288, 1048576], description="tiers in tokens")
+    fill: float = Field(0.99, gt=0, le=1, description="fraction of min(tier, window) the whole prompt may use")
+    depths: list[float] = Field(default_factory=lambda: [0.25, 0.5, 0.75], description="needle depths (fractions of paragraphs)")
+    chain_depths: list[float] | None = Field(None, description="depth of each chain statement (default evenly spaced)")
+    boundary: str = Field("sentence", description="insert at a sentence or a paragraph boundary")
+    needles: str | None = Field(None, description="needle set (assets/needles/<name>.yaml or a path); default by corpus language")
+    exclude: list[str] = Field(default_factory=list, description="volumes to leave out, besides the needle set's")
+    variants: list[str] = Field(default_factory=lambda: ["real", "altered"])
+    chains: bool = True
+    output_budget: int | None = Field(None, ge=1, description="output tokens reserved (default: each model's registry value)")
+
+    @field_validator("lengths")
+    @classmethod
+    def _lengths(cls, v: list[int]) -> list[int]:
+        return check_lengths(v, 256, MAX_TIER, "262144,1000000")
+
+    @field_validator("models")
+    @classmethod
+    def _models(cls, v: list[str]) -> list[str]:
+        v = [m.strip() for m in v if m.strip()]
+        if not v:
+            raise ValueError("give at least one sizing model (--models gpt-4.1,Qwen2.5-7B-Instruct-1M)")
+        return list(dict.fromkeys(v))
+
+    @field_validator("depths")
+    @classmethod
+    def _depths(cls, v: list[float]) -> list[float]:
+        for d in v:
+            if not 0 <= d <= 1:
+                raise ValueError(f"depth {d} is outside 0..1 (a fraction of the haystack's paragraphs)")
+        return list(dict.fromkeys(v))
+
+    @field_validator("boundary")
+    @classmethod
+    def _boundary(cls, v: str) -> str:
+        if v not in BOUNDARIES:
+            raise ValueError(f"unknown boundary {v!r}: use {' or '.join(BOUNDARIES)}")
+        return v
+
+    @field_validator("variants")
+    @classmethod
+    def _variants(cls, v: list[str]) -> list[str]:
+        for x in v:
+            if x not in ("real", "altered"):
+                raise ValueError(f"unknown variant {x!r}: use real and/or altered")
+        return list(dict.fromkeys(v))
+
+
+@dataclass
+class BuildResult(_CommonResult):
+    """What a build wrote (:class:`ctxbench.tracks.common.BuildResult`) and the haystacks' sizing numbers."""
+
+    haystacks: list[dict] = field(default_factory=list)
+
+
+@dataclass
+class Loaded:
+    """Stage ``load``: corpus (exclusions applied), needle set, sizing models, build hash."""
+
+    cfg: NeedlesConfig
+    out: Path
+    corpus: Corpus
+    needle_set: NeedleSet
+    language: str
+    models: dict  # name -> (ModelInfo, Tokenizer)
+    build_hash: str
+    existing: BuildResult | None = None
+
+
+@dataclass
+class Haystack:
+    """The base haystack of one (model, tier): the first ``k`` paragraphs, their exact token count and the
+    budget numbers of the sizing formula (module docstring)."""
+
+    model: str
+    tokenizer: str
+    tier: int
+    window: int
+    effective: int
+    prompt_limit: int
+    overhead: int
+    budget: int
+    reserve: int
+    k: int
+    tokens: int
+    chars: int
+    approximate: bool
+    safety_margin: float
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def _models_yaml_entries(names: list[str]) -> dict:
+    import yaml
+
+    reg = (yaml.safe_load((assets_dir() / "models.yaml").read_text(encoding="utf-8")) or {}).get("models", {})
+    low = {k.lower(): k for k in reg}
+    return {n: reg.get(n) or reg.get(low.get(n.lower(), ""), None) for n in names}
+
+
+def load_stage(cfg: NeedlesConfig, out: str | Path, force: bool = False) -> Loaded:
+    """Load the corpus (volumes in canonical order; the needle set's exclusions for this corpus and ``--exclude``
+    applied), the needle set and every sizing model's tokenizer, and hash the inputs. Raises InputError for a bad
+    corpus, needle set or model (a model whose tokenizer cannot be loaded is named, with what to install)."""
+    out = Path(out)
+    models = {m: sizing_tokenizer(m) for m in cfg.models}
+    probe = load_corpus(cfg.corpus)
+    language = corpus_language("".join(p + "\n" for v in probe.volumes[:5] for p in v.paragraphs))
+    ns = load_needle_set(cfg.needles or default_needle_set(language))
+    # the needle set's exclusions for this corpus, except those a fetched corpus already left out
+    already = {volume_number(n) for n in probe.excluded} - {None}
+    asset_words = [w for w in ns.exclusions_for(probe.corpus_id)
+                   if w not in probe.excluded.values() and volume_number(w) not in already]
+    corpus = load_corpus(cfg.corpus, exclude=[*asset_words, *cfg.exclude])
+    inputs = {
+        "corpus": {"id": corpus.corpus_id, "sha256": corpus.checksums(), "excluded": sorted(corpus.excluded)},
+        "needles": ns.sha256,
+        "prompts": file_sha256(_prompt_file()),
+        "models": _models_yaml_entries(cfg.models),
+        "tokenizers": {m: t.file_sha256 or t.name for m, (_, t) in models.items()},
+    }
+    cfgd = cfg.model_dump()
+    cfgd.pop("corpus")
+    bhash = stable_hash("needles", cfgd, inputs, __version__, length=20)
+    existing = check_out_dir(out, bhash, force)
+    ex = BuildResult(**existing.__dict__) if existing is not None else None
+    return Loaded(cfg, out, corpus, ns, language, models, bhash, ex)
+
+
+def verify_stage(loaded: Loaded) -> dict:
+    """Exhaustive absence check of every planted fact and fictional name in the master haystack (raises
+    InputError naming the fact)."""
+    return verify_absent(loaded.corpus.text(), loaded.needle_set, where=f"corpus {loaded.corpus.corpus_id}")
+
+
+def count_stage(loaded: Loaded) -> dict[str, list[int]]:
+    """Tokens of the leading paragraphs (each with its newline) for each sizing tokenizer, in batched calls of
+    doubling size, until they cover the largest tier any of its models needs (the whole corpus at most): a
+    paragraph is tokenized once per tokenizer, and a small tier does not pay for a large corpus."""
+    paras = loaded.corpus.paragraphs()
+    need: dict[str, int] = {}
+    for _, (info, tok) in loaded.models.items():
+        top = max(min(t, int(info.window)) for t in loaded.cfg.lengths)
+        need[tok.name] = max(need.get(tok.name, 0), top)
+    counts: dict[str, list[int]] = {}
+    for _, (_, tok) in loaded.models.items():
+        if tok.name in counts:
+            continue
+        c: list[int] = []
+        total, step = 0, 1024
+        while len(c) < len(paras) and total <= need[tok.name]:
+            batch = tok.count_batch([p + "\n" for p in paras[len(c): len(c) + step]])
+            c.extend(batch)
+            total += sum(batch)
+            step *= 2
+        counts[tok.name] = c
+    return counts
+
+
+def _overhead(model: str, tok, questions: list[str], output_budget: int) -> int:
+    """Prompt template + longest question + output budget + chat allowance, in tokens of ``tok``."""
+    tmpl = max(tok.count(messages_text(render_messages("", q, v, model, benchmark="needles")))
+               for q in set(questions) for v in PROMPT_VARIANTS)
+    return tmpl + output_budget + CHAT_OVERHEAD_TOKENS
+
+
+def size_haystack(model: str, info, tok, tier: int, prefix: list[int], fill: float, overhead: int,
+                  reserve: int, total_chars: list[int], more_paragraphs: bool = False) -> Haystack | str:
+    """The base haystack of ``model`` at ``tier`` (module docstring), or the reason it is skipped. ``prefix[k]``
+    is the token count of the first ``k`` paragraphs (``more_paragraphs``: the corpus goes on beyond the counted
+    ones); ``reserve`` the tokens kept for the planted statements."""
+    window = int(info.window)
+    if window < tier / 2:
+        return f"window of {model} ({window:,} tokens) is below half the tier ({tier:,} tokens)"
+    effective = min(tier, window)
+    limit = math.floor(fill * (1 - info.safety_margin) * effective)
+    budget = limit - overhead
+    if budget - reserve <= 0:
+        return (f"the prompt template, question and output budget ({overhead:,} tokens) leave no room for a haystack "
+                f"in {limit:,} tokens")
+    k = bisect_right(prefix, budget - reserve) - 1
+    if k >= len(prefix) - 1 and not more_paragraphs and prefix[-1] < budget - reserve:
+        return (f"the corpus holds only {prefix[-1]:,} tokens of {tok.name}, less than the haystack budget of "
+                f"{budget - reserve:,} tokens for {model} at {tier:,}: use a larger corpus or a smaller tier")
+    return Haystack(model, tok.name, tier, window, effective, limit, overhead, budget, reserve, k, prefix[k],
+                    total_chars[k], bool(info.approximate), float(info.safety_margin))
+
+
+def _instance(loaded: Loaded, hs: Haystack, tok, paras: list[str], counts: list[int], item: PlantItem) -> dict:
+    """One instance: plant ``item`` in the haystack, count the context exactly, locate each statement."""
+    cfg = loaded.cfg
+    base = paras[: hs.k]
+    while True:
+        ins = plan_insertions(base, item.statements, item.depths, cfg.boundary)
+        result, where, origin = apply_insertions(base, ins)
+        text = "".join(p + "\n" for p in result)
+        n_tokens = tok.count(text)
+        if n_tokens <= hs.budget or not base:
+            break
+        base = base[:-1]  # the tokenizer merged across a join: drop a paragraph from the end and recount
+    if n_tokens > hs.budget:
+        raise InputError(f"{item.needle_id}: the planted statements alone exceed the budget of {hs.budget} tokens")
+    # token offsets: prefix sums of untouched paragraphs plus the modified paragraphs tokenized alone; exact when the
+    # tokenizer does not merge across newlines (checked against the full count; else one full pass with offsets)
+    res_counts = [counts[o] if o is not None else tok.count(p + "\n") for p, o in zip(result, origin)]
+    pre = [0, *accumulate(res_counts)]
+    spans, char_offsets = [], []
+    char_pre = [0, *accumulate(len(p) + 1 for p in result)]
+    for (r_idx, a, b) in where:
+        p = result[r_idx]
+        _, starts = tok.char_starts(p + "\n")
+        s, e = tok.token_span(starts, a, b)
+        spans.append([pre[r_idx] + s, pre[r_idx] + e])
+        char_offsets.append((char_pre[r_idx] + a, char_pre[r_idx] + b))
+    if pre[-1] != n_tokens:  # not additive for this tokenizer and text: locate with one full pass
+        _ids, starts = tok.char_starts(text)
+        spans = [list(tok.token_span(starts, a, b)) for a, b in char_offsets]
+    n_par = len(base)
+    first = min(range(len(ins)), key=lambda i: spans[i][0])
+    needle_tokens = sum(e - s for s, e in spans)
+    cfg_for_id = cfg.model_dump(exclude={"corpus", "models", "lengths", "exclude"})
+    iid = stable_hash(cfg_for_id, loaded.corpus.corpus_id, hs.model, hs.tier, item.needle_id, item.variant,
+                      item.depths, item.question, stable_hash(text, length=64), length=24)
+    single = item.variant != "chain"
+    row = {
+        "instance_id": iid, "benchmark": "needles", "source_id": loaded.corpus.corpus_id,
+        "question": item.question, "question_id": item.needle_id, "sql": None,
+        "gold": canonical_json([[item.answer]]), "accepted_answers": canonical_json(item.accepted),
+        "context": text, "tokenizer": hs.tokenizer, "target_tokens": hs.tier, "context_tokens": n_tokens,
+        "setting": None, "achieved_density": round(needle_tokens / n_tokens, 8), "context_format": "full_text",
+        "position": None, "depth": item.depths[0] if single else None,
+        "achieved_depth_tokens": spans[first][0],
+        "achieved_depth_paragraphs": round(ins[first].j / n_par, 6) if n_par else 0.0,
+        "sizing_model": hs.model, "needle_id": item.needle_id, "variant": item.variant,
+        "query_types": "[]", "difficulty": None, "skill": None,
+        "evidence_spans": canonical_json(spans), "included_rows": None, "hops": len(item.statements),
+        "relevant_tokens": needle_tokens,
+        "build_hash": loaded.build_hash, "attribute": item.attribute,
+        "needle_depths": canonical_json(item.depths),
+        "needle_depths_tokens": canonical_json([s for s, _ in spans]),
+        "needle_depths_paragraphs": canonical_json([round(x.j / n_par, 6) if n_par else 0.0 for x in ins]),
+        "haystack_budget_tokens": hs.budget, "haystack_paragraphs": n_par,
+        "sizing_approximate": hs.approximate,
+    }
+    row.update(difficulty_columns(row))
+    row.update(language_columns(row))
+    return row
+
+
+@dataclass
+class Assembled:
+    """Stage ``assemble``: instance rows, quarantine rows and the haystacks' sizing numbers."""
+
+    instances: list[dict]
+    quarantine: list[dict]
+    haystacks: list[dict]
+    calibration: list[dict]
+
+
+def assemble_stage(loaded: Loaded, counts: dict[str, list[int]],
+                   progress: Callable[[int, int], None] | None = None) -> Assembled:
+    """Size every (model, tier) haystack and plant every item in it (module docstring)."""
+    cfg = loaded.cfg
+    paras = loaded.corpus.paragraphs()
+    chars = [0, *accumulate(len(p) + 1 for p in paras)]
+    items = loaded.needle_set.items(cfg.depths, cfg.chain_depths, tuple(cfg.variants))
+    if not cfg.chains:
+        items = [i for i in items if i.variant != "chain"]
+    if not items:
+        raise InputError("nothing to plant: the needle set has no needles for these variants and chains are off")
+    instances, quarantine, haystacks = [], [], []
+    total = len(cfg.models) * len(cfg.lengths) * len(items)
+    done = 0
+    # tokens per character of the counted paragraphs, per sizing tokenizer (the full corpus: `ctxbench calibrate`)
+    cal = {}
+    for name, cn in counts.items():
+        d = calibrate(paras[: len(cn)], [name], counts={name: cn})[0].as_dict()
+        cal[name] = {**d, "paragraphs": len(cn)}
+    for model in cfg.models:
+        info, tok = loaded.models[model]
+        c = counts[tok.name]
+        prefix = [0, *accumulate(c)]
+        out_budget = cfg.output_budget or info.max_output_tokens
+        overhead = _overhead(model, tok, [i.question for i in items], out_budget)
+        # the planted statements' tokens are reserved in the sizing (with a newline each, and a little slack for
+        # a sentence glued into a paragraph)
+        reserve = max(sum(tok.count(s + "\n") + 2 for s in i.statements) for i in items)
+        for tier in cfg.lengths:
+            hs = size_haystack(model, info, tok, tier, prefix, cfg.fill, overhead, reserve, chars,
+                               more_paragraphs=len(c) < len(paras))
+            if isinstance(hs, str):
+                quarantine.append({"input": f"{model}@{tier}", "stage": "assemble", "reason": hs,
+                                   "detail": canonical_json({"model": model, "tier": tier, "window": info.window})})
+                done += len(items)
+                if progress:
+                    progress(done, total)
+                continue
+            hd = hs.as_dict()
+            hd["calibration_tokens_per_char"] = cal[tok.name]["tokens_per_char"]
+            haystacks.append(hd)
+            for item in items:
+                instances.append(_instance(loaded, hs, tok, paras, c, item))
+                done += 1
+                if progress:
+                    progress(done, total)
+    return Assembled(instances, quarantine, haystacks, list(cal.values()))
+
+
+def validate_stage(instances: list[dict]) -> None:
+    """The instances data-quality suite (raises ValidationError naming failed expectations)."""
+    validate_build(to_table("instances", instances))
+
+
+def write_stage(loaded: Loaded, asm: Assembled, checked: dict) -> BuildResult:
+    """Write quarantine, instances (atomically) and, last, the manifest that marks the build complete."""
+    cfg, out = loaded.cfg, loaded.out
+    out.mkdir(parents=True, exist_ok=True)
+    clear_replaced_build(out)
+    write_parquet(to_table("quarantine", asm.quarantine), out / "quarantine.parquet")
+    write_parquet(to_table("instances", asm.instances), out / "instances.parquet")
+    approx = sorted({h["model"] for h in asm.haystacks if h["approximate"]})
+    manifest = {
+        "track": "needles", "build_hash": loaded.build_hash, "config": cfg.model_dump(exclude={"corpus"}),
+        "corpus": corpus_summary(loaded.corpus), "language": loaded.language,
+        "needle_set": {"file": _asset_name(loaded.needle_set.path), "sha256": loaded.needle_set.sha256,
+                       "language": loaded.needle_set.language},
+        "absence_check": checked,
+        "haystacks": asm.haystacks, "calibration": asm.calibration,
+        "approximate_tokenizers": {m: f"{loaded.models[m][1].name} approximates {m}'s tokenizer; sizing keeps a "
+                                      f"{loaded.models[m][0].safety_margin:.0%} safety margin" for m in approx},
+        "tokenizers": {m: {"name": t.name, "file_sha256": t.file_sha256} for m, (_, t) in loaded.models.items()},
+        "versions": versions("ctxbench", "pyarrow", "tiktoken", "tokenizers", "cn2an"),
+        "counts": {"instances": len(asm.instances), "quarantined": len(asm.quarantine),
+                   "haystacks": len(asm.haystacks)},
+    }
+    write_json(manifest, out / "manifest.json")
+    return BuildResult(out, loaded.build_hash, len(asm.instances), len(asm.quarantine), haystacks=asm.haystacks)
+
+
+def build_needles(cfg: NeedlesConfig, out: str | Path, progress: Callable[[int, int], None] | None = None,
+                  force: bool = False) -> BuildResult:
+    """Build a planted-fact benchmark into the build directory ``out`` (SCHEMA.md layout): load → verify → count
+    → assemble → validate → write (the Prefect flow ``build_needles`` runs each as a task).
+
+    An existing complete build with the same build hash is left as it is; a directory holding a different build is
+    an error unless ``force``. Raises InputError for bad input or a planted fact found in the corpus."""
+    loaded = load_stage(cfg, out, force)
+    if loaded.existing is not None:
+        return loaded.existing
+    checked = verify_stage(loaded)
+    counts = count_stage(loaded)
+    asm = assemble_stage(loaded, counts, progress)
+    validate_stage(asm.instances)
+    return write_stage(loaded, asm, checked)
+
+
+def _prompt_file() -> Path:
+    """The prompt file evaluation uses for needles instances (``assets/prompts/needles.yaml``, else the default)."""
+    p = assets_dir() / "prompts" / "needles.yaml"
+    return p if p.exists() else assets_dir() / "prompts" / "default.yaml"
+
+
+def _asset_name(p: Path) -> str:
+    """A needle set's file name when it is under ``assets/needles/``, else its absolute path."""
+    p = p.resolve()
+    return p.name if p.parent == (assets_dir() / "needles").resolve() else str(p)
