@@ -473,6 +473,35 @@ def report_cmd(build: Path = typer.Option(..., help="build directory"),
     out_console.print(f"report → {p}")
 
 
+@app.command("export")
+def export_cmd(
+    build: list[Path] = typer.Option(..., help="build directory (repeat to export several builds together)"),
+    format: str = typer.Option(..., "--format", help="parquet | hf | inspect | jsonl"),
+    out: Path = typer.Option(..., help="directory to write (never inside a build)"),
+    test_fraction: Optional[float] = typer.Option(None, help="hf/jsonl: train/test split with no shared source or "
+                                                  "template, this fraction of instances in test"),
+    seed: int = typer.Option(0, help="seed of the split"),
+    prompt_variant: str = typer.Option("cot", help="inspect: prompt variant of the samples (cot | direct)"),
+    model: str = typer.Option("", help="inspect: the model whose messages and output budget the samples use"),
+    force: bool = typer.Option(False, help="replace the content of a non-empty --out"),
+) -> None:
+    """Export builds as Parquet, a Hugging Face datasets directory, an inspect_ai task, or chat JSONL."""
+    from .export import export_build
+
+    try:
+        r = export_build(build, format, out, test_fraction=test_fraction, seed=seed, prompt_variant=prompt_variant,
+                         model=model, force=force)
+    except USER_ERRORS as e:
+        _fail(e)
+    out_console.print(f"exported {r.n_instances} instances as {format} → {r.out} ({', '.join(r.files[:6])}"
+                      f"{', ...' if len(r.files) > 6 else ''})")
+    if r.split:
+        s = r.split
+        out_console.print(f"split: {s['train']} train / {s['test']} test instances; sources train {s['train_sources']}"
+                          f" / test {s['test_sources']}; shared sources {s['shared_sources']}, shared templates "
+                          f"{s['shared_templates']}")
+
+
 def print_results(build: Path) -> None:
     """The results table (model, context length, score) and where the files are."""
     from .report import results_table
