@@ -73,6 +73,11 @@ def clear_replaced_build(out: Path) -> None:
     shutil.rmtree(out / "report", ignore_errors=True)
 
 
+# libraries whose versions a manifest records (those that shape a build's bytes: tables, SQL, tokenizers, templates)
+MANIFEST_PACKAGES = ("ctxbench", "pyarrow", "duckdb", "sqlglot", "tiktoken", "tokenizers", "litellm", "quicktok-v1",
+                     "pydantic", "pyyaml", "great-expectations", "numpy")
+
+
 def version(pkg: str) -> str:
     """Installed version of a distribution ("" when absent; ctxbench's own version in a source checkout)."""
     try:

@@ -10,6 +10,7 @@ same tables share a context (and a provider's prompt cache).
 
 from __future__ import annotations
 
+import platform
 from bisect import bisect_right
 import sqlite3
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ from ..sources.database import sql_type, write_sqlite
 from ..storage import to_table, write_json, write_parquet
 from ..tokenizers import get_tokenizer
 from ..validate import validate_build
-from .common import BuildResult, check_lengths, check_out_dir, clear_replaced_build, versions
+from .common import MANIFEST_PACKAGES, BuildResult, check_lengths, check_out_dir, clear_replaced_build, versions
 from .common import asset_hash as _asset_hash
 from .holobench_source import PreparedSource, prepare_source
 
@@ -274,7 +275,8 @@ def write_stage(loaded: Loaded, src: PreparedSource, instances: list[dict], quar
         "tokenizer": {"name": cfg.tokenizer, "file_sha256": tok.file_sha256},
         "assets": {"templates": _asset_hash(src.templates.path),
                    "queries": _asset_hash(cfg.queries or assets_dir() / "queries" / f"{db_id}.yaml")},
-        "versions": versions("ctxbench", "pyarrow", "duckdb", "sqlglot", "tiktoken", "tokenizers"),
+        "versions": versions(*MANIFEST_PACKAGES),
+        "python": platform.python_version(),
         "sqlite_version": sqlite3.sqlite_version,
         "counts": {"instances": len(instances), "quarantined": len(quarantine), "contexts": n_contexts},
     }
