@@ -81,6 +81,7 @@ class FakeOpenAIServer:
         self._lock = threading.Lock()
         self.requests: list[dict] = []        # bodies of every POST /v1/chat/completions, in arrival order
         self.behaviours: list[str] = []       # what was done with each of them
+        self.auth: list[str | None] = []      # the Authorization header of each of them
         self.in_flight = 0
         self.max_in_flight = 0
         self._httpd: ThreadingHTTPServer | None = None
@@ -106,6 +107,7 @@ class FakeOpenAIServer:
         with self._lock:
             self.requests.clear()
             self.behaviours.clear()
+            self.auth.clear()
             self.max_in_flight = 0
 
     @property
@@ -122,7 +124,7 @@ class FakeOpenAIServer:
         assert self._httpd is not None, "server not started"
         return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
 
-    def _choose(self, body: dict) -> str:
+    def _choose(self, body: dict, auth: str | None = None) -> str:
         with self._lock:
             b = self.rule(body) if self.rule else None
             if b is None and self._queue:
@@ -134,6 +136,7 @@ class FakeOpenAIServer:
             b = b or "ok"
             self.requests.append(body)
             self.behaviours.append(b)
+            self.auth.append(auth)
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
             return b
@@ -186,7 +189,7 @@ class FakeOpenAIServer:
                     self._send(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
                     return
                 body = json.loads(raw or b"{}")
-                b = owner._choose(body)
+                b = owner._choose(body, self.headers.get("Authorization"))
                 try:
                     self._act(b, body)
                 except (BrokenPipeError, ConnectionResetError, OSError):
