@@ -559,29 +559,46 @@ def run_cmd(
     per_length: int = typer.Option(8, help="instances evaluated per context length"),
     mode: str = typer.Option("lc", help="lc, rag or lc,rag (RAG: hybrid retrieval of 600-token chunks, top 5)"),
     rag_tokens: Optional[str] = typer.Option(None, help="RAG retrieval budgets in tokens, e.g. 512,1024"),
+    engine: str = typer.Option("prefect", help="prefect (flow `nightly`) | luigi (local scheduler, no server)"),
+    db: str = typer.Option("nycflights13", help="database to build from (as for `build holobench --db`)"),
+    model: Optional[str] = typer.Option(None, help="model to evaluate (default: the embedded SmolLM2)"),
+    base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible endpoint of --model"),
 ) -> None:
-    """The main job on the embedded default: nycflights13 → build → SmolLM2 answers → score → report."""
+    """The main job on the embedded default: nycflights13 → build → SmolLM2 answers → score → report.
+    Incremental: the build goes to OUT/<build_hash> (OUT/latest points at it); unchanged inputs rebuild nothing."""
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     # the temporary Prefect API server may take more than its default 20 s to start on busy cores
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
-    from pipelines.flows import nightly
-
     from .evaluate import EvalConfig
+    from .incremental import resolve_build
     from .models.local_server import EMBEDDED_MODEL
     from .tracks.holobench import HoloBenchConfig
 
+    if engine not in ("prefect", "luigi"):
+        _fail(CtxbenchError(f"--engine {engine}: use prefect or luigi"))
     ls = _ints(lengths, "--lengths")
-    console.print(f"ctxbench run: building nycflights13 at {', '.join(map(str, ls))} tokens (cl100k_base, 50% density,"
-                  f" uniform), then evaluating a sample of {per_length} instances per length with the embedded "
-                  f"{EMBEDDED_MODEL} (served locally by llama.cpp); this takes a few minutes on 2 cores.")
+    model = model or EMBEDDED_MODEL
+    where = "the embedded model (served locally by llama.cpp)" if model == EMBEDDED_MODEL and not base_url else model
+    console.print(f"ctxbench run ({engine}): building {db} at {', '.join(map(str, ls))} tokens (cl100k_base, 50% "
+                  f"density, uniform), then evaluating a sample of {per_length} instances per length with {where}; "
+                  f"this takes a few minutes on 2 cores.", markup=False)
     try:
-        nightly(build=HoloBenchConfig(lengths=ls), out=str(out),
-                models=[EvalConfig(model=EMBEDDED_MODEL, per_length=per_length, mode=mode,
-                                   rag_tokens=_ints(rag_tokens, "--rag-tokens") if rag_tokens else None)])
-    except USER_ERRORS as e:
+        cfg = HoloBenchConfig(db=db, lengths=ls)
+        models = [EvalConfig(model=model, base_url=base_url, per_length=per_length, mode=mode,
+                             rag_tokens=_ints(rag_tokens, "--rag-tokens") if rag_tokens else None)]
+        if engine == "luigi":
+            from pipelines.luigi_tasks import run_luigi
+
+            run_luigi(cfg, out, models)
+        else:
+            from pipelines.flows import nightly
+
+            nightly(build=cfg, out=str(out), models=models)
+        build = resolve_build(out)
+    except (*USER_ERRORS, RuntimeError) as e:
         _fail(e)
-    print_results(out)
+    print_results(build)
 
 
 def main() -> None:  # pragma: no cover

@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field, field_validator
 from .analysis.filters import InstanceFilter, filter_instances
 from .errors import InputError
 from .hashing import canonical_json
+from .incremental import build_hash_of_dir
 from .models.cache import ResponseCache, claim_owner, request_key
 from .models.gateway import Gateway, RetryPolicy, cost_usd
 from .models.registry import model_info
@@ -167,6 +168,7 @@ def _plan(build_dir: Path, cfg: EvalConfig, cache: ResponseCache) -> _Plan:
     if not (build_dir / "manifest.json").exists():
         raise InputError(f"{build_dir} holds an unfinished build (no manifest.json, which is written last): "
                          f"run the same `ctxbench build` again to complete it")
+    bhash = build_hash_of_dir(build_dir)  # stored with every response: results of builds are never mixed
     info = model_info(cfg.model)
     K = cfg.samples or info.default_samples
     max_tokens = cfg.max_tokens or info.max_output_tokens
@@ -206,6 +208,7 @@ def _plan(build_dir: Path, cfg: EvalConfig, cache: ResponseCache) -> _Plan:
                     continue
                 seen.add(key)
                 todo.append({"request_key": key, "instance_id": iid, "model": cfg.model, "mode": mode, "sample": k,
+                             "build_hash": bhash,
                              "prompt_variant": cfg.prompt_variant, **extra, "_messages": msgs, "_sampling": sampling,
                              "_ctx": hashlib.sha256(text.encode()).hexdigest(), "_context": text})
     found = cache.get_many([t["request_key"] for t in todo])

@@ -13,6 +13,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from .hashing import canonical_json
+from .incremental import check_build_tables
 from .scoring.registry import matcher, matchers_for, tagger
 from .storage import read_table, require_build, to_table, write_parquet
 
@@ -32,6 +33,7 @@ def score_build(build_dir: str | Path, judge: str | None = None, judge_base_url:
     judge model is given, ``judge:<model>`` too (unparseable verdicts are counted, not scored). Raises InputError
     without a build."""
     build_dir = require_build(build_dir)
+    bhash = check_build_tables(build_dir) if (build_dir / "manifest.json").exists() else None
     ipath = build_dir / "instances.parquet"
     cols = [c for c in pq.read_schema(ipath).names if c != "context"]  # contexts can be GBs in all
     inst = pq.read_table(ipath, columns=cols).to_pylist()
@@ -56,7 +58,7 @@ def score_build(build_dir: str | Path, judge: str | None = None, judge_base_url:
             m = matcher(name, row.get("benchmark"))(r["response"], row)
             rows.append({"instance_id": r["instance_id"], "model": r["model"], "mode": r["mode"],
                          "sample": r["sample"], "matcher": name, "score": float(m.score),
-                         "tags": canonical_json(m.tags), "request_key": r["request_key"],
+                         "tags": canonical_json(m.tags), "request_key": r["request_key"], "build_hash": bhash,
                          "detail": canonical_json({"rows": m.rows})})
     resp_by_key = {r["request_key"]: r for r in ok}
     judge_cfg = {"model": judge, "base_url": judge_base_url, "api_key_env": judge_api_key_env} if judge else None
@@ -77,7 +79,7 @@ def score_build(build_dir: str | Path, judge: str | None = None, judge_base_url:
                 continue
             rows.append({"instance_id": r["instance_id"], "model": r["model"], "mode": r["mode"],
                          "sample": r["sample"], "matcher": f"judge:{judge}", "score": float(o.score),
-                         "tags": canonical_json([]), "request_key": r["request_key"],
+                         "tags": canonical_json([]), "request_key": r["request_key"], "build_hash": bhash,
                          "detail": canonical_json({"verdicts": o.verdicts})})
     write_parquet(to_table("scores", rows), build_dir / "scores.parquet")
     summary.rows = len(rows)

@@ -23,9 +23,9 @@ from prefect.artifacts import create_markdown_artifact
 
 from ctxbench.backfill import BackfillConfig, find_builds
 from ctxbench.evaluate import EvalConfig, evaluate_build, unanswered_calls
+from ctxbench.incremental import report_if_changed, score_if_changed
 from ctxbench.models.local_server import EMBEDDED_MODEL, LocalServer
-from ctxbench.report import build_report, results_table
-from ctxbench.score import score_build
+from ctxbench.report import results_table
 from ctxbench.tracks import holobench
 from ctxbench.tracks import scitrek as sci
 from ctxbench.tracks.holobench import HoloBenchConfig
@@ -35,8 +35,8 @@ from ctxbench.tracks.needles import NeedlesConfig
 
 
 @task(name="load", retries=2, retry_delay_seconds=2, cache_policy=NO_CACHE)
-def load_task(cfg: HoloBenchConfig, out: str, force: bool = False):
-    return holobench.load_stage(cfg, out, force)
+def load_task(cfg: HoloBenchConfig, out: str, force: bool = False, versioned: bool = False):
+    return holobench.load_stage(cfg, out, force, versioned)
 
 
 @task(name="verbalize", cache_policy=NO_CACHE)
@@ -66,10 +66,11 @@ def write_task(loaded, src, instances, quarantine, n_contexts) -> dict:
 
 @flow(name="build_holobench")
 def build_holobench_flow(cfg: HoloBenchConfig = HoloBenchConfig(), out: str = "runs/default",
-                         force: bool = False) -> dict:
+                         force: bool = False, versioned: bool = False) -> dict:
     """Build a verbalized-database benchmark into ``out``: load → verbalize → assemble → gold → validate → write.
-    An unchanged build is detected by its hash in ``load`` and left as it is."""
-    loaded = load_task(cfg, out, force)
+    An unchanged build is detected by its hash in ``load`` and left as it is. ``versioned``: ``out`` is a run root,
+    the build goes to ``out/<build_hash>`` and ``out/latest`` points at it (ctxbench.incremental)."""
+    loaded = load_task(cfg, out, force, versioned)
     if loaded.existing is not None:
         return loaded.existing.__dict__
     # quote(): large in-memory objects are passed as they are, not walked by Prefect's parameter resolution
@@ -278,7 +279,8 @@ def backfill_flow(cfg: BackfillConfig) -> dict:
 
 @task(name="score", cache_policy=NO_CACHE)
 def score_task(build: str) -> int:
-    return score_build(build).rows
+    """Scores of every stored response; skipped when instances and responses are unchanged since the last score."""
+    return score_if_changed(build)[0]
 
 
 @flow(name="score")
@@ -288,7 +290,8 @@ def score_flow(build: str) -> int:
 
 @task(name="report", cache_policy=NO_CACHE)
 def report_task(build: str) -> str:
-    p = build_report(build)
+    """The HTML report (rewritten only when the tables changed) and the results table as a Prefect artifact."""
+    p, _ = report_if_changed(build)
     rows = results_table(build)
     md = "| model | context length | n | score |\n|---|---|---|---|\n" + "\n".join(
         f"| {r['model']} | {r['context_length']} | {r['n']} | {r['score']:.3f} |" for r in rows)
@@ -305,15 +308,20 @@ def report_flow(build: str) -> str:
 def nightly(build: HoloBenchConfig = HoloBenchConfig(lengths=[2048, 4096]), out: str = "runs/default",
             models: list[EvalConfig] = [EvalConfig(model=EMBEDDED_MODEL, per_length=8)],  # noqa: B006
             scitrek: SciTrekConfig | None = None, scitrek_out: str = "runs/scitrek",
-            scitrek_s2: S2Fetch | None = None) -> dict:
+            scitrek_s2: S2Fetch | None = None, versioned: bool = True) -> dict:
     """build → evaluate (each model) → score → report; with ``scitrek`` the scientific-article benchmark is built
     (``scitrek_s2``: after fetching new clusters from Semantic Scholar; new PDFs converted only) and evaluated,
-    scored and reported in ``scitrek_out`` the same way."""
-    b = build_holobench_flow(build, out)
-    evals = {m.model: evaluate_flow(out, m) for m in models}
-    n = score_flow(out)
-    report = report_flow(out)
-    res = {"build": b, "evaluations": evals, "scores": n, "report": report, "out": str(Path(out))}
+    scored and reported in ``scitrek_out`` the same way.
+
+    Incremental (ctxbench.incremental): with ``versioned`` the build goes to ``out/<build_hash>`` (``out/latest``
+    points at it, older builds stay); unchanged inputs build nothing, stored calls are not repeated, and score and
+    report run only when their inputs changed."""
+    b = build_holobench_flow(build, out, versioned=versioned)
+    bdir = str(b["out"])
+    evals = {m.model: evaluate_flow(bdir, m) for m in models}
+    n = score_flow(bdir)
+    report = report_flow(bdir)
+    res = {"build": b, "evaluations": evals, "scores": n, "report": report, "out": str(Path(out)), "build_dir": bdir}
     if scitrek is not None:
         sb = build_scitrek_flow(scitrek, scitrek_out, s2=scitrek_s2)
         res["scitrek"] = {"build": sb, "evaluations": {m.model: evaluate_flow(scitrek_out, m) for m in models},

@@ -28,6 +28,7 @@ from ..contexts.packer import POSITIONS, PackedContext, Unit, cycle_units, pack,
 from ..errors import InputError
 from ..gold import compute_gold
 from ..hashing import canonical_json, seeded_rng, stable_hash
+from ..incremental import set_latest
 from ..sources import Database, load_database
 from ..sources.database import sql_type, write_sqlite
 from ..storage import to_table, write_json, write_parquet
@@ -144,6 +145,7 @@ class Loaded:
     raw: Database
     build_hash: str
     existing: BuildResult | None = None
+    root: Path | None = None  # versioned layout: the run root whose ``latest`` points at this build
 
 
 @dataclass
@@ -155,14 +157,28 @@ class Assembled:
     pairs: list[tuple]
 
 
-def load_stage(cfg: HoloBenchConfig, out: str | Path, force: bool = False) -> Loaded:
-    """Load the database and hash the inputs. An existing build with the same hash is reported in ``existing``;
-    a directory holding a different build is an error unless ``force`` (its files are then removed)."""
-    out = Path(out)
+def hash_inputs(cfg: HoloBenchConfig) -> tuple[Database, str]:
+    """Load the database and the tokenizer and compute the build hash (the check a no-change nightly run does)."""
     raw = load_database(cfg.db)
     tok = get_tokenizer(cfg.tokenizer)
-    bhash = build_hash_of(cfg, raw, tok.file_sha256)
-    return Loaded(cfg, out, raw, bhash, check_out_dir(out, bhash, force))
+    return raw, build_hash_of(cfg, raw, tok.file_sha256)
+
+
+def load_stage(cfg: HoloBenchConfig, out: str | Path, force: bool = False, versioned: bool = False) -> Loaded:
+    """Load the database and hash the inputs. An existing build with the same hash is reported in ``existing``;
+    a directory holding a different build is an error unless ``force`` (its files are then removed).
+
+    ``versioned``: ``out`` is a run root and the build directory is ``out/<build_hash>`` (ctxbench.incremental);
+    an existing complete build of that hash is reused and ``out/latest`` points at it."""
+    root = Path(out)
+    if root.exists() and not root.is_dir():
+        raise InputError(f"--out {root} is a file: pass a directory for the build")
+    raw, bhash = hash_inputs(cfg)
+    out = root / bhash if versioned else root
+    existing = check_out_dir(out, bhash, force)
+    if existing is not None and versioned:
+        set_latest(root, bhash)
+    return Loaded(cfg, out, raw, bhash, existing, root if versioned else None)
 
 
 def verbalize_stage(loaded: Loaded) -> PreparedSource:
@@ -281,19 +297,22 @@ def write_stage(loaded: Loaded, src: PreparedSource, instances: list[dict], quar
         "counts": {"instances": len(instances), "quarantined": len(quarantine), "contexts": n_contexts},
     }
     write_json(manifest, out / "manifest.json")
+    if loaded.root is not None:
+        set_latest(loaded.root, loaded.build_hash)
     return BuildResult(out, loaded.build_hash, len(instances), len(quarantine))
 
 
 def build_holobench(cfg: HoloBenchConfig, out: str | Path, progress: Callable[[int, int], None] | None = None,
-                    force: bool = False) -> BuildResult:
+                    force: bool = False, versioned: bool = False) -> BuildResult:
     """Build a verbalized-database benchmark into the build directory ``out`` (SCHEMA.md layout): the stages
     load → verbalize → assemble → gold → validate → write (the Prefect flow runs each as a task).
 
     An existing complete build with the same build hash is left as it is (``skipped``); a directory holding a
-    different build is an error unless ``force``. Raises InputError for bad input (see prepare_source) and
+    different build is an error unless ``force``. ``versioned``: ``out`` is a run root, the build goes to
+    ``out/<build_hash>`` and ``out/latest`` points at it (ctxbench.incremental). Raises InputError for bad input (see prepare_source) and
     ValidationError when a data-quality expectation fails.
     """
-    loaded = load_stage(cfg, out, force)
+    loaded = load_stage(cfg, out, force, versioned)
     if loaded.existing is not None:
         return loaded.existing
     src = verbalize_stage(loaded)

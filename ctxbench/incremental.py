@@ -1,0 +1,180 @@
+"""Incremental runs: versioned build directories and steps skipped when their inputs did not change.
+
+Layout of a *run root* (what ``ctxbench run --out`` and the ``nightly`` flow write)::
+
+    ROOT/<build_hash>/      one build directory per build hash (SCHEMA.md layout), immutable once complete
+    ROOT/latest             symlink to the newest build of this root (replaced atomically)
+
+A nightly run hashes its inputs (source data, templates, queries, tokenizer file, configuration: the build hash);
+an unchanged hash finds its complete build and builds nothing, a changed one builds into a new directory and moves
+``latest``, leaving the old builds readable. Responses and scores live inside their build directory and carry its
+``build_hash``, so results of different builds are never mixed in one table (``check_build_tables``).
+
+``score`` and ``report`` are recomputed only when what they read changed: the content hash of their inputs
+(instances, responses, scores, matcher registry, judge) is stored with their output (Parquet schema metadata of
+``scores.parquet``; ``report/inputs.json``) and compared first. Model calls are never repeated anyway (response
+cache and stored request keys).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Callable
+
+import pyarrow.parquet as pq
+
+from .errors import InputError
+from .hashing import file_sha256, stable_hash
+from .storage import write_json
+
+LATEST = "latest"
+INPUTS_KEY = b"ctxbench_inputs_sha256"
+
+
+# ------------------------------------------------------------------------------------------ versioned run roots
+
+def set_latest(root: str | Path, build_hash: str) -> Path:
+    """Point ``ROOT/latest`` at ``ROOT/<build_hash>`` (a relative symlink, replaced atomically)."""
+    root = Path(root)
+    link = root / LATEST
+    if link.is_symlink() and os.readlink(link) == build_hash:
+        return link  # already there: a no-change run writes nothing
+    tmp = root / f".{LATEST}.tmp-{os.getpid()}"
+    tmp.unlink(missing_ok=True)
+    os.symlink(build_hash, tmp)
+    os.replace(tmp, link)
+    return link
+
+
+def latest_build(root: str | Path) -> Path | None:
+    """The build ``ROOT/latest`` points at, or None."""
+    link = Path(root) / LATEST
+    return link.resolve() if link.is_symlink() and link.resolve().is_dir() else None
+
+
+def resolve_build(path: str | Path) -> Path:
+    """A build directory from a build directory or a run root (its ``latest`` build). Raises InputError when
+    ``path`` is neither."""
+    path = Path(path)
+    lb = latest_build(path)
+    if lb is not None:
+        return lb
+    if (path / "manifest.json").exists() or (path / "instances.parquet").exists():
+        return path
+    if lb is None:
+        raise InputError(f"{path} is neither a build directory nor a run root with a `latest` build: run "
+                         f"`ctxbench build` or `ctxbench run` first")
+    return lb
+
+
+def builds_of(root: str | Path) -> list[Path]:
+    """Every complete build directory of a run root (sorted by name)."""
+    root = Path(root)
+    return sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink() and (p / "manifest.json").exists())
+
+
+# ------------------------------------------------------------------------------------------ one build per table
+
+def build_hash_of_dir(build_dir: str | Path) -> str:
+    """The ``build_hash`` in a build directory's manifest (InputError without one)."""
+    m = Path(build_dir) / "manifest.json"
+    try:
+        return json.loads(m.read_text(encoding="utf-8"))["build_hash"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise InputError(f"{m} is missing or not a ctxbench manifest: the build is unfinished or not a build") from None
+
+
+def check_build_tables(build_dir: str | Path) -> str:
+    """Check that every stored table of the build holds rows of this build only (``build_hash`` column, where
+    present, equal to the manifest's). Returns the build hash; raises InputError naming the table and the
+    foreign build hashes."""
+    build_dir = Path(build_dir)
+    bh = build_hash_of_dir(build_dir)
+    for name in ("instances", "responses", "scores"):
+        p = build_dir / f"{name}.parquet"
+        if not p.exists() or "build_hash" not in pq.read_schema(p).names:
+            continue
+        found = set(pq.read_table(p, columns=["build_hash"]).column("build_hash").to_pylist()) - {None, bh}
+        if found:
+            raise InputError(f"{p} holds rows of other builds ({sorted(found)}) besides {bh}: results of different "
+                             f"builds are never mixed; evaluate each build in its own directory")
+    return bh
+
+
+# ------------------------------------------------------------------------------------------ skip unchanged steps
+
+def _file_hash(p: Path) -> str | None:
+    return file_sha256(p) if p.exists() else None
+
+
+def score_inputs_hash(build_dir: str | Path, judge: str | None = None) -> str:
+    """Content hash of what ``score`` reads: instances, responses, the matcher registry and the judge."""
+    from .scoring.registry import BENCHMARK_MATCHERS, MATCHERS
+
+    d = Path(build_dir)
+    return stable_hash("score", _file_hash(d / "instances.parquet"), _file_hash(d / "responses.parquet"),
+                       MATCHERS, BENCHMARK_MATCHERS, judge, length=64)
+
+
+def report_inputs_hash(build_dir: str | Path) -> str:
+    """Content hash of what ``report`` reads: instances, responses and scores."""
+    d = Path(build_dir)
+    return stable_hash("report", *(_file_hash(d / f"{t}.parquet") for t in ("instances", "responses", "scores")),
+                       length=64)
+
+
+def scores_are_current(build_dir: str | Path, judge: str | None = None) -> bool:
+    """True when ``scores.parquet`` was computed from the build's current instances and responses."""
+    p = Path(build_dir) / "scores.parquet"
+    if not p.exists():
+        return False
+    meta = pq.read_schema(p).metadata or {}
+    return meta.get(INPUTS_KEY, b"").decode() == score_inputs_hash(build_dir, judge)
+
+
+def report_is_current(build_dir: str | Path) -> bool:
+    """True when ``report/index.html`` was written from the build's current tables."""
+    d = Path(build_dir)
+    f = d / "report" / "inputs.json"
+    if not (d / "report" / "index.html").exists() or not f.exists():
+        return False
+    try:
+        return json.loads(f.read_text(encoding="utf-8")).get("inputs_sha256") == report_inputs_hash(d)
+    except ValueError:
+        return False
+
+
+def score_if_changed(build_dir: str | Path, judge: str | None = None, judge_base_url: str | None = None,
+                     judge_api_key_env: str | None = None) -> tuple[int, bool]:
+    """``score_build`` unless the scores are current; returns (score rows, recomputed). The inputs hash is stored
+    in ``scores.parquet``'s schema metadata (rewritten atomically)."""
+    from .score import score_build
+    from .storage import write_parquet
+
+    d = Path(build_dir)
+    check_build_tables(d)
+    if scores_are_current(d, judge):
+        return pq.ParquetFile(d / "scores.parquet").metadata.num_rows, False
+    fp = score_inputs_hash(d, judge)
+    s = score_build(d, judge, judge_base_url, judge_api_key_env)
+    tbl = pq.read_table(d / "scores.parquet")
+    write_parquet(tbl.replace_schema_metadata({**(tbl.schema.metadata or {}), INPUTS_KEY: fp.encode()}),
+                  d / "scores.parquet")
+    return s.rows, True
+
+
+def report_if_changed(build_dir: str | Path, on_write: Callable[[Path], None] | None = None) -> tuple[Path, bool]:
+    """``build_report`` unless the report is current; returns (index.html path, rewritten)."""
+    from .report import build_report
+
+    d = Path(build_dir)
+    if report_is_current(d):
+        return d / "report" / "index.html", False
+    fp = report_inputs_hash(d)
+    p = build_report(d)
+    write_json({"inputs_sha256": fp}, d / "report" / "inputs.json")
+    if on_write:
+        on_write(p)
+    return p, True
