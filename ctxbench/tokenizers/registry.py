@@ -129,6 +129,9 @@ def _load_hf(name: str, path_or_id: str) -> Tokenizer:
     except Exception as e:  # noqa: BLE001
         raise TokenizerError(f"tokenizer {name!r}: cannot load {path_or_id!r} ({e}); pass a local tokenizer.json "
                              f"path or a hub id reachable from here") from None
+    # special-token strings inside a text (e.g. "<｜end▁of▁sentence｜>" in a corpus or an answer) are text, as with
+    # tiktoken's encode_ordinary: never matched as the vocabulary's control tokens
+    tok.encode_special_tokens = True
 
     def encode(text: str) -> list[int]:
         return tok.encode(text, add_special_tokens=False).ids
