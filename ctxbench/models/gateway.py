@@ -13,6 +13,7 @@ recorded as ``over_length``. Concurrency is bounded per gateway (one per model).
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
 import re
@@ -41,10 +42,32 @@ class CallResult:
     retry_delay_s: float = 0.0
     transient_failure: bool = False  # True when the retry budget ran out on transient errors
 
+    def __post_init__(self) -> None:
+        # a reply is stored as UTF-8 text whatever the server sent: content blocks joined, other JSON values as
+        # JSON, lone surrogates (valid in JSON escapes, not in UTF-8) replaced by U+FFFD
+        for f in ("response", "reasoning", "error"):
+            setattr(self, f, clean_text(getattr(self, f)))
+
     def payload(self) -> dict[str, Any]:
         """What the response cache stores (no key, no secrets)."""
         return {k: getattr(self, k) for k in ("status", "response", "reasoning", "prompt_tokens",
                                               "completion_tokens", "latency_s", "cost_usd", "error")}
+
+
+def clean_text(v: Any) -> str | None:
+    """``v`` as storable text: None stays None; a list of content blocks becomes their joined text; any other
+    non-string is written as JSON; lone surrogates become U+FFFD."""
+    if v is None:
+        return None
+    if isinstance(v, list):
+        v = "".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in v)
+    elif not isinstance(v, str):
+        v = json.dumps(v, ensure_ascii=False, default=str)
+    try:
+        v.encode("utf-8")
+        return v
+    except UnicodeEncodeError:
+        return v.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 class TransientError(Exception):

@@ -36,15 +36,18 @@ def load_sqlite(path: str | Path, db_id: str | None = None) -> Database:
     if not path.is_file():
         raise InputError(f"database file {path} does not exist: pass the path of a SQLite file (--db)")
     db_id = db_id or path.stem
+    dec = _Decoder()
     try:
         con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        con.text_factory = lambda b: b.decode("utf-8", errors="replace")
+        con.text_factory = dec
         names = _sqlite_tables(con)
     except sqlite3.DatabaseError as e:
         raise InputError(f"{path} is not a readable SQLite database ({e}): pass a SQLite file") from None
     tables: dict[str, Table] = {}
     fks: list[ForeignKey] = []
+    non_utf8: dict[str, int] = {}
     for name in names:
+        dec.repaired = 0
         info = con.execute(f"PRAGMA table_info({quote_ident(name)})").fetchall()
         cols = [r[1] for r in info]
         types = [(r[2] or "").upper() for r in info]
@@ -52,6 +55,8 @@ def load_sqlite(path: str | Path, db_id: str | None = None) -> Database:
         rows = con.execute(f'SELECT {", ".join(quote_ident(c) for c in cols)} FROM {quote_ident(name)} ORDER BY rowid'
                            if _has_rowid(con, name) else f"SELECT * FROM {quote_ident(name)}").fetchall()
         tables[name] = Table(name=name, columns=cols, rows=rows, types=types, primary_key=pk)
+        if dec.repaired:
+            non_utf8[name] = dec.repaired
         for r in con.execute(f"PRAGMA foreign_key_list({quote_ident(name)})").fetchall():
             # (id, seq, table, from, to, ...); 'to' may be None (refers to the primary key)
             fks.append(ForeignKey(name, r[3], r[2], r[4] or ""))
@@ -63,8 +68,28 @@ def load_sqlite(path: str | Path, db_id: str | None = None) -> Database:
     for fk in fks:  # resolve FKs that point at the referenced table's primary key
         if not fk.ref_column and fk.ref_table in tables and tables[fk.ref_table].primary_key:
             fk.ref_column = tables[fk.ref_table].primary_key[0]
-    return Database(db_id=db_id, tables=tables, foreign_keys=fks,
-                    provenance={"kind": "sqlite", "file": path.name, "sha256": file_sha256(path)})
+    prov = {"kind": "sqlite", "file": path.name, "sha256": file_sha256(path)}
+    if non_utf8:
+        prov["non_utf8_text"] = non_utf8
+    return Database(db_id=db_id, tables=tables, foreign_keys=fks, provenance=prov)
+
+
+class _Decoder:
+    """SQLite text → str: UTF-8, else (mixed-encoding data, e.g. Latin-1 cells among UTF-8 ones) Windows-1252,
+    else Latin-1; ``repaired`` counts the values that were not UTF-8 (recorded in provenance and quarantine)."""
+
+    def __init__(self) -> None:
+        self.repaired = 0
+
+    def __call__(self, b: bytes) -> str:
+        try:
+            return b.decode("utf-8")
+        except UnicodeDecodeError:
+            self.repaired += 1
+            try:
+                return b.decode("cp1252")
+            except UnicodeDecodeError:
+                return b.decode("latin-1")
 
 
 def _has_rowid(con: sqlite3.Connection, name: str) -> bool:

@@ -179,13 +179,16 @@ def preprocess(db: Database, template_columns: dict[str, set[str]] | None, spec:
         # column types are inferred from the values when written (declared Spider types can be wrong after
         # identifiers became names)
         out.db.tables[name] = Table(name, [t.columns[i] for i in keep], rows, [], [])
+    # an empty table, or one whose every row lacks a value its templates state (e.g. an all-NULL column), is left
+    # out and recorded; the questions reading it are quarantined by the track (only a database with no table left
+    # is an error)
+    for name in [n for n, t in out.db.tables.items() if not t.rows]:
+        out.excluded_tables[name] = ("empty table" if not db.tables[name].rows else
+                                     f"no complete row after preprocessing ({out.dropped_incomplete.get(name, 0)} "
+                                     f"incomplete: a column its templates state is NULL in every row)")
+        del out.db.tables[name]
     if not out.db.tables:
         raise InputError(f"database {db.db_id!r}: no table is left to verbalize after preprocessing "
-                         f"({out.excluded_tables}); add templates in assets/templates/{db.db_id}.yaml")
-    for name, t in out.db.tables.items():
-        if not t.rows:
-            if not db.tables[name].rows:
-                raise InputError(f"table {name!r} of {db.db_id!r} is empty: fill it or remove its templates")
-            raise InputError(f"table {name!r} of {db.db_id!r} has no complete row after preprocessing "
-                             f"({out.dropped_incomplete.get(name, 0)} incomplete): check its templates' columns")
+                         f"({out.excluded_tables}); fill the tables or add templates in "
+                         f"assets/templates/{db.db_id}.yaml")
     return out

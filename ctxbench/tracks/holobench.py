@@ -259,6 +259,12 @@ def gold_stage(loaded: Loaded, asm: Assembled) -> tuple[list[dict], list[dict]]:
         if n:
             quarantine.append({"input": f"{db_id}.{t}", "stage": "verbalize",
                                "reason": f"{n} incomplete row(s) dropped (NULL in a template column)", "detail": None})
+    for qid, why in src.skipped_questions:
+        quarantine.append({"input": qid, "stage": "question", "reason": why, "detail": None})
+    for t, n in (src.raw.provenance.get("non_utf8_text") or {}).items():
+        quarantine.append({"input": f"{db_id}.{t}", "stage": "load", "detail": None,
+                           "reason": f"{n} text value(s) were not valid UTF-8: decoded as Windows-1252 and kept "
+                                     f"(re-encode the source as UTF-8 to silence this)"})
     for t, why in src.pre.excluded_tables.items():
         quarantine.append({"input": f"{db_id}.{t}", "stage": "verbalize", "reason": f"table left out: {why}",
                            "detail": None})

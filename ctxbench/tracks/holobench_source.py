@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -12,6 +12,7 @@ import yaml
 from ..config import assets_dir
 from ..errors import InputError
 from ..questions.queryset import Question, check_question, check_runs, load_queryset
+from ..questions.sqlinfo import sql_info
 from ..sources import Database, load_database
 from ..sources.database import write_sqlite
 from ..sources.preprocess import DatabaseSpec, Preprocessed, preprocess
@@ -27,6 +28,8 @@ class PreparedSource:
     templates: TemplateSet
     questions: list[Question]
     dummy_documents: list[str]
+    # questions left out because they read a table that preprocessing left out: (question id, reason)
+    skipped_questions: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def db(self) -> Database:
@@ -63,12 +66,22 @@ def prepare_source(db: str | Path | Database | None, queries: str | Path | None 
     ts.check({n: t.columns for n, t in pre.db.tables.items()})
     qs = load_queryset(raw.db_id, queries)
     tables = {n: t.columns for n, t in pre.db.tables.items()}
+    gone = {t.lower(): why for t, why in pre.excluded_tables.items() if t.lower() not in {n.lower() for n in tables}}
+    kept, skipped = [], []
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "source.sqlite"
         write_sqlite(pre.db, path)
         con = sqlite3.connect(path)
         for q in qs:
+            read = [t for t in sql_info(q.sql)["tables"] if t.lower() in gone]
+            if read:  # the data, not the question, is at fault: quarantine it, keep the others
+                skipped.append((q.id, f"reads table {read[0]!r}, left out of the database ({gone[read[0].lower()]})"))
+                continue
             check_question(q, tables, ts)
             check_runs(q, con)
+            kept.append(q)
         con.close()
-    return PreparedSource(raw, pre, ts, qs, load_dummy_documents(raw.db_id))
+    if not kept:
+        raise InputError(f"database {raw.db_id!r}: every question reads a table left out of the database "
+                         f"({'; '.join(w for _, w in skipped[:3])}): fill those tables")
+    return PreparedSource(raw, pre, ts, kept, load_dummy_documents(raw.db_id), skipped)
