@@ -150,7 +150,10 @@ def test_a_killed_incremental_run_restarts_without_loss_or_repeated_calls(spider
     sa, sb = (pq.read_table(d / "scores.parquet").replace_schema_metadata(None).sort_by("request_key")
               for d in (b, rb))
     assert sa.equals(sb), where
-    assert (b / "report" / "index.html").read_bytes() == (rb / "report" / "index.html").read_bytes()
+    # the report is current (its count of answers taken from the cache differs from the reference, rightly)
+    from ctxbench.incremental import report_is_current
+
+    assert report_is_current(b), where
     # no completed call repeated: no run asked for a question whose answer the cache held when it started
     from ctxbench.prompts import render_messages
 
