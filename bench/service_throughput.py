@@ -52,10 +52,13 @@ def workers_run(root: Path, n: int, workers: int, conc: int, srv) -> dict:
     procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(build), srv.base_url, str(go), str(conc)],
                               cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for _ in range(workers)]
-    for p in procs:  # every worker has imported everything
-        line = p.stdout.readline()
-        if "READY" not in line:
-            raise RuntimeError(line + p.stdout.read())
+    for p in procs:  # every worker has imported everything (libraries may print notices first)
+        seen = ""
+        while "READY" not in seen:
+            line = p.stdout.readline()
+            if not line:
+                raise RuntimeError(f"a worker ended before it was ready:\n{seen}")
+            seen += line
     t0 = time.time()
     go.touch()
     outs = [p.communicate(timeout=1800)[0] for p in procs]

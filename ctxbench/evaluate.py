@@ -321,7 +321,9 @@ def _run_calls(calls: list[dict], cfg: EvalConfig, max_tokens: int, cache: Respo
                 _append_responses(rpath, rows)
                 s.new_rows += len(rows)
 
-        async def one(t: dict) -> None:
+        deferred: list[dict] = []
+
+        async def one(t: dict, wait: bool = False) -> None:
             nonlocal exhausted_in_a_row
             key, base = t["request_key"], _public(t)
             while True:
@@ -339,7 +341,10 @@ def _run_calls(calls: list[dict], cfg: EvalConfig, max_tokens: int, cache: Respo
                     hit = cache.get(key)
                     return finish({**base, **hit, "cached": True, "retries": 0,
                                    "extracted_answer": extract_answer(hit.get("response")) or None})
-                await asyncio.sleep(min(0.25, lease_s / 4))  # taken: wait for its answer or for its lease to lapse
+                if not wait:  # taken by another worker: do the free calls first, come back at the end
+                    deferred.append(t)
+                    return
+                await asyncio.sleep(min(0.25, lease_s / 4))  # wait for its answer or for its lease to lapse
             s.retries += res.retries
             s.retry_delay_s += res.retry_delay_s
             if res.transient_failure or res.status == "config_error":
@@ -382,6 +387,10 @@ def _run_calls(calls: list[dict], cfg: EvalConfig, max_tokens: int, cache: Respo
         hb = asyncio.create_task(heartbeat())
         try:
             await asyncio.gather(*(one(t) for t in calls))
+            while deferred:
+                waiting = deferred[:]
+                deferred.clear()
+                await asyncio.gather(*(one(t, wait=True) for t in waiting))
         finally:
             hb.cancel()
             await gw.aclose()

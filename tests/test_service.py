@@ -94,8 +94,9 @@ def test_fault_injection_every_call_completes_once_with_retries_and_delays_repor
     build = make_toy_build(tmp_path / "b")
     cache = ResponseCache(tmp_path / "cache.sqlite")
     with FakeOpenAIServer(answer_fn=reader, fail_rate=0.3, fail_kinds=FAULT_KINDS, seed=15, retry_after="1",
-                          delay_s=1.0) as srv:
-        cfg = EvalConfig(model="openai/fake", base_url=srv.base_url, concurrency=4, timeout_s=0.5, max_retries=10,
+                          delay_s=3.5) as srv:
+        # the client timeout (3 s) is far above an ok answer's time even on busy cores, below the "delay" fault's
+        cfg = EvalConfig(model="openai/fake", base_url=srv.base_url, concurrency=4, timeout_s=3.0, max_retries=10,
                          retry_base_delay_s=0.05, retry_max_delay_s=0.4)
         s = evaluate_build(build, cfg, cache=cache)
         kinds = Counter(srv.behaviours)

@@ -112,6 +112,12 @@ class ResponseCache:
         now = time.time()
         with self._lock:
             con = self._con
+            # a read first (no write lock): most answers for keys another worker holds are "taken" or "cached"
+            if con.execute("SELECT 1 FROM responses WHERE key = ?", (key,)).fetchone():
+                return "cached"
+            held = con.execute("SELECT owner, expires_at FROM claims WHERE key = ?", (key,)).fetchone()
+            if held and held[0] != owner and held[1] >= now and not _dead_local_owner(held[0]):
+                return "taken"
             con.execute("BEGIN IMMEDIATE")
             try:
                 if con.execute("SELECT 1 FROM responses WHERE key = ?", (key,)).fetchone():
