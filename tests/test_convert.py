@@ -4,6 +4,7 @@ with their reason, ligatures and hyphenation, two-column reading order, the conv
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import pytest
@@ -164,3 +165,38 @@ def test_every_readable_shared_pdf_converts(pdf_dir, meta, tmp_path):
         assert c is not None and c.pages == meta[i]["pages"], i
         assert _title(meta[i]) in _norm(c.markdown), i
         assert not re.search("[\ufb00-\ufb06]", c.markdown), i
+
+
+def _fake_marker(tmp_path, monkeypatch, body: str):
+    """A ``marker_single`` executable on PATH (the real one is not installed here) and Marker reported available."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    exe = bindir / "marker_single"
+    exe.write_text("#!/bin/sh\n" + body)
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    monkeypatch.setattr(convpdf, "marker_available", lambda: (True, ""))
+    monkeypatch.setattr(convpdf, "_dist_version", lambda name: "0.0-test" if name == "marker-pdf" else None)
+
+
+def test_marker_runs_in_a_subprocess_under_a_timeout(pdf_dir, meta, tmp_path, monkeypatch):
+    # arguments: PDF --output_dir DIR --output_format markdown; writes DIR/<name>/<name>.md like Marker
+    _fake_marker(tmp_path, monkeypatch, 'mkdir -p "$3/x" && printf "# Marker output\\n\\nbody text\\n" > "$3/x/x.md"\n')
+    assert convpdf.default_converter() == ("marker", "marker-pdf 0.0-test")
+    c = convert_pdf(pdf_dir / meta["D05"]["file"])
+    assert (c.converter, c.markdown, c.pages) == ("marker", "# Marker output\n\nbody text\n", 4)
+    slow = tmp_path / "slow"
+    slow.mkdir()
+    _fake_marker(slow, monkeypatch, "sleep 30\n")  # a model download that never finishes
+    with pytest.raises(ConversionError) as e:
+        convert_pdf(pdf_dir / meta["D05"]["file"], timeout_s=1)
+    assert e.value.reason == "timeout"
+
+
+def test_numbered_bibliography_one_paragraph_per_entry(pdf_dir, meta):
+    # B01 (Attention Is All You Need) numbers its 40 references [1]..[40] (metadata ref_method N: exact)
+    md = convert_pdf(pdf_dir / meta["B01"]["file"]).markdown
+    refs = md.split("## References\n", 1)[1]
+    labels = [int(m.group(1)) for m in re.finditer(r"(?m)^\[(\d+)\] ", refs)]
+    assert labels == list(range(1, meta["B01"]["ref_count"] + 1)) == list(range(1, 41))
+    assert refs.startswith("\n[1] Jimmy Lei Ba, Jamie Ryan Kiros, and Geoffrey E Hinton. Layer normalization.")

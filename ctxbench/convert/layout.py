@@ -43,6 +43,7 @@ class Box:
     bold: bool
     chars: int
     kind: str = "text"  # text | heading | title
+    line_x: list[float] = field(default_factory=list)  # left edge of each line (points)
     level: int = 0
     extra: dict = field(default_factory=dict)
 
@@ -90,7 +91,7 @@ def _boxes_from_layout(el, page_no: int, page_h: float) -> list[Box]:
         y0 = min(g[0].y0 for g in run)
         y1 = max(g[0].y1 for g in run)
         out.append(Box(page_no, x0, page_h - y1, x1, page_h - y0, [g[0].get_text().rstrip("\n") for g in run],
-                       median(sizes), sum(g[2] for g in run) > n / 2, n))
+                       median(sizes), sum(g[2] for g in run) > n / 2, n, line_x=[g[0].x0 for g in run]))
         run.clear()
 
     for g in groups:
@@ -183,6 +184,9 @@ def order_boxes(boxes: list[Box], width: float) -> list[Box]:
     return out
 
 
+# large type on first pages that is not the title: journal banners, article-type labels, licence badges, links
+_BOILERPLATE_RE = re.compile(r"^(journal of|research( article)?$|open access|original (article|research)|review"
+                             r"( article)?$|article$|letter$)|https?://|doi\b|www\.|©|copyright", re.I)
 _CAPTION_RE = re.compile(r"(Figure|Fig\.|Table|Algorithm|Listing)\s*[A-Z]?\d+[:.]")
 
 
@@ -216,14 +220,29 @@ def _mark_headings(pages: list[list[Box]]) -> None:
         size_chars[b.size] += b.chars
     body = size_chars.most_common(1)[0][0]
     first = pages[0] if pages else []
-    cand = [b for b in first if b.top < 0.55 * (max((x.bottom for x in first), default=1)) and len(b.text) >= 8
-            and len(b.lines) <= 4 and re.search(r"[A-Za-z]{3}", b.text)]
+    cand = [b for b in first if b.top < 0.55 * (max((x.bottom for x in first), default=1)) and len(b.text) >= 15
+            and len(b.text.split()) >= 2 and len(b.lines) <= 6 and re.search(r"[A-Za-z]{3}", b.text)
+            and not _BOILERPLATE_RE.search(b.text)]
+    title = None
     if cand:
-        top = max(cand, key=lambda b: (b.size, -b.top))
-        if top.size >= body + 1.5:
-            top.kind = "title"
+        top = max(cand, key=lambda b: (b.size, len(b.text)))
+        if top.size >= body + 1.5 or (top.bold and top.size >= body + 0.5):
+            title = top
+            title.kind = "title"
+            # a title set in two boxes: the next one right below it in the same type
+            for b in sorted(first, key=lambda b: b.top):
+                if b is not title and b.kind == "text" and abs(b.size - title.size) < 0.3 and b.bold == title.bold \
+                        and 0 <= b.top - title.bottom < 1.2 * title.size and len(b.lines) <= 2:
+                    b.kind = "title"
+                    break
+    # on the first page, between the title and the abstract, larger type is the author block, not headings
+    first_known = min((b.top for b in first if re.sub(r"[^a-z ]", "", b.text.lower()).strip() in _KNOWN_HEADINGS),
+                      default=None)
+    front = (title.bottom, first_known) if title is not None and first_known is not None else None
     for b in allb:
         if b.kind == "title":
+            continue
+        if front and b.page == 0 and front[0] <= b.top < front[1]:
             continue
         t = b.text.strip()
         words = t.split()
@@ -236,7 +255,7 @@ def _mark_headings(pages: list[list[Box]]) -> None:
         larger = b.size >= body + 0.9
         if t.endswith(".") and not known and not larger:
             continue
-        if re.fullmatch(r"[\d\W]+", t):
+        if re.fullmatch(r"[\d\W]+", t) or re.match(r"(Figure|Fig\.|Table|Algorithm|Listing)\s*[A-Z]?\d", t):
             continue
         if (larger and (b.bold or numbered or known or b.size >= body + 2)) or (b.bold and (numbered or known)) or (
                 known and (b.bold or larger or len(words) <= 3 and b.chars <= 40 and t[:1].isupper()
@@ -257,11 +276,55 @@ def _paragraph(lines: list[str]) -> str:
             continue
         if not out:
             out = ln
-        elif re.search(r"[^\W\d_]-$", out) and re.match(r"[^\W\d_]", ln):
+        elif re.search(r"[^\W\d_][-\u2010\u2011\u00ad]$", out) and re.match(r"[^\W\d_]", ln):
             out = out[:-1] + SOFT_BREAK + ln
         else:
             out += " " + ln
     return out
+
+
+_REF_HEADING_RE = re.compile(r"^#+ (?:[\dIVX]+\.? *)?(references|bibliography|literature cited|works cited)\s*$", re.I)
+_REF_LABEL_RE = re.compile(r"^\s*(\[\d+\]|\d{1,3}\.\s|\(\d+\)\s)")
+
+
+def _reference_entries(b: Box, base: float | None, labelled: bool) -> list[tuple[list[str], bool]]:
+    """Split a bibliography box into entries: at numbered labels ("[12]", "12.") when the page's bibliography has
+    them (``labelled``), else at the lines of a hanging indent — an entry's first line starts at ``base`` (the
+    left edge of its column's bibliography lines), its continuation lines further right. Returns
+    [(lines, starts_an_entry)]; a chunk that does not start an entry continues the previous one (an entry broken
+    across boxes, columns or pages)."""
+    lines, xs = b.lines, b.line_x or [b.x0] * len(b.lines)
+    if labelled:
+        starts = [i for i, ln in enumerate(lines) if _REF_LABEL_RE.match(ln)]
+    elif base is not None:
+        starts = [i for i, x in enumerate(xs) if x <= base + 1.5]
+    else:
+        return [(lines, True)]
+    out: list[tuple[list[str], bool]] = []
+    if not starts or starts[0] > 0:
+        out.append((lines[: starts[0] if starts else len(lines)], False))
+    for k, i in enumerate(starts):
+        out.append((lines[i: starts[k + 1] if k + 1 < len(starts) else len(lines)], True))
+    return out
+
+
+def _bib_layout(boxes: list[Box], cols: list[tuple[float, float]]) -> tuple[dict[int, float | None], bool]:
+    """For a page's bibliography boxes: {id(box): left edge of its column's entries when the column uses a hanging
+    indent, else None} and whether the entries are numbered."""
+    lines = [ln for b in boxes for ln in b.lines]
+    labelled = bool(lines) and sum(bool(_REF_LABEL_RE.match(ln)) for ln in lines) >= 0.2 * len(lines)
+    bases: dict[int, float | None] = {}
+    for a, z in cols:
+        inside = [b for b in boxes if b.x0 >= a - 6 and b.x1 <= z + 6] or [
+            b for b in boxes if a - 6 <= (b.x0 + b.x1) / 2 <= z + 6]
+        xs = [x for b in inside for x in (b.line_x or [b.x0])]
+        if not xs:
+            continue
+        base = min(xs)
+        hanging = sum(x > base + 2.5 for x in xs) >= 0.2 * len(xs) and sum(x <= base + 1.5 for x in xs) >= 2
+        for b in inside:
+            bases.setdefault(id(b), base if hanging else None)
+    return bases, labelled
 
 
 def _merge_number_boxes(boxes: list[Box]) -> list[Box]:
@@ -276,6 +339,8 @@ def _merge_number_boxes(boxes: list[Box]) -> list[Box]:
             for j, c in enumerate(boxes):
                 if j != i and j not in skip and abs(c.top - b.top) < 3 and 0 <= c.x0 - b.x1 < 40:
                     c.lines[0] = b.text.strip() + " " + c.lines[0].strip()
+                    if c.line_x:
+                        c.line_x[0] = b.x0
                     c.x0 = b.x0
                     skip.add(i)
                     break
@@ -320,15 +385,37 @@ def pdfminer_markdown(path: str) -> tuple[str, int]:
     _mark_headings(pages)
     parts: list[str] = []
     held: list[str] = []  # captions and footers met inside a sentence: placed after the sentence ends
+    in_refs = False
     for boxes, w, h in zip(pages, widths, heights):
-        for b in order_boxes(boxes, w):
+        bib = None
+        ordered = order_boxes(boxes, w)
+        for pos, b in enumerate(ordered):
+            if in_refs and b.kind == "text":
+                if bib is None:  # the page's bibliography layout, from the boxes read after the heading
+                    bib = _bib_layout([x for x in ordered[pos:] if x.kind == "text"], _columns(boxes, w))
+                for lines, starts in _reference_entries(b, bib[0].get(id(b)), bib[1]):
+                    text = clean(_paragraph(lines))
+                    if not text.strip():
+                        continue
+                    prev = parts[-1] if parts and not parts[-1].startswith("#") else ""
+                    if prev and re.search(r"[^\W\d_]-$", prev) and re.match(r"[a-z]", text):
+                        parts[-1] = prev[:-1] + SOFT_BREAK + text
+                    elif prev and (not starts or not re.search(r"[.)]$", prev) and re.match(r"[a-z]", text)):
+                        parts[-1] = prev + " " + text  # an entry broken across a column or page
+                    else:
+                        parts.append(text)
+                continue
             text = clean(_paragraph(b.lines))
             if not text.strip():
+                continue
+            if b.kind == "title" and parts and parts[-1].startswith("# "):
+                parts[-1] += " " + text  # the title's second box
                 continue
             if b.kind in ("title", "heading"):
                 parts.extend(held)
                 held.clear()
                 parts.append(("# " if b.kind == "title" else "#" * b.level + " ") + text)
+                in_refs = bool(_REF_HEADING_RE.match(parts[-1])) or (in_refs and b.level > 2)
                 continue
             prev = parts[-1] if parts and not parts[-1].startswith("#") else ""
             unfinished = bool(re.search(r"[\w,;]$", prev))
@@ -369,7 +456,23 @@ def pdfium_markdown(path: str) -> tuple[str, int]:
             # pdfium reports a hyphen it judged a line-break hyphen as U+FFFE or U+0002
             raw = re.sub(r"[\ufffe\x02]\n?", SOFT_BREAK, raw)
             raw = re.sub(r"(?<=[^\W\d_])-\n(?=[^\W\d_])", SOFT_BREAK, raw)
-            parts.append(clean(raw.replace("\r", "\x0d")))
+            parts.append(clean(raw))
         return join_hyphenation("\n\n".join(parts)) + "\n", len(pdf)
     finally:
         pdf.close()
+
+
+def pdfplumber_markdown(path: str) -> tuple[str, int]:
+    """Text of ``path`` from pdfplumber's ``extract_text`` (pdfminer characters grouped into lines top to bottom,
+    no column handling), with the same clean-up as ``pdfium_markdown``; no headings. Returns (markdown, pages)."""
+    import pdfplumber
+
+    parts = []
+    with pdfplumber.open(path) as pdf:
+        for page in pdf.pages:
+            raw = page.extract_text() or ""
+            raw = re.sub(r"(?<=[^\W\d_])-\n(?=[^\W\d_])", SOFT_BREAK, raw)
+            parts.append(clean(raw))
+            page.close()
+        n = len(pdf.pages)
+    return join_hyphenation("\n\n".join(parts)) + "\n", n

@@ -32,7 +32,7 @@ from ..errors import CtxbenchError
 from ..hashing import file_sha256
 
 # bump when the offline converter's output changes: it is part of the version, so cached conversions are redone
-LAYOUT_REVISION = "1"
+LAYOUT_REVISION = "4"
 DEFAULT_TIMEOUT_S = 300.0
 # a document with fewer non-space characters than this per page (and in all) has no usable text layer
 MIN_CHARS_PER_PAGE = 40
@@ -121,14 +121,17 @@ def default_converter() -> tuple[str, str]:
 
 
 def converter_version(name: str) -> str:
-    """Version string of a named converter (``pdfminer-layout``, ``pdfium-text`` or ``marker``)."""
+    """Version string of a named converter (``pdfminer-layout``, ``pdfium-text``, ``pdfplumber-text`` or
+    ``marker``); raises CtxbenchError for another name."""
     if name == "pdfminer-layout":
         return f"pdfminer.six {_dist_version('pdfminer.six')}; layout r{LAYOUT_REVISION}"
     if name == "pdfium-text":
         return f"pypdfium2 {_dist_version('pypdfium2')}; layout r{LAYOUT_REVISION}"
+    if name == "pdfplumber-text":
+        return f"pdfplumber {_dist_version('pdfplumber')}; layout r{LAYOUT_REVISION}"
     if name == "marker":
         return f"marker-pdf {_dist_version('marker-pdf')}"
-    raise CtxbenchError(f"unknown converter {name!r}: use pdfminer-layout, pdfium-text or marker")
+    raise CtxbenchError(f"unknown converter {name!r}: use pdfminer-layout, pdfium-text, pdfplumber-text or marker")
 
 
 def _preflight(path: Path) -> tuple[int, int]:
@@ -180,6 +183,10 @@ def _worker(name: str, path: str) -> dict:
             from .layout import pdfium_markdown
 
             md, pages = pdfium_markdown(path)
+        elif name == "pdfplumber-text":
+            from .layout import pdfplumber_markdown
+
+            md, pages = pdfplumber_markdown(path)
         else:
             raise CtxbenchError(f"converter {name!r} does not run in the worker")
     except ConversionError as e:
@@ -199,10 +206,28 @@ def _child_env() -> dict:
                 PYTHONPATH=root + (os.pathsep + pp if pp else ""))
 
 
+def _run(args: list[str], timeout_s: float) -> subprocess.CompletedProcess:
+    """Run ``args`` in its own process group; on timeout the whole group is killed (Marker starts workers) and
+    subprocess.TimeoutExpired is raised."""
+    import signal
+
+    with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_child_env(),
+                          start_new_session=True) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.communicate()
+            raise
+    return subprocess.CompletedProcess(args, proc.returncode, out, err)
+
+
 def _run_child(args: list[str], path: Path, timeout_s: float) -> dict:
-    env = _child_env()
     try:
-        proc = subprocess.run(args, capture_output=True, timeout=timeout_s, env=env)
+        proc = _run(args, timeout_s)
     except subprocess.TimeoutExpired:
         raise ConversionError(path, "timeout", f"no result after {timeout_s:g} s") from None
     if proc.returncode != 0:
@@ -215,10 +240,8 @@ def _run_child(args: list[str], path: Path, timeout_s: float) -> dict:
 def _convert_marker(path: Path, timeout_s: float) -> tuple[str, int]:
     pages, _ = _preflight(path)
     with tempfile.TemporaryDirectory(prefix="ctxbench-marker-") as out:
-        env = _child_env()
         try:
-            proc = subprocess.run(["marker_single", str(path), "--output_dir", out, "--output_format", "markdown"],
-                                  capture_output=True, timeout=timeout_s, env=env)
+            proc = _run(["marker_single", str(path), "--output_dir", out, "--output_format", "markdown"], timeout_s)
         except subprocess.TimeoutExpired:
             raise ConversionError(path, "timeout", f"Marker gave no result after {timeout_s:g} s") from None
         mds = sorted(Path(out).rglob("*.md"))

@@ -10,7 +10,8 @@ from collections import Counter
 
 # Unicode presentation-form ligatures (U+FB00–U+FB06) as the letters they stand for
 LIGATURES = {"\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\ufb03": "ffi", "\ufb04": "ffl", "\ufb05": "st",
-             "\ufb06": "st", "\u0132": "IJ", "\u0133": "ij", "\ua732": "AA", "\ua733": "aa"}
+             "\ufb06": "st", "\u0132": "IJ", "\u0133": "ij", "\ua732": "AA", "\ua733": "aa",
+             "\u2010": "-", "\u2011": "-"}  # and the Unicode hyphen / non-breaking hyphen as the ASCII hyphen
 # TeX's OT1 encoding puts ff, fi, fl, ffi, ffl at codes 0x0B–0x0F; old Type 3 (bitmap) TeX fonts carry no Unicode map,
 # so text extractors return those control characters in place of the ligature (e.g. "Je\x0berson" = "Jefferson")
 OT1_LIGATURES = {"\x0b": "ff", "\x0c": "fi", "\x0d": "fl", "\x0e": "ffi", "\x0f": "ffl"}
