@@ -181,7 +181,7 @@ def test_analysis_tables(tmp_path):
     assert {r["model"]: r["regime"] for r in analyse(tmp_path / "b", {"stable_floor": 0.5}).regimes}["gpt-4.1"] \
         == "stable"
 
-    mem = {r["model"]: r for r in a.memorization}["gpt-4.1"]
+    mem = {r["model"]: r for r in a.memorization if r["tier"] == "all"}["gpt-4.1"]
     assert (mem["real_correct"], mem["real_n"], mem["altered_correct"], mem["altered_n"]) == (6, 8, 5, 8)
     assert mem["pairs"] == 8 and mem["altered_answered_real"] == 3
     # paired real − altered: N1 [0, 0, 0, −1], N2 [1, 1, 0, 0]; mean 1/8. Cluster sums of (d − 1/8): −1.5, +1.5;
@@ -194,6 +194,17 @@ def test_analysis_tables(tmp_path):
     assert (mem["real_accuracy"], mem["real_ci_low"], mem["real_ci_high"]) == pytest.approx((0.75, 0.75, 0.75))
     # altered: N1 [1,1,1,1], N2 [0,0,1,0]: mean 5/8, half-width 0.735 → [0, 1] after clipping
     assert (mem["altered_accuracy"], mem["altered_ci_low"], mem["altered_ci_high"]) == pytest.approx((0.625, 0, 1))
+
+    # per tier: T1 real 4/4, altered 2/4 (N2 remembered twice), pairs N1 [0, 0], N2 [1, 1] → asymmetry 0.5;
+    # T2 real 2/4, altered 3/4, pairs N1 [0, −1], N2 [0, 0] → −0.25
+    per = {r["tier"]: r for r in a.memorization if r["model"] == "gpt-4.1"}
+    assert set(per) == {"all", str(T1), str(T2)}
+    assert (per[str(T1)]["real_correct"], per[str(T1)]["altered_correct"], per[str(T1)]["asymmetry"],
+            per[str(T1)]["altered_answered_real"]) == (4, 2, 0.5, 2)
+    assert (per[str(T2)]["real_correct"], per[str(T2)]["altered_correct"], per[str(T2)]["asymmetry"],
+            per[str(T2)]["altered_answered_real"]) == (2, 3, -0.25, 1)
+    # the claude haystack has one tier: only the pooled row
+    assert [r["tier"] for r in a.memorization if r["model"] == "claude-sonnet-4-20250514"] == ["all"]
 
     fail = {(r["model"], r["variant"]): r for r in a.failures}
     assert {k: fail[("gpt-4.1", "real")][k] for k in ("cells", "wrong", "refusal", "fabrication")} == \
@@ -220,6 +231,7 @@ def test_memorization_probe_flags_a_reciting_model(tmp_path):
         replies[(m, s, t, n, "real", d)] = {"N1": "六十", "N2": "浦城"}[n]
     a = analyse(scored(tmp_path, replies=replies))
     mem = a.memorization[0]
+    assert mem["tier"] == "all"
     assert (mem["real_correct"], mem["altered_correct"], mem["altered_answered_real"]) == (8, 0, 8)
     assert (mem["asymmetry"], mem["asymmetry_ci_low"], mem["asymmetry_ci_high"]) == (1.0, 1.0, 1.0)
     assert mem["asymmetric"] is True

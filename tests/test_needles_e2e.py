@@ -27,6 +27,7 @@ pytest.importorskip("ctxbench.tracks.needles", reason="the needles build track (
 @pytest.fixture(scope="module")
 def zh_build(shared_data, tmp_path_factory):
     from conftest import require_path
+
     from ctxbench.tracks.needles import NeedlesConfig, build_needles
 
     corpus = require_path(shared_data / "classical" / "songyuan_xuean" / "volumes", "宋元學案 volumes")
@@ -103,7 +104,7 @@ def test_a_model_that_reads_scores_everything(zh_build, ns, tmp_path, monkeypatc
 def test_a_model_that_recites_memory(zh_build, ns, tmp_path, monkeypatch):
     b = run(zh_build, tmp_path, monkeypatch, reciter, "reciter", ns)
     a = analyse(b)
-    for m in a.memorization:
+    for m in a.memorization:            # one tier: the pooled rows only
         # right on every real cell (9), wrong on every altered one, each answered with the real value
         assert (m["real_correct"], m["altered_correct"], m["altered_answered_real"]) == (9, 0, 9)
         assert m["asymmetry"] == 1.0 and m["asymmetric"] is True

@@ -489,36 +489,42 @@ def regime_table(cells: list[dict], th: RegimeThresholds | None = None) -> list[
 
 
 def memorization_probe(cells: list[dict]) -> list[dict]:
-    """Real vs altered per model × mode × sizing model (module docstring): counts and accuracies with intervals,
-    the paired asymmetry with its interval, and altered cells answered with the real value."""
+    """Real vs altered per model × mode × sizing model (module docstring), pooled over tiers (``tier`` ``"all"``)
+    and, where there are several tiers, per tier (the study ran its probe at 1M only): counts and accuracies with
+    intervals, the paired asymmetry with its interval, and altered cells answered with the real value."""
     g: dict[tuple, list[dict]] = defaultdict(list)
     for c in cells:
         if c["variant"] in SINGLE_VARIANTS:
             g[_model_key(c)].append(c)
     out = []
     for k, cs in sorted(g.items(), key=lambda kv: tuple(str(x) for x in kv[0])):
-        real = [c for c in cs if c["variant"] == "real"]
-        alt = [c for c in cs if c["variant"] == "altered"]
-        ra, aa = _acc(real), _acc(alt)
-        by_pair = {(c["needle_id"], c["tier"], c["depth_label"], c["sample"]): c["score"] for c in real}
-        diffs, clusters = [], []
-        for c in alt:
-            p = (c["needle_id"], c["tier"], c["depth_label"], c["sample"])
-            if p in by_pair:
-                diffs.append((by_pair[p] - c["score"] + 1) / 2)   # in [0, 1] for the bounded interval
-                clusters.append(str(c["needle_id"]))
-        m, lo, hi = clustered_mean_ci(diffs, clusters)
-        asym = [2 * x - 1 for x in (m, lo, hi)] if diffs else [float("nan")] * 3
-        out.append({"model": k[0], "mode": k[1], "sizing_model": k[2],
-                    "real_n": ra["n"], "real_correct": ra["correct"], "real_accuracy": ra["accuracy"],
-                    "real_ci_low": ra["ci_low"], "real_ci_high": ra["ci_high"],
-                    "altered_n": aa["n"], "altered_correct": aa["correct"], "altered_accuracy": aa["accuracy"],
-                    "altered_ci_low": aa["ci_low"], "altered_ci_high": aa["ci_high"],
-                    "pairs": len(diffs), "asymmetry": asym[0], "asymmetry_ci_low": asym[1],
-                    "asymmetry_ci_high": asym[2],
-                    "altered_answered_real": sum("memorized_value" in c["tags"] for c in alt),
-                    "asymmetric": bool(diffs) and asym[1] > 0})
+        tiers = sorted({c["tier"] for c in cs})
+        groups = [("all", cs)] + ([(t, [c for c in cs if c["tier"] == t]) for t in tiers] if len(tiers) > 1 else [])
+        for tier, part in groups:
+            out.append({"model": k[0], "mode": k[1], "sizing_model": k[2], "tier": str(tier), **_probe(part)})
     return out
+
+
+def _probe(cs: list[dict]) -> dict:
+    real = [c for c in cs if c["variant"] == "real"]
+    alt = [c for c in cs if c["variant"] == "altered"]
+    ra, aa = _acc(real), _acc(alt)
+    by_pair = {(c["needle_id"], c["tier"], c["depth_label"], c["sample"]): c["score"] for c in real}
+    diffs, clusters = [], []
+    for c in alt:
+        p = (c["needle_id"], c["tier"], c["depth_label"], c["sample"])
+        if p in by_pair:
+            diffs.append((by_pair[p] - c["score"] + 1) / 2)   # in [0, 1] for the bounded interval
+            clusters.append(str(c["needle_id"]))
+    m, lo, hi = clustered_mean_ci(diffs, clusters)
+    asym = [2 * x - 1 for x in (m, lo, hi)] if diffs else [float("nan")] * 3
+    return {"real_n": ra["n"], "real_correct": ra["correct"], "real_accuracy": ra["accuracy"],
+            "real_ci_low": ra["ci_low"], "real_ci_high": ra["ci_high"],
+            "altered_n": aa["n"], "altered_correct": aa["correct"], "altered_accuracy": aa["accuracy"],
+            "altered_ci_low": aa["ci_low"], "altered_ci_high": aa["ci_high"],
+            "pairs": len(diffs), "asymmetry": asym[0], "asymmetry_ci_low": asym[1], "asymmetry_ci_high": asym[2],
+            "altered_answered_real": sum("memorized_value" in c["tags"] for c in alt),
+            "asymmetric": bool(diffs) and asym[1] > 0}
 
 
 def failure_counts(cells: list[dict]) -> list[dict]:

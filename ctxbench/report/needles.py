@@ -118,6 +118,7 @@ def needles_section(build_dir: str | Path, out_dir: str | Path, regime_threshold
                  "cells (same needle, tier, depth, sample); a model that recites memory scores high on real and low "
                  "on altered cells, and answers altered cells with the real value.</p>")
     mem = [{"model": r["model"], "mode": r["mode"], "sizing_model": r["sizing_model"],
+            "tier": r["tier"] if r["tier"] == "all" else f"{int(r['tier']):,}",
             "real": _frac(r["real_correct"], r["real_n"]), "altered": _frac(r["altered_correct"], r["altered_n"]),
             "pairs": r["pairs"],
             "asymmetry [95% CI]": (f"{r['asymmetry']:+.3f} [{r['asymmetry_ci_low']:+.3f}, "
