@@ -85,7 +85,7 @@ def difficulty_section(build_dir: str | Path, out: str | Path) -> str:
                      + _tbl(prop, [("benchmark", "benchmark"), ("instances", "instances"),
                                    ("null_properties", "with null properties")]))
         labels = mode_labels(build_dir)
-        modes = sorted({labels.get(s["request_key"], s["mode"])
+        modes = sorted({labels.get(s.get("request_key"), s["mode"])
                         for s in read_table(build_dir / "scores.parquet", "scores").to_pylist()})
         summary = []
         for mode in modes:
