@@ -304,6 +304,9 @@ def questions_stage(loaded: Loaded, conv: Converted, col: Collected) -> tuple[li
                 inst = sq.instantiate(tpl, db, seeded_rng(cfg.seed, "values", c.collection_id, tpl.id, k))
                 if inst is None:
                     counts["not_instantiable"] += 1
+                    q.append({"input": f"{c.collection_id}/{tpl.id}", "stage": "instantiate",
+                              "reason": "the collection has no value (or no two distinct values) for a placeholder",
+                              "detail": canonical_json({"placeholders": tpl.placeholders})})
                     last = None
                     break
                 g = sq.gold_answer(inst.sql, db, seed=cfg.seed)
