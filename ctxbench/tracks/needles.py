@@ -205,9 +205,10 @@ def verify_stage(loaded: Loaded) -> dict:
 
 
 def count_stage(loaded: Loaded) -> dict[str, list[int]]:
-    """Tokens of the leading paragraphs (each with its newline) for each sizing tokenizer, in batched calls of
-    doubling size, until they cover the largest tier any of its models needs (the whole corpus at most): a
-    paragraph is tokenized once per tokenizer, and a small tier does not pay for a large corpus."""
+    """Tokens of the leading paragraphs (each with its newline) for each sizing tokenizer, in batched calls sized
+    from the mean paragraph length seen so far, until they cover the largest tier any of its models needs (the
+    whole corpus at most): a paragraph is tokenized once per tokenizer, and a small tier does not pay for a large
+    corpus."""
     paras = loaded.corpus.paragraphs()
     need: dict[str, int] = {}
     for _, (info, tok) in loaded.models.items():
@@ -223,7 +224,8 @@ def count_stage(loaded: Loaded) -> dict[str, list[int]]:
             batch = tok.count_batch([p + "\n" for p in paras[len(c): len(c) + step]])
             c.extend(batch)
             total += sum(batch)
-            step *= 2
+            # the next batch: the paragraphs still needed at the mean length so far, 5% over (at least 256)
+            step = max(256, int((need[tok.name] - total) / max(total / len(c), 1e-9) * 1.05))
         counts[tok.name] = c
     return counts
 
