@@ -436,3 +436,37 @@ def test_cli_fetch_calibrate_and_errors(tmp_path, tiktoken_enc):
     assert r.exit_code == 2 and "no-such-model" in r.output
     r = run(app, ["fetch", "corpus", "--out", str(tmp_path / "x")])
     assert r.exit_code == 2 and "--local" in r.output
+
+
+def test_window_below_half_the_tier_is_quarantined_and_any_hop_count(en_corpus, tmp_path):
+    chain = tmp_path / "hops.yaml"
+    chain.write_text("""language: en
+chains:
+  - id: H4
+    attribute: hometown
+    names: [Quenby Ashdale, Morrow Tindle, Perrin Vashe, Oriel Fanshaw]
+    statements:
+      - Quenby Ashdale studied under Morrow Tindle.
+      - Morrow Tindle was a friend of Perrin Vashe.
+      - Perrin Vashe was the cousin of Oriel Fanshaw.
+      - Oriel Fanshaw was born in Lowmarsh.
+    question: Where was the cousin of Quenby Ashdale's teacher's friend born?
+    answer: Lowmarsh
+""", encoding="utf-8")
+    # Llama-3.1-8B-Instruct has a 131,072-token window: the 524,288 tier (more than twice the window) is skipped
+    cfg = NeedlesConfig(corpus=str(en_corpus), models=["Llama-3.1-8B-Instruct"], lengths=[2048, 524288],
+                        output_budget=128, needles=str(chain), boundary="paragraph")
+    r = build_needles(cfg, tmp_path / "h")
+    q = pq.read_table(tmp_path / "h" / "quarantine.parquet").to_pylist()
+    assert r.n_quarantined == 1 and q[0]["input"] == "Llama-3.1-8B-Instruct@524288" and q[0]["stage"] == "assemble"
+    assert "below half the tier" in q[0]["reason"]
+    (row,) = pq.read_table(tmp_path / "h" / "instances.parquet").to_pylist()
+    assert row["target_tokens"] == 2048 and row["reasoning_depth"] == 4 and row["tokenizer"] == "llama3"
+    lines = row["context"].split("\n")
+    n = row["haystack_paragraphs"]
+    # four statements at 20/40/60/80% of the paragraphs (evenly spaced), in chain order
+    idx = [lines.index(s) for s in ("Quenby Ashdale studied under Morrow Tindle.",
+                                    "Morrow Tindle was a friend of Perrin Vashe.",
+                                    "Perrin Vashe was the cousin of Oriel Fanshaw.", "Oriel Fanshaw was born in Lowmarsh.")]
+    assert [i - k for k, i in enumerate(idx)] == [round(f * n) for f in (0.2, 0.4, 0.6, 0.8)]
+    assert json.loads(row["needle_depths"]) == [0.2, 0.4, 0.6, 0.8] and len(json.loads(row["evidence_spans"])) == 4
