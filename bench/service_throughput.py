@@ -118,7 +118,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as d, FakeOpenAIServer(latency_s=a.latency) as srv:
         root = Path(d)
-        for w in (int(x) for x in a.workers.split(",")):
+        for w in (int(x) for x in a.workers.split(",") if x):
             r = workers_run(root, a.n, w, a.concurrency, srv)
             print(f"{w} worker(s) x concurrency {a.concurrency}: {r['calls']} calls in {r['wall_s']:.2f} s = "
                   f"{r['calls_per_s']:.1f} calls/s (bound {r['bound_calls_per_s']:.0f}; "
