@@ -231,6 +231,25 @@ def fetch_corpus_cmd(
                       f"characters → {out}" + (f"; excluded {', '.join(s['excluded'])}" if s["excluded"] else ""))
 
 
+def _check_calibration_out(out: Path) -> None:
+    """--out of calibrate: a new file, or an earlier calibration, never a build's file or anything else."""
+    from .errors import InputError
+
+    if out.is_dir():
+        raise InputError(f"--out {out} is a directory: give a JSON file name, e.g. {out / 'calibration.json'}")
+    if not out.parent.is_dir():
+        raise InputError(f"--out {out}: its directory {out.parent} does not exist")
+    if (out.parent / "manifest.json").exists():
+        raise InputError(f"--out {out} is inside the build {out.parent}, which is immutable: write it elsewhere")
+    if out.exists():
+        try:
+            ok = isinstance(json.loads(out.read_text(encoding="utf-8")).get("tokenizers"), list)
+        except (ValueError, UnicodeDecodeError, AttributeError):
+            ok = False
+        if not ok:
+            raise InputError(f"--out {out} exists and is not an earlier calibration: choose another file name")
+
+
 @app.command("calibrate")
 def calibrate_cmd(
     corpus: str = typer.Option(..., help="corpus directory"),
@@ -245,6 +264,8 @@ def calibrate_cmd(
     from .tokenizers.calibrate import calibrate, spread
 
     try:
+        if out is not None:
+            _check_calibration_out(out)
         c = load_corpus(corpus, exclude=[x for x in exclude.split(",") if x.strip()])
         paras = c.paragraphs()
         cals = calibrate(paras, [x.strip() for x in tokenizers.split(",")] if tokenizers else None)
@@ -538,6 +559,9 @@ def fetch_s2_cmd(
     min_interval: float = typer.Option(1.0, help="seconds between API requests"),
 ) -> None:
     """Fetch SciTrek-style article clusters from Semantic Scholar (API key from $S2_API_KEY): PDFs + metadata.json."""
+    from semanticscholar.SemanticScholarException import BadQueryParametersException, ObjectNotFoundException
+
+    from .errors import InputError
     from .sources.s2 import FetchConfig, fetch_clusters
 
     try:
@@ -546,6 +570,9 @@ def fetch_s2_cmd(
                           min_citations=min_citations, since_year=since_year, seed=seed,
                           api_url=api_url or os.environ.get("S2_API_URL") or None, min_interval_s=min_interval)
         rows, quarantine = fetch_clusters(out, cfg)
+    except (ObjectNotFoundException, BadQueryParametersException) as e:  # the API answered 404/400 at the root
+        _fail(InputError(f"--api-url {api_url}: the Semantic Scholar Graph API answered "
+                         f"{type(e).__name__} ({e}); check the address (it should end before /graph/v1)"))
     except USER_ERRORS as e:
         _fail(e)
     out_console.print(f"{len(rows)} papers with PDFs in {out} (metadata.json); {len(quarantine)} left out"

@@ -119,7 +119,8 @@ def classify(exc: BaseException) -> Exception:
         return TransientError(msg)
     if name == "ContentPolicyViolationError":
         return PermanentError(msg, "refused_by_provider")
-    if status in (401, 403, 404) or name in ("AuthenticationError", "PermissionDeniedError", "NotFoundError"):
+    if (status in (401, 403, 404) or name in ("AuthenticationError", "PermissionDeniedError", "NotFoundError")
+            or "LLM Provider NOT provided" in str(exc)):  # litellm: an unknown model name without --base-url
         return PermanentError(msg, "config_error")
     return PermanentError(msg)
 

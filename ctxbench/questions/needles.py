@@ -100,8 +100,16 @@ def load_needle_set(name_or_path: str) -> NeedleSet:
     the file and the entry for a missing field, a statement without ``{value}``, a duplicate id or a chain
     without names."""
     p = needle_asset_path(name_or_path)
-    d = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    try:
+        d = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        raise InputError(f"{p} is not readable YAML: {e}") from None
+    if not isinstance(d, dict):
+        raise InputError(f"{p}: the top level must be a mapping with 'needles' and/or 'chains' lists")
     needles, chains = d.get("needles") or [], d.get("chains") or []
+    for what, items in (("needles", needles), ("chains", chains)):
+        if not isinstance(items, list) or not all(isinstance(x, dict) for x in items):
+            raise InputError(f"{p}: '{what}' must be a list of mappings (one per {what[:-1]})")
     ids = set()
     for n in needles:
         for k in ("id", "subject", "statement", "question", "real", "altered"):

@@ -323,9 +323,17 @@ def fetch_corpus(out: str | Path, *, local: str | Path | None = None, urn: str |
             vols = c.volumes(urn)
         src = f"ctext:{urn}"
         cid = corpus_id or _safe_name(urn.split(":")[-1])
+    out = Path(out)
+    if local is not None:
+        lr, orr = Path(local).resolve(), out.resolve()
+        if lr == orr or orr in lr.parents:
+            raise InputError(f"--out {out} holds the source --local {local}: writing the corpus there would delete "
+                             f"the source; choose another --out")
+    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / CORPUS_MANIFEST).exists())):
+        raise InputError(f"--out {out} exists and is not a corpus directory (no {CORPUS_MANIFEST}): it would be "
+                         f"replaced; choose a new or empty --out")
     vols = order_volumes(vols)
     kept, excluded = apply_exclusions(vols, exclude)
-    out = Path(out)
     tmp = out.with_name(f".{out.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     (tmp / "volumes").mkdir(parents=True)

@@ -32,6 +32,11 @@ def asset_hash(path: str | Path) -> str:
     return file_sha256(p) if p.exists() else ""
 
 
+# what a build directory may hold before its manifest is written (an interrupted build restarts over these)
+BUILD_ENTRIES = frozenset({"instances.parquet", "quarantine.parquet", "articles.parquet", "source.sqlite",
+                           "collections", "responses.parquet", "scores.parquet", "report", "calibration.json"})
+
+
 def check_out_dir(out: str | Path, build_hash: str, force: bool = False) -> BuildResult | None:
     """Check the build directory ``out`` before building ``build_hash`` into it.
 
@@ -44,6 +49,11 @@ def check_out_dir(out: str | Path, build_hash: str, force: bool = False) -> Buil
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out} is a file: pass a directory for the build")
     if not mpath.exists():
+        foreign = sorted(p.name for p in out.iterdir() if not p.name.startswith(".")
+                         and p.name not in BUILD_ENTRIES) if out.is_dir() else []
+        if foreign and not force:
+            raise InputError(f"--out {out} is not empty and holds no ctxbench build ({', '.join(foreign[:5])}"
+                             f"{' …' if len(foreign) > 5 else ''}): choose another --out or pass --force")
         return None
     try:
         old = json.loads(mpath.read_text(encoding="utf-8"))

@@ -72,6 +72,8 @@ def import_lara(data: str | Path, out: str | Path, tokenizer: str = "cl100k_base
             inp = f"{p.name}:{ln}"
             try:
                 rec = json.loads(line)
+                if not isinstance(rec, dict):
+                    raise ValueError(f"a query line must be a JSON object, not {type(rec).__name__}")
                 if not all(isinstance(rec.get(k), str) and rec[k].strip() for k in ("file", "question", "answer")):
                     raise ValueError("needs non-empty string fields file, question and answer")
             except ValueError as e:
