@@ -122,6 +122,20 @@ def select_instances(tbl: pa.Table, per_length: int | None, seed: int = 0) -> pa
     return tbl.take(keep)
 
 
+def own_haystacks(tbl: pa.Table, model: str) -> pa.Table:
+    """Needles builds hold one haystack per sizing model (sized with that model's tokenizer and window); a model
+    that is one of the build's sizing models is evaluated on its own haystacks only (names compared without case
+    and without a provider prefix such as ``openai/``). Other instances (no ``sizing_model``) and models that sized
+    nothing keep every row."""
+    if "sizing_model" not in tbl.column_names:
+        return tbl
+    key = model.split("/")[-1].lower()
+    sizing = [None if v is None else v.split("/")[-1].lower() for v in tbl.column("sizing_model").to_pylist()]
+    if key not in set(sizing):
+        return tbl
+    return tbl.take([i for i, v in enumerate(sizing) if v is None or v == key])
+
+
 def instance_filter(cfg: EvalConfig) -> InstanceFilter:
     """The instance filter an evaluation's settings ask for."""
     return InstanceFilter(cfg.language, cfg.question_language, cfg.min_context_tokens, cfg.max_context_tokens,
@@ -176,8 +190,8 @@ def _plan(build_dir: Path, cfg: EvalConfig, cache: ResponseCache) -> _Plan:
     rag = "rag" in cfg.modes
     cols = ["instance_id", "context", "question", "target_tokens"] + (["tokenizer", "evidence_spans"] if rag else [])
     have = set(pq.read_schema(ipath).names)
-    cols += [c for c in ("benchmark", "context_format") if c in have]  # the prompt is chosen per benchmark/format
-    tbl = pq.read_table(ipath, columns=cols)
+    cols += [c for c in ("benchmark", "context_format", "sizing_model") if c in have]  # prompt per benchmark/format
+    tbl = own_haystacks(pq.read_table(ipath, columns=cols), cfg.model)
     tbl = select_instances(filter_instances(build_dir, tbl, instance_filter(cfg)), cfg.per_length, cfg.seed)
     stored = set(read_table(build_dir / "responses.parquet", "responses").column("request_key").to_pylist())
     variants: list[tuple[str, Any]] = [(m, rc) for m in cfg.modes

@@ -90,3 +90,16 @@ def test_unknown_provider_is_a_configuration_error_not_a_stored_answer():
 
     e = classify(BadRequestError("litellm.BadRequestError: LLM Provider NOT provided. Pass in the LLM provider"))
     assert getattr(e, "status", None) == "config_error"
+
+
+def test_a_sizing_model_is_evaluated_on_its_own_haystacks_only():
+    import pyarrow as pa
+
+    from ctxbench.evaluate import own_haystacks
+
+    t = pa.table({"instance_id": ["a", "b", "c", "d"],
+                  "sizing_model": ["gpt-4.1", "Qwen2.5-7B-Instruct-1M", "gpt-4.1", None]})
+    assert own_haystacks(t, "openai/GPT-4.1").column("instance_id").to_pylist() == ["a", "c", "d"]
+    assert own_haystacks(t, "qwen2.5-7b-instruct-1m").column("instance_id").to_pylist() == ["b", "d"]
+    assert own_haystacks(t, "some-new-model").num_rows == 4  # sized nothing: every haystack
+    assert own_haystacks(t.drop(["sizing_model"]), "gpt-4.1").num_rows == 4
