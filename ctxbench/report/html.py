@@ -166,8 +166,10 @@ def build_report(build_dir: str | Path, regime_thresholds: dict | None = None) -
                                                "approximate"]) if manifest.get("haystacks") else ""
     matcher_note = ("Scores use the deterministic row matcher (row_match): each gold row is an exact (1), partial "
                     "(0.5) or no match (0); an instance scores the mean over its gold rows."
-                    if any(r["matcher"] == "row_match" for r in rows) or not rows else
-                    "Scores use the matchers each benchmark registers (ctxbench/scoring/registry.py).")
+                    if any(r["matcher"] == "row_match" for r in rows) or
+                    (not rows and manifest.get("track", "holobench") == "holobench") else
+                    "Scores use the matchers each benchmark registers (ctxbench/scoring/registry.py)."
+                    + ("" if rows else " No answer has been scored yet."))
     from ..scoring.registry import is_fallback
 
     fb = sorted({r["matcher"] for r in rows if is_fallback(r["matcher"], inst[r["instance_id"]].get("benchmark"))})
