@@ -63,6 +63,12 @@ USER_ERRORS = (CtxbenchError, PydanticValidationError, OSError, ValueError, sqli
                yaml.YAMLError, SqlglotError)
 
 
+def _print_build(r, verb: str = "built") -> None:
+    """One line for a finished (or skipped: same build hash) build or import."""
+    what = f"already {verb} (same build hash), nothing to do" if r.skipped else verb
+    out_console.print(f"{what}: {r.n_instances} instances, {r.n_quarantined} quarantined, build {r.build_hash} → {r.out}")
+
+
 def _progress() -> Progress:
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     console=console, transient=False)
@@ -110,8 +116,7 @@ def build_holobench_cmd(
             r = build_holobench(cfg, out, progress=lambda d, n: p.update(t, completed=d, total=n), force=force)
     except USER_ERRORS as e:
         _fail(e)
-    what = "already built (same build hash), nothing to do" if r.skipped else "built"
-    out_console.print(f"{what}: {r.n_instances} instances, {r.n_quarantined} quarantined, build {r.build_hash} → {r.out}")
+    _print_build(r)
 
 
 @import_app.command("lara")
@@ -128,8 +133,7 @@ def import_lara_cmd(
         r = import_lara(data, out, tokenizer, force)
     except USER_ERRORS as e:
         _fail(e)
-    what = "already imported (same build hash), nothing to do" if r.skipped else "imported"
-    out_console.print(f"{what}: {r.n_instances} instances, {r.n_quarantined} quarantined, build {r.build_hash} → {r.out}")
+    _print_build(r, "imported")
 
 
 @build_app.command("scitrek")
@@ -167,8 +171,7 @@ def build_scitrek_cmd(
             r = build_scitrek(cfg, out, force=force)
     except USER_ERRORS as e:
         _fail(e)
-    what = "already built (same build hash), nothing to do" if r.skipped else "built"
-    out_console.print(f"{what}: {r.n_instances} instances, {r.n_quarantined} quarantined, build {r.build_hash} → {r.out}")
+    _print_build(r)
 
 
 @build_app.command("needles")
@@ -198,8 +201,7 @@ def build_needles_cmd(
             r = build_needles(cfg, out, progress=lambda d, n: p.update(t, completed=d, total=n), force=force)
     except USER_ERRORS as e:
         _fail(e)
-    what = "already built (same build hash), nothing to do" if r.skipped else "built"
-    out_console.print(f"{what}: {r.n_instances} instances, {r.n_quarantined} quarantined, build {r.build_hash} → {r.out}")
+    _print_build(r)
     for h in r.haystacks:
         note = f" (approximate tokenizer, {h['safety_margin']:.0%} margin)" if h["approximate"] else ""
         out_console.print(f"  {h['model']} @ {h['tier']:,}: haystack {h['tokens']:,} tokens of {h['tokenizer']} "
