@@ -12,7 +12,7 @@ import time
 
 from ctxbench.tokenizers import get_tokenizer
 from ctxbench.tracks.holobench import HoloBenchConfig, build_context
-from ctxbench.tracks.holobench_source import prepare_source
+from ctxbench.tracks.holobench.source import prepare_source
 
 
 def main() -> None:

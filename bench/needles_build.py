@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from ctxbench.config import shared_data_dir
-from ctxbench.tracks import needles as nd
+from ctxbench.tracks.needles import build as nd
 
 
 def main() -> None:

@@ -486,7 +486,7 @@ def report_cmd(build: Path = typer.Option(..., help="build directory"),
                                           "stable_floor=0.5, variants=chain); defaults: assets/analysis/needles.yaml")
                ) -> None:
     """Write BUILD/report/index.html (and the same numbers as Parquet)."""
-    from .analysis.needles import parse_threshold_overrides
+    from .tracks.needles.analysis import parse_threshold_overrides
     from .report import build_report
 
     try:

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from ctxbench.cli import app
 from ctxbench.errors import InputError
 from ctxbench.models.gateway import classify
-from ctxbench.questions.needles import load_needle_set
+from ctxbench.tracks.needles.questions import load_needle_set
 from ctxbench.sources.corpus import fetch_corpus
 from ctxbench.tracks.common import check_out_dir
 

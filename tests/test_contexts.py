@@ -13,7 +13,7 @@ import pytest
 from ctxbench.contexts.packer import Unit, arrange, pack, sample_without_replacement, take_until
 from ctxbench.errors import InputError
 from ctxbench.tokenizers import get_tokenizer
-from ctxbench.tracks.holobench_source import prepare_source
+from ctxbench.tracks.holobench.source import prepare_source
 
 R, D = 25, 75  # relevant and distractor units in the position tests (D / R = 3 distractors between spans)
 

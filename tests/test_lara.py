@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from ctxbench.cli import app
 from ctxbench.report import build_report
 from ctxbench.score import score_build
-from ctxbench.scoring.lara import containment, is_refusal, lara_fallback, token_f1
+from ctxbench.tracks.lara.scoring import containment, is_refusal, lara_fallback, token_f1
 from ctxbench.scoring.registry import matchers_for
 
 TASK = {"location": "location", "reasoning": "reasoning", "comp": "comparison", "hallu": "hallucination"}

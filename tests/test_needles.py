@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ctxbench.errors import InputError
-from ctxbench.questions.needles import apply_insertions, load_needle_set, plan_insertions, verify_absent
+from ctxbench.tracks.needles.questions import apply_insertions, load_needle_set, plan_insertions, verify_absent
 from ctxbench.sources.corpus import fetch_corpus, load_corpus, volume_number
 from ctxbench.tracks.needles import NeedlesConfig, build_needles, size_haystack
 

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from needles_build import NEEDLE_SET, T1, T2, instance_rows, write_needles_build
 
-from ctxbench.analysis.needles import (
+from ctxbench.tracks.needles.analysis import (
     FAILURE_MODES,
     RegimeThresholds,
     analyse,
@@ -249,7 +249,7 @@ def test_reasoning_is_not_scored(tmp_path):
 def test_judge_tags_through_gateway_and_cache(tmp_path):
     from fakeserver import FakeOpenAIServer, message_text
 
-    from ctxbench.analysis.needles import JUDGE_FAILURE_SYSTEM
+    from ctxbench.tracks.needles.analysis import JUDGE_FAILURE_SYSTEM
     from ctxbench.scoring.judge import JUDGE_SYSTEM
 
     def fake(body):
@@ -287,7 +287,7 @@ def test_judge_tags_through_gateway_and_cache(tmp_path):
 
 
 def test_parse_threshold_overrides():
-    from ctxbench.analysis.needles import parse_threshold_overrides
+    from ctxbench.tracks.needles.analysis import parse_threshold_overrides
     from ctxbench.errors import InputError
 
     assert parse_threshold_overrides(["stable_floor=0.5", "variants=chain, real"]) == \
@@ -300,7 +300,7 @@ def test_parse_threshold_overrides():
 
 
 def test_regime_table_orders_tiers_by_number():
-    from ctxbench.analysis.needles import regime_table
+    from ctxbench.tracks.needles.analysis import regime_table
 
     # 8,192 before 16,384 although "16384" < "8192" as text: 4/5 then 0/5 is a late cliff, not a rise
     cells = [{"model": "m", "mode": "lc", "sizing_model": "m", "tier": t, "variant": "chain", "needle_id": f"C{i}",
@@ -310,7 +310,7 @@ def test_regime_table_orders_tiers_by_number():
 
 
 def test_accuracy_rows_order_depths_by_number():
-    from ctxbench.analysis.needles import accuracy_table, depth_label
+    from ctxbench.tracks.needles.analysis import accuracy_table, depth_label
 
     cells = [{"model": "m", "mode": "lc", "sizing_model": "m", "tier": 1, "variant": "real", "needle_id": "N1",
               "depth_label": depth_label(d, "real"), "score": 1.0} for d in (0.5, 1.0, 0.05)]

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from fakeserver import FakeOpenAIServer, message_text
 
-from ctxbench.analysis.needles import analyse
+from ctxbench.tracks.needles.analysis import analyse
 from ctxbench.config import assets_dir
 from ctxbench.evaluate import EvalConfig, evaluate_build
 from ctxbench.report.html import build_report

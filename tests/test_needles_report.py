@@ -8,7 +8,7 @@ import pytest
 from needles_build import T1, T2, write_needles_build
 
 from ctxbench.report.html import build_report
-from ctxbench.report.needles import approximate_notes, heatmap_html
+from ctxbench.tracks.needles.report import approximate_notes, heatmap_html
 from ctxbench.score import score_build
 
 

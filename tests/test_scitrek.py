@@ -12,8 +12,8 @@ import pytest
 
 from ctxbench.contexts.collections import ARTICLE_SEP, build_collections, overlaps_too_much
 from ctxbench.hashing import seeded_rng
-from ctxbench.questions import scitrek as sq
-from ctxbench.scoring.list_match import exact_match, f1
+from ctxbench.tracks.scitrek import questions as sq
+from ctxbench.tracks.scitrek.scoring import exact_match, f1
 from ctxbench.sources.articles import ArticleMeta, alignment_issues, citation_edges, load_metadata
 from ctxbench.sources.database import write_sqlite
 from ctxbench.tokenizers import get_tokenizer

@@ -21,7 +21,7 @@ import yaml
 from ..config import assets_dir
 from ..gold.execute import _norm_rows, results_equal
 from ..models.cache import ResponseCache
-from ..scoring.list_match import sql_is_ordered
+from ..tracks.scitrek.scoring import sql_is_ordered
 
 MAX_TOKENS = 512
 

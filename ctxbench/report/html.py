@@ -197,9 +197,9 @@ td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}th{{background:#f
 <h2>Run-to-run variance</h2>{_table(var_rows, ["model", "mean_sample_variance"])}
 {rag_html}
 </body></html>"""
-    from .needles import needles_section  # planted-fact track (issue 6): "" for a build without needles
+    from ..tracks.needles.report import needles_section  # planted-fact track (issue 6): "" for a build without needles
     doc = doc.replace("</body></html>", needles_section(build_dir, out, regime_thresholds) + "</body></html>")
-    from .scitrek import scitrek_section  # scientific-article track (issue 5): "" for a build without it
+    from ..tracks.scitrek.report import scitrek_section  # scientific-article track (issue 5): "" for a build without it
     doc = doc.replace("</body></html>", scitrek_section(build_dir, out, _table) + "</body></html>")
     from .difficulty import difficulty_section  # LURCH difficulty, closed-book screen, judge κ (issue 7)
     doc = doc.replace("</body></html>", difficulty_section(build_dir, out) + "</body></html>")

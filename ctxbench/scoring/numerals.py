@@ -306,7 +306,7 @@ def expected_values(instance: dict) -> list:
 def substring_match(response: str | None, instance: dict) -> MatchResult:
     """Matcher ``substring`` (registry signature): 1.0 when any expected value (gold or accepted answer) is stated in
     the answer text of ``response`` (:func:`answer_text`), else 0.0. An empty reply is tagged ``null_answer``;
-    failure-mode tags of wrong replies are added by :func:`ctxbench.analysis.needles.tag_failures` once the whole
+    failure-mode tags of wrong replies are added by :func:`ctxbench.tracks.needles.analysis.tag_failures` once the whole
     build is known."""
     text = answer_text(response)
     if not text:

@@ -17,13 +17,13 @@ from ..errors import InputError
 MATCHERS: dict[str, str] = {
     "row_match": "ctxbench.scoring.matchers:row_match_instance",
     "substring": "ctxbench.scoring.numerals:substring_match",
-    "lara_fallback": "ctxbench.scoring.lara:lara_fallback",
-    "f1": "ctxbench.scoring.lara:f1_instance",
-    "containment": "ctxbench.scoring.lara:containment_instance",
-    "exact_match": "ctxbench.scoring.list_match:exact_match",
+    "lara_fallback": "ctxbench.tracks.lara.scoring:lara_fallback",
+    "f1": "ctxbench.tracks.lara.scoring:f1_instance",
+    "containment": "ctxbench.tracks.lara.scoring:containment_instance",
+    "exact_match": "ctxbench.tracks.scitrek.scoring:exact_match",
     # "<benchmark>/<name>": the benchmark's own matcher of that name (SciTrek's F1 is over answer items, LaRA's
     # over tokens; both are reported as "f1")
-    "scitrek/f1": "ctxbench.scoring.list_match:f1",
+    "scitrek/f1": "ctxbench.tracks.scitrek.scoring:f1",
 }
 
 # benchmark → matcher names, the first being the benchmark's primary score in tables and reports
@@ -39,7 +39,7 @@ BENCHMARK_MATCHERS: dict[str, list[str]] = {
 # rows are the scores rows of that benchmark (changed in place), instances id → row, responses request key → row
 # and judge {"model", "base_url", "api_key_env"} or None
 TAGGERS: dict[str, str] = {
-    "needles": "ctxbench.analysis.needles:tag_failures",
+    "needles": "ctxbench.tracks.needles.analysis:tag_failures",
 }
 
 # matchers that only approximate the benchmark's own scoring: reports label them "fallback"

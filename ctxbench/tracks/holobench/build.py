@@ -20,23 +20,23 @@ from typing import Callable, Iterator, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from .. import __version__
-from ..config import assets_dir
-from ..analysis.difficulty import difficulty_columns
-from ..analysis.language import language_columns
-from ..contexts.packer import POSITIONS, PackedContext, Unit, cycle_units, pack, sample_without_replacement, take_until
-from ..errors import InputError
-from ..gold import compute_gold
-from ..hashing import canonical_json, seeded_rng, stable_hash
-from ..incremental import set_latest
-from ..sources import Database, load_database
-from ..sources.database import sql_type, write_sqlite
-from ..storage import to_table, write_json, write_parquet
-from ..tokenizers import get_tokenizer
-from ..validate import validate_build
-from .common import MANIFEST_PACKAGES, BuildResult, check_lengths, check_out_dir, clear_replaced_build, versions
-from .common import asset_hash as _asset_hash
-from .holobench_source import PreparedSource, prepare_source
+from ... import __version__
+from ...config import assets_dir
+from ...analysis.difficulty import difficulty_columns
+from ...analysis.language import language_columns
+from ...contexts.packer import POSITIONS, PackedContext, Unit, cycle_units, pack, sample_without_replacement, take_until
+from ...errors import InputError
+from ...gold import compute_gold
+from ...hashing import canonical_json, seeded_rng, stable_hash
+from ...incremental import set_latest
+from ...sources import Database, load_database
+from ...sources.database import sql_type, write_sqlite
+from ...storage import to_table, write_json, write_parquet
+from ...tokenizers import get_tokenizer
+from ...validate import validate_build
+from ..common import MANIFEST_PACKAGES, BuildResult, check_lengths, check_out_dir, clear_replaced_build, versions
+from ..common import asset_hash as _asset_hash
+from .source import PreparedSource, prepare_source
 
 MAX_TOKENS = 1_048_576
 STAGED_SOURCE = ".source.sqlite.staging"

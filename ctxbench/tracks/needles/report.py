@@ -1,6 +1,6 @@
 """The report's planted-fact (needles) section: accuracy per model × tier × depth × variant, a depth × tier heatmap
 per model, decay regimes, the memorization probe, failure-mode counts, and a note for every haystack sized with an
-approximate tokenizer (the model registry's ``approximate: true``). Numbers from :mod:`ctxbench.analysis.needles`;
+approximate tokenizer (the model registry's ``approximate: true``). Numbers from :mod:`ctxbench.tracks.needles.analysis`;
 no network assets (inline HTML and CSS only)."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..analysis.needles import FAILURE_MODES, NeedlesAnalysis, analyse
-from ..models.registry import model_info
-from ..storage import write_parquet
+from .analysis import FAILURE_MODES, NeedlesAnalysis, analyse
+from ...models.registry import model_info
+from ...storage import write_parquet
 
 
 def _sizing_models(build_dir: Path) -> tuple[list[str], set[str]]:
@@ -76,8 +76,8 @@ def _frac(c: int, n: int) -> str:
 def needles_section(build_dir: str | Path, out_dir: str | Path, regime_thresholds: dict | None = None) -> str:
     """HTML of the needles section ("" for a build without needles instances); writes ``needles_*.parquet`` into
     ``out_dir`` for the tables that have rows. ``regime_thresholds``: overrides of the decay-regime thresholds
-    (:class:`ctxbench.analysis.needles.RegimeThresholds`; InputError for an unknown key)."""
-    from .html import _table
+    (:class:`ctxbench.tracks.needles.analysis.RegimeThresholds`; InputError for an unknown key)."""
+    from ...report.html import _table
 
     build_dir, out_dir = Path(build_dir), Path(out_dir)
     sizing, flagged = _sizing_models(build_dir)
@@ -127,7 +127,7 @@ def needles_section(build_dir: str | Path, out_dir: str | Path, regime_threshold
             "asymmetric": "yes" if r["asymmetric"] else "no"} for r in a.memorization]
     parts.append(_table(mem, list(mem[0]) if mem else []))
     parts.append("<h3>Failure modes</h3><p>Counts over wrong replies (by the judge model where one scored them, "
-                 "else by rules; see <code>ctxbench/analysis/needles.py</code>).</p>")
+                 "else by rules; see <code>ctxbench/tracks/needles/analysis.py</code>).</p>")
     tags = [*FAILURE_MODES, "null_answer", "memorized_value"]   # headers with spaces, so that they wrap
     failures = [{**{k: r[k] for k in ("model", "mode", "sizing_model", "variant", "cells", "wrong")},
                  **{t.replace("_", " "): r[t] for t in tags}} for r in a.failures]

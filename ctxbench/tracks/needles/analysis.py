@@ -45,7 +45,7 @@ Failure-mode tags (:func:`tag_failures`, run by ``score`` for needles rows)
     3. it names another needle's subject (or alias) or another chain's person, or uses a substitution phrase
        ("應是指", "probably refers to"): ``subject_substitution``;
     4. it contains a refusal phrase (zh or en, settings file) or LaRA's refusal detector fires
-       (:func:`ctxbench.scoring.lara.is_refusal`): ``refusal``;
+       (:func:`ctxbench.tracks.lara.scoring.is_refusal`): ``refusal``;
     5. a chain reply names an intermediate person of its own chain but not the last one: ``truncated_chain``;
     6. otherwise: ``fabrication`` (an answer with no basis in the haystack).
 
@@ -67,13 +67,13 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import yaml
 
-from ..config import assets_dir
-from ..errors import InputError
-from ..hashing import canonical_json
-from ..scoring.lara import is_refusal
-from ..scoring.metrics import clustered_mean_ci
-from ..scoring.numerals import _reply, answer_text, expected_found, expected_values, fold
-from ..storage import read_table
+from ...config import assets_dir
+from ...errors import InputError
+from ...hashing import canonical_json
+from ..lara.scoring import is_refusal
+from ...scoring.metrics import clustered_mean_ci
+from ...scoring.numerals import _reply, answer_text, expected_found, expected_values, fold
+from ...storage import read_table
 
 PRIMARY_MATCHER = "substring"
 FAILURE_MODES = ("subject_substitution", "wrong_attribute", "truncated_chain", "fabrication", "refusal")
@@ -379,7 +379,7 @@ def tag_failures(rows: list[dict], instances: dict[str, dict], responses: dict[s
             for x in cand}
     judged: dict[int, str | None] = {}
     if judge and judge.get("model"):
-        from ..scoring.judge import complete_all
+        from ...scoring.judge import complete_all
 
         msgs = [judge_failure_messages(instances[x["instance_id"]]["question"], instances[x["instance_id"]], facts,
                                        answer_text(responses[x["request_key"]]["response"])) for x in cand]

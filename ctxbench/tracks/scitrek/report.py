@@ -12,8 +12,8 @@ from typing import Callable
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..scoring.metrics import clustered_mean_ci
-from ..storage import read_table, write_parquet
+from ...scoring.metrics import clustered_mean_ci
+from ...storage import read_table, write_parquet
 
 TAGS = ("null_answer", "wrong_format", "partial_list", "negation")
 

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import yaml
 
-from ..config import assets_dir
-from ..errors import InputError
-from ..hashing import file_sha256
+from ...config import assets_dir
+from ...errors import InputError
+from ...hashing import file_sha256
 
 VARIANTS = ("real", "altered")
 BOUNDARIES = ("sentence", "paragraph")
@@ -142,7 +142,7 @@ def load_needle_set(name_or_path: str) -> NeedleSet:
 def corpus_language(text: str) -> str:
     """Language code of a corpus text (:func:`ctxbench.analysis.language.detect_language`: langdetect, with
     Han-only text as Chinese); ``""`` when undecidable."""
-    from ..analysis.language import detect_language
+    from ...analysis.language import detect_language
 
     return detect_language(text) or ""
 

@@ -24,21 +24,21 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from .. import __version__
-from ..analysis.difficulty import difficulty_columns
-from ..analysis.language import language_columns
-from ..config import assets_dir
-from ..contexts.collections import SAMPLINGS, Collection, build_collections
-from ..errors import InputError
-from ..hashing import canonical_json, file_sha256, seeded_rng, stable_hash
-from ..questions import scitrek as sq
-from ..questions.sqlinfo import sql_info
-from ..sources.articles import ArticleMeta, alignment_issues, citation_edges, load_metadata
-from ..sources.database import Database, write_sqlite
-from ..storage import to_table, write_json, write_parquet
-from ..tokenizers import get_tokenizer
-from ..validate import validate_build
-from .common import (BuildResult, asset_hash, check_choices, check_lengths, check_out_dir, clear_replaced_build,
+from ... import __version__
+from ...analysis.difficulty import difficulty_columns
+from ...analysis.language import language_columns
+from ...config import assets_dir
+from ...contexts.collections import SAMPLINGS, Collection, build_collections
+from ...errors import InputError
+from ...hashing import canonical_json, file_sha256, seeded_rng, stable_hash
+from . import questions as sq
+from ...questions.sqlinfo import sql_info
+from ...sources.articles import ArticleMeta, alignment_issues, citation_edges, load_metadata
+from ...sources.database import Database, write_sqlite
+from ...storage import to_table, write_json, write_parquet
+from ...tokenizers import get_tokenizer
+from ...validate import validate_build
+from ..common import (BuildResult, asset_hash, check_choices, check_lengths, check_out_dir, clear_replaced_build,
                      versions)
 
 MAX_TOKENS = 1_048_576
@@ -102,7 +102,7 @@ class S2Fetch(BaseModel):
 def fetch_s2_stage(cfg: SciTrekConfig, s2: S2Fetch) -> tuple[int, list[dict]]:
     """Fetch clusters into ``cfg.pdfs`` (see S2Fetch); returns (papers kept, quarantine rows of stage ``fetch``).
     Raises InputError when ``cfg.metadata`` is not ``<pdfs>/metadata.json`` (where the fetch writes it)."""
-    from ..sources.s2 import FetchConfig, fetch_clusters
+    from ...sources.s2 import FetchConfig, fetch_clusters
 
     if Path(cfg.metadata).resolve() != (Path(cfg.pdfs) / "metadata.json").resolve():
         raise InputError(f"with an S2 fetch the metadata is written to {Path(cfg.pdfs) / 'metadata.json'}: "
@@ -116,7 +116,7 @@ def _converter():
     """``convert_pdfs`` and the default converter's (name, version) (``ctxbench.convert.pdf``). Raises InputError
     when that module is missing from this installation."""
     try:
-        from ..convert import pdf
+        from ...convert import pdf
     except ImportError as e:
         raise InputError(f"PDF conversion is not available in this installation ({e})") from None
 
@@ -325,7 +325,7 @@ def questions_stage(loaded: Loaded, conv: Converted, col: Collected) -> tuple[li
                           "detail": canonical_json({"sql": inst.sql, **g.detail})})
     out: list[Question] = []
     if cfg.question_model:
-        from ..questions.roundtrip import RoundTripItem, phrase_questions
+        from ...questions.roundtrip import RoundTripItem, phrase_questions
 
         stage = loaded.out / STAGED_COLLECTIONS
         items = [RoundTripItem(inst.sql, gold, str(stage / f"{c.collection_id}.sqlite")) for c, inst, gold in cands]
@@ -383,7 +383,7 @@ def instances_stage(loaded: Loaded, col: Collected, questions: list[Question]) -
 def validate_stage(loaded: Loaded, col: Collected, instances: list[dict]) -> None:
     """The instances suite (great-expectations); every collection within its tier with enough articles, and each
     full-text instance as long as its collection's recount. Raises ValidationError naming what failed."""
-    from ..errors import ValidationError
+    from ...errors import ValidationError
 
     validate_build(to_table("instances", instances))
     for c in col.collections:

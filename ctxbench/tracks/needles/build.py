@@ -16,7 +16,7 @@ Method: "Retrieval and Multi-Hop Reasoning in 1M-Token Context Windows: Evaluati
 
 Instances: each needle × variant (real, altered) × depth, and each chain at its fixed depths, for every model ×
 tier. Before anything is built, every planted fact and fictional name is checked absent from the master haystack
-(:func:`ctxbench.questions.needles.verify_absent`), which contains every haystack.
+(:func:`ctxbench.tracks.needles.questions.verify_absent`), which contains every haystack.
 """
 
 from __future__ import annotations
@@ -30,16 +30,16 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, field_validator
 
-from .. import __version__
-from ..analysis.difficulty import difficulty_columns
-from ..analysis.language import language_columns
-from ..config import assets_dir
-from ..errors import InputError
-from ..hashing import canonical_json, file_sha256, stable_hash
-from ..models.registry import sizing_tokenizer
-from ..prompts import VARIANTS as PROMPT_VARIANTS
-from ..prompts import messages_text, render_messages
-from ..questions.needles import (
+from ... import __version__
+from ...analysis.difficulty import difficulty_columns
+from ...analysis.language import language_columns
+from ...config import assets_dir
+from ...errors import InputError
+from ...hashing import canonical_json, file_sha256, stable_hash
+from ...models.registry import sizing_tokenizer
+from ...prompts import VARIANTS as PROMPT_VARIANTS
+from ...prompts import messages_text, render_messages
+from .questions import (
     BOUNDARIES,
     NeedleSet,
     PlantItem,
@@ -50,12 +50,12 @@ from ..questions.needles import (
     plan_insertions,
     verify_absent,
 )
-from ..sources.corpus import Corpus, corpus_summary, load_corpus, volume_number
-from ..storage import to_table, write_json, write_parquet
-from ..tokenizers.calibrate import calibrate
-from ..validate import validate_build
-from .common import BuildResult as _CommonResult
-from .common import check_lengths, check_out_dir, clear_replaced_build, versions
+from ...sources.corpus import Corpus, corpus_summary, load_corpus, volume_number
+from ...storage import to_table, write_json, write_parquet
+from ...tokenizers.calibrate import calibrate
+from ...validate import validate_build
+from ..common import BuildResult as _CommonResult
+from ..common import check_lengths, check_out_dir, clear_replaced_build, versions
 
 MAX_TIER = 4 * 1024 * 1024
 # tokens a chat format adds around the messages (role markers, separators) beyond their text: a fixed allowance

@@ -14,12 +14,12 @@ import sqlglot
 import yaml
 from sqlglot import exp
 
-from ..config import assets_dir
-from ..errors import InputError
-from ..gold import compute_gold
-from ..gold.execute import GoldResult
-from ..sources.articles import ArticleMeta
-from ..sources.database import Database, Table, sql_type
+from ...config import assets_dir
+from ...errors import InputError
+from ...gold import compute_gold
+from ...gold.execute import GoldResult
+from ...sources.articles import ArticleMeta
+from ...sources.database import Database, Table, sql_type
 
 SKILLS = ("aggregating", "sorting", "filtering", "filtering_aggregating", "filtering_sorting", "relational_filtering")
 TOPICS = ("author_count", "author_list", "reference_count", "title_list", "title_word_count", "author_relation",

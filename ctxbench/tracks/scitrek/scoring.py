@@ -25,8 +25,8 @@ import re
 from collections import Counter
 from functools import lru_cache
 
-from .matchers import MatchResult
-from .normalize import extract_answer, normalize_text, parse_number
+from ...scoring.matchers import MatchResult
+from ...scoring.normalize import extract_answer, normalize_text, parse_number
 
 _MARKER = re.compile(r"^\s*(?:[-*•]|\(?\d{1,3}[.)]|\[\d{1,3}\])\s+")
 _NULLS = {"null", "none", "n a", "nothing", "no result", "no results", "empty", "no such article",

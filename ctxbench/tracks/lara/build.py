@@ -25,13 +25,13 @@ import re
 import shutil
 from pathlib import Path
 
-from ..analysis.difficulty import difficulty_columns
-from ..analysis.language import language_columns
-from ..errors import InputError
-from ..hashing import canonical_json, file_sha256, stable_hash
-from ..storage import to_table, write_json, write_parquet
-from ..tokenizers import get_tokenizer
-from .holobench import BuildResult
+from ...analysis.difficulty import difficulty_columns
+from ...analysis.language import language_columns
+from ...errors import InputError
+from ...hashing import canonical_json, file_sha256, stable_hash
+from ...storage import to_table, write_json, write_parquet
+from ...tokenizers import get_tokenizer
+from ..common import BuildResult
 
 TASKS = {"location": "location", "reasoning": "reasoning", "comp": "comparison", "comparison": "comparison",
          "hallu": "hallucination", "hallucination": "hallucination"}
@@ -148,7 +148,7 @@ def _existing(out: Path, build_hash: str, force: bool) -> bool:
 
 def _write(out: Path, build_hash: str, tokenizer: str, tok_sha: str, inputs: dict, instances: list[dict],
            quarantine: list[dict]) -> None:
-    from ..validate import validate_build
+    from ...validate import validate_build
 
     out.mkdir(parents=True, exist_ok=True)
     (out / "manifest.json").unlink(missing_ok=True)

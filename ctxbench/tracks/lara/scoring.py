@@ -21,8 +21,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from .matchers import MatchResult
-from .normalize import extract_answer, normalize_text
+from ...scoring.matchers import MatchResult
+from ...scoring.normalize import extract_answer, normalize_text
 
 _ARTICLES = {"a", "an", "the"}
 _REFUSAL_RE = re.compile(

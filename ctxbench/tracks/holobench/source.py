@@ -9,14 +9,14 @@ from pathlib import Path
 
 import yaml
 
-from ..config import assets_dir
-from ..errors import InputError
-from ..questions.queryset import Question, check_question, check_runs, load_queryset
-from ..questions.sqlinfo import sql_info
-from ..sources import Database, load_database
-from ..sources.database import write_sqlite
-from ..sources.preprocess import DatabaseSpec, Preprocessed, preprocess
-from ..verbalize.templates import TemplateSet, load_templates
+from ...config import assets_dir
+from ...errors import InputError
+from ...questions.queryset import Question, check_question, check_runs, load_queryset
+from ...questions.sqlinfo import sql_info
+from ...sources import Database, load_database
+from ...sources.database import write_sqlite
+from ...sources.preprocess import DatabaseSpec, Preprocessed, preprocess
+from ...verbalize.templates import TemplateSet, load_templates
 
 
 @dataclass

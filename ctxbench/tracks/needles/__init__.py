@@ -1,0 +1,33 @@
+"""Planted-fact track (classical-Chinese 1M needle study): its build (``build``) and the modules only this track uses."""
+
+from .build import (
+    NeedlesConfig,
+    BuildResult,
+    Loaded,
+    Haystack,
+    load_stage,
+    verify_stage,
+    count_stage,
+    size_haystack,
+    Assembled,
+    assemble_stage,
+    validate_stage,
+    write_stage,
+    build_needles,
+)
+
+__all__ = [
+    "NeedlesConfig",
+    "BuildResult",
+    "Loaded",
+    "Haystack",
+    "load_stage",
+    "verify_stage",
+    "count_stage",
+    "size_haystack",
+    "Assembled",
+    "assemble_stage",
+    "validate_stage",
+    "write_stage",
+    "build_needles",
+]
