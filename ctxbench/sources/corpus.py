@@ -59,7 +59,9 @@ _UNIT_RE = re.compile(rf"第\s*(?P<an>{_NUM})\s*[冊册回章篇]{_PART.format(g
 _ROMAN = r"M{0,3}(?:CM|CD|D?C{0,3})(?:XC|XL|L?X{0,3})(?:IX|IV|V?I{0,3})"
 _WORD_RE = re.compile(r"(?<![A-Za-z])(?:volume|vol|book|part|chapter|chap|ch|juan|fascicle|fasc|no)[\s._-]*"
                       rf"(?:(?P<n>\d+)|(?P<r>{_ROMAN})(?![A-Za-z]))", re.I)
-_ARABIC = re.compile(r"\d+")
+# a bare number standing on its own (007, 012_序, KR1a0001_012 after the shared prefix), not glued to Latin letters
+# as in company or product names (2U, 3D Systems, form10-k)
+_ARABIC = re.compile(r"(?<![A-Za-z\d])\d+(?![A-Za-z\d])")
 # a name that starts with a volume word but whose number does not read ("Chapter One") is a labelled name
 _WORD_START_RE = re.compile(r"[\d\s._-]*(?:volume|vol|chapter|chap|juan|fascicle|fasc)(?![a-z])", re.I)
 _PARTS = {"上": 1, "中": 2, "下": 3}
@@ -165,7 +167,7 @@ def _read_name(name: str, arabic_from: int = 0) -> _Read:
         if keys:
             n = keys.pop()
             return _Read(VolumeKey(0 if n == 0 else 1, n, 0), True, "")
-    m = _ARABIC.search(name, arabic_from) or _ARABIC.search(name)
+    m = _ARABIC.search(name, arabic_from)
     if m:
         n = int(m.group())
         return _Read(VolumeKey(0 if n == 0 else 1, n, 0), False, "")
@@ -184,8 +186,9 @@ def volume_key(name: str) -> VolumeKey | None:
        forms: 卷廿三 = 23, 卷百二十 = 120).
     2. other units: ``第三冊``, ``冊三``, ``第十回``, ``第五章``, ``第二篇``.
     3. words: ``Volume 3``, ``vol_03``, ``Book IV``, ``Chapter 12``, ``Part ii``, ``juan 5``.
-    4. the first Arabic number (``012_序``, ``007.txt``); :func:`volume_keys` reads a corpus's names together and skips
-       a prefix every name shares (``KR1a0001_012`` → 12).
+    4. the first Arabic number standing on its own (``012_序``, ``007.txt``; not ``2U`` or ``3D Systems``);
+       :func:`volume_keys` reads a corpus's names together and skips the prefix every name shares (``KR1a0001_012``
+       → 12; ``2024-Tesla`` and ``2024-NVIDIA`` have no number).
     Returns None for a name with none of these (``序``, ``附錄``) or whose labels do not read or disagree."""
     return _read_name(name).key
 
@@ -204,7 +207,8 @@ def _shared_prefix_end(names: list[str]) -> int:
 
 
 def volume_keys(names: list[str]) -> list[_Read]:
-    """:func:`_read_name` of every name of one corpus, bare Arabic numbers read after the prefix all names share."""
+    """:func:`_read_name` of every name of one corpus, bare Arabic numbers read only after the prefix all names share
+    (a number every name carries, such as a text id or a year, orders nothing)."""
     start = _shared_prefix_end(names)
     return [_read_name(n, start) for n in names]
 
