@@ -122,18 +122,15 @@ def select_instances(tbl: pa.Table, per_length: int | None, seed: int = 0) -> pa
     return tbl.take(keep)
 
 
-def own_haystacks(tbl: pa.Table, model: str) -> pa.Table:
-    """Needles builds hold one haystack per sizing model (sized with that model's tokenizer and window); a model
-    that is one of the build's sizing models is evaluated on its own haystacks only (names compared without case
-    and without a provider prefix such as ``openai/``). Other instances (no ``sizing_model``) and models that sized
-    nothing keep every row."""
-    if "sizing_model" not in tbl.column_names:
+def select_for_model(build_dir: Path, tbl: pa.Table, model: str) -> pa.Table:
+    """The rows of ``tbl`` (instances of the build) that ``model`` answers, as the build's track selects them
+    (:meth:`ctxbench.tracks.base.Track.select_for_model`; e.g. a sizing model answers its own haystacks only)."""
+    from .tracks.base import track_of_build
+
+    keep = track_of_build(build_dir).select_for_model(build_dir, model)
+    if keep is None:
         return tbl
-    key = model.split("/")[-1].lower()
-    sizing = [None if v is None else v.split("/")[-1].lower() for v in tbl.column("sizing_model").to_pylist()]
-    if key not in set(sizing):
-        return tbl
-    return tbl.take([i for i, v in enumerate(sizing) if v is None or v == key])
+    return tbl.filter(pa.array([i in keep for i in tbl.column("instance_id").to_pylist()], pa.bool_()))
 
 
 def instance_filter(cfg: EvalConfig) -> InstanceFilter:
@@ -190,8 +187,8 @@ def _plan(build_dir: Path, cfg: EvalConfig, cache: ResponseCache) -> _Plan:
     rag = "rag" in cfg.modes
     cols = ["instance_id", "context", "question", "target_tokens"] + (["tokenizer", "evidence_spans"] if rag else [])
     have = set(pq.read_schema(ipath).names)
-    cols += [c for c in ("benchmark", "context_format", "sizing_model") if c in have]  # prompt per benchmark/format
-    tbl = own_haystacks(pq.read_table(ipath, columns=cols), cfg.model)
+    cols += [c for c in ("benchmark", "context_format") if c in have]  # prompt per benchmark/format
+    tbl = select_for_model(build_dir, pq.read_table(ipath, columns=cols), cfg.model)
     tbl = select_instances(filter_instances(build_dir, tbl, instance_filter(cfg)), cfg.per_length, cfg.seed)
     stored = set(read_table(build_dir / "responses.parquet", "responses").column("request_key").to_pylist())
     variants: list[tuple[str, Any]] = [(m, rc) for m in cfg.modes

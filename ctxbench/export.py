@@ -237,7 +237,7 @@ def ctxbench_matcher():
         if inst.get("accepted_answers") is not None:
             inst["accepted_answers"] = json.loads(inst["accepted_answers"])
         name = matchers_for(inst.get("benchmark"))[0]
-        m = matcher(name)(state.output.completion, inst)
+        m = matcher(name, inst.get("benchmark"))(state.output.completion, inst)
         return Score(value=float(m.score), answer=state.output.completion, metadata={{"matcher": name, "tags": m.tags}})
 
     return score

@@ -111,11 +111,11 @@ def _file_hash(p: Path) -> str | None:
 
 def score_inputs_hash(build_dir: str | Path, judge: str | None = None) -> str:
     """Content hash of what ``score`` reads: instances, responses, the matcher registry and the judge."""
-    from .scoring.registry import BENCHMARK_MATCHERS, MATCHERS
+    from .scoring.registry import registry_fingerprint
 
     d = Path(build_dir)
     return stable_hash("score", _file_hash(d / "instances.parquet"), _file_hash(d / "responses.parquet"),
-                       MATCHERS, BENCHMARK_MATCHERS, judge, length=64)
+                       registry_fingerprint(), judge, length=64)
 
 
 def report_inputs_hash(build_dir: str | Path) -> str:

@@ -60,8 +60,8 @@ def validate_task(loaded, src, instances):
 
 
 @task(name="write", retries=2, retry_delay_seconds=2, cache_policy=NO_CACHE)
-def write_task(loaded, src, instances, quarantine, n_contexts) -> dict:
-    return holobench.write_stage(loaded, src, instances, quarantine, n_contexts).__dict__
+def write_task(loaded, src, instances, quarantine, asm) -> dict:
+    return holobench.write_stage(loaded, src, instances, quarantine, asm).__dict__
 
 
 @flow(name="build_holobench")
@@ -78,7 +78,7 @@ def build_holobench_flow(cfg: HoloBenchConfig = HoloBenchConfig(), out: str = "r
     asm = assemble_task(quote(loaded), quote(src))
     instances, quarantine = gold_task(quote(loaded), quote(asm))
     validate_task(quote(loaded), quote(src), quote(instances))
-    return write_task(quote(loaded), quote(src), quote(instances), quote(quarantine), len(asm.contexts))
+    return write_task(quote(loaded), quote(src), quote(instances), quote(quarantine), quote(asm))
 
 
 @task(name="fetch-s2", retries=3, retry_delay_seconds=30, cache_policy=NO_CACHE)
@@ -118,8 +118,8 @@ def sci_validate_task(loaded, col, instances):
 
 
 @task(name="write", retries=2, retry_delay_seconds=2, cache_policy=NO_CACHE)
-def sci_write_task(loaded, conv, col, instances, quarantine, counts) -> dict:
-    return sci.write_stage(loaded, conv, col, instances, quarantine, counts).__dict__
+def sci_write_task(loaded, conv, col, instances, conv_q, q_q, counts) -> dict:
+    return sci.write_stage(loaded, conv, col, instances, conv_q, q_q, counts).__dict__
 
 
 @flow(name="build_scitrek")
@@ -138,8 +138,7 @@ def build_scitrek_flow(cfg: SciTrekConfig, out: str = "runs/scitrek", force: boo
     col = sci_collections_task(quote(loaded), quote(conv))
     instances, q_q, counts = sci_questions_task(quote(loaded), quote(conv), quote(col))
     sci_validate_task(quote(loaded), quote(col), quote(instances))
-    quarantine = loaded.quarantine + conv_q + conv.quarantine + col.quarantine + q_q
-    return sci_write_task(quote(loaded), quote(conv), quote(col), quote(instances), quote(quarantine), counts)
+    return sci_write_task(quote(loaded), quote(conv), quote(col), quote(instances), quote(conv_q), quote(q_q), counts)
 
 
 @task(name="needles-load", retries=2, retry_delay_seconds=2, cache_policy=NO_CACHE)
@@ -163,8 +162,8 @@ def needles_assemble_task(loaded, counts):
 
 
 @task(name="needles-validate", cache_policy=NO_CACHE)
-def needles_validate_task(instances):
-    needles.validate_stage(instances)
+def needles_validate_task(asm):
+    needles.validate_stage(asm)
 
 
 @task(name="needles-write", retries=2, retry_delay_seconds=2, cache_policy=NO_CACHE)
@@ -183,7 +182,7 @@ def build_needles_flow(cfg: NeedlesConfig, out: str = "out/needles", force: bool
     checked = needles_verify_task(quote(loaded))
     counts = needles_count_task(quote(loaded))
     asm = needles_assemble_task(quote(loaded), quote(counts))
-    needles_validate_task(quote(asm.instances))
+    needles_validate_task(quote(asm))
     return needles_write_task(quote(loaded), quote(asm), checked)
 
 

@@ -50,7 +50,7 @@ class BuildTask(luigi.Task):
         asm = holobench.assemble_stage(loaded, src)
         instances, quarantine = holobench.gold_stage(loaded, asm)
         holobench.validate_stage(loaded, src, instances)
-        holobench.write_stage(loaded, src, instances, quarantine, len(asm.contexts))
+        holobench.write_stage(loaded, src, instances, quarantine, asm)
 
 
 class EvaluateTask(luigi.Task):

@@ -95,7 +95,7 @@ def test_unknown_provider_is_a_configuration_error_not_a_stored_answer():
 def test_a_sizing_model_is_evaluated_on_its_own_haystacks_only():
     import pyarrow as pa
 
-    from ctxbench.evaluate import own_haystacks
+    from ctxbench.tracks.needles import own_haystacks
 
     t = pa.table({"instance_id": ["a", "b", "c", "d"],
                   "sizing_model": ["gpt-4.1", "Qwen2.5-7B-Instruct-1M", "gpt-4.1", None]})

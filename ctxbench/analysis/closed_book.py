@@ -95,7 +95,7 @@ def screen_build(build_dir: str | Path, model: str, base_url: str | None = None,
             row = dict(r, gold=json.loads(r["gold"]))
             if row.get("accepted_answers") is not None:
                 row["accepted_answers"] = json.loads(row["accepted_answers"])
-            score = float(matcher(name)(text, row).score)
+            score = float(matcher(name, r.get("benchmark"))(text, row).score)
             flagged = score >= 1.0
         rows.append({"instance_id": r["instance_id"], "model": model, "question": r["question"],
                      "request_key": key, "status": "ok" if text is not None else "error", "response": text,

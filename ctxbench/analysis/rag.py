@@ -28,7 +28,7 @@ from collections import defaultdict
 from statistics import mean
 
 from ..scoring.metrics import clustered_mean_ci
-from ..scoring.registry import FALLBACK_MATCHERS, matchers_for
+from ..scoring.registry import is_fallback, matchers_for
 from .difficulty import merge_spans
 
 N_EVIDENCE_SEGMENTS = 5
@@ -101,7 +101,7 @@ def gap_table(instances: dict[str, dict], rows: list[dict], responses: list[dict
         for t in [*_tasks(i), "overall"]:
             g = (key[0], _length(i), t)
             groups[g].append((lc[key]["score"], rag[key]["score"]))
-            fallback[g] = fallback.get(g, False) or lc[key]["matcher"] in FALLBACK_MATCHERS
+            fallback[g] = fallback.get(g, False) or is_fallback(lc[key]["matcher"], i.get("benchmark"))
     out = []
     for (model, length, task), pairs in groups.items():
         a, b = mean(p[0] for p in pairs), mean(p[1] for p in pairs)
@@ -252,4 +252,5 @@ def analyse(build_dir) -> dict[str, list[dict]]:
     return {"rag_gap": gap_table(inst, rows, responses), "rag_sweep": sweep_table(inst, rows),
             "rag_routing": routing(inst, rows, responses), "position": position_table(inst, rows),
             "_has_rag": [{"yes": any(r["mode"] == "rag" for r in responses)}],
-            "_fallback": [{"matcher": m} for m in sorted({r["matcher"] for r in rows} & FALLBACK_MATCHERS)]}
+            "_fallback": [{"matcher": m} for m in sorted({r["matcher"] for r in rows
+                                                          if is_fallback(r["matcher"], inst[r["instance_id"]].get("benchmark"))})]}

@@ -1,81 +1,86 @@
-"""Which deterministic matchers score which benchmark.
+"""Which matchers, failure tagger and answer filters score a benchmark: read from its registered track.
 
 A matcher is ``fn(response: str | None, instance: dict) -> MatchResult`` where ``instance`` is the instance's row
 from ``instances.parquet`` with ``gold`` (and ``accepted_answers`` where present) already parsed from JSON. Each
-track names its matchers here (``"module:function"``, imported on first use); ``score`` runs every matcher of an
-instance's benchmark on every ok response and writes one ``scores.parquet`` row per response × matcher.
+track declares its matchers (ordered ``{name: "module:function"}``, the first its primary score), its tagger and
+the answer filters it adds (:class:`ctxbench.tracks.base.Track`); ``score`` runs every matcher of an instance's
+benchmark on every ok response and writes one ``scores.parquet`` row per response × matcher. There is no default:
+an instance of an unregistered benchmark, or of a track that declares no matcher, is an error naming it.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import Callable
+from collections.abc import Callable
 
 from ..errors import InputError
-
-# matcher name → "module:function"
-MATCHERS: dict[str, str] = {
-    "row_match": "ctxbench.scoring.matchers:row_match_instance",
-    "substring": "ctxbench.scoring.numerals:substring_match",
-    "lara_fallback": "ctxbench.tracks.lara.scoring:lara_fallback",
-    "f1": "ctxbench.tracks.lara.scoring:f1_instance",
-    "containment": "ctxbench.tracks.lara.scoring:containment_instance",
-    "exact_match": "ctxbench.tracks.scitrek.scoring:exact_match",
-    # "<benchmark>/<name>": the benchmark's own matcher of that name (SciTrek's F1 is over answer items, LaRA's
-    # over tokens; both are reported as "f1")
-    "scitrek/f1": "ctxbench.tracks.scitrek.scoring:f1",
-}
-
-# benchmark → matcher names, the first being the benchmark's primary score in tables and reports
-BENCHMARK_MATCHERS: dict[str, list[str]] = {
-    "holobench": ["row_match"],
-    "needles": ["substring"],
-    "lara": ["lara_fallback", "f1", "containment"],  # deterministic fallback; LaRA's LLM judge: score --judge
-    "scitrek": ["exact_match", "f1"],
-}
-
-# benchmark → "module:function" that refines its rows' failure tags once the whole build is known (e.g. another
-# needle's subject named in a reply): fn(rows, instances, responses, judge=None, build_dir=None) -> summary, where
-# rows are the scores rows of that benchmark (changed in place), instances id → row, responses request key → row
-# and judge {"model", "base_url", "api_key_env"} or None
-TAGGERS: dict[str, str] = {
-    "needles": "ctxbench.tracks.needles.analysis:tag_failures",
-}
-
-# matchers that only approximate the benchmark's own scoring: reports label them "fallback"
-FALLBACK_MATCHERS: set[str] = {"lara_fallback", "f1", "containment"}
-
-_loaded: dict[str, Callable] = {}
+from ..tracks.base import find_track, get_track, resolve, tracks
 
 
-def is_fallback(name: str, benchmark: str | None = None) -> bool:
-    """Whether matcher ``name`` is a fallback for ``benchmark``'s instances (a benchmark that registers its own
-    ``<benchmark>/<name>`` scores with that one, which is not a fallback)."""
-    return name in FALLBACK_MATCHERS and not (benchmark and f"{benchmark}/{name}" in MATCHERS)
-
-
-def matcher(name: str, benchmark: str | None = None) -> Callable:
-    """The matcher function registered as ``name`` (``<benchmark>/<name>`` first where the benchmark registers its
-    own of that name); InputError for an unknown name."""
-    if benchmark and f"{benchmark}/{name}" in MATCHERS:
-        name = f"{benchmark}/{name}"
-    if name not in _loaded:
-        if name not in MATCHERS:
-            raise InputError(f"unknown matcher {name!r}; known: {', '.join(sorted(MATCHERS))}")
-        mod, fn = MATCHERS[name].split(":")
-        _loaded[name] = getattr(importlib.import_module(mod), fn)
-    return _loaded[name]
+def _track(benchmark: str | None):
+    if benchmark is None or find_track(benchmark) is None:
+        raise InputError(f"instances of benchmark {benchmark!r} cannot be scored: no track of that name is "
+                         f"registered (registered: {', '.join(t.name for t in tracks())}); register the track that "
+                         f"built them (ctxbench.tracks.base.register_track)")
+    return get_track(benchmark)
 
 
 def matchers_for(benchmark: str | None) -> list[str]:
-    """Matcher names for a benchmark (``row_match`` for a benchmark that names none)."""
-    return BENCHMARK_MATCHERS.get(benchmark or "holobench", ["row_match"])
+    """Matcher names of a benchmark's track, the primary first. Raises InputError for an unregistered benchmark
+    or a track that declares no matcher (named, with what to fix)."""
+    t = _track(benchmark)
+    if not t.matchers:
+        raise InputError(f"track {t.name} declares no matcher: set `matchers` on its Track class (e.g. "
+                         f"{{'exact_match': 'module:function'}}), the first being its primary score")
+    return list(t.matchers)
+
+
+def matcher(name: str, benchmark: str | None = None) -> Callable:
+    """The matcher function ``name`` of ``benchmark``'s track. Without a benchmark, the matcher of that name
+    every registering track agrees on. Raises InputError for a name the track (or no track) registers, and for a
+    name tracks register differently when no benchmark is given."""
+    if benchmark is not None:
+        t = _track(benchmark)
+        if name not in t.matchers:
+            raise InputError(f"track {t.name} has no matcher {name!r} (its matchers: "
+                             f"{', '.join(t.matchers) or 'none'})")
+        return resolve(t.matchers[name], f"matcher {name!r} of track {t.name}")
+    specs = {t.matchers[name]: t.name for t in tracks() if name in t.matchers}
+    if not specs:
+        known = sorted({m for t in tracks() for m in t.matchers})
+        raise InputError(f"unknown matcher {name!r}; known: {', '.join(known)}")
+    if len(specs) > 1:
+        raise InputError(f"matcher {name!r} differs between tracks {', '.join(sorted(specs.values()))}: name the "
+                         f"benchmark")
+    spec = next(iter(specs))
+    return resolve(spec, f"matcher {name!r}")
 
 
 def tagger(benchmark: str | None) -> Callable | None:
-    """The failure tagger registered for a benchmark (see :data:`TAGGERS`), or None."""
-    spec = TAGGERS.get(benchmark or "")
-    if spec is None:
-        return None
-    mod, fn = spec.split(":")
-    return getattr(importlib.import_module(mod), fn)
+    """The failure tagger of a benchmark's track (see :class:`ctxbench.tracks.base.Track`), or None."""
+    t = _track(benchmark)
+    return resolve(t.tagger, f"tagger of track {t.name}") if t.tagger else None
+
+
+def answer_filters(benchmark: str | None) -> tuple[str, ...]:
+    """Names of the answer filters a benchmark's track adds after the default chain."""
+    return tuple(_track(benchmark).answer_filters)
+
+
+def is_fallback(name: str, benchmark: str | None = None) -> bool:
+    """Whether matcher ``name`` only approximates the benchmark's own scoring (its track's ``fallback_matchers``;
+    without a benchmark: any track's)."""
+    if benchmark is not None and find_track(benchmark) is not None:
+        return name in get_track(benchmark).fallback_matchers
+    return name in fallback_matchers()
+
+
+def fallback_matchers() -> set[str]:
+    """Every matcher name some track declares a fallback."""
+    return {m for t in tracks() for m in t.fallback_matchers}
+
+
+def registry_fingerprint() -> dict[str, dict]:
+    """What the registry says about scoring, per track (matchers, tagger, answer filters): part of the inputs
+    hash of ``score`` (:func:`ctxbench.incremental.score_inputs_hash`)."""
+    return {t.name: {"matchers": dict(t.matchers), "tagger": t.tagger, "answer_filters": list(t.answer_filters)}
+            for t in tracks()}

@@ -280,8 +280,9 @@ def validate_stage(loaded: Loaded, src: PreparedSource, instances: list[dict]) -
 
 
 def write_stage(loaded: Loaded, src: PreparedSource, instances: list[dict], quarantine: list[dict],
-                n_contexts: int) -> BuildResult:
+                asm: Assembled) -> BuildResult:
     """Write quarantine, instances (atomically) and, last, the manifest that marks the build complete."""
+    n_contexts = len(asm.contexts)
     cfg, out, db_id = loaded.cfg, loaded.out, src.raw.db_id
     clear_replaced_build(out)  # replacing a build (--force): its evaluation tables go with it
     (out / STAGED_SOURCE).replace(out / "source.sqlite")
@@ -325,4 +326,4 @@ def build_holobench(cfg: HoloBenchConfig, out: str | Path, progress: Callable[[i
     asm = assemble_stage(loaded, src, progress)
     instances, quarantine = gold_stage(loaded, asm)
     validate_stage(loaded, src, instances)
-    return write_stage(loaded, src, instances, quarantine, len(asm.contexts))
+    return write_stage(loaded, src, instances, quarantine, asm)

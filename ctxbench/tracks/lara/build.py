@@ -23,7 +23,10 @@ import importlib.metadata
 import json
 import re
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
+
+from pydantic import BaseModel, Field
 
 from ...analysis.difficulty import difficulty_columns
 from ...analysis.language import language_columns
@@ -44,22 +47,43 @@ def _quarantine(inp: str, stage: str, reason: str, **detail) -> dict:
     return {"input": inp, "stage": stage, "reason": reason, "detail": canonical_json(detail) if detail else None}
 
 
-def import_lara(data: str | Path, out: str | Path, tokenizer: str = "cl100k_base", force: bool = False
-                ) -> BuildResult:
-    """Import LaRA from ``data`` (the layout in the module docstring) into the build directory ``out``
-    (instances.parquet, quarantine.parquet, manifest.json). The same inputs and tokenizer give the same
-    ``build_hash`` and bytes; an existing build with that hash is left as it is (``skipped``), a different one is
-    an error unless ``force``. Raises InputError when ``data`` has no ``queries`` directory of LaRA files."""
-    data, out = Path(data), Path(out)
+class LaraConfig(BaseModel):
+    """Configuration of a LaRA import (validates the CLI, the Prefect form and the manifest)."""
+
+    data: str = Field(..., description="LaRA dataset directory (queries/*.jsonl and corpora/<tier>/<type>/)")
+    tokenizer: str = Field("cl100k_base", description="tokenizer that counts context lengths")
+
+
+@dataclass
+class Loaded:
+    """Stage ``load``: the parsed queries, the corpora found (relative path → (text, tokens) or None), the inputs'
+    hashes, quarantine rows so far and the build hash; ``existing`` when ``out`` already holds this build."""
+
+    cfg: LaraConfig
+    out: Path
+    queries: list[tuple[str, int, dict, dict]]  # (query file, line, parsed file name, record)
+    corpora: dict[str, tuple[str, int] | None]
+    inputs: dict[str, str]
+    quarantine: list[dict]
+    tokenizer_sha256: str
+    build_hash: str
+    existing: BuildResult | None = None
+
+
+def load_stage(cfg: LaraConfig, out: str | Path, force: bool = False) -> Loaded:
+    """Read the query files (unreadable lines and unknown file names quarantined), read and count every corpus
+    file they name, and hash the inputs. Raises InputError when ``cfg.data`` has no ``queries`` directory of LaRA
+    files, or ``out`` holds a different build (unless ``force``)."""
+    data, out = Path(cfg.data), Path(out)
     qdir = data / "queries"
     qfiles = sorted(p for p in qdir.glob("*.json*")) if qdir.is_dir() else []
     if not qfiles:
         raise InputError(f"{data} holds no LaRA query files (expected {qdir}/<tier>_<type>_<task>.jsonl): pass "
                          f"--data pointing at LaRA's dataset directory")
-    tok = get_tokenizer(tokenizer)
+    tok = get_tokenizer(cfg.tokenizer)
     inputs = {str(p.relative_to(data)): file_sha256(p) for p in qfiles}
     quarantine: list[dict] = []
-    queries: list[tuple[str, int, dict, dict]] = []  # (query file, line, parsed name, record)
+    queries: list[tuple[str, int, dict, dict]] = []
     for p in qfiles:
         m = QUERY_FILE_RE.match(p.name)
         if not m or m.group("task") not in TASKS:
@@ -91,19 +115,25 @@ def import_lara(data: str | Path, out: str | Path, tokenizer: str = "cl100k_base
                 if text.strip():
                     corpora[rel] = (text, tok.count(text))
                     inputs[f"corpora/{rel}"] = file_sha256(path)
-    build_hash = stable_hash("lara", 2, tokenizer, tok.file_sha256, inputs)
-    if _existing(out, build_hash, force):
-        m = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
-        return BuildResult(out, build_hash, m["counts"]["instances"], m["counts"]["quarantined"], skipped=True)
+    build_hash = stable_hash("lara", 2, cfg.tokenizer, tok.file_sha256, inputs)
+    existing = _existing(out, build_hash, force)
+    return Loaded(cfg, out, queries, corpora, inputs, quarantine, tok.file_sha256, build_hash, existing)
+
+
+def instances_stage(loaded: Loaded) -> tuple[list[dict], list[dict]]:
+    """One instance per query whose corpus file is present (module docstring); returns (instances, quarantine
+    rows: absent corpus files and duplicate queries, after the load stage's)."""
+    tokenizer, build_hash = loaded.cfg.tokenizer, loaded.build_hash
+    quarantine = list(loaded.quarantine)
     instances, seen = [], set()
-    for qfile, ln, name, rec in queries:
+    for qfile, ln, name, rec in loaded.queries:
         inp = f"{qfile}:{ln}"
         rel = f"{name['tier']}/{name['ctype']}/{rec['file']}"
-        if corpora[rel] is None:
+        if loaded.corpora[rel] is None:
             quarantine.append(_quarantine(inp, "fetch", "corpus file absent (LaRA corpus not shipped or empty)",
                                           file=f"corpora/{rel}"))
             continue
-        text, n = corpora[rel]
+        text, n = loaded.corpora[rel]
         task = TASKS[name["task"]]
         iid = stable_hash("lara", tokenizer, rel, rec["question"], rec["answer"], stable_hash(text))
         if iid in seen:
@@ -122,41 +152,67 @@ def import_lara(data: str | Path, out: str | Path, tokenizer: str = "cl100k_base
             "context_type": name["ctype"], "build_hash": build_hash})
         instances[-1].update(difficulty_columns(instances[-1]))  # scope/dispersion null: spans unknown
         instances[-1].update(language_columns(instances[-1]))
-    _write(out, build_hash, tokenizer, tok.file_sha256, inputs, instances, quarantine)
-    return BuildResult(out, build_hash, len(instances), len(quarantine))
+    return instances, quarantine
 
 
-def _existing(out: Path, build_hash: str, force: bool) -> bool:
+def validate_stage(instances: list[dict]) -> None:
+    """The instances data-quality suite (raises ValidationError naming failed expectations)."""
+    from ...validate import validate_build
+
+    validate_build(to_table("instances", instances))
+
+
+def write_stage(loaded: Loaded, instances: list[dict], quarantine: list[dict]) -> BuildResult:
+    """Write quarantine, instances (atomically) and, last, the manifest that marks the build complete."""
+    _write(loaded.out, loaded.build_hash, loaded.cfg.tokenizer, loaded.tokenizer_sha256, loaded.inputs, instances,
+           quarantine)
+    return BuildResult(loaded.out, loaded.build_hash, len(instances), len(quarantine))
+
+
+def import_lara(data: str | Path, out: str | Path, tokenizer: str = "cl100k_base", force: bool = False
+                ) -> BuildResult:
+    """Import LaRA from ``data`` (the layout in the module docstring) into the build directory ``out``
+    (instances.parquet, quarantine.parquet, manifest.json): the stages load → instances → validate → write. The
+    same inputs and tokenizer give the same ``build_hash`` and bytes; an existing build with that hash is left as
+    it is (``skipped``), a different one is an error unless ``force``. Raises InputError when ``data`` has no
+    ``queries`` directory of LaRA files."""
+    loaded = load_stage(LaraConfig(data=str(data), tokenizer=tokenizer), out, force)
+    if loaded.existing is not None:
+        return loaded.existing
+    instances, quarantine = instances_stage(loaded)
+    validate_stage(instances)
+    return write_stage(loaded, instances, quarantine)
+
+
+def _existing(out: Path, build_hash: str, force: bool) -> BuildResult | None:
     mpath = out / "manifest.json"
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out} is a file: pass a directory for the build")
     if not mpath.exists():
         if out.exists() and any(out.iterdir()) and not force:
             raise InputError(f"{out} is not empty and holds no ctxbench build: choose another --out or pass --force")
-        return False
+        return None
     try:
-        old = json.loads(mpath.read_text(encoding="utf-8")).get("build_hash")
+        m = json.loads(mpath.read_text(encoding="utf-8"))
+        old = m.get("build_hash")
     except ValueError:
-        old = None
+        m, old = {}, None
     if old == build_hash:
-        return True
+        return BuildResult(out, build_hash, m["counts"]["instances"], m["counts"]["quarantined"], skipped=True)
     if not force:
         raise InputError(f"{out} already holds another build ({old}); a completed build is immutable: choose another "
                          f"--out or pass --force to replace it")
-    return False
+    return None
 
 
 def _write(out: Path, build_hash: str, tokenizer: str, tok_sha: str, inputs: dict, instances: list[dict],
            quarantine: list[dict]) -> None:
-    from ...validate import validate_build
-
     out.mkdir(parents=True, exist_ok=True)
     (out / "manifest.json").unlink(missing_ok=True)
     for name in ("responses.parquet", "scores.parquet"):
         (out / name).unlink(missing_ok=True)
     shutil.rmtree(out / "report", ignore_errors=True)
     tbl = to_table("instances", instances)
-    validate_build(tbl)
     write_parquet(to_table("quarantine", quarantine), out / "quarantine.parquet")
     write_parquet(tbl, out / "instances.parquet")
     versions = {}

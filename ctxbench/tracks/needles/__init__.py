@@ -14,6 +14,7 @@ from .build import (
     validate_stage,
     write_stage,
     build_needles,
+    own_haystacks,
 )
 
 __all__ = [
@@ -30,4 +31,5 @@ __all__ = [
     "validate_stage",
     "write_stage",
     "build_needles",
+    "own_haystacks",
 ]

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from pathlib import Path
 
+import pyarrow as pa
 from pydantic import BaseModel, Field, field_validator
 
 from ... import __version__
@@ -379,9 +380,10 @@ def assemble_stage(loaded: Loaded, counts: dict[str, list[int]],
     return Assembled(instances, quarantine, haystacks, list(cal.values()))
 
 
-def validate_stage(instances: list[dict]) -> None:
-    """The instances data-quality suite (raises ValidationError naming failed expectations)."""
-    validate_build(to_table("instances", instances))
+def validate_stage(asm: Assembled) -> None:
+    """The instances data-quality suite over the assembled instances (raises ValidationError naming failed
+    expectations)."""
+    validate_build(to_table("instances", asm.instances))
 
 
 def write_stage(loaded: Loaded, asm: Assembled, checked: dict) -> BuildResult:
@@ -423,8 +425,21 @@ def build_needles(cfg: NeedlesConfig, out: str | Path, progress: Callable[[int, 
     checked = verify_stage(loaded)
     counts = count_stage(loaded)
     asm = assemble_stage(loaded, counts, progress)
-    validate_stage(asm.instances)
+    validate_stage(asm)
     return write_stage(loaded, asm, checked)
+
+
+def own_haystacks(tbl: pa.Table, model: str) -> pa.Table:
+    """The rows of an instances table ``model`` answers: one of the build's sizing models answers its own
+    haystacks only (sized with its tokenizer and window; names compared without case and without a provider prefix
+    such as ``openai/``); rows without ``sizing_model`` and models that sized nothing keep every row."""
+    if "sizing_model" not in tbl.column_names:
+        return tbl
+    key = model.split("/")[-1].lower()
+    sizing = [None if v is None else v.split("/")[-1].lower() for v in tbl.column("sizing_model").to_pylist()]
+    if key not in set(sizing):
+        return tbl
+    return tbl.take([i for i, v in enumerate(sizing) if v is None or v == key])
 
 
 def _prompt_file() -> Path:

@@ -99,11 +99,14 @@ class S2Fetch(BaseModel):
     seed: int = 0
 
 
-def fetch_s2_stage(cfg: SciTrekConfig, s2: S2Fetch) -> tuple[int, list[dict]]:
-    """Fetch clusters into ``cfg.pdfs`` (see S2Fetch); returns (papers kept, quarantine rows of stage ``fetch``).
-    Raises InputError when ``cfg.metadata`` is not ``<pdfs>/metadata.json`` (where the fetch writes it)."""
+def fetch_s2_stage(cfg: SciTrekConfig, s2: S2Fetch | None) -> tuple[int, list[dict]]:
+    """Fetch clusters into ``cfg.pdfs`` (see S2Fetch); returns (papers kept, quarantine rows of stage ``fetch``);
+    ``(0, [])`` without ``s2`` (no fetch asked). Raises InputError when ``cfg.metadata`` is not
+    ``<pdfs>/metadata.json`` (where the fetch writes it)."""
     from ...sources.s2 import FetchConfig, fetch_clusters
 
+    if s2 is None:
+        return 0, []
     if Path(cfg.metadata).resolve() != (Path(cfg.pdfs) / "metadata.json").resolve():
         raise InputError(f"with an S2 fetch the metadata is written to {Path(cfg.pdfs) / 'metadata.json'}: "
                          f"set metadata to that path (got {cfg.metadata})")
@@ -396,12 +399,14 @@ def validate_stage(loaded: Loaded, col: Collected, instances: list[dict]) -> Non
             raise ValidationError(f"instance {r['instance_id']}: context length differs from its collection's")
 
 
-def write_stage(loaded: Loaded, conv: Converted, col: Collected, instances: list[dict], quarantine: list[dict],
-                counts: dict) -> BuildResult:
-    """Write collections/, articles.parquet, collections.parquet, quarantine and instances (atomically) and, last,
-    the manifest that marks the build complete."""
+def write_stage(loaded: Loaded, conv: Converted, col: Collected, instances: list[dict], convert_quarantine: list[dict],
+                question_quarantine: list[dict], counts: dict) -> BuildResult:
+    """Write collections/, articles.parquet, collections.parquet, quarantine (every stage's rows: fetch, convert,
+    align, collections, questions) and instances (atomically) and, last, the manifest that marks the build
+    complete."""
     import pyarrow as pa
 
+    quarantine = loaded.quarantine + convert_quarantine + conv.quarantine + col.quarantine + question_quarantine
     cfg, out = loaded.cfg, loaded.out
     clear_replaced_build(out)
     shutil.rmtree(out / "collections", ignore_errors=True)
@@ -455,5 +460,4 @@ def build_scitrek(cfg: SciTrekConfig, out: str | Path, force: bool = False) -> B
     questions, q_q, counts = questions_stage(loaded, conv, col)
     instances = instances_stage(loaded, col, questions)
     validate_stage(loaded, col, instances)
-    return write_stage(loaded, conv, col, instances, loaded.quarantine + conv_q + conv.quarantine + col.quarantine
-                       + q_q, counts)
+    return write_stage(loaded, conv, col, instances, conv_q, q_q, counts)

@@ -1,0 +1,86 @@
+"""The track registry (ctxbench.tracks.base): the four built-in tracks, what each declares, registration checks and
+the scoring lookups that read from it (no default matcher)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctxbench.errors import InputError
+from ctxbench.tracks.base import Stage, Track, check_track, get_track, register_track, track_names
+
+
+def test_the_four_built_in_tracks_are_registered_with_their_stages_and_matchers():
+    assert track_names()[:4] == ["holobench", "scitrek", "needles", "lara"]
+    d = {n: get_track(n).describe() for n in ("holobench", "scitrek", "needles", "lara")}
+    assert d["holobench"]["stages"] == ["load", "verbalize", "assemble", "gold", "validate", "write"]
+    assert d["needles"]["stages"] == ["load", "verify", "count", "assemble", "validate", "write"]
+    assert d["scitrek"]["stages"] == ["fetch-s2", "fetch", "convert", "database", "collections", "questions",
+                                      "instances", "validate", "write"]
+    assert d["lara"]["stages"] == ["load", "instances", "validate", "write"] and "import" in d["lara"]["verbs"]
+    assert [d[n]["primary_matcher"] for n in d] == ["row_match", "exact_match", "substring", "lara_fallback"]
+    assert d["needles"]["tagger"] == "ctxbench.tracks.needles.analysis:tag_failures"
+
+
+def test_an_unknown_track_is_named_with_close_matches():
+    with pytest.raises(InputError, match=r"unknown track 'holobnch' \(did you mean holobench\?\)"):
+        get_track("holobnch")
+
+
+def test_scoring_reads_the_track_and_has_no_default_matcher():
+    from ctxbench.scoring.registry import is_fallback, matcher, matchers_for, tagger
+    from ctxbench.tracks.lara.scoring import f1_instance
+    from ctxbench.tracks.scitrek.scoring import f1
+
+    assert matchers_for("scitrek") == ["exact_match", "f1"] and matchers_for("lara")[1:] == ["f1", "containment"]
+    assert matcher("f1", "scitrek") is f1 and matcher("f1", "lara") is f1_instance  # each track's own F1
+    with pytest.raises(InputError, match="differs between tracks lara, scitrek"):
+        matcher("f1")
+    with pytest.raises(InputError, match="benchmark 'nosuch' cannot be scored"):
+        matchers_for("nosuch")
+    with pytest.raises(InputError, match="cannot be scored"):
+        matchers_for(None)  # no silent row_match for an instance without a benchmark
+    with pytest.raises(InputError, match="track holobench has no matcher 'substring'"):
+        matcher("substring", "holobench")
+    assert tagger("holobench") is None and tagger("needles").__name__ == "tag_failures"
+    assert is_fallback("f1", "lara") and not is_fallback("f1", "scitrek")
+
+
+def _ok(*a):
+    return a
+
+
+def test_a_track_declaration_is_checked_when_it_is_registered():
+    class Cfg:  # not a pydantic model
+        pass
+
+    from pydantic import BaseModel
+
+    class Good(BaseModel):
+        n: int = 1
+
+    def track(**kw):
+        return type("T", (Track,), {"name": "t_check", "Config": Good, "matchers": {"m": "a.b:c"},
+                                    "stages": (Stage("load", _ok, ("cfg",), ("loaded",)),), **kw})()
+
+    check_track(track())
+    with pytest.raises(InputError, match="pydantic"):
+        check_track(track(Config=Cfg))
+    with pytest.raises(InputError, match=r"stage 'write' reads \['asm'\], which no earlier stage outputs"):
+        check_track(track(stages=(Stage("load", _ok, ("cfg",), ("loaded",)), Stage("write", _ok, ("loaded", "asm")))))
+    with pytest.raises(InputError, match="not a 'module:function' reference"):
+        check_track(track(matchers={"m": "no_colon"}))
+    with pytest.raises(InputError, match="lower-case identifier"):
+        check_track(track(name="Bad Name"))
+
+
+def test_a_name_taken_by_another_track_class_is_refused():
+    from pydantic import BaseModel
+
+    class C(BaseModel):
+        pass
+
+    cls = type("Impostor", (Track,), {"name": "holobench", "Config": C, "matchers": {"m": "a.b:c"},
+                                      "stages": (Stage("s", _ok),)})
+    with pytest.raises(InputError, match="registered twice"):
+        register_track(cls)
+    assert type(get_track("holobench")).__name__ == "HoloBench"
