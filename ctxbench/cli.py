@@ -138,13 +138,18 @@ def import_lara_cmd(
 
 @build_app.command("scitrek")
 def build_scitrek_cmd(
-    pdfs: Path = typer.Option(..., help="directory holding the article PDFs"),
-    metadata: Path = typer.Option(..., help="article metadata JSON (as `ctxbench fetch s2` writes it)"),
+    pdfs: Optional[Path] = typer.Option(None, help="directory holding the article PDFs (with --metadata)"),
+    metadata: Optional[Path] = typer.Option(None, help="article metadata JSON (as `ctxbench fetch s2` writes it)"),
+    unarxive: Optional[Path] = typer.Option(None, help="unArXive JSON lines: a .jsonl file or a directory of them"),
+    markdown: Optional[Path] = typer.Option(None, help="directory of markdown articles, one per .md (sidecar "
+                                                       "<stem>.json or the document's title/author lines)"),
+    s2orc: Optional[Path] = typer.Option(None, help="S2ORC JSON: a file or a directory"),
     tokenizer: str = typer.Option("o200k_base", help="tokenizer that counts context lengths"),
     lengths: str = typer.Option("65536,131072", help="tiers in tokens, e.g. 65536,131072 (64k,128k,512k,1m)"),
     samplings: str = typer.Option("random,bfs,dfs", help="collection samplings: random, bfs, dfs"),
     formats: str = typer.Option("full_text,tables", help="context formats: full_text (F-*), tables (D-*)"),
     collections_per_tier: int = typer.Option(3, help="collections per tier and sampling"),
+    min_fill: float = typer.Option(0.9, help="share of the tier a collection must fill"),
     templates_per_collection: int = typer.Option(10, help="SQL templates drawn per collection (0: all)"),
     misaligned: str = typer.Option("exclude", help="articles whose title/authors are not in the text: exclude|keep"),
     question_model: Optional[str] = typer.Option(None, help="LLM that phrases questions (validated by SQL round trip)"),
@@ -154,20 +159,25 @@ def build_scitrek_cmd(
     out: Path = typer.Option(Path("out/scitrek"), help="build directory to write"),
     force: bool = typer.Option(False, help="replace a different build already in --out"),
 ) -> None:
-    """Build a scientific-article benchmark (SciTrek method) from PDFs and their metadata into --out."""
+    """Build a scientific-article benchmark (SciTrek method) from PDFs with their metadata and/or full-text sources
+    (unArXive, markdown, S2ORC; a duplicate keeps the first of --pdfs, --unarxive, --markdown, --s2orc) into --out."""
     from .tracks.scitrek import SciTrekConfig, build_scitrek
 
     def words(s: str) -> list[str]:
         return [x.strip() for x in s.split(",") if x.strip()]
 
     try:
-        cfg = SciTrekConfig(pdfs=str(pdfs), metadata=str(metadata), tokenizer=tokenizer,
+        def opt(p: Optional[Path]) -> str | None:
+            return None if p is None else str(p)
+
+        cfg = SciTrekConfig(pdfs=opt(pdfs), metadata=opt(metadata), unarxive=opt(unarxive), markdown=opt(markdown),
+                            s2orc=opt(s2orc), tokenizer=tokenizer,
                             lengths=_ints(lengths, "--lengths"), samplings=words(samplings), formats=words(formats),
-                            collections_per_tier=collections_per_tier,
+                            collections_per_tier=collections_per_tier, min_fill=min_fill,
                             templates_per_collection=templates_per_collection, misaligned=misaligned,
                             question_model=question_model, question_base_url=question_base_url,
                             question_api_key_env=question_api_key_env, seed=seed)
-        with console.status("converting PDFs, building collections and questions"):
+        with console.status("reading articles, building collections and questions"):
             r = build_scitrek(cfg, out, force=force)
     except USER_ERRORS as e:
         _fail(e)

@@ -7,7 +7,9 @@ added in that order while they fit, and an article that does not fit is skipped 
 still be added; articles are never cut. Each article is counted once (its text plus the separator) with one
 batched tokenizer call; the assembled context is counted once more to verify its length (where the tokenizer merges
 across an article boundary, the last article is removed until the recount fits). A collection needs at least
-``min_articles`` articles, and two collections of the same tier share at most half the articles of the smaller one.
+``min_articles`` articles and must fill at least ``min_fill`` of its tier (SciTrek adds articles "until it reaches a
+specified length level": a 1M collection of 60K tokens is no 1M collection), and two collections of the same tier
+share at most half the articles of the smaller one.
 """
 
 from __future__ import annotations
@@ -127,12 +129,13 @@ def overlaps_too_much(a: list[str], b: list[str], max_shared: float = 0.5) -> bo
 
 def build_collections(texts: dict[str, str], edges: list[tuple[str, str]], tiers: list[int], samplings: list[str],
                       per_tier: int, tok: Tokenizer, seed: int = 0, min_articles: int = 4,
-                      max_shared: float = 0.5) -> CollectionsResult:
+                      max_shared: float = 0.5, min_fill: float = 0.0) -> CollectionsResult:
     """Up to ``per_tier`` collections per (tier, sampling) from the articles ``texts`` (id → markdown).
 
     Every article is tried once as a start, in a seeded random order, until ``per_tier`` collections are found. A
     candidate with fewer than ``min_articles`` articles is a quarantine row (stage ``collections``, input
-    ``<sampling>@<tier>:<start id>``) with the reason; one sharing more than ``max_shared`` of its articles with an
+    ``<sampling>@<tier>:<start id>``) with the reason, and so is one filling less than ``min_fill`` × tier tokens
+    (a fraction; 0 accepts any length); one sharing more than ``max_shared`` of its articles with an
     earlier collection of the same tier is counted in ``rejected_overlap``. Lengths in tokens of ``tok``.
     """
     res = CollectionsResult()
@@ -150,7 +153,14 @@ def build_collections(texts: dict[str, str], edges: list[tuple[str, str]], tiers
                 if made >= per_tier:
                     break
                 order = traversal_order(start, ids, nb, sampling, rng)
-                taken, _ = first_fit(order, tokens, tier)
+                taken, used = first_fit(order, tokens, tier)
+                if len(taken) >= min_articles and used < min_fill * tier:
+                    res.quarantine.append({
+                        "input": f"{sampling}@{tier}:{start}", "stage": "collections",
+                        "reason": f"the {len(taken)} articles {'reachable through citations' if sampling != 'random' else 'that fit'} "
+                                  f"fill {used} of {tier} tokens; a collection must fill at least {min_fill:.0%}",
+                        "detail": None})
+                    continue
                 if len(taken) >= min_articles and any(overlaps_too_much(taken, k, max_shared) for k in kept):
                     rejected += 1  # known before the recount: no need to tokenize it
                     continue
@@ -166,6 +176,11 @@ def build_collections(texts: dict[str, str], edges: list[tuple[str, str]], tiers
                     continue
                 if any(overlaps_too_much(taken, k, max_shared) for k in kept):
                     rejected += 1
+                    continue
+                if n < min_fill * tier:  # articles removed at the recount left it short
+                    res.quarantine.append({"input": f"{sampling}@{tier}:{start}", "stage": "collections",
+                                           "reason": f"{n} of {tier} tokens after the recount; a collection must fill "
+                                                     f"at least {min_fill:.0%}", "detail": None})
                     continue
                 kept.append(taken)
                 cid = f"{sampling}-{tier}-" + stable_hash(sorted(taken), tier, sampling, length=8)

@@ -74,7 +74,8 @@ def load_metadata(path: str | Path) -> list[ArticleMeta]:
         out.append(ArticleMeta(str(r["id"]), str(r["file"]), str(r["title"]).strip(),
                                [str(a).strip() for a in r["authors"]], int(rc) if rc is not None else None,
                                list(r.get("cites_in_set") or []), list(r.get("cited_by_in_set") or []),
-                               r.get("sha256"), {k: v for k, v in r.items() if k in ("ref_method", "pages", "license")}))
+                               r.get("sha256"), {k: v for k, v in r.items() if k in ("ref_method", "pages", "license", "ids",
+                                                                                   "doi", "arxiv_id", "externalIds")}))
     ids = {a.id for a in out}
     for a in out:
         a.cites = [c for c in a.cites if c in ids and c != a.id]

@@ -16,13 +16,14 @@ from an LLM validated by the SQL round trip, or the template's own phrasing) →
 
 from __future__ import annotations
 
+import re
 import shutil
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from ... import __version__
 from ...analysis.difficulty import difficulty_columns
@@ -34,6 +35,9 @@ from ...hashing import canonical_json, file_sha256, seeded_rng, stable_hash
 from . import questions as sq
 from ...questions.sqlinfo import sql_info
 from ...sources.articles import ArticleMeta, alignment_issues, citation_edges, load_metadata
+from ...sources.fulltext import (SOURCE_ORDER, BibEntry, FullTextArticle, add_id, assign_ids,
+                                 bibliography_entries, bibliography_section, deduplicate, entry_ids, ids_in_text,
+                                 one_line, readers, resolve_citations)
 from ...sources.database import Database, write_sqlite
 from ...storage import to_table, write_json, write_parquet
 from ...tokenizers import get_tokenizer
@@ -51,8 +55,12 @@ class SciTrekConfig(BaseModel):
     """Configuration of a scientific-article build (validates the CLI, the Prefect form and the manifest). Lengths
     are in tokens of ``tokenizer``; ``collections_per_tier`` counts collections per tier *and* sampling."""
 
-    pdfs: str = Field(..., description="directory holding the PDFs the metadata names")
-    metadata: str = Field(..., description="article metadata JSON (shape of ctxbench fetch s2's output)")
+    pdfs: str | None = Field(None, description="directory holding the PDFs the metadata names")
+    metadata: str | None = Field(None, description="article metadata JSON (shape of ctxbench fetch s2's output)")
+    unarxive: str | None = Field(None, description="unArXive JSON lines: a .jsonl file or a directory of them")
+    markdown: str | None = Field(None, description="directory of markdown articles (one per .md; sidecar JSON "
+                                                   "or the document's own title and author lines)")
+    s2orc: str | None = Field(None, description="S2ORC JSON: a file or a directory (metadata joined with parses)")
     tokenizer: str = "o200k_base"
     lengths: list[int] = Field(default_factory=lambda: [65536, 131072])
     samplings: list[str] = Field(default_factory=lambda: list(SAMPLINGS))
@@ -60,6 +68,7 @@ class SciTrekConfig(BaseModel):
     collections_per_tier: int = Field(3, ge=1, description="collections per tier and sampling")
     templates_per_collection: int = Field(10, ge=0, description="templates drawn per collection (0: all)")
     min_articles: int = Field(4, ge=1)
+    min_fill: float = Field(0.9, ge=0.0, le=1.0, description="share of the tier a collection must fill (tokens)")
     misaligned: Literal["exclude", "keep"] = "exclude"
     question_model: str | None = Field(None, description="LLM that phrases questions (round-trip validated)")
     question_base_url: str | None = None
@@ -67,6 +76,16 @@ class SciTrekConfig(BaseModel):
     max_attempts: int = Field(10, ge=1, description="round-trip attempts per query before it is dropped")
     convert_timeout_s: float = Field(300.0, gt=0)
     seed: int = 0
+
+    @model_validator(mode="after")
+    def _sources(self) -> "SciTrekConfig":
+        if (self.pdfs is None) != (self.metadata is None):
+            raise ValueError("pdfs: --pdfs and --metadata go together (the metadata names each PDF's title and "
+                             "authors)")
+        if not any((self.pdfs, self.unarxive, self.markdown, self.s2orc)):
+            raise ValueError("pdfs: no articles: pass --pdfs DIR --metadata FILE, --unarxive PATH, --markdown DIR "
+                             "or --s2orc PATH (several at once are merged)")
+        return self
 
     @field_validator("lengths")
     @classmethod
@@ -107,6 +126,8 @@ def fetch_s2_stage(cfg: SciTrekConfig, s2: S2Fetch | None) -> tuple[int, list[di
 
     if s2 is None:
         return 0, []
+    if cfg.pdfs is None or cfg.metadata is None:
+        raise InputError("an S2 fetch writes PDFs into --pdfs: set pdfs (and metadata to <pdfs>/metadata.json)")
     if Path(cfg.metadata).resolve() != (Path(cfg.pdfs) / "metadata.json").resolve():
         raise InputError(f"with an S2 fetch the metadata is written to {Path(cfg.pdfs) / 'metadata.json'}: "
                          f"set metadata to that path (got {cfg.metadata})")
@@ -133,8 +154,8 @@ def _convert_code_hash() -> str:
 
 @dataclass
 class Loaded:
-    """Stage ``fetch``: metadata, the PDFs found (id → path), quarantine rows, build hash; ``existing`` when the
-    directory already holds this build."""
+    """Stage ``fetch``: metadata, the PDFs found (id → path), the articles of the full-text sources (in
+    ``SOURCE_ORDER``), quarantine rows, build hash; ``existing`` when the directory already holds this build."""
 
     cfg: SciTrekConfig
     out: Path
@@ -143,6 +164,8 @@ class Loaded:
     quarantine: list[dict]
     build_hash: str
     existing: BuildResult | None = None
+    fulltext: list[FullTextArticle] = field(default_factory=list)
+    source_counts: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -155,6 +178,7 @@ class Converted:
     article_rows: list[dict]
     unverified_refs: set[str]
     quarantine: list[dict]
+    duplicates: int = 0
 
 
 @dataclass
@@ -168,46 +192,74 @@ class Collected:
 
 
 def _cfg_for_hash(cfg: SciTrekConfig) -> dict:
-    d = cfg.model_dump(exclude={"pdfs", "metadata", "question_base_url", "question_api_key_env",
-                                "convert_timeout_s"})
+    d = cfg.model_dump(exclude={"pdfs", "metadata", "unarxive", "markdown", "s2orc", "question_base_url",
+                                "question_api_key_env", "convert_timeout_s"})
     return d
 
 
+def _source_code_hash() -> str:
+    d = Path(__file__).resolve().parents[2] / "sources"
+    return stable_hash(*[(n, file_sha256(d / n)) for n in ("fulltext.py", "unarxive.py", "markdown_articles.py",
+                                                           "s2orc.py", "articles.py") if (d / n).exists()])
+
+
 def fetch_stage(cfg: SciTrekConfig, out: str | Path, force: bool = False) -> Loaded:
-    """Read the metadata, find each article's PDF in ``cfg.pdfs`` and hash the inputs. A PDF that is missing or
-    whose SHA-256 differs from the metadata's ``sha256`` is quarantined (stage ``fetch``). Raises InputError for
-    an unreadable metadata file or a missing PDF directory."""
+    """Read the sources: the metadata file and each article's PDF in ``cfg.pdfs`` (a PDF that is missing or whose
+    SHA-256 differs from the metadata's ``sha256`` is quarantined, stage ``fetch``), then the full-text sources
+    ``unarxive``, ``markdown``, ``s2orc`` (``ctxbench.sources.fulltext``; malformed records are quarantined, stage
+    ``read``), and hash the inputs. Raises InputError for an unreadable metadata file, a missing PDF directory or
+    a source path that does not exist."""
     out = Path(out)
-    pdf_dir = Path(cfg.pdfs)
-    if not pdf_dir.is_dir():
-        raise InputError(f"--pdfs {pdf_dir} is not a directory: pass the directory holding the article PDFs")
-    arts = load_metadata(cfg.metadata)
-    paths, quarantine, shas = {}, [], {}
-    for a in arts:
-        p = pdf_dir / a.file
-        if not p.is_file():
-            quarantine.append({"input": a.file, "stage": "fetch", "reason": "PDF file not found", "detail":
-                               canonical_json({"article_id": a.id, "path": str(p)})})
+    arts, paths, quarantine, shas = [], {}, [], {}
+    if cfg.pdfs is not None:
+        pdf_dir = Path(cfg.pdfs)
+        if not pdf_dir.is_dir():
+            raise InputError(f"--pdfs {pdf_dir} is not a directory: pass the directory holding the article PDFs")
+        arts = load_metadata(cfg.metadata)
+        for a in arts:
+            p = pdf_dir / a.file
+            if not p.is_file():
+                quarantine.append({"input": a.file, "stage": "fetch", "reason": "PDF file not found", "detail":
+                                   canonical_json({"article_id": a.id, "path": str(p)})})
+                continue
+            sha = file_sha256(p)
+            if a.sha256 and a.sha256 != sha:
+                quarantine.append({"input": a.file, "stage": "fetch", "reason": "SHA-256 differs from the metadata",
+                                   "detail": canonical_json({"article_id": a.id, "metadata": a.sha256, "file": sha})})
+                continue
+            paths[a.id], shas[a.id] = p, sha
+    fulltext: list[FullTextArticle] = []
+    source_hashes, counts = {}, {}
+    if cfg.pdfs is not None:
+        counts["pdf"] = {"articles": len(arts), "pdfs_found": len(paths)}
+    for name, fn in readers().items():
+        path = getattr(cfg, name)
+        if path is None:
             continue
-        sha = file_sha256(p)
-        if a.sha256 and a.sha256 != sha:
-            quarantine.append({"input": a.file, "stage": "fetch", "reason": "SHA-256 differs from the metadata",
-                               "detail": canonical_json({"article_id": a.id, "metadata": a.sha256, "file": sha})})
-            continue
-        paths[a.id], shas[a.id] = p, sha
+        r = fn(path)
+        fulltext += r.articles
+        quarantine += r.quarantine
+        source_hashes[name] = sorted(r.files.values())
+        counts[name] = {"files": len(r.files), "articles": len(r.articles), "quarantined": len(r.quarantine)}
+    fulltext.sort(key=lambda a: SOURCE_ORDER.index(a.source))  # stable: each source keeps its own order
     tok = get_tokenizer(cfg.tokenizer)
-    conv_name = _converter()[1]
-    inputs = {"metadata": file_sha256(cfg.metadata), "pdfs": shas, "templates": asset_hash(sq.templates_path()),
+    inputs = {"metadata": file_sha256(cfg.metadata) if cfg.metadata else None, "pdfs": shas,
+              "templates": asset_hash(sq.templates_path()),
               "question_prompts": asset_hash(assets_dir() / "prompts" / "scitrek_questions.yaml"),
-              "tokenizer": tok.file_sha256 or cfg.tokenizer, "converter": list(conv_name),
-              "convert_code": _convert_code_hash()}
+              "tokenizer": tok.file_sha256 or cfg.tokenizer}
+    if paths:
+        inputs.update({"converter": list(_converter()[1]), "convert_code": _convert_code_hash()})
+    if source_hashes:
+        inputs.update({"sources": source_hashes, "source_code": _source_code_hash()})
     bhash = stable_hash("scitrek", _cfg_for_hash(cfg), inputs, __version__, length=20)
-    return Loaded(cfg, out, arts, paths, quarantine, bhash, check_out_dir(out, bhash, force))
+    return Loaded(cfg, out, arts, paths, quarantine, bhash, check_out_dir(out, bhash, force), fulltext, counts)
 
 
 def convert_stage(loaded: Loaded) -> tuple[dict[str, object], list[dict]]:
     """Convert every found PDF (cached by PDF hash); returns (article id → Conversion, quarantine rows with stage
-    ``convert`` whose ``input`` is the PDF's file name)."""
+    ``convert`` whose ``input`` is the PDF's file name). Nothing to do without PDFs."""
+    if not loaded.paths:
+        return {}, []
     convert_pdfs, _ = _converter()
     ids = sorted(loaded.paths)
     convs, rows = convert_pdfs([loaded.paths[i] for i in ids], timeout_s=loaded.cfg.convert_timeout_s)
@@ -220,11 +272,46 @@ def convert_stage(loaded: Loaded) -> tuple[dict[str, object], list[dict]]:
     return {i: c for i, c in zip(ids, convs) if c is not None}, q
 
 
+def _pdf_identifiers(a: ArticleMeta) -> dict[str, str]:
+    """An article's own identifiers from its metadata entry: the ``ids`` text (``arXiv 1706.03762v5; DOI ...``,
+    ``ArXiv ...; CorpusId ...`` as ``fetch s2`` writes it) and ``doi`` / ``arxiv_id`` / ``externalIds`` fields."""
+    ids: dict[str, set] = {}
+    raw = a.extra.get("ids")
+    if isinstance(raw, str):
+        for k, v in ids_in_text(raw).items():
+            ids.setdefault(k, set()).update(v)
+        m = re.search(r"(?i)\bcorpus\s*id\s*:?\s*(\d+)", raw)
+        if m:
+            add_id(ids, "s2", m.group(1))
+    add_id(ids, "doi", a.extra.get("doi"))
+    add_id(ids, "arxiv", a.extra.get("arxiv_id"))
+    ext = a.extra.get("externalIds")
+    if isinstance(ext, dict):
+        add_id(ids, "doi", ext.get("DOI"))
+        add_id(ids, "arxiv", ext.get("ArXiv"))
+        add_id(ids, "s2", ext.get("CorpusId"))
+    return {k: sorted(v)[0] for k, v in ids.items()}
+
+
+def _record_row(aid: str, a: FullTextArticle, issues: list[str], ref_ok: bool, kept: bool) -> dict:
+    return {"article_id": aid, "file": a.input, "title": a.title, "converter": a.converter,
+            "converter_version": __version__, "chars": len(a.text), "pages": None, "pdf_sha256": None,
+            "markdown": a.text, "aligned": not issues, "align_issues": canonical_json(issues),
+            "reference_count_verified": ref_ok, "kept": kept, "source": a.source, "source_id": a.source_id,
+            "duplicate_of": None}
+
+
 def database_stage(loaded: Loaded, conversions: dict[str, object]) -> Converted:
-    """Check each converted article's metadata against its markdown (``alignment_issues``) and keep the aligned
-    ones (module docstring); article rows for ``articles.parquet``."""
+    """Check each article's metadata against its text (``alignment_issues``: PDFs against their converted
+    markdown, full-text records against the text they are read as) and keep the aligned ones (module docstring);
+    then deduplicate by normalised title, keeping the first record in ``SOURCE_ORDER`` (pdf, unarxive, markdown,
+    s2orc; a dropped record is an ``articles.parquet`` row with ``duplicate_of``), and resolve the citations among
+    the kept articles (:func:`ctxbench.sources.fulltext.resolve_citations`). Returns the article rows for
+    ``articles.parquet`` (with ``source``) and the kept articles' texts and metadata."""
     cfg = loaded.cfg
-    texts, meta, rows, unverified, q = {}, {}, [], set(), []
+    rows, unverified, q = [], set(), []
+    candidates: list[tuple[str, FullTextArticle]] = []
+    pdf_meta: dict[str, ArticleMeta] = {}
     for a in loaded.articles:
         c = conversions.get(a.id)
         if c is None:
@@ -237,15 +324,49 @@ def database_stage(loaded: Loaded, conversions: dict[str, object]) -> Converted:
         rows.append({"article_id": a.id, "file": a.file, "title": a.title, "converter": c.converter,
                      "converter_version": c.converter_version, "chars": c.chars, "pages": c.pages,
                      "pdf_sha256": c.pdf_sha256, "markdown": md, "aligned": not issues,
-                     "align_issues": canonical_json(issues), "reference_count_verified": ref_ok, "kept": kept})
+                     "align_issues": canonical_json(issues), "reference_count_verified": ref_ok, "kept": kept,
+                     "source": "pdf", "source_id": a.id, "duplicate_of": None})
         if not kept:  # flagged articles that are kept are listed in articles.parquet (aligned = false)
             q.append({"input": a.file, "stage": "align", "reason": "metadata not found in the text: " + "; ".join(hard),
                       "detail": canonical_json({"article_id": a.id, "issues": issues})})
-        if kept:
-            texts[a.id], meta[a.id] = md, a
-            if not ref_ok:
-                unverified.add(a.id)
-    return Converted(texts, meta, rows, unverified, q)
+            continue
+        if not ref_ok:
+            unverified.add(a.id)
+        sec = bibliography_section(md)
+        bib = [BibEntry(one_line(e), entry_ids(e)) for e in bibliography_entries(sec[0])] if sec else []
+        pdf_meta[a.id] = a
+        candidates.append((a.id, FullTextArticle("pdf", a.id, a.file, a.title, list(a.authors), a.ref_count, md, bib,
+                                                 _pdf_identifiers(a), [("pdf", x) for x in a.cites], None,
+                                                 c.converter)))
+    taken = {aid for aid, _ in candidates} | {a.id for a in loaded.articles}
+    for aid, a in assign_ids(loaded.fulltext, taken):
+        issues = alignment_issues(a.text, ArticleMeta(aid, a.input, a.title, a.authors, a.ref_count))
+        hard = [i for i in issues if not i.startswith("reference count")]
+        ref_ok = a.ref_count is not None and not any(i.startswith("reference count") for i in issues)
+        kept = not hard or cfg.misaligned == "keep"
+        rows.append(_record_row(aid, a, issues, ref_ok, kept))
+        if not kept:
+            q.append({"input": a.input, "stage": "align", "reason": "metadata not found in the text: " + "; ".join(hard),
+                      "detail": canonical_json({"article_id": aid, "source": a.source, "issues": issues})})
+            continue
+        if not ref_ok:
+            unverified.add(aid)
+        candidates.append((aid, a))
+    merged = deduplicate(candidates)
+    by_id = {r["article_id"]: r for r in rows}
+    for aid, _, kept_id in merged.duplicates:
+        by_id[aid]["kept"] = False
+        by_id[aid]["duplicate_of"] = kept_id
+        unverified.discard(aid)
+    cites = resolve_citations(merged)
+    texts, meta = {}, {}
+    for aid, a in merged.kept:
+        pm = pdf_meta.get(aid) if a.source == "pdf" else None
+        meta[aid] = ArticleMeta(aid, a.input, a.title, list(a.authors), a.ref_count, cites[aid],
+                                list(pm.cited_by) if pm else [], pm.sha256 if pm else a.sha256,
+                                {"source": a.source, "source_id": a.source_id})
+        texts[aid] = a.text.strip()
+    return Converted(texts, meta, rows, unverified, q, len(merged.duplicates))
 
 
 def collections_stage(loaded: Loaded, conv: Converted) -> Collected:
@@ -255,7 +376,7 @@ def collections_stage(loaded: Loaded, conv: Converted) -> Collected:
     kept = list(conv.meta.values())
     edges = citation_edges(kept)
     res = build_collections(conv.texts, edges, cfg.lengths, cfg.samplings, cfg.collections_per_tier, tok,
-                            seed=cfg.seed, min_articles=cfg.min_articles)
+                            seed=cfg.seed, min_articles=cfg.min_articles, min_fill=cfg.min_fill)
     stage = loaded.out / STAGED_COLLECTIONS
     shutil.rmtree(stage, ignore_errors=True)
     stage.mkdir(parents=True)
@@ -425,16 +546,20 @@ def write_stage(loaded: Loaded, conv: Converted, col: Collected, instances: list
     tok = get_tokenizer(cfg.tokenizer)
     manifest = {
         "track": "scitrek", "build_hash": loaded.build_hash,
-        "config": cfg.model_dump(exclude={"pdfs", "metadata", "question_api_key_env"}), "seed": cfg.seed,
-        "source": {"metadata_sha256": file_sha256(cfg.metadata), "articles": len(loaded.articles),
-                   "pdfs_found": len(loaded.paths)},
+        "config": cfg.model_dump(exclude={"pdfs", "metadata", "unarxive", "markdown", "s2orc",
+                                          "question_api_key_env"}), "seed": cfg.seed,
+        "source": {"metadata_sha256": file_sha256(cfg.metadata) if cfg.metadata else None,
+                   "articles": len(loaded.articles), "pdfs_found": len(loaded.paths),
+                   "sources": loaded.source_counts},
         "tokenizer": {"name": cfg.tokenizer, "file_sha256": tok.file_sha256},
         "assets": {"templates": asset_hash(sq.templates_path())},
         "versions": versions("ctxbench", "pyarrow", "duckdb", "sqlglot", "tiktoken", "pypdfium2", "pdfminer.six"),
         "sqlite_version": sqlite3.sqlite_version,
         "collections": {"built": len(col.collections), "rejected_overlap": col.rejected_overlap,
                         "shortfall_tokens": {c.collection_id: c.shortfall_tokens for c in col.collections}},
-        "articles": {"converted": len(conv.article_rows), "kept": len(conv.texts),
+        "articles": {"converted": len(conv.article_rows), "kept": len(conv.texts), "duplicates": conv.duplicates,
+                     "kept_by_source": {src: sum(1 for m in conv.meta.values() if m.extra.get("source") == src)
+                                        for src in SOURCE_ORDER},
                      "reference_count_unverified": sorted(conv.unverified_refs)},
         "questions": counts,
         "counts": {"instances": len(instances), "quarantined": len(quarantine), "collections": len(col.collections)},
