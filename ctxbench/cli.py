@@ -150,7 +150,8 @@ def build_scitrek_cmd(
     formats: str = typer.Option("full_text,tables", help="context formats: full_text (F-*), tables (D-*)"),
     collections_per_tier: int = typer.Option(3, help="collections per tier and sampling"),
     min_fill: float = typer.Option(0.9, help="share of the tier a collection must fill"),
-    templates_per_collection: int = typer.Option(10, help="SQL templates drawn per collection (0: all)"),
+    templates_per_collection: int = typer.Option(10, help="SQL templates per collection that yield a question "
+                                                          "(seeded draw; 0: all)"),
     misaligned: str = typer.Option("exclude", help="articles whose title/authors are not in the text: exclude|keep"),
     question_model: Optional[str] = typer.Option(None, help="LLM that phrases questions (validated by SQL round trip)"),
     question_base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible endpoint of --question-model"),

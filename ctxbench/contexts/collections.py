@@ -157,8 +157,9 @@ def build_collections(texts: dict[str, str], edges: list[tuple[str, str]], tiers
                 if len(taken) >= min_articles and used < min_fill * tier:
                     res.quarantine.append({
                         "input": f"{sampling}@{tier}:{start}", "stage": "collections",
-                        "reason": f"the {len(taken)} articles {'reachable through citations' if sampling != 'random' else 'that fit'} "
-                                  f"fill {used} of {tier} tokens; a collection must fill at least {min_fill:.0%}",
+                        "reason": f"the {len(taken)} articles "
+                                  f"{'reachable through citations' if sampling != 'random' else 'that fit'} fill "
+                                  f"{used} of {tier} tokens; a collection must fill at least {min_fill:.0%}",
                         "detail": None})
                     continue
                 if len(taken) >= min_articles and any(overlaps_too_much(taken, k, max_shared) for k in kept):

@@ -25,6 +25,9 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 SOURCE_ORDER = ("pdf", "unarxive", "markdown", "s2orc")
+# sources whose records list their citations within the source completely (the PDF metadata file's cites_in_set,
+# curated by hand): their bibliographies only add citations of articles from other sources
+CURATED_CITATIONS = ("pdf",)
 MIN_BODY_CHARS = 1000  # less body text than this is no full text (a metadata-only record or a failed parse)
 
 _ARXIV_NEW = re.compile(r"(?<![\w.])(\d{4}\.\d{4,5})(?:v\d+)?(?![\w])")
@@ -335,7 +338,8 @@ def resolve_citations(merged: Merged) -> dict[str, list[str]]:
     ``cites_in_set`` or S2ORC's outbound citations), when one of its bibliography entries carries an identifier of
     the other (arXiv id, DOI, S2 id; identifiers of a dropped duplicate count for the article kept in its place),
     or when an entry contains the other's title as a whole phrase (three or more words, ended by punctuation or
-    the end of the entry)."""
+    the end of the entry). A record of a source in ``CURATED_CITATIONS`` keeps its source's citations within that
+    source as they are (its bibliography adds only articles of other sources)."""
     index: dict[tuple[str, str], str] = {}
     for aid, a in merged.kept:
         for kind, v in a.identifiers.items():
@@ -345,6 +349,7 @@ def resolve_citations(merged: Merged) -> dict[str, list[str]]:
         for kind, v in a.identifiers.items():
             index.setdefault((kind, v), kept_id)
         index.setdefault((a.source, a.source_id), kept_id)
+    src = {aid: a.source for aid, a in merged.kept}
     patterns = [(aid, _title_pattern(a.title)) for aid, a in merged.kept]
     patterns = [(aid, p) for aid, p in patterns if p is not None]
     out: dict[str, list[str]] = {}
@@ -354,15 +359,17 @@ def resolve_citations(merged: Merged) -> dict[str, list[str]]:
             t = index.get((kind, v))
             if t:
                 cited.add(t)
+        curated = a.source in CURATED_CITATIONS
         for e in a.bibliography:
             for kind, vals in e.ids.items():
                 for v in vals:
                     t = index.get((kind, v))
-                    if t:
+                    if t and not (curated and src[t] == a.source):
                         cited.add(t)
             folded = fold(e.text)
             for other, pat in patterns:
-                if other != aid and other not in cited and pat.search(folded):
+                if (other != aid and other not in cited and not (curated and src[other] == a.source)
+                        and pat.search(folded)):
                     cited.add(other)
         cited.discard(aid)
         out[aid] = sorted(cited)

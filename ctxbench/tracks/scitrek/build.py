@@ -66,7 +66,9 @@ class SciTrekConfig(BaseModel):
     samplings: list[str] = Field(default_factory=lambda: list(SAMPLINGS))
     formats: list[str] = Field(default_factory=lambda: list(FORMATS))
     collections_per_tier: int = Field(3, ge=1, description="collections per tier and sampling")
-    templates_per_collection: int = Field(10, ge=0, description="templates drawn per collection (0: all)")
+    templates_per_collection: int = Field(10, ge=0, description="templates per collection that yield a question "
+                                                                "(drawn in a seeded order; one that yields none gives "
+                                                                "its place to the next; 0: all)")
     min_articles: int = Field(4, ge=1)
     min_fill: float = Field(0.9, ge=0.0, le=1.0, description="share of the tier a collection must fill (tokens)")
     misaligned: Literal["exclude", "keep"] = "exclude"
@@ -413,10 +415,14 @@ def questions_stage(loaded: Loaded, conv: Converted, col: Collected) -> tuple[li
         db = col.dbs[c.collection_id]
         rng = seeded_rng(cfg.seed, "templates", c.collection_id)
         chosen = list(templates)
-        if cfg.templates_per_collection and cfg.templates_per_collection < len(chosen):
-            chosen = rng.sample(chosen, cfg.templates_per_collection)
+        want = cfg.templates_per_collection or len(chosen)
+        if want < len(chosen):  # a seeded draw; a template that yields no question gives its place to the next
+            chosen = rng.sample(chosen, len(chosen))
         unverified = sorted(set(c.article_ids) & conv.unverified_refs)
+        made = 0
         for tpl in chosen:
+            if made >= want:
+                break
             if unverified and sq.reads_column(tpl.sql.replace("{", "").replace("}", ""), "reference_count"):
                 counts["unverified_reference_count"] += 1
                 q.append({"input": f"{c.collection_id}/{tpl.id}", "stage": "align",
@@ -437,6 +443,7 @@ def questions_stage(loaded: Loaded, conv: Converted, col: Collected) -> tuple[li
                 if g.ok:
                     cands.append((c, inst, g.rows))
                     counts["gold_ok"] += 1
+                    made += 1
                     last = None
                     break
                 last = (inst, g)

@@ -31,9 +31,15 @@ SCHEMA = {
                        ["TEXT", "TEXT", "TEXT", "INTEGER"]),
     "citing_cited": (["relation_id", "article_id_citing", "article_id_cited"], ["TEXT", "TEXT", "TEXT"]),
 }
-_PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
+_PLACEHOLDER = re.compile(r"\{([a-z][a-z0-9_]*)\}")
 _KINDS = ("reference_count", "author_count", "title_word_count", "author_position", "author_name", "article_title",
-          "title_word")
+          "title_word", "first_author")
+
+
+def _kind(placeholder: str) -> str:
+    """The value kind of a placeholder: ``<kind>``, ``<kind>_hi`` (a larger second value) or ``<kind>_2`` (another
+    value, different from ``<kind>``'s)."""
+    return placeholder.removesuffix("_hi").removesuffix("_2")
 
 
 def templates_path() -> Path:
@@ -75,7 +81,7 @@ def load_templates(path: str | Path | None = None) -> list[SqlTemplate]:
         if tpl.topic not in TOPICS:
             raise InputError(f"{path}: template {tpl.id}: unknown topic {tpl.topic!r} (use {', '.join(TOPICS)})")
         for p in tpl.placeholders:
-            if p.removesuffix("_hi") not in _KINDS:
+            if _kind(p) not in _KINDS:
                 raise InputError(f"{path}: template {tpl.id}: unknown placeholder {{{p}}}")
         try:
             sqlglot.parse_one(_PLACEHOLDER.sub("1", tpl.sql), read="sqlite")
@@ -126,6 +132,8 @@ def _candidates(kind: str, db: Database) -> list:
         return sorted({r[3] for r in aa if r[3] <= 4})
     if kind == "author_name":
         return sorted({r[2] for r in aa})
+    if kind == "first_author":
+        return sorted({r[2] for r in aa if r[3] == 0})
     if kind == "article_title":
         return sorted({r[1] for r in arts})
     if kind == "title_word":
@@ -145,11 +153,11 @@ class Instantiated:
 
 def instantiate(tpl: SqlTemplate, db: Database, rng) -> Instantiated | None:
     """Fill ``tpl``'s placeholders with values drawn (``rng``) from ``db``'s own data; ``<kind>_hi`` is a second
-    value larger than ``<kind>``. None when the collection has no value to draw (e.g. one distinct count for a
-    range)."""
+    value larger than ``<kind>``, ``<kind>_2`` a second value different from it (IN lists). None when the
+    collection has no value to draw (e.g. one distinct count for a range)."""
     vals: dict = {}
     for p in tpl.placeholders:
-        if p.endswith("_hi"):
+        if p.endswith(("_hi", "_2")):
             continue
         cands = _candidates(p, db)
         if not cands:
@@ -159,8 +167,21 @@ def instantiate(tpl: SqlTemplate, db: Database, rng) -> Instantiated | None:
                 return None
             lo, hi = sorted(rng.sample(cands, 2))
             vals[p], vals[f"{p}_hi"] = lo, hi
+        elif f"{p}_2" in tpl.placeholders:
+            if len(cands) < 2:
+                return None
+            vals[p], vals[f"{p}_2"] = rng.sample(cands, 2)
         else:
             vals[p] = rng.choice(cands)
+    return fill(tpl, vals)
+
+
+def fill(tpl: SqlTemplate, vals: dict) -> Instantiated:
+    """``tpl`` with the given placeholder values (quoted as SQL literals; ``title_word`` becomes ``'%word%'``).
+    Raises InputError for a missing value."""
+    missing = [p for p in tpl.placeholders if p not in vals]
+    if missing:
+        raise InputError(f"template {tpl.id}: no value for {', '.join(missing)}")
     sql_vals = {k: sql_literal(f"%{v}%" if k == "title_word" else v) for k, v in vals.items()}
     sql = _PLACEHOLDER.sub(lambda m: sql_vals[m.group(1)], tpl.sql)
     question = _PLACEHOLDER.sub(lambda m: str(vals[m.group(1)]), tpl.question)
