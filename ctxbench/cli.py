@@ -48,8 +48,8 @@ def _fail(e: Exception) -> None:
 
     if isinstance(e, PydanticValidationError):
         flag = {"positions": "position"}  # config fields whose CLI word differs
-        msg = "; ".join(f"--{flag.get(str(err['loc'][0]), str(err['loc'][0])).replace('_', '-')}: "
-                        f"{str(err['msg']).removeprefix('Value error, ')}" for err in e.errors() if err["loc"])
+        msg = "; ".join((f"--{flag.get(str(err['loc'][0]), str(err['loc'][0])).replace('_', '-')}: " if err["loc"]
+                         else "") + str(err["msg"]).removeprefix("Value error, ") for err in e.errors())
     elif isinstance(e, CtxbenchError):
         msg = str(e)
     else:  # a file or table that could not be read: name the error, not a traceback

@@ -258,8 +258,8 @@ _LABEL = re.compile(r"^\s*(?:\[(\d{1,4})\]|(\d{1,4})[.)]\s)")
 
 def bibliography_entries(section: str) -> list[str]:
     """The entries of a bibliography section: its paragraphs (blank-line separated; a converter writes one per
-    entry), where entries are labelled ``[n]`` or ``n.``, a paragraph without a label continues the previous entry
-    (an entry broken by a page or column change). Images, footnote definitions and horizontal rules are not
+    entry); where entries are labelled ``[n]`` or ``n.``, each line starting with a label opens an entry and a
+    paragraph without a label continues the previous one (an entry broken by a page or column change). Images, footnote definitions and horizontal rules are not
     entries."""
     paras = [p.strip() for p in re.split(r"\n\s*\n", section) if p.strip()]
     paras = [p for p in paras if not re.fullmatch(r"(?:!\[[^\]]*\]\([^)]*\)|-{3,}|\*{3,}|<[^>]+>)", p)
@@ -268,10 +268,11 @@ def bibliography_entries(section: str) -> list[str]:
     if len(labelled) >= max(3, len(paras) // 2):
         out: list[str] = []
         for p in paras:
-            if _LABEL.match(p) or not out:
-                out.append(p)
-            else:
-                out[-1] += " " + p
+            for ln in p.split("\n"):  # a label at a line start opens an entry even without a blank line
+                if _LABEL.match(ln) or not out:
+                    out.append(ln.strip())
+                else:
+                    out[-1] += " " + ln.strip()
         return out
     return paras
 

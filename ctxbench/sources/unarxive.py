@@ -65,7 +65,7 @@ def _paper(rec: dict, where: str, sha: str) -> tuple[FullTextArticle | None, str
     if isinstance(bib_raw, dict):
         for k, b in bib_raw.items():
             b = b if isinstance(b, dict) else {"bib_entry_raw": str(b)}
-            text = one_line(str(b.get("bib_entry_raw") or ""))
+            text = one_line(str(b.get("bib_entry_raw") or ""))  # markers replaced below, once refs are known
             ids = ids_in_text(text)
             for x in b.get("contained_arXiv_ids") or []:
                 add_id(ids, "arxiv", x.get("id") if isinstance(x, dict) else x)
@@ -103,7 +103,8 @@ def _paper(rec: dict, where: str, sha: str) -> tuple[FullTextArticle | None, str
         num = str(p.get("sec_number") or "").strip()
         num = "" if num in ("-1", "None") else num
         heading = f"{num} {sec}".strip() if sec else ""
-        blocks.append((_LEVELS.get(str(p.get("sec_type") or "").lower(), 2), heading, sub(p["text"]).strip()))
+        blocks.append((_LEVELS.get(str(p.get("sec_type") or "").lower(), 2), one_line(sub(heading)),
+                       sub(p["text"]).strip()))
     body_chars = sum(len(b[2]) for b in blocks)
     if body_chars < MIN_BODY_CHARS:
         return None, f"no full text: {body_chars} characters of body text (at least {MIN_BODY_CHARS} needed)"
@@ -116,7 +117,7 @@ def _paper(rec: dict, where: str, sha: str) -> tuple[FullTextArticle | None, str
     abstract = abstract.get("text") if isinstance(abstract, dict) else abstract if isinstance(abstract, str) else None
     abstract = abstract or meta.get("abstract")
     abstract = re.sub(r"(?<!\n)\n(?!\n)", " ", str(abstract)).strip() if abstract else None
-    text = render_markdown(title, authors, abstract, blocks + captions, [e.text for e in entries])
+    text = render_markdown(title, authors, abstract, blocks + captions, [sub(e.text) for e in entries])
     ids: dict[str, set] = {}
     add_id(ids, "arxiv", pid)
     add_id(ids, "doi", meta.get("doi"))

@@ -82,10 +82,10 @@ class SciTrekConfig(BaseModel):
     @model_validator(mode="after")
     def _sources(self) -> "SciTrekConfig":
         if (self.pdfs is None) != (self.metadata is None):
-            raise ValueError("pdfs: --pdfs and --metadata go together (the metadata names each PDF's title and "
+            raise ValueError("--pdfs and --metadata go together (the metadata names each PDF's title and "
                              "authors)")
         if not any((self.pdfs, self.unarxive, self.markdown, self.s2orc)):
-            raise ValueError("pdfs: no articles: pass --pdfs DIR --metadata FILE, --unarxive PATH, --markdown DIR "
+            raise ValueError("no articles: pass --pdfs DIR --metadata FILE, --unarxive PATH, --markdown DIR "
                              "or --s2orc PATH (several at once are merged)")
         return self
 
