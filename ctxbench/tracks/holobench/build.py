@@ -46,16 +46,19 @@ class HoloBenchConfig(BaseModel):
     """Configuration of a verbalized-database build (the same model validates the CLI, the Prefect form and the
     stored manifest). Lengths are in tokens of ``tokenizer``."""
 
-    db: str = Field("nycflights13", description="SQLite path, Spider-layout path, or 'nycflights13'")
+    db: str = Field("nycflights13", description="SQLite file (Spider layout gets Spider's keys) or 'nycflights13'")
     queries: str | None = Field(None, description="query set YAML (default assets/queries/<db_id>.yaml)")
-    tokenizer: str = "cl100k_base"
-    lengths: list[int] = Field(default_factory=lambda: [4096, 8192, 16384, 32768, 65536])
-    setting: Literal["amount", "density"] = "density"
+    tokenizer: str = Field("cl100k_base", description="tokenizer that counts context lengths")
+    lengths: list[int] = Field(default_factory=lambda: [4096, 8192, 16384, 32768, 65536],
+                               description="tiers in tokens, e.g. 4096,8192")
+    setting: Literal["amount", "density"] = Field("density", description="how much relevant information a context "
+                                                                         "holds")
     amount_tokens: int = Field(2048, ge=16, description="relevant tokens in the amount setting")
     density: float = Field(0.5, gt=0, le=1, description="relevant fraction in the density setting")
-    positions: list[str] = Field(default_factory=lambda: ["uniform"])
-    seed: int = 0
-    question_ids: list[str] | None = None
+    positions: list[str] = Field(default_factory=lambda: ["uniform"],
+                                 description="beginning|middle|end|uniform|bimodal, or several")
+    seed: int = Field(0, description="seed of the row sampling")
+    question_ids: list[str] | None = Field(None, description="only these question ids of the query set")
 
     @field_validator("lengths")
     @classmethod

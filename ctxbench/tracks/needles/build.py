@@ -68,16 +68,19 @@ class NeedlesConfig(BaseModel):
     Tiers are in tokens of each sizing model's own tokenizer."""
 
     corpus: str = Field(..., description="corpus directory (ctxbench fetch corpus output, or a directory of .txt volumes)")
-    models: list[str] = Field(default_factory=lambda: ["gpt-4.1"], description="sizing models (assets/models.yaml)")
-    lengths: list[int] = Field(default_factory=lambda: [262144, 524288, 1048576], description="tiers in tokens")
+    models: list[str] = Field(default_factory=lambda: ["gpt-4.1"],
+                              description="sizing models from assets/models.yaml")
+    lengths: list[int] = Field(default_factory=lambda: [262144, 524288, 1048576],
+                               description="tiers in tokens of each model's tokenizer")
     fill: float = Field(0.99, gt=0, le=1, description="fraction of min(tier, window) the whole prompt may use")
     depths: list[float] = Field(default_factory=lambda: [0.25, 0.5, 0.75], description="needle depths (fractions of paragraphs)")
     chain_depths: list[float] | None = Field(None, description="depth of each chain statement (default evenly spaced)")
     boundary: str = Field("sentence", description="insert at a sentence or a paragraph boundary")
     needles: str | None = Field(None, description="needle set (assets/needles/<name>.yaml or a path); default by corpus language")
     exclude: list[str] = Field(default_factory=list, description="volumes to leave out, besides the needle set's")
-    variants: list[str] = Field(default_factory=lambda: ["real", "altered"])
-    chains: bool = True
+    variants: list[str] = Field(default_factory=lambda: ["real", "altered"],
+                                description="needle variants: real, altered")
+    chains: bool = Field(True, description="plant the needle set's multi-hop chains too")
     output_budget: int | None = Field(None, ge=1, description="output tokens reserved (default: each model's registry value)")
 
     @field_validator("lengths")

@@ -55,29 +55,33 @@ class SciTrekConfig(BaseModel):
     """Configuration of a scientific-article build (validates the CLI, the Prefect form and the manifest). Lengths
     are in tokens of ``tokenizer``; ``collections_per_tier`` counts collections per tier *and* sampling."""
 
-    pdfs: str | None = Field(None, description="directory holding the PDFs the metadata names")
-    metadata: str | None = Field(None, description="article metadata JSON (shape of ctxbench fetch s2's output)")
+    pdfs: str | None = Field(None, description="directory holding the article PDFs (with --metadata)")
+    metadata: str | None = Field(None, description="article metadata JSON (as `ctxbench fetch s2` writes it)")
     unarxive: str | None = Field(None, description="unArXive JSON lines: a .jsonl file or a directory of them")
     markdown: str | None = Field(None, description="directory of markdown articles (one per .md; sidecar JSON "
                                                    "or the document's own title and author lines)")
     s2orc: str | None = Field(None, description="S2ORC JSON: a file or a directory (metadata joined with parses)")
-    tokenizer: str = "o200k_base"
-    lengths: list[int] = Field(default_factory=lambda: [65536, 131072])
-    samplings: list[str] = Field(default_factory=lambda: list(SAMPLINGS))
-    formats: list[str] = Field(default_factory=lambda: list(FORMATS))
+    tokenizer: str = Field("o200k_base", description="tokenizer that counts context lengths")
+    lengths: list[int] = Field(default_factory=lambda: [65536, 131072],
+                               description="tiers in tokens, e.g. 65536,131072 (64k,128k,512k,1m)")
+    samplings: list[str] = Field(default_factory=lambda: list(SAMPLINGS),
+                                 description="collection samplings: random, bfs, dfs")
+    formats: list[str] = Field(default_factory=lambda: list(FORMATS),
+                               description="context formats: full_text (F-*), tables (D-*)")
     collections_per_tier: int = Field(3, ge=1, description="collections per tier and sampling")
     templates_per_collection: int = Field(10, ge=0, description="templates per collection that yield a question "
                                                                 "(drawn in a seeded order; one that yields none gives "
                                                                 "its place to the next; 0: all)")
-    min_articles: int = Field(4, ge=1)
+    min_articles: int = Field(4, ge=1, description="fewest articles in a collection")
     min_fill: float = Field(0.9, ge=0.0, le=1.0, description="share of the tier a collection must fill (tokens)")
-    misaligned: Literal["exclude", "keep"] = "exclude"
-    question_model: str | None = Field(None, description="LLM that phrases questions (round-trip validated)")
-    question_base_url: str | None = None
-    question_api_key_env: str | None = None
+    misaligned: Literal["exclude", "keep"] = Field("exclude", description="articles whose title/authors are not "
+                                                                          "in the text")
+    question_model: str | None = Field(None, description="LLM that phrases questions (validated by SQL round trip)")
+    question_base_url: str | None = Field(None, description="OpenAI-compatible endpoint of --question-model")
+    question_api_key_env: str | None = Field(None, description="env variable with the key for --question-base-url")
     max_attempts: int = Field(10, ge=1, description="round-trip attempts per query before it is dropped")
-    convert_timeout_s: float = Field(300.0, gt=0)
-    seed: int = 0
+    convert_timeout_s: float = Field(300.0, gt=0, description="seconds one PDF conversion may take")
+    seed: int = Field(0, description="seed of the collection and template sampling")
 
     @model_validator(mode="after")
     def _sources(self) -> "SciTrekConfig":
