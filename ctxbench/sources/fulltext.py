@@ -265,7 +265,8 @@ def bibliography_entries(section: str) -> list[str]:
     paras = [p for p in paras if not re.fullmatch(r"(?:!\[[^\]]*\]\([^)]*\)|-{3,}|\*{3,}|<[^>]+>)", p)
              and not re.match(r"\[\^[^\]]+\]:", p)]  # footnote definitions a converter put at the end
     labelled = [p for p in paras if _LABEL.match(p)]
-    if len(labelled) >= max(3, len(paras) // 2):
+    label_lines = sum(1 for p in paras for ln in p.split("\n") if _LABEL.match(ln))
+    if label_lines >= 3 and len(labelled) >= len(paras) // 2:
         out: list[str] = []
         for p in paras:
             for ln in p.split("\n"):  # a label at a line start opens an entry even without a blank line
@@ -351,8 +352,13 @@ def resolve_citations(merged: Merged) -> dict[str, list[str]]:
             index.setdefault((kind, v), kept_id)
         index.setdefault((a.source, a.source_id), kept_id)
     src = {aid: a.source for aid, a in merged.kept}
-    patterns = [(aid, _title_pattern(a.title)) for aid, a in merged.kept]
-    patterns = [(aid, p) for aid, p in patterns if p is not None]
+    # titles indexed by their first three words: an entry is matched only against the titles whose first words
+    # it contains (linear in the entries' words, not articles x entries)
+    by_start: dict[tuple[str, ...], list[tuple[str, re.Pattern]]] = {}
+    for aid, a in merged.kept:
+        pat = _title_pattern(a.title)
+        if pat is not None:
+            by_start.setdefault(tuple(re.findall(r"[0-9a-z]+", fold(a.title))[:3]), []).append((aid, pat))
     out: dict[str, list[str]] = {}
     for aid, a in merged.kept:
         cited: set[str] = set()
@@ -368,10 +374,12 @@ def resolve_citations(merged: Merged) -> dict[str, list[str]]:
                     if t and not (curated and src[t] == a.source):
                         cited.add(t)
             folded = fold(e.text)
-            for other, pat in patterns:
-                if (other != aid and other not in cited and not (curated and src[other] == a.source)
-                        and pat.search(folded)):
-                    cited.add(other)
+            words = re.findall(r"[0-9a-z]+", folded)
+            for i in range(len(words) - 2):
+                for other, pat in by_start.get((words[i], words[i + 1], words[i + 2]), ()):
+                    if (other != aid and other not in cited and not (curated and src[other] == a.source)
+                            and pat.search(folded)):
+                        cited.add(other)
         cited.discard(aid)
         out[aid] = sorted(cited)
     return out

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from pathlib import Path
 
 import yaml
@@ -53,6 +54,7 @@ _STOP = re.compile(r"(?i)^\s*(?:#{1,6}\s*)?(?:\*\*|__)?\s*(?:abstract|summary|in
 
 
 def _strip_marks(s: str) -> str:
+    s = "".join(c for c in s if unicodedata.category(c) != "No")  # superscript marks: Smith¹, Lee²
     s = re.sub(r"\$\s*(?:\{\s*\})?\s*\^\s*\{[^{}$]*(?:\{[^{}$]*\}[^{}$]*)*\}\s*\$", " ", s)  # ${ }^{a,b}$
     s = re.sub(r"\$[^$]{0,40}\$", " ", s)  # other short inline maths in a byline: marks
     s = re.sub(r"<sup>.*?</sup>|\^\{[^}]*\}|\^\S+", " ", s)
@@ -83,13 +85,13 @@ def _is_name(part: str) -> bool:
 
 
 def _names_in_line(line: str) -> list[str]:
-    s = _strip_marks(line)
+    s = _strip_marks(latex_to_text(line))
     s = re.sub(r"(?i)^(?:authors?|by)\s*:\s*", "", s)
     if not s or "@" in s or re.search(r"\d", s) or _AFFIL_WORDS.search(s) or _COUNTRIES.search(s) or "http" in s:
         return []
     parts = [one_line(p) for p in re.split(r",|;|\s+and\s+|\s*&\s*|\band\s+", s) if one_line(p)]
     parts = [re.sub(r"^(?:Dr|Prof|Professor|Mr|Mrs|Ms)\.?\s+", "", p) for p in parts]
-    names = [latex_to_text(p) for p in parts if _is_name(p)]
+    names = [p for p in parts if _is_name(p)]
     return names if names and len(names) == len(parts) else []
 
 
