@@ -1,16 +1,21 @@
-"""Prefect flows: ``build_holobench``, ``build_scitrek``, ``evaluate``, ``score``, ``report`` and the parent ``nightly``.
+"""Prefect flows: one ``build_<track>`` flow per registered track (``build_holobench``, ``build_scitrek``,
+``build_needles``, ``build_lara``, and any plugin track's), ``evaluate``, ``score``, ``report``, ``backfill`` and the
+parent ``nightly``.
 
 They run without a server (Prefect starts a temporary local API) and against ``prefect server start``
-(``PREFECT_API_URL``). Each flow calls library functions; one ``evaluate`` task makes many model calls
-(a Prefect task costs tens of milliseconds, one task per call would not scale). Tasks pass large in-memory
-objects (databases, contexts), so Prefect's input-hashing cache is off (NO_CACHE): whole steps are skipped by
-the build hash instead.
+(``PREFECT_API_URL``). Each flow calls library functions; a build flow runs its track's stages
+(:class:`ctxbench.tracks.base.Stage`) in their declared order, one Prefect task per stage with the stage's retries.
+One ``evaluate`` task makes many model calls (a Prefect task costs tens of milliseconds, one task per call would
+not scale). Tasks pass large in-memory objects (databases, contexts), so Prefect's input-hashing cache is off
+(NO_CACHE): whole steps are skipped by the build hash instead.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
 from pathlib import Path
+from typing import Annotated, Any, Literal, Union
 
 # a flow run without a server starts an ephemeral API server; on a loaded 2-core machine that takes longer than
 # Prefect's 20-second default, so allow 3 minutes (an explicit setting wins)
@@ -20,170 +25,76 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 from prefect.utilities.annotations import quote
 from prefect.artifacts import create_markdown_artifact
+from pydantic import BaseModel, Field, create_model
 
 from ctxbench.backfill import BackfillConfig, find_builds
 from ctxbench.evaluate import EvalConfig, evaluate_build, unanswered_calls
 from ctxbench.incremental import report_if_changed, score_if_changed
 from ctxbench.models.local_server import EMBEDDED_MODEL, LocalServer
 from ctxbench.report import results_table
-from ctxbench.tracks import holobench
-from ctxbench.tracks import scitrek as sci
-from ctxbench.tracks.holobench import HoloBenchConfig
-from ctxbench.tracks.scitrek import S2Fetch, SciTrekConfig
-from ctxbench.tracks import needles
-from ctxbench.tracks.needles import NeedlesConfig
+from ctxbench.tracks.base import Track, default_track, existing_build, get_track, initial_state, store_outputs
+from ctxbench.tracks.base import tracks as registered_tracks
 
 
-@task(name="load", retries=2, retry_delay_seconds=2, cache_policy=NO_CACHE)
-def load_task(cfg: HoloBenchConfig, out: str, force: bool = False, versioned: bool = False):
-    return holobench.load_stage(cfg, out, force, versioned)
+# ---------------------------------------------------------------------------------------------- build flows
+
+@task(name="stage", cache_policy=NO_CACHE)
+def stage_task(track: str, stage: str, args: tuple) -> Any:
+    """One build stage of a track (its function called with the values its ``inputs`` name)."""
+    st = next(s for s in get_track(track).stages if s.name == stage)
+    return st.function()(*args)
 
 
-@task(name="verbalize", cache_policy=NO_CACHE)
-def verbalize_task(loaded):
-    return holobench.verbalize_stage(loaded)
-
-
-@task(name="assemble", cache_policy=NO_CACHE)
-def assemble_task(loaded, src):
-    return holobench.assemble_stage(loaded, src)
-
-
-@task(name="gold", cache_policy=NO_CACHE)
-def gold_task(loaded, asm):
-    return holobench.gold_stage(loaded, asm)
-
-
-@task(name="validate", cache_policy=NO_CACHE)
-def validate_task(loaded, src, instances):
-    holobench.validate_stage(loaded, src, instances)
-
-
-@task(name="write", retries=2, retry_delay_seconds=2, cache_policy=NO_CACHE)
-def write_task(loaded, src, instances, quarantine, asm) -> dict:
-    return holobench.write_stage(loaded, src, instances, quarantine, asm).__dict__
-
-
-@flow(name="build_holobench")
-def build_holobench_flow(cfg: HoloBenchConfig = HoloBenchConfig(), out: str = "runs/default",
-                         force: bool = False, versioned: bool = False) -> dict:
-    """Build a verbalized-database benchmark into ``out``: load → verbalize → assemble → gold → validate → write.
-    An unchanged build is detected by its hash in ``load`` and left as it is. ``versioned``: ``out`` is a run root,
-    the build goes to ``out/<build_hash>`` and ``out/latest`` points at it (ctxbench.incremental)."""
-    loaded = load_task(cfg, out, force, versioned)
-    if loaded.existing is not None:
-        return loaded.existing.__dict__
-    # quote(): large in-memory objects are passed as they are, not walked by Prefect's parameter resolution
-    src = verbalize_task(quote(loaded))
-    asm = assemble_task(quote(loaded), quote(src))
-    instances, quarantine = gold_task(quote(loaded), quote(asm))
-    validate_task(quote(loaded), quote(src), quote(instances))
-    return write_task(quote(loaded), quote(src), quote(instances), quote(quarantine), quote(asm))
-
-
-@task(name="fetch-s2", retries=3, retry_delay_seconds=30, cache_policy=NO_CACHE)
-def sci_fetch_s2_task(cfg: SciTrekConfig, s2: S2Fetch):
-    return sci.fetch_s2_stage(cfg, s2)  # PDFs already downloaded are kept: a retry fetches only what is missing
-
-
-@task(name="fetch", retries=3, retry_delay_seconds=10, cache_policy=NO_CACHE)
-def sci_fetch_task(cfg: SciTrekConfig, out: str, force: bool = False):
-    return sci.fetch_stage(cfg, out, force)
-
-
-@task(name="convert", retries=2, retry_delay_seconds=10, cache_policy=NO_CACHE)
-def sci_convert_task(loaded):
-    return sci.convert_stage(loaded)  # cached by PDF hash: a retry or a nightly rerun converts only new PDFs
-
-
-@task(name="database", cache_policy=NO_CACHE)
-def sci_database_task(loaded, conversions):
-    return sci.database_stage(loaded, conversions)
-
-
-@task(name="collections", cache_policy=NO_CACHE)
-def sci_collections_task(loaded, conv):
-    return sci.collections_stage(loaded, conv)
-
-
-@task(name="questions", retries=1, retry_delay_seconds=10, cache_policy=NO_CACHE)
-def sci_questions_task(loaded, conv, col):
-    questions, q, counts = sci.questions_stage(loaded, conv, col)
-    return sci.instances_stage(loaded, col, questions), q, counts
-
-
-@task(name="validate", cache_policy=NO_CACHE)
-def sci_validate_task(loaded, col, instances):
-    sci.validate_stage(loaded, col, instances)
-
-
-@task(name="write", retries=2, retry_delay_seconds=2, cache_policy=NO_CACHE)
-def sci_write_task(loaded, conv, col, instances, conv_q, q_q, counts) -> dict:
-    return sci.write_stage(loaded, conv, col, instances, conv_q, q_q, counts).__dict__
-
-
-@flow(name="build_scitrek")
-def build_scitrek_flow(cfg: SciTrekConfig, out: str = "runs/scitrek", force: bool = False,
-                       s2: S2Fetch | None = None) -> dict:
-    """Build a scientific-article benchmark into ``out``: fetch → convert → database → collections → questions →
-    validate → write. With ``s2``, clusters are first fetched from Semantic Scholar into ``cfg.pdfs`` (new papers
-    only). An unchanged build is detected by its hash in ``fetch`` and left as it is."""
-    if s2 is not None:
-        sci_fetch_s2_task(cfg, s2)
-    loaded = sci_fetch_task(cfg, out, force)
-    if loaded.existing is not None:
-        return loaded.existing.__dict__
-    conversions, conv_q = sci_convert_task(quote(loaded))
-    conv = sci_database_task(quote(loaded), quote(conversions))
-    col = sci_collections_task(quote(loaded), quote(conv))
-    instances, q_q, counts = sci_questions_task(quote(loaded), quote(conv), quote(col))
-    sci_validate_task(quote(loaded), quote(col), quote(instances))
-    return sci_write_task(quote(loaded), quote(conv), quote(col), quote(instances), quote(conv_q), quote(q_q), counts)
-
-
-@task(name="needles-load", retries=2, retry_delay_seconds=2, cache_policy=NO_CACHE)
-def needles_load_task(cfg: NeedlesConfig, out: str, force: bool = False):
-    return needles.load_stage(cfg, out, force)
-
-
-@task(name="needles-verify", cache_policy=NO_CACHE)
-def needles_verify_task(loaded) -> dict:
-    return needles.verify_stage(loaded)
-
-
-@task(name="needles-count", cache_policy=NO_CACHE)
-def needles_count_task(loaded):
-    return needles.count_stage(loaded)
-
-
-@task(name="needles-assemble", cache_policy=NO_CACHE)
-def needles_assemble_task(loaded, counts):
-    return needles.assemble_stage(loaded, counts)
-
-
-@task(name="needles-validate", cache_policy=NO_CACHE)
-def needles_validate_task(asm):
-    needles.validate_stage(asm)
-
-
-@task(name="needles-write", retries=2, retry_delay_seconds=2, cache_policy=NO_CACHE)
-def needles_write_task(loaded, asm, checked) -> dict:
-    r = needles.write_stage(loaded, asm, checked)
+def _result(r) -> dict:
     return {**r.__dict__, "out": str(r.out)}
 
 
-@flow(name="build_needles")
-def build_needles_flow(cfg: NeedlesConfig, out: str = "out/needles", force: bool = False) -> dict:
-    """Build a planted-fact benchmark into ``out``: load → verify (planted facts and names absent) → count
-    (each paragraph once per tokenizer) → assemble (per-model haystacks, needles, chains) → validate → write."""
-    loaded = needles_load_task(cfg, out, force)
-    if loaded.existing is not None:
-        return {**loaded.existing.__dict__, "out": str(loaded.existing.out)}
-    checked = needles_verify_task(quote(loaded))
-    counts = needles_count_task(quote(loaded))
-    asm = needles_assemble_task(quote(loaded), quote(counts))
-    needles_validate_task(quote(asm))
-    return needles_write_task(quote(loaded), quote(asm), checked)
+def run_build(track: Track, cfg: BaseModel | dict, out: str, force: bool = False, versioned: bool = False,
+              **inputs: Any) -> dict:
+    """Run ``track``'s stages as Prefect tasks, in order (inside a flow); returns the BuildResult as a dict (``out``
+    a string). An unchanged build is found by the stage that checks the build directory and left as it is."""
+    state = initial_state(track, track.config(cfg), out, force, versioned, None, **inputs)
+    result: Any = None
+    for st in track.stages:
+        t = stage_task.with_options(name=f"{track.name}-{st.name}", retries=st.retries,
+                                    retry_delay_seconds=st.retry_delay_s)
+        # quote(): large in-memory objects are passed as they are, not walked by Prefect's parameter resolution
+        result = t(track.name, st.name, quote(tuple(state[k] for k in st.inputs)))
+        store_outputs(st, result, state)
+        if (done := existing_build(result)) is not None:
+            return _result(done)
+    return _result(result)
+
+
+def _build_flow(track: Track):
+    """The ``build_<track>`` flow: its parameters are the track's Config (the UI form), ``out``, ``force``,
+    ``versioned`` and the track's inputs."""
+
+    def fn(cfg, out: str = f"runs/{track.name}", force: bool = False, versioned: bool = False, **inputs) -> dict:
+        return run_build(track, cfg, out, force, versioned, **inputs)
+
+    try:
+        cfg_default: Any = track.Config()
+    except Exception:  # a Config with required fields: the form asks for them
+        cfg_default = inspect.Parameter.empty
+    K = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    params = [inspect.Parameter("cfg", K, annotation=track.Config, default=cfg_default),
+              inspect.Parameter("out", K, annotation=str, default=f"runs/{track.name}"),
+              inspect.Parameter("force", K, annotation=bool, default=False),
+              inspect.Parameter("versioned", K, annotation=bool, default=False),
+              *(inspect.Parameter(k, K, annotation=tp, default=d) for k, (tp, d) in track.inputs.items())]
+    fn.__signature__ = inspect.Signature(params, return_annotation=dict)  # type: ignore[attr-defined]
+    fn.__annotations__ = {**{p.name: p.annotation for p in params}, "return": dict}
+    fn.__name__ = fn.__qualname__ = f"build_{track.name}_flow"  # the flow's entrypoint in this module
+    stages = " → ".join(s.name for s in track.stages)
+    fn.__doc__ = (f"Build {track.title or track.name} into ``out``: {stages}. An unchanged build is detected by its "
+                  f"hash and left as it is. ``versioned``: ``out`` is a run root, the build goes to "
+                  f"``out/<build_hash>`` and ``out/latest`` points at it.")
+    return flow(name=f"build_{track.name}")(fn)
+
+
+for _t in registered_tracks():  # build_holobench_flow, build_scitrek_flow, ... (and every plugin track's)
+    globals()[f"build_{_t.name}_flow"] = _build_flow(_t)
 
 
 @task(name="evaluate-calls", retries=2, retry_delay_seconds=5, cache_policy=NO_CACHE)
@@ -303,27 +214,59 @@ def report_flow(build: str) -> str:
     return report_task(build)
 
 
+def _track_build_model(t: Track) -> type[BaseModel]:
+    """``{"track": NAME, "config": {...}, "out": ..., "versioned": ..., <inputs>}``: one build of the nightly
+    flow (a typed form per track in the Prefect UI)."""
+    try:
+        cfg_field: Any = (t.Config, Field(default_factory=t.Config))
+        t.Config()
+    except Exception:
+        cfg_field = (t.Config, ...)
+    return create_model(f"{t.Config.__name__}Build", track=(Literal[t.name], t.name), config=cfg_field,
+                        out=(str, f"runs/{t.name}"), versioned=(bool, True),
+                        **{k: (tp, d) for k, (tp, d) in t.inputs.items()})
+
+
+_builds = [_track_build_model(t) for t in registered_tracks()]
+TrackBuild = Annotated[Union[tuple(_builds)], Field(discriminator="track")] if len(_builds) > 1 else _builds[0]
+DefaultConfig = default_track().Config
+
+
+def _nightly_one(t: Track, cfg: BaseModel, out: str, versioned: bool, models: list[EvalConfig], **inputs) -> dict:
+    b = get_build_flow(t)(cfg, out, versioned=versioned, **inputs)
+    bdir = str(b["out"])
+    return {"build": b, "evaluations": {m.model: evaluate_flow(bdir, m) for m in models}, "scores": score_flow(bdir),
+            "report": report_flow(bdir), "out": str(Path(out)), "build_dir": bdir}
+
+
+def get_build_flow(track: Track | str):
+    """The ``build_<track>`` flow of a registered track."""
+    t = get_track(track) if isinstance(track, str) else track
+    f = globals().get(f"build_{t.name}_flow")
+    if f is None:  # registered after this module was imported
+        f = globals()[f"build_{t.name}_flow"] = _build_flow(t)
+    return f
+
+
 @flow(name="nightly")
-def nightly(build: HoloBenchConfig = HoloBenchConfig(lengths=[2048, 4096]), out: str = "runs/default",
+def nightly(build: DefaultConfig | None = DefaultConfig(lengths=[2048, 4096]),  # type: ignore[valid-type]
+            out: str = "runs/default",
             models: list[EvalConfig] = [EvalConfig(model=EMBEDDED_MODEL, per_length=8)],  # noqa: B006
-            scitrek: SciTrekConfig | None = None, scitrek_out: str = "runs/scitrek",
-            scitrek_s2: S2Fetch | None = None, versioned: bool = True) -> dict:
-    """build → evaluate (each model) → score → report; with ``scitrek`` the scientific-article benchmark is built
-    (``scitrek_s2``: after fetching new clusters from Semantic Scholar; new PDFs converted only) and evaluated,
-    scored and reported in ``scitrek_out`` the same way.
+            tracks: list[TrackBuild] = [],  # type: ignore[valid-type]  # noqa: B006
+            versioned: bool = True) -> dict:
+    """build → evaluate (each model) → score → report for the default track's ``build`` into ``out`` (None: skip
+    it) and for every entry of ``tracks`` (``{"track": NAME, "config": {...}, "out": DIR, "versioned": bool}`` plus
+    the track's inputs, e.g. ``s2`` to fetch new Semantic Scholar clusters before an article build).
 
     Incremental (ctxbench.incremental): with ``versioned`` the build goes to ``out/<build_hash>`` (``out/latest``
     points at it, older builds stay); unchanged inputs build nothing, stored calls are not repeated, and score and
     report run only when their inputs changed."""
-    b = build_holobench_flow(build, out, versioned=versioned)
-    bdir = str(b["out"])
-    evals = {m.model: evaluate_flow(bdir, m) for m in models}
-    n = score_flow(bdir)
-    report = report_flow(bdir)
-    res = {"build": b, "evaluations": evals, "scores": n, "report": report, "out": str(Path(out)), "build_dir": bdir}
-    if scitrek is not None:
-        sb = build_scitrek_flow(scitrek, scitrek_out, s2=scitrek_s2)
-        res["scitrek"] = {"build": sb, "evaluations": {m.model: evaluate_flow(scitrek_out, m) for m in models},
-                          "scores": score_flow(scitrek_out), "report": report_flow(scitrek_out),
-                          "out": str(Path(scitrek_out))}
+    res: dict = {}
+    if build is not None:
+        res = _nightly_one(default_track(), build, out, versioned, models)
+    for tb in tracks:
+        t = get_track(tb.track)
+        inputs = {k: getattr(tb, k) for k in t.inputs}
+        res.setdefault("tracks", []).append({"track": t.name, **_nightly_one(t, tb.config, tb.out, tb.versioned,
+                                                                             models, **inputs)})
     return res

@@ -1,5 +1,7 @@
 """The second engine: build → evaluate → score → report as luigi tasks, for teams without a Prefect server
-(``ctxbench run --engine luigi``; luigi's local scheduler, no daemon).
+(``ctxbench run --engine luigi``; luigi's local scheduler, no daemon). ``BuildTask`` builds any registered track
+by running its declared stages (the stages hand in-memory objects to each other, which luigi tasks could only pass
+through files, so one luigi task runs them all).
 
 Thin wrappers over the same library calls as the Prefect flows in ``pipelines/flows.py`` (one stage function per
 task, no benchmark logic here), so both engines write identical artifacts for the same configuration. Parameters
@@ -19,50 +21,48 @@ from ctxbench.evaluate import EvalConfig, evaluate_build
 from ctxbench.incremental import latest_build, report_if_changed, report_is_current, score_if_changed, scores_are_current
 from ctxbench.models.cache import ResponseCache
 from ctxbench.models.local_server import EMBEDDED_MODEL, LocalServer
-from ctxbench.tracks import holobench
-from ctxbench.tracks.holobench import HoloBenchConfig
+from ctxbench.tracks.base import check_build_dir, default_track, get_track, run_stages, track_for_config
 
 
 class BuildTask(luigi.Task):
-    """A verbalized-database build into the run root ``out`` (``versioned``: ``out/<build_hash>``, ``out/latest``)."""
+    """A build of any registered track into ``out`` (``versioned``: a run root, ``out/<build_hash>``,
+    ``out/latest``): runs the track's stages in their declared order (ctxbench.tracks.base.run_stages); complete
+    when the track's build-directory check finds this build."""
 
-    cfg = luigi.Parameter(description="HoloBenchConfig as JSON")
+    track = luigi.Parameter(default="", description="registered track name (default: the default track)")
+    cfg = luigi.Parameter(description="the track's Config as JSON")
     out = luigi.Parameter()
     versioned = luigi.BoolParameter(default=True)
 
+    def _track(self):
+        return get_track(self.track) if self.track else default_track()
+
+    def _check(self):
+        t = self._track()
+        return check_build_dir(t, t.Config.model_validate_json(self.cfg), self.out, versioned=self.versioned)
+
     def build_dir(self) -> Path:
-        if self.versioned:
-            _, bhash = holobench.hash_inputs(HoloBenchConfig.model_validate_json(self.cfg))
-            return Path(self.out) / bhash
-        return Path(self.out)
+        return Path(self._check()[0].out)
 
     def complete(self) -> bool:
-        loaded = holobench.load_stage(HoloBenchConfig.model_validate_json(self.cfg), self.out,
-                                      versioned=self.versioned)
-        return loaded.existing is not None
+        return self._check()[1] is not None
 
     def run(self) -> None:
-        cfg = HoloBenchConfig.model_validate_json(self.cfg)
-        loaded = holobench.load_stage(cfg, self.out, versioned=self.versioned)
-        if loaded.existing is not None:
-            return
-        src = holobench.verbalize_stage(loaded)
-        asm = holobench.assemble_stage(loaded, src)
-        instances, quarantine = holobench.gold_stage(loaded, asm)
-        holobench.validate_stage(loaded, src, instances)
-        holobench.write_stage(loaded, src, instances, quarantine, asm)
+        t = self._track()
+        run_stages(t, t.Config.model_validate_json(self.cfg), self.out, versioned=self.versioned)
 
 
 class EvaluateTask(luigi.Task):
     """One model on the build: complete when every request of this configuration is stored."""
 
+    track = luigi.Parameter(default="")
     cfg = luigi.Parameter()
     out = luigi.Parameter()
     versioned = luigi.BoolParameter(default=True)
     eval_cfg = luigi.Parameter(description="EvalConfig as JSON")
 
     def requires(self):
-        return BuildTask(cfg=self.cfg, out=self.out, versioned=self.versioned)
+        return BuildTask(track=self.track, cfg=self.cfg, out=self.out, versioned=self.versioned)
 
     def complete(self) -> bool:
         from ctxbench.evaluate import _plan
@@ -81,17 +81,18 @@ class EvaluateTask(luigi.Task):
 
 
 class ScoreTask(luigi.Task):
+    track = luigi.Parameter(default="")
     cfg = luigi.Parameter()
     out = luigi.Parameter()
     versioned = luigi.BoolParameter(default=True)
     models = luigi.Parameter(description="JSON list of EvalConfig")
 
     def requires(self):
-        return [EvaluateTask(cfg=self.cfg, out=self.out, versioned=self.versioned, eval_cfg=json.dumps(m))
-                for m in json.loads(self.models)]
+        return [EvaluateTask(track=self.track, cfg=self.cfg, out=self.out, versioned=self.versioned,
+                             eval_cfg=json.dumps(m)) for m in json.loads(self.models)]
 
     def _dir(self) -> Path:
-        return BuildTask(cfg=self.cfg, out=self.out, versioned=self.versioned).build_dir()
+        return BuildTask(track=self.track, cfg=self.cfg, out=self.out, versioned=self.versioned).build_dir()
 
     def complete(self) -> bool:
         return all(r.complete() for r in self.requires()) and scores_are_current(self._dir())
@@ -102,7 +103,7 @@ class ScoreTask(luigi.Task):
 
 class ReportTask(ScoreTask):
     def requires(self):
-        return ScoreTask(cfg=self.cfg, out=self.out, versioned=self.versioned, models=self.models)
+        return ScoreTask(track=self.track, cfg=self.cfg, out=self.out, versioned=self.versioned, models=self.models)
 
     def complete(self) -> bool:
         return self.requires().complete() and report_is_current(self._dir())
@@ -111,10 +112,13 @@ class ReportTask(ScoreTask):
         report_if_changed(self._dir())
 
 
-def run_luigi(build: HoloBenchConfig, out: str | Path, models: list[EvalConfig], versioned: bool = True) -> dict:
-    """build → evaluate (each model) → score → report with luigi's local scheduler, one worker. Returns the build
-    directory and luigi's run summary; raises RuntimeError naming the failed tasks."""
-    root = ReportTask(cfg=build.model_dump_json(), out=str(out), versioned=versioned,
+def run_luigi(build, out: str | Path, models: list[EvalConfig], versioned: bool = True,
+              track: str | None = None) -> dict:
+    """build → evaluate (each model) → score → report with luigi's local scheduler, one worker. ``build`` is a
+    track's Config (the track is the one whose Config it is, or ``track``). Returns the build directory and luigi's
+    run summary; raises RuntimeError naming the failed tasks."""
+    name = track or track_for_config(build).name
+    root = ReportTask(track=name, cfg=build.model_dump_json(), out=str(out), versioned=versioned,
                       models=json.dumps([m.model_dump(mode="json") for m in models]))
     res = luigi.build([root], local_scheduler=True, workers=1, detailed_summary=True, log_level="WARNING")
     if not res.scheduling_succeeded or res.status.name not in ("SUCCESS", "SUCCESS_WITH_RETRY"):

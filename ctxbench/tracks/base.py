@@ -273,11 +273,15 @@ def existing_build(output: Any) -> BuildResult | None:
 def initial_state(track: Track, cfg: BaseModel, out: str | Path, force: bool = False, versioned: bool = False,
                   progress: Callable[[int, int], None] | None = None, **inputs: Any) -> dict[str, Any]:
     """What the first stage may read: the run keys and the track's inputs (their defaults where not given).
-    Raises InputError for an input the track does not declare."""
+    Raises InputError for an input the track does not declare, and for ``versioned`` when no stage of the track
+    reads it (the build would not go to a versioned directory)."""
     unknown = set(inputs) - set(track.inputs)
     if unknown:
         raise InputError(f"track {track.name} takes no input {sorted(unknown)} (its inputs: "
                          f"{sorted(track.inputs) or 'none'})")
+    if versioned and not any("versioned" in s.inputs for s in track.stages):
+        raise InputError(f"track {track.name} does not build into versioned run roots (no stage reads "
+                         f"`versioned`): build it into a directory of its own")
     state: dict[str, Any] = {k: d for k, (_, d) in track.inputs.items()}
     state.update(inputs)
     state.update(cfg=cfg, out=out, force=force, versioned=versioned, progress=progress)
@@ -299,6 +303,29 @@ def run_stages(track: Track, cfg: BaseModel, out: str | Path, *, force: bool = F
         if (done := existing_build(result)) is not None:
             return done
     return result
+
+
+def check_build_dir(track: Track, cfg: BaseModel, out: str | Path, versioned: bool = False,
+                    **inputs: Any) -> tuple[Any, BuildResult | None]:
+    """Run ``track``'s stages up to the one that checks the build directory (whose output has ``existing``) and
+    return (that output, the existing build or None): what a scheduler asks before building (luigi's
+    ``complete()``). The output's ``out`` is the build directory (``OUT/<build_hash>`` for a versioned run root).
+    Raises InputError when no stage of the track checks the build directory."""
+    state = initial_state(track, cfg, out, False, versioned, None, **inputs)
+    for stage in track.stages:
+        result = call_stage(stage, state)
+        store_outputs(stage, result, state)
+        if hasattr(result, "existing"):
+            return result, result.existing
+    raise InputError(f"track {track.name}: no stage outputs an object with `existing` (the build-directory check)")
+
+
+def track_for_config(cfg: BaseModel) -> Track:
+    """The registered track whose Config ``cfg`` is an instance of. Raises InputError when none is."""
+    for t in tracks():
+        if isinstance(cfg, t.Config):
+            return t
+    raise InputError(f"{type(cfg).__name__} is the configuration of no registered track")
 
 
 # -------------------------------------------------------------------------------------------------- registry
@@ -434,6 +461,7 @@ def track_of_build(build_dir: str | Path) -> Track:
     return get_track(name)
 
 
-__all__ = ["BUILTIN", "ENTRY_POINT_GROUP", "PLUGIN_ENV", "Stage", "Track", "call_stage", "check_track",
-           "find_track", "get_track", "load_tracks", "register_track", "resolve", "run_stages", "track_names",
-           "track_of_build", "tracks"]
+__all__ = ["BUILTIN", "DEFAULT_TRACK", "ENTRY_POINT_GROUP", "PLUGIN_ENV", "Stage", "Track", "call_stage",
+           "check_build_dir", "check_track", "default_track", "existing_build", "find_track", "get_track",
+           "initial_state", "load_tracks", "register_track", "resolve", "run_stages", "store_outputs",
+           "track_for_config", "track_names", "track_of_build", "tracks"]
