@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 import re
-import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InputError
+from .fulltext import fold
 
 # a bibliography heading: on a line of its own (markdown "#", bold, numbered or plain, or ending a line of running
 # text), or directly followed by the first entry's label ("References [1] ...", "References 1. ...")
@@ -94,10 +94,7 @@ def citation_edges(articles: list[ArticleMeta]) -> list[tuple[str, str]]:
     return sorted(edges)
 
 
-def _fold(s: str) -> str:
-    """NFKC (ligatures to letters), accents removed, case folded."""
-    s = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", s))
-    return "".join(c for c in s if not unicodedata.combining(c)).casefold()
+_fold = fold  # NFKC (ligatures to letters), accents removed, case folded
 
 
 def _compact(s: str) -> str:

@@ -307,6 +307,15 @@ def _record_row(aid: str, a: FullTextArticle, issues: list[str], ref_ok: bool, k
             "duplicate_of": None}
 
 
+def _align(text: str, meta: ArticleMeta, misaligned: str) -> tuple[list[str], list[str], bool, bool]:
+    """(issues, hard issues: title/authors, reference count confirmed, kept) of one article's metadata against
+    its text (``alignment_issues``; a reference-count issue alone never drops an article)."""
+    issues = alignment_issues(text, meta)
+    hard = [i for i in issues if not i.startswith("reference count")]
+    ref_ok = meta.ref_count is not None and not any(i.startswith("reference count") for i in issues)
+    return issues, hard, ref_ok, not hard or misaligned == "keep"
+
+
 def database_stage(loaded: Loaded, conversions: dict[str, object]) -> Converted:
     """Check each article's metadata against its text (``alignment_issues``: PDFs against their converted
     markdown, full-text records against the text they are read as) and keep the aligned ones (module docstring);
@@ -323,10 +332,7 @@ def database_stage(loaded: Loaded, conversions: dict[str, object]) -> Converted:
         if c is None:
             continue
         md = c.markdown.replace("\r\n", "\n").replace("\r", "\n").strip()
-        issues = alignment_issues(md, a)
-        hard = [i for i in issues if not i.startswith("reference count")]
-        ref_ok = a.ref_count is not None and not any(i.startswith("reference count") for i in issues)
-        kept = not hard or cfg.misaligned == "keep"
+        issues, hard, ref_ok, kept = _align(md, a, cfg.misaligned)
         rows.append({"article_id": a.id, "file": a.file, "title": a.title, "converter": c.converter,
                      "converter_version": c.converter_version, "chars": c.chars, "pages": c.pages,
                      "pdf_sha256": c.pdf_sha256, "markdown": md, "aligned": not issues,
@@ -346,10 +352,8 @@ def database_stage(loaded: Loaded, conversions: dict[str, object]) -> Converted:
                                                  c.converter)))
     taken = {aid for aid, _ in candidates} | {a.id for a in loaded.articles}
     for aid, a in assign_ids(loaded.fulltext, taken):
-        issues = alignment_issues(a.text, ArticleMeta(aid, a.input, a.title, a.authors, a.ref_count))
-        hard = [i for i in issues if not i.startswith("reference count")]
-        ref_ok = a.ref_count is not None and not any(i.startswith("reference count") for i in issues)
-        kept = not hard or cfg.misaligned == "keep"
+        issues, hard, ref_ok, kept = _align(a.text, ArticleMeta(aid, a.input, a.title, a.authors, a.ref_count),
+                                            cfg.misaligned)
         rows.append(_record_row(aid, a, issues, ref_ok, kept))
         if not kept:
             q.append({"input": a.input, "stage": "align", "reason": "metadata not found in the text: " + "; ".join(hard),
