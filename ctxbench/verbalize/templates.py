@@ -93,20 +93,28 @@ def load_templates(db_id: str, path: str | Path | None = None) -> TemplateSet:
     p = Path(path) if path else assets_dir() / "templates" / f"{db_id}.yaml"
     if not p.exists():
         raise InputError(f"no verbalization templates for database {db_id!r}: write {p} "
-                         f"(table: [at least {MIN_TEMPLATES} templates with {{column}} fields])")
+                         f"(table: [at least {MIN_TEMPLATES} templates with {{column}} fields]), or generate a query "
+                         f"set with templates: ctxbench questions generate --db DB --out FILE.yaml, then --queries FILE.yaml")
     try:
         data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
     except (yaml.YAMLError, UnicodeDecodeError) as e:
         raise InputError(f"{p} is not readable YAML ({type(e).__name__}: {str(e).splitlines()[0]})") from None
+    return templates_from_mapping(data, db_id, str(p))
+
+
+def templates_from_mapping(data: Any, db_id: str, where: str) -> TemplateSet:
+    """A TemplateSet from a mapping ``table -> [template, ...]`` read from ``where`` (a templates file, or the
+    ``templates:`` section of a generated query set). Raises InputError naming ``where`` when it is not such a
+    mapping, a template is malformed, or a table has fewer than five templates."""
     if not isinstance(data, dict) or not data:
-        raise InputError(f"{p}: expected a mapping table -> list of templates")
+        raise InputError(f"{where}: expected a mapping table -> list of templates")
     temps: dict[str, list[str]] = {}
     for table, lst in data.items():
         if not isinstance(lst, list) or not all(isinstance(x, str) for x in lst):
-            raise InputError(f"{p}: table {table!r} must map to a list of template strings")
+            raise InputError(f"{where}: table {table!r} must map to a list of template strings")
         if len(lst) < MIN_TEMPLATES:
-            raise InputError(f"{p}: table {table!r} has {len(lst)} templates; write at least {MIN_TEMPLATES}")
+            raise InputError(f"{where}: table {table!r} has {len(lst)} templates; write at least {MIN_TEMPLATES}")
         for t in lst:
             template_fields(t)
         temps[str(table)] = [x.strip() for x in lst]
-    return TemplateSet(db_id=db_id, templates=temps, path=str(p))
+    return TemplateSet(db_id=db_id, templates=temps, path=where)

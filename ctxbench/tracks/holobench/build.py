@@ -114,12 +114,11 @@ class _Rows:
             yield Unit(text, self.relevant, (t, rowid))
 
 
-def build_context(src: PreparedSource, cfg: HoloBenchConfig, tables: list[str], target: int, position: str,
-                  tok) -> PackedContext:
-    """One context for the relevant ``tables`` at ``target`` tokens (module docstring).
-
-    Raises InputError when, in the amount setting, the relevant amount exceeds the target length.
-    """
+def draw_relevant(src: PreparedSource, cfg: HoloBenchConfig, tables: list[str], target: int, position: str,
+                  tok) -> tuple[list[Unit], int, object]:
+    """The relevant rows of the context for ``tables`` at ``target`` tokens, drawn first from the context's seeded
+    RNG (returned too, for the distractors): (units, tokens used, rng). The question generator simulates contexts
+    with it. Raises InputError when, in the amount setting, the relevant amount exceeds the target length."""
     rng = seeded_rng(cfg.seed, src.raw.db_id, sorted(tables), target, cfg.setting, position,
                      cfg.amount_tokens, cfg.density)
     if cfg.setting == "amount":
@@ -129,8 +128,17 @@ def build_context(src: PreparedSource, cfg: HoloBenchConfig, tables: list[str], 
         rel_budget = cfg.amount_tokens
     else:
         rel_budget = int(cfg.density * target)
-    rel_pool = _Rows(src, tables, True, cfg.seed)
-    relevant, used = take_until(rel_pool.units(rng), rel_budget, tok)
+    relevant, used = take_until(_Rows(src, tables, True, cfg.seed).units(rng), rel_budget, tok)
+    return relevant, used, rng
+
+
+def build_context(src: PreparedSource, cfg: HoloBenchConfig, tables: list[str], target: int, position: str,
+                  tok) -> PackedContext:
+    """One context for the relevant ``tables`` at ``target`` tokens (module docstring).
+
+    Raises InputError when, in the amount setting, the relevant amount exceeds the target length.
+    """
+    relevant, used, rng = draw_relevant(src, cfg, tables, target, position, tok)
     others = [t for t in src.db.tables if t not in tables]
     dis_pool = _Rows(src, others, False, cfg.seed)
     dis_iter = chain(dis_pool.units(rng), cycle_units(src.dummy_documents))

@@ -16,7 +16,7 @@ from ...questions.sqlinfo import sql_info
 from ...sources import Database, load_database
 from ...sources.database import write_sqlite
 from ...sources.preprocess import DatabaseSpec, Preprocessed, preprocess
-from ...verbalize.templates import TemplateSet, load_templates
+from ...verbalize.templates import TemplateSet, load_templates, templates_from_mapping
 
 
 @dataclass
@@ -47,16 +47,34 @@ def load_dummy_documents(db_id: str) -> list[str]:
     return [" ".join(str(d).split()) for d in docs]
 
 
+def source_templates(db_id: str, queries: str | Path | None = None,
+                     templates: str | Path | None = None) -> TemplateSet:
+    """The verbalization templates of a database: ``templates`` when given, else ``assets/templates/<db_id>.yaml``
+    when it exists, else the ``templates:`` section of the ``queries`` file (a generated query set carries the
+    templates generated with it: ``ctxbench questions generate``). Raises InputError when there are none."""
+    if templates is not None or (assets_dir() / "templates" / f"{db_id}.yaml").exists() or queries is None:
+        return load_templates(db_id, templates)
+    p = Path(queries)
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8")) if p.is_file() else None
+    except (yaml.YAMLError, UnicodeDecodeError):
+        data = None  # the query set's own loader names the problem
+    section = data.get("templates") if isinstance(data, dict) else None
+    if section is None:
+        return load_templates(db_id)  # raises, naming both ways to add templates
+    return templates_from_mapping(section, db_id, f"{p} (templates:)")
+
+
 def prepare_source(db: str | Path | Database | None, queries: str | Path | None = None,
                    templates: str | Path | None = None) -> PreparedSource:
-    """Load a database, its templates (``assets/templates/<db_id>.yaml``) and query set
-    (``assets/queries/<db_id>.yaml``), preprocess it and check every question against it.
+    """Load a database, its templates (:func:`source_templates`) and query set (``assets/queries/<db_id>.yaml``
+    or ``queries``), preprocess it and check every question against it.
 
     Raises InputError for a missing/empty database, missing templates or queries, a template naming a missing
     column, a query that does not parse, reads a missing table/column, or fails on the preprocessed database.
     """
     raw = db if isinstance(db, Database) else load_database(db)
-    ts = load_templates(raw.db_id, templates)
+    ts = source_templates(raw.db_id, queries, templates)
     unknown = [t for t in ts.templates if t not in {n for n in raw.tables}]
     if unknown:
         raise InputError(f"{ts.path}: table(s) {unknown} are not in database {raw.db_id!r} "
