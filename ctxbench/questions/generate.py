@@ -65,6 +65,7 @@ GENERATOR_VERSION = 1
 DIFFICULTIES = ("easy", "medium", "hard")
 MAX_ANSWER_ROWS = 20
 MAX_GROUPS_LISTED = 12  # a GROUP BY whose every group is in the answer: at most this many groups
+MAX_PHRASING_ROUNDS = 10  # rounds of replacing queries the round trip dropped
 MIN_VALUE_SHARE = 0.05  # a value compared with = appears in at least this share of the rows
 _KEYWORDS = {k.upper() for k in Tokenizer.KEYWORDS}
 
@@ -164,7 +165,7 @@ class _Table:
 
     def expr(self, c: str, qualified: bool = False) -> str:
         e = f"{self.q}.{ident(c)}" if qualified else ident(c)
-        return f"CAST({e} AS REAL)" if self.col(c).kind == "numtext" else e
+        return f"CAST({e} AS DOUBLE)" if self.col(c).kind == "numtext" else e  # numbers stored as text
 
     def measures(self) -> list[str]:
         return [c for c in self.usable if self.col(c).role == "measure"]
@@ -187,9 +188,11 @@ class _Table:
         return out
 
     def frequent(self, c: str) -> list[Any]:
-        """Values of ``c`` common enough to filter by (share ≥ MIN_VALUE_SHARE), most frequent first."""
+        """Values of ``c`` common enough to filter by (share ≥ MIN_VALUE_SHARE), most frequent first; in a text
+        column, as text (a number stored there compares as its text)."""
         n = len(self.rows) or 1
-        return [v for v, k in self.col(c).top if k / n >= MIN_VALUE_SHARE]
+        vals = [v for v, k in self.col(c).top if k / n >= MIN_VALUE_SHARE]
+        return [str(v) for v in vals] if self.col(c).kind in ("text", "date") else vals
 
     def sel(self, qualified: bool = False) -> str:
         return ", ".join(self.expr(c, qualified) for c in self.label)
@@ -945,7 +948,8 @@ def prepare(cfg: GenerateConfig) -> tuple[Database, Any, dict[str, list[str]] | 
 def generate_questions(cfg: GenerateConfig, cache=None, progress: Callable[[str], None] | None = None
                        ) -> GenerateResult:
     """Generate a query set for ``cfg.db`` (module docstring). Deterministic: the same configuration and database
-    give the same questions (with ``question_model``, the same cached model replies).
+    give the same questions (with ``question_model``, the same cached model replies). ``cache``: the response
+    cache of the round trip (default: the user's); ``progress`` receives one line per stage.
 
     Raises InputError for a database that cannot be loaded or has nothing to ask about, and when fewer than one
     question passes the checks.
@@ -968,7 +972,7 @@ def generate_questions(cfg: GenerateConfig, cache=None, progress: Callable[[str]
         phrased: dict[str, str] = {}
         dropped_roundtrip = 0
         if cfg.question_model and chosen:
-            chosen, phrased, dropped_roundtrip = _phrase(cfg, pool, chosen, checker, src, say)
+            chosen, phrased, dropped_roundtrip = _phrase(cfg, pool, chosen, checker, src, say, cache)
         answers = {c.sql: checker.answer(c.sql) for c in chosen}
     finally:
         checker.close()
@@ -991,12 +995,13 @@ def generate_questions(cfg: GenerateConfig, cache=None, progress: Callable[[str]
     return GenerateResult(db_id, questions, generated, report, text, time.perf_counter() - t0)
 
 
-def _phrase(cfg: GenerateConfig, pool, chosen, checker, src, say) -> tuple[list[Candidate], dict[str, str], int]:
+def _phrase(cfg: GenerateConfig, pool, chosen, checker, src, say, cache=None
+            ) -> tuple[list[Candidate], dict[str, str], int]:
     """Phrase the chosen queries with the LLM (round trip); replace dropped ones from the pool, a few rounds."""
     from ..models.cache import ResponseCache
     from .roundtrip import RoundTripItem, phrase_questions
 
-    cache = ResponseCache()
+    cache = cache or ResponseCache()
     schema = schema_text(src)
     phrased: dict[str, str] = {}
     failed: set[str] = set()
@@ -1005,7 +1010,7 @@ def _phrase(cfg: GenerateConfig, pool, chosen, checker, src, say) -> tuple[list[
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "source.sqlite"
         write_sqlite(src.db, path)
-        for _ in range(4):
+        for _ in range(MAX_PHRASING_ROUNDS):
             if not todo:
                 break
             items = [RoundTripItem(c.sql, checker.answer(c.sql), str(path)) for c in todo]
