@@ -108,17 +108,26 @@ def _kind(values: list[Any]) -> str:
 
 
 def _name_columns(t: Table, excluded: set[str]) -> list[str]:
-    """The columns naming a row (as the preprocessing detects them, person names before titles)."""
+    """The columns naming a row: ``name``, else a person's name parts (first name before last name), else
+    ``title``/``label``, else one name-like column that tells most rows apart (``AirportName``; not
+    ``start_station_name``, which many trips share)."""
     cand = [c for c in t.columns if c not in excluded]
     low = {c.lower(): c for c in cand}
     if "name" in low:
         return [low["name"]]
     named = [c for c in cand if "name" in c.lower()]
-    if named:  # first name before last name
-        return sorted(named[:2], key=lambda c: ("first" not in c.lower(), cand.index(c)))
+    person = [c for c in named if re.search(r"first|last|given|family|middle|sur|fore", c, re.IGNORECASE)]
+    if len(person) >= 2:
+        return sorted(person[:2], key=lambda c: ("first" not in c.lower() and "given" not in c.lower(),
+                                                  cand.index(c)))
     for w in ("title", "label"):
         if w in low:
             return [low[w]]
+    for c in named:
+        i = t.columns.index(c)
+        vals = [r[i] for r in t.rows if r[i] is not None]
+        if vals and len(set(vals)) >= 0.5 * len(t.rows):
+            return [c]
     return []
 
 
@@ -201,7 +210,7 @@ def profile_database(raw: Database, pre: Preprocessed) -> tuple[dict[str, TableP
             ids += [c for c in t.columns if cols[c].role == "number"]
             texts = sorted((c for c in t.columns if cols[c].role in ("text", "category") and cols[c].kind == "text"),
                            key=lambda c: (-cols[c].distinct, t.columns.index(c)))
-            label, is_name = (ids[:2], False) if ids else (texts[:1], True)
+            label, is_name = (ids[:2], False) if ids else (texts[:1], bool(texts))
         for c in label:
             if cols[c].role not in ("key", "number"):
                 cols[c].role = "label"
@@ -271,6 +280,8 @@ def _cap(s: str) -> str:
 def _subject(tp: TableProfile) -> tuple[str, str]:
     """(how a sentence names the row as its subject, the same after a preposition) for a table's label."""
     fields = [f"{{{c}}}" for c in tp.label]
+    if not fields:  # nothing names the row: the sentence is about one record
+        return f"one {tp.noun} record", f"one {tp.noun} record"
     if tp.label_is_name:
         name = " ".join(fields)
         return name, f"the {tp.noun} {name}"

@@ -14,6 +14,7 @@ ABBREVIATIONS = {
     "yr": "year", "dob": "date of birth", "addr": "address", "amt": "amount", "desc": "description",
     "pop": "population", "dest": "destination", "src": "source", "dst": "destination", "ms": "milliseconds", "cnt": "count", "uid": "id",
 }
+UNCOUNTABLE = {"data", "information", "equipment", "staff", "news", "series", "species", "software", "personnel"}
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 
 
@@ -99,7 +100,9 @@ def singular(noun: str) -> str:
     """Singular of an English noun phrase (its last word): ``airlines`` → ``airline``, ``cities`` → ``city``."""
     head, _, last = noun.rpartition(" ")
     low = last.lower()
-    if low.endswith("ies") and len(low) > 4:
+    if low in UNCOUNTABLE:
+        pass
+    elif low.endswith("ies") and len(low) > 4:
         last = last[:-3] + "y"
     elif low.endswith(("sses", "xes", "ches", "shes")):
         last = last[:-2]
@@ -112,7 +115,9 @@ def plural(noun: str) -> str:
     """Plural of an English noun phrase (its last word): ``city`` → ``cities``, ``country`` → ``countries``."""
     head, _, last = noun.rpartition(" ")
     low = last.lower()
-    if last.isupper() or not last[-1:].isalpha():
+    if low in UNCOUNTABLE:
+        pass
+    elif last.isupper() or not last[-1:].isalpha():
         last = last + "s"
     elif low.endswith("y") and low[-2:-1] not in tuple("aeiou"):
         last = last[:-1] + "ies"
