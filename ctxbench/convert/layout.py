@@ -267,8 +267,9 @@ def _mark_headings(pages: list[list[Box]]) -> None:
 
 
 def _paragraph(lines: list[str]) -> str:
-    """Join a box's lines into one paragraph; a line ending "letter-" before a lower-case letter becomes a
-    SOFT_BREAK for ``join_hyphenation``."""
+    """Join a box's lines into one paragraph; a line ending "letter-" or "digit-" before a letter or digit
+    (``transduc-``/``tion``, ``CD4-``/``positive``, ``COVID-``/``19``) becomes a SOFT_BREAK for ``join_hyphenation``,
+    which decides whether the hyphen stays."""
     out = ""
     for ln in lines:
         ln = ln.strip()
@@ -276,7 +277,7 @@ def _paragraph(lines: list[str]) -> str:
             continue
         if not out:
             out = ln
-        elif re.search(r"[^\W\d_][-\u2010\u2011\u00ad]$", out) and re.match(r"[^\W\d_]", ln):
+        elif re.search(r"[^\W_][.)\]]?[-\u2010\u2011\u00ad]$", out) and re.match(r"[^\W_]", ln):
             out = out[:-1] + SOFT_BREAK + ln
         else:
             out += " " + ln
@@ -398,7 +399,7 @@ def pdfminer_markdown(path: str) -> tuple[str, int]:
                     if not text.strip():
                         continue
                     prev = parts[-1] if parts and not parts[-1].startswith("#") else ""
-                    if prev and re.search(r"[^\W\d_]-$", prev) and re.match(r"[a-z]", text):
+                    if prev and re.search(r"[^\W_]-$", prev) and re.match(r"[a-z\d]", text):
                         parts[-1] = prev[:-1] + SOFT_BREAK + text
                     elif prev and (not starts or not re.search(r"[.)]$", prev) and re.match(r"[a-z]", text)):
                         parts[-1] = prev + " " + text  # an entry broken across a column or page
@@ -422,7 +423,7 @@ def pdfminer_markdown(path: str) -> tuple[str, int]:
             if unfinished and (_CAPTION_RE.match(text) or b.top > 0.88 * h):  # a caption, a footer or footnote
                 held.append(text)
                 continue
-            if re.search(r"[^\W\d_]-$", prev) and re.match(r"[a-z]", text):
+            if re.search(r"[^\W_]-$", prev) and re.match(r"[a-z\d]", text):
                 parts[-1] = prev[:-1] + SOFT_BREAK + text  # a word hyphenated across a column or page break
             elif unfinished and (re.match(r"[a-z]", text) or prev.endswith(",") and re.match(r"[\d(]", text)):
                 parts[-1] = prev + " " + text  # a sentence running on across a column, page or figure
@@ -437,6 +438,15 @@ def pdfminer_markdown(path: str) -> tuple[str, int]:
     parts.extend(held)
     md = join_hyphenation("\n\n".join(parts))
     return md + "\n", len(pages)
+
+
+def mark_line_breaks(raw: str) -> str:
+    """Plain text with its line breaks (pdfium's, pdfplumber's): a hyphen (ASCII, U+2010, U+2011 or a soft hyphen)
+    ending a line after a letter or digit (or one followed by ``.``, ``)``, ``]``: ``U.S.-``) before a letter or
+    digit becomes a SOFT_BREAK for ``join_hyphenation``.
+    Characters in, characters out."""
+    return re.sub(r"(?:(?<=[^\W_])|(?<=[^\W_][.)\]]))[-\u2010\u2011\u00ad][ \t]*\n[ \t]*(?=[^\W_])", SOFT_BREAK,
+                  raw)
 
 
 def pdfium_markdown(path: str) -> tuple[str, int]:
@@ -455,8 +465,7 @@ def pdfium_markdown(path: str) -> tuple[str, int]:
             page.close()
             # pdfium reports a hyphen it judged a line-break hyphen as U+FFFE or U+0002
             raw = re.sub(r"[\ufffe\x02]\n?", SOFT_BREAK, raw)
-            raw = re.sub(r"(?<=[^\W\d_])-\n(?=[^\W\d_])", SOFT_BREAK, raw)
-            parts.append(clean(raw))
+            parts.append(clean(mark_line_breaks(raw)))
         return join_hyphenation("\n\n".join(parts)) + "\n", len(pdf)
     finally:
         pdf.close()
@@ -471,8 +480,7 @@ def pdfplumber_markdown(path: str) -> tuple[str, int]:
     with pdfplumber.open(path) as pdf:
         for page in pdf.pages:
             raw = page.extract_text() or ""
-            raw = re.sub(r"(?<=[^\W\d_])-\n(?=[^\W\d_])", SOFT_BREAK, raw)
-            parts.append(clean(raw))
+            parts.append(clean(mark_line_breaks(raw)))
             page.close()
         n = len(pdf.pages)
     return join_hyphenation("\n\n".join(parts)) + "\n", n

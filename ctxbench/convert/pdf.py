@@ -32,7 +32,7 @@ from ..errors import CtxbenchError
 from ..hashing import file_sha256
 
 # bump when the offline converter's output changes: it is part of the version, so cached conversions are redone
-LAYOUT_REVISION = "4"
+LAYOUT_REVISION = "5"
 DEFAULT_TIMEOUT_S = 300.0
 # a document with fewer non-space characters than this per page (and in all) has no usable text layer
 MIN_CHARS_PER_PAGE = 40

@@ -20,7 +20,7 @@ _OT1_RE = re.compile(r"(?<=[A-Za-z])([\x0b-\x0f])(?=[a-z])|(?<=\s)([\x0b-\x0f])(
 # SOFT_BREAK is the sentinel the converters put in place of "-\n" between two word parts
 SOFT_BREAK = "\u00ad"
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\ufffe\uffff\ufffd]")
-_WORD_RE = re.compile(r"[^\W\d_]+(?:[-'’][^\W\d_]+)*", re.UNICODE)
+_WORD_RE = re.compile(r"[^\W_]+(?:[-'’][^\W_]+)*", re.UNICODE)
 
 
 def expand_ligatures(s: str) -> str:
@@ -38,32 +38,63 @@ def strip_control(s: str) -> str:
 
 
 def vocabulary(text: str) -> Counter:
-    """Lower-cased words of ``text`` (letters only, inner hyphens/apostrophes kept) with their counts."""
+    """Lower-cased words of ``text`` (letters and digits, inner hyphens/apostrophes kept: ``state-of-the-art``,
+    ``cd4-positive``) with their counts."""
     return Counter(w.lower() for w in _WORD_RE.findall(text))
 
 
-_BREAK_RE = re.compile(r"([^\W\d_]+)" + SOFT_BREAK + r"\s*([^\W\d_]+)", re.UNICODE)
+# a hyphen that ended a line between two word parts; each part is taken whole with the hyphenated compound it
+# belongs to ("state-of-the" + "art", "CD4" + "positive", "well-estab" + "lished")
+_PART_RE = r"[^\W_]+(?:[-'’][^\W_]+)*"
+_BREAK_RE = re.compile(rf"({_PART_RE}){SOFT_BREAK}\s*({_PART_RE})", re.UNICODE)
+
+
+_SUSPENDED = {"and", "or", "to", "nor", "und", "oder"}
+
+
+def capital_token(t: str) -> bool:
+    """A token that is an abbreviation, symbol or name part rather than a word fragment: it holds a digit (``CD4``,
+    ``H2O``) or its letters are all upper case (``BERT``, ``T``) or upper case after the first (``mRNA``, ``LaTeX``)."""
+    letters = [c for c in t if c.isalpha()]
+    return any(c.isdigit() for c in t) or bool(letters) and (
+        all(c.isupper() for c in letters) or any(c.isupper() for c in letters[1:]))
 
 
 def join_hyphenation(text: str) -> str:
     """Resolve the ``SOFT_BREAK`` sentinels (a hyphen that ended a line, followed by the next line's first word).
 
-    A break is joined without the hyphen ("transduc-" + "tion" → "transduction") unless the document itself shows the
-    hyphenated compound ("sequence-aligned" written with a hyphen inside a line) and never the closed form; an
-    upper-case second part keeps the hyphen ("BERT-" + "Base"). Vocabulary: every word of the document outside
-    the breaks."""
+    The hyphen is kept — the break is inside a compound — when (in this order):
+    1. the document itself writes the joined form with a hyphen inside a line (``state-of-the-art``,
+       ``sequence-aligned``) at least as often as the closed form; the closed form written more often joins
+       (``co-occur`` + ``rence`` → ``co-occurrence`` where the document shows it);
+    2. the break follows a digit or a capital-letter token (:func:`capital_token`: ``CD4-`` + ``positive`` →
+       ``CD4-positive``, ``BERT-`` + ``based``), or the next part starts with a capital or a digit (``BERT-Base``,
+       ``COVID-19``);
+    3. the next part is "and", "or", "to" or "nor" (``first-`` + ``and second-order``): a suspended hyphen, kept
+       with its space;
+    4. either part is itself a hyphenated compound (``state-of-the-`` + ``art``, ``up-`` + ``to-date``): TeX, which
+       sets most papers, breaks a word holding an explicit hyphen only at that hyphen (The TeXbook, ch. 14), so such
+       a break is an explicit hyphen; so is one after a single letter (``X-`` + ``ray``: TeX's lefthyphenmin is 2).
+    Otherwise it is an ordinary word break, joined without the hyphen (``transduc-`` + ``tion`` → ``transduction``).
+    Vocabulary: every word of the document outside the breaks, lower-cased. Works on characters."""
     if SOFT_BREAK not in text:
         return text
     vocab = vocabulary(_BREAK_RE.sub(" ", text))
 
     def fix(m: re.Match) -> str:
         a, b = m.group(1), m.group(2)
-        closed, hyph = (a + b).lower(), f"{a}-{b}".lower()
-        if b[0].isupper() or b[0].isdigit():
-            return f"{a}-{b}"
-        if vocab.get(hyph, 0) > vocab.get(closed, 0):
-            return f"{a}-{b}"
-        return a + b
+        hyph, closed = f"{a}-{b}", a + b
+        last = re.split(r"[-'’]", a)[-1]
+        nh, nc = vocab.get(hyph.lower(), 0), vocab.get(closed.lower(), 0)
+        if nh or nc:
+            return hyph if nh >= nc else closed
+        if b.lower() in _SUSPENDED:  # "first-" + "and second-order": a suspended hyphen, kept with its space
+            return f"{a}- {b}"
+        if capital_token(last) or b[0].isupper() or b[0].isdigit():
+            return hyph
+        if "-" in a or "-" in b or len(last) == 1:
+            return hyph
+        return closed
 
     text = _BREAK_RE.sub(fix, text)
     return text.replace(SOFT_BREAK, "-")
