@@ -522,11 +522,10 @@ def report_cmd(build: Path = typer.Option(..., help="build directory"),
                                           "stable_floor=0.5, variants=chain); defaults: assets/analysis/needles.yaml")
                ) -> None:
     """Write BUILD/report/index.html (and the same numbers as Parquet)."""
-    from .tracks.needles.analysis import parse_threshold_overrides
     from .report import build_report
 
     try:
-        p = build_report(build, parse_threshold_overrides(regime) or None)
+        p = build_report(build, {"regime": regime} if regime else None)
     except USER_ERRORS as e:
         _fail(e)
     out_console.print(f"report → {p}")
@@ -566,16 +565,17 @@ def print_results(build: Path) -> None:
     from .report import results_table
     from .scoring.metrics import length_averages
 
-    rows = results_table(build)
-    t = Table(title="ctxbench results (row_match score, mean over instances)")
-    for c in ("model", "mode", "context length", "instances", "score", "95% CI"):
-        t.add_column(c, justify="right" if c not in ("model", "mode") else "left")
+    rows = results_table(build, primary_only=True)
+    t = Table(title="ctxbench results (each track's primary matcher, mean score over instances)")
+    for c in ("model", "mode", "matcher", "context length", "instances", "score", "95% CI"):
+        t.add_column(c, justify="right" if c not in ("model", "mode", "matcher") else "left")
     for r in rows:
-        t.add_row(r["model"], r["mode"], f"{r['context_length']:,}", str(r["n"]), f"{r['score']:.3f}",
+        t.add_row(r["model"], r["mode"], r["matcher"], f"{r['context_length']:,}", str(r["n"]), f"{r['score']:.3f}",
                   f"{r['ci_low']:.3f}–{r['ci_high']:.3f}")
-    for m, md in sorted({(r["model"], r["mode"]) for r in rows}):
-        a = length_averages({r["context_length"]: r["score"] for r in rows if (r["model"], r["mode"]) == (m, md)})
-        t.add_row(m, md, "Avg", "", f"{a['Avg']:.3f}", "")
+    for m, md, mt in sorted({(r["model"], r["mode"], r["matcher"]) for r in rows}):
+        a = length_averages({r["context_length"]: r["score"] for r in rows
+                             if (r["model"], r["mode"], r["matcher"]) == (m, md, mt)})
+        t.add_row(m, md, mt, "Avg", "", f"{a['Avg']:.3f}", "")
     out_console.print(t)
     out_console.print(f"build directory: {build}\n  instances: {build / 'instances.parquet'}\n"
                       f"  responses: {build / 'responses.parquet'}\n  scores:    {build / 'scores.parquet'}\n"

@@ -38,7 +38,7 @@ from .prompts import render_messages
 from .storage import read_table, require_build, write_json, write_parquet
 
 FORMATS = ("parquet", "hf", "inspect", "jsonl")
-TEMPLATE_KEYS = ("template_id", "question_id", "needle_id")
+TEMPLATE_KEYS = ("template_id", "question_id")  # a track adds its own (Track.template_keys)
 
 
 @dataclass
@@ -144,9 +144,17 @@ def split_instances(rows: list[dict], test_fraction: float = 0.2, seed: int = 0)
     return train, test, report
 
 
+def _template_keys(benchmark: str | None) -> tuple[str, ...]:
+    """Columns naming an instance's template: its track's ``template_keys`` (the defaults for an unknown one)."""
+    from .tracks.base import find_track
+
+    t = find_track(benchmark)
+    return tuple(t.template_keys) if t is not None else TEMPLATE_KEYS
+
+
 def _group_keys(r: dict) -> list[tuple]:
     keys = [("source", r["source_id"])]
-    for k in TEMPLATE_KEYS:
+    for k in _template_keys(r.get("benchmark")):
         if r.get(k) is not None:
             keys.append(("template", k, r[k]))
     return keys
@@ -183,7 +191,8 @@ def gold_text(gold: list[list]) -> str:
 
 def chat_example(row: dict, variant: str = "direct") -> dict:
     """One fine-tuning example: the evaluation prompt's messages plus the gold answer as the assistant turn."""
-    msgs = render_messages(row["context"], row["question"], variant)
+    msgs = render_messages(row["context"], row["question"], variant, benchmark=row.get("benchmark"),
+                           context_format=row.get("context_format"))
     return {"messages": [*msgs, {"role": "assistant", "content": gold_text(json.loads(row["gold"]))}]}
 
 
@@ -296,7 +305,9 @@ def export_build(builds: list[str | Path] | str | Path, fmt: str, out: str | Pat
         settings = {"prompt_variant": prompt_variant, "model": model or None, "temperature": 0.0,
                     "max_tokens": info.max_output_tokens if info else None}
         _write_jsonl(out / "samples.jsonl", (
-            {"id": r["instance_id"], "input": render_messages(r["context"], r["question"], prompt_variant, model),
+            {"id": r["instance_id"], "input": render_messages(r["context"], r["question"], prompt_variant, model,
+                                                              benchmark=r.get("benchmark"),
+                                                              context_format=r.get("context_format")),
              "target": gold_text(json.loads(r["gold"])),
              "metadata": {k: v for k, v in r.items() if k != "context"}} for r in rows))
         (out / "ctxbench_task.py").write_text(INSPECT_TASK.format(settings=repr(settings)), encoding="utf-8")

@@ -43,6 +43,13 @@ def derive_checks(tbl: pa.Table, sentence_of: Callable[[str, int], str] | None =
     return df
 
 
+def _kwargs(kw: dict) -> dict:
+    """An expectation's arguments with ``"$tracks"`` replaced by the registered track names."""
+    from .tracks.base import track_names
+
+    return {k: track_names() if v == "$tracks" else v for k, v in kw.items()}
+
+
 def run_suite(df, suite: str = "instances") -> list[str]:
     """Validate ``df`` against ``schemas/<suite>.expectations.json``; returns the names of failed expectations."""
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
@@ -60,7 +67,7 @@ def run_suite(df, suite: str = "instances") -> list[str]:
     batch = (ctx.data_sources.add_pandas(f"ctxbench_{suite}").add_dataframe_asset(suite)
              .add_batch_definition_whole_dataframe("all").get_batch(batch_parameters={"dataframe": df}))
     gx_suite = gx.ExpectationSuite(name=suite, expectations=[
-        getattr(gx.expectations, e["expectation"])(**e["kwargs"]) for e in spec["expectations"]])
+        getattr(gx.expectations, e["expectation"])(**_kwargs(e["kwargs"])) for e in spec["expectations"]])
     with contextlib.redirect_stderr(io.StringIO()):  # its per-metric progress bars
         res = batch.validate(gx_suite)
     failed = []

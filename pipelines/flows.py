@@ -202,9 +202,10 @@ def score_flow(build: str) -> int:
 def report_task(build: str) -> str:
     """The HTML report (rewritten only when the tables changed) and the results table as a Prefect artifact."""
     p, _ = report_if_changed(build)
-    rows = results_table(build)
-    md = "| model | context length | n | score |\n|---|---|---|---|\n" + "\n".join(
-        f"| {r['model']} | {r['context_length']} | {r['n']} | {r['score']:.3f} |" for r in rows)
+    rows = results_table(build, primary_only=True)
+    md = "| model | mode | matcher | context length | n | score |\n|---|---|---|---|---|---|\n" + "\n".join(
+        f"| {r['model']} | {r['mode']} | {r['matcher']} | {r['context_length']} | {r['n']} | {r['score']:.3f} |"
+        for r in rows)
     create_markdown_artifact(md, key="ctxbench-results", description=f"ctxbench results for {build}")
     return str(p)
 

@@ -23,7 +23,7 @@ construction:
   ``order``.
 * Needle chains (``variant == "chain"``): a chain of k hops is k lookups, each needing the previous one's result,
   so depth = k (the instance's ``hops``; without it, the number of evidence spans, one per planted needle).
-* Single needles (``benchmark == "needles"``, other variants): one lookup, depth 1.
+* Single needles (``variant`` real or altered): one lookup, depth 1.
 * Imports without a known derivation (e.g. LaRA): null.
 """
 
@@ -290,7 +290,8 @@ def sql_reasoning_depth(sql: str) -> int:
 
 def reasoning_depth(instance: Mapping[str, Any]) -> int | None:
     """Reasoning depth of an instance row (module docstring): from ``sql`` where present; ``hops`` (else the
-    number of evidence spans) for needle chains; 1 for other needles; None where the derivation is unknown."""
+    number of evidence spans) for needle chains; 1 for a single needle (``variant`` real or altered, or a
+    ``needle_id``); None where the derivation is unknown."""
     if instance.get("sql"):
         return sql_reasoning_depth(instance["sql"])
     if instance.get("variant") == "chain":
@@ -298,8 +299,8 @@ def reasoning_depth(instance: Mapping[str, Any]) -> int | None:
         if hops is None:
             hops = len(_spans(instance))
         return int(hops) if hops else None
-    if instance.get("benchmark") == "needles":
-        return 1
+    if instance.get("variant") in ("real", "altered") or instance.get("needle_id") is not None:
+        return 1  # a single planted fact (SCHEMA.md ``variant``): one lookup
     return None
 
 

@@ -22,7 +22,7 @@ import yaml
 from ..config import assets_dir
 from ..gold.execute import _norm_rows, results_equal
 from ..models.cache import ResponseCache
-from ..tracks.scitrek.scoring import sql_is_ordered
+from .sqlinfo import sql_is_ordered
 
 MAX_TOKENS = 512
 

@@ -18,6 +18,7 @@ component-1 keywords, no component 2, ≤1 factor. Hard: everything else.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 import sqlglot
@@ -225,3 +226,15 @@ def sql_info(sql: str, schema: dict[str, list[str]] | None = None) -> dict[str, 
     tree = parse_sql(sql)
     tables, columns = tables_and_columns(tree, schema)
     return {"tables": tables, "columns": columns, "query_types": query_types(tree), "difficulty": difficulty(tree)}
+
+
+@lru_cache(maxsize=4096)
+def sql_is_ordered(sql: str | None) -> bool:
+    """Whether the query orders its result at the top level (sqlglot); False for no or unparseable SQL."""
+    if not sql:
+        return False
+    try:
+        tree = sqlglot.parse_one(sql, read="sqlite")
+    except sqlglot.errors.SqlglotError:
+        return False
+    return isinstance(tree, exp.Select) and bool(tree.args.get("order"))

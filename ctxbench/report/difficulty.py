@@ -8,7 +8,6 @@ per model, and Cohen's κ of every judge against human labels (``BUILD/kappa.par
 from __future__ import annotations
 
 import html
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -16,21 +15,8 @@ import pyarrow.parquet as pq
 from ..analysis.closed_book import screen_summary
 from ..analysis.regression import difficulty_regression, mode_labels
 from ..storage import read_table, write_parquet
-
-
-def _fmt(v, digits: int = 3) -> str:
-    if v is None:
-        return "–"
-    if isinstance(v, float):
-        return f"{v:.{digits}f}" if abs(v) >= 10 ** -digits or v == 0 else f"{v:.1e}"
-    return str(v)
-
-
-def _tbl(rows: list[dict], cols: list[tuple[str, str]]) -> str:
-    head = "".join(f"<th>{html.escape(label)}</th>" for _, label in cols)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(_fmt(r.get(k)))}</td>" for k, _ in cols) + "</tr>"
-                   for r in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+from .context import ReportContext
+from .render import labelled_table
 
 
 def _regression_block(res: dict) -> str:
@@ -48,27 +34,27 @@ def _regression_block(res: dict) -> str:
     return head + notes + (
         "<p>Fractional-logit GLM (logit scale, per SD of the log₂ predictor; task and model fixed effects; "
         "SEs clustered by question). Holm-adjusted p over the four RQ1 Wald tests.</p>"
-        + _tbl(coefs, [("term", "term"), ("coef", "β"), ("se", "SE"), ("ci_low", "CI low"),
+        + labelled_table(coefs, [("term", "term"), ("coef", "β"), ("se", "SE"), ("ci_low", "CI low"),
                        ("ci_high", "CI high"), ("p", "p"), ("p_holm", "p (Holm)"), ("reason", "inestimable")])
-        + _tbl(res["wald"], [("test", "Wald test"), ("stat", "χ²"), ("df", "df"), ("p", "p"),
+        + labelled_table(res["wald"], [("test", "Wald test"), ("stat", "χ²"), ("df", "df"), ("p", "p"),
                              ("p_holm", "p (Holm)")])
         + "<p>Within-task interquartile contrasts Δ25→75 (percentage points of score).</p>"
-        + _tbl(res["contrasts"], [("predictor", "predictor"), ("pp", "Δ pp"), ("ci_low_pp", "CI low"),
+        + labelled_table(res["contrasts"], [("predictor", "predictor"), ("pp", "Δ pp"), ("ci_low_pp", "CI low"),
                                   ("ci_high_pp", "CI high"), ("reason", "inestimable")])
         + "<p>Length × property interactions: the length contrast (pp) at the property's within-task 25th (low) "
           "and 75th (high) percentile; Holm over the six tests.</p>"
-        + _tbl(inter, [("attribute", "property"), ("gamma", "γ_L·j"), ("se", "SE"), ("gamma_p_holm", "p (Holm)"),
+        + labelled_table(inter, [("attribute", "property"), ("gamma", "γ_L·j"), ("se", "SE"), ("gamma_p_holm", "p (Holm)"),
                        ("low_pp", "length Δ at low"), ("high_pp", "length Δ at high"), ("diff_pp", "high − low"),
                        ("diff_se_pp", "SE"), ("diff_p_holm", "p (Holm)"), ("reason", "inestimable")])
         + ("<p>Interquartile contrasts (pp) from the GLM fitted to each model separately.</p>"
-           + _tbl(res.get("per_model", []), [("model", "model"), ("predictor", "predictor"), ("pp", "Δ pp"),
+           + labelled_table(res.get("per_model", []), [("model", "model"), ("predictor", "predictor"), ("pp", "Δ pp"),
                                              ("ci_low_pp", "CI low"), ("ci_high_pp", "CI high"),
                                              ("reason", "inestimable")]) if res.get("per_model") else ""))
 
 
-def difficulty_section(build_dir: str | Path, out: str | Path) -> str:
-    """HTML of the difficulty, closed-book and judge-agreement sections; writes their tables under ``out``."""
-    build_dir, out = Path(build_dir), Path(out)
+def difficulty_section(ctx: ReportContext) -> str:
+    """HTML of the difficulty, closed-book and judge-agreement sections; writes their tables under ``ctx.out``."""
+    build_dir, out = ctx.build_dir, ctx.out
     names = set(pq.read_schema(build_dir / "instances.parquet").names)
     parts = ["<h2>Instance difficulty (LURCH)</h2>"]
     if {"scope", "dispersion", "reasoning_depth"} <= names:
@@ -82,7 +68,7 @@ def difficulty_section(build_dir: str | Path, out: str | Path) -> str:
         prop = [{"benchmark": b, "instances": n, "null_properties": k} for b, (n, k) in sorted(by.items())]
         parts.append("<p>Instances whose scope, dispersion or reasoning depth is null (no evidence spans or no "
                      "known derivation) are left out of the regression.</p>"
-                     + _tbl(prop, [("benchmark", "benchmark"), ("instances", "instances"),
+                     + labelled_table(prop, [("benchmark", "benchmark"), ("instances", "instances"),
                                    ("null_properties", "with null properties")]))
         labels = mode_labels(build_dir)
         modes = sorted({labels.get(s.get("request_key"), s["mode"])
@@ -108,7 +94,7 @@ def difficulty_section(build_dir: str | Path, out: str | Path) -> str:
         write_parquet(pa.Table.from_pylist(screen), out / "difficulty_closed_book.parquet")
         parts.append("<h2>Closed-book screen</h2><p>Instances each model answers correctly without the context "
                      "(parametric knowledge or question-only cues; `evaluate --exclude-closed-book` leaves them "
-                     "out).</p>" + _tbl(screen, [("model", "model"), ("instances", "instances"),
+                     "out).</p>" + labelled_table(screen, [("model", "model"), ("instances", "instances"),
                                                  ("flagged", "flagged"), ("failed", "failed calls"),
                                                  ("flagged_share", "flagged share")]))
     kp = build_dir / "kappa.parquet"
@@ -117,6 +103,6 @@ def difficulty_section(build_dir: str | Path, out: str | Path) -> str:
         parts.append("<h2>Judge agreement with human labels</h2><p>Cohen's κ (LaRA appendix C) of every judge "
                      "against the labels file, with a 95% interval (asymptotic SE); an answer counts as correct "
                      "at or above the threshold score.</p>"
-                     + _tbl(rows, [("matcher", "judge"), ("n", "n"), ("threshold", "threshold"), ("po", "P_o"),
+                     + labelled_table(rows, [("matcher", "judge"), ("n", "n"), ("threshold", "threshold"), ("po", "P_o"),
                                    ("pe", "P_e"), ("kappa", "κ"), ("ci_low", "CI low"), ("ci_high", "CI high")]))
     return "".join(parts)

@@ -3,42 +3,13 @@ curves as inline SVG). Writes ``report/rag_gap.parquet``, ``rag_sweep``, ``rag_r
 
 from __future__ import annotations
 
-import html
 from collections import defaultdict
-from pathlib import Path
 
 import pyarrow as pa
 
 from ..storage import write_parquet
-
-COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
-
-
-def _line_chart(series: dict[str, list[tuple[float, float]]], xticks: list[tuple[float, str]], xlabel: str,
-                label: str) -> str:
-    """Lines of (x in [0, 1], score in [0, 1]) points with labelled x ticks."""
-    if not series:
-        return ""
-    W, H, P = 680, 300, 50
-    sx = lambda x: P + x * (W - 2.6 * P)  # noqa: E731
-    sy = lambda y: H - P - y * (H - 1.5 * P)  # noqa: E731
-    parts = [f'<svg width="{W}" height="{H}" role="img" aria-label="{html.escape(label)}">',
-             f'<line x1="{P}" y1="{H - P}" x2="{sx(1)}" y2="{H - P}" stroke="#333"/>',
-             f'<line x1="{P}" y1="{P / 2}" x2="{P}" y2="{H - P}" stroke="#333"/>']
-    for v in (0, 0.5, 1):
-        parts.append(f'<text x="{P - 8}" y="{sy(v) + 4}" text-anchor="end" font-size="11">{v:.1f}</text>')
-    for x, t in xticks:
-        parts.append(f'<text x="{sx(x):.1f}" y="{H - P + 16}" text-anchor="middle" font-size="11">{html.escape(t)}</text>')
-    for i, (name, pts) in enumerate(sorted(series.items())):
-        c = COLORS[i % len(COLORS)]
-        pts = sorted(pts)
-        parts.append(f'<polyline fill="none" stroke="{c}" stroke-width="2" points="'
-                     + " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in pts) + '"/>')
-        parts += [f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="3" fill="{c}"/>' for x, y in pts]
-        parts.append(f'<text x="{sx(1) + 8}" y="{P / 2 + 14 * i}" font-size="11" fill="{c}">{html.escape(name)}</text>')
-    parts.append(f'<text x="{sx(0.5)}" y="{H - 8}" text-anchor="middle" font-size="12">{html.escape(xlabel)}</text>')
-    return "".join(parts) + "</svg>"
-
+from .context import ReportContext
+from .render import line_chart
 
 def sweep_svg(sweep: list[dict]) -> str:
     """Accuracy against retrieval budget, one line per model × length, the full context (LC) last."""
@@ -51,7 +22,7 @@ def sweep_svg(sweep: list[dict]) -> str:
     for r in sweep:
         series[f"{r['model']} @ {r['length']}"].append((xs[r["rag_tokens"]], r["score"]))
     ticks = [(xs[k], "LC (full)" if k == "full" else "top-k" if k == "top-k" else f"{int(k):,}") for k in keys]
-    return _line_chart(series, ticks, "retrieved tokens (RAG) or the full context (LC)", "accuracy by retrieval budget")
+    return line_chart(series, ticks, "retrieved tokens (RAG) or the full context (LC)", "accuracy by retrieval budget")
 
 
 def position_svg(pos: list[dict]) -> str:
@@ -60,15 +31,16 @@ def position_svg(pos: list[dict]) -> str:
     for r in pos:
         series[f"{r['model']} ({r['mode']}, {r['n_segments']} segments)"].append((r["position"], r["score"]))
     ticks = [(x, f"{x:.1f}") for x in (0, 0.25, 0.5, 0.75, 1)]
-    return _line_chart(series, ticks, "answer position in the context (0 = beginning, 1 = end)",
+    return line_chart(series, ticks, "answer position in the context (0 = beginning, 1 = end)",
                        "accuracy by answer position")
 
 
-def rag_section(build_dir: str | Path, out: Path, table) -> str:
-    """HTML of the RAG-vs-LC section and the position plot; ``table(rows, cols)`` renders a table."""
+def rag_section(ctx: ReportContext) -> str:
+    """HTML of the RAG-vs-LC section and the position plot (report section)."""
     from ..analysis.rag import analyse
 
-    a = analyse(build_dir)
+    out, table = ctx.out, ctx.table
+    a = analyse(ctx.build_dir)
     for name in ("rag_gap", "rag_sweep", "rag_routing", "position"):
         if a[name]:
             write_parquet(pa.Table.from_pylist(a[name]), out / f"{name}.parquet")

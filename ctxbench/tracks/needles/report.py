@@ -12,7 +12,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .analysis import FAILURE_MODES, NeedlesAnalysis, analyse
+from .analysis import FAILURE_MODES, NeedlesAnalysis, analyse, parse_threshold_overrides
+from ...report.context import ReportContext
 from ...models.registry import model_info
 from ...storage import write_parquet
 
@@ -73,13 +74,14 @@ def _frac(c: int, n: int) -> str:
     return f"{c}/{n} = {c / n:.2f}" if n else "–"
 
 
-def needles_section(build_dir: str | Path, out_dir: str | Path, regime_thresholds: dict | None = None) -> str:
-    """HTML of the needles section ("" for a build without needles instances); writes ``needles_*.parquet`` into
-    ``out_dir`` for the tables that have rows. ``regime_thresholds``: overrides of the decay-regime thresholds
-    (:class:`ctxbench.tracks.needles.analysis.RegimeThresholds`; InputError for an unknown key)."""
-    from ...report.html import _table
-
-    build_dir, out_dir = Path(build_dir), Path(out_dir)
+def needles_section(ctx: ReportContext) -> str:
+    """HTML of the needles section ("" for a build without needles instances), a report section
+    (:class:`ctxbench.report.context.ReportContext`): the haystacks' sizing (from the manifest), accuracy by depth
+    and tier, decay regimes, the memorization probe and failure modes; writes ``needles_*.parquet`` into
+    ``ctx.out`` for the tables that have rows. ``ctx.options["regime"]``: ``KEY=VALUE`` overrides of the
+    decay-regime thresholds (:func:`parse_threshold_overrides`; InputError for a malformed item or unknown key)."""
+    build_dir, out_dir, _table = ctx.build_dir, ctx.out, ctx.table
+    regime_thresholds = parse_threshold_overrides(ctx.options.get("regime")) or None
     sizing, flagged = _sizing_models(build_dir)
     if not sizing:
         return ""
@@ -90,8 +92,12 @@ def needles_section(build_dir: str | Path, out_dir: str | Path, regime_threshold
     notes = "".join(f'<p class="note"><b>Approximate tokenizer.</b> {html.escape(n)}</p>'
                     for n in approximate_notes(sizing, flagged))
     th = a.thresholds
+    haystacks = ctx.manifest.get("haystacks")
     parts = [
         "<h2>Planted facts (needles)</h2>", notes,
+        ("<h3>Haystacks (tokens of each sizing model's tokenizer; k = whole paragraphs)</h3>"
+         + _table(haystacks, ["model", "tier", "tokenizer", "window", "budget", "tokens", "chars", "k",
+                              "approximate"])) if haystacks else "",
         ("<p>A reply is correct when the expected value (gold or an accepted answer) appears in its visible answer "
          "(matcher <code>substring</code>): numerals match across Arabic, Chinese and English forms, never inside "
          "a longer number, with traditional/simplified and width folding. Exposed reasoning is stored apart and not "

@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from pathlib import Path
-from typing import Callable
-
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ...scoring.metrics import clustered_mean_ci
+from ...report.context import ReportContext
 from ...storage import read_table, write_parquet
 
 TAGS = ("null_answer", "wrong_format", "partial_list", "negation")
@@ -23,8 +21,10 @@ def _label(fmt: str, tier: int) -> str:
     return f"{'F' if fmt == 'full_text' else 'D'}-{tier // 1024}"
 
 
-def scitrek_section(build_dir: Path, out: Path, table: Callable[[list[dict], list[str]], str]) -> str:
-    """HTML for the builds' scitrek instances ("" when there are none or nothing is scored)."""
+def scitrek_section(ctx: ReportContext) -> str:
+    """HTML for the builds' scitrek instances ("" when there are none or nothing is scored): a report section
+    (:class:`ctxbench.report.context.ReportContext`)."""
+    build_dir, out, table = ctx.build_dir, ctx.out, ctx.table
     ip = build_dir / "instances.parquet"
     names = pq.read_schema(ip).names
     if "context_format" not in names or "skill" not in names:

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from functools import lru_cache
 
+from ...questions.sqlinfo import sql_is_ordered
 from ...scoring.matchers import MatchResult
 from ...scoring.normalize import extract_answer, normalize_text, parse_number
 
@@ -33,21 +33,6 @@ _NULLS = {"null", "none", "n a", "nothing", "no result", "no results", "empty", 
           "no such articles"}
 _NEG_SQL = re.compile(r"\bNOT\b|<>|!=", re.IGNORECASE)
 _NEG_Q = re.compile(r"\b(?:not|never|no|none|without|neither|nor)\b|n't\b", re.IGNORECASE)
-
-
-@lru_cache(maxsize=4096)
-def sql_is_ordered(sql: str | None) -> bool:
-    """Whether the query orders its result at the top level (sqlglot); False for no or unparseable SQL."""
-    if not sql:
-        return False
-    import sqlglot
-    from sqlglot import exp
-
-    try:
-        tree = sqlglot.parse_one(sql, read="sqlite")
-    except sqlglot.errors.SqlglotError:
-        return False
-    return isinstance(tree, exp.Select) and bool(tree.args.get("order"))
 
 
 def _item_key(v) -> tuple:

@@ -1,0 +1,138 @@
+"""Core aggregates of a scored build: per-instance mean scores, accuracy by context length per model × mode ×
+matcher (with Avg / wAvg over lengths), breakdowns by setting, position, query type and difficulty, call counts and
+run-to-run variance. Intervals are 95% and clustered by question (:func:`ctxbench.scoring.metrics.clustered_mean_ci`).
+The report (:mod:`ctxbench.report`) renders these tables; the CLI and the Prefect artifact print
+:func:`results_table`."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from ..scoring.metrics import clustered_mean_ci, length_averages
+from ..storage import read_table
+
+INSTANCE_COLUMNS = ["instance_id", "question_id", "question", "target_tokens", "position", "setting", "query_types",
+                    "difficulty", "benchmark", "source_id"]
+
+
+def instance_scores(build_dir: str | Path) -> tuple[list[dict], dict[str, dict]]:
+    """One row per (model, mode, matcher, instance) with the mean score over samples (``score``), the number of
+    samples and their variance; and the instances by id. RAG runs with a retrieval budget are their own mode
+    (``rag@2048``)."""
+    build_dir = Path(build_dir)
+    ip = build_dir / "instances.parquet"
+    have = set(pq.read_schema(ip).names)
+    inst = {r["instance_id"]: r for r in pq.read_table(ip, columns=[c for c in INSTANCE_COLUMNS if c in have])
+            .to_pylist()}
+    sc = read_table(build_dir / "scores.parquet", "scores").to_pylist()
+    rp = build_dir / "responses.parquet"
+    budget = ({r["request_key"]: r["rag_tokens"] for r in pq.read_table(rp, columns=["request_key", "rag_tokens"])
+               .to_pylist() if r["rag_tokens"] is not None}
+              if rp.exists() and "rag_tokens" in pq.read_schema(rp).names else {})
+    per: dict[tuple, list[float]] = defaultdict(list)
+    for r in sc:
+        b = budget.get(r.get("request_key"))
+        mode = r["mode"] if b is None else f"{r['mode']}@{b}"
+        per[(r["model"], mode, r["matcher"], r["instance_id"])].append(r["score"])
+    out = []
+    for (model, mode, matcher, iid), vals in sorted(per.items()):
+        i = inst.get(iid)
+        if i is None:
+            continue
+        out.append({"model": model, "mode": mode, "matcher": matcher, "instance_id": iid,
+                    "benchmark": i.get("benchmark"), "question_id": i.get("question_id") or i["question"],
+                    "target_tokens": i["target_tokens"], "position": i.get("position"), "setting": i.get("setting"),
+                    "difficulty": i.get("difficulty"), "query_types": json.loads(i.get("query_types") or "[]"),
+                    "score": sum(vals) / len(vals), "samples": len(vals), "sample_var": sample_variance(vals)})
+    return out, inst
+
+
+def sample_variance(v: list[float]) -> float:
+    """Unbiased variance of a list of scores (0 for fewer than two)."""
+    if len(v) < 2:
+        return 0.0
+    m = sum(v) / len(v)
+    return sum((x - m) ** 2 for x in v) / (len(v) - 1)
+
+
+def group_scores(rows: list[dict], key: Callable[[dict], Iterable[tuple]]) -> list[dict]:
+    """Mean score and clustered 95% interval per key (``key(row)`` yields the keys a row counts under), sorted."""
+    g: dict[tuple, list[dict]] = defaultdict(list)
+    for r in rows:
+        for k in key(r):
+            g[k].append(r)
+    out = []
+    for k, rs in sorted(g.items(), key=lambda x: tuple(str(y) for y in x[0])):
+        mean, lo, hi = clustered_mean_ci([r["score"] for r in rs], [r["question_id"] for r in rs])
+        out.append({"key": k, "n": len(rs), "score": mean, "ci_low": lo, "ci_high": hi})
+    return out
+
+
+def results_table(build_dir: str | Path, primary_only: bool = False) -> list[dict]:
+    """Rows (model, mode, matcher, context length, n, score, ci) — the table ``ctxbench run`` prints.
+    ``primary_only``: only each instance's track's primary matcher (and judges)."""
+    rows, _ = instance_scores(build_dir)
+    if primary_only:
+        rows = [r for r in rows if r["matcher"].startswith("judge:") or r["matcher"] == _primary(r["benchmark"])]
+    return [{"model": g["key"][0], "mode": g["key"][1], "matcher": g["key"][2], "context_length": g["key"][3],
+             "n": g["n"], "score": g["score"], "ci_low": g["ci_low"], "ci_high": g["ci_high"]}
+            for g in group_scores(rows, lambda r: [(r["model"], r["mode"], r["matcher"], r["target_tokens"])])]
+
+
+def _primary(benchmark: str | None) -> str | None:
+    from ..scoring.registry import matchers_for
+
+    return matchers_for(benchmark)[0]
+
+
+def length_average_rows(by_len: list[dict]) -> list[dict]:
+    """Avg and the weighted averages over context lengths (``length_averages``) per model × mode × matcher."""
+    out = []
+    for (model, mode, matcher) in sorted({(r["model"], r["mode"], r["matcher"]) for r in by_len}):
+        a = length_averages({r["context_length"]: r["score"] for r in by_len
+                             if (r["model"], r["mode"], r["matcher"]) == (model, mode, matcher)})
+        out.append({"model": model, "mode": mode, "matcher": matcher, **a})
+    return out
+
+
+BREAKDOWNS: dict[str, Callable[[dict], list]] = {
+    "setting": lambda r: [(r["model"], r["mode"], r["setting"])],
+    "position": lambda r: [(r["model"], r["mode"], r["position"])],
+    "query_type": lambda r: [(r["model"], r["mode"], t) for t in r["query_types"]],
+    "difficulty": lambda r: [(r["model"], r["mode"], r["difficulty"])],
+}
+
+
+def breakdowns(rows: list[dict]) -> dict[str, list[dict]]:
+    """Score by setting, position, query type and difficulty per model × mode (:data:`BREAKDOWNS`)."""
+    return {name: [{"model": g["key"][0], "mode": g["key"][1], name: g["key"][2], "n": g["n"], "score": g["score"],
+                    "ci_low": g["ci_low"], "ci_high": g["ci_high"]} for g in group_scores(rows, key)]
+            for name, key in BREAKDOWNS.items()}
+
+
+def call_counts(build_dir: str | Path) -> list[dict]:
+    """Calls per model × mode: ok, over-length, failed, refused, cached, retries."""
+    resp = read_table(Path(build_dir) / "responses.parquet", "responses").to_pylist()
+    counts: dict[tuple, dict] = defaultdict(lambda: {"calls": 0, "ok": 0, "over_length": 0, "failed": 0,
+                                                      "refused": 0, "cached": 0, "retries": 0})
+    for r in resp:
+        c = counts[(r["model"], r["mode"])]
+        c["calls"] += 1
+        c["ok"] += r["status"] == "ok"
+        c["over_length"] += r["status"] == "over_length"
+        c["failed"] += r["status"] == "error"
+        c["refused"] += r["status"] == "refused_by_provider"
+        c["cached"] += bool(r["cached"])
+        c["retries"] += r["retries"] or 0
+    return [{"model": m, "mode": md, **c} for (m, md), c in sorted(counts.items())]
+
+
+def variance_rows(rows: list[dict]) -> list[dict]:
+    """Mean run-to-run (sample) variance of the instance scores per model."""
+    return [{"model": m, "mean_sample_variance": sum(r["sample_var"] for r in rows if r["model"] == m) /
+             max(1, sum(1 for r in rows if r["model"] == m))} for m in sorted({r["model"] for r in rows})]
