@@ -207,17 +207,20 @@ def test_same_seed_same_bytes_in_another_process(generated, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ a small user database
+CAPACITY = [800, 9500, 12000, 45000, 3100, 70000, 950, 21000]  # text order differs from number order
+
+
 def _league(path: Path) -> Path:
-    """A small user database: teams (founding year stored as text, as user databases do) and players with a
+    """A small user database: teams (stadium capacity stored as text, as user databases do) and players with a
     foreign key to their team; values are a deterministic function of the row number."""
     con = sqlite3.connect(path)
-    con.execute("CREATE TABLE team (team_id INTEGER PRIMARY KEY, name TEXT, city TEXT, founded TEXT)")
+    con.execute("CREATE TABLE team (team_id INTEGER PRIMARY KEY, name TEXT, city TEXT, capacity TEXT)")
     con.execute("CREATE TABLE player (player_id INTEGER PRIMARY KEY, name TEXT, team_id INTEGER REFERENCES "
                 "team(team_id), position TEXT, goals INTEGER, height REAL)")
     cities = ["Lyon", "Porto", "Turin", "Leeds"]
     for i in range(1, 9):
         con.execute("INSERT INTO team VALUES (?, ?, ?, ?)",
-                    (i, f"Team {chr(64 + i)}", cities[i % 4], str(1890 + 7 * i)))
+                    (i, f"Team {chr(64 + i)}", cities[i % 4], str(CAPACITY[i - 1])))
     positions = ["goalkeeper", "defender", "midfielder", "forward"]
     for i in range(1, 121):
         con.execute("INSERT INTO player VALUES (?, ?, ?, ?, ?, ?)",
@@ -228,6 +231,8 @@ def _league(path: Path) -> Path:
 
 
 def test_numbers_stored_as_text_and_the_build_takes_the_generated_templates(tmp_path, monkeypatch):
+    """A capacity stored as text is compared, ranked and aggregated as the number it is: every question over it
+    gives the same answer as on an independent copy of the teams with capacities as integers."""
     from ctxbench.questions.generate import GenerateConfig, generate_questions, write_generated
     from ctxbench.tracks.holobench import HoloBenchConfig, build_holobench
 
@@ -235,22 +240,60 @@ def test_numbers_stored_as_text_and_the_build_takes_the_generated_templates(tmp_
     db = _league(tmp_path / "league.sqlite")
     r = generate_questions(GenerateConfig(db=str(db), n=20))
     qfile = write_generated(r, tmp_path / "league.yaml")
-    sqls = [q["sql"] for q in r.questions]
-    assert len(sqls) == 20
-    founded = [s for s in sqls if "founded" in s]
-    assert founded and all(s.count("founded") == s.count("CAST(founded AS DOUBLE)") for s in founded)
-    assert any(" JOIN " in s for s in sqls)
+    assert len(r.questions) == 20
+    assert any(" JOIN " in q["sql"] for q in r.questions)
     # player.team_id became the team's name in the templates
     assert all("{team_name}" in t and "team_id" not in t for t in r.templates["player"])
     res = build_holobench(HoloBenchConfig(db=str(db), queries=str(qfile), lengths=[4096]), tmp_path / "b")
     assert res.n_instances == 20  # the simulated contexts include the build's own (seed 0, 4096 tokens)
-    con = sqlite3.connect(tmp_path / "b" / "source.sqlite")
+    source = tmp_path / "b" / "source.sqlite"
+    con = sqlite3.connect(source)
     assert con.execute("SELECT team_name FROM player WHERE rowid = 1").fetchone() == ("Team B",)
     con.close()
+    numeric = sqlite3.connect(":memory:")
+    numeric.execute("CREATE TABLE team (name TEXT, city TEXT, capacity INTEGER)")
+    cities = ["Lyon", "Porto", "Turin", "Leeds"]
+    numeric.executemany("INSERT INTO team VALUES (?, ?, ?)",
+                        [(f"Team {chr(64 + i)}", cities[i % 4], CAPACITY[i - 1]) for i in range(1, 9)])
+    on_capacity = [q for q in r.questions if "capacity" in q["sql"] and sql_info(q["sql"])["tables"] == ["team"]]
+    assert on_capacity and {t for q in on_capacity for t in q["query_types"]} & {"Comparison", "Max/Min", "Ranking"}
     rows = pq.read_table(tmp_path / "b" / "instances.parquet").to_pylist()
+    for q in on_capacity:
+        expected = [list(x) for x in numeric.execute(q["sql"]).fetchall()]
+        inst = next(x for x in rows if x["question_id"] == q["id"])
+        if json.loads(inst["included_rows"]).get("team") == list(range(1, 9)):  # every team in the context
+            assert _same(json.loads(inst["gold"]), expected, _ordered(q["sql"])), q["sql"]
     for row in rows:
-        assert _same(_recompute(tmp_path / "b" / "source.sqlite", row["sql"], json.loads(row["included_rows"])),
+        assert _same(_recompute(source, row["sql"], json.loads(row["included_rows"])),
                      json.loads(row["gold"]), _ordered(row["sql"]))
+
+
+def test_identifiers_that_are_keywords_spaces_and_accents(tmp_path, monkeypatch):
+    """Tables and columns named like SQL keywords (order, group, when), with spaces, dashes and accents: every
+    candidate query runs (identifiers quoted where they must be), questions name them in words, the build passes."""
+    from ctxbench.questions.generate import GenerateConfig, generate_questions, write_generated
+    from ctxbench.tracks.holobench import HoloBenchConfig, build_holobench
+
+    monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
+    db = tmp_path / "shop.sqlite"
+    con = sqlite3.connect(db)
+    con.execute('CREATE TABLE "Order Items" ("Item Id" INTEGER PRIMARY KEY, "order" TEXT, "Unit Price" REAL, '
+                '"group" TEXT, "when" TEXT, "Région" TEXT)')
+    regions = ["Île-de-France", "Bretagne", "Occitanie"]
+    con.executemany('INSERT INTO "Order Items" VALUES (?, ?, ?, ?, ?, ?)',
+                    [(i, f"order {i % 40}", round(1 + (i * 7.3) % 90, 2), "ABC"[i % 3], f"2023-0{1 + i % 9}-1{i % 9}",
+                      regions[i % 3]) for i in range(1, 241)])
+    con.commit()
+    con.close()
+    r = generate_questions(GenerateConfig(db=str(db), n=15))
+    assert not [k for k in r.report["left_out"] if "cannot run" in k], r.report["left_out"]
+    assert len(r.questions) == 15
+    text = " ".join(q["question"] for q in r.questions)
+    assert "région" in text and "Région" not in text.replace('"', "")
+    assert any('"group"' in q["sql"] or '"Région"' in q["sql"] for q in r.questions)
+    qfile = write_generated(r, tmp_path / "shop.yaml")
+    res = build_holobench(HoloBenchConfig(db=str(db), queries=str(qfile), lengths=[4096]), tmp_path / "b")
+    assert res.n_instances == 15
 
 
 def test_template_source_order(tmp_path):

@@ -40,6 +40,7 @@ import tempfile
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from functools import lru_cache
 from itertools import product
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -67,7 +68,26 @@ MAX_ANSWER_ROWS = 20
 MAX_GROUPS_LISTED = 12  # a GROUP BY whose every group is in the answer: at most this many groups
 MAX_PHRASING_ROUNDS = 10  # rounds of replacing queries the round trip dropped
 MIN_VALUE_SHARE = 0.05  # a value compared with = appears in at least this share of the rows
-_KEYWORDS = {k.upper() for k in Tokenizer.KEYWORDS}
+# SQLite's keywords (sqlite.org/lang_keywords.html); DuckDB's reserved words are added from DuckDB itself
+SQLITE_KEYWORDS = frozenset("""
+ABORT ACTION ADD AFTER ALL ALTER ALWAYS ANALYZE AND AS ASC ATTACH AUTOINCREMENT BEFORE BEGIN BETWEEN BY CASCADE CASE
+CAST CHECK COLLATE COLUMN COMMIT CONFLICT CONSTRAINT CREATE CROSS CURRENT CURRENT_DATE CURRENT_TIME CURRENT_TIMESTAMP
+DATABASE DEFAULT DEFERRABLE DEFERRED DELETE DESC DETACH DISTINCT DO DROP EACH ELSE END ESCAPE EXCEPT EXCLUDE EXCLUSIVE
+EXISTS EXPLAIN FAIL FILTER FIRST FOLLOWING FOR FOREIGN FROM FULL GENERATED GLOB GROUP GROUPS HAVING IF IGNORE IMMEDIATE
+IN INDEX INDEXED INITIALLY INNER INSERT INSTEAD INTERSECT INTO IS ISNULL JOIN KEY LAST LEFT LIKE LIMIT MATCH
+MATERIALIZED NATURAL NO NOT NOTHING NOTNULL NULL NULLS OF OFFSET ON OR ORDER OTHERS OUTER OVER PARTITION PLAN PRAGMA
+PRECEDING PRIMARY QUERY RAISE RANGE RECURSIVE REFERENCES REGEXP REINDEX RELEASE RENAME REPLACE RESTRICT RETURNING RIGHT
+ROLLBACK ROW ROWS SAVEPOINT SELECT SET TABLE TEMP TEMPORARY THEN TIES TO TRANSACTION TRIGGER UNBOUNDED UNION UNIQUE
+UPDATE USING VACUUM VALUES VIEW VIRTUAL WHEN WHERE WINDOW WITH WITHOUT""".split())
+
+
+@lru_cache(maxsize=1)
+def _reserved() -> frozenset[str]:
+    """Words an identifier must be quoted for: SQLite's keywords, DuckDB's reserved words, sqlglot's keywords."""
+    import duckdb
+
+    rows = duckdb.sql("SELECT keyword_name FROM duckdb_keywords() WHERE keyword_category = 'reserved'").fetchall()
+    return SQLITE_KEYWORDS | {r[0].upper() for r in rows} | {k.upper() for k in Tokenizer.KEYWORDS if k.isalpha()}
 
 
 class GenerateConfig(BaseModel):
@@ -122,7 +142,7 @@ class GenerateResult:
 # ------------------------------------------------------------------------------------------------ SQL pieces
 def ident(name: str) -> str:
     """An SQL identifier, quoted only where it must be (not a plain word, or a keyword)."""
-    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) and name.upper() not in _KEYWORDS:
+    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) and name.upper() not in _reserved():
         return name
     return quote_ident(name)
 

@@ -20,6 +20,7 @@ need, with identifiers replaced by names (appendix A.2.1). Here the same is deri
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -88,6 +89,8 @@ class JoinEdge:
 
 
 def _kind(values: list[Any]) -> str:
+    """int, real, numtext (numbers, some or all stored as text: compared through CAST), date (ISO text), text,
+    mixed (text beside numbers: never compared or grouped) or empty."""
     nn = [v for v in values if v is not None]
     if not nn:
         return "empty"
@@ -96,15 +99,16 @@ def _kind(values: list[Any]) -> str:
         return "int"
     if kinds <= {int, float, bool}:
         return "real"
-    if kinds == {str}:
-        if all(_DATE.match(v) for v in nn):
-            return "date"
-        try:
-            [float(v) for v in nn]
-            return "numtext" if not any(v.lower() in ("nan", "inf", "-inf", "infinity") for v in nn) else "text"
-        except ValueError:
-            return "text"
-    return "text"
+    texts = [v for v in nn if isinstance(v, str)]
+    if not kinds <= {str, int, float, bool}:
+        return "mixed"
+    if len(texts) == len(nn) and all(_DATE.match(v) for v in texts):
+        return "date"
+    try:
+        numbers = [float(v) for v in texts]
+    except ValueError:
+        return "text" if len(texts) == len(nn) else "mixed"
+    return "numtext" if all(math.isfinite(x) for x in numbers) else "mixed"
 
 
 def _name_columns(t: Table, excluded: set[str]) -> list[str]:

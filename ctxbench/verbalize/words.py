@@ -15,7 +15,6 @@ ABBREVIATIONS = {
     "pop": "population", "dest": "destination", "src": "source", "dst": "destination", "ms": "milliseconds", "cnt": "count", "uid": "id",
 }
 UNCOUNTABLE = {"data", "information", "equipment", "staff", "news", "series", "species", "software", "personnel"}
-_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 
 
 def _segment(token: str, vocab: frozenset[str]) -> list[str]:
@@ -31,12 +30,27 @@ def _segment(token: str, vocab: frozenset[str]) -> list[str]:
     return best[n] if best[n] and len(best[n]) > 1 else [token]
 
 
+def _camel(part: str) -> list[str]:
+    """Split at case and digit changes, any script: ``SurfaceArea`` → Surface, Area; ``GNPOld`` → GNP, Old;
+    ``Région`` stays whole."""
+    out, cur = [], ""
+    for i, ch in enumerate(part):
+        if cur:
+            prev, nxt = cur[-1], part[i + 1] if i + 1 < len(part) else ""
+            if (ch.isdigit() != prev.isdigit() or (prev.islower() and ch.isupper())
+                    or (prev.isupper() and ch.isupper() and nxt.islower())):
+                out.append(cur)
+                cur = ""
+        cur += ch
+    return out + [cur] if cur else out
+
+
 def split_identifier(name: str, vocab: frozenset[str] = frozenset()) -> list[str]:
-    """The words of an identifier: underscores, spaces and camelCase split; a lower-case run split into words of
-    ``vocab`` (words found elsewhere in the schema, three letters or more); acronyms kept in capitals."""
+    """The words of an identifier: underscores, spaces, dashes and camelCase split; a lower-case run split into
+    words of ``vocab`` (words found elsewhere in the schema, three letters or more); acronyms kept in capitals."""
     out: list[str] = []
     for part in re.split(r"[\s_\-\.]+", str(name)):
-        for tok in _CAMEL.findall(part):
+        for tok in _camel(part):
             if tok.isupper() and len(tok) > 1:
                 out.append(tok)
             elif tok.islower() and vocab and len(tok) > 6:
