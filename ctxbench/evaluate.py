@@ -27,7 +27,6 @@ from .models.cache import ResponseCache, claim_owner, request_key
 from .models.gateway import Gateway, RetryPolicy, cost_usd
 from .models.registry import model_info
 from .prompts import messages_text, render_messages
-from .scoring.normalize import extract_answer
 from .storage import read_table, require_build, to_table, write_parquet
 
 
@@ -223,8 +222,7 @@ def _plan(build_dir: Path, cfg: EvalConfig, cache: ResponseCache) -> _Plan:
                              "prompt_variant": cfg.prompt_variant, **extra, "_messages": msgs, "_sampling": sampling,
                              "_ctx": hashlib.sha256(text.encode()).hexdigest(), "_context": text})
     found = cache.get_many([t["request_key"] for t in todo])
-    hits = [{**_public(t), **found[t["request_key"]], "cached": True, "retries": 0,
-             "extracted_answer": extract_answer(found[t["request_key"]].get("response")) or None}
+    hits = [{**_public(t), **found[t["request_key"]], "cached": True, "retries": 0}
             for t in todo if t["request_key"] in found]
     pending = [t for t in todo if t["request_key"] not in found]
     return _Plan(tbl.num_rows, already, hits, pending, max_tokens, todo)
@@ -350,8 +348,7 @@ def _run_calls(calls: list[dict], cfg: EvalConfig, max_tokens: int, cache: Respo
                 if state == "cached":  # another worker answered it
                     s.taken_by_others += 1
                     hit = cache.get(key)
-                    return finish({**base, **hit, "cached": True, "retries": 0,
-                                   "extracted_answer": extract_answer(hit.get("response")) or None})
+                    return finish({**base, **hit, "cached": True, "retries": 0})
                 if not wait:  # taken by another worker: do the free calls first, come back at the end
                     deferred.append(t)
                     return
@@ -387,8 +384,7 @@ def _run_calls(calls: list[dict], cfg: EvalConfig, max_tokens: int, cache: Respo
             elif res.status == "error":
                 s.errors += 1
                 s.notes.append(f"{t['instance_id']} (sample {t['sample']}): {res.error}")
-            finish({**base, **res.payload(), "cached": False, "retries": res.retries,
-                    "extracted_answer": extract_answer(res.response) if res.response else None})
+            finish({**base, **res.payload(), "cached": False, "retries": res.retries})
 
         async def heartbeat() -> None:
             while True:

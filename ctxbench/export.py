@@ -238,16 +238,17 @@ def load_samples() -> MemoryDataset:
 @scorer(metrics=[mean(), stderr()])
 def ctxbench_matcher():
     """The instance's benchmark's primary ctxbench matcher (e.g. row_match) on the model's completion."""
-    from ctxbench.scoring.registry import matcher, matchers_for
+    from ctxbench.scoring.pipeline import score_reply
 
     async def score(state, target):
         inst = dict(state.metadata)
         inst["gold"] = json.loads(inst["gold"])
         if inst.get("accepted_answers") is not None:
             inst["accepted_answers"] = json.loads(inst["accepted_answers"])
-        name = matchers_for(inst.get("benchmark"))[0]
-        m = matcher(name, inst.get("benchmark"))(state.output.completion, inst)
-        return Score(value=float(m.score), answer=state.output.completion, metadata={{"matcher": name, "tags": m.tags}})
+        # the benchmark's answer pipeline (reasoning and chat tokens removed), then its primary matcher
+        sc = score_reply(state.output.completion, inst)[0]
+        return Score(value=float(sc.result.score), answer=sc.answer,
+                     metadata={{"matcher": sc.matcher, "tags": sc.result.tags}})
 
     return score
 

@@ -12,8 +12,11 @@ an unchanged hash finds its complete build and builds nothing, a changed one bui
 
 ``score`` and ``report`` are recomputed only when what they read changed: the content hash of their inputs
 (instances, responses, scores, matcher registry, judge) is stored with their output (Parquet schema metadata of
-``scores.parquet``; ``report/inputs.json``) and compared first. Model calls are never repeated anyway (response
-cache and stored request keys).
+``scores.parquet``; ``report/inputs.json``) and compared first. ``score``'s inputs include the code that makes the
+scores: each matcher's, the failure tagger's, each answer filter's and the judge prompt's version and code hash
+(:func:`ctxbench.scoring.versions.scoring_fingerprint`, stored readable as ``ctxbench_scoring_code`` in the same
+metadata), so a fixed matcher or filter rescores the builds it scores. Model calls are never repeated anyway
+(response cache and stored request keys).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from .storage import write_json
 
 LATEST = "latest"
 INPUTS_KEY = b"ctxbench_inputs_sha256"
+SCORING_CODE_KEY = b"ctxbench_scoring_code"
 
 
 # ------------------------------------------------------------------------------------------ versioned run roots
@@ -109,13 +113,31 @@ def _file_hash(p: Path) -> str | None:
     return file_sha256(p) if p.exists() else None
 
 
+def scoring_code(build_dir: str | Path, judge: str | None = None) -> dict:
+    """The version and code hash of everything that scores this build's benchmarks (matchers, tagger, answer
+    filters; the judge prompt with a judge): :func:`ctxbench.scoring.versions.scoring_fingerprint` over the
+    benchmarks of ``instances.parquet``. A benchmark no track registers is recorded as an error (``score`` then
+    reports it)."""
+    from .scoring.versions import scoring_fingerprint
+
+    p = Path(build_dir) / "instances.parquet"
+    benches: list[str] = []
+    if p.exists() and "benchmark" in pq.read_schema(p).names:
+        benches = sorted({str(b) for b in pq.read_table(p, columns=["benchmark"]).column("benchmark").to_pylist()})
+    try:
+        return scoring_fingerprint(benches, judge)
+    except InputError as e:
+        return {"error": str(e)}
+
+
 def score_inputs_hash(build_dir: str | Path, judge: str | None = None) -> str:
-    """Content hash of what ``score`` reads: instances, responses, the matcher registry and the judge."""
+    """Content hash of what ``score`` reads and runs: instances, responses, the matcher registry, the judge, and
+    the version and code of the scoring code (:func:`scoring_code`)."""
     from .scoring.registry import registry_fingerprint
 
     d = Path(build_dir)
     return stable_hash("score", _file_hash(d / "instances.parquet"), _file_hash(d / "responses.parquet"),
-                       registry_fingerprint(), judge, length=64)
+                       registry_fingerprint(), scoring_code(d, judge), judge, length=64)
 
 
 def report_inputs_hash(build_dir: str | Path) -> str:
@@ -158,10 +180,11 @@ def score_if_changed(build_dir: str | Path, judge: str | None = None, judge_base
     if scores_are_current(d, judge):
         return pq.ParquetFile(d / "scores.parquet").metadata.num_rows, False
     fp = score_inputs_hash(d, judge)
+    code = json.dumps(scoring_code(d, judge), sort_keys=True, ensure_ascii=False)
     s = score_build(d, judge, judge_base_url, judge_api_key_env)
     tbl = pq.read_table(d / "scores.parquet")
-    write_parquet(tbl.replace_schema_metadata({**(tbl.schema.metadata or {}), INPUTS_KEY: fp.encode()}),
-                  d / "scores.parquet")
+    write_parquet(tbl.replace_schema_metadata({**(tbl.schema.metadata or {}), INPUTS_KEY: fp.encode(),
+                                               SCORING_CODE_KEY: code.encode()}), d / "scores.parquet")
     return s.rows, True
 
 

@@ -1,7 +1,9 @@
 """``score``: every stored response × matcher → ``scores.parquet`` (recomputed whole, deterministic).
 
 Only responses with status ``ok`` are scored; over-length, refused and failed calls are never scored as wrong
-answers (they are counted in the report instead).
+answers (they are counted in the report instead). Every reply goes through its benchmark's answer pipeline first
+(:mod:`ctxbench.scoring.pipeline`: reasoning blocks and chat tokens removed, the final answer taken); every matcher,
+the failure tagger and the judge prompt receive that answer, and each row stores it as ``extracted_answer``.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import pyarrow.parquet as pq
 
 from .hashing import canonical_json
 from .incremental import check_build_tables
-from .scoring.registry import matcher, matchers_for, tagger
+from .scoring.pipeline import score_reply
+from .scoring.registry import tagger
 from .storage import read_table, require_build, to_table, write_parquet
 
 
@@ -28,10 +31,11 @@ class ScoreSummary:
 
 def score_build(build_dir: str | Path, judge: str | None = None, judge_base_url: str | None = None,
                 judge_api_key_env: str | None = None) -> ScoreSummary:
-    """Write ``scores.parquet`` for the build: every deterministic matcher of the instance's benchmark
-    (:mod:`ctxbench.scoring.registry`; ``row_match`` for holobench) for every ok response and, when a
-    judge model is given, ``judge:<model>`` too (unparseable verdicts are counted, not scored). Raises InputError
-    without a build."""
+    """Write ``scores.parquet`` for the build: every matcher of the instance's track (:mod:`ctxbench.scoring.registry`)
+    on the extracted answer of every ok response (:func:`ctxbench.scoring.pipeline.score_reply`) and, when a judge
+    model is given, ``judge:<model>`` too (the judge grades the same extracted answer; an empty answer scores 0 with
+    ``null_answer`` and no call; unparseable verdicts are counted, not scored). Raises InputError without a build or
+    for instances of a benchmark no track registers."""
     build_dir = require_build(build_dir)
     bhash = check_build_tables(build_dir) if (build_dir / "manifest.json").exists() else None
     ipath = build_dir / "instances.parquet"
@@ -52,13 +56,16 @@ def score_build(build_dir: str | Path, judge: str | None = None, judge_base_url:
                                                  r["request_key"]))
           if r["status"] == "ok" and r["instance_id"] in gold]
     summary = ScoreSummary()
+    answers: dict[str, str] = {}          # request key -> the answer the pipeline extracted
     for r in ok:
         row = by_id[r["instance_id"]]
-        for name in matchers_for(row.get("benchmark")):
-            m = matcher(name, row.get("benchmark"))(r["response"], row)
+        for sc in score_reply(r["response"], row, r.get("reasoning")):
+            answers[r["request_key"]] = sc.answer
+            m = sc.result
             rows.append({"instance_id": r["instance_id"], "model": r["model"], "mode": r["mode"],
-                         "sample": r["sample"], "matcher": name, "score": float(m.score),
-                         "tags": canonical_json(m.tags), "request_key": r["request_key"], "build_hash": bhash,
+                         "sample": r["sample"], "matcher": sc.matcher, "score": float(m.score),
+                         "tags": canonical_json(m.tags), "extracted_answer": sc.answer,
+                         "request_key": r["request_key"], "build_hash": bhash,
                          "detail": canonical_json({"rows": m.rows})})
     resp_by_key = {r["request_key"]: r for r in ok}
     judge_cfg = {"model": judge, "base_url": judge_base_url, "api_key_env": judge_api_key_env} if judge else None
@@ -70,16 +77,26 @@ def score_build(build_dir: str | Path, judge: str | None = None, judge_base_url:
     if judge:
         from .scoring.judge import judge_all
 
-        outs = judge_all([(question[r["instance_id"]], gold[r["instance_id"]], r["response"] or "") for r in ok],
-                         judge, judge_base_url, api_key_env=judge_api_key_env)
-        for r, o in zip(ok, outs):
+        # the judge grades the extracted answer (no reasoning, no draft); an empty answer scores 0 without a call
+        for r in ok:
+            if not answers.get(r["request_key"]):
+                rows.append({"instance_id": r["instance_id"], "model": r["model"], "mode": r["mode"],
+                             "sample": r["sample"], "matcher": f"judge:{judge}", "score": 0.0,
+                             "tags": canonical_json(["null_answer"]), "extracted_answer": "",
+                             "request_key": r["request_key"], "build_hash": bhash,
+                             "detail": canonical_json({"verdicts": None})})
+        to_judge = [r for r in ok if answers.get(r["request_key"])]
+        outs = judge_all([(question[r["instance_id"]], gold[r["instance_id"]], answers[r["request_key"]])
+                          for r in to_judge], judge, judge_base_url, api_key_env=judge_api_key_env)
+        for r, o in zip(to_judge, outs):
             summary.judged += 1
             if o.score is None:
                 summary.unparseable_verdicts += 1
                 continue
             rows.append({"instance_id": r["instance_id"], "model": r["model"], "mode": r["mode"],
                          "sample": r["sample"], "matcher": f"judge:{judge}", "score": float(o.score),
-                         "tags": canonical_json([]), "request_key": r["request_key"], "build_hash": bhash,
+                         "tags": canonical_json([]), "extracted_answer": answers[r["request_key"]],
+                         "request_key": r["request_key"], "build_hash": bhash,
                          "detail": canonical_json({"verdicts": o.verdicts})})
     write_parquet(to_table("scores", rows), build_dir / "scores.parquet")
     summary.rows = len(rows)

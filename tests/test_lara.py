@@ -15,7 +15,9 @@ from typer.testing import CliRunner
 from ctxbench.cli import app
 from ctxbench.report import build_report
 from ctxbench.score import score_build
-from ctxbench.tracks.lara.scoring import containment, is_refusal, lara_fallback, token_f1
+from ctxbench.scoring.refusal import is_refusal
+from ctxbench.scoring.pipeline import score_reply
+from ctxbench.tracks.lara.scoring import containment, token_f1
 from ctxbench.scoring.registry import matchers_for
 
 TASK = {"location": "location", "reasoning": "reasoning", "comp": "comparison", "hallu": "hallucination"}
@@ -88,13 +90,18 @@ def test_refusals_among_laras_reference_answers(shared_data):
             assert is_refusal(ans) == hallu, (f.name, ans)
 
 
+def lara_fallback(reply, inst):
+    """LaRA's primary fallback matcher on a reply after the track's answer pipeline, as ``score`` runs it."""
+    return score_reply(reply, {**inst, "benchmark": "lara"}, names=["lara_fallback"])[0].result
+
+
 def test_fallback_matchers_worked_cases():
     # tokens (articles dropped): answer [cat, sat, on, mat] vs reference [cat, sat, on, red, mat]
     assert token_f1("The cat sat on the mat.", "A cat sat on the red mat") == pytest.approx(2 * 1 * 0.8 / 1.8)
     assert token_f1("", "x") == 0.0
-    # content tokens of the reference (stopwords dropped): {net, loss, decreased, 1, 093, 095} (6);
-    # the answer holds {net, loss, 1, 093, 095} → 5/6
-    assert containment("Net loss was $1,093,095.", "The net loss decreased to $1,093,095.") == pytest.approx(5 / 6)
+    # content tokens of the reference (stopwords dropped; a number is one token, its value):
+    # {net, loss, decreased, 1093095} (4); the answer holds {net, loss, 1093095} → 3/4
+    assert containment("Net loss was $1,093,095.", "The net loss decreased to $1,093,095.") == pytest.approx(3 / 4)
     hallu = {"skill": "hallucination", "gold": [["The text does not mention the horse's name."]]}
     loc = {"skill": "location", "gold": [["$2,576,340."]]}
     assert lara_fallback("Reasoning...\nAnswer: The document does not provide this information.", hallu).score == 1.0
@@ -103,7 +110,7 @@ def test_fallback_matchers_worked_cases():
     assert lara_fallback("Answer: $2,576,340", loc).score == 1.0
     r = lara_fallback("Answer: This is not mentioned in the context.", loc)
     assert r.score == 0.0 and r.tags == ["refusal"]
-    assert lara_fallback("Answer: $2,576,000", loc).score == pytest.approx(2 / 3)  # tokens 2, 576, 340
+    assert lara_fallback("Answer: $2,576,000", loc).score == 0.0  # one number, 2576000 ≠ 2576340
     assert matchers_for("lara")[0] == "lara_fallback"
 
 

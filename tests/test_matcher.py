@@ -1,11 +1,22 @@
-"""row_match and the answer normalisers on real-looking model replies."""
+"""row_match and the answer normalisers on real-looking model replies (each reply through the holobench answer
+pipeline first, as ``score`` does)."""
 
 from __future__ import annotations
 
 import pytest
 
-from ctxbench.scoring.matchers import row_match
-from ctxbench.scoring.normalize import extract_answer, normalize_text, number_matches, numbers_in, parse_number
+from ctxbench.scoring.matchers import MatchResult
+from ctxbench.scoring.normalize import normalize_text
+from ctxbench.scoring.numbers import Number, number_matches, read_number, read_numbers
+from ctxbench.scoring.pipeline import answer_chain, score_reply
+
+extract_answer = answer_chain()
+
+
+def row_match(reply, gold) -> MatchResult:
+    (sc,) = score_reply(reply, {"benchmark": "holobench", "gold": gold})
+    assert sc.matcher == "row_match"
+    return sc.result
 
 
 @pytest.fixture(autouse=True)
@@ -69,12 +80,14 @@ def test_the_number_itself_matches(reply):
     assert score(reply, [[12]]) == 1.0
 
 
-def test_numbers_in_and_parse_number():
-    assert numbers_in("1,234.50 and 7%") == [(1234.5, 2), (7.0, 0)]
-    assert numbers_in("in 2012 and 12.5") == [(2012.0, 0), (12.5, 1)]
-    assert parse_number("1,234.50") == 1234.5 and parse_number("45%") == 45.0 and parse_number("abc") is None
-    assert number_matches(1234.0, [(1234.0, 0)])
-    assert not number_matches(0.5, [(1.0, 0)])
+def test_read_numbers_and_read_number():
+    assert [(n.value, n.decimals, n.percent) for n in read_numbers("1,234.50 and 7%")] == [(1234.5, 2, False),
+                                                                                          (7.0, 0, True)]
+    assert [(n.value, n.decimals) for n in read_numbers("in 2012 and 12.5")] == [(2012.0, 0), (12.5, 1)]
+    assert read_number("1,234.50").value == 1234.5 and read_number("45%").value == 45.0
+    assert read_number("abc") is None and read_number("61 years") is None
+    assert number_matches(1234.0, [Number(0, 4, 1234.0)])
+    assert not number_matches(0.5, [Number(0, 1, 1.0)])
 
 
 # -- Chinese punctuation, full-width forms ---------------------------------------------------------------------------
@@ -168,7 +181,7 @@ def test_cot_reasoning_numbers_do_not_count():
 
 
 def test_bold_answer_line_and_inline_answer():
-    assert extract_answer("Reasoning...\n**Answer:** 42") == "** 42"
+    assert extract_answer("Reasoning...\n**Answer:** 42") == "42"
     assert score("Reasoning...\n**Answer:** 42", [[42]]) == 1.0
     assert extract_answer("I think the answer: 7 flights") == "7 flights"
     assert extract_answer("  just 7  ") == "just 7"

@@ -1,25 +1,36 @@
-"""The needles matcher ``substring``: numeral spans in Arabic, Chinese and English forms, digit boundaries,
-traditional/simplified and width folding, on hand-worked replies. Every expected verdict below was worked out by
-reading the reply, not by running the code."""
+"""The needles matcher ``substring``: numbers in Arabic, Chinese and English forms (the one number reader), digit
+boundaries, traditional/simplified and width folding, on hand-worked replies (each through the needles answer
+pipeline first, as ``score`` does). Every expected verdict below was worked out by reading the reply, not by
+running the code."""
 
 from __future__ import annotations
 
 import pytest
 
-from ctxbench.scoring.numerals import answer_text, expected_found, fold, numeral_spans, substring_match
+from ctxbench.scoring.normalize import fold
+from ctxbench.scoring.numbers import read_numbers
+from ctxbench.scoring.pipeline import answer_chain, score_reply
 from ctxbench.scoring.registry import matcher, matchers_for
+from ctxbench.tracks.needles.scoring import expected_found, substring_match
+
+answer_text = answer_chain()
 
 
 def inst(gold, accepted=None):
     return {"benchmark": "needles", "gold": [[gold]], "accepted_answers": accepted}
 
 
+def match(reply, gold, accepted=None):
+    (sc,) = score_reply(reply, inst(gold, accepted))
+    return sc.result
+
+
 def ok(reply, gold, accepted=None) -> bool:
-    return substring_match(reply, inst(gold, accepted)).score == 1.0
+    return match(reply, gold, accepted).score == 1.0
 
 
 def values(text):
-    return [s.value for s in numeral_spans(fold(text))]
+    return [n.value for n in read_numbers(fold(text), chinese=True, english=True)]
 
 
 # -- extraction of numeral spans -----------------------------------------------------------------------------------
@@ -187,14 +198,15 @@ def test_inline_think_block_is_not_scored():
     assert not ok("<think>maybe 61? or 62</think>\nHe died at 62.", 61)
     assert ok("<think>maybe 62?</think>六十一", 61)
     # reasoning that never closed (cut by the output budget): no answer
-    r = substring_match("<think>he died at 61 per the text, so", inst(61))
+    r = match("<think>he died at 61 per the text, so", 61)
     assert r.score == 0.0 and r.tags == ["null_answer"]
 
 
 def test_empty_reply_is_null_answer():
-    r = substring_match(None, inst(61))
+    r = match(None, 61)
     assert r.score == 0.0 and r.tags == ["null_answer"]
-    assert substring_match("   ", inst(61)).tags == ["null_answer"]
+    assert match("   ", 61).tags == ["null_answer"]
+    assert substring_match("", inst(61)).tags == ["null_answer"]
 
 
 def test_expected_found_on_none_and_bool():
@@ -204,5 +216,5 @@ def test_expected_found_on_none_and_bool():
 
 def test_registered_for_needles():
     assert matchers_for("needles") == ["substring"]
-    assert matcher("substring") is substring_match
+    assert matcher("substring") is substring_match and matcher("substring", "needles") is substring_match
     assert matchers_for("holobench") == ["row_match"]

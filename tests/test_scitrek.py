@@ -13,7 +13,7 @@ import pytest
 from ctxbench.contexts.collections import ARTICLE_SEP, build_collections, overlaps_too_much
 from ctxbench.hashing import seeded_rng
 from ctxbench.tracks.scitrek import questions as sq
-from ctxbench.tracks.scitrek.scoring import exact_match, f1
+from ctxbench.scoring.pipeline import score_reply
 from ctxbench.sources.articles import ArticleMeta, alignment_issues, citation_edges, load_metadata
 from ctxbench.sources.database import write_sqlite
 from ctxbench.tokenizers import get_tokenizer
@@ -186,7 +186,17 @@ def test_collections_exact_lengths_and_overlap(shared_data, tiktoken_enc):
 
 # --------------------------------------------------------------------------------------------- matchers
 def _inst(gold, sql="SELECT x FROM t", question="q?"):
-    return {"gold": gold, "sql": sql, "question": question}
+    return {"benchmark": "scitrek", "gold": gold, "sql": sql, "question": question}
+
+
+def _scored(name):
+    """The scitrek matcher ``name`` on a reply after the track's answer pipeline, as ``score`` runs it."""
+    def run(reply, inst):
+        return score_reply(reply, inst, names=[name])[0].result
+    return run
+
+
+exact_match, f1 = _scored("exact_match"), _scored("f1")
 
 
 def test_exact_match_and_f1_worked_cases():

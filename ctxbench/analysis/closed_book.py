@@ -64,7 +64,8 @@ def screen_build(build_dir: str | Path, model: str, base_url: str | None = None,
     """Closed-book screen of every instance of the build with ``model`` (module docstring); writes
     ``BUILD/closed_book.parquet``. ``server`` makes a local model server (as in ``evaluate``), started only when
     some answer is not cached. Raises InputError without a build."""
-    from ..scoring.registry import matcher, matchers_for
+    from ..scoring.pipeline import score_reply
+    from ..scoring.registry import matchers_for
 
     build_dir = require_build(build_dir)
     ipath = build_dir / "instances.parquet"
@@ -95,7 +96,7 @@ def screen_build(build_dir: str | Path, model: str, base_url: str | None = None,
             row = dict(r, gold=json.loads(r["gold"]))
             if row.get("accepted_answers") is not None:
                 row["accepted_answers"] = json.loads(row["accepted_answers"])
-            score = float(matcher(name, r.get("benchmark"))(text, row).score)
+            score = float(score_reply(text, row, names=[name])[0].result.score)
             flagged = score >= 1.0
         rows.append({"instance_id": r["instance_id"], "model": model, "question": r["question"],
                      "request_key": key, "status": "ok" if text is not None else "error", "response": text,

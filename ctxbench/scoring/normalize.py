@@ -1,41 +1,33 @@
-"""Answer filters as a small chain (the lm-evaluation-harness pattern): extraction, then normalisation.
+"""Text normalisation for comparing answers with gold values (both sides; stored text is never changed).
 
-Numbers: thousands separators (``1,234``, ``1 234``), trailing zeros (``3.50``), percentages (``45%``) and signs
-are normalised; a number is only ever read whole, so it never matches inside a longer number (``12`` is not found
-in ``2012`` or ``12.5``), inside a date or time (``4`` is not in ``2013-01-04`` or ``4:30``), or as a list marker
-(``4.`` at the start of a line). Text: Unicode NFKC (full-width forms and CJK punctuation to ASCII where they have one),
-case folded, punctuation and whitespace collapsed to single spaces.
+* :func:`normalize_text`: Unicode NFKC (full-width forms and CJK punctuation to ASCII where they have one), case
+  folded, punctuation and whitespace collapsed to single spaces.
+* :func:`fold`: NFKC, traditional → simplified Chinese (OpenCC ``t2s``: 兩 → 两, 萬 → 万), case folded, curly
+  apostrophes straightened; a full-width comma stays a list separator (``61，961`` → ``61, 961``) except between
+  full-width digits (``１，２３４`` → ``1,234``), as the number reader reads it.
+* :func:`text_matches`: a gold text inside an answer, as whole words (Latin) or as a substring (CJK, written
+  without spaces).
+* :func:`tokens`: the tokens F1 compares: words of Latin text, single characters of CJK text (Chinese is written
+  without spaces, so ``答案是魏国`` is five tokens and shares two with ``魏国``), and each number as its value
+  (``1,234`` and ``1234`` are one token ``1234``; :mod:`ctxbench.scoring.numbers`).
+
+Numbers are never read here: :mod:`ctxbench.scoring.numbers` is the one number reader.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
 
-ANSWER_RE = re.compile(r"(?:final answer|answer)\s*[:：]\s*(.+)", re.IGNORECASE | re.DOTALL)
-# boundaries exclude ASCII letters, digits and '.', not CJK characters (numbers inside Chinese text are found);
-# a number joined to digits by '-', '/' or ':' is part of a date or time and is not read on its own
-_NB = r"(?<![A-Za-z0-9_.])(?<!\d[-/:])"
-_NA = r"(?![A-Za-z0-9_])(?![-/:]\d)"
-NUMBER_RE = re.compile(_NB + r"[-−]?(?:\d{1,3}(?:[,，]\d{3})+|\d{1,3}(?: \d{3})+(?![\d])|\d+)(?:\.\d+)?%?" + _NA
-                       + "|" + _NB + r"[-−]?\.\d+%?" + _NA)
-# "1. ", "2) " at the start of a line: list markers, not numbers of the answer
-LIST_MARKER_RE = re.compile(r"(?m)^[ \t]*\(?\d{1,3}[.)](?=\s)")
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
+from .numbers import read_numbers
+
+__all__ = ["CJK_RE", "fold", "normalize_text", "text_matches", "tokens"]
+
+CJK_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
 _CJK_PUNCT = str.maketrans({"。": ".", "，": ",", "、": ",", "；": ";", "：": ":", "（": "(", "）": ")", "「": '"',
                             "」": '"', "『": '"', "』": '"', "《": '"', "》": '"', "！": "!", "？": "?", "．": "."})
-
-
-def extract_answer(response: str | None) -> str:
-    """The final answer of a reply: the text after the last ``Answer:`` line (CoT prompts end with it), else the
-    whole reply, stripped."""
-    if not response:
-        return ""
-    matches = list(re.finditer(r"(?im)^\s*\**\s*(?:final answer|answer)\s*\**\s*[:：]\s*", response))
-    if matches:
-        return response[matches[-1].end():].strip()
-    m = ANSWER_RE.search(response)
-    return (m.group(1) if m else response).strip()
+_FW_COMMA = re.compile("(?<![\uff10-\uff19])\uff0c|\uff0c(?![\uff10-\uff19])")
 
 
 def normalize_text(s: str) -> str:
@@ -45,42 +37,19 @@ def normalize_text(s: str) -> str:
     return " ".join(s.split())
 
 
-def parse_number(tok: str) -> float | None:
-    """A number token as float (``1,234.50`` → 1234.5; ``45%`` → 45.0). None when not a number."""
-    t = tok.replace("−", "-").replace(",", "").replace("，", "").replace(" ", "").rstrip("%")
-    try:
-        return float(t)
-    except ValueError:
-        return None
+@lru_cache(maxsize=1)
+def _t2s():
+    from opencc import OpenCC
+
+    return OpenCC("t2s")
 
 
-def numbers_in(text: str) -> list[tuple[float, int]]:
-    """Every whole number in ``text`` with its count of decimal places, e.g. ``"1,234.50 and 7%"`` →
-    ``[(1234.5, 2), (7.0, 0)]``."""
-    text = LIST_MARKER_RE.sub(lambda m: " " * len(m.group(0)), unicodedata.normalize("NFKC", text))
-    out = []
-    for m in NUMBER_RE.finditer(text):
-        tok = m.group(0)
-        v = parse_number(tok)
-        if v is not None:
-            dec = len(tok.rstrip("%").split(".", 1)[1]) if "." in tok else 0
-            out.append((v, dec))
-    return out
-
-
-def number_matches(gold: float, found: list[tuple[float, int]]) -> bool:
-    """Whether a number in the answer states ``gold``: integers exactly; non-integers equal when rounded to the
-    answer's own decimal places (at least one place, or none for magnitudes of 1000 and more)."""
-    g = float(gold)
-    for v, dec in found:
-        if g.is_integer() and v == g:
-            return True
-        if not g.is_integer():
-            if dec == 0 and abs(g) < 1000:
-                continue
-            if abs(v - g) <= 0.5 * 10 ** (-dec) + 1e-9:
-                return True
-    return False
+def fold(text: str) -> str:
+    """NFKC, traditional → simplified Chinese (OpenCC t2s), case folded, curly apostrophes straightened; a
+    full-width comma not between full-width digits followed by a space (so ``61，961`` is two numbers). Used for
+    comparison only."""
+    text = _FW_COMMA.sub(", ", text)
+    return _t2s().convert(unicodedata.normalize("NFKC", text)).casefold().replace("\u2019", "'")
 
 
 def text_matches(gold: str, answer_norm: str) -> bool:
@@ -89,6 +58,36 @@ def text_matches(gold: str, answer_norm: str) -> bool:
     g = normalize_text(gold)
     if not g:
         return False
-    if _CJK.search(g):
+    if CJK_RE.search(g):
         return g in answer_norm or g.replace(" ", "") in answer_norm.replace(" ", "")
     return re.search(rf"(?<!\w){re.escape(g)}(?!\w)", answer_norm) is not None
+
+
+def _num_token(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() else repr(float(v))
+
+
+def tokens(text: str | None) -> list[str]:
+    """F1 tokens of ``text`` (module docstring): normalised words, CJK characters one by one, numbers by value."""
+    if not text:
+        return []
+    out: list[str] = []
+    pos = 0
+    for n in read_numbers(text):
+        out.extend(_words(text[pos:n.start]))
+        out.append(_num_token(n.value))
+        pos = n.end
+    out.extend(_words(text[pos:]))
+    return out
+
+
+def _words(s: str) -> list[str]:
+    out: list[str] = []
+    for w in normalize_text(s).split():
+        if CJK_RE.search(w):
+            # CJK characters one by one; a Latin or digit run inside stays one token
+            out.extend(m.group(0) for m in re.finditer(rf"{CJK_RE.pattern}|[^\u3040-\u30ff\u3400-\u4dbf"
+                                                       rf"\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+", w))
+        else:
+            out.append(w)
+    return out

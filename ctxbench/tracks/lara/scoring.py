@@ -1,43 +1,32 @@
 """Deterministic fallback matchers for free-text answers (LaRA imports), used when no LLM judge is configured.
 
 LaRA (section 3.4, appendix C) scores answers with an LLM judge (``score --judge MODEL`` adds ``judge:MODEL``).
-Without one, these matchers give a reproducible approximation, labelled ``fallback`` wherever it is reported:
+Without one, these matchers give a reproducible approximation, labelled ``fallback`` wherever it is reported. Each
+receives the answer pipeline's output (:mod:`ctxbench.scoring.pipeline`), never the raw reply:
 
-* ``f1``: SQuAD-style token F1 between the extracted answer and the reference answer (text normalised by
-  :func:`ctxbench.scoring.normalize.normalize_text`, articles dropped);
+* ``f1``: SQuAD-style token F1 between the answer and the reference answer over
+  :func:`ctxbench.scoring.normalize.tokens` (words; CJK text character by character; numbers by value, so
+  ``$1,093,095`` and ``1093095`` are one token), articles dropped;
 * ``containment``: the share of the reference answer's content tokens (English stopwords dropped) that occur in
-  the extracted answer, i.e. token recall;
+  the answer, i.e. token recall;
 * ``lara_fallback`` (the primary score): for the hallucination task, 1 when the answer is a refusal (the question
   is unanswerable from the context) and 0 otherwise (tag ``fabrication``); for the other tasks 0 for a refusal
   (tag ``refusal``), else ``containment``.
 
-Refusal detection: phrases stating the context does not give the information ("not mentioned", "does not
-provide/specify/state ...", "no information", "cannot be determined", "I don't know", ...), matched on the
-extracted answer.
+Refusal detection: :func:`ctxbench.scoring.refusal.is_refusal`.
 """
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 
 from ...scoring.matchers import MatchResult
-from ...scoring.normalize import extract_answer, normalize_text
+from ...scoring.normalize import tokens
+from ...scoring.refusal import is_refusal
+
+__all__ = ["containment", "containment_instance", "f1_instance", "lara_fallback", "token_f1"]
 
 _ARTICLES = {"a", "an", "the"}
-_REFUSAL_RE = re.compile(
-    r"\b(?:not (?:be )?(?:mentioned|provided|specified|stated|given|included|discussed|addressed|disclosed|"
-    r"described|detailed|available|found|listed|known|reported|indicated|covered)"
-    r"|(?:does|do|did|is|are|was|were) not (?:\w+ ){0,3}(?:mention|provide|specify|state|say|contain|include|"
-    r"discuss|address|disclose|describe|detail|give|indicate|report|list|cover|offer|reveal|present|propose|suggest|"
-    r"examine|explore|outline|explain|elaborate|investigate|analy[sz]e|evaluate|identify|reference)\w*"
-    r"|(?:doesn't|don't|didn't|isn't|aren't) (?:\w+ ){0,3}(?:mention|provide|specify|state|say|contain|include|"
-    r"discuss|address|disclose|describe|detail|give|indicate|report|list|cover|propose|suggest|examine|explore|"
-    r"outline|explain)\w*"
-    r"|no (?:\w+ ){0,2}(?:information|mention|details?|data|indication|record|evidence)"
-    r"|(?:cannot|can't|can ?not|unable to) (?:be )?(?:determine|answer|find|tell|say|infer|identify)\w*"
-    r"|(?:i )?(?:do not|don't) know|not enough information|insufficient information|unanswerable"
-    r"|there is no (?:\w+ ){0,3}(?:about|regarding|on|of)|makes no mention|silent on)\b", re.IGNORECASE)
 
 
 def _stopwords() -> frozenset[str]:
@@ -47,16 +36,13 @@ def _stopwords() -> frozenset[str]:
 
 
 def _tokens(text: str) -> list[str]:
-    return [t for t in normalize_text(text).split() if t not in _ARTICLES]
-
-
-def is_refusal(answer: str | None) -> bool:
-    """Whether ``answer`` declines to answer because the context lacks the information."""
-    return bool(answer) and _REFUSAL_RE.search(" ".join(str(answer).split())) is not None
+    return [t for t in tokens(text) if t not in _ARTICLES]
 
 
 def token_f1(answer: str, reference: str) -> float:
-    """Token F1 (SQuAD): 2PR/(P+R) over the multisets of normalised tokens; 0 when either side is empty."""
+    """Token F1 (SQuAD): 2PR/(P+R) over the multisets of tokens (:func:`ctxbench.scoring.normalize.tokens`:
+    words, CJK characters one by one, numbers by value); 0 when either side is empty. ``答案是魏国`` against
+    ``魏国``: 2 shared characters of 5 and 2, P = 0.4, R = 1, F1 = 4/7."""
     a, r = _tokens(answer), _tokens(reference)
     common = sum((Counter(a) & Counter(r)).values())
     if not a or not r or common == 0:
@@ -80,29 +66,25 @@ def _reference(instance: dict) -> str:
     return " ".join(str(v) for row in instance["gold"] for v in row if v is not None)
 
 
-def _answer(response: str | None) -> str:
-    return extract_answer(response)
-
-
-def f1_instance(response: str | None, instance: dict) -> MatchResult:
-    """:func:`token_f1` of the extracted answer against the reference (matcher ``f1``)."""
-    a = _answer(response)
+def f1_instance(answer: str | None, instance: dict) -> MatchResult:
+    """:func:`token_f1` of the answer against the reference (matcher ``f1``)."""
+    a = (answer or "").strip()
     if not a:
         return MatchResult(0.0, [], ["null_answer"])
     return MatchResult(token_f1(a, _reference(instance)))
 
 
-def containment_instance(response: str | None, instance: dict) -> MatchResult:
-    """:func:`containment` of the reference in the extracted answer (matcher ``containment``)."""
-    a = _answer(response)
+def containment_instance(answer: str | None, instance: dict) -> MatchResult:
+    """:func:`containment` of the reference in the answer (matcher ``containment``)."""
+    a = (answer or "").strip()
     if not a:
         return MatchResult(0.0, [], ["null_answer"])
     return MatchResult(containment(a, _reference(instance)))
 
 
-def lara_fallback(response: str | None, instance: dict) -> MatchResult:
+def lara_fallback(answer: str | None, instance: dict) -> MatchResult:
     """The primary fallback score (module docstring): refusal for hallucination, else containment."""
-    a = _answer(response)
+    a = (answer or "").strip()
     if not a:
         return MatchResult(0.0, [], ["null_answer"])
     refused = is_refusal(a)

@@ -38,14 +38,14 @@ Failure-mode tags (:func:`tag_failures`, run by ``score`` for needles rows)
     ``truncated_chain``, ``fabrication``, ``refusal`` in ``scores.parquet`` ``tags``; ``detail`` says which tagger.
     With a judge model (``score --judge``) the judge picks the mode (structured output, through the gateway and the
     response cache); an unparseable verdict falls back to the rules and is counted. Without one, the rules decide,
-    the first that applies winning (names and values matched like answers, :mod:`ctxbench.scoring.numerals`):
+    the first that applies winning (names and values matched like answers, :mod:`ctxbench.tracks.needles.scoring`):
 
     1. an altered cell answered with the needle's real value: ``fabrication`` plus ``memorized_value``;
     2. the reply states the expected value of another needle or chain of the build: ``wrong_attribute``;
     3. it names another needle's subject (or alias) or another chain's person, or uses a substitution phrase
        ("應是指", "probably refers to"): ``subject_substitution``;
     4. it contains a refusal phrase (zh or en, settings file) or LaRA's refusal detector fires
-       (:func:`ctxbench.tracks.lara.scoring.is_refusal`): ``refusal``;
+       (:func:`ctxbench.scoring.refusal.is_refusal`): ``refusal``;
     5. a chain reply names an intermediate person of its own chain but not the last one: ``truncated_chain``;
     6. otherwise: ``fabrication`` (an answer with no basis in the haystack).
 
@@ -70,12 +70,15 @@ import yaml
 from ...config import assets_dir
 from ...errors import InputError
 from ...hashing import canonical_json
-from ..lara.scoring import is_refusal
 from ...scoring.metrics import clustered_mean_ci
-from ...scoring.numerals import _reply, answer_text, expected_found, expected_values, fold
+from ...scoring.normalize import fold
+from ...scoring.refusal import is_refusal
 from ...storage import read_table
+from .scoring import expected_found, expected_values, prepare
 
 PRIMARY_MATCHER = "substring"
+# data the failure tags depend on (refusal and substitution phrases): part of the scoring code's version
+SCORING_DATA = ("analysis/needles.yaml",)
 FAILURE_MODES = ("subject_substitution", "wrong_attribute", "truncated_chain", "fabrication", "refusal")
 SINGLE_VARIANTS = ("real", "altered")
 
@@ -271,14 +274,15 @@ def _fold_phrases(spec: str) -> tuple[str, ...]:
     return tuple(fold(p) for lang in sorted(d) for p in d[lang])
 
 
-def rule_tags(response: str | None, instance: dict, facts: dict[str, NeedleFacts],
+def rule_tags(answer: str | None, instance: dict, facts: dict[str, NeedleFacts],
               cfg: dict | None = None) -> list[str]:
-    """Failure tags of one wrong reply by the rules of the module docstring (``[]`` for an empty reply, which the
-    matcher already tags ``null_answer``). ``instance``: the instance row with ``gold`` parsed."""
-    text = answer_text(response)
+    """Failure tags of one wrong answer (the answer pipeline's output, as the matcher scored it) by the rules of the
+    module docstring (``[]`` for an empty answer, which the matcher already tags ``null_answer``). ``instance``: the
+    instance row with ``gold`` parsed."""
+    text = (answer or "").strip()
     if not text:
         return []
-    r = _reply(text)
+    r = prepare(text)
     nid, variant = instance.get("needle_id"), instance.get("variant")
     own = facts.get(nid) or NeedleFacts(nid or "", "chain" if variant == "chain" else "needle")
 
@@ -364,25 +368,26 @@ class TagSummary:
 
 def tag_failures(rows: list[dict], instances: dict[str, dict], responses: dict[str, dict],
                  judge: dict | None = None, build_dir: str | Path | None = None) -> TagSummary:
-    """Score hook for needles (:data:`ctxbench.scoring.registry.TAGGERS`): sets ``tags`` (JSON) and ``detail`` of
-    every wrong ``substring`` row with a non-empty reply, in place. ``instances``: id → row (gold parsed);
-    ``responses``: request key → responses row; ``judge``: ``{"model", "base_url", "api_key_env"}`` or None."""
+    """The needles track's tagger (``Track.tagger``): sets ``tags`` (JSON) and ``detail`` of every wrong
+    ``substring`` row with a non-empty answer, in place. ``rows``: score rows with the ``extracted_answer`` the
+    matcher scored (the rules and the judge see that answer, never the reasoning); ``instances``: id → row (gold
+    parsed); ``responses``: request key → responses row; ``judge``: ``{"model", "base_url", "api_key_env"}`` or
+    None."""
     summary = TagSummary()
     cand = [x for x in rows if x["matcher"] == PRIMARY_MATCHER and x["score"] < 1.0
-            and answer_text((responses.get(x.get("request_key")) or {}).get("response"))]
+            and (x.get("extracted_answer") or "").strip()]
     if not cand:
         return summary
     needles = [i for i in instances.values() if i.get("benchmark") == "needles"]
     facts, source = load_facts(Path(build_dir), needles) if build_dir else (facts_from_instances(needles), "instances")
     cfg = settings()
-    rule = {id(x): rule_tags(responses[x["request_key"]]["response"], instances[x["instance_id"]], facts, cfg)
-            for x in cand}
+    rule = {id(x): rule_tags(x["extracted_answer"], instances[x["instance_id"]], facts, cfg) for x in cand}
     judged: dict[int, str | None] = {}
     if judge and judge.get("model"):
         from ...scoring.judge import complete_all
 
         msgs = [judge_failure_messages(instances[x["instance_id"]]["question"], instances[x["instance_id"]], facts,
-                                       answer_text(responses[x["request_key"]]["response"])) for x in cand]
+                                       x["extracted_answer"]) for x in cand]
         outs = complete_all(msgs, judge["model"], judge.get("base_url"), api_key_env=judge.get("api_key_env"),
                             sampling={"temperature": 0.0, "response_format": JUDGE_FAILURE_FORMAT}, max_tokens=64)
         judged = {id(x): parse_failure_mode(t) for x, (t, _) in zip(cand, outs)}

@@ -26,7 +26,7 @@ class Needles(Track):
         Stage("validate", f"{_P}:validate_stage", ("asm",)),
         Stage("write", f"{_P}:write_stage", ("loaded", "asm", "checked"), retries=2),
     )
-    matchers = {"substring": "ctxbench.scoring.numerals:substring_match"}
+    matchers = {"substring": "ctxbench.tracks.needles.scoring:substring_match"}
     tagger = "ctxbench.tracks.needles.analysis:tag_failures"
     report_sections = ("ctxbench.tracks.needles.report:needles_section",)
     template_keys = ("template_id", "question_id", "needle_id")

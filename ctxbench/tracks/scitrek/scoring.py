@@ -4,13 +4,19 @@
 The gold answer (rows of values) is flattened row by row into items; the reply's final answer is split into items
 after the output-format normalisation that SciTrek appendix D motivates (models answer with bullet or numbered lists,
 one item per line, "A, B and C", brackets or quotes, trailing full stops): items are separated by commas,
-semicolons or line breaks, list markers and a leading "and" are removed, and a comma inside a gold item (titles
-hold commas) does not split it. Numbers compare as numbers (``3.50`` = ``3.5``; ``1,234`` is two items: the prompt
-asks for digits without separators), text after :func:`ctxbench.scoring.normalize.normalize_text`; ``NULL``,
-``none`` or an empty answer stands for an empty result.
+semicolons or line breaks, list markers and a leading "and" are removed, a comma inside a gold item (titles hold
+commas) does not split it, and neither does a comma inside a number (``1,234`` is one item, 1234, as the one number
+reader reads it: :mod:`ctxbench.scoring.numbers`). The answer is the answer pipeline's output
+(:mod:`ctxbench.scoring.pipeline`: reasoning and chat tokens removed, the text after the final-answer label).
+
+Items compare as numbers when both are numbers — a gold number, or gold text that is exactly one number, against an
+item that is exactly one number (``3.50`` = ``3.5``, ``–12`` = −12; a non-integer gold is met by its rounding to
+the item's decimal places, :func:`ctxbench.scoring.numbers.number_matches`) — else as text after
+:func:`ctxbench.scoring.normalize.normalize_text`; ``NULL``, ``none`` or an empty answer stands for an empty result.
 
 *Exact match*: the item lists are equal — in order when the SQL orders its result (a top-level ORDER BY), else as
-multisets. *F1*: the harmonic mean of precision and recall of the multiset overlap of items.
+multisets (every gold item paired with its own equal item). *F1*: the harmonic mean of precision and recall of the
+largest pairing of equal items.
 
 Failure tags (SCHEMA.md, from SciTrek appendix D's error analysis), set only when the score is below 1:
 ``null_answer`` (NULL, none or nothing given for a non-empty gold), ``wrong_format`` (a list where one value is
@@ -22,11 +28,13 @@ with a negation: NOT, <>, "not", "never").
 from __future__ import annotations
 
 import re
-from collections import Counter
 
 from ...questions.sqlinfo import sql_is_ordered
 from ...scoring.matchers import MatchResult
-from ...scoring.normalize import extract_answer, normalize_text, parse_number
+from ...scoring.normalize import normalize_text
+from ...scoring.numbers import number_matches, numeric_value, read_number, read_numbers
+
+__all__ = ["exact_match", "f1", "gold_items", "split_items"]
 
 _MARKER = re.compile(r"^\s*(?:[-*•]|\(?\d{1,3}[.)]|\[\d{1,3}\])\s+")
 _NULLS = {"null", "none", "n a", "nothing", "no result", "no results", "empty", "no such article",
@@ -35,18 +43,47 @@ _NEG_SQL = re.compile(r"\bNOT\b|<>|!=", re.IGNORECASE)
 _NEG_Q = re.compile(r"\b(?:not|never|no|none|without|neither|nor)\b|n't\b", re.IGNORECASE)
 
 
-def _item_key(v) -> tuple:
-    """Canonical form of one item: ("num", value) or ("text", normalised text)."""
-    if isinstance(v, bool):
-        v = int(v)
-    if isinstance(v, (int, float)):
-        return ("num", round(float(v), 6))
-    s = str(v).strip().strip("\"'“”‘’`").strip()
-    s = re.sub(r"[.;:]+$", "", s).strip()
-    n = parse_number(s) if re.fullmatch(r"[-−]?\d+(?:\.\d+)?%?", s) else None
+def _gold_key(v) -> tuple:
+    """A gold item: ("num", value) or ("text", normalised text)."""
+    g = numeric_value(v)
+    if g is not None:
+        return ("num", g)
+    return ("text", normalize_text(str(v)))
+
+
+def _item_key(item: str) -> tuple:
+    """An answer item: ("num", Number) when it is exactly one number, else ("text", normalised text)."""
+    s = item.strip().strip("\"'“”‘’`").strip()
+    s = re.sub(r"[.;:。]+$", "", s).strip()
+    n = read_number(s)
     if n is not None:
-        return ("num", round(n, 6))
+        return ("num", n)
     return ("text", normalize_text(s))
+
+
+def _equal(g: tuple, p: tuple) -> bool:
+    if g[0] != p[0]:
+        return False
+    if g[0] == "num":
+        return number_matches(g[1], [p[1]])
+    return g[1] == p[1]
+
+
+def _pairing(gkeys: list[tuple], pkeys: list[tuple]) -> int:
+    """Size of the largest pairing of equal gold and answer items (augmenting paths; lists are short)."""
+    match: dict[int, int] = {}                # answer item index -> gold item index
+
+    def augment(gi: int, seen: set[int]) -> bool:
+        for pi, p in enumerate(pkeys):
+            if pi in seen or not _equal(gkeys[gi], p):
+                continue
+            seen.add(pi)
+            if pi not in match or augment(match[pi], seen):
+                match[pi] = gi
+                return True
+        return False
+
+    return sum(augment(gi, set()) for gi in range(len(gkeys)))
 
 
 def gold_items(gold: list[list]) -> list:
@@ -64,7 +101,7 @@ def split_items(answer: str, gold: list) -> tuple[list[str], bool]:
     parts: list[str] = []
     for ln in lines:
         ln = _MARKER.sub("", ln)
-        parts.extend(p for p in re.split(r"[,;]", ln))
+        parts.extend(_split_outside_numbers(ln))
     # rejoin pieces that together form a gold item holding commas (titles)
     comma_golds = {normalize_text(str(g)): str(g).count(",") for g in gold
                    if isinstance(g, str) and "," in g}
@@ -87,21 +124,39 @@ def split_items(answer: str, gold: list) -> tuple[list[str], bool]:
     return out, spaced
 
 
-def _score(response: str | None, instance: dict) -> tuple[float, float, list[str]]:
+def _split_outside_numbers(line: str) -> list[str]:
+    """``line`` split at commas and semicolons, except commas inside a number (``1,234``, ``1.234,5``)."""
+    inside = [False] * len(line)
+    for n in read_numbers(line):
+        for k in range(n.start, n.end):
+            inside[k] = True
+    parts, cur = [], []
+    for k, c in enumerate(line):
+        if c in ",;" and not inside[k]:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(c)
+    parts.append("".join(cur))
+    return parts
+
+
+def _score(answer: str | None, instance: dict) -> tuple[float, float, list[str]]:
     gold = gold_items(instance["gold"])
-    gkeys = [_item_key(v) for v in gold]
-    answer = extract_answer(response)
-    items, spaced = split_items(answer, gold)
+    gkeys = [_gold_key(v) for v in gold]
+    items, spaced = split_items(answer or "", gold)
     is_null = not items or (len(items) == 1 and normalize_text(items[0]) in _NULLS)
     pkeys = [] if is_null else [_item_key(x) for x in items]
     ordered = sql_is_ordered(instance.get("sql"))
     gold_null = all(v is None for v in gold)
+    overlap = 0
     if gold_null:
         exact = 1.0 if is_null else 0.0
         f1 = exact
     else:
-        exact = 1.0 if (pkeys == gkeys if ordered else Counter(pkeys) == Counter(gkeys)) else 0.0
-        overlap = sum((Counter(pkeys) & Counter(gkeys)).values())
+        overlap = _pairing(gkeys, pkeys)
+        same = (all(_equal(g, p) for g, p in zip(gkeys, pkeys)) if ordered else overlap == len(gkeys))
+        exact = 1.0 if len(pkeys) == len(gkeys) and same else 0.0
         p = overlap / len(pkeys) if pkeys else 0.0
         r = overlap / len(gkeys) if gkeys else 0.0
         f1 = 2 * p * r / (p + r) if p + r else 0.0
@@ -113,21 +168,20 @@ def _score(response: str | None, instance: dict) -> tuple[float, float, list[str
             numeric_gold = all(k[0] == "num" for k in gkeys)
             if spaced or (len(gkeys) == 1 and len(pkeys) > 1) or (numeric_gold and any(k[0] == "text" for k in pkeys)):
                 tags.append("wrong_format")
-            pc, gc = Counter(pkeys), Counter(gkeys)
-            if len(gkeys) > 1 and 0 < len(pkeys) < len(gkeys) and not (pc - gc):
+            if len(gkeys) > 1 and 0 < len(pkeys) < len(gkeys) and overlap == len(pkeys):
                 tags.append("partial_list")
         if _NEG_SQL.search(instance.get("sql") or "") or _NEG_Q.search(instance.get("question") or ""):
             tags.append("negation")
     return exact, f1, tags
 
 
-def exact_match(response: str | None, instance: dict) -> MatchResult:
-    """1 when the reply's items equal the gold items (in order where the SQL orders them), else 0."""
-    exact, _, tags = _score(response, instance)
+def exact_match(answer: str | None, instance: dict) -> MatchResult:
+    """1 when the answer's items equal the gold items (in order where the SQL orders them), else 0."""
+    exact, _, tags = _score(answer, instance)
     return MatchResult(exact, [exact], tags)
 
 
-def f1(response: str | None, instance: dict) -> MatchResult:
-    """F1 of the multiset overlap between the reply's items and the gold items."""
-    _, f, tags = _score(response, instance)
+def f1(answer: str | None, instance: dict) -> MatchResult:
+    """F1 of the largest pairing of equal items between the answer's items and the gold items."""
+    _, f, tags = _score(answer, instance)
     return MatchResult(f, [f], tags)

@@ -1,0 +1,545 @@
+"""The one number reader every matcher uses: numbers in a model's answer or a gold value, read whole.
+
+Every matcher (``row_match``, the article track's list matchers, the needles ``substring`` matcher, LaRA's token
+F1) and the gold side of every comparison read numbers here, so ``1,234``, ``−12`` or ``2013-01-04`` mean the same
+thing to all of them. Offsets are characters of the text given: characters are normalised one by one (NFKC where it
+maps one character to one, e.g. full-width ``１２３`` → ``123``), never by a length-changing step.
+
+Arabic numerals (:func:`read_numbers`, always)
+    * Digit groups joined by separators are read by the convention the grouping shows (a *group* is three digits
+      after a 1-3 digit head): ``1,234`` / ``1,234,567.5`` (comma groups, point decimal); ``1.234.567`` and
+      ``1.234,5`` (point groups, comma decimal); ``1 234`` with a space, no-break space, thin space or narrow
+      no-break space (``1 234,5`` and ``1 234.5``); ``1'234`` / ``1’234.5`` (apostrophe groups); LaTeX ``9{,}500``
+      and ``1\\,234``. A full-width comma groups only full-width digits (``１，２３４`` = 1234); between ASCII digits it
+      separates list items, as it does in CJK text (``61，961`` = 61 and 961).
+    * A single point is a decimal point (``1.234`` = 1.234); a lone comma that does not group is a list separator
+      (``3,5,7`` and ``12,5`` are lists); ``.5`` = 0.5.
+    * Signs: ``-`` ``+`` and the Unicode minus ``−`` and dashes ``‐ ‑ ‒ – — ﹣ －`` directly before the digits, when no
+      letter or digit is joined before the sign (``–12`` = −12; ``10–12`` is a range, ``COVID-19`` a name).
+    * Percent: ``45%``, ``45 %``, ``45％``, ``45 percent`` are 45 with ``percent`` set (the value as written).
+    * ``3万`` = 30000 and ``2.5亿`` = 250000000 (Chinese myriad multipliers written after Arabic digits).
+    * Never read: a number joined to a Latin letter or underscore before it (``B61``, ``UA12``, ``v1.2``, ``No.12``)
+      or to letters and then digits after it (``3D2``, ``4K60``, ``0x1F``; ``61st``, ``61yo`` and ``3万`` are read);
+      anything inside a date (``2013-01-04``, ``2013/01/04``, ``01/04/2013``, ``04.01.2013``, ``2013-01``,
+      ``January 4, 2013``, ``4 Jan 2013``, the month and day of ``2013年1月4日``), a time (``4:30``, ``16:05:59``,
+      ``4pm``, ``4 p.m.``), a ratio or fraction (``3:1``, ``3/4``), a version or address (``1.2.3``,
+      ``192.168.0.1``), a phone number (``555-123-4567``, ``(555) 123-4567``, ``+1 555 123 4567``), feet and inches
+      (``5'10``), a list marker opening a line (``4. 720``, ``2) UA``), or a longer number (12 is not in ``2012``,
+      ``12.5``, ``1,120`` or ``12345``). Two numbers joined by a dash, neither with a leading zero, are a range and
+      both are read (``1900-1961``, ``10–12``).
+
+Chinese numerals (``chinese=True``; the needles track, after traditional → simplified folding)
+    * Maximal runs of 零〇一二三四五六七八九十百千万亿两廿卅卌 are read with cn2an (``normal`` mode, after 廿 → 二十,
+      卅 → 三十, 卌 → 四十): ``一百零五`` = 105, ``两`` = 2. A run cn2an rejects (``三十五六``, "35 or 36") is read as its
+      longest readable pieces from the left (35, 6), each at most 24 characters.
+    * Runs of digits without units: one digit is read; two (``三四`` "three or four", ``一二`` "a little") are
+      not numbers; three or more are read positionally (``一九六一`` = 1961, ``二〇二四`` = 2024).
+    * Unit characters alone (百, 千, 万, 千万 in 百姓, 万物, 千古) are not numbers; 十 alone is 10.
+    * Classical forms: ``六十有一`` / ``六十又一`` / ``卅有一`` = 61 / 61 / 31 (a number ending in a tens, hundreds or
+      thousands unit, 有 or 又, then a smaller number); ``百有二十`` = 120; ``六旬`` = 60 (旬, a decade of age, after a
+      digit); ``百分之四十五`` = 45 percent.
+    * Numeral characters inside words are not numbers (:data:`ZH_LEXICAL`): 统一, 唯一, 同一, 一些, 一样, 一起, 一直,
+      一定, 一般, 一切, 之一, 万一, 十分 (not 十分钟), 千万, 星期一, …, reduplicated 一一, and four-character idioms
+      of the form 一X一Y (一心一意, 一模一样).
+    * Month and day of a Chinese date (``一月四日``, ``1月4日``) are not read.
+
+English number words (``english=True``; needles)
+    Maximal runs such as ``sixty-one``, ``sixty one``, ``one hundred and five`` (text2num); ``nineteen sixty-one``
+    reads as the year 1961. Ordinal words (``sixty-first``) are not read.
+
+Comparing (:func:`number_matches`)
+    A gold number is stated by a number of the answer when they are equal: an integer gold exactly (61 is stated by
+    ``61`` and ``61.0``, not by ``61.5``); a non-integer gold when it rounds to the answer's own decimal places (at
+    least one place, except for magnitudes of 1000 and more). :func:`numeric_value` turns a gold value into a
+    number whatever its stored type: a JSON number, or text that is exactly one number (``"61"``, ``"1,234"``,
+    ``"$3.50"``, ``"45%"``); so a text gold ``"61"`` is compared as the number 61 and is not stated by ``61.5``,
+    ``0.61``, ``-61``, ``4:30`` or a date.
+
+Sources: locale digit grouping as CLDR describes it (grouping and decimal symbols per locale, e.g. en ``1,234.5``,
+de ``1.234,5``, fr ``1 234,5``, de-CH ``1’234.5``); classical numerals per the Hanyu Da Cidian (廿, 卅, 卌, 有 "and",
+旬 "ten years of age").
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+
+__all__ = ["Number", "ZH_LEXICAL", "number_matches", "numeric_value", "read_number", "read_numbers"]
+
+
+@dataclass(frozen=True)
+class Number:
+    """A number read from text: ``[start, end)`` character offsets in the text given, its value, the count of its
+    decimal places as written, whether it was written as a percentage, the text it was read from and its form
+    (``arabic``, ``chinese`` or ``english``)."""
+
+    start: int
+    end: int
+    value: float
+    decimals: int = 0
+    percent: bool = False
+    text: str = ""
+    form: str = "arabic"
+
+
+# -- per-character normalisation (offsets preserved) ------------------------------------------------------------------
+
+_FW_DIGIT = re.compile("[\uff10-\uff19]")
+
+
+def _char_fold(text: str) -> str:
+    """NFKC per character where it maps one character to one (full-width digits and punctuation, superscripts are
+    left alone); a full-width comma between full-width digits becomes ``,`` (a thousands separator of full-width
+    text), any other stays ``，`` (a list separator)."""
+    out = []
+    n = len(text)
+    for i, c in enumerate(text):
+        if c == "\uff0c":
+            between = 0 < i < n - 1 and _FW_DIGIT.match(text[i - 1]) and _FW_DIGIT.match(text[i + 1])
+            out.append("," if between else c)
+            continue
+        if ord(c) < 128:
+            out.append(c)
+            continue
+        f = unicodedata.normalize("NFKC", c)
+        out.append(f if len(f) == 1 and not unicodedata.category(c).startswith("No") else c)
+    return "".join(out)
+
+
+# -- Arabic numerals --------------------------------------------------------------------------------------------------
+
+_DASHES = "-\u2010\u2011\u2012\u2013\u2014\u2212\ufe63\uff0d"
+_SPACES = " \u00a0\u2007\u2009\u202f"
+# digit groups joined by one separator each: grouping/decimal marks and compound joiners (date, time, range, ratio)
+_JOINER = r"(?:[.,'’:/" + re.escape(_DASHES) + r"]|\{,\}|\\,)"
+_CLUSTER = re.compile(rf"\d+(?:{_JOINER}\d+)*")
+_PCT = re.compile(r"[ \u00a0]?(?:%|％|percent\b|per cent\b)", re.IGNORECASE)
+_MYRIAD = {"万": 10_000, "萬": 10_000, "亿": 100_000_000, "億": 100_000_000}
+_TIME_SUFFIX = re.compile(r"[ \u00a0]?(?:[ap]\.m\.|[ap]m\b)", re.IGNORECASE)
+_MONTHS = (r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sep(?:t(?:ember)?)?|"
+           r"Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?|JAN|FEB|MAR|APR|MAY|JUN|JUL|AUG|SEP|OCT|NOV|DEC)")
+_ORD = r"(?:st|nd|rd|th)?"
+_DATE_WORDS = re.compile(
+    rf"\b{_MONTHS}\.?[ \u00a0]+\d{{1,2}}{_ORD}\b(?:,?[ \u00a0]+\d{{4}}\b)?"
+    rf"|\b\d{{1,2}}{_ORD}[ \u00a0]+(?:of[ \u00a0]+)?{_MONTHS}\b\.?(?:,?[ \u00a0]+\d{{4}}\b)?")
+_PHONE = re.compile(r"\(\d{2,4}\)[ \u00a0]?\d{3,4}[-. \u00a0]\d{4}")
+_ZH_NUM_CHARS = "零〇一二三四五六七八九十百千万亿两廿卅卌"
+# "1. ", "2) ", "(3) " opening a line with text after it: list markers, not numbers of the answer
+_LIST_MARKER = re.compile(r"(?m)^[ \t]*[(\[]?\d{1,3}[.)\]](?=[ \t]+\S)")
+_ZH_DATE = re.compile(rf"(?:\d{{1,2}}|[{_ZH_NUM_CHARS}]{{1,3}})月(?:\d{{1,2}}|[{_ZH_NUM_CHARS}]{{1,3}})[日号]")
+
+
+def _is_latin_letter(c: str) -> bool:
+    """A letter of an alphabetic script (Latin, Greek, Cyrillic, …), not a CJK character, or an underscore."""
+    if c == "_":
+        return True
+    if not c.isalpha():
+        return False
+    name = unicodedata.name(c, "")
+    return not name.startswith(("CJK", "HIRAGANA", "KATAKANA", "HANGUL", "IDEOGRAPHIC"))
+
+
+def _grouped(groups: list[str]) -> bool:
+    return 1 <= len(groups[0]) <= 3 and all(len(g) == 3 for g in groups[1:])
+
+
+def _value(int_digits: str, frac: str | None) -> float:
+    return float(int_digits + ("." + frac if frac else ""))
+
+
+def _interpret(tok: str) -> list[tuple[int, int, float, int]] | None:
+    """Numbers of one cluster (digit groups joined by single separators), as ``(start, end, value, decimals)``
+    relative to ``tok``; None when the cluster is a compound that holds no number of its own (date, time, version,
+    ratio, feet and inches)."""
+    parts = re.split(rf"({_JOINER})", tok)
+    groups, seps = parts[0::2], parts[1::2]
+    if not seps:
+        return [(0, len(tok), float(tok), 0)]
+    kinds = set(seps)
+    if ":" in kinds or "/" in kinds:
+        return None
+    if kinds <= set(_DASHES):
+        # two numbers joined by a dash, neither with a leading zero: a range; anything else: a date, phone or id
+        if len(groups) == 2 and not any(len(g) > 1 and g[0] == "0" for g in groups):
+            return [(0, len(groups[0]), float(groups[0]), 0),
+                    (len(tok) - len(groups[1]), len(tok), float(groups[1]), 0)]
+        return None
+    if kinds & set(_DASHES):
+        return None
+    if kinds == {"."}:
+        if len(groups) == 2:
+            return [(0, len(tok), _value(groups[0], groups[1]), len(groups[1]))]
+        if _grouped(groups):                       # 1.234.567: point groups
+            return [(0, len(tok), float("".join(groups)), 0)]
+        return None                                # 1.2.3, 04.01.2013, 192.168.0.1
+    if len(kinds) == 1 and kinds <= {",", "'", "’", "{,}", "\\,"}:
+        if _grouped(groups):
+            return [(0, len(tok), float("".join(groups)), 0)]
+        if kinds == {","}:                         # 3,5,7 and 12,5: a list
+            out, pos = [], 0
+            for g in groups:
+                out.append((pos, pos + len(g), float(g), 0))
+                pos += len(g) + 1
+            return out
+        return None                                # 5'10: feet and inches
+    # two kinds: groups of one kind, then a decimal mark of the other
+    head, last = groups[:-1], groups[-1]
+    gseps, dsep = seps[:-1], seps[-1]
+    if len(set(gseps)) == 1 and gseps[0] != dsep and _grouped(head):
+        g = gseps[0]
+        if (g in {",", "'", "’", "{,}", "\\,"} and dsep == ".") or (g == "." and dsep == ","):
+            return [(0, len(tok), _value("".join(head), last), len(last))]
+    if "," in kinds:                               # 3.5,4.5: a list of decimals
+        out, pos = [], 0
+        for piece in tok.split(","):
+            sub = _interpret(piece) if piece else None
+            for s, e, v, d in sub or []:
+                out.append((pos + s, pos + e, v, d))
+            pos += len(piece) + 1
+        return out
+    return None
+
+
+def _joined_before(text: str, s: int) -> bool:
+    """Whether the digits at ``s`` are joined to a letter before them (B6, v1): an identifier, never the head of a
+    space-grouped number."""
+    b = text[s - 1] if s > 0 else ""
+    if b == "." or b in _DASHES:
+        b = text[s - 2] if s > 1 else ""
+    return bool(b) and _is_latin_letter(b)
+
+
+def _arabic(text: str, masked: list[bool]) -> list[Number]:
+    clusters = [m for m in _CLUSTER.finditer(text) if not any(masked[m.start():m.end()])]
+    # merge clusters separated by one space into space-grouped numbers (1 234 567, 1 234,5), or drop phone-like runs
+    runs: list[list[re.Match]] = []
+    for m in clusters:
+        if (runs and runs[-1][-1].end() + 1 == m.start() and text[m.start() - 1] in _SPACES
+                and not _joined_before(text, runs[-1][0].start())):
+            runs[-1].append(m)
+        else:
+            runs.append([m])
+    found: list[tuple[int, int, float, int]] = []
+    for run in runs:
+        toks = [m.group(0) for m in run]
+        if len(run) > 1:
+            plain = [t.isdigit() for t in toks]
+            last = re.fullmatch(r"(\d{3})(?:[.,](\d+))?", toks[-1])
+            if all(plain[:-1]) and _grouped(toks[:-1] + [toks[-1][:3]]) and last:
+                found.append((run[0].start(), run[-1].end(), _value("".join(toks[:-1]) + last.group(1),
+                                                                     last.group(2)), len(last.group(2) or "")))
+                continue
+            digits = sum(len(re.sub(r"\D", "", t)) for t in toks)
+            plus = run[0].start() > 0 and text[run[0].start() - 1] == "+"
+            if all(plain) and (len(run) >= 3 and digits >= 7 or plus and digits >= 7):
+                continue                           # a phone number: +1 555 123 4567, 12 34 56 78
+        for m in run:
+            for s, e, v, d in _interpret(m.group(0)) or []:
+                found.append((m.start() + s, m.start() + e, v, d))
+    out = []
+    for s, e, v, d in found:
+        num = _arabic_bounds(text, s, e, v, d)
+        if num is not None:
+            out.append(num)
+    return out
+
+
+def _arabic_bounds(text: str, s: int, e: int, v: float, d: int) -> Number | None:
+    """Apply the boundary rules to a number read at ``[s, e)``: joined letters, sign, leading point, percent,
+    myriad multiplier, time suffix. None when it is not a number of its own."""
+    before = text[s - 1] if s > 0 else ""
+    if before and _is_latin_letter(before):
+        return None
+    if before == ".":
+        b2 = text[s - 2] if s > 1 else ""
+        if b2.isalnum() or b2 == "_":
+            return None                            # No.12, v1.2 (the "1" is joined through the point)
+        if text[s:e].isdigit():                    # .5
+            v, d, s = float("0." + text[s:e]), e - s, s - 1
+            before = text[s - 1] if s > 0 else ""
+    if before and before in _DASHES + "+":
+        b2 = text[s - 2] if s > 1 else ""
+        if b2 and _is_latin_letter(b2):
+            return None                            # COVID-19: part of a name
+        if not b2.isdigit():                       # (a digit before: the second number of a range)
+            if before != "+":
+                v = -v
+            s -= 1
+    after = text[e:]
+    m = re.match(r"[A-Za-z]+", after)
+    if m and (re.match(r"[\d_]", after[m.end():m.end() + 1]) or after[m.end():m.end() + 1] == "_"):
+        return None                                # 3D2, 4K60, 0x1F
+    if after[:1] == "_":
+        return None
+    if _TIME_SUFFIX.match(after):
+        return None                                # 4pm, 4 p.m.
+    end, percent = e, False
+    if after[:1] in _MYRIAD:
+        v *= _MYRIAD[after[0]]
+        end += 1
+    else:
+        pm = _PCT.match(after)
+        if pm:
+            percent, end = True, e + pm.end()
+    return Number(s, end, v, d, percent, text[s:end], "arabic")
+
+
+# -- Chinese numerals -------------------------------------------------------------------------------------------------
+
+_ZH_DIGITS = "零〇一二三四五六七八九两"
+_ZH_UNITS = "十百千万亿廿卅卌"
+_ZH_RUN = re.compile(f"[{_ZH_DIGITS}{_ZH_UNITS}]+")
+_ZH_TRAD = str.maketrans({"萬": "万", "億": "亿", "兩": "两", "○": "〇"})
+_ZH_DIGIT_VALUE = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8,
+                   "九": 9}
+_ZH_EXPAND = (("廿", "二十"), ("卅", "三十"), ("卌", "四十"))
+_ZH_ONLY_UNITS = re.compile("[百千万亿]+")
+# tens/hundreds/thousands a following 有/又 ("and") adds to: the unit of the last character
+_ZH_JOIN_UNIT = {"十": 10, "廿": 10, "卅": 10, "卌": 10, "旬": 10, "百": 100, "千": 1000}
+_MAX_PIECE = 24  # characters (or words) of the longest numeral piece tried when a run must be split
+
+# words whose numeral characters are not numbers (simplified forms; text is folded before reading)
+ZH_LEXICAL = (
+    "一些 一样 一起 一直 一定 一般 一切 一致 一旦 一向 一再 一律 一概 一贯 一味 一同 一齐 一并 一道 一边 一面 一时 一度 "
+    "一心 一下 一会 一番 一连 一旁 一带 一路 一经 一则 一如 一无 一体 一流 一阵 一点儿 一点点 一口气 一方面 一系列 一手 "
+    "一举 一早 一丝 一毫 一律 统一 唯一 同一 单一 逐一 专一 划一 不一 万一 之一 其一 独一 一一 略知一二 一二 "
+    "星期一 星期二 星期三 星期四 星期五 星期六 礼拜一 礼拜二 礼拜三 礼拜四 礼拜五 礼拜六 周一 周二 周三 周四 周五 周六 "
+    "十足 十字 十全 三思 再三 七嘴八舌 乱七八糟 五花八门 四处 四周 四面八方 五湖四海 三心二意 三三两两 七七八八 十之八九 "
+    "数一数二 独一无二 接二连三 不三不四 丢三落四 朝三暮四 说三道四 颠三倒四 横七竖八 七上八下 一五一十 千万 万物 万岁 "
+    "万事 万分 万般 百姓 百般 百合 千古 千秋 九州 九泉 八卦 二手 三角 五官 零星 零食 零件 零售 零钱 零散 零碎 零乱 二话"
+).split()
+# a word touching another numeral character is part of a number (三万一千 holds no 万一, 五十分 no 十分)
+_ZH_LEX_RE = re.compile(f"(?<![{_ZH_DIGITS}{_ZH_UNITS}])(?:十分(?!钟)|一[^{_ZH_DIGITS}{_ZH_UNITS}\\s]一"
+                        f"[^{_ZH_DIGITS}{_ZH_UNITS}\\s]|"
+                        + "|".join(sorted(set(ZH_LEXICAL), key=len, reverse=True)) + f")(?![{_ZH_DIGITS}{_ZH_UNITS}])")
+
+
+@lru_cache(maxsize=1)
+def _t2s():
+    from opencc import OpenCC
+
+    return OpenCC("t2s")
+
+
+def _zh_value(run: str) -> float | None:
+    import cn2an
+
+    if _ZH_ONLY_UNITS.fullmatch(run):
+        return None
+    if not any(c in _ZH_UNITS for c in run):
+        if len(run) == 2:
+            return None                            # 三四 "three or four", 一二 "a little"
+        if len(run) >= 3:                          # 一九六一: digit by digit
+            return float("".join(str(_ZH_DIGIT_VALUE[c]) for c in run))
+    s = run
+    for a, b in _ZH_EXPAND:
+        s = s.replace(a, b)
+    try:
+        return float(cn2an.cn2an(s, "normal"))
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
+
+
+def _zh_pieces(text: str, start: int, end: int) -> list[Number]:
+    """Numbers of one run ``text[start:end]``: the whole run when it reads, else its longest readable pieces from
+    the left (a piece nothing reads is skipped one character at a time)."""
+    out: list[Number] = []
+    if end - start == 2 and not any(c in _ZH_UNITS for c in text[start:end]):
+        return out                                 # 三四 "three or four": no number, not two
+    i = start
+    while i < end:
+        for j in range(min(end, i + _MAX_PIECE), i, -1):
+            v = _zh_value(text[i:j])
+            if v is not None:
+                out.append(Number(i, j, v, 0, False, text[i:j], "chinese"))
+                i = j
+                break
+        else:
+            i += 1
+    return out
+
+
+def _chinese(text: str, masked: list[bool]) -> list[Number]:
+    s = text.translate(_ZH_TRAD)
+    try:
+        t = _t2s().convert(s)
+        s = t if len(t) == len(s) else s
+    except Exception:  # noqa: BLE001 — OpenCC unavailable: read the text as it is
+        pass
+    blocked = list(masked)
+    for m in _ZH_LEX_RE.finditer(s):
+        for k in range(m.start(), m.end()):
+            blocked[k] = True
+    nums: list[Number] = []
+    bare: list[Number] = []                        # 百 / 千 alone: numbers only when 有/又 joins a smaller one
+    for m in _ZH_RUN.finditer(s):
+        i = m.start()
+        while i < m.end():
+            if blocked[i]:
+                i += 1
+                continue
+            j = i
+            while j < m.end() and not blocked[j]:
+                j += 1
+            seg = s[i:j]
+            if seg in ("百", "千") and s[j:j + 1] in ("有", "又"):
+                bare.append(Number(i, j, float(_ZH_JOIN_UNIT[seg]), 0, False, seg, "chinese"))
+            else:
+                nums.extend(_zh_pieces(s, i, j))
+            i = j
+    nums = sorted(nums + bare, key=lambda n: n.start)
+    out: list[Number] = []
+    for n in nums:
+        if s[n.end:n.end + 1] == "旬" and 1 <= n.value <= 9 and n.text in _ZH_DIGITS:   # 六旬 = 60
+            n = Number(n.start, n.end + 1, n.value * 10, 0, False, s[n.start:n.end + 1], "chinese")
+        prev = out[-1] if out else None
+        if (prev is not None and prev.end + 1 == n.start and s[prev.end] in "有又"
+                and prev.text[-1:] in _ZH_JOIN_UNIT and 0 < n.value < _ZH_JOIN_UNIT[prev.text[-1]]):
+            out[-1] = Number(prev.start, n.end, prev.value + n.value, 0, False, s[prev.start:n.end], "chinese")
+        else:
+            out.append(n)
+    bare_ids = {id(b) for b in bare}
+    result = []
+    for n in out:
+        if id(n) in bare_ids:
+            continue                               # 百 not joined to anything: not a number (百姓)
+        if n.start >= 3 and s[n.start - 3:n.start] == "百分之":
+            n = Number(n.start - 3, n.end, n.value, 0, True, s[n.start - 3:n.end], "chinese")
+        result.append(n)
+    return result
+
+
+# -- English number words ---------------------------------------------------------------------------------------------
+
+_EN_SMALL = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
+             "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"]
+_EN_TENS = ["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
+_EN_SCALES = ["hundred", "thousand", "million", "billion"]
+_EN_WORD = "(?:" + "|".join(sorted(_EN_SMALL + _EN_TENS + _EN_SCALES, key=len, reverse=True)) + ")"
+# word boundaries against Latin letters and digits only: CJK characters may touch (著書twenty卷)
+_LAT = r"A-Za-z0-9_\-\u00c0-\u024f"
+_EN_RUN = re.compile(rf"(?<![{_LAT}]){_EN_WORD}(?:(?:[ \t]+and[ \t]+|[ \t]*-[ \t]*|[ \t]+){_EN_WORD})*(?![{_LAT}])",
+                     re.IGNORECASE)
+_EN_TOKEN = re.compile(rf"{_EN_WORD}|and", re.IGNORECASE)
+
+
+def _en_value(words: list[str]) -> float | None:
+    from text_to_num import text2num
+
+    words = [w.lower() for w in words]
+    try:
+        return float(text2num(" ".join(words), "en"))
+    except ValueError:
+        pass
+    # spoken years: "nineteen sixty-one" = 1961 (two parts, the first 10-99)
+    for k in range(1, len(words)):
+        try:
+            a, b = text2num(" ".join(words[:k]), "en"), text2num(" ".join(words[k:]), "en")
+        except ValueError:
+            continue
+        if 10 <= a <= 99 and 0 <= b <= 99 and words[k] != "and":
+            return float(a * 100 + b)
+    return None
+
+
+def _english(text: str, masked: list[bool]) -> list[Number]:
+    out: list[Number] = []
+    for m in _EN_RUN.finditer(text):
+        if any(masked[m.start():m.end()]):
+            continue
+        toks = [(t.start() + m.start(), t.end() + m.start(), t.group(0)) for t in _EN_TOKEN.finditer(m.group(0))]
+        i = 0
+        while i < len(toks):
+            for j in range(min(len(toks), i + _MAX_PIECE), i, -1):
+                if toks[i][2].lower() == "and" or toks[j - 1][2].lower() == "and":
+                    continue
+                v = _en_value([t[2] for t in toks[i:j]])
+                if v is not None:
+                    s, e = toks[i][0], toks[j - 1][1]
+                    out.append(Number(s, e, v, 0, False, text[s:e], "english"))
+                    i = j
+                    break
+            else:
+                i += 1
+    return out
+
+
+# -- public API -------------------------------------------------------------------------------------------------------
+
+def read_numbers(text: str | None, *, chinese: bool = False, english: bool = False) -> list[Number]:
+    """Every number of ``text`` read whole, in order of position (rules: module docstring). Arabic numerals
+    always; Chinese numerals with ``chinese`` and English number words with ``english``. Offsets are characters of
+    ``text``. Returns ``[]`` for None or empty text."""
+    if not text:
+        return []
+    t = _char_fold(text)
+    masked = [False] * len(t)
+    for rx in (_DATE_WORDS, _PHONE, _ZH_DATE, _LIST_MARKER):
+        for m in rx.finditer(t):
+            for k in range(m.start(), m.end()):
+                masked[k] = True
+    out = _arabic(t, masked)
+    taken = list(masked)
+    for n in out:
+        for k in range(n.start, n.end):
+            taken[k] = True
+    if chinese:
+        out.extend(_chinese(t, taken))
+    if english:
+        out.extend(_english(t, taken))
+    return sorted(out, key=lambda n: n.start)
+
+
+_GOLD_WRAP = re.compile(r"^[\s\"'“”‘’`*(\[]*(?:[$€£¥₹]|US\$|USD|EUR|RMB)?\s*(.*?)\s*[.。]?[\s\"'“”‘’`*)\]]*$",
+                        re.IGNORECASE | re.DOTALL)
+
+
+def read_number(text: str | None) -> Number | None:
+    """The number ``text`` is, when it is exactly one Arabic number (quotes, brackets, a currency sign before it,
+    a percent sign and a final full stop around it allowed): ``"61"``, ``"1,234"``, ``"$3.50"``, ``"–12"``, ``"45%"``.
+    None otherwise (``"61 years"``, ``"2013-01-04"``, ``"4:30"``, ``"3, 5"``, text)."""
+    if text is None:
+        return None
+    m = _GOLD_WRAP.match(str(text))
+    core = m.group(1) if m else str(text).strip()
+    if not core:
+        return None
+    nums = read_numbers(core)
+    if len(nums) == 1 and nums[0].start == 0 and nums[0].end == len(core):
+        return nums[0]
+    return None
+
+
+def numeric_value(gold) -> float | None:
+    """A gold value as a number whatever its stored type: a JSON number (a bool counts as 0/1), or text that is
+    exactly one number (:func:`read_number`); None for anything else (text, NULL)."""
+    if gold is None:
+        return None
+    if isinstance(gold, bool):
+        return float(gold)
+    if isinstance(gold, (int, float)):
+        return float(gold)
+    n = read_number(str(gold))
+    return None if n is None else n.value
+
+
+def number_matches(gold: float, found: Iterable[Number]) -> bool:
+    """Whether a number of the answer states ``gold`` (module docstring, "Comparing"): integers exactly;
+    non-integers equal when rounded to the answer number's own decimal places (at least one place, or none for
+    magnitudes of 1000 and more)."""
+    g = float(gold)
+    for n in found:
+        v, dec = n.value, n.decimals
+        if g.is_integer():
+            if v == g:
+                return True
+            continue
+        if dec == 0 and abs(g) < 1000:
+            continue
+        if abs(v - g) <= 0.5 * 10 ** (-dec) + 1e-9:
+            return True
+    return False

@@ -1,0 +1,403 @@
+"""The one answer pipeline: a declared chain of registered filters that turns a stored reply into the answer every
+matcher and the LLM judge receive.
+
+Shape (in the manner of lm-evaluation-harness' filter chains: ``filter_list`` in a task's YAML, filters registered
+with ``@register_filter`` and applied in order by a ``FilterEnsemble``): a *filter* is a small step
+``fn(text: str, ctx: AnswerContext) -> str`` registered under a name; an :class:`AnswerChain` applies named filters
+in order. Every benchmark's chain is :data:`DEFAULT_FILTERS` followed by the filters its track adds
+(``Track.answer_filters``, :func:`ctxbench.scoring.registry.answer_filters`); ``score`` stores the chain's output as
+``scores.extracted_answer``, so what is stored is exactly what was scored. No matcher extracts answers itself.
+
+Default chain
+    1. ``drop_reasoning_field`` — the provider's separate reasoning field (``responses.reasoning``) repeated inside
+       the visible reply (servers and proxies that return it in both) is removed.
+    2. ``strip_reasoning`` — reasoning written inline is removed, whichever delimiters the model uses:
+       ``<think>…</think>`` (DeepSeek-R1, QwQ, Qwen3, GLM-4.5, MiniMax, Phi-4-reasoning, Hunyuan, ERNIE, OLMo 3),
+       ``<thinking>``, ``<thought>``, ``<reasoning>``, ``<reflection>``, ``<scratchpad>``, ``<seed:think>``
+       (Seed-OSS), ``◁think▷…◁/think▷`` (Kimi), ``[THINK]…[/THINK]`` (Magistral), ``<|begin_of_thought|>…
+       <|end_of_thought|>`` (Sky-T1, OpenThoughts), ``<|START_THINKING|>…<|END_THINKING|>`` (Command A Reasoning),
+       gpt-oss' harmony channels (``<|channel|>analysis<|message|>…``, also when a server printed them without their
+       special tokens as ``analysis…assistantfinal``) and Granite 3.2's ``Here is my thought process: … Here is my
+       response:``. A block that never closes (cut by the output budget) runs to the end of the reply, so the reply
+       has no answer; a closing tag without an opening one (the chat template opened the block in the prompt, as
+       DeepSeek-R1's and Qwen3's do) ends reasoning that began at the start of the reply.
+    3. ``strip_chat_tokens`` — chat special tokens (``<|eot_id|>``, ``<|im_end|>``, ``</s>``, ``<|end|>``,
+       ``<end_of_turn>``, ``<|endoftext|>``, ``<｜end▁of▁sentence｜>``, ``<|END_OF_TURN_TOKEN|>``, …): the reply ends
+       at the first end-of-turn token that follows some text (what a server that ignored the stop token generated
+       after it is another turn), role headers at its start (``<|im_start|>assistant``, ``<start_of_turn>model``,
+       ``<|start_header_id|>assistant<|end_header_id|>``) and any other token of these forms (``<|…|>``,
+       ``<｜…｜>``, ``<s>``, ``[INST]``) are removed.
+    4. ``final_answer`` — the final answer, when the reply marks one: the content of the last answer block
+       (``<answer>…</answer>``, Granite's ``<response>``, Reflection's ``<output>``, ``<|begin_of_solution|>``,
+       Apriel's ``[BEGIN FINAL RESPONSE]``), else the text after the last final-answer label (a line starting with
+       ``Answer:``, ``Final answer:``, ``**Answer:**``, ``### Answer:``, ``答案：``, ``答：``, ``最终答案：``,
+       ``回答：`` or GSM8K's ``####``; else the last inline ``answer:`` / ``the (final) answer is`` / ``答案是``),
+       else the last ``\\boxed{…}``, else the whole reply.
+    5. ``tidy`` — Unicode NFC; ``\\boxed{x}``, ``\\text{x}``, ``$x$`` math delimiters and Markdown emphasis
+       (``**x**``, ``__x__``, backticks around the whole answer) unwrapped; spaces collapsed and blank lines at the
+       ends removed (line breaks kept: list matchers split on them).
+
+Filters a track may add (``Track.answer_filters``): ``first_line`` (the first non-empty line), ``fold_width``
+(NFKC: full-width letters, digits and punctuation to ASCII), ``strip_trailing_period``.
+
+Versions: each filter has a ``version``; :meth:`AnswerChain.fingerprint` hashes the names, versions and code of the
+chain's filters, so ``score`` reruns when a filter changes (:mod:`ctxbench.scoring.versions`).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ..errors import InputError
+from .matchers import MatchResult
+
+__all__ = ["DEFAULT_FILTERS", "AnswerChain", "AnswerContext", "AnswerFilter", "Scored", "answer_chain", "chain_for",
+           "filter_names", "get_filter", "register_filter", "score_reply"]
+
+
+@dataclass(frozen=True)
+class AnswerContext:
+    """What a filter may look at besides the text: the provider's separate reasoning field of the response
+    (``responses.reasoning``), None where there is none."""
+
+    reasoning: str | None = None
+
+
+@dataclass(frozen=True)
+class AnswerFilter:
+    """A registered filter: its name, version and function ``fn(text, ctx) -> text``."""
+
+    name: str
+    version: str
+    fn: Callable[[str, AnswerContext], str]
+    description: str = ""
+
+
+_FILTERS: dict[str, AnswerFilter] = {}
+
+
+def register_filter(name: str, version: str = "1") -> Callable:
+    """Decorator registering ``fn(text: str, ctx: AnswerContext) -> str`` as answer filter ``name`` (bump
+    ``version`` when its behaviour changes; its code is hashed too). Raises ValueError for a name already taken by
+    another function."""
+
+    def deco(fn: Callable[[str, AnswerContext], str]) -> Callable[[str, AnswerContext], str]:
+        old = _FILTERS.get(name)
+        if old is not None and old.fn.__qualname__ != fn.__qualname__:
+            raise ValueError(f"answer filter {name!r} is already registered by {old.fn.__module__}.{old.fn.__qualname__}")
+        doc = (fn.__doc__ or "").strip().split("\n")[0]
+        _FILTERS[name] = AnswerFilter(name, version, fn, doc)
+        return fn
+
+    return deco
+
+
+def get_filter(name: str) -> AnswerFilter:
+    """The filter registered as ``name``; InputError naming the known filters otherwise."""
+    try:
+        return _FILTERS[name]
+    except KeyError:
+        raise InputError(f"unknown answer filter {name!r}; registered: {', '.join(sorted(_FILTERS))}") from None
+
+
+def filter_names() -> list[str]:
+    """Every registered filter name, sorted."""
+    return sorted(_FILTERS)
+
+
+# -- 1. the reasoning field repeated in the reply ---------------------------------------------------------------------
+
+@register_filter("drop_reasoning_field")
+def drop_reasoning_field(text: str, ctx: AnswerContext) -> str:
+    """Remove the response's separate reasoning field where the visible reply repeats it."""
+    r = (ctx.reasoning or "").strip()
+    if len(r) < 2 or r not in text:
+        return text
+    i = text.find(r)
+    return (text[:i] + text[i + len(r):]).strip()
+
+
+# -- 2. inline reasoning ---------------------------------------------------------------------------------------------
+
+def _tag(name: str) -> tuple[str, str]:
+    return rf"<{name}(?:\s[^>]*)?>", rf"</{name}\s*>"
+
+
+# (opening, closing) regexes of reasoning blocks; each removed with its content
+_REASONING_BLOCKS: list[tuple[str, str]] = [
+    *(_tag(t) for t in ("think", "thinking", "thought", "thoughts", "reasoning", "reflection", "scratchpad",
+                        "seed:think", "inner_monologue")),
+    (r"◁think▷", r"◁/think▷"),
+    (r"\[THINK\]", r"\[/THINK\]"),
+    (r"<\|begin_of_thought\|>", r"<\|end_of_thought\|>"),
+    (r"<\|START_THINKING\|>", r"<\|END_THINKING\|>"),
+    (r"<\|channel\|>\s*(?:analysis|commentary)\b[^<]*<\|message\|>", r"<\|end\|>"),
+]
+_BLOCK_RES = [(re.compile(o, re.IGNORECASE), re.compile(c, re.IGNORECASE)) for o, c in _REASONING_BLOCKS]
+_HARMONY_FINAL = re.compile(r"<\|channel\|>\s*final\b[^<]*<\|message\|>", re.IGNORECASE)
+_HARMONY_BARE = re.compile(r"^\s*analysis.*?assistantfinal", re.DOTALL)
+_GRANITE = re.compile(r"^\s*Here(?: is|'s|’s) my thought process:.*?(?:Here(?: is|'s|’s) my response:|\Z)",
+                      re.IGNORECASE | re.DOTALL)
+
+
+def _strip_blocks(text: str, open_re: re.Pattern, close_re: re.Pattern) -> str:
+    # a closing tag before any opening one: reasoning opened by the chat template, from the start of the reply
+    first_close = close_re.search(text)
+    first_open = open_re.search(text)
+    if first_close and (first_open is None or first_close.start() < first_open.start()):
+        text = text[first_close.end():]
+    while True:
+        o = open_re.search(text)
+        if o is None:
+            return text
+        c = close_re.search(text, o.end())
+        if c is None:                                   # never closed: reasoning to the end, no answer
+            return text[:o.start()]
+        text = text[:o.start()] + " " + text[c.end():]
+
+
+@register_filter("strip_reasoning")
+def strip_reasoning(text: str, ctx: AnswerContext) -> str:
+    """Remove inline reasoning blocks (closed, unterminated, or opened by the chat template)."""
+    m = None
+    for m in _HARMONY_FINAL.finditer(text):
+        pass
+    if m is not None:
+        text = text[m.end():]
+    text = _HARMONY_BARE.sub("", text, count=1)
+    text = _GRANITE.sub("", text, count=1)
+    for o, c in _BLOCK_RES:
+        text = _strip_blocks(text, o, c)
+    return text.strip()
+
+
+# -- 3. chat special tokens ------------------------------------------------------------------------------------------
+
+_END_TOKENS = re.compile(
+    r"<\|(?:eot_id|eom_id|end_of_text|im_end|endoftext|end|return|call|end_of_turn|endofturn|EOT|END_OF_TURN_TOKEN|"
+    r"END_RESPONSE|end_of_sentence|end_of_solution)\|>|<｜end▁of▁sentence｜>|</s>|<eos>|<end_of_turn>|<\|eos\|>",
+    re.IGNORECASE)
+_ROLE_HEADER = re.compile(
+    r"^(?:\s*(?:<\|im_start\|>\s*assistant\b|<\|start_header_id\|>\s*assistant\s*<\|end_header_id\|>|"
+    r"<start_of_turn>\s*model\b|<\|assistant\|>|<｜Assistant｜>|<\|start\|>\s*assistant\b|<\|CHATBOT_TOKEN\|>|"
+    r"<\|START_RESPONSE\|>|<\|begin_of_text\|>|<s>|<bos>|\[/INST\]))+", re.IGNORECASE)
+_ANY_TOKEN = re.compile(r"<\|[A-Za-z_][\w.:-]{0,40}\|>|<｜[^｜<>\n]{1,40}｜>|</?s>|<(?:eos|bos|pad|unk|mask)>|"
+                        r"<(?:start|end)_of_turn>|\[/?INST\]|<</?SYS>>", re.IGNORECASE)
+
+
+@register_filter("strip_chat_tokens")
+def strip_chat_tokens(text: str, ctx: AnswerContext) -> str:
+    """End the reply at its first end-of-turn token after some text; drop role headers and other special tokens."""
+    text = _ROLE_HEADER.sub("", text)
+    for m in _END_TOKENS.finditer(text):
+        if text[:m.start()].strip():
+            text = text[:m.start()]
+            break
+    return _ANY_TOKEN.sub("", text).strip()
+
+
+# -- 4. the final answer ---------------------------------------------------------------------------------------------
+
+_ANSWER_BLOCKS = [re.compile(o + r"(.*?)(?:" + c + r"|\Z)", re.IGNORECASE | re.DOTALL) for o, c in (
+    (r"<answer(?:\s[^>]*)?>", r"</answer\s*>"),
+    (r"<response(?:\s[^>]*)?>", r"</response\s*>"),
+    (r"<output(?:\s[^>]*)?>", r"</output\s*>"),
+    (r"<final_answer(?:\s[^>]*)?>", r"</final_answer\s*>"),
+    (r"<\|begin_of_solution\|>", r"<\|end_of_solution\|>"),
+    (r"\[BEGIN FINAL RESPONSE\]", r"\[END FINAL RESPONSE\]"),
+)]
+_LABEL = r"(?:final answer|answer|最终答案|答案|回答|答)"
+_LABEL_LINE = re.compile(rf"(?im)^[ \t]*(?:[*_#>]+[ \t]*)*(?:the[ \t]+)?{_LABEL}[ \t]*[*_]*[ \t]*[:：][ \t]*(?:[*_]+[ \t]*)?"
+                         r"|^[ \t]*####[ \t]+")
+_LABEL_INLINE = re.compile(r"\b(?:final answer|answer)[ \t]*[*_]*[ \t]*[:：][ \t]*(?:[*_]+[ \t]*)?"
+                           r"|\bthe (?:final |correct )?answer is[ \t]*:?[ \t]*|答案(?:是|为)[：:]?", re.IGNORECASE)
+_BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
+
+
+def _brace_content(text: str, start: int) -> tuple[str, int] | None:
+    """The text inside the brace opened just before ``start`` (nested braces counted) and the index after the
+    closing brace; None when it never closes."""
+    depth = 1
+    for i in range(start, len(text)):
+        if text[i] == "{":
+            depth += 1
+        elif text[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return text[start:i], i + 1
+    return None
+
+
+@register_filter("final_answer")
+def final_answer(text: str, ctx: AnswerContext) -> str:
+    """The final answer: the last answer block, else the text after the last final-answer label, else the last
+    ``\\boxed{}``, else the whole reply."""
+    for rx in _ANSWER_BLOCKS:
+        last = None
+        for last in rx.finditer(text):
+            pass
+        if last is not None:
+            return last.group(1).strip()
+    last = None
+    for last in _LABEL_LINE.finditer(text):
+        pass
+    if last is not None:
+        return text[last.end():].strip()
+    for last in _LABEL_INLINE.finditer(text):
+        pass
+    if last is not None:
+        return text[last.end():].strip()
+    boxed = None
+    for m in _BOXED.finditer(text):
+        boxed = _brace_content(text, m.end()) or boxed
+    if boxed is not None:
+        return boxed[0].strip()
+    return text.strip()
+
+
+# -- 5. tidy ---------------------------------------------------------------------------------------------------------
+
+_WRAPPERS = re.compile(r"\\(?:boxed|fbox|text|textbf|mathrm|mbox)\s*\{")
+_MATH_DOLLARS = re.compile(r"\$\$?([^$\n]+?)\$\$?")
+_MATH_PARENS = re.compile(r"\\\((.+?)\\\)|\\\[(.+?)\\\]", re.DOTALL)
+
+
+def _unwrap(text: str) -> str:
+    while True:
+        m = _WRAPPERS.search(text)
+        if m is None:
+            return text
+        inner = _brace_content(text, m.end())
+        if inner is None:
+            return text[:m.start()] + text[m.end():]
+        text = text[:m.start()] + inner[0] + text[inner[1]:]
+
+
+def _math(m: re.Match) -> str:
+    inner = m.group(1)
+    # a math span ($x$, $9{,}500$); "$3 and $5" (prices) is no math span: keep it as written
+    if "\\" in inner or "{" in inner or re.fullmatch(r"[\s\d.,+\-−^*/=()%]+", inner):
+        return inner
+    return m.group(0)
+
+
+@register_filter("tidy")
+def tidy(text: str, ctx: AnswerContext) -> str:
+    """NFC; LaTeX wrappers, math delimiters and Markdown emphasis unwrapped; spaces collapsed, ends trimmed."""
+    text = unicodedata.normalize("NFC", text)
+    text = _MATH_PARENS.sub(lambda m: m.group(1) or m.group(2) or "", text)
+    text = _unwrap(text)
+    text = _MATH_DOLLARS.sub(_math, text)
+    text = re.sub(r"\*\*|__", "", text)
+    s = text.strip()
+    if len(s) > 1 and s[0] == s[-1] and s[0] in "`*_":
+        s = s.strip(s[0])
+    lines = [" ".join(ln.split()) for ln in s.splitlines()]
+    while lines and not lines[0]:
+        lines.pop(0)
+    while lines and not lines[-1]:
+        lines.pop()
+    return "\n".join(lines)
+
+
+# -- filters a track may add -----------------------------------------------------------------------------------------
+
+@register_filter("first_line")
+def first_line(text: str, ctx: AnswerContext) -> str:
+    """The first non-empty line of the answer (for tracks whose answers are one line)."""
+    for ln in text.splitlines():
+        if ln.strip():
+            return ln.strip()
+    return ""
+
+
+@register_filter("fold_width")
+def fold_width(text: str, ctx: AnswerContext) -> str:
+    """NFKC: full-width and compatibility forms (ＡＢＣ, １２３, ：) to their plain forms."""
+    return unicodedata.normalize("NFKC", text)
+
+
+@register_filter("strip_trailing_period")
+def strip_trailing_period(text: str, ctx: AnswerContext) -> str:
+    """Remove a full stop (``.``, ``。``) ending the answer."""
+    return re.sub(r"[.。]+\s*$", "", text)
+
+
+DEFAULT_FILTERS: tuple[str, ...] = ("drop_reasoning_field", "strip_reasoning", "strip_chat_tokens", "final_answer",
+                                    "tidy")
+
+
+@dataclass(frozen=True)
+class AnswerChain:
+    """Named filters applied in order. Calling it on a stored reply (and the response's reasoning field) gives the
+    answer matchers and the judge receive (``""`` for no answer)."""
+
+    names: tuple[str, ...] = DEFAULT_FILTERS
+
+    def __post_init__(self) -> None:
+        for n in self.names:
+            get_filter(n)
+
+    def __call__(self, response: str | None, reasoning: str | None = None) -> str:
+        return self.trace(response, reasoning)[-1][1]
+
+    def trace(self, response: str | None, reasoning: str | None = None) -> list[tuple[str, str]]:
+        """``[("input", text), (filter name, text after it), ...]``: each step's output, for debugging a score."""
+        ctx = AnswerContext(reasoning)
+        text = "" if response is None else str(response)
+        steps = [("input", text)]
+        for n in self.names:
+            text = get_filter(n).fn(text, ctx) if text else ""
+            steps.append((n, text))
+        return steps
+
+    def fingerprint(self) -> dict:
+        """``{filter name: "version:code hash"}`` in chain order: what makes stored answers current."""
+        from .versions import code_hash
+
+        return {n: f"{get_filter(n).version}:{code_hash(get_filter(n).fn)}" for n in self.names}
+
+
+@lru_cache(maxsize=64)
+def answer_chain(extra: Sequence[str] = ()) -> AnswerChain:
+    """The default chain followed by ``extra`` filter names (a track's ``answer_filters``). Raises InputError for
+    an unknown name."""
+    return AnswerChain(DEFAULT_FILTERS + tuple(extra))
+
+
+def chain_for(benchmark: str | None) -> AnswerChain:
+    """The answer chain of a benchmark: the default chain and the filters its track adds. Raises InputError for an
+    unregistered benchmark or an unknown filter name (naming the track)."""
+    from .registry import answer_filters
+
+    extra = tuple(answer_filters(benchmark))
+    try:
+        return answer_chain(extra)
+    except InputError as e:
+        raise InputError(f"track {benchmark}: answer_filters: {e}") from None
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One matcher's result on one reply and the answer it scored (the answer chain's output)."""
+
+    matcher: str
+    result: MatchResult
+    answer: str
+
+
+def score_reply(response: str | None, instance: dict, reasoning: str | None = None,
+                names: Sequence[str] | None = None) -> list[Scored]:
+    """Score one stored reply the way ``score`` does: the instance's benchmark's answer chain (:func:`chain_for`),
+    then each of its matchers (``names``, default all, the primary first) on that answer. ``instance``: the
+    ``instances.parquet`` row with ``gold`` and ``accepted_answers`` parsed from JSON. Raises InputError for an
+    unregistered benchmark or an unknown matcher (:mod:`ctxbench.scoring.registry`)."""
+    from .registry import matcher, matchers_for
+
+    bench = instance.get("benchmark")
+    answer = chain_for(bench)(response, reasoning)
+    return [Scored(n, matcher(n, bench)(answer, instance), answer) for n in (names or matchers_for(bench))]

@@ -1,0 +1,132 @@
+"""Numeral-aware substring matcher (``substring``) for planted-fact answers (needles).
+
+Source: "Retrieval and Multi-Hop Reasoning in 1M-Token Context Windows: Evaluating LLMs on Classical Chinese Text"
+(2026), section 3.6 (scoring): a reply is correct when the expected value appears in it as a substring; numeric
+answers are accepted in Arabic or Chinese-numeral form ("61" matches "六十一"); no format is imposed on the reply.
+
+What is compared
+    The expected values are the gold answer (``gold = [[answer]]``) and every ``accepted_answers`` entry; the answer
+    is correct when any one of them is found. The answer is what the answer pipeline gives
+    (:mod:`ctxbench.scoring.pipeline`): the visible reply with reasoning blocks, chat tokens and everything before
+    the last final-answer line (``Answer:``, ``答案：``, ``答：``) removed, never the exposed reasoning field, so a value
+    the model considered and rejected in its reasoning earns nothing.
+
+Folding (both sides, for comparison only): :func:`ctxbench.scoring.normalize.fold` (NFKC, traditional →
+simplified, case folded).
+
+Numerals: read by the one number reader (:func:`ctxbench.scoring.numbers.read_numbers` with Chinese numerals and
+English number words): Arabic numbers whole (61 is not found in 1961, 161, 61.5 or a date such as 2013-01-04),
+Chinese numerals only where a numeral is meant (统一 and 一些 hold no 1), classical forms (六十有一, 卅有一, 六旬),
+English words (sixty-one, nineteen sixty-one).
+
+Matching one expected value
+    * The expected value is one number (a JSON number, ``"61"``, ``"六十一"``, ``"sixty-one"``): correct when some
+      number of the answer has the same value.
+    * It holds no numeral (``"浦城"``, ``"Pucheng"``): the folded expected text must appear in the folded answer;
+      text with CJK characters as a substring (spaces ignored), Latin text as whole words.
+    * It mixes text and numerals (``"61歲"``, ``"1961年"``): both sides' numbers are replaced by their values and
+      the result compared as text, so ``六十一歲`` ≡ ``61歲`` but ``161歲`` does not match.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ...scoring.matchers import MatchResult
+from ...scoring.normalize import CJK_RE, fold, text_matches
+from ...scoring.numbers import Number, number_matches, read_numbers
+
+__all__ = ["Reply", "expected_found", "expected_values", "prepare", "substring_match"]
+
+_NUM_OPEN, _NUM_CLOSE = "\ue000", "\ue001"
+
+
+def _numbers(folded: str) -> list[Number]:
+    return read_numbers(folded, chinese=True, english=True)
+
+
+def _num_token(v: float) -> str:
+    return _NUM_OPEN + (str(int(v)) if float(v).is_integer() else repr(float(v))) + _NUM_CLOSE
+
+
+def _canonical(folded: str, nums: list[Number]) -> str:
+    """Numbers replaced by value tokens, other punctuation to spaces, whitespace collapsed."""
+    parts, i = [], 0
+    for n in nums:
+        parts.append(folded[i:n.start])
+        parts.append(_num_token(n.value))
+        i = n.end
+    parts.append(folded[i:])
+    s = re.sub(rf"[^\w\s{_NUM_OPEN}{_NUM_CLOSE}]", " ", "".join(parts))
+    return " ".join(s.split())
+
+
+@dataclass
+class Reply:
+    """An answer prepared for matching: its folded text and the numbers read from it."""
+
+    folded: str
+    numbers: list[Number]
+
+    @property
+    def canonical(self) -> str:
+        return _canonical(self.folded, self.numbers)
+
+
+def prepare(answer: str) -> Reply:
+    """Fold an answer and read its numbers once, for several :func:`expected_found` calls."""
+    f = fold(answer)
+    return Reply(f, _numbers(f))
+
+
+@lru_cache(maxsize=4096)
+def _expected_form(expected: str) -> tuple[str, tuple[Number, ...]]:
+    fe = fold(expected).strip()
+    return fe, tuple(_numbers(fe))
+
+
+def expected_found(expected, answer: str | Reply) -> bool:
+    """Whether one expected value (str, int or float) is stated in ``answer`` (the answer text or a prepared
+    :class:`Reply`), by the rules of the module docstring."""
+    r = prepare(answer) if isinstance(answer, str) else answer
+    if expected is None:
+        return False
+    if isinstance(expected, bool):
+        expected = int(expected)
+    if isinstance(expected, (int, float)):
+        return number_matches(float(expected), r.numbers)
+    fe, es = _expected_form(str(expected))
+    if not fe:
+        return False
+    if len(es) == 1 and es[0].start == 0 and es[0].end == len(fe):
+        return number_matches(es[0].value, r.numbers)
+    if not es:
+        return text_matches(fe, r.folded)
+    ce, cr = _canonical(fe, list(es)), r.canonical
+    if CJK_RE.search(ce):
+        return ce.replace(" ", "") in cr.replace(" ", "")
+    return re.search(rf"(?<!\w){re.escape(ce)}(?!\w)", cr) is not None
+
+
+def expected_values(instance: dict) -> list:
+    """The expected values of a needles instance: every value of ``gold`` (``[[answer]]``) then every entry of
+    ``accepted_answers`` (a list of values, or of rows), in order."""
+    out: list = []
+    for row in instance.get("gold") or []:
+        out.extend(row if isinstance(row, list) else [row])
+    for a in instance.get("accepted_answers") or []:
+        out.extend(a if isinstance(a, list) else [a])
+    return out
+
+
+def substring_match(answer: str | None, instance: dict) -> MatchResult:
+    """Matcher ``substring``: 1.0 when any expected value (gold or accepted answer) is stated in the answer (the
+    answer pipeline's output), else 0.0. An empty answer is tagged ``null_answer``; failure-mode tags of wrong
+    answers are added by :func:`ctxbench.tracks.needles.analysis.tag_failures` once the whole build is known."""
+    if not answer or not answer.strip():
+        return MatchResult(0.0, [0.0], ["null_answer"])
+    r = prepare(answer)
+    hit = any(expected_found(e, r) for e in expected_values(instance))
+    return MatchResult(1.0 if hit else 0.0, [1.0 if hit else 0.0], [])
