@@ -139,3 +139,60 @@ def test_tables_of_two_builds_are_never_mixed(spider_db, tmp_path, monkeypatch):
         evaluate_build(b, EvalConfig(model="openai/fake", base_url=srv.base_url))
     score_build(b)
     assert set(pq.read_table(b / "scores.parquet").column("build_hash").to_pylist()) == {b.name}
+
+
+def test_scores_follow_the_code_that_made_them(tmp_path, monkeypatch):
+    """score reruns when a matcher's version or an answer filter's version changes (issue 12 item 6), not only
+    when instances or responses change; the scoring code's fingerprint is stored readable with the scores."""
+    import dataclasses
+    import json
+
+    from test_evaluate import cfg, make_build
+
+    import ctxbench.score
+    from ctxbench.evaluate import evaluate_build
+    from ctxbench.incremental import SCORING_CODE_KEY, score_if_changed
+    from ctxbench.scoring import matchers, pipeline
+
+    monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
+    b = make_build(tmp_path / "b", n=3)
+    if not (b / "manifest.json").exists():
+        (b / "manifest.json").write_text(json.dumps({"build_hash": "toybuild"}))
+    with FakeOpenAIServer() as srv:
+        evaluate_build(b, cfg(srv))
+    runs = Counter()
+    real = ctxbench.score.score_build
+
+    def counting(*a, **k):
+        runs["score"] += 1
+        return real(*a, **k)
+
+    monkeypatch.setattr(ctxbench.score, "score_build", counting)
+    assert score_if_changed(b)[1] is True and score_if_changed(b)[1] is False and runs["score"] == 1
+    code = json.loads(pq.read_schema(b / "scores.parquet").metadata[SCORING_CODE_KEY])
+    assert set(code) == {"holobench"} and list(code["holobench"]["matchers"]) == ["row_match"]
+    assert [n for n, _ in code["holobench"]["answer_filters"]] == list(pipeline.DEFAULT_FILTERS)
+    # a new version of the matcher: rescored once
+    monkeypatch.setattr(matchers.row_match_instance, "version", "2", raising=False)
+    assert score_if_changed(b)[1] is True and score_if_changed(b)[1] is False and runs["score"] == 2
+    code = json.loads(pq.read_schema(b / "scores.parquet").metadata[SCORING_CODE_KEY])
+    assert code["holobench"]["matchers"]["row_match"].startswith("2:")
+    # a new version of an answer filter: rescored once
+    monkeypatch.setitem(pipeline._FILTERS, "tidy", dataclasses.replace(pipeline.get_filter("tidy"), version="2"))
+    assert score_if_changed(b)[1] is True and score_if_changed(b)[1] is False and runs["score"] == 3
+    # a judge makes the judge prompt's code part of the inputs
+    from ctxbench.incremental import scoring_code
+
+    assert "judge" in scoring_code(b, "openai/judge") and "judge" not in scoring_code(b)
+
+
+def test_code_hash_covers_the_modules_a_matcher_imports():
+    from ctxbench.scoring.matchers import row_match_instance
+    from ctxbench.scoring.versions import code_hash, module_closure
+
+    mods = module_closure("ctxbench.scoring.matchers")
+    # the number reader and the normalisers are part of row_match's code; the report is not
+    assert {"ctxbench.scoring.matchers", "ctxbench.scoring.numbers", "ctxbench.scoring.normalize"} <= set(mods)
+    assert not any(m.startswith(("ctxbench.report", "ctxbench.evaluate")) for m in mods)
+    assert "ctxbench.tracks.needles.scoring" in module_closure("ctxbench.tracks.needles.analysis")
+    assert len(code_hash(row_match_instance)) == 16

@@ -53,3 +53,37 @@ def test_parse_verdicts():
     assert parse_verdicts('{"verdicts": ["maybe"]}', 1) is None      # not a verdict
     assert parse_verdicts("no json here", 1) is None
     assert parse_verdicts(None, 1) is None
+
+
+def test_judge_and_matchers_see_the_extracted_answer_not_the_draft(tmp_path):
+    """A reasoning model's reply: the judge prompt holds the final answer only (no <think> draft, no chat token)
+    and every scores row stores that answer as extracted_answer; an answer-less reply costs no judge call."""
+    build = make_build(tmp_path / "b", n=4)
+
+    def thinking(body: dict) -> str:
+        if body["messages"][0]["content"] == JUDGE_SYSTEM:
+            return judge_or_model(body)
+        user = message_text(body["messages"][-1]["content"])
+        if "Question: What is the code of item Cedar?" in user:      # cut inside its reasoning: no answer
+            return "<think>maybe 999, the document is long and"
+        return "<think>maybe 999?</think>\n" + answer_from_document(body) + "<|im_end|>"
+
+    with FakeOpenAIServer(answer_fn=thinking) as srv:
+        evaluate_build(build, cfg(srv))
+        score_build(build, judge="openai/judge", judge_base_url=srv.base_url)
+        judge_users = [message_text(b["messages"][-1]["content"]) for b in srv.requests
+                       if b["messages"][0]["content"] == JUDGE_SYSTEM]
+    rows = pq.read_table(build / "scores.parquet").to_pylist()
+    resp = {r["request_key"]: r["response"] for r in pq.read_table(build / "responses.parquet").to_pylist()}
+    empty = [k for k, v in resp.items() if v.startswith("<think>maybe 999, the")]
+    assert len(empty) == 1 and len(judge_users) == len(resp) - 1 == 3
+    for u in judge_users:
+        graded = u.split("Answer to grade:\n", 1)[1].split("\n\nReply as JSON", 1)[0]
+        assert re.fullmatch(r"\d+|unknown", graded), graded          # the code after "Answer:", nothing else
+        assert "999" not in u and "<think>" not in u and "<|im_end|>" not in u
+    for r in rows:
+        stored = resp[r["request_key"]]
+        want = "" if r["request_key"] in empty else stored.split("Answer: ", 1)[1].replace("<|im_end|>", "")
+        assert r["extracted_answer"] == want, (r, stored)
+        if r["request_key"] in empty:
+            assert r["score"] == 0.0 and r["tags"] == '["null_answer"]'

@@ -8,8 +8,9 @@
 * :func:`text_matches`: a gold text inside an answer, as whole words (Latin) or as a substring (CJK, written
   without spaces).
 * :func:`tokens`: the tokens F1 compares: words of Latin text, single characters of CJK text (Chinese is written
-  without spaces, so ``答案是魏国`` is five tokens and shares two with ``魏国``), and each number as its value
-  (``1,234`` and ``1234`` are one token ``1234``; :mod:`ctxbench.scoring.numbers`).
+  without spaces, so ``答案是魏国`` is five tokens and shares two with ``魏国``), each number as its value
+  (``1,234`` and ``1234`` are one token ``1234``; :mod:`ctxbench.scoring.numbers`), a date, time or phone number
+  as one token (``2013-01-04`` holds no token ``4``) and no list markers.
 
 Numbers are never read here: :mod:`ctxbench.scoring.numbers` is the one number reader.
 """
@@ -20,7 +21,7 @@ import re
 import unicodedata
 from functools import lru_cache
 
-from .numbers import read_numbers
+from .numbers import read_compounds, read_numbers
 
 __all__ = ["CJK_RE", "fold", "normalize_text", "text_matches", "tokens"]
 
@@ -68,15 +69,22 @@ def _num_token(v: float) -> str:
 
 
 def tokens(text: str | None) -> list[str]:
-    """F1 tokens of ``text`` (module docstring): normalised words, CJK characters one by one, numbers by value."""
+    """F1 tokens of ``text`` (module docstring): normalised words, CJK characters one by one, numbers by value,
+    dates/times/phone numbers whole, list markers dropped."""
     if not text:
         return []
+    spans: list[tuple[int, int, str | None]] = [(n.start, n.end, _num_token(n.value)) for n in read_numbers(text)]
+    for s, e, kind in read_compounds(text):
+        spans.append((s, e, None if kind == "marker" else "_".join(normalize_text(text[s:e]).split())))
     out: list[str] = []
     pos = 0
-    for n in read_numbers(text):
-        out.extend(_words(text[pos:n.start]))
-        out.append(_num_token(n.value))
-        pos = n.end
+    for s, e, tok in sorted(spans):
+        if s < pos:
+            continue
+        out.extend(_words(text[pos:s]))
+        if tok:
+            out.append(tok)
+        pos = e
     out.extend(_words(text[pos:]))
     return out
 

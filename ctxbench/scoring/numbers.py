@@ -68,7 +68,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
-__all__ = ["Number", "ZH_LEXICAL", "number_matches", "numeric_value", "read_number", "read_numbers"]
+__all__ = ["Number", "ZH_LEXICAL", "number_matches", "numeric_value", "read_compounds", "read_number",
+           "read_numbers"]
 
 
 @dataclass(frozen=True)
@@ -121,11 +122,11 @@ _PCT = re.compile(r"[ \u00a0]?(?:%|％|percent\b|per cent\b)", re.IGNORECASE)
 _MYRIAD = {"万": 10_000, "萬": 10_000, "亿": 100_000_000, "億": 100_000_000}
 _TIME_SUFFIX = re.compile(r"[ \u00a0]?(?:[ap]\.m\.|[ap]m\b)", re.IGNORECASE)
 _MONTHS = (r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sep(?:t(?:ember)?)?|"
-           r"Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?|JAN|FEB|MAR|APR|MAY|JUN|JUL|AUG|SEP|OCT|NOV|DEC)")
+           r"Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)")
 _ORD = r"(?:st|nd|rd|th)?"
 _DATE_WORDS = re.compile(
     rf"\b{_MONTHS}\.?[ \u00a0]+\d{{1,2}}{_ORD}\b(?:,?[ \u00a0]+\d{{4}}\b)?"
-    rf"|\b\d{{1,2}}{_ORD}[ \u00a0]+(?:of[ \u00a0]+)?{_MONTHS}\b\.?(?:,?[ \u00a0]+\d{{4}}\b)?")
+    rf"|\b\d{{1,2}}{_ORD}[ \u00a0]+(?:of[ \u00a0]+)?{_MONTHS}\b\.?(?:,?[ \u00a0]+\d{{4}}\b)?", re.IGNORECASE)
 _PHONE = re.compile(r"\(\d{2,4}\)[ \u00a0]?\d{3,4}[-. \u00a0]\d{4}")
 _ZH_NUM_CHARS = "零〇一二三四五六七八九十百千万亿两廿卅卌"
 # "1. ", "2) ", "(3) " opening a line with text after it: list markers, not numbers of the answer
@@ -213,7 +214,7 @@ def _joined_before(text: str, s: int) -> bool:
     return bool(b) and _is_latin_letter(b)
 
 
-def _arabic(text: str, masked: list[bool]) -> list[Number]:
+def _arabic(text: str, masked: list[bool], compounds: list[tuple[int, int, str]]) -> list[Number]:
     clusters = [m for m in _CLUSTER.finditer(text) if not any(masked[m.start():m.end()])]
     # merge clusters separated by one space into space-grouped numbers (1 234 567, 1 234,5), or drop phone-like runs
     runs: list[list[re.Match]] = []
@@ -236,9 +237,13 @@ def _arabic(text: str, masked: list[bool]) -> list[Number]:
             digits = sum(len(re.sub(r"\D", "", t)) for t in toks)
             plus = run[0].start() > 0 and text[run[0].start() - 1] == "+"
             if all(plain) and (len(run) >= 3 and digits >= 7 or plus and digits >= 7):
+                compounds.append((run[0].start() - plus, run[-1].end(), "phone"))
                 continue                           # a phone number: +1 555 123 4567, 12 34 56 78
         for m in run:
-            for s, e, v, d in _interpret(m.group(0)) or []:
+            parts = _interpret(m.group(0))
+            if parts is None:
+                compounds.append((m.start(), m.end(), "compound"))   # 2013-01-04, 4:30, 1.2.3, 5'10
+            for s, e, v, d in parts or []:
                 found.append((m.start() + s, m.start() + e, v, d))
     out = []
     for s, e, v, d in found:
@@ -470,19 +475,16 @@ def _english(text: str, masked: list[bool]) -> list[Number]:
 
 # -- public API -------------------------------------------------------------------------------------------------------
 
-def read_numbers(text: str | None, *, chinese: bool = False, english: bool = False) -> list[Number]:
-    """Every number of ``text`` read whole, in order of position (rules: module docstring). Arabic numerals
-    always; Chinese numerals with ``chinese`` and English number words with ``english``. Offsets are characters of
-    ``text``. Returns ``[]`` for None or empty text."""
-    if not text:
-        return []
+def _scan(text: str, chinese: bool, english: bool) -> tuple[list[Number], list[tuple[int, int, str]]]:
     t = _char_fold(text)
     masked = [False] * len(t)
-    for rx in (_DATE_WORDS, _PHONE, _ZH_DATE, _LIST_MARKER):
+    compounds: list[tuple[int, int, str]] = []
+    for rx, kind in ((_DATE_WORDS, "date"), (_PHONE, "phone"), (_ZH_DATE, "date"), (_LIST_MARKER, "marker")):
         for m in rx.finditer(t):
+            compounds.append((m.start(), m.end(), kind))
             for k in range(m.start(), m.end()):
                 masked[k] = True
-    out = _arabic(t, masked)
+    out = _arabic(t, masked, compounds)
     taken = list(masked)
     for n in out:
         for k in range(n.start, n.end):
@@ -491,7 +493,26 @@ def read_numbers(text: str | None, *, chinese: bool = False, english: bool = Fal
         out.extend(_chinese(t, taken))
     if english:
         out.extend(_english(t, taken))
-    return sorted(out, key=lambda n: n.start)
+    return sorted(out, key=lambda n: n.start), sorted(compounds)
+
+
+def read_numbers(text: str | None, *, chinese: bool = False, english: bool = False) -> list[Number]:
+    """Every number of ``text`` read whole, in order of position (rules: module docstring). Arabic numerals
+    always; Chinese numerals with ``chinese`` and English number words with ``english``. Offsets are characters of
+    ``text``. Returns ``[]`` for None or empty text."""
+    if not text:
+        return []
+    return _scan(text, chinese, english)[0]
+
+
+def read_compounds(text: str | None) -> list[tuple[int, int, str]]:
+    """The spans of ``text`` that hold digits but no number of their own, as ``(start, end, kind)``: ``date``
+    (``January 4, 2013``, ``1月4日``), ``phone``, ``compound`` (``2013-01-04``, ``4:30``, ``1.2.3``, ``5'10``) and
+    ``marker`` (a list marker opening a line). Matchers that compare tokens keep a compound whole and drop markers
+    (:func:`ctxbench.scoring.normalize.tokens`)."""
+    if not text:
+        return []
+    return _scan(text, False, False)[1]
 
 
 _GOLD_WRAP = re.compile(r"^[\s\"'“”‘’`*(\[]*(?:[$€£¥₹]|US\$|USD|EUR|RMB)?\s*(.*?)\s*[.。]?[\s\"'“”‘’`*)\]]*$",

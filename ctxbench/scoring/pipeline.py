@@ -127,26 +127,28 @@ def _tag(name: str) -> tuple[str, str]:
     return rf"<{name}(?:\s[^>]*)?>", rf"</{name}\s*>"
 
 
-# (opening, closing) regexes of reasoning blocks; each removed with its content
-_REASONING_BLOCKS: list[tuple[str, str]] = [
-    *(_tag(t) for t in ("think", "thinking", "thought", "thoughts", "reasoning", "reflection", "scratchpad",
-                        "seed:think", "inner_monologue")),
-    (r"◁think▷", r"◁/think▷"),
-    (r"\[THINK\]", r"\[/THINK\]"),
-    (r"<\|begin_of_thought\|>", r"<\|end_of_thought\|>"),
-    (r"<\|START_THINKING\|>", r"<\|END_THINKING\|>"),
-    (r"<\|channel\|>\s*(?:analysis|commentary)\b[^<]*<\|message\|>", r"<\|end\|>"),
+# (opening, closing, whether a closing tag alone ends reasoning begun in the prompt) of reasoning blocks; each is
+# removed with its content. gpt-oss' <|end|> also ends ordinary turns (Phi-3), so it never ends reasoning alone.
+_REASONING_BLOCKS: list[tuple[str, str, bool]] = [
+    *((*_tag(t), True) for t in ("think", "thinking", "thought", "thoughts", "reasoning", "reflection",
+                                 "scratchpad", "seed:think", "inner_monologue")),
+    (r"◁think▷", r"◁/think▷", True),
+    (r"\[THINK\]", r"\[/THINK\]", True),
+    (r"<\|begin_of_thought\|>", r"<\|end_of_thought\|>", True),
+    (r"<\|START_THINKING\|>", r"<\|END_THINKING\|>", True),
+    (r"<\|channel\|>\s*(?:analysis|commentary)\b[^<]*<\|message\|>", r"<\|end\|>", False),
 ]
-_BLOCK_RES = [(re.compile(o, re.IGNORECASE), re.compile(c, re.IGNORECASE)) for o, c in _REASONING_BLOCKS]
+_BLOCK_RES = [(re.compile(o, re.IGNORECASE), re.compile(c, re.IGNORECASE), alone)
+              for o, c, alone in _REASONING_BLOCKS]
 _HARMONY_FINAL = re.compile(r"<\|channel\|>\s*final\b[^<]*<\|message\|>", re.IGNORECASE)
 _HARMONY_BARE = re.compile(r"^\s*analysis.*?assistantfinal", re.DOTALL)
 _GRANITE = re.compile(r"^\s*Here(?: is|'s|’s) my thought process:.*?(?:Here(?: is|'s|’s) my response:|\Z)",
                       re.IGNORECASE | re.DOTALL)
 
 
-def _strip_blocks(text: str, open_re: re.Pattern, close_re: re.Pattern) -> str:
+def _strip_blocks(text: str, open_re: re.Pattern, close_re: re.Pattern, close_alone: bool) -> str:
     # a closing tag before any opening one: reasoning opened by the chat template, from the start of the reply
-    first_close = close_re.search(text)
+    first_close = close_re.search(text) if close_alone else None
     first_open = open_re.search(text)
     if first_close and (first_open is None or first_close.start() < first_open.start()):
         text = text[first_close.end():]
@@ -170,8 +172,8 @@ def strip_reasoning(text: str, ctx: AnswerContext) -> str:
         text = text[m.end():]
     text = _HARMONY_BARE.sub("", text, count=1)
     text = _GRANITE.sub("", text, count=1)
-    for o, c in _BLOCK_RES:
-        text = _strip_blocks(text, o, c)
+    for o, c, alone in _BLOCK_RES:
+        text = _strip_blocks(text, o, c, alone)
     return text.strip()
 
 
@@ -355,11 +357,11 @@ class AnswerChain:
             steps.append((n, text))
         return steps
 
-    def fingerprint(self) -> dict:
-        """``{filter name: "version:code hash"}`` in chain order: what makes stored answers current."""
+    def fingerprint(self) -> list[list[str]]:
+        """``[[filter name, "version:code hash"], ...]`` in chain order: what makes stored answers current."""
         from .versions import code_hash
 
-        return {n: f"{get_filter(n).version}:{code_hash(get_filter(n).fn)}" for n in self.names}
+        return [[n, f"{get_filter(n).version}:{code_hash(get_filter(n).fn)}"] for n in self.names]
 
 
 @lru_cache(maxsize=64)

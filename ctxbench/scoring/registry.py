@@ -1,6 +1,7 @@
 """Which matchers, failure tagger and answer filters score a benchmark: read from its registered track.
 
-A matcher is ``fn(response: str | None, instance: dict) -> MatchResult`` where ``instance`` is the instance's row
+A matcher is ``fn(answer: str, instance: dict) -> MatchResult`` where ``answer`` is the reply after the benchmark's
+answer pipeline (:func:`ctxbench.scoring.pipeline.score_reply` runs both) and ``instance`` is the instance's row
 from ``instances.parquet`` with ``gold`` (and ``accepted_answers`` where present) already parsed from JSON. Each
 track declares its matchers (ordered ``{name: "module:function"}``, the first its primary score), its tagger and
 the answer filters it adds (:class:`ctxbench.tracks.base.Track`); ``score`` runs every matcher of an instance's
@@ -81,6 +82,7 @@ def fallback_matchers() -> set[str]:
 
 def registry_fingerprint() -> dict[str, dict]:
     """What the registry says about scoring, per track (matchers, tagger, answer filters): part of the inputs
-    hash of ``score`` (:func:`ctxbench.incremental.score_inputs_hash`)."""
+    hash of ``score`` (:func:`ctxbench.incremental.score_inputs_hash`), beside the version and code of each of
+    them (:func:`ctxbench.scoring.versions.scoring_fingerprint`)."""
     return {t.name: {"matchers": dict(t.matchers), "tagger": t.tagger, "answer_filters": list(t.answer_filters)}
             for t in tracks()}

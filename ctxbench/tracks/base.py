@@ -39,15 +39,21 @@ Fields of a track (class attributes; the contract other layers rely on):
   :class:`~ctxbench.tracks.common.BuildResult` when the directory already holds this build, and the remaining
   stages are then skipped. The last stage returns the :class:`~ctxbench.tracks.common.BuildResult`.
 * ``matchers`` — ordered ``{matcher name: "module:function"}``; the first is the track's primary score (tables,
-  results, exports). A matcher is ``fn(response: str | None, instance: dict) -> MatchResult`` (instance: the
-  ``instances.parquet`` row with ``gold`` and ``accepted_answers`` parsed from JSON). A track without matchers
-  cannot be scored: ``score`` raises an error naming it (there is no default matcher).
+  results, exports). A matcher is ``fn(answer: str, instance: dict) -> MatchResult``: ``answer`` is the reply
+  after the answer pipeline (:mod:`ctxbench.scoring.pipeline`: reasoning and chat tokens removed, final answer
+  taken; ``""`` when there is none), never the raw reply, so a matcher never extracts answers itself; ``instance``
+  is the ``instances.parquet`` row with ``gold`` and ``accepted_answers`` parsed from JSON. Read numbers with
+  :mod:`ctxbench.scoring.numbers`. A track without matchers cannot be scored: ``score`` raises an error naming it
+  (there is no default matcher). A matcher may set a ``version`` attribute; with its code's hash it decides when
+  stored scores are recomputed (:mod:`ctxbench.scoring.versions`).
 * ``tagger`` — ``"module:function"`` or None: refines the failure tags of the track's score rows once the whole
   build is known, ``fn(rows, instances, responses, judge=None, build_dir=None) -> summary`` (rows: the track's
   ``scores.parquet`` rows, changed in place; instances: id → row; responses: request key → row; judge:
   ``{"model", "base_url", "api_key_env"}`` or None).
 * ``answer_filters`` — names of answer filters this track adds after the default filter chain (reasoning blocks and
-  chat tokens removed, final answer taken, normalised) before its matchers see a response.
+  chat tokens removed, final answer taken, tidied) before its matchers and the judge see a response: filters
+  registered with :func:`ctxbench.scoring.pipeline.register_filter` (``first_line``, ``fold_width``,
+  ``strip_trailing_period``, or the track's own). An unknown name is an error naming the track when it is scored.
 * ``fallback_matchers`` — matcher names that only approximate the benchmark's own scoring (the report labels them);
   ``scoring_note`` — one sentence (HTML) the report prints on how this track's answers are scored.
 * ``report_sections`` — ``"module:function"`` entries, each ``fn(ctx: ReportContext) -> str`` (HTML; "" for

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ...scoring.matchers import MatchResult
-from ...scoring.normalize import CJK_RE, fold, text_matches
+from ...scoring.normalize import CJK_RE, fold, normalize_text, text_matches
 from ...scoring.numbers import Number, number_matches, read_numbers
 
 __all__ = ["Reply", "expected_found", "expected_values", "prepare", "substring_match"]
@@ -103,7 +103,7 @@ def expected_found(expected, answer: str | Reply) -> bool:
     if len(es) == 1 and es[0].start == 0 and es[0].end == len(fe):
         return number_matches(es[0].value, r.numbers)
     if not es:
-        return text_matches(fe, r.folded)
+        return text_matches(fe, normalize_text(r.folded))
     ce, cr = _canonical(fe, list(es)), r.canonical
     if CJK_RE.search(ce):
         return ce.replace(" ", "") in cr.replace(" ", "")

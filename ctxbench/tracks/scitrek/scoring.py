@@ -4,7 +4,7 @@
 The gold answer (rows of values) is flattened row by row into items; the reply's final answer is split into items
 after the output-format normalisation that SciTrek appendix D motivates (models answer with bullet or numbered lists,
 one item per line, "A, B and C", brackets or quotes, trailing full stops): items are separated by commas,
-semicolons or line breaks, list markers and a leading "and" are removed, a comma inside a gold item (titles hold
+semicolons or line breaks (also ``，``, ``、``, ``；``), list markers and a leading "and" are removed, a comma inside a gold item (titles hold
 commas) does not split it, and neither does a comma inside a number (``1,234`` is one item, 1234, as the one number
 reader reads it: :mod:`ctxbench.scoring.numbers`). The answer is the answer pipeline's output
 (:mod:`ctxbench.scoring.pipeline`: reasoning and chat tokens removed, the text after the final-answer label).
@@ -125,14 +125,15 @@ def split_items(answer: str, gold: list) -> tuple[list[str], bool]:
 
 
 def _split_outside_numbers(line: str) -> list[str]:
-    """``line`` split at commas and semicolons, except commas inside a number (``1,234``, ``1.234,5``)."""
+    """``line`` split at commas and semicolons (also the CJK ``，`` ``、`` ``；``), except commas inside a number
+    (``1,234``, ``1.234,5``, ``１，２３４``)."""
     inside = [False] * len(line)
     for n in read_numbers(line):
         for k in range(n.start, n.end):
             inside[k] = True
     parts, cur = [], []
     for k, c in enumerate(line):
-        if c in ",;" and not inside[k]:
+        if c in ",;，、；" and not inside[k]:
             parts.append("".join(cur))
             cur = []
         else:
