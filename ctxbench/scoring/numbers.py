@@ -1,7 +1,7 @@
 """The one number reader every matcher uses: numbers in a model's answer or a gold value, read whole.
 
-Every matcher (``row_match``, the article track's list matchers, the needles ``substring`` matcher, LaRA's token
-F1) and the gold side of every comparison read numbers here, so ``1,234``, ``−12`` or ``2013-01-04`` mean the same
+Every matcher (the row matcher, the list matchers, the numeral-aware substring matcher, token F1) and the gold
+side of every comparison read numbers here, so ``1,234``, ``−12`` or ``2013-01-04`` mean the same
 thing to all of them. Offsets are characters of the text given: characters are normalised one by one (NFKC where it
 maps one character to one, e.g. full-width ``１２３`` → ``123``), never by a length-changing step.
 
@@ -28,7 +28,7 @@ Arabic numerals (:func:`read_numbers`, always)
       ``12.5``, ``1,120`` or ``12345``). Two numbers joined by a dash, neither with a leading zero, are a range and
       both are read (``1900-1961``, ``10–12``).
 
-Chinese numerals (``chinese=True``; the needles track, after traditional → simplified folding)
+Chinese numerals (``chinese=True``; text folded traditional → simplified, or folded here where lengths allow)
     * Maximal runs of 零〇一二三四五六七八九十百千万亿两廿卅卌 are read with cn2an (``normal`` mode, after 廿 → 二十,
       卅 → 三十, 卌 → 四十): ``一百零五`` = 105, ``两`` = 2. A run cn2an rejects (``三十五六``, "35 or 36") is read as its
       longest readable pieces from the left (35, 6), each at most 24 characters.
@@ -43,7 +43,7 @@ Chinese numerals (``chinese=True``; the needles track, after traditional → sim
       of the form 一X一Y (一心一意, 一模一样).
     * Month and day of a Chinese date (``一月四日``, ``1月4日``) are not read.
 
-English number words (``english=True``; needles)
+English number words (``english=True``)
     Maximal runs such as ``sixty-one``, ``sixty one``, ``one hundred and five`` (text2num); ``nineteen sixty-one``
     reads as the year 1961. Ordinal words (``sixty-first``) are not read.
 
@@ -352,15 +352,22 @@ def _zh_value(run: str) -> float | None:
 def _zh_pieces(text: str, start: int, end: int) -> list[Number]:
     """Numbers of one run ``text[start:end]``: the whole run when it reads, else its longest readable pieces from
     the left (a piece nothing reads is skipped one character at a time)."""
-    out: list[Number] = []
     if end - start == 2 and not any(c in _ZH_UNITS for c in text[start:end]):
-        return out                                 # 三四 "three or four": no number, not two
-    i = start
-    while i < end:
-        for j in range(min(end, i + _MAX_PIECE), i, -1):
-            v = _zh_value(text[i:j])
+        return []                                  # 三四 "three or four": no number, not two
+    return [Number(start + i, start + j, v, 0, False, text[start + i:start + j], "chinese")
+            for i, j, v in _longest_pieces(end - start, lambda i, j: _zh_value(text[start + i:start + j]))]
+
+
+def _longest_pieces(n: int, read) -> list[tuple[int, int, float]]:
+    """Split ``n`` items into the longest readable pieces from the left: ``read(i, j)`` is the value of items
+    ``[i, j)`` or None; an item no piece reads is skipped. Pieces are at most ``_MAX_PIECE`` items."""
+    out: list[tuple[int, int, float]] = []
+    i = 0
+    while i < n:
+        for j in range(min(n, i + _MAX_PIECE), i, -1):
+            v = read(i, j)
             if v is not None:
-                out.append(Number(i, j, v, 0, False, text[i:j], "chinese"))
+                out.append((i, j, v))
                 i = j
                 break
         else:
@@ -457,19 +464,15 @@ def _english(text: str, masked: list[bool]) -> list[Number]:
         if any(masked[m.start():m.end()]):
             continue
         toks = [(t.start() + m.start(), t.end() + m.start(), t.group(0)) for t in _EN_TOKEN.finditer(m.group(0))]
-        i = 0
-        while i < len(toks):
-            for j in range(min(len(toks), i + _MAX_PIECE), i, -1):
-                if toks[i][2].lower() == "and" or toks[j - 1][2].lower() == "and":
-                    continue
-                v = _en_value([t[2] for t in toks[i:j]])
-                if v is not None:
-                    s, e = toks[i][0], toks[j - 1][1]
-                    out.append(Number(s, e, v, 0, False, text[s:e], "english"))
-                    i = j
-                    break
-            else:
-                i += 1
+
+        def read(i: int, j: int, toks=toks) -> float | None:
+            if toks[i][2].lower() == "and" or toks[j - 1][2].lower() == "and":
+                return None
+            return _en_value([t[2] for t in toks[i:j]])
+
+        for i, j, v in _longest_pieces(len(toks), read):
+            s, e = toks[i][0], toks[j - 1][1]
+            out.append(Number(s, e, v, 0, False, text[s:e], "english"))
     return out
 
 

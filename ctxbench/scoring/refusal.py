@@ -1,10 +1,10 @@
 """Refusal detection: does an answer decline because the context lacks the information?
 
-Used by LaRA's deterministic fallback (a refusal is right for its hallucination task, wrong elsewhere) and by the
-needles failure tagger (``refusal``). Phrases stating that the context does not give the information ("not
+Used by matchers that must tell a refusal from an answer (right for an unanswerable question, wrong elsewhere) and
+by failure taggers (tag ``refusal``). Phrases stating that the context does not give the information ("not
 mentioned", "does not provide/specify/state ...", "no information", "cannot be determined", "I don't know", ...),
-matched on the extracted answer with whitespace collapsed; LaRA's own reference answers to unanswerable questions
-(appendix C) are all recognised and none of its other reference answers is (tests/test_lara.py).
+matched on the extracted answer with whitespace collapsed. Checked against a real benchmark's reference answers:
+every reference answer to an unanswerable question is recognised and no other is (tests/test_lara.py).
 """
 
 from __future__ import annotations
