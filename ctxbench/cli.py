@@ -508,6 +508,10 @@ def score_cmd(build: Path = typer.Option(..., help="build directory"),
     except USER_ERRORS as e:
         _fail(e)
     msg = f"{s.rows} scores → {build / 'scores.parquet'}"
+    if s.no_answer:
+        msg += (f"; {s.no_answer} replies hold no answer after removing reasoning and chat tokens (scored 0, "
+                f"tag null_answer: see scores.extracted_answer; an unclosed reasoning block means the output budget "
+                f"ran out)")
     if judge:
         msg += f"; judge {judge}: {s.judged} judged, {s.unparseable_verdicts} unparseable verdicts (not scored)"
     for bench, t in sorted((s.tagging or {}).items()):   # failure taggers (scoring.registry.TAGGERS)

@@ -26,6 +26,7 @@ class ScoreSummary:
     rows: int = 0
     judged: int = 0
     unparseable_verdicts: int = 0
+    no_answer: int = 0            # ok responses whose extracted answer is empty (e.g. reasoning cut by the budget)
     tagging: dict | None = None   # benchmark → what its failure tagger did (registry.TAGGERS)
 
 
@@ -67,6 +68,7 @@ def score_build(build_dir: str | Path, judge: str | None = None, judge_base_url:
                          "tags": canonical_json(m.tags), "extracted_answer": sc.answer,
                          "request_key": r["request_key"], "build_hash": bhash,
                          "detail": canonical_json({"rows": m.rows})})
+    summary.no_answer = sum(1 for r in ok if not answers.get(r["request_key"]))
     resp_by_key = {r["request_key"]: r for r in ok}
     judge_cfg = {"model": judge, "base_url": judge_base_url, "api_key_env": judge_api_key_env} if judge else None
     for bench in sorted({str(by_id[r["instance_id"]].get("benchmark")) for r in ok}):

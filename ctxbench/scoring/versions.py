@@ -100,7 +100,17 @@ def _distributions() -> dict[str, list[str]]:
     return dict(importlib.metadata.packages_distributions())
 
 
+# import names whose distribution is named otherwise (looked up first; scanning every distribution is slow)
+_DIST_ALIASES = {"yaml": "PyYAML", "text_to_num": "text2num", "opencc": "opencc-python-reimplemented",
+                 "sklearn": "scikit-learn"}
+
+
 def _package_version(top: str) -> str:
+    for d in (_DIST_ALIASES.get(top, top),):
+        try:
+            return f"{d}=={importlib.metadata.version(d)}"
+        except importlib.metadata.PackageNotFoundError:
+            pass
     dists = _distributions().get(top) or [top]
     for d in dists:
         try:
