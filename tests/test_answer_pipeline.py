@@ -56,6 +56,10 @@ def test_drop_reasoning_field():
     assert run("drop_reasoning_field", "I count 42.\n\nThere were 17.", "I count 42.") == "There were 17."
     assert run("drop_reasoning_field", "There were 17.", "I count 42.") == "There were 17."
     assert run("drop_reasoning_field", "There were 17.", None) == "There were 17."
+    # a short reasoning that is the answer itself stays; one the reply starts with and goes on from goes
+    assert run("drop_reasoning_field", "17", "17") == "17"
+    assert run("drop_reasoning_field", "42?\n17", "42?") == "17"
+    assert run("drop_reasoning_field", "It is 17.", "17") == "It is 17."
 
 
 @pytest.mark.parametrize("text,out", [

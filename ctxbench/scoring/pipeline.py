@@ -113,12 +113,14 @@ def filter_names() -> list[str]:
 
 @register_filter("drop_reasoning_field")
 def drop_reasoning_field(text: str, ctx: AnswerContext) -> str:
-    """Remove the response's separate reasoning field where the visible reply repeats it."""
+    """Remove the response's separate reasoning field where the visible reply repeats it (a reasoning of fewer than
+    20 characters only when the reply starts with it and goes on: a short reasoning may equal the answer)."""
     r = (ctx.reasoning or "").strip()
-    if len(r) < 2 or r not in text:
+    t = text.strip()
+    if not r or r not in t or (len(r) < 20 and not (t.startswith(r) and len(t) > len(r))):
         return text
-    i = text.find(r)
-    return (text[:i] + text[i + len(r):]).strip()
+    i = t.find(r)
+    return (t[:i] + t[i + len(r):]).strip()
 
 
 # -- 2. inline reasoning ---------------------------------------------------------------------------------------------
