@@ -362,3 +362,52 @@ def test_difficulty_and_language_columns(density_build):
         assert (r["language"], r["question_language"]) == ("en", "en")
     # wine_1's query set includes single-table counts (depth 3) and a HAVING + ORDER BY join (depth 5)
     assert {1, 2, 3} & {r["reasoning_depth"] for r in rows} and max(r["reasoning_depth"] for r in rows) >= 4
+
+
+# ---------------------------------------------------------------- numbers stored as text (issue 13 item 1)
+
+def test_numbers_stored_as_text_are_numbers_in_source(wine, tmp_path):
+    # a copy of wine_1 whose Price column is declared TEXT and holds its prices as text ('9', '10', '2014' ...)
+    d = tmp_path / "db"
+    d.mkdir()
+    path = d / "wine_1.sqlite"
+    src = sqlite3.connect(wine)
+    src.backup(dst := sqlite3.connect(path))
+    src.close()
+    cols = [r[1] for r in dst.execute('PRAGMA table_info("wine")')]
+    decl = ", ".join(f'"{c}" {"TEXT" if c == "Price" else t}' for _, c, t, *_ in dst.execute('PRAGMA table_info("wine")'))
+    dst.executescript(f'CREATE TABLE w2 ({decl}, FOREIGN KEY (Grape) REFERENCES grapes(Grape), FOREIGN KEY '
+                      f'(Appelation) REFERENCES appellations(Appelation)); INSERT INTO w2 SELECT '
+                      f'{", ".join("CAST(Price AS TEXT)" if c == "Price" else f"{chr(34)}{c}{chr(34)}" for c in cols)} '
+                      f'FROM wine; DROP TABLE wine; ALTER TABLE w2 RENAME TO wine;')
+    assert dst.execute("SELECT COUNT(*) FROM wine WHERE typeof(Price) != 'text'").fetchone()[0] == 0
+    n_text = dst.execute("SELECT COUNT(*) FROM wine").fetchone()[0]
+    # as text, MAX and ORDER BY are wrong: '99' > '100'
+    assert dst.execute("SELECT MAX(Price) FROM wine").fetchone()[0] != str(
+        dst.execute("SELECT MAX(CAST(Price AS INTEGER)) FROM wine").fetchone()[0])
+    dst.close()
+    qpath = tmp_path / "queries.yaml"
+    qpath.write_text(yaml.safe_dump({"questions": [
+        {"id": "p1", "question": "What is the highest price of a wine?", "sql": "SELECT MAX(Price) FROM wine"},
+        {"id": "p2", "question": "Which wines cost more than 100 dollars?", "sql": "SELECT Name FROM wine WHERE Price > 100"},
+        {"id": "p3", "question": "Which wine is the most expensive (by name when prices tie)?",
+         "sql": "SELECT Name FROM wine ORDER BY Price DESC, Name LIMIT 1"},
+    ]}))
+    r = build_holobench(HoloBenchConfig(db=str(path), queries=str(qpath), lengths=[4096]), tmp_path / "b")
+    manifest = json.loads((r.out / "manifest.json").read_text())
+    conv = manifest["preprocessing"]["numbers_from_text"]
+    assert conv == [{"column": "wine.Price", "from": "TEXT", "to": "INTEGER", "declared": "TEXT", "count": n_text}]
+    con = sqlite3.connect(r.out / "source.sqlite")
+    assert con.execute("SELECT COUNT(*) FROM wine WHERE typeof(Price) != 'integer'").fetchone()[0] == 0
+    con.close()
+    rows = pq.read_table(r.out / "instances.parquet").to_pylist()
+    assert {x["question_id"] for x in rows} == {"p1", "p2", "p3"}
+    for x in rows:
+        inc = json.loads(x["included_rows"])
+        want = _recompute(r.out / "source.sqlite", x["sql"], inc)
+        assert _same(json.loads(x["gold"]), want, "ORDER BY" in x["sql"]), x["question_id"]
+        if x["question_id"] == "p1":  # the numeric maximum of the included prices
+            con = sqlite3.connect(r.out / "source.sqlite")
+            prices = [p for (p,) in con.execute(f"SELECT Price FROM wine WHERE rowid IN ({','.join(map(str, inc['wine']))})")]
+            con.close()
+            assert json.loads(x["gold"]) == [[max(prices)]] and isinstance(max(prices), int)

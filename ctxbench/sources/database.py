@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +58,33 @@ class Database:
 def quote_ident(name: str) -> str:
     """A quoted SQL identifier (SQLite and DuckDB): ``we"ird`` → ``"we""ird"``."""
     return '"' + name.replace('"', '""') + '"'
+
+
+# SQLite's well-formed integer and real literals ("Datatypes In SQLite" section 3, NUMERIC affinity): optional sign,
+# digits with an optional decimal point (or a leading point), optional exponent; surrounding spaces allowed.
+# Hexadecimal literals are not converted by type affinity, so they are not numbers here either.
+_SQLITE_NUMBER = re.compile(r"\s*[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?\s*\Z")
+
+
+def looks_numeric(v: Any) -> bool:
+    """Whether ``v`` is text that SQLite's NUMERIC type affinity would store as a number (``'2014'``, ``' 9 '``,
+    ``'-3.5e2'``; not ``'0x1A'``, ``'94040-1724'``, ``'1,234'``). Source: SQLite, "Datatypes In SQLite" section 3."""
+    return isinstance(v, str) and _SQLITE_NUMBER.match(v) is not None
+
+
+def sqlite_numbers(texts: list[str]) -> list[Any]:
+    """``texts`` as SQLite's NUMERIC affinity stores them: INTEGER where the text is an integer (or a real literal
+    that is an exact integer, e.g. ``'3.0e2'`` -> 300), else REAL; text that is not a number stays text.
+
+    The conversion is SQLite's own: the values are inserted into a NUMERIC column of an in-memory database and
+    read back (SQLite, "Datatypes In SQLite" section 3.1)."""
+    con = sqlite3.connect(":memory:")
+    try:
+        con.execute("CREATE TABLE n (v NUMERIC)")
+        con.executemany("INSERT INTO n VALUES (?)", [(t,) for t in texts])
+        return [r[0] for r in con.execute("SELECT v FROM n ORDER BY rowid")]
+    finally:
+        con.close()
 
 
 def sql_type(values: list[Any], declared: str = "") -> str:

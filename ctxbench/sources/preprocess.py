@@ -3,7 +3,16 @@
 **Value rule** (applied once, here, so the text a model reads and the SQL that computes the gold answer see the
 same value): text is stripped of leading and trailing whitespace; text that is then empty or is the literal
 string ``NULL`` (any case, a Spider quirk) becomes SQL NULL; floating-point values are rounded to 4 decimal places
-and NaN becomes NULL. Nothing else is changed.
+and NaN becomes NULL.
+
+**Numbers stored as text** (:func:`convert_numeric_text`): a column whose every text value is a number by SQLite's
+NUMERIC type affinity (``'9'``, ``'10'``, ``'2014'``, ``'15.5'``; SQLite, "Datatypes In SQLite" section 3) is
+stored as numbers, converted by SQLite itself (INTEGER, or REAL when a value is not an integer), so that MAX,
+ORDER BY and ``price > 50`` compare numbers, not text (``'9' > '10'``). A column is left as text, and the reason
+recorded, when some of its text is not a number (``94107`` beside ``'94040-1724'``), when a number would lose its
+written form (leading zeros ``'02134'``, a leading ``+``: codes, not quantities) or its digits (an integer beyond
+64 bits). Each conversion is recorded (``table.column``, from/to type, values converted) in
+:attr:`Preprocessed.numbers_from_text` and the build manifest. Nothing else is changed.
 
 **Identifiers → names**: each foreign-key column is replaced by the human-readable name of the row it points to
 (the referenced table's name column(s), declared in ``assets/databases/<db_id>.yaml`` or detected: a column called
@@ -26,7 +35,7 @@ import yaml
 
 from ..config import assets_dir
 from ..errors import InputError
-from .database import Database, Table
+from .database import Database, Table, looks_numeric, sqlite_numbers
 
 NULL_STRINGS = {"", "null"}
 
@@ -43,6 +52,67 @@ def normalize_value(v: Any) -> Any:
             return None
         return round(v, 4)
     return v
+
+
+_LEADING_ZERO = re.compile(r"\s*[+-]?0\d|\s*\+")
+_INT64 = 2**63
+
+
+def convert_numeric_text(t: Table, identifiers: set[str] = frozenset()) -> tuple[list[dict], list[dict]]:
+    """Store numbers kept as text as numbers, column by column, in place (module docstring, "Numbers stored as
+    text"). ``t.rows`` must already follow the value rule. ``identifiers``: lower-case names of key columns to keep
+    as text (codes: see :func:`normalize_database`).
+
+    Returns (conversions, kept): ``{"column": "table.column", "from": "TEXT", "to": "INTEGER"|"REAL", "declared":
+    declared type, "count": values converted}`` per converted column, and ``{"column", "numeric": n, "text": m,
+    "reason", "examples"}`` per column left as text although some of its text looks numeric.
+    """
+    conversions, kept = [], []
+    rows = [list(r) for r in t.rows]
+    changed = False
+    for i, c in enumerate(t.columns):
+        texts = [r[i] for r in rows if isinstance(r[i], str)]
+        if not texts or any(isinstance(r[i], bytes) for r in rows):
+            continue
+        numeric = sorted({v for v in texts if looks_numeric(v)})
+        others = sorted({v for v in texts if not looks_numeric(v)})
+        stored = sorted({str(r[i]) for r in rows if isinstance(r[i], (int, float)) and not isinstance(r[i], bool)})
+        name = f"{t.name}.{c}"
+        if others and (numeric or stored):
+            kept.append({"column": name, "numeric": len(set(numeric) | set(stored)), "text": len(others),
+                         "examples": (numeric or stored)[:2] + others[:2],
+                         "reason": "mixes numbers and other text: kept as text"})
+            continue
+        if not numeric:
+            continue
+        if c.lower() in identifiers:
+            kept.append({"column": name, "numeric": len(numeric), "text": 0, "examples": numeric[:3],
+                         "reason": "key whose linked keys are text: identifiers, kept as text"})
+            continue
+        coded = [v for v in numeric if _LEADING_ZERO.match(v)]
+        if coded:
+            kept.append({"column": name, "numeric": len(numeric), "text": 0, "examples": coded[:3],
+                         "reason": "leading zeros or sign: codes, kept as text"})
+            continue
+        nums = dict(zip(numeric, sqlite_numbers(numeric)))
+        if any(isinstance(n, str) for n in nums.values()) or any(
+                isinstance(n, float) and re.fullmatch(r"\s*-?\d+\s*", v) for v, n in nums.items()):
+            kept.append({"column": name, "numeric": len(numeric), "text": 0, "examples": numeric[-3:],
+                         "reason": "integers beyond 64 bits: kept as text"})
+            continue
+        for r in rows:
+            if isinstance(r[i], str):
+                r[i] = nums[r[i]]
+        vals = [r[i] for r in rows if r[i] is not None]
+        to = "INTEGER" if all(isinstance(v, int) for v in vals) else "REAL"
+        declared = t.types[i] if i < len(t.types) else ""
+        conversions.append({"column": name, "from": "TEXT", "to": to, "declared": declared, "count": len(texts)})
+        if i < len(t.types) and to not in (declared or "").upper():
+            t.types[i] = to
+        changed = True
+    if changed:
+        t.rows = [tuple(r) for r in rows]
+    return conversions, kept
 
 
 @dataclass
@@ -74,6 +144,17 @@ def _detect_name_columns(t: Table, own_keys: set[str]) -> list[str]:
     return [c for c in t.columns if "name" in c.lower() and c.lower() not in own_keys]
 
 
+def _fk_key(v: Any) -> Any:
+    """A key value as SQLite compares a key with a numeric column: ``'12'`` and ``12`` are the same key (one side
+    may have been converted from text, the other kept as text)."""
+    if isinstance(v, str) and looks_numeric(v):
+        n = float(v)
+        return int(n) if n.is_integer() else n
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    return v
+
+
 def _base_name(column: str, ref_table: str) -> str:
     b = re.sub(r"(_id|id)$", "", column, flags=re.IGNORECASE).rstrip("_")
     return b or ref_table.lower()
@@ -87,6 +168,49 @@ class Preprocessed:
     replaced: list[dict] = field(default_factory=list)
     dropped_incomplete: dict[str, int] = field(default_factory=dict)
     excluded_tables: dict[str, str] = field(default_factory=dict)
+    # numbers stored as text, converted (convert_numeric_text) and left as text with the reason
+    numbers_from_text: list[dict] = field(default_factory=list)
+    numeric_text_kept: list[dict] = field(default_factory=list)
+
+
+def normalize_database(db: Database) -> tuple[Database, list[dict], list[dict]]:
+    """``db`` with the value rule applied to every cell and numbers stored as text converted (module docstring):
+    every table, column and row kept, keys unchanged (the full database the SQL of an imported question runs on).
+    Returns (database, conversions, kept) as :func:`convert_numeric_text` describes them.
+
+    Key columns (primary keys, foreign keys and the columns they reference) are identifiers: one stored as text is
+    converted only when a key it is linked to holds numbers (SQLite then compares the two as numbers), so
+    ``car_makers.Country = '1'`` joins ``countries.CountryId = 1`` while text codes such as ``course_id = '101'``
+    stay text.
+    """
+    tables: dict[str, Table] = {}
+    for name, t in db.tables.items():
+        tables[name] = Table(name, list(t.columns), [tuple(normalize_value(v) for v in r) for r in t.rows],
+                             list(t.types), list(t.primary_key))
+    links: dict[tuple[str, str], set[tuple[str, str]]] = {}
+    keys = {(n, c.lower()) for n, t in tables.items() for c in t.primary_key}
+    for fk in db.foreign_keys:
+        a, b = (fk.table, fk.column.lower()), (fk.ref_table, fk.ref_column.lower())
+        keys |= {a, b}
+        links.setdefault(a, set()).add(b)
+        links.setdefault(b, set()).add(a)
+
+    def holds_numbers(table: str, col: str) -> bool:
+        t = tables.get(table)
+        if t is None or col not in [c.lower() for c in t.columns]:
+            return False
+        i = [c.lower() for c in t.columns].index(col)
+        vals = [r[i] for r in t.rows if r[i] is not None]
+        return bool(vals) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals)
+
+    ids = {name: {c for (n, c) in keys if n == name and not any(holds_numbers(*p) for p in links.get((n, c), ()))}
+           for name in tables}  # decided on the stored values, before any column is converted
+    conversions, kept = [], []
+    for name, nt in tables.items():
+        conv, k = convert_numeric_text(nt, ids[name])
+        conversions += conv
+        kept += k
+    return Database(db.db_id, tables, list(db.foreign_keys), dict(db.provenance)), conversions, kept
 
 
 def preprocess(db: Database, template_columns: dict[str, set[str]] | None, spec: DatabaseSpec | None = None) -> Preprocessed:
@@ -98,12 +222,11 @@ def preprocess(db: Database, template_columns: dict[str, set[str]] | None, spec:
     Raises InputError when a template names a column the preprocessed table does not have.
     """
     spec = spec or DatabaseSpec.load(db.db_id)
-    # 1. value rule on every cell
-    norm: dict[str, Table] = {}
-    for name, t in db.tables.items():
-        rows = [tuple(normalize_value(v) for v in r) for r in t.rows]
-        norm[name] = Table(name, list(t.columns), rows, list(t.types), list(t.primary_key))
-    out = Preprocessed(db=Database(db.db_id, {}, list(db.foreign_keys), dict(db.provenance)))
+    # 1. value rule on every cell; numbers stored as text become numbers
+    normalized, conversions, kept = normalize_database(db)
+    norm: dict[str, Table] = normalized.tables
+    out = Preprocessed(db=Database(db.db_id, {}, list(db.foreign_keys), dict(db.provenance)),
+                       numbers_from_text=conversions, numeric_text_kept=kept)
     key_cols: dict[str, set[str]] = {n: {c.lower() for c in t.primary_key} for n, t in norm.items()}
     name_cols: dict[str, set[str]] = {n: set() for n in norm}
     # 2. identifiers -> names (mappings built from the full normalised tables, before any row is dropped)
@@ -131,13 +254,14 @@ def preprocess(db: Database, template_columns: dict[str, set[str]] | None, spec:
         mapping: dict[Any, Any] = {}
         for r in ref.rows:
             parts = [r[i] for i in nis]
-            mapping.setdefault(r[ki], None if any(p is None for p in parts) else " ".join(str(p) for p in parts))
+            mapping.setdefault(_fk_key(r[ki]), None if any(p is None for p in parts) else " ".join(str(p) for p in parts))
         t = new_tables[fk.table]
         ci = t.column_index(fk.column)
         identity = [c.lower() for c in ncols] == [fk.ref_column.lower()]
         for row in t.rows:
             v = row[ci]
-            row[ci] = None if v is None else mapping.get(v) if not identity else (v if v in mapping else None)
+            row[ci] = (None if v is None else mapping.get(_fk_key(v)) if not identity
+                       else (v if _fk_key(v) in mapping else None))
         new_name = spec.rename.get(f"{fk.table}.{fk.column}") or (
             fk.column if identity else f"{_base_name(fk.column, fk.ref_table)}_{'_'.join(c.lower() for c in ncols)}")
         t.columns[ci] = new_name

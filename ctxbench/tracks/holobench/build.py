@@ -305,6 +305,7 @@ def write_stage(loaded: Loaded, src: PreparedSource, instances: list[dict], quar
         "db_id": db_id, "source": src.raw.provenance, "seed": cfg.seed,
         "preprocessing": {"replaced": src.pre.replaced, "dropped_incomplete": src.pre.dropped_incomplete,
                           "excluded_tables": src.pre.excluded_tables,
+                          "numbers_from_text": src.numbers_from_text, "numeric_text_kept": src.numeric_text_kept,
                           "rows": {n: len(t.rows) for n, t in src.db.tables.items()}},
         "tokenizer": {"name": cfg.tokenizer, "file_sha256": tok.file_sha256},
         "assets": {"templates": _asset_hash(src.templates.path),

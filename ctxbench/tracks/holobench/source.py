@@ -35,6 +35,18 @@ class PreparedSource:
     def db(self) -> Database:
         return self.pre.db
 
+    @property
+    def numbers_from_text(self) -> list[dict]:
+        """Columns whose numbers were stored as text and are numbers in ``source.sqlite``: ``{"column":
+        "table.column", "from": "TEXT", "to": "INTEGER"|"REAL", "declared", "count"}`` (ctxbench.sources.preprocess)."""
+        return self.pre.numbers_from_text
+
+    @property
+    def numeric_text_kept(self) -> list[dict]:
+        """Columns holding numeric-looking text left as text, with the reason (mixed with other text, codes with
+        leading zeros, identifiers); the gold engine rejects ordering them as text where that differs."""
+        return self.pre.numeric_text_kept
+
 
 def load_dummy_documents(db_id: str) -> list[str]:
     """``assets/dummy/<db_id>.yaml``: a list of dummy distractor documents (HoloBench appendix A.2.3)."""
