@@ -670,9 +670,34 @@ def run_cmd(
     print_results(build)
 
 
+# --- questions: query sets for any database (issue 14) ---
+questions_app = typer.Typer(no_args_is_help=True, help="Query sets: import text-to-SQL question sets.")
+app.add_typer(questions_app, name="questions")
+
+
+@questions_app.command("import")
+def questions_import_cmd(
+    spider: Path = typer.Option(..., help="Spider/BIRD question file: a JSON list of {db_id, question, query|SQL}"),
+    db_dir: Path = typer.Option(..., help="directory holding <db_id>/<db_id>.sqlite"),
+    out: Path = typer.Option(..., help="directory for <db_id>.yaml query sets and import_report.jsonl"),
+) -> None:
+    """Import Spider-format questions whose answer is unambiguous as query sets for `build holobench --queries`."""
+    from .questions.importer import REPORT, import_questions
+
+    try:
+        r = import_questions(spider, db_dir, out)
+    except USER_ERRORS as e:
+        _fail(e)
+    c = r.counts
+    why = ", ".join(f"{k} {n}" for k, n in c["by_reason"].items())
+    out_console.print(f"imported {c['inputs']} questions: {c['accepted']} accepted, {c['rejected']} rejected"
+                      f"{f' ({why})' if why else ''}; {len(r.written)} query set(s) and {REPORT} → {out}")
+
+
 def main() -> None:  # pragma: no cover
     app()
 
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(app())
+

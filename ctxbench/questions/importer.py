@@ -1,0 +1,228 @@
+"""Import text-to-SQL question sets (Spider, BIRD) as query sets for the verbalized-database track (issue 14,
+part 1).
+
+Input: a JSON list of objects with ``db_id``, ``question`` and the SQL under ``query`` (Spider, Yu et al. 2018) or
+``SQL`` (BIRD, Li et al. 2023); the databases under ``DIR/<db_id>/<db_id>.sqlite`` (Spider's layout; its
+``tables.json`` two levels above ``DIR/<db_id>`` gives the keys when present).
+
+Each question's SQL is read as SQLite SQL and answered by the gold engine (:func:`ctxbench.gold.compute_gold`) on
+the *full* database after the source's value rule (whitespace stripped, ``'NULL'`` text is NULL, numbers stored as
+text become numbers: :func:`ctxbench.sources.preprocess.normalize_database`). A question is accepted when that
+answer is unambiguous by the gold rules: the engines agree under the SQL's own dialect, no tie at a LIMIT or in an
+ordered answer, no dependence on NULL order or on an unordered row choice, not empty, not NULL, deterministic.
+
+Output (``OUT``):
+
+* ``<db_id>.yaml``: the accepted questions as a query set that ``ctxbench build holobench --queries`` reads
+  (``id``, ``question``, ``sql`` exactly as given, ``query_types`` and ``difficulty`` derived by
+  :func:`ctxbench.questions.sqlinfo.sql_info`). A question whose text repeats an earlier accepted one of the same
+  database is written once (a query set's questions are distinct).
+* ``import_report.jsonl``: one JSON line per input, in input order: ``db_id``, ``question``, ``sql`` (the input
+  SQL exactly as given), ``accepted``, ``reason`` (null, or why it was rejected), ``answer`` (rows of values in
+  SELECT order; null when rejected), plus ``index`` (position in the input), ``id`` (its id in the query set; null
+  when not written) and ``reason_kind`` (the rejection's class: ``tie``, ``null_order``, ``empty``, ...).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..errors import InputError
+from ..gold import compute_gold
+from ..sources import load_database
+from ..sources.database import Database, sql_type
+from ..sources.preprocess import normalize_database
+from .sqlinfo import sql_info
+
+REPORT = "import_report.jsonl"
+
+# rejection classes, by how the gold engine's reason starts (ctxbench.gold.execute)
+REASON_KINDS = [
+    ("non-deterministic SQL", "nondeterministic"),
+    ("numbers stored as text", "numbers_as_text"),
+    ("tie", "tie"),
+    ("answer depends on NULL ordering", "null_order"),
+    ("bare column", "bare_column"),
+    ("answer depends on the order of rows", "row_order"),
+    ("empty gold answer", "empty"),
+    ("gold answer is NULL", "null_answer"),
+    ("SQLite and DuckDB disagree", "engines_disagree"),
+    ("SQLite cannot run", "sql_error"),
+    ("SQL does not parse", "sql_error"),
+    ("expected exactly one SQL statement", "sql_error"),
+    ("only SELECT", "sql_error"),
+    ("SQL must be text", "bad_input"),
+    ("DuckDB cannot run", "transpilation"),
+]
+
+
+def reason_kind(reason: str | None) -> str | None:
+    """The class of a rejection reason (``tie``, ``null_order``, ``empty``, ...; ``other`` if unknown)."""
+    if reason is None:
+        return None
+    for prefix, kind in REASON_KINDS:
+        if reason.startswith(prefix):
+            return kind
+    return "other"
+
+
+@dataclass
+class ImportResult:
+    """``report``: the report lines in input order; ``written``: db_id -> query-set path; ``counts``."""
+
+    report: list[dict]
+    written: dict[str, Path] = field(default_factory=dict)
+
+    @property
+    def counts(self) -> dict[str, Any]:
+        acc = sum(1 for r in self.report if r["accepted"])
+        return {"inputs": len(self.report), "accepted": acc, "rejected": len(self.report) - acc,
+                "by_reason": dict(Counter(r["reason_kind"] for r in self.report if not r["accepted"]).most_common())}
+
+
+def read_question_file(path: str | Path) -> list[Any]:
+    """The JSON list of a Spider/BIRD question file. Raises InputError when the file is missing, is not JSON, or
+    is not a list."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"question file {p} does not exist: pass a Spider-format JSON file (--spider)")
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise InputError(f"{p} is not a JSON file ({type(e).__name__}: {e}): pass Spider's dev.json/train_spider.json "
+                         f"or BIRD's dev.json") from None
+    if not isinstance(data, list):
+        raise InputError(f"{p} holds a JSON {type(data).__name__}, not a list of questions: expected "
+                         f"[{{\"db_id\", \"question\", \"query\"}}, ...]")
+    return data
+
+
+def _fields(item: Any) -> tuple[str | None, str | None, Any, str | None]:
+    """(db_id, question, sql, problem) of one input object."""
+    if not isinstance(item, dict):
+        return None, None, None, f"input is a JSON {type(item).__name__}, not an object with db_id, question, query"
+    db_id, question = item.get("db_id"), item.get("question")
+    sql = item["query"] if "query" in item else item.get("SQL")
+    missing = [k for k, v in (("db_id", db_id), ("question", question), ("query (or SQL)", sql)) if v in (None, "")]
+    if missing:
+        return db_id, question, sql, f"input lacks {', '.join(missing)}"
+    if not isinstance(db_id, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", db_id) or db_id in (".", ".."):
+        return None, question, sql, f"db_id {db_id!r} is not a database name"
+    if not isinstance(question, str):
+        return db_id, None, sql, f"question is a JSON {type(question).__name__}, not text"
+    return db_id, question, sql, None
+
+
+def gold_tables_of(db: Database) -> dict[str, tuple[list[str], list[str], list[tuple]]]:
+    """A database in the shape :func:`ctxbench.gold.compute_gold` takes (types from the values, as the tracks do)."""
+    return {n: (t.columns, [sql_type([r[i] for r in t.rows]) for i in range(len(t.columns))], t.rows)
+            for n, t in db.tables.items()}
+
+
+def _load(db_dir: Path, db_id: str) -> tuple[dict | None, str | None, dict]:
+    path = db_dir / db_id / f"{db_id}.sqlite"
+    if not path.is_file():
+        return None, f"database {path} not found (expected DIR/<db_id>/<db_id>.sqlite)", {}
+    try:
+        db, conversions, kept = normalize_database(load_database(path))
+    except InputError as e:
+        return None, f"database {path} cannot be read: {e}", {}
+    return gold_tables_of(db), None, {"numbers_from_text": conversions, "numeric_text_kept": kept}
+
+
+def _tables_read(sql: str, tables: dict) -> dict:
+    """Only the tables the SQL names (copying a large unread table into both engines for every question is the
+    import's main cost); all of them when the SQL does not parse (the engine then says why)."""
+    try:
+        names = set(sql_info(sql)["tables"])
+    except InputError:
+        return tables
+    picked = {n: t for n, t in tables.items() if n.lower() in names}
+    return picked or tables
+
+
+def _finite(rows: list[list[Any]]) -> list[list[Any]]:
+    """Rows with non-finite floats written as text (JSON has no NaN or infinity)."""
+    return [[str(v) if isinstance(v, float) and not math.isfinite(v) else v for v in r] for r in rows]
+
+
+def _yaml_dump(data: Any) -> str:
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120)
+
+
+def import_questions(spider: str | Path, db_dir: str | Path, out: str | Path, seed: int = 0) -> ImportResult:
+    """Import the Spider/BIRD question file ``spider`` for the databases under ``db_dir`` into ``out`` (module
+    docstring). Returns the report and the query sets written.
+
+    Raises InputError when the question file cannot be read or ``db_dir`` is not a directory; a bad question, a
+    missing database or an SQL the engines reject is a report line with its reason (the rest goes on).
+    """
+    spider, db_dir, out = Path(spider), Path(db_dir), Path(out)
+    items = read_question_file(spider)
+    if not db_dir.is_dir():
+        raise InputError(f"--db-dir {db_dir} is not a directory: pass the directory holding <db_id>/<db_id>.sqlite")
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out} is a file: pass a directory for the query sets and the report")
+    stem = re.sub(r"[^A-Za-z0-9]+", "_", spider.stem).strip("_") or "q"
+    dbs: dict[str, tuple[dict | None, str | None, dict]] = {}
+    report: list[dict] = []
+    sets: dict[str, list[dict]] = {}
+    texts: dict[tuple[str, str], str] = {}
+    for i, item in enumerate(items):
+        db_id, question, sql, problem = _fields(item)
+        line = {"db_id": db_id, "question": question, "sql": sql, "accepted": False, "reason": problem,
+                "answer": None, "index": i, "id": None, "reason_kind": "bad_input" if problem else None}
+        report.append(line)
+        if problem is not None:
+            continue
+        if db_id not in dbs:
+            dbs[db_id] = _load(db_dir, db_id)
+        tables, why, _ = dbs[db_id]
+        if tables is None:
+            line.update(reason=why, reason_kind="missing_database")
+            continue
+        g = compute_gold(sql, _tables_read(sql, tables), seed=seed)
+        if not g.ok:
+            line.update(reason=g.reason, reason_kind=reason_kind(g.reason))
+            continue
+        info = sql_info(sql, {n: cols for n, (cols, _, _) in tables.items()})
+        line.update(accepted=True, answer=_finite(g.rows))
+        key = (db_id, " ".join(question.split()))
+        if key in texts:
+            line["note"] = f"same question text as {texts[key]}: written once"
+            continue
+        qid = f"{db_id}-{stem}-{i:04d}"
+        texts[key] = line["id"] = qid
+        sets.setdefault(db_id, []).append({"id": qid, "question": question.strip(), "sql": sql,
+                                           "query_types": info["query_types"], "difficulty": info["difficulty"]})
+    out.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256(spider.read_bytes()).hexdigest()
+    written = {}
+    for db_id, qs in sets.items():
+        doc = {"db_id": db_id,
+               "source": {"file": spider.name, "sha256": digest, "format": "spider/bird", "imported_by":
+                          "ctxbench questions import", "numbers_from_text": dbs[db_id][2]["numbers_from_text"]},
+               "questions": qs}
+        head = (f"# Questions imported from {spider.name} for {db_id}: accepted when their answer on the full database is\n"
+                f"# unambiguous (ctxbench.questions.importer); SQL exactly as given, read as SQLite SQL.\n")
+        p = out / f"{db_id}.yaml"
+        tmp = p.with_name(p.name + ".tmp")
+        tmp.write_text(head + _yaml_dump(doc), encoding="utf-8")
+        tmp.replace(p)
+        written[db_id] = p
+    rp = out / REPORT
+    tmp = rp.with_name(rp.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as f:
+        for line in report:
+            f.write(json.dumps(line, ensure_ascii=False, allow_nan=False, default=str) + "\n")
+    tmp.replace(rp)
+    return ImportResult(report, written)
