@@ -670,11 +670,6 @@ def run_cmd(
     print_results(build)
 
 
-# --- questions: query sets for any database (issue 14) ---
-questions_app = typer.Typer(no_args_is_help=True, help="Query sets: import text-to-SQL question sets.")
-app.add_typer(questions_app, name="questions")
-
-
 @questions_app.command("import")
 def questions_import_cmd(
     spider: Path = typer.Option(..., help="Spider/BIRD question file: a JSON list of {db_id, question, query|SQL}"),

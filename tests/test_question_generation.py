@@ -249,6 +249,11 @@ def test_numbers_stored_as_text_and_the_build_takes_the_generated_templates(tmp_
     source = tmp_path / "b" / "source.sqlite"
     con = sqlite3.connect(source)
     assert con.execute("SELECT team_name FROM player WHERE rowid = 1").fetchone() == ("Team B",)
+    # the prepared source holds the capacities as numbers, and the manifest records the conversion (issue 13)
+    assert con.execute("SELECT COUNT(*) FROM team WHERE typeof(capacity) != 'integer'").fetchone() == (0,)
+    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    assert {"column": "team.capacity", "from": "TEXT", "to": "INTEGER", "declared": "TEXT", "count": 8} in \
+        manifest["preprocessing"]["numbers_from_text"]
     con.close()
     numeric = sqlite3.connect(":memory:")
     numeric.execute("CREATE TABLE team (name TEXT, city TEXT, capacity INTEGER)")
