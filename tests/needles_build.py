@@ -90,8 +90,10 @@ def write_needles_build(out: Path, replies: dict[tuple, str] = REPLIES, with_nee
             "instance_id": iid, "benchmark": "needles", "source_id": "songyuan_xuean", "question": QUESTIONS[nid],
             "question_id": nid, "gold": canonical_json([[gold]]), "accepted_answers": canonical_json(acc),
             "context": "……" * 10, "tokenizer": "o200k_base", "target_tokens": tier, "context_tokens": tier - 10,
-            "context_format": "full_text", "depth": depth, "achieved_depth_tokens": 5,
-            "achieved_depth_paragraphs": depth, "sizing_model": sizing, "needle_id": nid, "variant": variant,
+            "context_format": "full_text", "depth": depth,
+            # placed at its token depth, as a build does (a chain: at its first statement's)
+            "achieved_depth_tokens": round((depth if depth is not None else 0.25) * (tier - 10)),
+            "achieved_depth": depth if depth is not None else 0.25, "achieved_depth_paragraphs": depth, "sizing_model": sizing, "needle_id": nid, "variant": variant,
             "query_types": "[]", "evidence_spans": "[[5, 9]]", "language": "zh", "build_hash": "test"}
         resp.append({"request_key": hashlib.sha256(f"{model}|{iid}".encode()).hexdigest(), "instance_id": iid,
                      "model": model, "mode": "lc", "sample": 0, "prompt_variant": "direct", "response": reply,

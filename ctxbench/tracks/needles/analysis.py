@@ -9,8 +9,11 @@ real/altered asymmetry as the separator of reading from reciting). Settings: ``a
 Cells
     A cell is one scored response (model × mode × sample) of one instance; an instance is sizing model × tier ×
     needle × variant × depth. Accuracy is the mean of the primary matcher's scores (``substring``, 0 or 1) over
-    cells, with a 95% interval clustered by needle (:func:`ctxbench.scoring.metrics.clustered_mean_ci`). Chains have
-    no single depth (their statements sit at fixed depths): their depth label is ``chain``.
+    cells, with a 95% interval clustered by needle (:func:`ctxbench.scoring.metrics.clustered_mean_ci`). Depths are
+    token depths (:func:`depth_label`): the fraction of the context's tokens before the needle as built
+    (``achieved_depth``), shown under its requested label where it is within the build's tolerance of it, else
+    under the depth reached (builds that placed needles by paragraph index put a "50%" needle at 39% or 85% of the
+    tokens). Chains have no single depth (their statements sit at fixed depths): their depth label is ``chain``.
 
 Decay regime (:func:`classify_regime`)
     From a model's accuracy per tier, tiers ascending, ``a[0..n-1]``, with step drops ``d[k] = a[k-1] - a[k]``:
@@ -29,7 +32,8 @@ Decay regime (:func:`classify_regime`)
 
 Memorization probe (:func:`memorization_probe`)
     Per model: accuracy on real and on altered cells with counts and intervals, and the paired asymmetry
-    ``real − altered`` over pairs (same needle, tier, depth, sample), with a 95% interval clustered by needle; also
+    ``real − altered`` over pairs (same needle, tier, requested depth, sample), with a 95% interval clustered by
+    needle; also
     how many altered cells were answered with the *real* value (the memorised one). ``asymmetric`` is true when the
     asymmetry's interval lies above 0.
 
@@ -414,22 +418,43 @@ def tag_failures(rows: list[dict], instances: dict[str, dict], responses: dict[s
 
 # -- tables from a scored build ---------------------------------------------------------------------------------------
 
-def depth_label(depth: float | None, variant: str | None) -> str:
-    """``25%`` for a needle at depth 0.25; ``chain`` for a chain (no single depth)."""
-    if variant == "chain" or depth is None:
+# how far a token depth may be from its label when a build did not record its own tolerance (the build's default)
+DEPTH_TOLERANCE = 0.02
+
+
+def achieved_token_depth(row: dict) -> float | None:
+    """Token depth an instance reached: ``achieved_depth``, else (builds before that column)
+    ``achieved_depth_tokens / context_tokens``; None when neither is there."""
+    if row.get("achieved_depth") is not None:
+        return float(row["achieved_depth"])
+    if row.get("achieved_depth_tokens") is not None and row.get("context_tokens"):
+        return row["achieved_depth_tokens"] / row["context_tokens"]
+    return None
+
+
+def depth_label(depth: float | None, variant: str | None, achieved: float | None = None,
+                tolerance: float | None = None) -> str:
+    """The depth axis label of a needle: ``chain`` for a chain (no single depth); else the token depth, as the
+    requested label (``25%`` for 0.25) when the depth reached (``achieved``, a fraction of the context's tokens)
+    is within ``tolerance`` (the build's ``depth_tolerance``, default 0.02) of it or unknown, else the depth reached
+    to a whole percent (``85%`` for a needle requested at 50% that sits at 85% of the tokens)."""
+    if variant == "chain" or (depth is None and achieved is None):
         return "chain"
+    if achieved is not None and (depth is None or abs(achieved - depth) > (tolerance or DEPTH_TOLERANCE) + 1e-9):
+        return f"{round(achieved * 100):g}%"
     return f"{round(depth * 100, 1):g}%"
 
 
 def needle_cells(build_dir: str | Path, matcher: str = PRIMARY_MATCHER) -> list[dict]:
-    """One dict per scored cell of needles instances: model, mode, sample, instance_id, sizing_model, tier, depth,
-    depth_label, variant, needle_id, score, tags (list). Empty when the build has no needles instances or no
-    scores."""
+    """One dict per scored cell of needles instances: model, mode, sample, instance_id, sizing_model, tier, depth
+    (requested), achieved_depth (token depth reached), depth_label (:func:`depth_label`), variant, needle_id, score,
+    tags (list). Empty when the build has no needles instances or no scores."""
     b = Path(build_dir)
     if not (b / "scores.parquet").exists():
         return []
     names = set(pq.read_schema(b / "instances.parquet").names)
-    cols = [c for c in ("instance_id", "benchmark", "sizing_model", "target_tokens", "depth", "variant", "needle_id")
+    cols = [c for c in ("instance_id", "benchmark", "sizing_model", "target_tokens", "depth", "variant", "needle_id",
+                        "achieved_depth", "depth_tolerance", "achieved_depth_tokens", "context_tokens")
             if c in names]
     inst = {r["instance_id"]: r for r in pq.read_table(b / "instances.parquet", columns=cols).to_pylist()
             if r.get("benchmark") == "needles"}
@@ -440,10 +465,13 @@ def needle_cells(build_dir: str | Path, matcher: str = PRIMARY_MATCHER) -> list[
         i = inst.get(s["instance_id"])
         if i is None or s["matcher"] != matcher:
             continue
+        chain = i.get("variant") == "chain"
+        ach = None if chain else achieved_token_depth(i)
         out.append({"model": s["model"], "mode": s["mode"], "sample": s["sample"], "instance_id": s["instance_id"],
                     "sizing_model": i.get("sizing_model"), "tier": i.get("target_tokens"), "depth": i.get("depth"),
-                    "depth_label": depth_label(i.get("depth"), i.get("variant")), "variant": i.get("variant"),
-                    "needle_id": i.get("needle_id"), "score": float(s["score"]),
+                    "achieved_depth": ach,
+                    "depth_label": depth_label(i.get("depth"), i.get("variant"), ach, i.get("depth_tolerance")),
+                    "variant": i.get("variant"), "needle_id": i.get("needle_id"), "score": float(s["score"]),
                     "tags": json.loads(s["tags"] or "[]")})
     return sorted(out, key=lambda c: (c["model"], c["mode"], str(c["sizing_model"]), c["tier"] or 0,
                                       c["depth_label"], str(c["variant"]), str(c["needle_id"]), c["sample"]))
@@ -460,14 +488,20 @@ def _model_key(c: dict) -> tuple:
 
 
 def accuracy_table(cells: list[dict]) -> list[dict]:
-    """Accuracy per model × mode × sizing model × tier × depth × variant (n, correct, accuracy, 95% interval
-    clustered by needle)."""
+    """Accuracy per model × mode × sizing model × tier × depth (label) × variant (n, correct, accuracy, 95% interval
+    clustered by needle), with the range of token depths reached (``achieved_min``, ``achieved_max``; null for
+    chains)."""
     g: dict[tuple, list[dict]] = defaultdict(list)
     for c in cells:
         g[(*_model_key(c), c["tier"], c["depth_label"], c["variant"])].append(c)
     return [{"model": k[0], "mode": k[1], "sizing_model": k[2], "tier": k[3], "depth": k[4], "variant": k[5],
-             **_acc(v)} for k, v in sorted(g.items(), key=lambda kv: tuple(str(x) for x in kv[0][:3])
+             **_achieved_range(v), **_acc(v)} for k, v in sorted(g.items(), key=lambda kv: tuple(str(x) for x in kv[0][:3])
                                            + (kv[0][3] or 0, _depth_key(kv[0][4]), str(kv[0][5])))]
+
+
+def _achieved_range(cells: list[dict]) -> dict:
+    xs = [c["achieved_depth"] for c in cells if c.get("achieved_depth") is not None]
+    return {"achieved_min": min(xs) if xs else None, "achieved_max": max(xs) if xs else None}
 
 
 def _depth_key(label: str) -> tuple[int, float]:
@@ -514,10 +548,11 @@ def _probe(cs: list[dict]) -> dict:
     real = [c for c in cs if c["variant"] == "real"]
     alt = [c for c in cs if c["variant"] == "altered"]
     ra, aa = _acc(real), _acc(alt)
-    by_pair = {(c["needle_id"], c["tier"], c["depth_label"], c["sample"]): c["score"] for c in real}
+    # pairs by requested depth: the two variants of one needle are one design cell wherever each landed
+    by_pair = {(c["needle_id"], c["tier"], c["depth"], c["sample"]): c["score"] for c in real}
     diffs, clusters = [], []
     for c in alt:
-        p = (c["needle_id"], c["tier"], c["depth_label"], c["sample"])
+        p = (c["needle_id"], c["tier"], c["depth"], c["sample"])
         if p in by_pair:
             diffs.append((by_pair[p] - c["score"] + 1) / 2)   # in [0, 1] for the bounded interval
             clusters.append(str(c["needle_id"]))
@@ -594,6 +629,7 @@ __all__ = [
     "NeedleFacts",
     "NeedlesAnalysis",
     "RegimeThresholds",
+    "achieved_token_depth",
     "TagSummary",
     "accuracy_table",
     "analyse",

@@ -15,14 +15,18 @@ Method: "Retrieval and Multi-Hop Reasoning in 1M-Token Context Windows: Evaluati
   store its exact length (paragraphs are dropped from the end in the rare case the tokenizer merges across a join).
 
 Instances: each needle × variant (real, altered) × depth, and each chain at its fixed depths, for every model ×
-tier. Before anything is built, every planted fact and fictional name is checked absent from the master haystack
-(:func:`ctxbench.tracks.needles.questions.verify_absent`), which contains every haystack.
+tier. A depth is a fraction of the context's tokens in the sizing model's tokenizer: each statement goes to the
+sentence boundary nearest it (:func:`ctxbench.tracks.needles.questions.plan_token_insertions`), and the build checks
+that the token depth reached is within ``DEPTH_TOLERANCE`` (2 points) of the label, or within one sentence where the
+sentence there is longer; an instance that misses is quarantined (stage ``assemble``), never stored under a label
+it does not meet. Before anything is built, every planted fact and fictional name is checked absent from the
+master haystack (:func:`ctxbench.tracks.needles.questions.verify_absent`), which contains every haystack.
 """
 
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import accumulate
@@ -48,7 +52,7 @@ from .questions import (
     corpus_language,
     default_needle_set,
     load_needle_set,
-    plan_insertions,
+    plan_token_insertions,
     verify_absent,
 )
 from ...sources.corpus import Corpus, corpus_summary, load_corpus, volume_number
@@ -61,6 +65,11 @@ from ..common import check_lengths, check_out_dir, clear_replaced_build, version
 MAX_TIER = 4 * 1024 * 1024
 # tokens a chat format adds around the messages (role markers, separators) beyond their text: a fixed allowance
 CHAT_OVERHEAD_TOKENS = 16
+# how far the token depth reached may be from the label (a fraction of the context's tokens), unless the sentence
+# the target falls in is longer (issue 13: "within 2 points of the label, or one sentence where sentences are longer")
+DEPTH_TOLERANCE = 0.02
+# how statements are placed; part of the build hash, so a build placed another way is never taken for this one
+PLACEMENT = "token depth, nearest sentence boundary (v1)"
 
 
 class NeedlesConfig(BaseModel):
@@ -73,7 +82,8 @@ class NeedlesConfig(BaseModel):
     lengths: list[int] = Field(default_factory=lambda: [262144, 524288, 1048576],
                                description="tiers in tokens of each model's tokenizer")
     fill: float = Field(0.99, gt=0, le=1, description="fraction of min(tier, window) the whole prompt may use")
-    depths: list[float] = Field(default_factory=lambda: [0.25, 0.5, 0.75], description="needle depths (fractions of paragraphs)")
+    depths: list[float] = Field(default_factory=lambda: [0.25, 0.5, 0.75],
+                                description="needle depths (fractions of the context's tokens, sizing model's tokenizer)")
     chain_depths: list[float] | None = Field(None, description="depth of each chain statement (default evenly spaced)")
     boundary: str = Field("sentence", description="insert at a sentence or a paragraph boundary")
     needles: str | None = Field(None, description="needle set (assets/needles/<name>.yaml or a path); default by corpus language")
@@ -101,7 +111,7 @@ class NeedlesConfig(BaseModel):
     def _depths(cls, v: list[float]) -> list[float]:
         for d in v:
             if not 0 <= d <= 1:
-                raise ValueError(f"depth {d} is outside 0..1 (a fraction of the haystack's paragraphs)")
+                raise ValueError(f"depth {d} is outside 0..1 (a fraction of the context's tokens)")
         return list(dict.fromkeys(v))
 
     @field_validator("boundary")
@@ -196,7 +206,7 @@ def load_stage(cfg: NeedlesConfig, out: str | Path, force: bool = False) -> Load
     }
     cfgd = cfg.model_dump()
     cfgd.pop("corpus")
-    bhash = stable_hash("needles", cfgd, inputs, __version__, length=20)
+    bhash = stable_hash("needles", cfgd, inputs, __version__, PLACEMENT, length=20)
     existing = check_out_dir(out, bhash, force)
     ex = BuildResult(**existing.__dict__) if existing is not None else None
     return Loaded(cfg, out, corpus, ns, language, models, bhash, ex)
@@ -263,12 +273,24 @@ def size_haystack(model: str, info, tok, tier: int, prefix: list[int], fill: flo
                     total_chars[k], bool(info.approximate), float(info.safety_margin))
 
 
-def _instance(loaded: Loaded, hs: Haystack, tok, paras: list[str], counts: list[int], item: PlantItem) -> dict:
-    """One instance: plant ``item`` in the haystack, count the context exactly, locate each statement."""
+def _instance(loaded: Loaded, hs: Haystack, tok, paras: list[str], counts: list[int], item: PlantItem
+              ) -> tuple[dict | None, dict | None]:
+    """One instance: plant ``item`` in the haystack at its token depths, count the context exactly, locate each
+    statement, check the depths reached. Returns (instance row, None), or (None, quarantine row) when a statement's
+    token depth is off its label by more than the tolerance (``DEPTH_TOLERANCE`` or the sentence it falls in)."""
     cfg = loaded.cfg
     base = paras[: hs.k]
+    st_tokens = [tok.count(s + "\n") for s in item.statements]
+    starts: dict[int, list[int]] = {}
+
+    def token_offset(j: int, c: int) -> int:  # tokens of paragraph j before its character c
+        if j not in starts:
+            starts[j] = tok.char_starts(base[j] + "\n")[1]
+        return bisect_left(starts[j], c)
+
     while True:
-        ins = plan_insertions(base, item.statements, item.depths, cfg.boundary)
+        ins = plan_token_insertions(base, counts[: len(base)], item.statements, st_tokens, item.depths,
+                                    cfg.boundary, token_offset)
         result, where, origin = apply_insertions(base, ins)
         text = "".join(p + "\n" for p in result)
         n_tokens = tok.count(text)
@@ -285,19 +307,33 @@ def _instance(loaded: Loaded, hs: Haystack, tok, paras: list[str], counts: list[
     char_pre = [0, *accumulate(len(p) + 1 for p in result)]
     for (r_idx, a, b) in where:
         p = result[r_idx]
-        _, starts = tok.char_starts(p + "\n")
-        s, e = tok.token_span(starts, a, b)
+        _, st = tok.char_starts(p + "\n")
+        s, e = tok.token_span(st, a, b)
         spans.append([pre[r_idx] + s, pre[r_idx] + e])
         char_offsets.append((char_pre[r_idx] + a, char_pre[r_idx] + b))
     if pre[-1] != n_tokens:  # not additive for this tokenizer and text: locate with one full pass
-        _ids, starts = tok.char_starts(text)
-        spans = [list(tok.token_span(starts, a, b)) for a, b in char_offsets]
+        _ids, st = tok.char_starts(text)
+        spans = [list(tok.token_span(st, a, b)) for a, b in char_offsets]
     n_par = len(base)
     first = min(range(len(ins)), key=lambda i: spans[i][0])
-    needle_tokens = sum(e - s for s, e in spans)
+    achieved = [round(s / n_tokens, 6) for s, _ in spans]
+    allowed = [round(max(DEPTH_TOLERANCE, x.unit_tokens / n_tokens), 6) for x in ins]
     cfg_for_id = cfg.model_dump(exclude={"corpus", "models", "lengths", "exclude"})
     iid = stable_hash(cfg_for_id, loaded.corpus.corpus_id, hs.model, hs.tier, item.needle_id, item.variant,
                       item.depths, item.question, stable_hash(text, length=64), length=24)
+    off = [i for i, (d, a, t) in enumerate(zip(item.depths, achieved, allowed)) if abs(a - d) > t + 1e-9]
+    if off:
+        what = "; ".join(f"statement {i + 1} requested at {item.depths[i]:.1%} of the tokens, placed at "
+                         f"{achieved[i]:.1%} (allowed ±{allowed[i]:.1%})" for i in off)
+        at = ",".join(f"{d:g}" for d in item.depths)
+        return None, {"input": f"{item.needle_id} {item.variant} depth {at} @ {hs.model}@{hs.tier}", "stage": "assemble",
+                      "reason": f"needle depth off its label: {item.needle_id} ({item.variant}) for {hs.model} at "
+                                f"{hs.tier:,}: {what}",
+                      "detail": canonical_json({"needle_id": item.needle_id, "variant": item.variant,
+                                                "model": hs.model, "tier": hs.tier, "depths": item.depths,
+                                                "achieved": achieved, "allowed": allowed,
+                                                "tokens": [s for s, _ in spans], "context_tokens": n_tokens})}
+    needle_tokens = sum(e - s for s, e in spans)
     single = item.variant != "chain"
     row = {
         "instance_id": iid, "benchmark": "needles", "source_id": loaded.corpus.corpus_id,
@@ -308,6 +344,7 @@ def _instance(loaded: Loaded, hs: Haystack, tok, paras: list[str], counts: list[
         "position": None, "depth": item.depths[0] if single else None,
         "achieved_depth_tokens": spans[first][0],
         "achieved_depth_paragraphs": round(ins[first].j / n_par, 6) if n_par else 0.0,
+        "achieved_depth": achieved[first], "depth_tolerance": max(allowed),
         "sizing_model": hs.model, "needle_id": item.needle_id, "variant": item.variant,
         "query_types": "[]", "difficulty": None, "skill": None,
         "evidence_spans": canonical_json(spans), "included_rows": None, "hops": len(item.statements),
@@ -315,13 +352,14 @@ def _instance(loaded: Loaded, hs: Haystack, tok, paras: list[str], counts: list[
         "build_hash": loaded.build_hash, "attribute": item.attribute,
         "needle_depths": canonical_json(item.depths),
         "needle_depths_tokens": canonical_json([s for s, _ in spans]),
+        "needle_depths_achieved": canonical_json(achieved),
         "needle_depths_paragraphs": canonical_json([round(x.j / n_par, 6) if n_par else 0.0 for x in ins]),
         "haystack_budget_tokens": hs.budget, "haystack_paragraphs": n_par,
         "sizing_approximate": hs.approximate,
     }
     row.update(difficulty_columns(row))
     row.update(language_columns(row))
-    return row
+    return row, None
 
 
 @dataclass
@@ -376,7 +414,11 @@ def assemble_stage(loaded: Loaded, counts: dict[str, list[int]],
             hd["calibration_tokens_per_char"] = cal[tok.name]["tokens_per_char"]
             haystacks.append(hd)
             for item in items:
-                instances.append(_instance(loaded, hs, tok, paras, c, item))
+                row, q = _instance(loaded, hs, tok, paras, c, item)
+                if row is not None:
+                    instances.append(row)
+                else:
+                    quarantine.append(q)
                 done += 1
                 if progress:
                     progress(done, total)

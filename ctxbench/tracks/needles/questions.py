@@ -7,15 +7,22 @@ Method: "Retrieval and Multi-Hop Reasoning in 1M-Token Context Windows: Evaluati
 section 3.5 (Test 2: chains of planted statements, A studied under B, B was a friend of C, C has attribute X, with
 fictional names verified absent, inserted at fixed depths and asked as one question). Any number of hops is allowed.
 
-Depths are fractions of the haystack's paragraphs: the needle goes before paragraph ``j = round(depth × n)``
-(``boundary="paragraph"``: as a paragraph of its own) or after the sentence end nearest the middle of paragraph
-``j`` (``boundary="sentence"``; sentence ends are 。！？ and .!? with any closing quotes, the corpus's own script).
+Depths are fractions of the context's tokens in the sizing model's tokenizer (the study's "25/50/75% of paragraph
+index" is a paragraph fraction; with paragraphs of very unequal length that puts a "50%" needle at 39% or 85% of
+the tokens, so a depth here means tokens, and the paragraph fraction reached is recorded beside it):
+:func:`plan_token_insertions` puts each statement at the sentence boundary (``boundary="sentence"``: a sentence end
+inside a paragraph, or a paragraph boundary; sentence ends are 。！？ and .!? with any closing quotes, the corpus's
+own script) or paragraph boundary (``boundary="paragraph"``) whose token offset is nearest ``depth × tokens``.
+:func:`plan_insertions` is the paragraph-index placement (before paragraph ``round(depth × n)``).
 """
 
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import accumulate
 from pathlib import Path
 
 import yaml
@@ -32,7 +39,8 @@ _SENT_END = re.compile(r"[。！？!?]+[」』”’\"')）]*|(?<![A-Z])\.(?!\d)
 @dataclass
 class PlantItem:
     """What one instance plants and asks: ``statements`` (text of each planted statement, in chain order),
-    ``depths`` (requested fraction of paragraphs for each), the question, gold ``answer`` and ``accepted`` forms."""
+    ``depths`` (requested fraction of the context's tokens for each), the question, gold ``answer`` and ``accepted``
+    forms."""
 
     needle_id: str
     variant: str  # real | altered | chain
@@ -220,6 +228,12 @@ def verify_absent(text: str, ns: NeedleSet, where: str = "the haystack") -> dict
 
 # ---------------------------------------------------------------- insertion
 
+def sentence_ends(paragraph: str) -> list[int]:
+    """Character offsets just after each sentence end inside ``paragraph`` (not its very end), ascending."""
+    end = len(paragraph.rstrip())
+    return [m.end() for m in _SENT_END.finditer(paragraph) if m.end() < end]
+
+
 def sentence_boundary(paragraph: str) -> int | None:
     """Character offset just after the sentence end nearest the middle of ``paragraph`` (not its very end), or
     None when the paragraph has no inner sentence end."""
@@ -246,6 +260,7 @@ class Insertion:
     depth: float
     j: int
     char_in_par: int | None
+    unit_tokens: int = 0  # token planner: tokens between the boundaries around the target (the sentence it falls in)
 
 
 def plan_insertions(paragraphs: list[str], statements: list[str], depths: list[float],
@@ -265,12 +280,56 @@ def plan_insertions(paragraphs: list[str], statements: list[str], depths: list[f
     return out
 
 
+def plan_token_insertions(paragraphs: list[str], para_tokens: list[int], statements: list[str],
+                          statement_tokens: list[int], depths: list[float], boundary: str,
+                          token_offset: Callable[[int, int], int]) -> list[Insertion]:
+    """Insertion points of ``statements`` at token ``depths`` (module docstring).
+
+    ``para_tokens[j]``: tokens of paragraph ``j`` with its newline (the sizing tokenizer's); ``statement_tokens``:
+    tokens each statement adds; ``token_offset(j, c)``: tokens of paragraph ``j`` before its character ``c``. The
+    context will hold ``T + S`` tokens (T of the paragraphs, S of the statements), so statement ``i`` aims at
+    ``depth_i × (T + S)`` tokens of the context, i.e. ``depth_i × (T + S) − (tokens of the statements placed before
+    it)`` tokens of the paragraphs; it goes to the boundary nearest that (an earlier one on a tie): a paragraph
+    boundary (a paragraph of its own before paragraph ``j``) or, with ``boundary="sentence"``, a sentence end
+    inside the paragraph holding the target (the statement glued after it). ``unit_tokens`` is the distance
+    between the boundaries on either side of the target: the length of the sentence (or paragraph) it fell in,
+    which bounds how close any placement can come. Statements at equal depths keep their order. Raises InputError
+    for a depth outside [0, 1], an unknown boundary, or lengths that do not match."""
+    if boundary not in BOUNDARIES:
+        raise InputError(f"unknown boundary {boundary!r}: use {' or '.join(BOUNDARIES)}")
+    if len(para_tokens) != len(paragraphs) or not len(statements) == len(statement_tokens) == len(depths):
+        raise InputError("plan_token_insertions: one token count per paragraph and per statement, one depth each")
+    for d in depths:
+        if not 0.0 <= d <= 1.0:
+            raise InputError(f"depth {d} is outside 0..1 (a fraction of the context's tokens)")
+    n = len(paragraphs)
+    prefix = [0, *accumulate(para_tokens)]
+    total = prefix[-1] + sum(statement_tokens)
+    out: list[Insertion | None] = [None] * len(statements)
+    placed = 0
+    for i in sorted(range(len(statements)), key=lambda i: depths[i]):
+        t = depths[i] * total - placed
+        j = min(max(bisect_right(prefix, t) - 1, 0), n)  # the paragraph holding the target (n: past the end)
+        cands: list[tuple[int, int, int | None]] = [(prefix[j], j, None)]  # (token offset, paragraph, char)
+        if j < n:
+            cands.append((prefix[j + 1], j + 1, None))
+            if boundary == "sentence":
+                cands.extend((prefix[j] + token_offset(j, c), j, c) for c in sentence_ends(paragraphs[j]))
+        cands.sort(key=lambda c: c[0])
+        best = min(cands, key=lambda c: (abs(c[0] - t), c[0]))
+        below = max((c[0] for c in cands if c[0] <= t), default=cands[0][0])
+        above = min((c[0] for c in cands if c[0] >= t), default=cands[-1][0])
+        out[i] = Insertion(statements[i], depths[i], best[1], best[2], above - below)
+        placed += statement_tokens[i]
+    return [x for x in out if x is not None]
+
+
 def apply_insertions(paragraphs: list[str], ins: list[Insertion]
                      ) -> tuple[list[str], list[tuple[int, int, int]], list[int | None]]:
     """The paragraphs with the statements inserted; for each insertion (in the given order) ``(paragraph index in
     the result, start char, end char)`` of the statement inside that paragraph; and for each result paragraph the
-    index of the unchanged input paragraph it is (None for a paragraph that holds a statement). Statements in one
-    paragraph keep their given order."""
+    index of the unchanged input paragraph it is (None for a paragraph that holds a statement). Statements at one
+    place keep their given order; statements inside one paragraph go each after its own sentence end."""
     by_j: dict[int, list[int]] = {}
     for k, x in enumerate(ins):
         by_j.setdefault(x.j, []).append(k)
@@ -289,20 +348,22 @@ def apply_insertions(paragraphs: list[str], ins: list[Insertion]
             break
         p = paragraphs[j]
         if inside:
-            cut = ins[inside[0]].char_in_par
-            head, tail = p[:cut], p[cut:]
-            glue = _glue(head)
-            tail_l = tail.lstrip()
-            pos = len(head)
-            pieces = [head]
-            for k in inside:
-                pieces.append(glue)
-                pos += len(glue)
-                where[k] = (len(result), pos, pos + len(ins[k].statement))
-                pieces.append(ins[k].statement)
-                pos += len(ins[k].statement)
-            pieces.append(glue + tail_l if tail_l else "")
-            p = "".join(pieces)
+            # statements at different sentence ends of one paragraph go each to its own; equal cuts keep their
+            # order. The paragraph's own text is kept whole (its spacing too): a statement is glued after its
+            # sentence end, and a Latin-script glue space goes after it only where the text did not have one
+            cuts = sorted({ins[k].char_in_par for k in inside})
+            text, prev, glue = "", 0, ""
+            for cut in cuts:
+                seg = p[prev:cut]
+                text += glue + seg if prev and glue and seg and not seg[0].isspace() else seg
+                glue = _glue(p[:cut])
+                for k in (k for k in inside if ins[k].char_in_par == cut):
+                    text += glue
+                    where[k] = (len(result), len(text), len(text) + len(ins[k].statement))
+                    text += ins[k].statement
+                prev = cut
+            tail = p[prev:]
+            p = text + (glue + tail if glue and tail and not tail[0].isspace() else tail)
         result.append(p)
         origin.append(None if inside else j)
     return result, [w for w in where if w is not None], origin

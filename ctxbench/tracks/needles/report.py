@@ -66,8 +66,17 @@ def heatmap_html(title: str, h: dict) -> str:
                 cells.append(f'<td style="background:{_colour(acc)}" title="accuracy {acc:.2f}">'
                              f"{c[0]}/{c[1]}</td>")
         body.append(f"<tr><th>{html.escape(d)}</th>{''.join(cells)}</tr>")
-    return (f"<h4>{html.escape(title)}</h4><table class=\"heatmap\"><thead><tr><th>depth \\ tier</th>{head}</tr>"
+    return (f"<h4>{html.escape(title)}</h4><table class=\"heatmap\"><thead><tr><th>depth (tokens) \\ tier</th>"
+            f"{head}</tr>"
             f"</thead><tbody>{''.join(body)}</tbody></table>")
+
+
+def _achieved(r: dict) -> str:
+    """The range of token depths reached in an accuracy row: ``49.6%`` or ``49.6–50.4%``; ``–`` for chains."""
+    lo, hi = r.get("achieved_min"), r.get("achieved_max")
+    if lo is None:
+        return "–"
+    return f"{lo:.1%}" if round(lo, 3) == round(hi, 3) else f"{lo * 100:.1f}–{hi:.1%}"
 
 
 def _frac(c: int, n: int) -> str:
@@ -106,11 +115,15 @@ def needles_section(ctx: ReportContext) -> str:
     if not a.accuracy:
         parts.append("<p>No scores yet.</p>")
         return "\n".join(parts)
-    parts.append("<h3>Accuracy by depth and tier</h3>")
+    parts.append("<h3>Accuracy by depth and tier</h3><p>Depth is the fraction of the context's tokens (sizing "
+                 "model's tokenizer) before the needle, as built. A row carries the requested depth where the needle "
+                 "was placed within the build's tolerance of it (2 points, or one sentence where sentences are "
+                 "longer), else the depth it reached; <i>achieved</i> gives the range reached.</p>")
     parts.extend(heatmap_html(f"{m} ({mode}) on haystacks sized for {s}", h)
                  for (m, mode, s), h in sorted(a.heatmaps.items(), key=lambda kv: tuple(map(str, kv[0]))))
-    parts.append(_table(a.accuracy, ["model", "mode", "sizing_model", "tier", "depth", "variant", "n", "correct",
-                                     "accuracy", "ci_low", "ci_high"]))
+    acc = [{**r, "achieved": _achieved(r)} for r in a.accuracy]
+    parts.append(_table(acc, ["model", "mode", "sizing_model", "tier", "depth", "achieved", "variant", "n", "correct",
+                              "accuracy", "ci_low", "ci_high"]))
     parts.append(
         f"<h3>Decay regime across tiers</h3><p>From accuracy per tier over variants {', '.join(th.variants)}: "
         f"<i>stable</i> when every tier ≥ {th.stable_floor:g}; <i>late cliff</i> when tiers hold ≥ {th.high:g} and "
