@@ -46,7 +46,9 @@ def main() -> None:
                           more_paragraphs=len(counts) < len(paras))
     if isinstance(hs, str):
         raise SystemExit(hs)
-    row = nd._instance(loaded, hs, tok, paras, counts, item)
+    row, off = nd._instance(loaded, hs, tok, paras, counts, item)
+    if row is None:
+        raise SystemExit(off["reason"])
     plant_s = time.perf_counter() - t1
     build_s = count_s + plant_s
     t0 = time.perf_counter()
@@ -54,7 +56,8 @@ def main() -> None:
     pass_s = time.perf_counter() - t0
     print(f"corpus {loaded.corpus.corpus_id}: {len(paras):,} paragraphs; load {load_s:.1f} s")
     print(f"{a.model} ({tok.name}) @ {a.tier:,}: haystack {row['context_tokens']:,} tokens "
-          f"({len(row['context']):,} characters, {hs.k:,} paragraphs), budget {hs.budget:,}")
+          f"({len(row['context']):,} characters, {hs.k:,} paragraphs), budget {hs.budget:,}; needle at "
+          f"{row['achieved_depth']:.2%} of the tokens (label 50%)")
     print(f"build {build_s:.2f} s = count paragraphs {count_s:.2f} s + size, plant, count exactly and locate "
           f"{plant_s:.2f} s; one tokenizer pass over the context {pass_s:.2f} s ({n:,} tokens); "
           f"ratio {build_s / pass_s:.2f}x")
