@@ -15,7 +15,7 @@ from ctxbench.cli import app
 from ctxbench.errors import InputError
 from ctxbench.export import export_build, split_instances
 from ctxbench.prompts import render_messages
-from ctxbench.scoring.matchers import row_match
+from ctxbench.tracks.holobench.scoring import row_match
 from ctxbench.tracks.holobench import HoloBenchConfig, build_holobench
 from fakeserver import FakeOpenAIServer, message_text
 

@@ -152,7 +152,8 @@ def test_scores_follow_the_code_that_made_them(tmp_path, monkeypatch):
     import ctxbench.score
     from ctxbench.evaluate import evaluate_build
     from ctxbench.incremental import SCORING_CODE_KEY, score_if_changed
-    from ctxbench.scoring import matchers, pipeline
+    from ctxbench.scoring import pipeline
+    from ctxbench.tracks.holobench import scoring as matchers
 
     monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
     b = make_build(tmp_path / "b", n=3)
@@ -187,12 +188,12 @@ def test_scores_follow_the_code_that_made_them(tmp_path, monkeypatch):
 
 
 def test_code_hash_covers_the_modules_a_matcher_imports():
-    from ctxbench.scoring.matchers import row_match_instance
     from ctxbench.scoring.versions import code_hash, module_closure
+    from ctxbench.tracks.holobench.scoring import row_match_instance
 
-    mods = module_closure("ctxbench.scoring.matchers")
+    mods = module_closure("ctxbench.tracks.holobench.scoring")
     # the number reader and the normalisers are part of row_match's code; the report is not
-    assert {"ctxbench.scoring.matchers", "ctxbench.scoring.numbers", "ctxbench.scoring.normalize"} <= set(mods)
+    assert {"ctxbench.tracks.holobench.scoring", "ctxbench.scoring.numbers", "ctxbench.scoring.normalize"} <= set(mods)
     assert not any(m.startswith(("ctxbench.report", "ctxbench.evaluate")) for m in mods)
     assert "ctxbench.tracks.needles.scoring" in module_closure("ctxbench.tracks.needles.analysis")
     assert len(code_hash(row_match_instance)) == 16

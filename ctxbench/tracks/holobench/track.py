@@ -24,7 +24,7 @@ class HoloBench(Track):
         Stage("validate", f"{_P}:validate_stage", ("loaded", "src", "instances")),
         Stage("write", f"{_P}:write_stage", ("loaded", "src", "instances", "quarantine", "asm"), retries=2),
     )
-    matchers = {"row_match": "ctxbench.scoring.matchers:row_match_instance"}
+    matchers = {"row_match": "ctxbench.tracks.holobench.scoring:row_match_instance"}
     scoring_note = ("Scores use the deterministic row matcher (row_match): each gold row is an exact (1), partial "
                     "(0.5) or no match (0); an instance scores the mean over its gold rows.")
     cli_names = {"positions": "position"}
