@@ -366,6 +366,8 @@ def evaluate_cmd(
     min_context_tokens: Optional[int] = typer.Option(None, help="only contexts of at least N tokens"),
     max_context_tokens: Optional[int] = typer.Option(None, help="only contexts of at most N tokens"),
     exclude_closed_book: bool = typer.Option(False, help="leave out instances flagged by `ctxbench screen`"),
+    max_retry_after: float = typer.Option(300.0, help="longest Retry-After (seconds) a call waits; a server asking "
+                                                      "for longer pauses the evaluation (exit 75, resumable)"),
 ) -> None:
     """Evaluate a model on a build; appends to BUILD/responses.parquet (reruns make no stored call again)."""
     from .evaluate import evaluate_build
@@ -375,7 +377,7 @@ def evaluate_cmd(
         cfg = _eval_cfg(model, base_url, concurrency, samples, per_length, prompt_variant, max_tokens, temperature,
                         api_key_env, language=language, question_language=question_language,
                         min_context_tokens=min_context_tokens, max_context_tokens=max_context_tokens,
-                        exclude_closed_book=exclude_closed_book,
+                        exclude_closed_book=exclude_closed_book, max_retry_after_s=max_retry_after,
                         **_rag_opts(mode, rag_tokens, chunk_tokens, chunk_overlap, top_k, retriever, embedding_model))
         if dry_run:
             from .dryrun import estimate
@@ -392,7 +394,8 @@ def evaluate_cmd(
     except USER_ERRORS as e:
         _fail(e)
     out_console.print(f"{s.selected} instances selected; {s.calls} calls made, {s.from_cache} from cache, "
-                      f"{s.already_stored} already stored; {s.over_length} over length, {s.errors} failed, "
+                      f"{s.already_stored} already stored; {s.over_length} over length, "
+                      f"{s.truncated} truncated by the server (not scored), {s.errors} failed, "
                       f"{s.unfinished} unfinished (rerun to retry); {s.retries} retries "
                       f"({s.retry_delay_s:.1f} s waited); {s.new_rows} rows added to {build / 'responses.parquet'}")
     for n in s.notes[:20]:
@@ -513,7 +516,9 @@ def score_cmd(build: Path = typer.Option(..., help="build directory"),
                 f"tag null_answer: see scores.extracted_answer; an unclosed reasoning block means the output budget "
                 f"ran out)")
     if judge:
-        msg += f"; judge {judge}: {s.judged} judged, {s.unparseable_verdicts} unparseable verdicts (not scored)"
+        msg += (f"; judge {judge}: {s.judged} judged, {s.unparseable_verdicts} unparseable verdicts after a repair "
+                f"prompt (not scored), {s.repaired_verdicts} read after the repair prompt, {s.judge_failed} failed "
+                f"calls (rerun to retry)")
     for bench, t in sorted((s.tagging or {}).items()):   # failure taggers (scoring.registry.TAGGERS)
         msg += f"; {bench} failure tags: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in vars(t).items())
     out_console.print(msg)

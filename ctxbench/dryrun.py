@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .evaluate import EvalConfig, _plan
+from .evaluate import EvalConfig, plan_requests
 from .models.cache import ResponseCache
 from .models.registry import model_info
 from .prompts import messages_text
@@ -19,7 +19,7 @@ def estimate(build: str | Path, cfg: EvalConfig) -> dict:
 
     tokname = info.tokenizer if info.tokenizer and info.tokenizer != "local-server" else "cl100k_base"
     tok = get_tokenizer(tokname)
-    plan = _plan(Path(build), cfg, ResponseCache())  # the very requests (and keys) evaluate would make
+    plan = plan_requests(Path(build), cfg, ResponseCache())  # the very requests (and keys) evaluate would make
     calls, cached = len(plan.todo), len(plan.hits)
     inp = ctx_tokens_repeat = 0
     prompt_tokens: dict[int, int] = {}

@@ -1,4 +1,5 @@
-"""Evaluation: instances of a build → model calls through the gateway and cache → ``responses.parquet``.
+"""Evaluation: instances of a build → model calls through the call runner (gateway, cache, claims, retries,
+outage pause: :mod:`ctxbench.models.runner`) → ``responses.parquet``.
 
 A rerun or resume adds no row for a request key already stored and makes no call whose answer is in the response
 cache; a backfill (a new model on an existing build) calls only that model. Calls sharing a context are scheduled
@@ -7,10 +8,8 @@ together so providers' prompt caches (and llama.cpp's prefix cache) reuse the sh
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
-import random
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal
@@ -23,11 +22,12 @@ from .analysis.filters import InstanceFilter, filter_instances
 from .errors import InputError
 from .hashing import canonical_json
 from .incremental import build_hash_of_dir
-from .models.cache import ResponseCache, claim_owner, request_key
-from .models.gateway import Gateway, RetryPolicy, cost_usd
+from .models.cache import ResponseCache, endpoint_id, request_key
+from .models.gateway import NOT_ATTEMPTED, RetryPolicy
+from .models.runner import CLAIM_LEASE_S, WINDOW_DEPENDENT, CallRunner, Outcome, Request, truncation_check
 from .models.registry import model_info
 from .prompts import messages_text, render_messages
-from .storage import read_table, require_build, to_table, write_parquet
+from .storage import append_rows, read_table, require_build
 
 
 class EvalConfig(BaseModel):
@@ -64,6 +64,9 @@ class EvalConfig(BaseModel):
     timeout_s: float = Field(600.0, gt=0.0, description="seconds one attempt may take")
     pause_after: int = Field(3, ge=1, description="consecutive calls past their retry budget that mean a provider "
                                                   "outage: the evaluation pauses, resumable, instead of going on")
+    max_retry_after_s: float = Field(300.0, ge=0.0, description="longest Retry-After honoured; a server asking for "
+                                                                "longer pauses the evaluation (resumable) with "
+                                                                "its hint in the message")
     seed: int = 0
 
     @field_validator("mode")
@@ -98,6 +101,7 @@ class EvalSummary:
     from_cache: int = 0
     calls: int = 0
     over_length: int = 0
+    truncated: int = 0  # answers of a server that read fewer prompt tokens than were sent (stored, not scored)
     errors: int = 0
     unfinished: int = 0
     retries: int = 0
@@ -138,32 +142,12 @@ def instance_filter(cfg: EvalConfig) -> InstanceFilter:
                           cfg.exclude_closed_book)
 
 
-def _append_responses(path: Path, rows: list[dict]) -> None:
-    """Append rows to ``responses.parquet`` under an exclusive file lock (several evaluations of one build may
-    run at once), skipping request keys another writer stored meanwhile."""
-    if not rows:
-        return
-    import fcntl
-
-    with open(path.with_name(path.name + ".lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            new = to_table("responses", rows)
-            if path.exists():
-                old = pq.read_table(path)
-                have = set(old.column("request_key").to_pylist())
-                new = new.filter(pa.array([k not in have for k in new.column("request_key").to_pylist()]))
-                new = pa.concat_tables([old, new.select(old.column_names)
-                                        if set(old.column_names) == set(new.column_names) else new],
-                                       promote_options="default")
-            write_parquet(new, path)
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
 @dataclass
-class _Plan:
-    """Requests of an evaluation: those not yet stored, split into cache hits and those needing a call."""
+class Plan:
+    """Requests of an evaluation (:func:`plan_requests`): those not yet stored, split into cache hits (rows to
+    append as they are) and ``pending`` (calls to make, through the runner); ``verify``: stored over-length or
+    truncated rows of a server at a base URL, asked again when the server's window has changed since (their rows
+    are then replaced); ``endpoint``: the endpoint keyed in the request keys."""
 
     selected: int
     already_stored: int
@@ -171,9 +155,16 @@ class _Plan:
     pending: list[dict]
     max_tokens: int
     todo: list[dict]  # every request not yet stored (hits and pending), with its messages
+    verify: list[dict] = field(default_factory=list)
+    endpoint: str | None = None
 
 
-def _plan(build_dir: Path, cfg: EvalConfig, cache: ResponseCache) -> _Plan:
+def plan_requests(build_dir: str | Path, cfg: EvalConfig, cache: ResponseCache) -> Plan:
+    """The requests ``cfg`` makes on the build (the same list for ``evaluate``, ``--dry-run``, the luigi task's
+    completeness and resumes): one per selected instance × mode × retrieval budget × sample, keyed by
+    :func:`ctxbench.models.cache.request_key` (model, endpoint of ``cfg.base_url``, messages, sampling, max tokens,
+    sample). Raises InputError when the directory holds no finished build."""
+    build_dir = Path(build_dir)
     ipath = require_build(build_dir) / "instances.parquet"
     if not (build_dir / "manifest.json").exists():
         raise InputError(f"{build_dir} holds an unfinished build (no manifest.json, which is written last): "
@@ -183,16 +174,28 @@ def _plan(build_dir: Path, cfg: EvalConfig, cache: ResponseCache) -> _Plan:
     K = cfg.samples or info.default_samples
     max_tokens = cfg.max_tokens or info.max_output_tokens
     temperature = info.fixed_temperature if info.fixed_temperature is not None else cfg.temperature
+    try:
+        endpoint = endpoint_id(cfg.model, cfg.base_url)
+    except ValueError as e:
+        raise InputError(str(e)) from None
     rag = "rag" in cfg.modes
     cols = ["instance_id", "context", "question", "target_tokens"] + (["tokenizer", "evidence_spans"] if rag else [])
     have = set(pq.read_schema(ipath).names)
     cols += [c for c in ("benchmark", "context_format") if c in have]  # prompt per benchmark/format
     tbl = select_for_model(build_dir, pq.read_table(ipath, columns=cols), cfg.model)
     tbl = select_instances(filter_instances(build_dir, tbl, instance_filter(cfg)), cfg.per_length, cfg.seed)
-    stored = set(read_table(build_dir / "responses.parquet", "responses").column("request_key").to_pylist())
+    stored_rows = read_table(build_dir / "responses.parquet", "responses")
+    stored = set(stored_rows.column("request_key").to_pylist())
+    windowed = {}  # stored over-length / truncated rows of a server at a base URL: checked against its window
+    if endpoint is not None and stored_rows.num_rows:
+        st = stored_rows.column("status").to_pylist()
+        sw = (stored_rows.column("server_window").to_pylist() if "server_window" in stored_rows.column_names
+              else [None] * len(st))
+        windowed = {k: (s, w) for k, s, w in zip(stored_rows.column("request_key").to_pylist(), st, sw)
+                    if s in WINDOW_DEPENDENT}
     variants: list[tuple[str, Any]] = [(m, rc) for m in cfg.modes
                                        for rc in ([None] if m == "lc" else cfg.retrieval_configs())]
-    todo, already, seen = [], 0, set()
+    todo, check, already, seen = [], [], 0, set()
     for row in tbl.to_pylist():
         iid, ctx, q = row["instance_id"], row["context"], row["question"]
         for mode, rc in variants:
@@ -210,28 +213,38 @@ def _plan(build_dir: Path, cfg: EvalConfig, cache: ResponseCache) -> _Plan:
                                    benchmark=row.get("benchmark"), context_format=row.get("context_format"))
             for k in range(K):
                 sampling = {"temperature": temperature, "seed": k}
-                key = request_key(cfg.model, msgs, sampling, max_tokens, k)
-                if key in stored:
-                    already += 1
-                    continue
+                key = request_key(cfg.model, msgs, sampling, max_tokens, k, endpoint)
                 if key in seen:  # e.g. two budgets that both retrieve the whole context: one request
                     continue
                 seen.add(key)
-                todo.append({"request_key": key, "instance_id": iid, "model": cfg.model, "mode": mode, "sample": k,
-                             "build_hash": bhash,
-                             "prompt_variant": cfg.prompt_variant, **extra, "_messages": msgs, "_sampling": sampling,
-                             "_ctx": hashlib.sha256(text.encode()).hexdigest(), "_context": text})
-    found = cache.get_many([t["request_key"] for t in todo])
-    hits = [{**_public(t), **found[t["request_key"]], "cached": True, "retries": 0}
-            for t in todo if t["request_key"] in found]
-    pending = [t for t in todo if t["request_key"] not in found]
-    return _Plan(tbl.num_rows, already, hits, pending, max_tokens, todo)
+                t = {"request_key": key, "instance_id": iid, "model": cfg.model, "mode": mode, "sample": k,
+                     "build_hash": bhash, "prompt_variant": cfg.prompt_variant, **extra, "_messages": msgs,
+                     "_sampling": sampling, "_ctx": hashlib.sha256(text.encode()).hexdigest(), "_context": text}
+                if key in stored:
+                    already += 1
+                    if key in windowed:
+                        check.append({**t, "_replaces": windowed[key]})
+                    continue
+                todo.append(t)
+    found = cache.get_many([t["request_key"] for t in todo + check])
+    hits, pending = [], []
+    for t in todo:
+        hit = found.get(t["request_key"])
+        if hit is None:
+            pending.append(t)
+        elif endpoint is not None and hit.get("status") in WINDOW_DEPENDENT:
+            pending.append({**t, "_hit": True})  # replayed by the runner only while the server's window holds
+        else:
+            hits.append({**_public(t), **hit, "cached": True, "retries": 0})
+    verify = [t for t in check if t["request_key"] in found]  # answered by the server (not a registry pre-check)
+    return Plan(tbl.num_rows, already, hits, pending, max_tokens, todo, verify, endpoint)
 
 
 def unanswered_calls(build_dir: str | Path, cfg: EvalConfig, cache: ResponseCache | None = None) -> int:
     """Requests of ``cfg`` on the build whose answer is neither stored nor in the response cache (what a rerun
     would call): 0 when the evaluation is complete."""
-    return len(_plan(Path(build_dir), cfg, cache if cache is not None else ResponseCache()).pending)
+    plan = plan_requests(Path(build_dir), cfg, cache if cache is not None else ResponseCache())
+    return sum(1 for t in plan.pending if not t.get("_hit"))
 
 
 def _public(t: dict) -> dict:
@@ -244,9 +257,10 @@ def evaluate_build(build_dir: str | Path, cfg: EvalConfig, count_tokens: Callabl
     """Evaluate ``cfg.model`` on the build in ``build_dir``, appending to ``responses.parquet``.
 
     ``count_tokens`` counts prompt tokens in the model's tokenizer (for the over-length pre-check where the
-    window is known). ``server`` makes a context manager for a local model server (with ``base_url`` and
-    ``count_tokens``), entered only when some request is neither stored nor cached, so a fully cached rerun
-    starts nothing and calls nothing. Raises InputError when the directory holds no build.
+    window is known, and the silent-truncation check). ``server`` makes a context manager for a local model server
+    (with ``base_url``, ``count_tokens`` and optionally ``n_ctx``), entered only when some request is neither
+    stored nor cached, so a fully cached rerun starts nothing and calls nothing. Every call goes through a
+    :class:`ctxbench.models.runner.CallRunner`. Raises InputError when the directory holds no build.
     """
     build_dir = Path(build_dir)
     cache = cache if cache is not None else ResponseCache()  # an empty cache is falsy (__len__)
@@ -255,27 +269,34 @@ def evaluate_build(build_dir: str | Path, cfg: EvalConfig, count_tokens: Callabl
         from .tokenizers import get_tokenizer
 
         count_tokens = get_tokenizer(info.tokenizer).count
-    plan = _plan(build_dir, cfg, cache)
+    plan = plan_requests(build_dir, cfg, cache)
     s = EvalSummary(selected=plan.selected, already_stored=plan.already_stored, from_cache=len(plan.hits))
     rpath = build_dir / "responses.parquet"
-    _append_responses(rpath, plan.hits)
-    s.new_rows += len(plan.hits)
-    if not plan.pending:
+    s.new_rows += append_rows(rpath, "responses", plan.hits)
+    if not plan.pending and not plan.verify:
         return s
     if server is not None:
         with server() as srv:
-            cfg = cfg.model_copy(update={"base_url": srv.base_url, "concurrency": 1})
-            _call_pending(plan, cfg, info, srv.count_tokens, cache, rpath, s, progress, flush_every)
+            _call_pending(plan, cfg, info, srv.count_tokens, cache, rpath, s, progress, flush_every,
+                          base_url=srv.base_url, concurrency=1, window=getattr(srv, "n_ctx", None))
     else:
         _call_pending(plan, cfg, info, count_tokens, cache, rpath, s, progress, flush_every)
     return s
 
 
-def _call_pending(plan: _Plan, cfg: EvalConfig, info, count_tokens, cache, rpath, s, progress, flush_every) -> None:
+def _call_pending(plan: Plan, cfg: EvalConfig, info, count_tokens, cache, rpath, s: EvalSummary, progress,
+                  flush_every, base_url: str | None = None, concurrency: int | None = None,
+                  window: int | None = None) -> None:
     rows, calls = [], []
-    for t in plan.pending:
-        if info.window and count_tokens is not None:
-            n = count_tokens(messages_text(t["_messages"]))
+    counted: dict[int, int] = {}
+    for t in plan.pending + plan.verify:
+        n = None
+        if count_tokens is not None:  # samples of an instance share their messages: counted once
+            n = counted.get(id(t["_messages"]))
+            if n is None:
+                n = counted[id(t["_messages"])] = count_tokens(messages_text(t["_messages"]))
+        t["_prompt_tokens"] = n
+        if info.window and n is not None and not t.get("_replaces"):
             limit = int(info.window * (1 - info.safety_margin)) - plan.max_tokens
             if n > limit:
                 s.over_length += 1
@@ -285,127 +306,91 @@ def _call_pending(plan: _Plan, cfg: EvalConfig, info, count_tokens, cache, rpath
                                       f"of {info.window} tokens of {cfg.model}"})
                 continue
         calls.append(t)
-    _append_responses(rpath, rows)
-    s.new_rows += len(rows)
+    s.new_rows += append_rows(rpath, "responses", rows)
     if calls:
         calls.sort(key=lambda t: (t["_ctx"], t["sample"]))  # calls sharing a context run together
-        _run_calls(calls, cfg, plan.max_tokens, cache, rpath, s, progress, flush_every)
+        _run_calls(calls, cfg, plan, cache, rpath, s, progress, flush_every, base_url or cfg.base_url,
+                   concurrency or cfg.concurrency, window, count_tokens)
 
 
-CLAIM_LEASE_S = 60.0  # a worker's claim on a request key lapses this long after its last heartbeat
-
-
-def _run_calls(calls: list[dict], cfg: EvalConfig, max_tokens: int, cache: ResponseCache, rpath: Path,
-               s: EvalSummary, progress, flush_every: int, lease_s: float = CLAIM_LEASE_S) -> None:
-    """Make the calls, ``cfg.concurrency`` at a time. Each call first claims its request key in the shared response
-    cache, so several workers evaluating at once (processes, Dask workers) never make the same call twice: a key
-    claimed by another worker is waited for (its answer is then stored here as a cached row) or taken over when
-    that worker's lease lapses. After ``cfg.pause_after`` consecutive calls past their retry budget (a provider
-    outage), no new call starts: the unfinished calls stay unstored and ``s.status`` is ``paused``."""
-    cost_usd(cfg.model, 0, 0)  # loads litellm's price table now, not inside the event loop at the first answer
-    owner = claim_owner()
+def _run_calls(calls: list[dict], cfg: EvalConfig, plan: Plan, cache: ResponseCache, rpath: Path,
+               s: EvalSummary, progress, flush_every: int, base_url: str | None, concurrency: int,
+               window: int | None, count_tokens, lease_s: float = CLAIM_LEASE_S) -> None:
+    """Make the calls through a :class:`~ctxbench.models.runner.CallRunner` (claims shared with other workers,
+    retries, the truncation check, the outage pause) and append their rows as they end, ``flush_every`` at a time.
+    After ``cfg.pause_after`` consecutive calls past their retry budget (a provider outage), or a Retry-After
+    over ``cfg.max_retry_after_s``, no new call starts: the unfinished calls stay unstored and ``s.status`` is
+    ``paused``."""
+    policy = RetryPolicy(max_retries=cfg.max_retries, base_delay_s=cfg.retry_base_delay_s,
+                         max_delay_s=cfg.retry_max_delay_s, timeout_s=cfg.timeout_s,
+                         max_retry_after_s=cfg.max_retry_after_s)
+    runner = CallRunner(cfg.model, base_url, key_base_url=cfg.base_url, cache=cache, concurrency=concurrency,
+                        policy=policy, api_key_env=cfg.api_key_env, pause_after=cfg.pause_after, lease_s=lease_s,
+                        truncation=truncation_check(cfg.model, count_tokens), window=window)
     buf: list[dict] = []
+    replace: set[str] = set()
     done = 0
-    exhausted_in_a_row = 0
 
-    async def main() -> None:
+    def flush() -> None:
+        rows, keys = buf[:], set(replace)
+        buf.clear()
+        replace.clear()
+        s.new_rows += append_rows(rpath, "responses", rows, replace=keys)
+
+    def on_outcome(o: Outcome) -> None:
         nonlocal done
-        stop = asyncio.Event()
-        slots = asyncio.Semaphore(cfg.concurrency)
-        gw = Gateway(cfg.model, cfg.base_url, cfg.concurrency,
-                     RetryPolicy(max_retries=cfg.max_retries, base_delay_s=cfg.retry_base_delay_s,
-                                 max_delay_s=cfg.retry_max_delay_s, timeout_s=cfg.timeout_s),
-                     api_key_env=cfg.api_key_env, stop=stop)
-
-        def finish(row: dict | None) -> None:
-            nonlocal done
-            if row is not None:
-                buf.append(row)
-            done += 1
-            if progress:
-                progress(done, len(calls))
-            if len(buf) >= flush_every:
-                rows = buf[:]
-                buf.clear()
-                _append_responses(rpath, rows)
-                s.new_rows += len(rows)
-
-        deferred: list[dict] = []
-
-        async def one(t: dict, wait: bool = False) -> None:
-            nonlocal exhausted_in_a_row
-            key, base = t["request_key"], _public(t)
-            while True:
-                if stop.is_set():
-                    s.unfinished += 1
-                    return finish(None)
-                async with slots:
-                    state = cache.claim(key, owner, lease_s)
-                    if state == "claimed":
-                        res = await gw.complete(t["_messages"], max_tokens, t["_sampling"],
-                                                random.Random(t["request_key"]))
-                        break
-                if state == "cached":  # another worker answered it
-                    s.taken_by_others += 1
-                    hit = cache.get(key)
-                    return finish({**base, **hit, "cached": True, "retries": 0})
-                if not wait:  # taken by another worker: do the free calls first, come back at the end
-                    deferred.append(t)
-                    return
-                await asyncio.sleep(min(0.25, lease_s / 4))  # wait for its answer or for its lease to lapse
+        t = o.request.item
+        base = _public(t)
+        res = o.result
+        done += 1
+        if progress:
+            progress(done, len(calls))
+        row = None
+        if o.source == "not_attempted":
+            s.unfinished += 1
+        elif o.source == "cache":
+            if t.get("_replaces") == (res.status, res.server_window):
+                pass  # the stored row still holds: the server's window is the one it was recorded under
+            else:
+                if t.get("_hit"):
+                    s.from_cache += 1
+                elif not t.get("_replaces"):
+                    s.taken_by_others += 1  # another worker answered it
+                row = {**base, **res.payload(), "cached": True, "retries": 0}
+        else:
             s.retries += res.retries
             s.retry_delay_s += res.retry_delay_s
             if res.transient_failure or res.status == "config_error":
-                cache.release(key, owner)  # not stored: a rerun (or another worker) retries it
-                s.unfinished += 1
-                if res.transient_failure and not stop.is_set():
+                s.unfinished += 1  # not stored: a rerun (or another worker) retries it
+                if res.retries or not (res.error or "").startswith(NOT_ATTEMPTED):  # the pause came first: no call
                     s.calls += 1
-                    exhausted_in_a_row += 1
-                    if exhausted_in_a_row >= cfg.pause_after:
-                        stop.set()
-                        s.status = "paused"
-                        s.notes.insert(0, f"paused: {exhausted_in_a_row} calls in a row failed past their retry "
-                                          f"budget ({cfg.max_retries} retries), the provider looks down; nothing "
-                                          f"was marked wrong, rerun the same evaluation to resume (only the "
-                                          f"missing calls are made). Last error: {res.error}")
-                elif res.status == "config_error":
-                    s.calls += 1
-                if res.retries or res.status == "config_error" or not stop.is_set():
                     s.notes.append(f"{t['instance_id']} (sample {t['sample']}): {res.error}")
-                return finish(None)
-            s.calls += 1
-            exhausted_in_a_row = 0
-            if res.status in ("ok", "over_length", "refused_by_provider"):
-                cache.put(key, cfg.model, res.payload())
             else:
-                cache.release(key, owner)
-            if res.status == "over_length":
-                s.over_length += 1
-            elif res.status == "error":
-                s.errors += 1
-                s.notes.append(f"{t['instance_id']} (sample {t['sample']}): {res.error}")
-            finish({**base, **res.payload(), "cached": False, "retries": res.retries})
+                s.calls += 1
+                if res.status == "over_length":
+                    s.over_length += 1
+                elif res.status == "truncated":
+                    s.truncated += 1
+                    s.notes.append(f"{t['instance_id']} (sample {t['sample']}): {res.error}")
+                elif res.status == "error":
+                    s.errors += 1
+                    s.notes.append(f"{t['instance_id']} (sample {t['sample']}): {res.error}")
+                row = {**base, **res.payload(), "cached": False, "retries": res.retries}
+        if row is not None:
+            buf.append(row)
+            if t.get("_replaces"):
+                replace.add(t["request_key"])
+        if len(buf) >= flush_every:
+            flush()
 
-        async def heartbeat() -> None:
-            while True:
-                await asyncio.sleep(lease_s / 3)
-                cache.renew(owner, lease_s)
-
-        hb = asyncio.create_task(heartbeat())
-        try:
-            await asyncio.gather(*(one(t) for t in calls))
-            while deferred:
-                waiting = deferred[:]
-                deferred.clear()
-                await asyncio.gather(*(one(t, wait=True) for t in waiting))
-        finally:
-            hb.cancel()
-            await gw.aclose()
-
+    reqs = [Request(t["request_key"], t["_messages"], t["_sampling"], plan.max_tokens, t.get("_prompt_tokens"), t)
+            for t in calls]
     try:
-        asyncio.run(main())
+        runner.run(reqs, on_outcome)
     finally:
-        _append_responses(rpath, buf)
-        s.new_rows += len(buf)
-        if s.status != "paused" and s.unfinished:
+        flush()
+        if runner.paused:
+            s.status = "paused"
+            s.notes.insert(0, runner.pause_reason or "paused")
+        elif s.unfinished:
             s.status = "incomplete"

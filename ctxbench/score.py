@@ -25,7 +25,9 @@ from .storage import read_table, require_build, to_table, write_parquet
 class ScoreSummary:
     rows: int = 0
     judged: int = 0
-    unparseable_verdicts: int = 0
+    unparseable_verdicts: int = 0   # still unparseable after one repair prompt: counted and reported, not scored
+    repaired_verdicts: int = 0      # parsed only from the answer to the repair prompt
+    judge_failed: int = 0           # judge calls that failed (not stored: a rerun asks again)
     no_answer: int = 0            # ok responses whose extracted answer is empty (e.g. reasoning cut by the budget)
     tagging: dict | None = None   # benchmark → what its failure tagger did (registry.TAGGERS)
 
@@ -90,16 +92,46 @@ def score_build(build_dir: str | Path, judge: str | None = None, judge_base_url:
         to_judge = [r for r in ok if answers.get(r["request_key"])]
         outs = judge_all([(question[r["instance_id"]], gold[r["instance_id"]], answers[r["request_key"]])
                           for r in to_judge], judge, judge_base_url, api_key_env=judge_api_key_env)
+        unscored = []
         for r, o in zip(to_judge, outs):
             summary.judged += 1
+            summary.repaired_verdicts += o.repaired and o.score is not None
             if o.score is None:
-                summary.unparseable_verdicts += 1
+                if o.failed:
+                    summary.judge_failed += 1
+                else:
+                    summary.unparseable_verdicts += 1
+                unscored.append({"instance_id": r["instance_id"], "model": r["model"], "mode": r["mode"],
+                                 "sample": r["sample"], "request_key": r["request_key"], "judge": judge,
+                                 "reason": "call failed" if o.failed else "unparseable verdict",
+                                 "reply": None if o.raw is None else o.raw[:2000]})
                 continue
             rows.append({"instance_id": r["instance_id"], "model": r["model"], "mode": r["mode"],
                          "sample": r["sample"], "matcher": f"judge:{judge}", "score": float(o.score),
                          "tags": canonical_json([]), "extracted_answer": answers[r["request_key"]],
                          "request_key": r["request_key"], "build_hash": bhash,
-                         "detail": canonical_json({"verdicts": o.verdicts})})
+                         "detail": canonical_json({"verdicts": o.verdicts, "repaired": o.repaired})})
+        write_unscored_verdicts(build_dir, judge, unscored)
     write_parquet(to_table("scores", rows), build_dir / "scores.parquet")
     summary.rows = len(rows)
     return summary
+
+
+UNSCORED_VERDICTS = "judge_unscored.parquet"
+
+
+def write_unscored_verdicts(build_dir: Path, judge: str, rows: list[dict]) -> None:
+    """``BUILD/judge_unscored.parquet``: one row per response a judge left unscored (a verdict unparseable after the
+    repair prompt, or a failed call), with the judge's reply; the report shows their counts. A new scoring with a
+    judge replaces that judge's rows."""
+    import pyarrow as pa
+
+    path = build_dir / UNSCORED_VERDICTS
+    sch = pa.schema([("instance_id", pa.string()), ("model", pa.string()), ("mode", pa.string()),
+                     ("sample", pa.int64()), ("request_key", pa.string()), ("judge", pa.string()),
+                     ("reason", pa.string()), ("reply", pa.string())])
+    old = [r for r in pq.read_table(path).to_pylist() if r["judge"] != judge] if path.exists() else []
+    if old or rows:
+        write_parquet(pa.Table.from_pylist(old + rows, schema=sch), path)
+    elif path.exists():
+        path.unlink()

@@ -68,6 +68,40 @@ def read_table(path: str | Path, table: str) -> pa.Table:
     return pq.read_table(path)
 
 
+def append_rows(path: str | Path, table: str, rows: list[dict[str, Any]], key: str = "request_key",
+                replace: set[str] | frozenset[str] = frozenset()) -> int:
+    """Append ``rows`` to the stored ``table`` at ``path`` under an exclusive file lock (several writers of one
+    build may run at once), skipping rows whose ``key`` another writer stored meanwhile, except keys in
+    ``replace``, whose stored rows are replaced (a call made again because its recorded outcome no longer holds,
+    e.g. an over-length answer of a server whose window has grown). The file is rewritten atomically. Returns the
+    number of rows written."""
+    if not rows:
+        return 0
+    import fcntl
+
+    path = Path(path)
+    with open(path.with_name(path.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            new = to_table(table, rows)
+            if path.exists():
+                old = pq.read_table(path)
+                if replace:
+                    old = old.filter(pa.array([k not in replace for k in old.column(key).to_pylist()]))
+                have = set(old.column(key).to_pylist())
+                new = new.filter(pa.array([k not in have for k in new.column(key).to_pylist()]))
+                n = new.num_rows
+                new = pa.concat_tables([old, new.select(old.column_names)
+                                        if set(old.column_names) == set(new.column_names) else new],
+                                       promote_options="default")
+            else:
+                n = new.num_rows
+            write_parquet(new, path)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    return n
+
+
 def write_json(obj: Any, path: str | Path) -> None:
     """Write canonical, indented JSON atomically."""
     path = Path(path)

@@ -65,11 +65,11 @@ class EvaluateTask(luigi.Task):
         return BuildTask(track=self.track, cfg=self.cfg, out=self.out, versioned=self.versioned)
 
     def complete(self) -> bool:
-        from ctxbench.evaluate import _plan
+        from ctxbench.evaluate import plan_requests
 
         if not self.requires().complete():
             return False
-        plan = _plan(self.requires().build_dir(), EvalConfig.model_validate_json(self.eval_cfg), ResponseCache())
+        plan = plan_requests(self.requires().build_dir(), EvalConfig.model_validate_json(self.eval_cfg), ResponseCache())
         return not plan.todo
 
     def run(self) -> None:

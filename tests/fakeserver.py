@@ -15,7 +15,16 @@ Behaviours: ``ok``, ``429_retry_after`` (429 with ``Retry-After: <retry_after>``
 (``retry-after-ms`` header), ``429`` (no Retry-After), ``500``, ``503``, ``reset`` (socket closed without a
 response), ``delay`` (sleeps ``delay_s`` before answering ok: longer than the client timeout), ``ctx400`` (400 with
 an OpenAI-style ``context_length_exceeded`` body), ``400`` (plain 400 ``invalid_request_error``),
-``content_filter`` (200 with ``finish_reason: content_filter``), ``401`` (a bad API key).
+``content_filter`` (200 with ``finish_reason: content_filter``), ``401`` (a bad API key); and any response given as a
+dict ``{"status": 500, "body": {...} or "text", "headers": {...}}`` (a server's own error, e.g. the entries of
+tests/data/tricky_inputs.yaml's ``server_errors``; ``status`` 200 with an error body included).
+
+Usage counts are tokens of ``cl100k_base`` (this fake model's tokenizer): 3 per message plus the tokens of its text,
+as OpenAI counts chat prompts. ``window`` (tokens) is reported as a vLLM server does (``max_model_len`` in
+``/v1/models``), or as llama.cpp (``/props``), TGI (``/info``) or Ollama (``/api/ps``) do with ``window_style``;
+``truncate_to`` makes the server keep only the last N prompt tokens silently (Ollama's and some llama.cpp setups'
+default): it answers 200 and reports ``prompt_tokens = N``; ``usage=False`` reports no usage at all.
+``POST /v1/messages`` answers in Anthropic's Messages API shape (for litellm's ``anthropic/`` provider).
 """
 
 from __future__ import annotations
@@ -65,17 +74,33 @@ def word_count(s: str) -> int:
     return len(s.split())
 
 
+def token_count(s: str) -> int:
+    """Tokens of ``s`` in cl100k_base (the fake model's tokenizer)."""
+    from ctxbench.tokenizers import get_tokenizer
+
+    return get_tokenizer("cl100k_base").count(s)
+
+
+def prompt_token_count(messages: list[dict]) -> int:
+    """The fake server's prompt count: 3 template tokens per message plus the tokens of its text."""
+    return sum(3 + token_count(message_text(m.get("content"))) for m in messages)
+
+
 class FakeOpenAIServer:
     """Context manager: ``with FakeOpenAIServer() as srv: srv.base_url`` (``http://127.0.0.1:<port>/v1``)."""
 
     def __init__(self, answer_fn: Callable[[dict], str] | None = None, fail_rate: float = 0.0,
                  fail_kinds: tuple[str, ...] = TRANSIENT_KINDS, seed: int = 0, retry_after: str = "1",
-                 delay_s: float = 2.0, rule: Callable[[dict], str | None] | None = None, latency_s: float = 0.0):
+                 delay_s: float = 2.0, rule: Callable[[dict], Any] | None = None, latency_s: float = 0.0,
+                 window: int | None = None, window_style: str = "vllm", truncate_to: int | None = None,
+                 usage: bool = True):
         self.answer_fn = answer_fn or default_answer
         self.fail_rate, self.fail_kinds = fail_rate, tuple(fail_kinds)
         self.rng = random.Random(seed)
         self.retry_after, self.delay_s, self.rule = retry_after, delay_s, rule
         self.latency_s = latency_s
+        self.window, self.window_style, self.truncate_to, self.usage = window, window_style, truncate_to, usage
+        self.gets: list[str] = []  # paths of every GET (the window probes)
         self._outage: str | None = None
         self._queue: list[str] = []
         self._lock = threading.Lock()
@@ -88,7 +113,7 @@ class FakeOpenAIServer:
         self._thread: threading.Thread | None = None
 
     # -- control ------------------------------------------------------------------------------------------------
-    def script(self, behaviours: list[str]) -> None:
+    def script(self, behaviours: list[Any]) -> None:
         """Behaviours for the next requests, in order (after which the rate / ok rule applies again)."""
         with self._lock:
             self._queue.extend(behaviours)
@@ -124,7 +149,7 @@ class FakeOpenAIServer:
         assert self._httpd is not None, "server not started"
         return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
 
-    def _choose(self, body: dict, auth: str | None = None) -> str:
+    def _choose(self, body: dict, auth: str | None = None) -> Any:
         with self._lock:
             b = self.rule(body) if self.rule else None
             if b is None and self._queue:
@@ -145,15 +170,49 @@ class FakeOpenAIServer:
         with self._lock:
             self.in_flight -= 1
 
+    def prompt_tokens(self, body: dict) -> int:
+        """Prompt tokens this server reports for a request (after its silent truncation, if any)."""
+        pt = prompt_token_count(body.get("messages", []))
+        return min(pt, self.truncate_to) if self.truncate_to else pt
+
     def completion(self, body: dict, finish_reason: str = "stop") -> dict:
         answer = self.answer_fn(body)
-        pt = sum(word_count(message_text(m.get("content"))) for m in body.get("messages", []))
-        ct = word_count(answer)
-        return {"id": f"chatcmpl-{len(self.requests)}", "object": "chat.completion", "created": int(time.time()),
-                "model": body.get("model", ""), "system_fingerprint": "fp_fake",
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": answer},
-                             "logprobs": None, "finish_reason": finish_reason}],
-                "usage": {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct}}
+        pt, ct = self.prompt_tokens(body), token_count(answer)
+        out = {"id": f"chatcmpl-{len(self.requests)}", "object": "chat.completion", "created": int(time.time()),
+               "model": body.get("model", ""), "system_fingerprint": "fp_fake",
+               "choices": [{"index": 0, "message": {"role": "assistant", "content": answer},
+                            "logprobs": None, "finish_reason": finish_reason}]}
+        if self.usage:
+            out["usage"] = {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct}
+        return out
+
+    def anthropic_message(self, body: dict) -> dict:
+        """An answer in Anthropic's Messages API shape."""
+        answer = self.answer_fn(body)
+        msgs = body.get("messages", []) + ([{"role": "system", "content": body["system"]}]
+                                           if isinstance(body.get("system"), str) else [])
+        return {"id": f"msg_{len(self.requests)}", "type": "message", "role": "assistant",
+                "model": body.get("model", ""), "content": [{"type": "text", "text": answer}],
+                "stop_reason": "end_turn", "stop_sequence": None,
+                "usage": {"input_tokens": self.prompt_tokens({"messages": msgs}),
+                          "output_tokens": token_count(answer)}}
+
+    def info(self, path: str) -> dict | None:
+        """What a GET of ``path`` answers: the model list (with the window in vLLM's style), or the window where
+        the chosen server style reports it; None for a 404."""
+        w, style = self.window, self.window_style
+        if path == "/v1/models":
+            entry = {"id": "fake", "object": "model"}
+            if w and style == "vllm":
+                entry["max_model_len"] = w
+            return {"object": "list", "data": [entry]}
+        if w and style == "llamacpp" and path == "/props":
+            return {"default_generation_settings": {"n_ctx": w, "model": "fake"}, "total_slots": 1}
+        if w and style == "tgi" and path == "/info":
+            return {"model_id": "fake", "max_input_tokens": w - 1, "max_total_tokens": w}
+        if w and style == "ollama" and path == "/api/ps":
+            return {"models": [{"name": "fake", "model": "fake", "context_length": w}]}
+        return None
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
     def __enter__(self) -> "FakeOpenAIServer":
@@ -177,25 +236,48 @@ class FakeOpenAIServer:
                 self.wfile.flush()
 
             def do_GET(self):
-                if self.path.rstrip("/") == "/v1/models":
-                    self._send(200, {"object": "list", "data": [{"id": "fake", "object": "model"}]})
+                path = self.path.rstrip("/")
+                with owner._lock:
+                    owner.gets.append(path)
+                doc = owner.info(path)
+                if doc is not None:
+                    self._send(200, doc)
                 else:
                     self._send(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
 
             def do_POST(self):
                 n = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(n)
-                if self.path.rstrip("/") != "/v1/chat/completions":
+                path = self.path.split("?")[0].rstrip("/")
+                if path not in ("/v1/chat/completions", "/v1/messages"):
                     self._send(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
                     return
                 body = json.loads(raw or b"{}")
-                b = owner._choose(body, self.headers.get("Authorization"))
+                b = owner._choose(body, self.headers.get("Authorization") or self.headers.get("x-api-key"))
                 try:
-                    self._act(b, body)
+                    if isinstance(b, dict):
+                        self._raw(b)
+                    elif path == "/v1/messages":
+                        self._send(200, owner.anthropic_message(body)) if b == "ok" else self._act(b, body)
+                    else:
+                        self._act(b, body)
                 except (BrokenPipeError, ConnectionResetError, OSError):
                     self.close_connection = True
                 finally:
                     owner._done()
+
+            def _raw(self, spec: dict) -> None:
+                """A response given in full: status, body (a JSON value, or text sent as it is) and headers."""
+                body = spec.get("body", "")
+                data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+                self.send_response(int(spec.get("status", 200)))
+                self.send_header("Content-Type", "text/plain" if isinstance(body, str) else "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for k, v in (spec.get("headers") or {}).items():
+                    self.send_header(k, str(v))
+                self.end_headers()
+                self.wfile.write(data)
+                self.wfile.flush()
 
             def _act(self, b: str, body: dict) -> None:
                 err = {"error": {"message": f"fake {b}", "type": "server_error"}}

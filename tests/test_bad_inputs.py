@@ -481,8 +481,8 @@ def test_bad_judge_replies_are_counted_never_scored(tmp_path, monkeypatch):
     b = _toy_build(tmp_path / "b", [f"The code of item {i} is {1000 + i}." for i in range(len(JUDGE_REPLIES))])
 
     def answer(body: dict) -> str:
-        if body.get("response_format"):
-            return JUDGE_REPLIES[_item(body)]
+        if body.get("response_format"):  # the judge; asked again with the repair prompt, it replies the same
+            return JUDGE_REPLIES[_item({"messages": body["messages"][:2]})]
         return f"Answer: {1000 + _item(body)}"
 
     with FakeOpenAIServer(answer_fn=answer) as srv:

@@ -278,8 +278,8 @@ def test_over_length_precheck_for_a_registered_model(tmp_path):
     over_length without a call; the rest are called."""
     build = make_build(tmp_path / "build", n=3)
 
-    def count(text):
-        return 200_000 if "item Birch?" in text else 1_000
+    def count(text):  # the pre-check's counter; below the server's count for the others (not truncation)
+        return 200_000 if "item Birch?" in text else len(text.split())
 
     with FakeOpenAIServer(answer_fn=answer_from_document) as srv:
         s = evaluate_build(build, cfg(srv, model="openai/gpt-4o"), count_tokens=count)
@@ -331,7 +331,7 @@ def test_concurrent_appends_lose_no_row(tmp_path):
     """Several evaluations appending to one responses.parquet at once (a file lock serialises them)."""
     import threading
 
-    from ctxbench.evaluate import _append_responses
+    from ctxbench.storage import append_rows
 
     path = tmp_path / "responses.parquet"
 
@@ -339,7 +339,7 @@ def test_concurrent_appends_lose_no_row(tmp_path):
         return [{"request_key": f"{w}-{i}", "instance_id": f"i{i}", "model": f"m{w}", "mode": "lc", "sample": 0,
                  "prompt_variant": "cot", "status": "ok", "cached": False, "retries": 0} for i in range(5)]
 
-    threads = [threading.Thread(target=lambda w=w: [_append_responses(path, [r]) for r in rows(w)])
+    threads = [threading.Thread(target=lambda w=w: [append_rows(path, "responses", [r]) for r in rows(w)])
                for w in range(6)]
     for t in threads:
         t.start()

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from ctxbench.models.gateway import Gateway, PermanentError, RetryPolicy, TransientError, classify
-from fakeserver import FakeOpenAIServer, word_count
+from fakeserver import FakeOpenAIServer
 
 MESSAGES = [{"role": "system", "content": "You answer questions."},
             {"role": "user", "content": "Document: the gate of flight UA 1545 is C12.\nQuestion: which gate?"}]
@@ -48,8 +48,10 @@ def test_success_returns_text_and_token_counts(srv):
     r = call(srv, sampling={"temperature": 0.0, "seed": 3}, max_tokens=77)
     assert r.status == "ok"
     assert r.response == "Answer: Question: which gate?"
-    # the fake server counts whitespace words: system (3) + user (12); answer (4)
-    assert (r.prompt_tokens, r.completion_tokens) == (3 + 12, 4)
+    # the fake server counts cl100k_base tokens, 3 per message plus the text: system "You| answer| questions|." (4),
+    # user "Document|:| the| gate| of| flight| UA| |154|5| is| C|12|.\n|Question|:| which| gate|?" (19);
+    # answer "Answer|:| Question|:| which| gate|?" (7)
+    assert (r.prompt_tokens, r.completion_tokens) == (3 + 4 + 3 + 19, 7)
     assert r.retries == 0 and r.retry_delay_s == 0.0 and not r.transient_failure
     assert r.error is None and r.latency_s is not None and r.latency_s > 0
     assert r.cost_usd is None  # an unknown model has no price: null, never 0
@@ -190,7 +192,7 @@ def test_concurrency_is_bounded(srv):
 def test_sampling_words_are_passed_through(srv):
     r = call(srv, messages=[{"role": "user", "content": "one two three"}], sampling={"temperature": 0.7, "seed": 5})
     assert r.status == "ok"
-    assert r.prompt_tokens == 3 and r.completion_tokens == word_count("Answer: one two three")
+    assert r.prompt_tokens == 3 + 3 and r.completion_tokens == 5  # "one| two| three", "Answer|:| one| two| three"
     assert srv.requests[0]["temperature"] == 0.7 and srv.requests[0]["seed"] == 5
 
 

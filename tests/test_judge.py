@@ -38,9 +38,17 @@ def test_judge_scores_and_counts_unparseable(tmp_path):
         assert len(judged) == 9
         assert all(r["score"] == 1.0 for r in judged)
         assert len([r for r in rows if r["matcher"] == "row_match"]) == 10
-        # a second scoring reads the judge's verdicts from the response cache: no new judge call
+        # Cedar's reply was asked for once more with the repair prompt (and stayed unreadable): 10 + 1 judge calls
         n_judge_calls = sum(1 for b in srv.requests if b["messages"][0]["content"] == JUDGE_SYSTEM)
-        assert n_judge_calls == 10
+        assert n_judge_calls == 11
+        repair = [b for b in srv.requests if len(b["messages"]) == 4]
+        assert len(repair) == 1 and repair[0]["messages"][2] == {"role": "assistant", "content": "I think it is fine."}
+        assert "Reply with JSON only" in repair[0]["messages"][3]["content"]
+        unscored = pq.read_table(build / "judge_unscored.parquet").to_pylist()
+        # the fake judge answers the repair prompt (which lists no gold rows) with no verdict: still unreadable
+        assert [(r["instance_id"], r["reason"], r["reply"]) for r in unscored] == [
+            ("inst-02", "unparseable verdict", '{"verdicts": []}')]
+        # a second scoring reads the judge's verdicts (and the repair's answer) from the cache: no new judge call
         s2 = score_build(build, judge="openai/judge", judge_base_url=srv.base_url)
         assert sum(1 for b in srv.requests if b["messages"][0]["content"] == JUDGE_SYSTEM) == n_judge_calls
         assert (s2.rows, s2.unparseable_verdicts) == (s.rows, 1)
@@ -87,3 +95,28 @@ def test_judge_and_matchers_see_the_extracted_answer_not_the_draft(tmp_path):
         assert r["extracted_answer"] == want, (r, stored)
         if r["request_key"] in empty:
             assert r["score"] == 0.0 and r["tags"] == '["null_answer"]'
+
+
+def test_an_unparseable_verdict_is_repaired_once_and_then_scored(tmp_path):
+    """A judge that first answers in prose and, asked again with the repair prompt, in JSON: the repaired verdict
+    is scored (and marked repaired); a judge that never answers JSON is asked exactly once more."""
+    build = make_build(tmp_path / "b", n=3)
+
+    def prose_then_json(body: dict) -> str:
+        if body["messages"][0]["content"] != JUDGE_SYSTEM:
+            return answer_from_document(body)
+        if len(body["messages"]) == 2:
+            return "The answer looks right to me."
+        n = len(re.findall(r"(?m)^\d+\. ", message_text(body["messages"][1]["content"]).split("Answer to grade:")[0]))
+        return json.dumps({"verdicts": ["partial"] * n})
+
+    with FakeOpenAIServer(answer_fn=prose_then_json) as srv:
+        evaluate_build(build, cfg(srv))
+        s = score_build(build, judge="openai/judge", judge_base_url=srv.base_url)
+        calls = [b for b in srv.requests if b["messages"][0]["content"] == JUDGE_SYSTEM]
+    assert (s.judged, s.unparseable_verdicts, s.repaired_verdicts, s.judge_failed) == (3, 0, 3, 0)
+    assert len(calls) == 6  # one first call and one repair per response
+    judged = [r for r in pq.read_table(build / "scores.parquet").to_pylist() if r["matcher"] == "judge:openai/judge"]
+    assert sorted(r["score"] for r in judged) == [0.5, 0.5, 0.5]  # every gold row "partial"
+    assert all(json.loads(r["detail"])["repaired"] for r in judged)
+    assert not (build / "judge_unscored.parquet").exists()

@@ -206,9 +206,9 @@ def test_a_crashed_workers_claims_lapse_and_its_calls_are_taken_over(tmp_path):
     cache = ResponseCache(tmp_path / "cache.sqlite")
     with FakeOpenAIServer(answer_fn=reader) as srv:
         cfg = EvalConfig(model="openai/fake", base_url=srv.base_url, concurrency=4)
-        from ctxbench.evaluate import _plan
+        from ctxbench.evaluate import plan_requests
 
-        for t in _plan(build, cfg, cache).pending:  # a dead worker claimed everything, 0.6 s before its lease ends
+        for t in plan_requests(build, cfg, cache).pending:  # a dead worker claimed everything, 0.6 s before its lease ends
             cache.claim(t["request_key"], "dead-worker", lease_s=0.6)
         t0 = time.monotonic()
         s = evaluate_build(build, cfg, cache=cache)

@@ -2,8 +2,8 @@
 context and discard instances answered correctly under the task's evaluation criterion").
 
 ``screen_build`` asks every distinct question of a build without its context (prompt
-``assets/prompts/closed_book.yaml``), through the same gateway and response cache as ``evaluate`` and the judge
-(:func:`ctxbench.scoring.judge.complete_all`; a rerun makes no call), scores each answer against every instance of that question with the instance's benchmark's primary matcher
+``assets/prompts/closed_book.yaml``), through the same call runner as ``evaluate`` and the judge
+(:func:`ctxbench.models.runner.complete_all`; a rerun makes no call), scores each answer against every instance of that question with the instance's benchmark's primary matcher
 (:mod:`ctxbench.scoring.registry`), and flags the instance when the score is 1 (fully correct). Results go to
 ``BUILD/closed_book.parquet``, one row per instance × screened model (a new screen of a model replaces that
 model's rows and keeps the others'); ``evaluate --exclude-closed-book`` leaves flagged instances out.
@@ -23,8 +23,8 @@ import pyarrow.parquet as pq
 import yaml
 
 from ..config import assets_dir
-from ..models.cache import ResponseCache, request_key
-from ..scoring.judge import complete_all
+from ..models.cache import ResponseCache, endpoint_id, request_key
+from ..models.runner import complete_all
 from ..storage import require_build, write_parquet
 
 FILE = "closed_book.parquet"
@@ -75,13 +75,15 @@ def screen_build(build_dir: str | Path, model: str, base_url: str | None = None,
     sampling = {"temperature": 0.0, "seed": 0}
     reqs = [(closed_book_messages(q), sampling, max_tokens) for q in questions]
     cache = cache or ResponseCache()
-    keys = [request_key(model, m, s, mt, 0) for m, s, mt in reqs]
+    keys = [request_key(model, m, s, mt, 0, endpoint_id(model, base_url)) for m, s, mt in reqs]
     msgs = [m for m, _, _ in reqs]
     if server is not None and len(cache.get_many(keys)) < len(set(keys)):
-        with server() as srv:
-            answers = complete_all(msgs, model, srv.base_url, 1, cache, api_key_env, sampling, max_tokens)
+        with server() as srv:  # keys name --base-url (None: the embedded model), calls go to the started server
+            outs = complete_all(msgs, model, base_url, 1, cache, api_key_env, sampling, max_tokens,
+                                call_base_url=srv.base_url)
     else:
-        answers = complete_all(msgs, model, base_url, concurrency, cache, api_key_env, sampling, max_tokens)
+        outs = complete_all(msgs, model, base_url, concurrency, cache, api_key_env, sampling, max_tokens)
+    answers = [(c.text if c.status == "ok" else None, c.cached) for c in outs]
     by_q = {q: (text, cached, key) for q, (text, cached), key in zip(questions, answers, keys)}
     s = ScreenSummary(model, questions=len(questions), instances=len(inst),
                       from_cache=sum(1 for _, cached in answers if cached))

@@ -1,8 +1,8 @@
 """Persistent response cache, shared by every build (``$CTXBENCH_HOME/cache/responses.sqlite``).
 
-Keyed by :func:`request_key`, a hash of exactly what determines a model's output: model, messages, sampling
-parameters, max tokens and the sample index; never run ids, concurrency, retry or timeout settings (the
-practice of inspect_ai's model cache). Each response is committed as it arrives (SQLite in WAL mode), so a crash
+Keyed by :func:`request_key`, a hash of exactly what determines a model's output: model, endpoint (the normalised
+``--base-url``, :func:`endpoint_id`), messages, sampling parameters, max tokens and the sample index; never run ids,
+concurrency, retry or timeout settings (the practice of inspect_ai's model cache). Each response is committed as it arrives (SQLite in WAL mode), so a crash
 loses at most the calls in flight, and several processes may share the cache.
 
 Several workers (processes, Dask workers, machines sharing the file) evaluating at once make each call once: before
@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
+import re
 import sqlite3
 import threading
 import time
@@ -27,11 +29,90 @@ from ..config import cache_dir
 from ..hashing import canonical_json
 
 
-def request_key(model: str, messages: list[dict], sampling: dict[str, Any], max_tokens: int, sample: int) -> str:
-    """SHA-256 (hex) of the canonical JSON of model, messages, sampling parameters, max tokens and sample index."""
+def request_key(model: str, messages: list[dict], sampling: dict[str, Any], max_tokens: int, sample: int,
+                endpoint: str | None = None) -> str:
+    """SHA-256 (hex) of the canonical JSON of model, endpoint, messages, sampling parameters, max tokens and sample
+    index (SCHEMA.md ``request_key``).
+
+    ``endpoint`` is :func:`endpoint_id` of the ``--base-url``: None for the model provider's default endpoint, which
+    the model name already names (litellm resolves ``gpt-4o`` to OpenAI's API), so it adds nothing to the hash and
+    keys made before the endpoint was keyed (all of them for default endpoints) stay the same; any other server
+    (a vLLM, llama.cpp or Ollama URL) is part of the hash, so one ``--model`` name served by two servers never
+    shares answers."""
     payload = {"model": model, "messages": messages, "sampling": sampling, "max_tokens": max_tokens,
                "sample": sample}
+    if endpoint is not None:
+        payload["endpoint"] = endpoint
     return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
+
+
+# public API hosts of providers litellm calls by default (host[:port] -> litellm provider name); a --base-url on one
+# of these hosts is that provider's default endpoint, whatever its path (/v1, /v1beta, /openai/v1, ...)
+PROVIDER_HOSTS = {
+    "api.openai.com": "openai", "api.anthropic.com": "anthropic", "generativelanguage.googleapis.com": "gemini",
+    "openrouter.ai": "openrouter", "api.deepseek.com": "deepseek", "api.groq.com": "groq",
+    "api.together.ai": "together_ai", "api.together.xyz": "together_ai", "api.mistral.ai": "mistral",
+    "api.x.ai": "xai", "api.fireworks.ai": "fireworks_ai", "api.cohere.ai": "cohere", "api.cohere.com": "cohere",
+    "api.perplexity.ai": "perplexity", "api.deepinfra.com": "deepinfra", "api.cerebras.ai": "cerebras",
+    "api.moonshot.ai": "moonshot", "api.moonshot.cn": "moonshot",
+}
+_LOOPBACK = {"localhost", "127.0.0.1", "::1", "0.0.0.0", "[::1]"}
+
+
+def normalise_base_url(url: str) -> str:
+    """One spelling per server: scheme and host lower-cased, loopback names (``127.0.0.1``, ``::1``, ``0.0.0.0``)
+    written ``localhost``, the scheme's default port dropped, repeated and trailing slashes and a trailing
+    ``/chat/completions`` removed, user info and fragment dropped. ``HTTP://127.0.0.1:80/v1/`` and
+    ``http://localhost/v1`` are the same server. Raises ValueError naming the URL when it has no host."""
+    from urllib.parse import urlsplit
+
+    raw = url.strip()
+    u = urlsplit(raw if "://" in raw else "http://" + raw)
+    host = (u.hostname or "").lower()
+    if not host:
+        raise ValueError(f"--base-url {url!r} has no host: give it as http://HOST:PORT/v1")
+    if host in _LOOPBACK:
+        host = "localhost"
+    scheme = u.scheme.lower()
+    try:
+        port = u.port
+    except ValueError:
+        raise ValueError(f"--base-url {url!r} has an invalid port") from None
+    if port is not None and (scheme, port) not in (("http", 80), ("https", 443)):
+        host = f"{host}:{port}"
+    path = re.sub(r"/+", "/", u.path).rstrip("/")
+    path = re.sub(r"/chat/completions$", "", path)
+    return f"{scheme}://{host}{path}" + (f"?{u.query}" if u.query else "")
+
+
+def model_provider(model: str) -> str | None:
+    """The litellm provider that serves ``model`` by default (``openai`` for ``gpt-4o``), or None when litellm
+    cannot tell (or is not installed)."""
+    prefix = model.split("/", 1)[0] if "/" in model else None
+    if prefix in set(PROVIDER_HOSTS.values()):
+        return prefix
+    try:
+        import litellm
+
+        return litellm.get_llm_provider(model)[1]
+    except Exception:  # noqa: BLE001 - litellm raises its own BadRequestError for unknown names
+        return prefix
+
+
+def endpoint_id(model: str, base_url: str | None) -> str | None:
+    """The endpoint part of :func:`request_key` for ``model`` called at ``base_url`` (SCHEMA.md: the normalised
+    ``--base-url``; a provider's default endpoint is its name). None (nothing added to the key) for no base URL or
+    the model's own provider's public API host (``--model gpt-4o --base-url https://api.openai.com/v1`` is the
+    same endpoint as ``--model gpt-4o``); another provider's public host gives that provider's name; any other
+    server its :func:`normalise_base_url`."""
+    if not base_url:
+        return None
+    norm = normalise_base_url(base_url)
+    host = norm.split("://", 1)[1].split("/", 1)[0].split("?", 1)[0]
+    provider = PROVIDER_HOSTS.get(host)
+    if provider is None:
+        return norm
+    return None if model_provider(model) == provider else provider
 
 
 def claim_owner() -> str:
@@ -63,22 +144,66 @@ def _dead_local_owner(owner: str) -> bool:
     return False
 
 
-class ResponseCache:
-    """Key -> stored response (a JSON object). Only answers are stored (status ok, over_length,
-    refused_by_provider); failed calls are not, so a rerun tries them again."""
+def _retry_locked(con: sqlite3.Connection, fn, timeout_s: float):
+    """``fn()``, retried with jittered backoff for up to ``timeout_s`` while SQLite answers ``database is locked``
+    (or ``busy``) without waiting: it does so, whatever the busy timeout, where waiting could deadlock (two
+    connections each holding a read lock and asking for the write lock, or a journal-mode switch meeting another
+    opener). An open transaction is rolled back before each retry. Raises the last sqlite3.OperationalError after
+    ``timeout_s``, and any other error at once."""
+    deadline = time.monotonic() + timeout_s
+    delay = 0.005
+    while True:
+        try:
+            return fn()
+        except sqlite3.OperationalError as e:
+            if ("locked" not in str(e) and "busy" not in str(e)) or time.monotonic() > deadline:
+                raise
+            if con.in_transaction:
+                con.rollback()
+            time.sleep(random.uniform(0, delay))
+            delay = min(delay * 2, 0.5)
 
-    def __init__(self, path: str | Path | None = None):
+
+def _open_schema(con: sqlite3.Connection, busy_timeout_s: float) -> None:
+    """WAL mode and the tables, safe when many processes open one new cache file at the same moment.
+
+    The busy timeout is set first, as a pragma, so later statements wait for a lock instead of failing. Switching
+    to WAL needs an exclusive lock, which SQLite refuses at once (``database is locked`` at ``PRAGMA
+    journal_mode=WAL``, issue 16) when another opener holds a read lock: the switch is retried
+    (:func:`_retry_locked`) and skipped once another opener has made the file WAL (the mode is stored in the
+    file)."""
+    con.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+
+    def setup() -> None:
+        if con.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+            con.execute("PRAGMA journal_mode=WAL")
+        con.execute("PRAGMA synchronous=NORMAL")
+        con.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, model TEXT, "
+                    "payload TEXT NOT NULL, created_at REAL)")
+        con.execute("CREATE TABLE IF NOT EXISTS claims (key TEXT PRIMARY KEY, owner TEXT NOT NULL, "
+                    "expires_at REAL NOT NULL)")
+        con.commit()
+
+    _retry_locked(con, setup, busy_timeout_s)
+
+
+class ResponseCache:
+    """Key -> stored response (a JSON object). Only answers are stored (status ok, over_length, truncated,
+    refused_by_provider); failed calls are not, so a rerun tries them again. Any number of processes may open one
+    cache file at the same moment (see :func:`_open_schema`)."""
+
+    def __init__(self, path: str | Path | None = None, busy_timeout_s: float = 60.0):
         self.path = Path(path) if path else cache_dir() / "responses.sqlite"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._con = sqlite3.connect(self.path, check_same_thread=False, timeout=60)
-        self._con.execute("PRAGMA journal_mode=WAL")
-        self._con.execute("PRAGMA synchronous=NORMAL")
-        self._con.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, model TEXT, "
-                          "payload TEXT NOT NULL, created_at REAL)")
-        self._con.execute("CREATE TABLE IF NOT EXISTS claims (key TEXT PRIMARY KEY, owner TEXT NOT NULL, "
-                          "expires_at REAL NOT NULL)")
-        self._con.commit()
+        self._busy_timeout_s = busy_timeout_s
+        self._con = sqlite3.connect(self.path, check_same_thread=False, timeout=busy_timeout_s)
+        _open_schema(self._con, busy_timeout_s)
+
+    def _write(self, fn):
+        """``fn()`` under this object's lock, retried while the file is locked (:func:`_retry_locked`)."""
+        with self._lock:
+            return _retry_locked(self._con, fn, self._busy_timeout_s)
 
     def get(self, key: str) -> dict | None:
         with self._lock:
@@ -95,13 +220,27 @@ class ResponseCache:
                     out[k] = json.loads(p)
         return out
 
+    def drop(self, key: str, payload: dict) -> bool:
+        """Remove the stored answer of ``key`` if it is still ``payload`` (an outcome that must not be replayed,
+        e.g. an ``over_length`` of a server whose window has changed since); an answer another worker stored
+        meanwhile stays. Returns whether it was removed."""
+        def go() -> int:
+            n = self._con.execute("DELETE FROM responses WHERE key = ? AND payload = ?",
+                                  (key, json.dumps(payload, ensure_ascii=False))).rowcount
+            self._con.commit()
+            return n
+
+        return self._write(go) > 0
+
     def put(self, key: str, model: str, payload: dict) -> None:
         """Store an answer (the first one stored for a key wins) and drop any claim on the key."""
-        with self._lock:
+        def go() -> None:
             self._con.execute("INSERT OR IGNORE INTO responses VALUES (?, ?, ?, ?)",
                               (key, model, json.dumps(payload, ensure_ascii=False), time.time()))
             self._con.execute("DELETE FROM claims WHERE key = ?", (key,))
             self._con.commit()
+
+        self._write(go)
 
     # -- claims: one call per request key across workers ---------------------------------------------------------
     def claim(self, key: str, owner: str, lease_s: float = 120.0) -> str:
@@ -110,8 +249,9 @@ class ResponseCache:
         stored: read it with :meth:`get`) or ``"taken"`` (another owner holds an unexpired claim: try later).
         Atomic across processes: the check and the insert run in one ``BEGIN IMMEDIATE`` transaction."""
         now = time.time()
-        with self._lock:
-            con = self._con
+        con = self._con
+
+        def go() -> str:
             # a read first (no write lock): most answers for keys another worker holds are "taken" or "cached"
             if con.execute("SELECT 1 FROM responses WHERE key = ?", (key,)).fetchone():
                 return "cached"
@@ -132,24 +272,31 @@ class ResponseCache:
                     out = "claimed" if cur.rowcount == 1 else "taken"
                 con.execute("COMMIT")
             except BaseException:
-                con.execute("ROLLBACK")
+                if con.in_transaction:
+                    con.execute("ROLLBACK")
                 raise
-        return out
+            return out
+
+        return self._write(go)
 
     def release(self, key: str, owner: str) -> None:
         """Give up ``owner``'s claim on ``key`` (a call that failed and was not stored), so others may take it."""
-        with self._lock:
+        def go() -> None:
             self._con.execute("DELETE FROM claims WHERE key = ? AND owner = ?", (key, owner))
             self._con.commit()
+
+        self._write(go)
 
     def renew(self, owner: str, lease_s: float = 120.0) -> int:
         """Extend every claim ``owner`` holds to ``lease_s`` seconds from now (a heartbeat of a live worker whose
         calls outlast the lease, e.g. long retries); returns how many claims it holds."""
-        with self._lock:
+        def go() -> int:
             n = self._con.execute("UPDATE claims SET expires_at = ? WHERE owner = ?",
                                   (time.time() + lease_s, owner)).rowcount
             self._con.commit()
-        return n
+            return n
+
+        return self._write(go)
 
     def claims(self) -> dict[str, tuple[str, float]]:
         """Current claims: key -> (owner, expires_at as a Unix time), expired ones included."""

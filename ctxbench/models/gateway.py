@@ -1,13 +1,18 @@
-"""Model gateway: one async call path for every provider.
+"""Model gateway: one async call path for every provider, and one table that classifies every error.
 
 OpenAI-compatible servers (a ``base_url``: vLLM, llama.cpp, Ollama, the embedded model) are called over plain
 async HTTP (``/chat/completions``, the OpenAI wire format); every other provider (OpenAI, Anthropic, Gemini, ...) through
-``litellm.acompletion``. API keys come only from the environment (or a Prefect Secret block resolved by the flow
-into the environment); they are never written to any output or log.
+``litellm.acompletion`` (``backend="litellm"`` also sends a base URL through litellm). API keys come only from the
+environment (or a Prefect Secret block resolved by the flow into the environment); they are never written to any
+output or log.
 
-Faults: transient errors (429, 5xx, timeouts, connection resets) are retried with exponential backoff and full
-jitter, honouring ``Retry-After``; permanent errors (400, 401/403, 404) are not retried; a context-length error is
-recorded as ``over_length``. Concurrency is bounded per gateway (one per model).
+Faults: every failure of either path, an HTTP status with its body or a client exception, is classified by one
+table, :data:`ERROR_TABLE` (:func:`classify_error`): transient errors (429, 5xx, timeouts, connection resets) are
+retried with exponential backoff and full jitter, honouring ``Retry-After`` up to a cap (a longer hint ends the
+call's retries and hands over to the outage pause); a context-length error, in any server's wording and status
+(400, 413, 422, 500, or a 200 whose body is an error object), is ``over_length`` after one call; credentials, model
+names, quotas and output budgets are ``config_error`` (never stored: a fixed rerun calls again); content filters are
+``refused_by_provider``; anything else is a permanent ``error``. Concurrency is bounded per gateway (one per model).
 """
 
 from __future__ import annotations
@@ -21,14 +26,162 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-_CTX_RE = re.compile(r"context.?length|context window|maximum context|too many tokens|exceed.*context|"
-                     r"prompt is too long|input is too long|reduce the length", re.IGNORECASE)
+# -- the error table ---------------------------------------------------------------------------------------------
+# Context-length errors as servers word them (examples: tests/data/tricky_inputs.yaml, section server_errors):
+# OpenAI / Azure / Groq / DeepSeek / vLLM ("maximum context length is N tokens", "context_length_exceeded"),
+# vLLM v1 ("Prompt length of N is longer than the maximum model length of M", "The decoder prompt (length N) is
+# longer than ...", "too long to fit into the model (context length N)"), TGI ("`inputs` tokens + `max_new_tokens`
+# must be <= N", "`inputs` must have less than N tokens"), llama.cpp and forks ("exceeds the available context
+# size", "Context size has been exceeded", "exceed_context_size_error", "Requested tokens (N) exceed context window
+# of M"), LM Studio ("Trying to keep the first N tokens when context the overflows", "n_keep (N) >= n_ctx (M)"),
+# SGLang ("The input (N tokens) is longer than the model's context length", "Input length (N tokens) exceeds the
+# maximum allowed length"), Anthropic ("prompt is too long: N tokens > M maximum"), Gemini ("The input token count
+# (N) exceeds the maximum number of tokens allowed (M)"), Bedrock ("Input is too long for requested model"),
+# Cohere ("too many tokens"), Mistral ("too large for model with N maximum context length"), Moonshot ("model max
+# length exceeded"), xAI ("maximum prompt length is N"), and a negative output budget computed by the server
+# ("max_tokens must be at least 1, got -186").
+CONTEXT_LENGTH_RE = re.compile(
+    r"context[ _.-]?(?:length|window|size)|n_ctx\b.{0,40}(?:exceed|>)|n_keep\W{0,3}\d+\W{0,3}>=\s*n_ctx"
+    r"|exceed_context_size|context (?:the )?overflows|max(?:imum)?[ _]model[ _]len"
+    r"|maximum (?:sequence|prompt|input) length|model max length exceeded"
+    r"|(?:prompt|input|message|messages|request|text) (?:is |are )?too long|too long to fit"
+    r"|too many (?:input )?tokens|input token count.{0,40}exceeds|input length.{0,40}exceeds"
+    r"|(?:input|prompt)s?`? tokens \+ `?max_new_tokens`? must be"
+    r"|`?inputs`? must have less than \d+ tokens|above the allowed maximum"
+    r"|reduce the length of the (?:messages|input|prompt)|max_tokens must be at least 1, got -\d+",
+    re.IGNORECASE)
+# an output budget over the model's limit: every call of the run fails alike, so it is the run's configuration
+# (OpenAI "max_tokens is too large: N. This model supports at most M completion tokens", Anthropic "max_tokens: N >
+# M, which is the maximum allowed number of output tokens", TGI "`max_new_tokens` must be <= N")
+OUTPUT_BUDGET_RE = re.compile(
+    r"max_(?:completion_)?tokens(?:`)? is too large: \d+\. This model supports at most"
+    r"|max_tokens: \d+ > \d+, which is the maximum allowed number of output tokens"
+    r"|(?<!\+ )`max_new_tokens` must be <= \d+", re.IGNORECASE)
+# account limits that no retry lifts: exhausted quota or credit, a single request over the tokens-per-minute limit
+QUOTA_RE = re.compile(r"insufficient_quota|exceeded your current quota|credit balance is too low"
+                      r"|billing|Request too large for .{0,80}tokens per min", re.IGNORECASE)
+CONTENT_FILTER_RE = re.compile(r"content[_ ]?(?:filter|policy|management policy)|safety (?:system|filter)"
+                               r"|responsible ?ai", re.IGNORECASE)
+CONFIG_RE = re.compile(r"LLM Provider NOT provided|model .{0,80}does not exist|model_not_found|unknown model"
+                       r"|invalid[_ ]api[_ ]key|incorrect api key", re.IGNORECASE)
+
+OUTCOMES = ("transient", "over_length", "config_error", "refused_by_provider", "error")
+TRANSIENT_EXCEPTIONS = frozenset({
+    "APITimeoutError", "Timeout", "APIConnectionError", "ServiceUnavailableError", "InternalServerError",
+    "RateLimitError", "TimeoutError", "TimeoutException", "ReadTimeout", "ConnectError", "RemoteProtocolError",
+    "TransportError", "ConnectionError"})
+
+
+@dataclass(frozen=True)
+class ErrorRule:
+    """One row of the error table: a failure whose HTTP status is in ``statuses`` (None: any, also no status, e.g. a
+    client exception or a 200 whose body is an error object), whose text matches ``pattern`` (None: any) and whose
+    exception class or any base class is named in ``exceptions`` (empty: any) has the ``outcome``."""
+
+    outcome: str
+    statuses: frozenset[int] | None = None
+    pattern: re.Pattern | None = None
+    exceptions: frozenset[str] = frozenset()
+    why: str = ""
+
+    def matches(self, status: int | None, text: str, names: tuple[str, ...]) -> bool:
+        return ((self.statuses is None or status in self.statuses)
+                and (self.pattern is None or bool(self.pattern.search(text)))
+                and (not self.exceptions or any(n in self.exceptions for n in names)))
+
+
+_5XX = frozenset(range(500, 600))
+NOT_ATTEMPTED = "not attempted"  # the error of a call a paused run did not start
+# First match wins. Order matters: an output budget over the model's limit is configuration even though it names
+# "tokens"; quota and rate limits are not context errors although they count tokens; a context-length error is
+# over_length whatever its status (a 500 from vLLM v1 or llama.cpp, a 200 with an error body), before the 5xx rule.
+ERROR_TABLE: tuple[ErrorRule, ...] = (
+    ErrorRule("config_error", pattern=OUTPUT_BUDGET_RE, why="max tokens above the model's output limit"),
+    ErrorRule("config_error", pattern=QUOTA_RE, why="quota, credit or per-minute token limit of the account"),
+    ErrorRule("transient", statuses=frozenset({429}), why="rate limited"),
+    ErrorRule("transient", exceptions=frozenset({"RateLimitError"}), why="rate limited"),
+    ErrorRule("over_length", exceptions=frozenset({"ContextWindowExceededError"}), why="litellm's context error"),
+    ErrorRule("over_length", pattern=CONTEXT_LENGTH_RE, why="the prompt is longer than the model's window"),
+    ErrorRule("over_length", statuses=frozenset({413}), why="request entity too large"),
+    ErrorRule("refused_by_provider", exceptions=frozenset({"ContentPolicyViolationError"}), why="content filter"),
+    ErrorRule("refused_by_provider", statuses=frozenset({400, 403, 422}), pattern=CONTENT_FILTER_RE,
+              why="content filter"),
+    ErrorRule("transient", statuses=frozenset({408, 409, 425}) | _5XX, why="server error or timeout"),
+    ErrorRule("transient", exceptions=TRANSIENT_EXCEPTIONS, why="timeout or connection error"),
+    ErrorRule("config_error", statuses=frozenset({401, 403, 404}), why="credentials, permissions or model name"),
+    ErrorRule("config_error", exceptions=frozenset({"AuthenticationError", "PermissionDeniedError",
+                                                    "NotFoundError"}), why="credentials or model name"),
+    ErrorRule("config_error", pattern=CONFIG_RE, why="unknown model or provider"),
+    ErrorRule("error", why="any other error (a bad request): stored, not retried"),
+)
+
+
+@dataclass
+class ErrorInfo:
+    """What the error table reads of one failure: the HTTP status (None when there was no response; for a 200 whose
+    body is an error object, the code in the body, if any), the error text (message and body) and the names of the
+    exception's class and its base classes."""
+
+    status: int | None
+    text: str
+    exceptions: tuple[str, ...] = ()
+    headers: Any = None
+
+    @classmethod
+    def from_exception(cls, exc: BaseException) -> "ErrorInfo":
+        """From a client exception (litellm, openai, httpx, or Python's own)."""
+        resp = getattr(exc, "response", None)
+        status = getattr(exc, "status_code", None)
+        if not isinstance(status, int):
+            status = getattr(resp, "status_code", None)
+        body = ""
+        try:
+            body = resp.text if resp is not None and hasattr(resp, "text") else ""
+        except Exception:  # noqa: BLE001 - a streamed or closed response has no text
+            body = ""
+        names = tuple(c.__name__ for c in type(exc).__mro__)
+        text = f"{type(exc).__name__}: {exc}" + (f" {body}" if body and body not in str(exc) else "")
+        return cls(status if isinstance(status, int) else None, text, names,
+                   getattr(resp, "headers", None) if resp is not None else None)
+
+
+def classify_error(info: ErrorInfo) -> "TransientError | PermanentError":
+    """The outcome of one failure by the first matching row of :data:`ERROR_TABLE`: a TransientError (retried,
+    with the server's Retry-After) or a PermanentError whose ``status`` is ``over_length``, ``config_error``,
+    ``refused_by_provider`` or ``error``. The message keeps the first 500 characters of the error text."""
+    msg = info.text[:500]
+    for rule in ERROR_TABLE:
+        if rule.matches(info.status, info.text, info.exceptions):
+            if rule.outcome == "transient":
+                return TransientError(msg, retry_after_s(info.headers))
+            return PermanentError(msg, rule.outcome)
+    return PermanentError(msg)  # unreachable: the last row matches everything
+
+
+def error_in_body(body: Any) -> tuple[int | None, str] | None:
+    """``(code, text)`` when a response body is an error object rather than an answer, as some servers send with
+    status 200 (llama.cpp behind a proxy, SGLang's ``{"object": "error", ...}``, TGI's ``{"error": "...",
+    "error_type": ...}``); None for an answer. ``code`` is the status the body names, where it names one."""
+    if not isinstance(body, dict) or body.get("choices"):
+        return None
+    err = body.get("error")
+    if err is None and body.get("object") != "error" and body.get("type") != "error":
+        return None
+    obj = err if isinstance(err, dict) else body
+    code = obj.get("code", body.get("code"))
+    if isinstance(code, str) and code.isdigit():
+        code = int(code)
+    return (code if isinstance(code, int) else None), json.dumps(body, ensure_ascii=False, default=str)
 
 
 @dataclass
 class CallResult:
-    """Outcome of one call: status ``ok``, ``over_length``, ``refused_by_provider`` or ``error``; ``config_error``
-    (401/403/404: credentials, permissions, model name) is never stored, so a fixed rerun calls again."""
+    """Outcome of one call: status ``ok``, ``over_length``, ``truncated`` (set by the runner: the server read fewer
+    prompt tokens than were sent), ``refused_by_provider`` or ``error``; ``config_error`` (credentials, model name,
+    quota, output budget) is never stored, so a fixed rerun calls again. ``server_window``: the server's context
+    window in tokens when the runner knew it (over_length and truncated outcomes are replayed only while it holds);
+    ``expected_prompt_tokens``: the prompt's count the truncation check compared with ``prompt_tokens``;
+    ``retry_after_s``: a Retry-After hint over the policy's cap, which ended the retries."""
 
     status: str
     response: str | None = None
@@ -41,6 +194,9 @@ class CallResult:
     retries: int = 0
     retry_delay_s: float = 0.0
     transient_failure: bool = False  # True when the retry budget ran out on transient errors
+    server_window: int | None = None
+    expected_prompt_tokens: int | None = None
+    retry_after_s: float | None = None
 
     def __post_init__(self) -> None:
         # a reply is stored as UTF-8 text whatever the server sent: content blocks joined, other JSON values as
@@ -50,8 +206,18 @@ class CallResult:
 
     def payload(self) -> dict[str, Any]:
         """What the response cache stores (no key, no secrets)."""
-        return {k: getattr(self, k) for k in ("status", "response", "reasoning", "prompt_tokens",
-                                              "completion_tokens", "latency_s", "cost_usd", "error")}
+        return {k: getattr(self, k) for k in PAYLOAD_FIELDS}
+
+    @classmethod
+    def from_payload(cls, payload: dict[str, Any]) -> "CallResult":
+        """A result from a stored payload (an answer read from the response cache)."""
+        kw = {k: payload[k] for k in PAYLOAD_FIELDS if k in payload}
+        kw.setdefault("status", "ok")
+        return cls(**kw)
+
+
+PAYLOAD_FIELDS = ("status", "response", "reasoning", "prompt_tokens", "completion_tokens", "latency_s", "cost_usd",
+                  "error", "server_window", "expected_prompt_tokens")
 
 
 def clean_text(v: Any) -> str | None:
@@ -71,24 +237,34 @@ def clean_text(v: Any) -> str | None:
 
 
 class TransientError(Exception):
+    """A failure worth retrying; ``retry_after`` is the server's Retry-After in seconds, where it sent one."""
+
     def __init__(self, msg: str, retry_after: float | None = None):
         super().__init__(msg)
         self.retry_after = retry_after
 
 
 class PermanentError(Exception):
+    """A failure no retry changes; ``status`` is the stored outcome (``over_length``, ``refused_by_provider``,
+    ``error``) or ``config_error``."""
+
     def __init__(self, msg: str, status: str = "error"):
         super().__init__(msg)
         self.status = status
 
 
-def _retry_after(headers: Any) -> float | None:
+def retry_after_s(headers: Any) -> float | None:
+    """Seconds a server asks to wait (``Retry-After`` as seconds or an HTTP date, or ``retry-after-ms``); None
+    without a readable hint. Never negative."""
     if not headers:
         return None
     v = headers.get("retry-after") or headers.get("Retry-After")
     if v is None:
         ms = headers.get("retry-after-ms")
-        return float(ms) / 1000 if ms else None
+        try:
+            return max(0.0, float(ms) / 1000) if ms else None
+        except ValueError:
+            return None
     try:
         return max(0.0, float(v))
     except ValueError:
@@ -100,50 +276,66 @@ def _retry_after(headers: Any) -> float | None:
 
 
 def classify(exc: BaseException) -> Exception:
-    """Map a client exception to TransientError or PermanentError (with status ``over_length`` for
-    context-length errors)."""
-    status = getattr(exc, "status_code", None) or getattr(getattr(exc, "response", None), "status_code", None)
-    headers = getattr(getattr(exc, "response", None), "headers", None)
-    msg = f"{type(exc).__name__}: {str(exc)[:500]}"
-    name = type(exc).__name__
-    if "ContextWindowExceeded" in name or (status in (400, 413, 422) and _CTX_RE.search(str(exc))):
-        return PermanentError(msg, "over_length")
-    if status == 429 or name in ("RateLimitError",):
-        return TransientError(msg, _retry_after(headers))
-    if isinstance(status, int) and status >= 500:
-        return TransientError(msg, _retry_after(headers))
-    if name in ("APITimeoutError", "Timeout", "APIConnectionError", "ServiceUnavailableError",
-                "InternalServerError", "TimeoutError", "ReadTimeout", "ConnectError", "RemoteProtocolError"):
-        return TransientError(msg)
-    if isinstance(exc, (asyncio.TimeoutError, ConnectionError, TimeoutError)):
-        return TransientError(msg)
-    if name == "ContentPolicyViolationError":
-        return PermanentError(msg, "refused_by_provider")
-    if (status in (401, 403, 404) or name in ("AuthenticationError", "PermissionDeniedError", "NotFoundError")
-            or "LLM Provider NOT provided" in str(exc)):  # litellm: an unknown model name without --base-url
-        return PermanentError(msg, "config_error")
-    return PermanentError(msg)
+    """A client exception (litellm, openai, httpx, Python's own) through the error table: TransientError or
+    PermanentError (see :func:`classify_error`)."""
+    return classify_error(ErrorInfo.from_exception(exc))
 
 
 @dataclass
 class RetryPolicy:
     """Retries of transient errors: up to ``max_retries``, delay ``min(max_delay_s, base_delay_s·2^n)`` with full
-    jitter, at least the server's ``Retry-After``."""
+    jitter, at least the server's ``Retry-After`` up to ``max_retry_after_s`` (a longer hint ends the call's
+    retries in the gateway: the outage pause takes over)."""
 
     max_retries: int = 6
     base_delay_s: float = 0.5
     max_delay_s: float = 30.0
     timeout_s: float = 600.0
+    max_retry_after_s: float = 300.0
 
     def delay(self, attempt: int, retry_after: float | None, rng: random.Random) -> float:
+        """Seconds to wait before retry number ``attempt`` (0-based): full jitter, at least ``retry_after`` capped
+        at ``max_retry_after_s``."""
         d = rng.uniform(0, min(self.max_delay_s, self.base_delay_s * (2 ** attempt)))
-        return max(d, retry_after or 0.0)
+        return max(d, min(retry_after or 0.0, self.max_retry_after_s))
+
+
+# context-window fields servers report: vLLM and SGLang (/v1/models max_model_len), LM Studio (/api/v0/models
+# max_context_length, loaded_context_length), OpenRouter and Together (context_length), llama.cpp (/props n_ctx),
+# TGI (/info max_total_tokens), Ollama (/api/ps context_length)
+WINDOW_FIELDS = ("max_model_len", "loaded_context_length", "max_context_length", "context_length", "n_ctx",
+                 "max_total_tokens")
+
+
+def window_from(obj: Any, model: str | None = None) -> int | None:
+    """The context window a server's info document reports (first of :data:`WINDOW_FIELDS` found, searched in the
+    entry of ``model`` where the document lists models, else anywhere in it); None when it reports none."""
+    if isinstance(obj, dict):
+        for k in ("data", "models"):
+            if isinstance(obj.get(k), list):
+                entries = [e for e in obj[k] if isinstance(e, dict)]
+                mine = [e for e in entries if model and model in (e.get("id"), e.get("name"), e.get("model"))]
+                for e in mine or (entries if len(entries) == 1 else []):
+                    w = window_from(e)
+                    if w:
+                        return w
+        for f in WINDOW_FIELDS:
+            v = obj.get(f)
+            if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+                return v
+        for v in obj.values():
+            if isinstance(v, dict):
+                w = window_from(v)
+                if w:
+                    return w
+    return None
 
 
 @dataclass
 class Gateway:
     """Calls one model. ``model`` is the name as given on the CLI; with ``base_url`` it is served by an
-    OpenAI-compatible server (a leading ``openai/`` is dropped from the name sent)."""
+    OpenAI-compatible server (a leading ``openai/`` is dropped from the name sent). ``backend``: ``auto`` (HTTP for
+    a base URL, else litellm), ``http`` or ``litellm`` (litellm also for a base URL, sent as its ``api_base``)."""
 
     model: str
     base_url: str | None = None
@@ -151,6 +343,7 @@ class Gateway:
     policy: RetryPolicy = field(default_factory=RetryPolicy)
     api_key_env: str | None = None
     stop: asyncio.Event | None = field(default=None, repr=False)  # set: no new attempt starts (a paused run)
+    backend: str = "auto"
     _sem: asyncio.Semaphore | None = field(default=None, repr=False)
     _client: Any = field(default=None, repr=False)
 
@@ -159,17 +352,24 @@ class Gateway:
             self._sem = asyncio.Semaphore(self.concurrency)
         return self._sem
 
+    def _api_key(self) -> str:
+        # a key is sent to a base URL only when named explicitly (--api-key-env): never leak OPENAI_API_KEY
+        # to an arbitrary server
+        return (os.environ.get(self.api_key_env) if self.api_key_env else None) or "sk-no-key"
+
+    @property
+    def served_name(self) -> str:
+        """The model name sent to an OpenAI-compatible server."""
+        return self.model[len("openai/"):] if self.model.startswith("openai/") else self.model
+
     def _http_client(self):
         if self._client is None:
             import httpx
 
-            # a key is sent to a base URL only when named explicitly (--api-key-env): never leak OPENAI_API_KEY
-            # to an arbitrary server
-            key = (os.environ.get(self.api_key_env) if self.api_key_env else None) or "sk-no-key"
             n = max(self.concurrency, 1) * 2
             self._client = httpx.AsyncClient(
                 base_url=self.base_url.rstrip("/") + "/", timeout=self.policy.timeout_s,
-                headers={"Authorization": f"Bearer {key}"},
+                headers={"Authorization": f"Bearer {self._api_key()}"},
                 limits=httpx.Limits(max_connections=n, max_keepalive_connections=n))
         return self._client
 
@@ -178,67 +378,78 @@ class Gateway:
         faster than the SDKs on 2 cores, whose per-call CPU cost limits throughput)."""
         import httpx
 
-        name = self.model[len("openai/"):] if self.model.startswith("openai/") else self.model
         t0 = time.perf_counter()
         try:
             r = await self._http_client().post("chat/completions", json={
-                "model": name, "messages": messages, "max_tokens": max_tokens, **sampling})
+                "model": self.served_name, "messages": messages, "max_tokens": max_tokens, **sampling})
         except (httpx.TimeoutException, httpx.TransportError) as e:
-            raise TransientError(f"{type(e).__name__}: {e}") from None
+            raise classify(e) from None
         lat = time.perf_counter() - t0
         if r.status_code >= 400:
-            text = r.text[:500]
-            if r.status_code == 429 or r.status_code >= 500:
-                raise TransientError(f"HTTP {r.status_code}: {text}", _retry_after(r.headers))
-            if r.status_code in (400, 413, 422) and _CTX_RE.search(text):
-                raise PermanentError(f"HTTP {r.status_code}: {text}", "over_length")
-            if r.status_code in (401, 403, 404):
-                # credentials, permissions or the model name: the run's configuration, not this instance
-                raise PermanentError(f"HTTP {r.status_code}: {text}", "config_error")
-            raise PermanentError(f"HTTP {r.status_code}: {text}")
+            raise classify_error(ErrorInfo(r.status_code, f"HTTP {r.status_code}: {r.text[:2000]}",
+                                           headers=r.headers))
         try:
             d = r.json()
+        except ValueError:
+            raise TransientError(f"malformed response body: {r.text[:200]}") from None
+        err = error_in_body(d)
+        if err is not None:  # a 200 whose body is an error object
+            code, text = err
+            raise classify_error(ErrorInfo(code, f"HTTP {r.status_code} with an error body: {text[:2000]}",
+                                           headers=r.headers))
+        try:
             choice = d["choices"][0]
             msg = choice.get("message") or {}
-        except (ValueError, KeyError, IndexError, TypeError):
+        except (KeyError, IndexError, TypeError, AttributeError):
             raise TransientError(f"malformed response body: {r.text[:200]}") from None
         usage = d.get("usage") or {}
         pt, ct = usage.get("prompt_tokens"), usage.get("completion_tokens")
         status = "refused_by_provider" if choice.get("finish_reason") == "content_filter" else "ok"
-        return CallResult(status, msg.get("content"), msg.get("reasoning_content"), pt, ct, lat,
-                          cost_usd(self.model, pt, ct))
+        return CallResult(status, msg.get("content"), msg.get("reasoning_content") or msg.get("reasoning"), pt, ct,
+                          lat, cost_usd(self.model, pt, ct))
 
-    async def _once(self, messages: list[dict], max_tokens: int, sampling: dict[str, Any]) -> CallResult:
-        if self.base_url:
-            return await self._once_http(messages, max_tokens, sampling)
+    async def _once_litellm(self, messages: list[dict], max_tokens: int, sampling: dict[str, Any]) -> CallResult:
         t0 = time.perf_counter()
         import litellm
 
         litellm.drop_params = True  # a provider that lacks a parameter (seed, response_format) ignores it
+        extra = {"api_base": self.base_url, "api_key": self._api_key()} if self.base_url else {}
         r = await litellm.acompletion(model=self.model, messages=messages, max_tokens=max_tokens,
-                                      num_retries=0, timeout=self.policy.timeout_s, **sampling)
+                                      num_retries=0, max_retries=0, timeout=self.policy.timeout_s, **extra,
+                                      **sampling)
         lat = time.perf_counter() - t0
-        choice = r.choices[0]
+        choices = getattr(r, "choices", None)
+        if not choices:  # a body without an answer: an error object where the server sent one
+            body = r.model_dump() if hasattr(r, "model_dump") else r
+            err = error_in_body(body if isinstance(body, dict) else {})
+            raise classify_error(ErrorInfo(err[0] if err else None,
+                                           f"no answer in the response: {(err[1] if err else str(body))[:2000]}"))
+        choice = choices[0]
         msg = choice.message
         text = getattr(msg, "content", None)
-        reasoning = getattr(msg, "reasoning_content", None)
+        reasoning = getattr(msg, "reasoning_content", None) or getattr(msg, "reasoning", None)
         usage = getattr(r, "usage", None)
         pt = getattr(usage, "prompt_tokens", None) if usage else None
         ct = getattr(usage, "completion_tokens", None) if usage else None
-        status = "ok"
-        if choice.finish_reason == "content_filter":
-            status = "refused_by_provider"
+        status = "refused_by_provider" if choice.finish_reason == "content_filter" else "ok"
         return CallResult(status, text, reasoning, pt, ct, lat, cost_usd(self.model, pt, ct))
+
+    async def _once(self, messages: list[dict], max_tokens: int, sampling: dict[str, Any]) -> CallResult:
+        if self.base_url and self.backend != "litellm":
+            return await self._once_http(messages, max_tokens, sampling)
+        return await self._once_litellm(messages, max_tokens, sampling)
 
     async def complete(self, messages: list[dict], max_tokens: int, sampling: dict[str, Any],
                        rng: random.Random | None = None) -> CallResult:
-        """One call with retries. Never raises for a provider error: the result's status says what happened."""
+        """One call with retries. Never raises for a provider error: the result's status says what happened.
+        A Retry-After longer than the policy's ``max_retry_after_s`` ends the retries at once (``retry_after_s``
+        set, ``transient_failure`` true, the hint in ``error``): the caller's outage pause takes over."""
         rng = rng or random.Random(0)
         retries, waited = 0, 0.0
         async with self._semaphore():
             while True:
                 if self.stop is not None and self.stop.is_set():
-                    return CallResult("error", error="not attempted: the evaluation paused (provider outage)",
+                    return CallResult("error", error=f"{NOT_ATTEMPTED}: the evaluation paused (provider outage)",
                                       retries=retries, retry_delay_s=waited, transient_failure=True)
                 try:
                     res = await asyncio.wait_for(self._once(messages, max_tokens, sampling), self.policy.timeout_s)
@@ -248,6 +459,12 @@ class Gateway:
                     err = e if isinstance(e, (TransientError, PermanentError)) else classify(e)
                     if isinstance(err, PermanentError):
                         return CallResult(err.status, error=str(err), retries=retries, retry_delay_s=waited)
+                    if err.retry_after is not None and err.retry_after > self.policy.max_retry_after_s:
+                        return CallResult("error", error=f"the server asked to wait {_duration(err.retry_after)} "
+                                          f"(Retry-After) before a retry, over the cap of "
+                                          f"{_duration(self.policy.max_retry_after_s)} (max_retry_after_s): {err}",
+                                          retries=retries, retry_delay_s=waited, transient_failure=True,
+                                          retry_after_s=err.retry_after)
                     if retries >= self.policy.max_retries:
                         return CallResult("error", error=f"retry budget exhausted: {err}", retries=retries,
                                           retry_delay_s=waited, transient_failure=True)
@@ -262,10 +479,39 @@ class Gateway:
                         except asyncio.TimeoutError:
                             pass
 
+    async def server_window(self) -> int | None:
+        """The context window (tokens) the OpenAI-compatible server at ``base_url`` reports for this model, from
+        the first of ``/models`` (vLLM, SGLang, LM Studio), ``/props`` (llama.cpp), ``/info`` (TGI), ``/api/ps``
+        (Ollama) and ``/api/v0/models`` (LM Studio) that names one (:func:`window_from`); None when none does or
+        there is no base URL. Never raises."""
+        if not self.base_url:
+            return None
+        import httpx
+
+        base = self.base_url.rstrip("/")
+        root = re.sub(r"/v\d+$", "", base)
+        urls = [f"{base}/models", f"{root}/props", f"{root}/info", f"{root}/api/ps", f"{root}/api/v0/models"]
+        async with httpx.AsyncClient(timeout=5.0, headers={"Authorization": f"Bearer {self._api_key()}"}) as c:
+            for u in urls:
+                try:
+                    r = await c.get(u)
+                    if r.status_code == 200:
+                        w = window_from(r.json(), self.served_name)
+                        if w:
+                            return w
+                except (httpx.HTTPError, ValueError):
+                    continue
+        return None
+
     async def aclose(self) -> None:
         if self._client is not None:
             await self._client.aclose()
             self._client = None
+
+
+def _duration(s: float) -> str:
+    """``86400`` → ``86400 s (24.0 h)``."""
+    return f"{s:.0f} s" + (f" ({s / 3600:.1f} h)" if s >= 3600 else f" ({s / 60:.1f} min)" if s >= 120 else "")
 
 
 def cost_usd(model: str, prompt_tokens: int | None, completion_tokens: int | None) -> float | None:

@@ -3,8 +3,8 @@ only when the model's translation of it back into SQL gives the same result as t
 collection's database; up to ``max_attempts`` questions are tried per (SQL, collection), else the query is
 dropped and counted.
 
-Every call goes through the gateway and the response cache (``ctxbench/models``), keyed by model, messages,
-sampling parameters and max tokens, so a rebuild pays for no call twice. Attempt ``a`` samples with seed ``a``
+Every call goes through the call runner (``ctxbench/models/runner.py``: gateway, response cache, claims, retries),
+keyed by model, endpoint, messages, sampling parameters and max tokens, so a rebuild pays for no call twice. Attempt ``a`` samples with seed ``a``
 (temperature 0 for the first attempt, ``retry_temperature`` after), so attempts differ and reruns repeat them.
 Prompts: ``assets/prompts/<prompts>.yaml`` (``scitrek_questions`` for article collections, ``holobench_questions``
 for a verbalized database), each with ``system``, ``sql_to_question`` and ``question_to_sql``.
@@ -103,12 +103,12 @@ def phrase_questions(items: list[RoundTripItem], model: str, schema: str, base_u
     """Phrase each item's SQL as a question with ``model`` and validate it by the round trip (module docstring).
 
     Attempts run in rounds: round ``a`` asks every item still without a valid question for a question (seed
-    ``a``), then for the SQL of each question, through :func:`ctxbench.scoring.judge.complete_all` (gateway +
-    response cache), with the prompts of ``assets/prompts/<prompts>.yaml``. Returns one outcome per item, in
-    order. A failed call counts as a failed attempt (transient errors are retried by the gateway first); nothing
-    raises for a bad reply.
+    ``a``), then for the SQL of each question, through :func:`ctxbench.models.runner.complete_all` (the call
+    runner: gateway, response cache, claims, retries), with the prompts of ``assets/prompts/<prompts>.yaml``.
+    Returns one outcome per item, in order. A failed call counts as a failed attempt (transient errors are retried
+    first); nothing raises for a bad reply.
     """
-    from ..scoring.judge import complete_all
+    from ..models.runner import complete_all
 
     cache = cache or ResponseCache()
     outs = [RoundTripOutcome(None, 0) for _ in items]
@@ -120,7 +120,7 @@ def phrase_questions(items: list[RoundTripItem], model: str, schema: str, base_u
         sampling = {"temperature": 0.0 if a == 0 else retry_temperature, "seed": a}
         qs = complete_all([question_messages(items[i].sql, schema, prompts) for i in todo], model, base_url,
                           concurrency, cache, api_key_env, sampling, MAX_TOKENS)
-        asked = [(i, parse_question(text)) for i, (text, _) in zip(todo, qs)]
+        asked = [(i, parse_question(c.text)) for i, c in zip(todo, qs)]
         for i, q in asked:
             outs[i].attempts = a + 1
             if q is None:
@@ -128,8 +128,8 @@ def phrase_questions(items: list[RoundTripItem], model: str, schema: str, base_u
         asked = [(i, q) for i, q in asked if q is not None]
         backs = complete_all([sql_messages(q, schema, prompts) for _, q in asked], model, base_url, concurrency,
                              cache, api_key_env, {"temperature": 0.0, "seed": 0}, MAX_TOKENS)
-        for (i, q), (text, _) in zip(asked, backs):
-            back = parse_sql(text)
+        for (i, q), c in zip(asked, backs):
+            back = parse_sql(c.text)
             rows = run_sqlite(items[i].db_path, back) if back else None
             ok = rows is not None and results_equal(rows, items[i].gold, ordered[i])
             outs[i].trace.append({"attempt": a, "question": q, "sql": back,

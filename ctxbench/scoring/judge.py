@@ -1,21 +1,19 @@
 """LLM judge for HoloBench's recall-oriented row scoring (section 4.1: an LLM classifies each gold row as Exact
 Match, Partial Match or No Match, scored 1, 0.5, 0).
 
-The judge is called through the same gateway and response cache as any model, with structured output (a JSON
-schema where the provider supports it; the reply is parsed as JSON either way). A verdict that cannot be parsed
-is counted and reported, never scored 0.
+The judge is called through the same call runner (gateway, response cache, claims, retries) as any model
+(:mod:`ctxbench.models.runner`), with structured output (a JSON schema where the provider supports it; the reply is
+parsed as JSON either way). A verdict that cannot be parsed is asked for once more with a repair prompt, then
+counted and reported, never scored 0.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-import random
 import re
 from dataclasses import dataclass
 
-from ..models.cache import ResponseCache, request_key
-from ..models.gateway import Gateway, RetryPolicy
+from ..models.cache import ResponseCache
 
 VERDICT_SCORE = {"exact": 1.0, "partial": 0.5, "none": 0.0}
 JUDGE_SYSTEM = ("You grade answers against a gold answer given as rows of values. For each gold row say whether "
@@ -52,52 +50,43 @@ def parse_verdicts(text: str | None, n_rows: int) -> list[str] | None:
     return v
 
 
+def repair_message(n_rows: int) -> str:
+    """The follow-up asked once when a verdict cannot be parsed (:func:`ctxbench.models.runner.complete_all`)."""
+    return (f"Your reply could not be read as the JSON asked for. Reply with JSON only, exactly "
+            f'{{"verdicts": [...]}} with {n_rows} entries, one per gold row in order, each "exact", "partial" or '
+            f'"none".')
+
+
 @dataclass
 class JudgeOutcome:
+    """One judged response: ``score`` (None when the verdict could not be parsed, after one repair prompt, or the
+    call failed), the verdicts, the judge's raw reply, whether it came from the cache, whether the reply is the
+    answer to the repair prompt, and whether the call failed (not stored; a rerun asks again)."""
+
     score: float | None
     verdicts: list[str] | None
     raw: str | None
     cached: bool
-
-
-def complete_all(messages: list[list[dict]], model: str, base_url: str | None = None, concurrency: int = 8,
-                 cache: ResponseCache | None = None, api_key_env: str | None = None,
-                 sampling: dict | None = None, max_tokens: int = 256) -> list[tuple[str | None, bool]]:
-    """Judge-style calls: one completion per message list through the gateway and the response cache (keyed by
-    model, messages, sampling and max tokens, so a rerun pays nothing). Returns ``(text, cached)`` per item, text
-    None for a failed call (which is not cached)."""
-    cache = cache or ResponseCache()
-    gw = Gateway(model, base_url, concurrency, RetryPolicy(), api_key_env=api_key_env)
-    sampling = sampling or {"temperature": 0.0}
-
-    async def one(msgs) -> tuple[str | None, bool]:
-        key = request_key(model, msgs, sampling, max_tokens, 0)
-        hit = cache.get(key)
-        if hit is not None:
-            return hit.get("response"), True
-        r = await gw.complete(msgs, max_tokens, sampling, random.Random(key))
-        if r.status == "ok":
-            cache.put(key, model, r.payload())
-        return r.response, False
-
-    async def main():
-        try:
-            return await asyncio.gather(*(one(m) for m in messages))
-        finally:
-            await gw.aclose()
-
-    return list(asyncio.run(main()))
+    repaired: bool = False
+    failed: bool = False
 
 
 def judge_all(items: list[tuple[str, list[list], str]], model: str, base_url: str | None = None,
               concurrency: int = 8, cache: ResponseCache | None = None,
               api_key_env: str | None = None) -> list[JudgeOutcome]:
-    """Judge ``(question, gold, response)`` items; returns one outcome per item (score None when unparseable)."""
+    """Judge ``(question, gold, response)`` items through the call runner (cache, claims, retries, outage pause);
+    returns one outcome per item. A verdict that does not parse is asked for once more with a repair prompt
+    (:func:`repair_message`) before it counts as unparseable (score None)."""
+    from ..models.runner import complete_all
+
+    golds = [gold for _, gold, _ in items]
     outs = complete_all([judge_messages(q, gold, resp) for q, gold, resp in items], model, base_url, concurrency,
-                        cache, api_key_env, {"temperature": 0.0, "response_format": RESPONSE_FORMAT}, 256)
+                        cache, api_key_env, {"temperature": 0.0, "response_format": RESPONSE_FORMAT}, 256,
+                        parse=lambda i, text: parse_verdicts(text, len(golds[i])),
+                        repair=lambda i, text: repair_message(len(golds[i])))
     res = []
-    for (_, gold, _), (text, cached) in zip(items, outs):
-        v = parse_verdicts(text, len(gold))
+    for gold, c in zip(golds, outs):
+        v = parse_verdicts(c.text, len(gold))
         score = sum(VERDICT_SCORE[x] for x in v) / len(v) if v else None
-        res.append(JudgeOutcome(score, v, text, cached))
+        res.append(JudgeOutcome(score, v, c.text, c.cached, c.repaired, c.status == "failed"))
     return res

@@ -33,7 +33,7 @@ import httpx
 
 from ..errors import CtxbenchError, InputError
 from ..hashing import file_sha256, seeded_rng
-from ..models.gateway import RetryPolicy, _retry_after
+from ..models.gateway import RetryPolicy, retry_after_s
 
 # SciTrek's eight subjects (section 3.1) with the Semantic Scholar field of study each maps to
 SUBJECTS = {
@@ -118,7 +118,7 @@ def _requester_class():
                 if r.status_code == 429 or r.status_code >= 500:
                     if attempt == pol.max_retries:
                         raise FetchError(f"{url}: HTTP {r.status_code} after {attempt + 1} attempts")
-                    await asyncio.sleep(pol.delay(attempt, _retry_after(r.headers), self._rng))
+                    await asyncio.sleep(pol.delay(attempt, retry_after_s(r.headers), self._rng))
                     continue
                 if r.status_code == 200:
                     data = r.json()
@@ -260,7 +260,7 @@ def _download(client: httpx.Client, url: str, dest: Path, cfg: FetchConfig) -> s
         if r.status_code == 429 or r.status_code >= 500:
             if attempt == pol.max_retries:
                 return f"download failed: HTTP {r.status_code}"
-            time.sleep(pol.delay(attempt, _retry_after(r.headers), rng))
+            time.sleep(pol.delay(attempt, retry_after_s(r.headers), rng))
             continue
         if r.status_code != 200:
             return f"download failed: HTTP {r.status_code}"

@@ -388,13 +388,16 @@ def tag_failures(rows: list[dict], instances: dict[str, dict], responses: dict[s
     rule = {id(x): rule_tags(x["extracted_answer"], instances[x["instance_id"]], facts, cfg) for x in cand}
     judged: dict[int, str | None] = {}
     if judge and judge.get("model"):
-        from ...scoring.judge import complete_all
+        from ...models.runner import complete_all
 
         msgs = [judge_failure_messages(instances[x["instance_id"]]["question"], instances[x["instance_id"]], facts,
                                        x["extracted_answer"]) for x in cand]
         outs = complete_all(msgs, judge["model"], judge.get("base_url"), api_key_env=judge.get("api_key_env"),
-                            sampling={"temperature": 0.0, "response_format": JUDGE_FAILURE_FORMAT}, max_tokens=64)
-        judged = {id(x): parse_failure_mode(t) for x, (t, _) in zip(cand, outs)}
+                            sampling={"temperature": 0.0, "response_format": JUDGE_FAILURE_FORMAT}, max_tokens=64,
+                            parse=lambda i, t: parse_failure_mode(t),
+                            repair=lambda i, t: ('Your reply could not be read. Reply with JSON only: {"mode": M} '
+                                                 f"with M one of {', '.join(FAILURE_MODES)}."))
+        judged = {id(x): parse_failure_mode(c.text) for x, c in zip(cand, outs)}
     for x in cand:
         detail = json.loads(x.get("detail") or "{}")
         detail["rule_tags"] = rule[id(x)]

@@ -1,0 +1,369 @@
+"""One model-call runner: every model call ctxbench makes (evaluation, LLM judges, question round trips, closed-book
+screens, the needles failure-mode judge) goes through a :class:`CallRunner`, which owns the gateway, the response
+cache, the claims that let several workers share one cache, retries, the silent-truncation check and the outage
+pause (the practice of lm-eval's ``CachingLM``, which wraps any LM with the cache, and of inspect_ai's model-graded
+scorers, which call the same ``Model.generate`` with the same cache and retries as the solver).
+
+A request is answered from the cache when its key (:func:`ctxbench.models.cache.request_key`) is stored, else
+claimed and called. ``over_length`` and ``truncated`` outcomes of a server at a ``--base-url`` depend on that
+server's context window, which its operator can change: they are replayed only while the server reports the window
+they were recorded under (:meth:`ctxbench.models.gateway.Gateway.server_window`), else called again (and, in
+``evaluate``, their stored rows replaced). A provider's
+default endpoint serves a named model with a fixed window, so its outcomes are always replayed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .cache import ResponseCache, claim_owner, endpoint_id, request_key
+from .gateway import CallResult, Gateway, RetryPolicy, cost_usd
+
+STORED_STATUSES = ("ok", "over_length", "truncated", "refused_by_provider")  # cached answers; the rest are retried
+WINDOW_DEPENDENT = ("over_length", "truncated")  # outcomes that change with the server's context window
+CLAIM_LEASE_S = 60.0  # a worker's claim on a request key lapses this long after its last heartbeat
+
+
+@dataclass
+class Request:
+    """One call to make: its request key, messages, sampling parameters and output budget. ``expected_prompt_tokens``
+    (the prompt's count in the model's tokenizer, where the caller counted it already) spares the truncation check
+    a count; ``item`` is the caller's own record, handed back in the :class:`Outcome`."""
+
+    key: str
+    messages: list[dict]
+    sampling: dict[str, Any]
+    max_tokens: int
+    expected_prompt_tokens: int | None = None
+    item: Any = None
+
+
+@dataclass
+class Outcome:
+    """What became of a request. ``source``: ``call`` (this runner called the model; ``result`` may be a failure),
+    ``cache`` (the answer was stored, by an earlier run or by another worker while this one waited) or
+    ``not_attempted`` (the run paused before the call; ``result`` is None)."""
+
+    request: Request
+    result: CallResult | None
+    source: str
+
+
+@dataclass
+class TruncationCheck:
+    """Silent truncation: a server that keeps only part of a prompt (Ollama's default ``num_ctx``, a llama.cpp
+    server started with a small ``-c`` and context shift) answers 200 and reports the tokens it read in
+    ``usage.prompt_tokens``. The reply is ``truncated`` when that count is below the prompt's own count (``count``:
+    the model's tokenizer, or an estimate) by more than ``tolerance`` (a fraction) plus ``slack`` tokens. A server
+    that reports no usage is never judged truncated; chat templates only add tokens, so a count above the
+    prompt's is never truncation either."""
+
+    count: Callable[[str], int]
+    tolerance: float
+    tokenizer: str
+    exact: bool
+    slack: int = 16
+
+    def expected(self, messages: list[dict]) -> int:
+        """Tokens of the messages' text (no template) in this check's tokenizer."""
+        from ..prompts import messages_text
+
+        return self.count(messages_text(messages))
+
+    def is_truncated(self, reported: int | None, expected: int | None) -> bool:
+        """True when the server's ``reported`` prompt count is below ``expected`` beyond the tolerance."""
+        if reported is None or expected is None:
+            return False
+        return reported < expected * (1.0 - self.tolerance) - self.slack
+
+
+TOLERANCE_EXACT = 0.05        # the model's own tokenizer: a few percent for how the server joins messages
+TOLERANCE_APPROXIMATE = 0.25  # a registry tokenizer marked approximate (e.g. Claude's older tokenizer)
+TOLERANCE_ESTIMATE = 0.5      # an unregistered model counted in cl100k_base: tokenizers differ up to ~1.6x
+
+
+def truncation_check(model: str, count_tokens: Callable[[str], int] | None = None) -> TruncationCheck | None:
+    """The truncation check for ``model``: ``count_tokens`` (the model's own counter, e.g. a local server's
+    tokenizer) with the exact tolerance unless the registry marks the model's tokenizer approximate; else the
+    registry's tokenizer; else a ``cl100k_base`` estimate with a wide tolerance. None when no tokenizer loads (the
+    check is then skipped, never guessed)."""
+    from .registry import model_info
+
+    info = model_info(model)
+    tol = TOLERANCE_APPROXIMATE if info.approximate else TOLERANCE_EXACT
+    if count_tokens is not None:
+        return TruncationCheck(count_tokens, tol, info.tokenizer or "the model's tokenizer", not info.approximate)
+    name, exact = info.tokenizer, not info.approximate
+    if not name or name == "local-server":
+        name, tol, exact = "cl100k_base", TOLERANCE_ESTIMATE, False
+    try:
+        from ..tokenizers import get_tokenizer
+
+        return TruncationCheck(get_tokenizer(name).count, tol, name, exact)
+    except Exception:  # noqa: BLE001 - no tokenizer, no check (a missing file must not stop an evaluation)
+        return None
+
+
+class CallRunner:
+    """Runs model calls for one model at one endpoint (module docstring).
+
+    ``base_url`` is where calls go; ``key_base_url`` the endpoint keyed in the request keys (they differ for a
+    local server started for this run, whose port changes: the embedded model's keys name no port); ``window``
+    the server's context window where the caller knows it (else asked of the server when an outcome depends on
+    it). ``pause_after`` consecutive calls past their retry budget, or one Retry-After over the policy's cap,
+    pause the run: no new call starts, ``status`` becomes ``paused`` and ``pause_reason`` says why.
+
+    Methods: :meth:`claim` (take a request key for this worker), :meth:`heartbeat` (renew this worker's claims),
+    :meth:`finish` (a result: truncation check, store or release, outage accounting), :meth:`pause`, and
+    :meth:`run` / :meth:`arun` (all of it for a list of requests, ``concurrency`` at a time)."""
+
+    def __init__(self, model: str, base_url: str | None = None, *, key_base_url: Any = "same",
+                 cache: ResponseCache | None = None, concurrency: int = 8, policy: RetryPolicy | None = None,
+                 api_key_env: str | None = None, pause_after: int = 3, lease_s: float = CLAIM_LEASE_S,
+                 truncation: TruncationCheck | None | str = "auto", window: int | None = None,
+                 backend: str = "auto"):
+        self.model, self.base_url = model, base_url
+        self.endpoint = endpoint_id(model, base_url if key_base_url == "same" else key_base_url)
+        self.cache = cache if cache is not None else ResponseCache()
+        self.concurrency, self.api_key_env, self.backend = concurrency, api_key_env, backend
+        self.policy = policy or RetryPolicy()
+        self.pause_after, self.lease_s = pause_after, lease_s
+        self._truncation = truncation
+        self._window, self._window_known = window, window is not None
+        self.owner = claim_owner()
+        self.status = "running"
+        self.pause_reason: str | None = None
+        self._streak = 0
+        self._stop: asyncio.Event | None = None
+        self._window_lock: asyncio.Lock | None = None
+        self._counts: dict[int, int] = {}
+        self._gw: Gateway | None = None
+
+    # -- keys -------------------------------------------------------------------------------------------------
+    def key(self, messages: list[dict], sampling: dict[str, Any], max_tokens: int, sample: int = 0) -> str:
+        """The request key of a call of this runner's model at its endpoint."""
+        return request_key(self.model, messages, sampling, max_tokens, sample, self.endpoint)
+
+    # -- the protocol -------------------------------------------------------------------------------------------
+    def claim(self, key: str) -> str:
+        """``claimed`` (make the call), ``cached`` (read the answer) or ``taken`` (another worker holds it)."""
+        return self.cache.claim(key, self.owner, self.lease_s)
+
+    def heartbeat(self) -> int:
+        """Renew this worker's claims; returns how many it holds."""
+        return self.cache.renew(self.owner, self.lease_s)
+
+    def pause(self, reason: str) -> None:
+        """Start no new call (calls in flight end; their backoff is cut short)."""
+        if self.status != "paused":
+            self.status, self.pause_reason = "paused", reason
+        if self._stop is not None:
+            self._stop.set()
+
+    @property
+    def paused(self) -> bool:
+        return self.status == "paused"
+
+    async def window_now(self) -> int | None:
+        """The server's context window now (asked once per run), or None when unknown."""
+        if self._window_known:
+            return self._window
+        if self._window_lock is None:
+            self._window_lock = asyncio.Lock()
+        async with self._window_lock:
+            if not self._window_known:
+                gw = self._gw or Gateway(self.model, self.base_url, api_key_env=self.api_key_env)
+                self._window = await gw.server_window() if self.base_url else None
+                self._window_known = True
+        return self._window
+
+    async def replayable(self, payload: dict[str, Any]) -> bool:
+        """Whether a stored outcome may be served without a call: always, except an ``over_length`` or
+        ``truncated`` outcome of a server at a base URL, which is replayed only while the server reports the
+        window it was recorded under (a server that reports none, then or now, counts as unchanged: nothing
+        observable changed, and a rerun makes no call)."""
+        if payload.get("status") not in WINDOW_DEPENDENT or self.endpoint is None:
+            return True
+        return payload.get("server_window") == await self.window_now()
+
+    def _check(self) -> TruncationCheck | None:
+        if self._truncation == "auto":
+            self._truncation = truncation_check(self.model)
+        return self._truncation  # type: ignore[return-value]
+
+    async def finish(self, req: Request, res: CallResult) -> CallResult:
+        """Complete a call's result: the truncation check (status ``truncated``), the server's window for
+        window-dependent outcomes, storing answers in the cache (else releasing the claim), and the outage
+        accounting that may :meth:`pause` the run. Returns the result."""
+        check = self._check()
+        if res.status == "ok" and check is not None and res.prompt_tokens is not None:
+            exp = req.expected_prompt_tokens
+            if exp is None:
+                exp = self._counts.get(id(req.messages))
+                if exp is None:
+                    exp = await asyncio.to_thread(check.expected, req.messages)
+                    self._counts[id(req.messages)] = exp
+            res.expected_prompt_tokens = exp
+            if check.is_truncated(res.prompt_tokens, exp):
+                res.status = "truncated"
+                res.error = (f"the server read {res.prompt_tokens} prompt tokens of the {exp} sent (counted in "
+                             f"{check.tokenizer}{'' if check.exact else ', an estimate'}): it cut the prompt to "
+                             f"fit its context window (e.g. Ollama's num_ctx, a llama.cpp server's -c); the reply "
+                             f"is kept but not scored. Start the server with a larger window and rerun.")
+        if res.status in WINDOW_DEPENDENT and self.endpoint is not None:
+            res.server_window = await self.window_now()
+        if res.status in STORED_STATUSES:
+            self.cache.put(req.key, self.model, res.payload())
+        else:
+            self.cache.release(req.key, self.owner)
+        if res.retry_after_s is not None:
+            self.pause(f"paused: {res.error}; nothing was marked wrong, rerun the same evaluation later to resume "
+                       f"(only the missing calls are made).")
+        elif res.transient_failure:
+            if not self.paused:
+                self._streak += 1
+                if self._streak >= self.pause_after:
+                    self.pause(f"paused: {self._streak} calls in a row failed past their retry budget "
+                               f"({self.policy.max_retries} retries), the provider looks down; nothing was marked "
+                               f"wrong, rerun the same evaluation to resume (only the missing calls are made). "
+                               f"Last error: {res.error}")
+        elif res.status != "config_error":
+            self._streak = 0  # an answer (over_length, truncated and permanent errors included): the server is up
+        return res
+
+    # -- running ------------------------------------------------------------------------------------------------
+    async def _one(self, req: Request, slots: asyncio.Semaphore, wait: bool) -> Outcome | None:
+        """One request: served from the cache, called, or (``wait`` False and another worker holds it) deferred
+        (None)."""
+        while True:
+            if self.paused:
+                return Outcome(req, None, "not_attempted")
+            async with slots:
+                state = self.claim(req.key)
+                if state == "claimed":
+                    res = await self._gw.complete(req.messages, req.max_tokens, req.sampling,  # type: ignore
+                                                  random.Random(req.key))
+                    return Outcome(req, await self.finish(req, res), "call")
+            if state == "cached":
+                payload = self.cache.get(req.key)
+                if payload is None:  # removed meanwhile (a stale outcome dropped by another worker): claim again
+                    continue
+                if await self.replayable(payload):
+                    return Outcome(req, CallResult.from_payload(payload), "cache")
+                self.cache.drop(req.key, payload)  # recorded under another window: ask the server again
+                continue
+            if not wait:  # taken by another worker: do the free calls first, come back at the end
+                return None
+            await asyncio.sleep(min(0.25, self.lease_s / 4))  # wait for its answer or for its lease to lapse
+
+    async def arun(self, requests: list[Request], on_outcome: Callable[[Outcome], None] | None = None
+                   ) -> list[Outcome]:
+        """Every request, ``concurrency`` at a time, keys claimed so several workers sharing the cache never make a
+        call twice (keys another worker holds are done last, waiting for its answer or for its lease to lapse).
+        ``on_outcome`` is called as each one ends. Returns the outcomes in request order."""
+        self._stop = asyncio.Event()
+        self._counts.clear()  # prompt counts by id(messages): ids are reused once a run's requests are gone
+        if self.paused:
+            self._stop.set()
+        self._gw = Gateway(self.model, self.base_url, self.concurrency, self.policy, api_key_env=self.api_key_env,
+                           stop=self._stop, backend=self.backend)
+        slots = asyncio.Semaphore(self.concurrency)
+        out: list[Outcome | None] = [None] * len(requests)
+
+        async def go(i: int, wait: bool) -> bool:
+            o = await self._one(requests[i], slots, wait)
+            if o is None:
+                return False
+            out[i] = o
+            if on_outcome is not None:
+                on_outcome(o)
+            return True
+
+        async def heartbeat() -> None:
+            while True:
+                await asyncio.sleep(self.lease_s / 3)
+                self.heartbeat()
+
+        hb = asyncio.create_task(heartbeat())
+        try:
+            done = await asyncio.gather(*(go(i, False) for i in range(len(requests))))
+            deferred = [i for i, d in enumerate(done) if not d]
+            if deferred:
+                await asyncio.gather(*(go(i, True) for i in deferred))
+        finally:
+            hb.cancel()
+            await self._gw.aclose()
+        return out  # type: ignore[return-value]
+
+    def run(self, requests: list[Request], on_outcome: Callable[[Outcome], None] | None = None) -> list[Outcome]:
+        """:meth:`arun` in a new event loop (from synchronous code)."""
+        cost_usd(self.model, 0, 0)  # loads litellm's price table now, not inside the event loop at the first answer
+        return asyncio.run(self.arun(requests, on_outcome))
+
+
+# -- many independent completions (judges, round trips, screens) ---------------------------------------------------
+
+@dataclass
+class Completion:
+    """One completion of :func:`complete_all`: the reply text (None when the call failed, which is not stored),
+    whether it came from the cache, its status (a stored status, or ``failed``), and whether the reply is the
+    answer to a repair prompt."""
+
+    text: str | None
+    cached: bool
+    status: str
+    repaired: bool = False
+    error: str | None = None
+
+
+def complete_all(messages: list[list[dict]], model: str, base_url: str | None = None, concurrency: int = 8,
+                 cache: ResponseCache | None = None, api_key_env: str | None = None,
+                 sampling: dict | None = None, max_tokens: int = 256, *,
+                 parse: Callable[[int, str | None], Any] | None = None,
+                 repair: Callable[[int, str | None], str] | None = None,
+                 call_base_url: str | None = None, policy: RetryPolicy | None = None,
+                 pause_after: int = 3) -> list[Completion]:
+    """One completion per message list through a :class:`CallRunner` (cache, claims, retries, outage pause; keyed
+    by model, endpoint, messages, sampling and max tokens, so a rerun pays nothing). Returns one
+    :class:`Completion` per message list, in order.
+
+    With ``parse(i, text)`` (None for an unreadable reply) and ``repair(i, text)`` (the follow-up user message), a
+    reply that does not parse is asked for once more, the bad reply and the repair prompt appended to the
+    conversation (cached like any call); the repaired reply replaces it, parsed or not. ``call_base_url``: where
+    calls go when it is not ``base_url`` (a local server started for this run; keys keep ``base_url``)."""
+    sampling = sampling or {"temperature": 0.0}
+    runner = CallRunner(model, call_base_url or base_url, key_base_url=base_url, cache=cache,
+                        concurrency=concurrency, policy=policy, api_key_env=api_key_env, pause_after=pause_after)
+
+    def run_round(msgs: list[list[dict]]) -> list[Completion]:
+        reqs: dict[str, Request] = {}
+        keys = []
+        for m in msgs:
+            k = runner.key(m, sampling, max_tokens, 0)
+            keys.append(k)
+            reqs.setdefault(k, Request(k, m, sampling, max_tokens))
+        by_key = {o.request.key: o for o in runner.run(list(reqs.values()))}
+        res = []
+        for k in keys:
+            o = by_key[k]
+            r = o.result
+            if r is None or r.status not in STORED_STATUSES:
+                res.append(Completion(None, False, "failed", error=r.error if r else runner.pause_reason))
+            else:
+                res.append(Completion(r.response, o.source == "cache", r.status, error=r.error))
+        return res
+
+    out = run_round(messages)
+    if parse is not None and repair is not None and not runner.paused:
+        bad = [i for i, c in enumerate(out) if c.status == "ok" and parse(i, c.text) is None]
+        if bad:
+            fixed = run_round([messages[i] + [{"role": "assistant", "content": out[i].text or ""},
+                                              {"role": "user", "content": repair(i, out[i].text)}] for i in bad])
+            for i, c in zip(bad, fixed):
+                if c.status != "failed":
+                    c.repaired = True
+                    out[i] = c
+    return out
