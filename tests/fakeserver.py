@@ -22,7 +22,8 @@ tests/data/tricky_inputs.yaml's ``server_errors``; ``status`` 200 with an error 
 Usage counts are tokens of ``cl100k_base`` (this fake model's tokenizer): 3 per message plus the tokens of its text,
 as OpenAI counts chat prompts. ``window`` (tokens) is reported as a vLLM server does (``max_model_len`` in
 ``/v1/models``), or as llama.cpp (``/props``), TGI (``/info``) or Ollama (``/api/ps``) do with ``window_style``;
-``truncate_to`` makes the server keep only the last N prompt tokens silently (Ollama's and some llama.cpp setups'
+``truncate_to`` (N, or a function of the request body giving N or None) makes the server keep only the last N
+prompt tokens silently (Ollama's and some llama.cpp setups'
 default): it answers 200 and reports ``prompt_tokens = N``; ``usage=False`` reports no usage at all.
 ``POST /v1/messages`` answers in Anthropic's Messages API shape (for litellm's ``anthropic/`` provider).
 """
@@ -92,7 +93,7 @@ class FakeOpenAIServer:
     def __init__(self, answer_fn: Callable[[dict], str] | None = None, fail_rate: float = 0.0,
                  fail_kinds: tuple[str, ...] = TRANSIENT_KINDS, seed: int = 0, retry_after: str = "1",
                  delay_s: float = 2.0, rule: Callable[[dict], Any] | None = None, latency_s: float = 0.0,
-                 window: int | None = None, window_style: str = "vllm", truncate_to: int | None = None,
+                 window: int | None = None, window_style: str = "vllm", truncate_to: Any = None,
                  usage: bool = True):
         self.answer_fn = answer_fn or default_answer
         self.fail_rate, self.fail_kinds = fail_rate, tuple(fail_kinds)
@@ -173,7 +174,8 @@ class FakeOpenAIServer:
     def prompt_tokens(self, body: dict) -> int:
         """Prompt tokens this server reports for a request (after its silent truncation, if any)."""
         pt = prompt_token_count(body.get("messages", []))
-        return min(pt, self.truncate_to) if self.truncate_to else pt
+        keep = self.truncate_to(body) if callable(self.truncate_to) else self.truncate_to
+        return min(pt, keep) if keep else pt
 
     def completion(self, body: dict, finish_reason: str = "stop") -> dict:
         answer = self.answer_fn(body)

@@ -146,3 +146,66 @@ def test_concurrent_puts_from_threads(tmp_path):
     con = sqlite3.connect(path)
     assert con.execute("SELECT count(*) FROM responses").fetchone()[0] == 720
     con.close()
+
+
+# -- many processes opening one cache at once (issue 16 item 3) -------------------------------------------------------
+
+def test_opening_the_cache_while_another_connection_writes_waits_instead_of_failing(tmp_path):
+    """SQLite refuses the switch to WAL at once ("database is locked", without waiting for the busy timeout) while
+    another connection holds a write lock, as another worker's claim does: opening must wait for it."""
+    path = tmp_path / "r.sqlite"
+    sqlite3.connect(path).execute("CREATE TABLE other (x)").connection.commit()  # a file not yet in WAL mode
+    writer = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    writer.execute("BEGIN IMMEDIATE")
+    threading.Timer(0.5, lambda: writer.execute("COMMIT")).start()
+    c = ResponseCache(path, busy_timeout_s=30)
+    try:
+        c.put("k", "m", {"status": "ok"})
+        assert c.get("k") == {"status": "ok"}
+        assert c._con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    finally:
+        c.close()
+        writer.close()
+
+
+OPENER = r"""
+import os, sys, time
+go, path, me = sys.argv[1], sys.argv[2], sys.argv[3]
+from ctxbench.models.cache import ResponseCache
+while not os.path.exists(go):
+    time.sleep(0.001)
+c = ResponseCache(path)
+for i in range(20):
+    c.put(f"{me}-{i}", "m", {"status": "ok", "i": i})
+    assert c.claim(f"shared-{i}", me, 30) in ("claimed", "taken")
+print("ok", flush=True)
+"""
+
+
+@pytest.mark.parametrize("round_", range(3))
+def test_many_processes_open_one_new_cache_at_the_same_moment(tmp_path, round_):
+    """Twelve processes (evaluate workers) wait for one signal, then open the same new cache file, store answers
+    and claim keys: none fails with "database is locked" (issue 16: one start in three of the service benchmark
+    crashed at PRAGMA journal_mode=WAL)."""
+    import os
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    go, path = tmp_path / "go", tmp_path / "cache" / "responses.sqlite"
+    path.parent.mkdir()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), os.environ.get("PYTHONPATH", "")])}
+    procs = [subprocess.Popen([sys.executable, "-c", OPENER, str(go), str(path), f"w{i}"], env=env, cwd=repo,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for i in range(12)]
+    time.sleep(2.0)  # every process has imported ctxbench and waits
+    go.touch()
+    outs = [p.communicate(timeout=180)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0] * 12, [o[-600:] for o in outs if "ok" not in o]
+    c = ResponseCache(path)
+    try:
+        assert len(c) == 12 * 20
+        assert len(c.claims()) == 20  # each shared key claimed by exactly one process
+    finally:
+        c.close()

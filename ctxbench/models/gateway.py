@@ -38,12 +38,13 @@ from typing import Any
 # maximum allowed length"), Anthropic ("prompt is too long: N tokens > M maximum"), Gemini ("The input token count
 # (N) exceeds the maximum number of tokens allowed (M)"), Bedrock ("Input is too long for requested model"),
 # Cohere ("too many tokens"), Mistral ("too large for model with N maximum context length"), Moonshot ("model max
-# length exceeded"), xAI ("maximum prompt length is N"), and a negative output budget computed by the server
-# ("max_tokens must be at least 1, got -186").
+# length exceeded", "exceeded model token limit"), xAI ("maximum prompt length is N"), and a negative output budget
+# computed by the server ("max_tokens must be at least 1, got -186").
 CONTEXT_LENGTH_RE = re.compile(
     r"context[ _.-]?(?:length|window|size)|n_ctx\b.{0,40}(?:exceed|>)|n_keep\W{0,3}\d+\W{0,3}>=\s*n_ctx"
     r"|exceed_context_size|context (?:the )?overflows|max(?:imum)?[ _]model[ _]len"
     r"|maximum (?:sequence|prompt|input) length|model max length exceeded"
+    r"|exceed(?:s|ed)? (?:the )?model(?:'s)? (?:token|context|input) limit"
     r"|(?:prompt|input|message|messages|request|text) (?:is |are )?too long|too long to fit"
     r"|too many (?:input )?tokens|input token count.{0,40}exceeds|input length.{0,40}exceeds"
     r"|(?:input|prompt)s?`? tokens \+ `?max_new_tokens`? must be"
@@ -141,8 +142,10 @@ class ErrorInfo:
             body = ""
         names = tuple(c.__name__ for c in type(exc).__mro__)
         text = f"{type(exc).__name__}: {exc}" + (f" {body}" if body and body not in str(exc) else "")
-        return cls(status if isinstance(status, int) else None, text, names,
-                   getattr(resp, "headers", None) if resp is not None else None)
+        # litellm keeps the provider's headers (Retry-After) beside a response object that may have none
+        headers = next((h for h in (getattr(exc, "litellm_response_headers", None), getattr(exc, "headers", None),
+                                    getattr(resp, "headers", None)) if h), None)
+        return cls(status if isinstance(status, int) else None, text, names, headers)
 
 
 def classify_error(info: ErrorInfo) -> "TransientError | PermanentError":
@@ -412,11 +415,12 @@ class Gateway:
         t0 = time.perf_counter()
         import litellm
 
-        litellm.drop_params = True  # a provider that lacks a parameter (seed, response_format) ignores it
+        # a provider that lacks a parameter (seed, response_format) ignores it; not for a base URL, where litellm
+        # would also answer a 422 (TGI's context-length error) by sending the request again
         extra = {"api_base": self.base_url, "api_key": self._api_key()} if self.base_url else {}
         r = await litellm.acompletion(model=self.model, messages=messages, max_tokens=max_tokens,
-                                      num_retries=0, max_retries=0, timeout=self.policy.timeout_s, **extra,
-                                      **sampling)
+                                      num_retries=0, max_retries=0, timeout=self.policy.timeout_s,
+                                      drop_params=not self.base_url, **extra, **sampling)
         lat = time.perf_counter() - t0
         choices = getattr(r, "choices", None)
         if not choices:  # a body without an answer: an error object where the server sent one
@@ -431,6 +435,8 @@ class Gateway:
         usage = getattr(r, "usage", None)
         pt = getattr(usage, "prompt_tokens", None) if usage else None
         ct = getattr(usage, "completion_tokens", None) if usage else None
+        if not pt and not ct:  # litellm writes zeros where the server reported no usage
+            pt = ct = None
         status = "refused_by_provider" if choice.finish_reason == "content_filter" else "ok"
         return CallResult(status, text, reasoning, pt, ct, lat, cost_usd(self.model, pt, ct))
 

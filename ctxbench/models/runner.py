@@ -75,7 +75,7 @@ class TruncationCheck:
 
     def is_truncated(self, reported: int | None, expected: int | None) -> bool:
         """True when the server's ``reported`` prompt count is below ``expected`` beyond the tolerance."""
-        if reported is None or expected is None:
+        if not reported or expected is None:  # no usage (litellm fills a missing one with zeros)
             return False
         return reported < expected * (1.0 - self.tolerance) - self.slack
 
