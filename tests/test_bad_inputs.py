@@ -407,21 +407,23 @@ def test_bad_model_replies_are_stored_and_scored(tmp_path, monkeypatch):
     with FakeOpenAIServer(answer_fn=lambda body: REPLIES[_item(body)]) as srv:
         s = evaluate_build(b, EvalConfig(model="openai/fake", base_url=srv.base_url, concurrency=2))
         assert srv.count == len(REPLIES)
-    assert (s.errors, s.unfinished, s.new_rows) == (0, 0, len(REPLIES))
-    resp = {r["instance_id"]: r for r in pq.read_table(b / "responses.parquet").to_pylist()}
-    assert len(resp) == len(REPLIES) and all(r["status"] == "ok" for r in resp.values())
-    assert len(resp["toy-01"]["response"]) == len(REPLIES[1])
-    assert resp["toy-02"]["response"] == "Answer: 1002 \ufffd and \ufffd"
-    assert resp["toy-03"]["response"] == REPLIES[3] and resp["toy-04"]["response"] == REPLIES[4]
-    assert resp["toy-07"]["response"] == REPLIES[7]
-    score_build(b)
-    sc = {r["instance_id"]: r for r in pq.read_table(b / "scores.parquet").to_pylist()}
-    assert sc["toy-00"]["score"] == 0.0 and "null_answer" in json.loads(sc["toy-00"]["tags"])
-    assert sc["toy-06"]["score"] == 0.0
-    for i in (2, 3, 4, 5, 7):
-        assert sc[f"toy-{i:02d}"]["score"] == 1.0, (i, resp[f"toy-{i:02d}"]["response"])
-    # a rerun sends nothing: every reply, however odd, was cached and stored
-    with FakeOpenAIServer(answer_fn=lambda body: "Answer: 0") as srv:
+        assert (s.errors, s.unfinished, s.new_rows) == (0, 0, len(REPLIES))
+        resp = {r["instance_id"]: r for r in pq.read_table(b / "responses.parquet").to_pylist()}
+        assert len(resp) == len(REPLIES) and all(r["status"] == "ok" for r in resp.values())
+        assert len(resp["toy-01"]["response"]) == len(REPLIES[1])
+        assert resp["toy-02"]["response"] == "Answer: 1002 \ufffd and \ufffd"
+        assert resp["toy-03"]["response"] == REPLIES[3] and resp["toy-04"]["response"] == REPLIES[4]
+        assert resp["toy-07"]["response"] == REPLIES[7]
+        score_build(b)
+        sc = {r["instance_id"]: r for r in pq.read_table(b / "scores.parquet").to_pylist()}
+        assert sc["toy-00"]["score"] == 0.0 and "null_answer" in json.loads(sc["toy-00"]["tags"])
+        assert sc["toy-06"]["score"] == 0.0
+        for i in (2, 3, 4, 5, 7):
+            assert sc[f"toy-{i:02d}"]["score"] == 1.0, (i, resp[f"toy-{i:02d}"]["response"])
+        # a rerun sends nothing: every reply, however odd, was cached and stored (the same server; one at another
+        # base URL is another endpoint, with answers of its own)
+        srv.answer_fn = lambda body: "Answer: 0"
+        srv.reset_counts()
         s2 = evaluate_build(b, EvalConfig(model="openai/fake", base_url=srv.base_url))
         assert srv.count == 0 and s2.already_stored == len(REPLIES)
 

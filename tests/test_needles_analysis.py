@@ -252,8 +252,8 @@ def test_judge_tags_through_gateway_and_cache(tmp_path):
     from ctxbench.tracks.needles.analysis import JUDGE_FAILURE_SYSTEM
     from ctxbench.scoring.judge import JUDGE_SYSTEM
 
-    def fake(body):
-        system, user = body["messages"][0]["content"], message_text(body["messages"][-1]["content"])
+    def fake(body):  # the question is the first user message (a repair prompt comes after the first reply)
+        system, user = body["messages"][0]["content"], message_text(body["messages"][1]["content"])
         if system == JUDGE_FAILURE_SYSTEM:
             return "I am not sure." if "建陽" in user else json.dumps({"mode": "subject_substitution"})
         assert system == JUDGE_SYSTEM
@@ -266,7 +266,11 @@ def test_judge_tags_through_gateway_and_cache(tmp_path):
     with FakeOpenAIServer(answer_fn=fake) as srv:
         s = score_build(b, judge="openai/judge", judge_base_url=srv.base_url)
         calls = failure_calls(srv)
-        assert len(calls) == 6                       # one per wrong, non-empty reply
+        # one per distinct prompt of the 6 wrong, non-empty replies (two share one: asked once), and one repair
+        # prompt (建陽, whose reply stays unreadable)
+        assert len(calls) == 5 + 1
+        repair = [c for c in calls if len(c["messages"]) == 4]
+        assert len(repair) == 1 and repair[0]["messages"][2]["content"] == "I am not sure."
         t = s.tagging["needles"]
         assert (t.tagged_by_judge, t.tagged_by_rules, t.unparseable_judge) == (5, 1, 1)
         chain = [message_text(c["messages"][-1]["content"]) for c in calls
@@ -283,7 +287,7 @@ def test_judge_tags_through_gateway_and_cache(tmp_path):
         assert by == sorted([(["subject_substitution"], "judge:openai/judge")] * 5 + [(["fabrication"], "rules")])
         # a second scoring reads every verdict from the response cache
         score_build(b, judge="openai/judge", judge_base_url=srv.base_url)
-        assert len(failure_calls(srv)) == 6
+        assert len(failure_calls(srv)) == 5 + 1
 
 
 def test_parse_threshold_overrides():
