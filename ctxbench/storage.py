@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .config import REPO_ROOT
+from .errors import CtxbenchError
 from .hashing import canonical_json
 
 SCHEMA_DIR = Path(os.environ.get("CTXBENCH_SCHEMAS", REPO_ROOT / "schemas"))
@@ -25,15 +26,25 @@ def schema(table: str) -> pa.Schema:
     return pa.schema([pa.field(c["name"], _TYPES[c["type"]], nullable=c["nullable"]) for c in d["columns"]])
 
 
+class SchemaError(CtxbenchError, ValueError):
+    """Rows do not fit a stored table's schema (a column it lacks, a required value missing)."""
+
+
 def to_table(table: str, rows: list[dict[str, Any]]) -> pa.Table:
     """Rows (dicts) to an Arrow table with the stored schema; JSON columns must already be strings.
-    Missing keys become null. Raises ValueError naming the column when a required value is missing."""
+    Missing keys become null. Raises SchemaError naming the columns when a row has a key the schema lacks (never
+    dropped silently: add the column to ``schemas/<table>.schema.json``) and when a required value is missing."""
     sch = schema(table)
+    known = set(sch.names)
+    extra = sorted({k for r in rows for k in r if k not in known})
+    if extra:
+        raise SchemaError(f"{table}: column(s) {', '.join(extra)} are not in schemas/{table}.schema.json; add them "
+                          f"there (type and nullable) instead of losing them")
     cols = {}
     for f in sch:
         vals = [r.get(f.name) for r in rows]
         if not f.nullable and any(v is None for v in vals):
-            raise ValueError(f"{table}.{f.name} is required but missing in {sum(v is None for v in vals)} row(s)")
+            raise SchemaError(f"{table}.{f.name} is required but missing in {sum(v is None for v in vals)} row(s)")
         cols[f.name] = pa.array(vals, type=f.type)
     return pa.Table.from_pydict(cols, schema=sch)
 

@@ -1,14 +1,22 @@
 """What every build track shares: the result of a build, the check of the output directory against the build hash
 (an unchanged build is skipped, a different one needs ``--force``), removal of a replaced build's evaluation
-tables, and the library versions recorded in manifests (SCHEMA.md, "Build directory")."""
+tables, the typed build manifest (:class:`BuildManifest`) and the one writer of a build directory
+(:class:`BuildWriter`: versioned run roots, staged files moved into place, tables written against their schemas,
+the manifest last) — SCHEMA.md, "Build directory"."""
 
 from __future__ import annotations
 
 import importlib.metadata
 import json
+import platform
 import shutil
+import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from pydantic import BaseModel, ConfigDict, Field
 
 from .. import __version__
 from ..errors import InputError
@@ -85,7 +93,7 @@ def clear_replaced_build(out: Path) -> None:
 
 # libraries whose versions a manifest records (those that shape a build's bytes: tables, SQL, tokenizers, templates)
 MANIFEST_PACKAGES = ("ctxbench", "pyarrow", "duckdb", "sqlglot", "tiktoken", "tokenizers", "litellm", "quicktok-v1",
-                     "pydantic", "pyyaml", "great-expectations", "numpy")
+                     "pydantic", "pyyaml", "great-expectations", "numpy", "pypdfium2", "pdfminer.six", "cn2an")
 
 
 def version(pkg: str) -> str:
@@ -121,3 +129,130 @@ def check_choices(v: list[str], allowed: tuple[str, ...], what: str) -> list[str
     if not v:
         raise ValueError(f"give at least one {what} ({', '.join(allowed)})")
     return list(dict.fromkeys(v))
+
+
+# ------------------------------------------------------------------------------------------------ the manifest
+
+MANIFEST_FORMAT = 2  # 1: the four hand-written manifests before issue 12
+
+
+class TokenizerRecord(BaseModel):
+    """A tokenizer a build counted with: its registry name and the SHA-256 of its file ("" when it has none)."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    file_sha256: str = ""
+
+
+class BuildManifest(BaseModel):
+    """``manifest.json`` of a build directory (SCHEMA.md, "Build directory"), written last by :class:`BuildWriter`
+    so that its presence marks a complete build. Every track's manifest has these fields; a track adds its own
+    sections (e.g. ``haystacks``, ``collections``, ``preprocessing``) as further top-level keys (``details``)."""
+
+    model_config = ConfigDict(extra="allow")
+    format_version: int = Field(MANIFEST_FORMAT, description="version of this manifest layout")
+    track: str = Field(..., description="the registered track that built it (instances.benchmark)")
+    build_hash: str = Field(..., description="content hash of the inputs and configuration (paths excluded)")
+    config: dict[str, Any] = Field(..., description="the track's configuration (location fields excluded)")
+    seed: int | None = Field(None, description="the configuration's seed, where it has one")
+    inputs: dict[str, Any] = Field(default_factory=dict, description="content hashes of the inputs")
+    tokenizer: TokenizerRecord | None = Field(None, description="the tokenizer that counted context lengths "
+                                                                "(one for the whole build)")
+    tokenizers: dict[str, TokenizerRecord] = Field(default_factory=dict,
+                                                   description="tokenizers by what they counted for (e.g. a sizing "
+                                                               "model), where a build uses several")
+    versions: dict[str, str] = Field(..., description="library versions that shape a build's bytes")
+    python: str = Field(..., description="Python version")
+    sqlite_version: str = Field(..., description="SQLite library version")
+    counts: dict[str, int] = Field(..., description="instances, quarantined and the track's own counts")
+
+
+def read_manifest(build_dir: str | Path) -> BuildManifest:
+    """The manifest of a build directory, validated (a format-1 manifest is read with its missing fields
+    derived). Raises InputError when it is missing or not a ctxbench manifest."""
+    p = Path(build_dir) / "manifest.json"
+    try:
+        d = json.loads(p.read_text(encoding="utf-8"))
+        if not isinstance(d, dict):
+            raise ValueError("not a JSON object")
+        d.setdefault("format_version", 1)
+        d.setdefault("versions", {})
+        d.setdefault("python", "")
+        d.setdefault("sqlite_version", "")
+        return BuildManifest.model_validate(d)
+    except (OSError, ValueError) as e:
+        raise InputError(f"{p} is missing or not a ctxbench manifest ({e})") from None
+
+
+# ------------------------------------------------------------------------------------------------ the writer
+
+class BuildWriter:
+    """The one writer of a build directory, shared by every track.
+
+    ``BuildWriter(out, build_hash, force, versioned)`` checks the directory first (:func:`check_out_dir`):
+    ``existing`` is the complete build of this hash already there (nothing to do), else the build may go on.
+    ``versioned``: ``out`` is a run root and the build directory is ``out/<build_hash>``; ``out/latest`` points at
+    it once complete (ctxbench.incremental). Stages stage large files under :meth:`staged` while they work;
+    :meth:`write` then replaces an old build's evaluation tables (``--force``), moves the staged files into
+    place, writes the extra tables, ``quarantine.parquet`` and ``instances.parquet`` (against their schemas:
+    a column a schema lacks is an error) and, last, ``manifest.json``."""
+
+    def __init__(self, out: str | Path, build_hash: str, force: bool = False, versioned: bool = False):
+        root = Path(out)
+        if root.exists() and not root.is_dir():
+            raise InputError(f"--out {root} is a file: pass a directory for the build")
+        self.root = root if versioned else None
+        self.dir = root / build_hash if versioned else root
+        self.build_hash = build_hash
+        self.existing = check_out_dir(self.dir, build_hash, force)
+        if self.existing is not None and self.root is not None:
+            from ..incremental import set_latest
+
+            set_latest(self.root, build_hash)
+
+    def staged(self, name: str) -> Path:
+        """Where a stage writes ``name`` (a file or directory of the build) before the build is complete."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        return self.dir / f".{name}.staging"
+
+    def write(self, track: str, config: dict[str, Any], instances: list[dict], quarantine: list[dict], *,
+              seed: int | None = None, inputs: dict[str, Any] | None = None, tokenizer: Any = None,
+              tokenizers: dict[str, Any] | None = None, counts: dict[str, int] | None = None,
+              tables: dict[str, list[dict] | pa.Table] | None = None, details: dict[str, Any] | None = None,
+              result: type[BuildResult] = BuildResult, **result_fields: Any) -> BuildResult:
+        """Write the build (class docstring). ``tables``: further tables, ``name`` → rows written with
+        ``schemas/<name>.schema.json`` or an Arrow table; ``tokenizer``/``tokenizers``: Tokenizer objects (or
+        records); ``counts``: the track's counts besides instances and quarantined; ``details``: the track's
+        manifest sections. Returns ``result(out, build_hash, n_instances, n_quarantined, **result_fields)``."""
+        from ..incremental import set_latest
+        from ..storage import to_table, write_json, write_parquet
+
+        out = self.dir
+        out.mkdir(parents=True, exist_ok=True)
+        clear_replaced_build(out)  # replacing a build (--force): its evaluation tables go with it
+        for staged in sorted(out.glob(".*.staging")):
+            final = out / staged.name[1:].removesuffix(".staging")
+            if final.is_dir():
+                shutil.rmtree(final)
+            staged.replace(final)
+        for name, rows in (tables or {}).items():
+            write_parquet(rows if isinstance(rows, pa.Table) else to_table(name, rows), out / f"{name}.parquet")
+        write_parquet(to_table("quarantine", quarantine), out / "quarantine.parquet")
+        write_parquet(to_table("instances", instances), out / "instances.parquet")
+
+        def rec(t: Any) -> TokenizerRecord:
+            return t if isinstance(t, TokenizerRecord) else TokenizerRecord(name=t.name,
+                                                                              file_sha256=t.file_sha256 or "")
+
+        manifest = BuildManifest(
+            track=track, build_hash=self.build_hash, config=config, seed=seed, inputs=inputs or {},
+            tokenizer=rec(tokenizer) if tokenizer is not None else None,
+            tokenizers={k: rec(v) for k, v in (tokenizers or {}).items()},
+            versions=versions(*MANIFEST_PACKAGES), python=platform.python_version(),
+            sqlite_version=sqlite3.sqlite_version,
+            counts={"instances": len(instances), "quarantined": len(quarantine), **(counts or {})},
+            **(details or {}))
+        write_json(manifest.model_dump(mode="json"), out / "manifest.json")
+        if self.root is not None:
+            set_latest(self.root, self.build_hash)
+        return result(out, self.build_hash, len(instances), len(quarantine), **result_fields)

@@ -10,9 +10,7 @@ same tables share a context (and a provider's prompt cache).
 
 from __future__ import annotations
 
-import platform
 from bisect import bisect_right
-import sqlite3
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
@@ -28,18 +26,16 @@ from ...contexts.packer import POSITIONS, PackedContext, Unit, cycle_units, pack
 from ...errors import InputError
 from ...gold import compute_gold
 from ...hashing import canonical_json, seeded_rng, stable_hash
-from ...incremental import set_latest
 from ...sources import Database, load_database
 from ...sources.database import sql_type, write_sqlite
-from ...storage import to_table, write_json, write_parquet
+from ...storage import to_table
 from ...tokenizers import get_tokenizer
 from ...validate import validate_build
-from ..common import MANIFEST_PACKAGES, BuildResult, check_lengths, check_out_dir, clear_replaced_build, versions
+from ..common import BuildResult, BuildWriter, check_lengths
 from ..common import asset_hash as _asset_hash
 from .source import PreparedSource, prepare_source
 
 MAX_TOKENS = 1_048_576
-STAGED_SOURCE = ".source.sqlite.staging"
 
 
 class HoloBenchConfig(BaseModel):
@@ -157,6 +153,7 @@ class Loaded:
     build_hash: str
     existing: BuildResult | None = None
     root: Path | None = None  # versioned layout: the run root whose ``latest`` points at this build
+    writer: BuildWriter | None = None
 
 
 @dataclass
@@ -185,18 +182,14 @@ def load_stage(cfg: HoloBenchConfig, out: str | Path, force: bool = False, versi
     if root.exists() and not root.is_dir():
         raise InputError(f"--out {root} is a file: pass a directory for the build")
     raw, bhash = hash_inputs(cfg)
-    out = root / bhash if versioned else root
-    existing = check_out_dir(out, bhash, force)
-    if existing is not None and versioned:
-        set_latest(root, bhash)
-    return Loaded(cfg, out, raw, bhash, existing, root if versioned else None)
+    w = BuildWriter(root, bhash, force, versioned)
+    return Loaded(cfg, w.dir, raw, bhash, w.existing, w.root, w)
 
 
 def verbalize_stage(loaded: Loaded) -> PreparedSource:
     """Preprocess the database, check templates and queries, and write ``source.sqlite``."""
     src = prepare_source(loaded.raw, loaded.cfg.queries)
-    loaded.out.mkdir(parents=True, exist_ok=True)
-    write_sqlite(src.db, loaded.out / STAGED_SOURCE)  # renamed into place by write_stage
+    write_sqlite(src.db, loaded.writer.staged("source.sqlite"))  # moved into place by the writer
     return src
 
 
@@ -294,31 +287,18 @@ def write_stage(loaded: Loaded, src: PreparedSource, instances: list[dict], quar
                 asm: Assembled) -> BuildResult:
     """Write quarantine, instances (atomically) and, last, the manifest that marks the build complete."""
     n_contexts = len(asm.contexts)
-    cfg, out, db_id = loaded.cfg, loaded.out, src.raw.db_id
-    clear_replaced_build(out)  # replacing a build (--force): its evaluation tables go with it
-    (out / STAGED_SOURCE).replace(out / "source.sqlite")
-    write_parquet(to_table("quarantine", quarantine), out / "quarantine.parquet")
-    write_parquet(to_table("instances", instances), out / "instances.parquet")
-    tok = get_tokenizer(cfg.tokenizer)
-    manifest = {
-        "track": "holobench", "build_hash": loaded.build_hash, "config": cfg.model_dump(exclude={"db", "queries"}),
-        "db_id": db_id, "source": src.raw.provenance, "seed": cfg.seed,
-        "preprocessing": {"replaced": src.pre.replaced, "dropped_incomplete": src.pre.dropped_incomplete,
-                          "excluded_tables": src.pre.excluded_tables,
-                          "numbers_from_text": src.numbers_from_text, "numeric_text_kept": src.numeric_text_kept,
-                          "rows": {n: len(t.rows) for n, t in src.db.tables.items()}},
-        "tokenizer": {"name": cfg.tokenizer, "file_sha256": tok.file_sha256},
-        "assets": {"templates": _asset_hash(src.templates.path),
-                   "queries": _asset_hash(cfg.queries or assets_dir() / "queries" / f"{db_id}.yaml")},
-        "versions": versions(*MANIFEST_PACKAGES),
-        "python": platform.python_version(),
-        "sqlite_version": sqlite3.sqlite_version,
-        "counts": {"instances": len(instances), "quarantined": len(quarantine), "contexts": n_contexts},
-    }
-    write_json(manifest, out / "manifest.json")
-    if loaded.root is not None:
-        set_latest(loaded.root, loaded.build_hash)
-    return BuildResult(out, loaded.build_hash, len(instances), len(quarantine))
+    cfg, db_id = loaded.cfg, src.raw.db_id
+    return loaded.writer.write(
+        "holobench", cfg.model_dump(exclude={"db", "queries"}), instances, quarantine, seed=cfg.seed,
+        tokenizer=get_tokenizer(cfg.tokenizer), counts={"contexts": n_contexts},
+        details={"db_id": db_id, "source": src.raw.provenance,
+                 "preprocessing": {"replaced": src.pre.replaced, "dropped_incomplete": src.pre.dropped_incomplete,
+                                   "excluded_tables": src.pre.excluded_tables,
+                                   "numbers_from_text": src.numbers_from_text,
+                                   "numeric_text_kept": src.numeric_text_kept,
+                                   "rows": {n: len(t.rows) for n, t in src.db.tables.items()}},
+                 "assets": {"templates": _asset_hash(src.templates.path),
+                            "queries": _asset_hash(cfg.queries or assets_dir() / "queries" / f"{db_id}.yaml")}})
 
 
 def build_holobench(cfg: HoloBenchConfig, out: str | Path, progress: Callable[[int, int], None] | None = None,

@@ -19,10 +19,8 @@ lines and unknown files go to ``quarantine.parquet`` with the reason; the rest o
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import re
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,9 +30,9 @@ from ...analysis.difficulty import difficulty_columns
 from ...analysis.language import language_columns
 from ...errors import InputError
 from ...hashing import canonical_json, file_sha256, stable_hash
-from ...storage import to_table, write_json, write_parquet
+from ...storage import to_table
 from ...tokenizers import get_tokenizer
-from ..common import BuildResult
+from ..common import BuildResult, BuildWriter, TokenizerRecord
 
 TASKS = {"location": "location", "reasoning": "reasoning", "comp": "comparison", "comparison": "comparison",
          "hallu": "hallucination", "hallucination": "hallucination"}
@@ -68,9 +66,10 @@ class Loaded:
     tokenizer_sha256: str
     build_hash: str
     existing: BuildResult | None = None
+    writer: BuildWriter | None = None
 
 
-def load_stage(cfg: LaraConfig, out: str | Path, force: bool = False) -> Loaded:
+def load_stage(cfg: LaraConfig, out: str | Path, force: bool = False, versioned: bool = False) -> Loaded:
     """Read the query files (unreadable lines and unknown file names quarantined), read and count every corpus
     file they name, and hash the inputs. Raises InputError when ``cfg.data`` has no ``queries`` directory of LaRA
     files, or ``out`` holds a different build (unless ``force``)."""
@@ -116,8 +115,8 @@ def load_stage(cfg: LaraConfig, out: str | Path, force: bool = False) -> Loaded:
                     corpora[rel] = (text, tok.count(text))
                     inputs[f"corpora/{rel}"] = file_sha256(path)
     build_hash = stable_hash("lara", 2, cfg.tokenizer, tok.file_sha256, inputs)
-    existing = _existing(out, build_hash, force)
-    return Loaded(cfg, out, queries, corpora, inputs, quarantine, tok.file_sha256, build_hash, existing)
+    w = BuildWriter(out, build_hash, force, versioned)
+    return Loaded(cfg, w.dir, queries, corpora, inputs, quarantine, tok.file_sha256, build_hash, w.existing, w)
 
 
 def instances_stage(loaded: Loaded) -> tuple[list[dict], list[dict]]:
@@ -164,65 +163,22 @@ def validate_stage(instances: list[dict]) -> None:
 
 def write_stage(loaded: Loaded, instances: list[dict], quarantine: list[dict]) -> BuildResult:
     """Write quarantine, instances (atomically) and, last, the manifest that marks the build complete."""
-    _write(loaded.out, loaded.build_hash, loaded.cfg.tokenizer, loaded.tokenizer_sha256, loaded.inputs, instances,
-           quarantine)
-    return BuildResult(loaded.out, loaded.build_hash, len(instances), len(quarantine))
+    return loaded.writer.write(
+        "lara", loaded.cfg.model_dump(exclude={"data"}), instances, quarantine, inputs=loaded.inputs,
+        tokenizer=TokenizerRecord(name=loaded.cfg.tokenizer, file_sha256=loaded.tokenizer_sha256 or ""),
+        counts={"contexts": len({i["source_id"] for i in instances})})
 
 
-def import_lara(data: str | Path, out: str | Path, tokenizer: str = "cl100k_base", force: bool = False
-                ) -> BuildResult:
+def import_lara(data: str | Path, out: str | Path, tokenizer: str = "cl100k_base", force: bool = False,
+                versioned: bool = False) -> BuildResult:
     """Import LaRA from ``data`` (the layout in the module docstring) into the build directory ``out``
     (instances.parquet, quarantine.parquet, manifest.json): the stages load → instances → validate → write. The
     same inputs and tokenizer give the same ``build_hash`` and bytes; an existing build with that hash is left as
     it is (``skipped``), a different one is an error unless ``force``. Raises InputError when ``data`` has no
     ``queries`` directory of LaRA files."""
-    loaded = load_stage(LaraConfig(data=str(data), tokenizer=tokenizer), out, force)
+    loaded = load_stage(LaraConfig(data=str(data), tokenizer=tokenizer), out, force, versioned)
     if loaded.existing is not None:
         return loaded.existing
     instances, quarantine = instances_stage(loaded)
     validate_stage(instances)
     return write_stage(loaded, instances, quarantine)
-
-
-def _existing(out: Path, build_hash: str, force: bool) -> BuildResult | None:
-    mpath = out / "manifest.json"
-    if out.exists() and not out.is_dir():
-        raise InputError(f"--out {out} is a file: pass a directory for the build")
-    if not mpath.exists():
-        if out.exists() and any(out.iterdir()) and not force:
-            raise InputError(f"{out} is not empty and holds no ctxbench build: choose another --out or pass --force")
-        return None
-    try:
-        m = json.loads(mpath.read_text(encoding="utf-8"))
-        old = m.get("build_hash")
-    except ValueError:
-        m, old = {}, None
-    if old == build_hash:
-        return BuildResult(out, build_hash, m["counts"]["instances"], m["counts"]["quarantined"], skipped=True)
-    if not force:
-        raise InputError(f"{out} already holds another build ({old}); a completed build is immutable: choose another "
-                         f"--out or pass --force to replace it")
-    return None
-
-
-def _write(out: Path, build_hash: str, tokenizer: str, tok_sha: str, inputs: dict, instances: list[dict],
-           quarantine: list[dict]) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "manifest.json").unlink(missing_ok=True)
-    for name in ("responses.parquet", "scores.parquet"):
-        (out / name).unlink(missing_ok=True)
-    shutil.rmtree(out / "report", ignore_errors=True)
-    tbl = to_table("instances", instances)
-    write_parquet(to_table("quarantine", quarantine), out / "quarantine.parquet")
-    write_parquet(tbl, out / "instances.parquet")
-    versions = {}
-    for p in ("ctxbench", "pyarrow", "tiktoken", "tokenizers"):
-        try:
-            versions[p] = importlib.metadata.version(p)
-        except importlib.metadata.PackageNotFoundError:
-            versions[p] = ""
-    write_json({"track": "lara", "build_hash": build_hash, "config": {"tokenizer": tokenizer},
-                "tokenizer": {"name": tokenizer, "file_sha256": tok_sha}, "inputs": inputs, "versions": versions,
-                "counts": {"instances": len(instances), "quarantined": len(quarantine),
-                           "contexts": len({i["source_id"] for i in instances})}},
-               out / "manifest.json")

@@ -18,7 +18,7 @@ class Lara(Track):
     Config = LaraConfig
     verbs = ("build", "import")
     stages = (
-        Stage("load", f"{_P}:load_stage", ("cfg", "out", "force"), ("loaded",)),
+        Stage("load", f"{_P}:load_stage", ("cfg", "out", "force", "versioned"), ("loaded",)),
         Stage("instances", f"{_P}:instances_stage", ("loaded",), ("instances", "quarantine")),
         Stage("validate", f"{_P}:validate_stage", ("instances",)),
         Stage("write", f"{_P}:write_stage", ("loaded", "instances", "quarantine"), retries=2),

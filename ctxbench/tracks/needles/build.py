@@ -56,11 +56,11 @@ from .questions import (
     verify_absent,
 )
 from ...sources.corpus import Corpus, corpus_summary, load_corpus, volume_number
-from ...storage import to_table, write_json, write_parquet
+from ...storage import to_table
 from ...tokenizers.calibrate import calibrate
 from ...validate import validate_build
 from ..common import BuildResult as _CommonResult
-from ..common import check_lengths, check_out_dir, clear_replaced_build, versions
+from ..common import BuildWriter, check_lengths
 
 MAX_TIER = 4 * 1024 * 1024
 # tokens a chat format adds around the messages (role markers, separators) beyond their text: a fixed allowance
@@ -149,6 +149,7 @@ class Loaded:
     models: dict  # name -> (ModelInfo, Tokenizer)
     build_hash: str
     existing: BuildResult | None = None
+    writer: BuildWriter | None = None
 
 
 @dataclass
@@ -183,7 +184,7 @@ def _models_yaml_entries(names: list[str]) -> dict:
     return {n: reg.get(n) or reg.get(low.get(n.lower(), ""), None) for n in names}
 
 
-def load_stage(cfg: NeedlesConfig, out: str | Path, force: bool = False) -> Loaded:
+def load_stage(cfg: NeedlesConfig, out: str | Path, force: bool = False, versioned: bool = False) -> Loaded:
     """Load the corpus (volumes in canonical order; the needle set's exclusions for this corpus and ``--exclude``
     applied), the needle set and every sizing model's tokenizer, and hash the inputs. Raises InputError for a bad
     corpus, needle set or model (a model whose tokenizer cannot be loaded is named, with what to install)."""
@@ -207,9 +208,9 @@ def load_stage(cfg: NeedlesConfig, out: str | Path, force: bool = False) -> Load
     cfgd = cfg.model_dump()
     cfgd.pop("corpus")
     bhash = stable_hash("needles", cfgd, inputs, __version__, PLACEMENT, length=20)
-    existing = check_out_dir(out, bhash, force)
-    ex = BuildResult(**existing.__dict__) if existing is not None else None
-    return Loaded(cfg, out, corpus, ns, language, models, bhash, ex)
+    w = BuildWriter(out, bhash, force, versioned)
+    ex = BuildResult(**w.existing.__dict__) if w.existing is not None else None
+    return Loaded(cfg, w.dir, corpus, ns, language, models, bhash, ex, w)
 
 
 def verify_stage(loaded: Loaded) -> dict:
@@ -433,38 +434,29 @@ def validate_stage(asm: Assembled) -> None:
 
 def write_stage(loaded: Loaded, asm: Assembled, checked: dict) -> BuildResult:
     """Write quarantine, instances (atomically) and, last, the manifest that marks the build complete."""
-    cfg, out = loaded.cfg, loaded.out
-    out.mkdir(parents=True, exist_ok=True)
-    clear_replaced_build(out)
-    write_parquet(to_table("quarantine", asm.quarantine), out / "quarantine.parquet")
-    write_parquet(to_table("instances", asm.instances), out / "instances.parquet")
+    cfg = loaded.cfg
     approx = sorted({h["model"] for h in asm.haystacks if h["approximate"]})
-    manifest = {
-        "track": "needles", "build_hash": loaded.build_hash, "config": cfg.model_dump(exclude={"corpus"}),
-        "corpus": corpus_summary(loaded.corpus), "language": loaded.language,
-        "needle_set": {"file": _asset_name(loaded.needle_set.path), "sha256": loaded.needle_set.sha256,
-                       "language": loaded.needle_set.language},
-        "absence_check": checked,
-        "haystacks": asm.haystacks, "calibration": asm.calibration,
-        "approximate_tokenizers": {m: f"{loaded.models[m][1].name} approximates {m}'s tokenizer; sizing keeps a "
-                                      f"{loaded.models[m][0].safety_margin:.0%} safety margin" for m in approx},
-        "tokenizers": {m: {"name": t.name, "file_sha256": t.file_sha256} for m, (_, t) in loaded.models.items()},
-        "versions": versions("ctxbench", "pyarrow", "tiktoken", "tokenizers", "cn2an"),
-        "counts": {"instances": len(asm.instances), "quarantined": len(asm.quarantine),
-                   "haystacks": len(asm.haystacks)},
-    }
-    write_json(manifest, out / "manifest.json")
-    return BuildResult(out, loaded.build_hash, len(asm.instances), len(asm.quarantine), haystacks=asm.haystacks)
+    return loaded.writer.write(
+        "needles", cfg.model_dump(exclude={"corpus"}), asm.instances, asm.quarantine,
+        tokenizers={m: t for m, (_, t) in loaded.models.items()}, counts={"haystacks": len(asm.haystacks)},
+        details={"corpus": corpus_summary(loaded.corpus), "language": loaded.language,
+                 "needle_set": {"file": _asset_name(loaded.needle_set.path), "sha256": loaded.needle_set.sha256,
+                                "language": loaded.needle_set.language},
+                 "absence_check": checked, "haystacks": asm.haystacks, "calibration": asm.calibration,
+                 "approximate_tokenizers": {
+                     m: f"{loaded.models[m][1].name} approximates {m}'s tokenizer; sizing keeps a "
+                        f"{loaded.models[m][0].safety_margin:.0%} safety margin" for m in approx}},
+        result=BuildResult, haystacks=asm.haystacks)
 
 
 def build_needles(cfg: NeedlesConfig, out: str | Path, progress: Callable[[int, int], None] | None = None,
-                  force: bool = False) -> BuildResult:
+                  force: bool = False, versioned: bool = False) -> BuildResult:
     """Build a planted-fact benchmark into the build directory ``out`` (SCHEMA.md layout): load → verify → count
     → assemble → validate → write (the Prefect flow ``build_needles`` runs each as a task).
 
     An existing complete build with the same build hash is left as it is; a directory holding a different build is
     an error unless ``force``. Raises InputError for bad input or a planted fact found in the corpus."""
-    loaded = load_stage(cfg, out, force)
+    loaded = load_stage(cfg, out, force, versioned)
     if loaded.existing is not None:
         return loaded.existing
     checked = verify_stage(loaded)

@@ -19,7 +19,7 @@ class Needles(Track):
     title = "Planted facts (needles): real/altered needles and chains in per-model haystacks of a real corpus"
     Config = NeedlesConfig
     stages = (
-        Stage("load", f"{_P}:load_stage", ("cfg", "out", "force"), ("loaded",), retries=2),
+        Stage("load", f"{_P}:load_stage", ("cfg", "out", "force", "versioned"), ("loaded",), retries=2),
         Stage("verify", f"{_P}:verify_stage", ("loaded",), ("checked",)),
         Stage("count", f"{_P}:count_stage", ("loaded",), ("counts",)),
         Stage("assemble", f"{_P}:assemble_stage", ("loaded", "counts", "progress"), ("asm",)),

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -39,15 +38,13 @@ from ...sources.fulltext import (SOURCE_ORDER, BibEntry, FullTextArticle, add_id
                                  bibliography_entries, bibliography_section, deduplicate, entry_ids, ids_in_text,
                                  one_line, readers, resolve_citations)
 from ...sources.database import Database, write_sqlite
-from ...storage import to_table, write_json, write_parquet
+from ...storage import to_table
 from ...tokenizers import get_tokenizer
 from ...validate import validate_build
-from ..common import (BuildResult, asset_hash, check_choices, check_lengths, check_out_dir, clear_replaced_build,
-                     versions)
+from ..common import BuildResult, BuildWriter, asset_hash, check_choices, check_lengths
 
 MAX_TOKENS = 1_048_576
 FORMATS = ("full_text", "tables")
-STAGED_COLLECTIONS = ".collections.staging"
 GOLD_TRIES = 3  # instantiations tried per template and collection before it is left out
 
 
@@ -172,6 +169,7 @@ class Loaded:
     existing: BuildResult | None = None
     fulltext: list[FullTextArticle] = field(default_factory=list)
     source_counts: dict = field(default_factory=dict)
+    writer: BuildWriter | None = None
 
 
 @dataclass
@@ -209,7 +207,7 @@ def _source_code_hash() -> str:
                                                            "s2orc.py", "articles.py") if (d / n).exists()])
 
 
-def fetch_stage(cfg: SciTrekConfig, out: str | Path, force: bool = False) -> Loaded:
+def fetch_stage(cfg: SciTrekConfig, out: str | Path, force: bool = False, versioned: bool = False) -> Loaded:
     """Read the sources: the metadata file and each article's PDF in ``cfg.pdfs`` (a PDF that is missing or whose
     SHA-256 differs from the metadata's ``sha256`` is quarantined, stage ``fetch``), then the full-text sources
     ``unarxive``, ``markdown``, ``s2orc`` (``ctxbench.sources.fulltext``; malformed records are quarantined, stage
@@ -258,7 +256,8 @@ def fetch_stage(cfg: SciTrekConfig, out: str | Path, force: bool = False) -> Loa
     if source_hashes:
         inputs.update({"sources": source_hashes, "source_code": _source_code_hash()})
     bhash = stable_hash("scitrek", _cfg_for_hash(cfg), inputs, __version__, length=20)
-    return Loaded(cfg, out, arts, paths, quarantine, bhash, check_out_dir(out, bhash, force), fulltext, counts)
+    w = BuildWriter(out, bhash, force, versioned)
+    return Loaded(cfg, w.dir, arts, paths, quarantine, bhash, w.existing, fulltext, counts, w)
 
 
 def convert_stage(loaded: Loaded) -> tuple[dict[str, object], list[dict]]:
@@ -387,7 +386,7 @@ def collections_stage(loaded: Loaded, conv: Converted) -> Collected:
     edges = citation_edges(kept)
     res = build_collections(conv.texts, edges, cfg.lengths, cfg.samplings, cfg.collections_per_tier, tok,
                             seed=cfg.seed, min_articles=cfg.min_articles, min_fill=cfg.min_fill)
-    stage = loaded.out / STAGED_COLLECTIONS
+    stage = loaded.writer.staged("collections")
     shutil.rmtree(stage, ignore_errors=True)
     stage.mkdir(parents=True)
     dbs = {}
@@ -466,7 +465,7 @@ def questions_stage(loaded: Loaded, conv: Converted, col: Collected) -> tuple[li
     if cfg.question_model:
         from ...questions.roundtrip import RoundTripItem, phrase_questions
 
-        stage = loaded.out / STAGED_COLLECTIONS
+        stage = loaded.writer.staged("collections")
         items = [RoundTripItem(inst.sql, gold, str(stage / f"{c.collection_id}.sqlite")) for c, inst, gold in cands]
         outcomes = phrase_questions(items, cfg.question_model, sq.schema_text(), cfg.question_base_url,
                                     cfg.question_api_key_env, cfg.max_attempts)
@@ -543,47 +542,36 @@ def write_stage(loaded: Loaded, conv: Converted, col: Collected, instances: list
     import pyarrow as pa
 
     quarantine = loaded.quarantine + convert_quarantine + conv.quarantine + col.quarantine + question_quarantine
-    cfg, out = loaded.cfg, loaded.out
-    clear_replaced_build(out)
-    shutil.rmtree(out / "collections", ignore_errors=True)
-    (out / STAGED_COLLECTIONS).replace(out / "collections")
-    write_parquet(to_table("articles", conv.article_rows), out / "articles.parquet")
-    write_parquet(pa.Table.from_pylist([
+    cfg = loaded.cfg
+    collections = pa.Table.from_pylist([
         {"collection_id": c.collection_id, "tier": c.tier, "sampling": c.sampling, "start": c.start,
          "article_ids": canonical_json(c.article_ids), "n_articles": len(c.article_ids),
          "context_tokens": c.context_tokens, "shortfall_tokens": c.shortfall_tokens}
         for c in col.collections], schema=pa.schema([
             ("collection_id", pa.string()), ("tier", pa.int64()), ("sampling", pa.string()), ("start", pa.string()),
             ("article_ids", pa.string()), ("n_articles", pa.int64()), ("context_tokens", pa.int64()),
-            ("shortfall_tokens", pa.int64())])), out / "collections.parquet")
-    write_parquet(to_table("quarantine", quarantine), out / "quarantine.parquet")
-    write_parquet(to_table("instances", instances), out / "instances.parquet")
-    tok = get_tokenizer(cfg.tokenizer)
-    manifest = {
-        "track": "scitrek", "build_hash": loaded.build_hash,
-        "config": cfg.model_dump(exclude={"pdfs", "metadata", "unarxive", "markdown", "s2orc",
-                                          "question_api_key_env"}), "seed": cfg.seed,
-        "source": {"metadata_sha256": file_sha256(cfg.metadata) if cfg.metadata else None,
-                   "articles": len(loaded.articles), "pdfs_found": len(loaded.paths),
-                   "sources": loaded.source_counts},
-        "tokenizer": {"name": cfg.tokenizer, "file_sha256": tok.file_sha256},
-        "assets": {"templates": asset_hash(sq.templates_path())},
-        "versions": versions("ctxbench", "pyarrow", "duckdb", "sqlglot", "tiktoken", "pypdfium2", "pdfminer.six"),
-        "sqlite_version": sqlite3.sqlite_version,
-        "collections": {"built": len(col.collections), "rejected_overlap": col.rejected_overlap,
-                        "shortfall_tokens": {c.collection_id: c.shortfall_tokens for c in col.collections}},
-        "articles": {"converted": len(conv.article_rows), "kept": len(conv.texts), "duplicates": conv.duplicates,
-                     "kept_by_source": {src: sum(1 for m in conv.meta.values() if m.extra.get("source") == src)
-                                        for src in SOURCE_ORDER},
-                     "reference_count_unverified": sorted(conv.unverified_refs)},
-        "questions": counts,
-        "counts": {"instances": len(instances), "quarantined": len(quarantine), "collections": len(col.collections)},
-    }
-    write_json(manifest, out / "manifest.json")
-    return BuildResult(out, loaded.build_hash, len(instances), len(quarantine))
+            ("shortfall_tokens", pa.int64())]))
+    return loaded.writer.write(
+        "scitrek", cfg.model_dump(exclude={"pdfs", "metadata", "unarxive", "markdown", "s2orc",
+                                           "question_api_key_env"}),
+        instances, quarantine, seed=cfg.seed, tokenizer=get_tokenizer(cfg.tokenizer),
+        counts={"collections": len(col.collections)},
+        tables={"articles": conv.article_rows, "collections": collections},
+        details={
+            "source": {"metadata_sha256": file_sha256(cfg.metadata) if cfg.metadata else None,
+                       "articles": len(loaded.articles), "pdfs_found": len(loaded.paths),
+                       "sources": loaded.source_counts},
+            "assets": {"templates": asset_hash(sq.templates_path())},
+            "collections": {"built": len(col.collections), "rejected_overlap": col.rejected_overlap,
+                            "shortfall_tokens": {c.collection_id: c.shortfall_tokens for c in col.collections}},
+            "articles": {"converted": len(conv.article_rows), "kept": len(conv.texts), "duplicates": conv.duplicates,
+                         "kept_by_source": {src: sum(1 for m in conv.meta.values() if m.extra.get("source") == src)
+                                            for src in SOURCE_ORDER},
+                         "reference_count_unverified": sorted(conv.unverified_refs)},
+            "questions": counts})
 
 
-def build_scitrek(cfg: SciTrekConfig, out: str | Path, force: bool = False) -> BuildResult:
+def build_scitrek(cfg: SciTrekConfig, out: str | Path, force: bool = False, versioned: bool = False) -> BuildResult:
     """Build a scientific-article benchmark into ``out`` (SCHEMA.md layout): fetch → convert → database →
     collections → questions → validate → write (module docstring; the Prefect flow runs each as a task).
 
@@ -591,7 +579,7 @@ def build_scitrek(cfg: SciTrekConfig, out: str | Path, force: bool = False) -> B
     different build is an error unless ``force``. Raises InputError for bad input (metadata, PDF directory,
     templates) and ValidationError when a data-quality expectation fails.
     """
-    loaded = fetch_stage(cfg, out, force)
+    loaded = fetch_stage(cfg, out, force, versioned)
     if loaded.existing is not None:
         return loaded.existing
     conversions, conv_q = convert_stage(loaded)

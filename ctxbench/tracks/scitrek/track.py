@@ -19,7 +19,7 @@ class SciTrek(Track):
     inputs = {"s2": (S2Fetch | None, None)}  # fetch new Semantic Scholar clusters into cfg.pdfs first
     stages = (
         Stage("fetch-s2", f"{_P}:fetch_s2_stage", ("cfg", "s2"), ("s2_fetched",), retries=3, retry_delay_s=30),
-        Stage("fetch", f"{_P}:fetch_stage", ("cfg", "out", "force"), ("loaded",), retries=3, retry_delay_s=10),
+        Stage("fetch", f"{_P}:fetch_stage", ("cfg", "out", "force", "versioned"), ("loaded",), retries=3, retry_delay_s=10),
         Stage("convert", f"{_P}:convert_stage", ("loaded",), ("conversions", "convert_quarantine"), retries=2,
               retry_delay_s=10),
         Stage("database", f"{_P}:database_stage", ("loaded", "conversions"), ("conv",)),
