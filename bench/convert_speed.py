@@ -35,7 +35,7 @@ from pathlib import Path
 from ctxbench.config import shared_data_dir
 from ctxbench.convert import layout
 from ctxbench.convert.pdf import ConversionError, _preflight
-from ctxbench.convert.text import clean
+from ctxbench.convert.text import capital_token, clean
 
 CONVERTERS = {"pdfminer-layout": layout.pdfminer_markdown, "pdfium-text": layout.pdfium_markdown,
               "pdfplumber-text": layout.pdfplumber_markdown}
@@ -97,12 +97,6 @@ def _lines(words: list[dict]) -> list[list[dict]]:
 _TOKEN = re.compile(r"[^\W_]+(?:-[^\W_]+)*")
 
 
-def _capital_token(t: str) -> bool:
-    letters = [c for c in t if c.isalpha()]
-    return any(c.isdigit() for c in t) or bool(letters) and (all(c.isupper() for c in letters)
-                                                              or any(c.isupper() for c in letters[1:]))
-
-
 def hyphen_breaks(path: Path) -> list[tuple[str, str]]:
     """(expected markdown text around the break, "kept" or "joined") for the line-end hyphen breaks of ``path``
     whose right form the document shows (module docstring)."""
@@ -140,7 +134,7 @@ def hyphen_breaks(path: Path) -> list[tuple[str, str]]:
                 continue
             x, y = m.group(1), n.group()
             hy, cl = inner[f"{x}-{y}".lower()], inner[f"{x}{y}".lower()]
-            if (hy or cl) and hy >= cl or not (hy or cl) and _capital_token(x.rsplit("-", 1)[-1]):
+            if (hy or cl) and hy >= cl or not (hy or cl) and capital_token(x.rsplit("-", 1)[-1]):
                 kind, sep = "kept", "-"
             elif cl > hy:
                 kind, sep = "joined", ""
