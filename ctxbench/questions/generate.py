@@ -555,6 +555,34 @@ def f_group_top_where(t: _Table, rng) -> Iterator[tuple]:
                (g, c))
 
 
+@_single
+def f_group_top_extreme(t: _Table, rng) -> Iterator[tuple]:
+    for g, c in product(t.groups(), t.numbers()):
+        x = t.threshold(c, 0.25)
+        if x is None or g == c:
+            continue
+        fn, word = rng.choice([("MAX", "highest"), ("MIN", "lowest")])
+        w = _w(t.col(c))
+        yield (f"SELECT {t.expr(g)}, COUNT(*), {fn}({t.expr(c)}) FROM {t.q} WHERE {t.expr(c)} > {literal(x)} "
+               f"GROUP BY {t.expr(g)} ORDER BY COUNT(*) DESC, {t.expr(g)} LIMIT 1",
+               f"Among the {t.tp.nouns} whose {w} is greater than {format_value(x)}, which {_w(t.col(g))} has the "
+               f"most? Give it, how many it has and their {word} {w}. If several tie, give the first in "
+               f"{'alphabetical' if t.col(g).kind == 'text' else 'ascending'} order.", (g, c))
+
+
+@_single
+def f_group_top_above_average(t: _Table, rng) -> Iterator[tuple]:
+    for g, c in product(t.groups(), t.numbers()):
+        if g == c:
+            continue
+        w = _w(t.col(c))
+        yield (f"SELECT {t.expr(g)}, COUNT(*) FROM {t.q} WHERE {t.expr(c)} > (SELECT AVG({t.expr(c)}) FROM {t.q}) "
+               f"GROUP BY {t.expr(g)} ORDER BY COUNT(*) DESC, {t.expr(g)} LIMIT 1",
+               f"Among the {t.tp.nouns} whose {w} is above the average {w} of all {t.tp.nouns}, which "
+               f"{_w(t.col(g))} has the most, and how many? If several tie, give the first in "
+               f"{'alphabetical' if t.col(g).kind == 'text' else 'ascending'} order.", (g, c))
+
+
 def _on(a: _Table, b: _Table, e: JoinEdge) -> str:
     return f"{a.q} JOIN {b.q} ON {a.expr(e.column, True)} = {b.expr(e.ref_column, True)}"
 
@@ -712,9 +740,9 @@ FAMILIES = [f_extreme, f_average, f_count_distinct, f_list_compare, f_count_comp
             f_count_distinct_compare, f_aggregate_value, f_max_where, f_top, f_group_count, f_group_extreme,
             f_count_value_compare, f_group_count_compare, f_between, f_top_where, f_top_compare, f_group_top,
             f_group_average_top, f_having, f_either, f_top_details, f_top_nested, f_above_average, f_group_stats,
-            f_group_top_where, f_join_count, f_join_count_compare, f_join_count_nested, f_join_extreme,
-            f_join_count_value, f_join_list_compare, f_join_group, f_join_extreme_value, f_join_top,
-            f_join_group_top, f_join_top_compare]
+            f_group_top_where, f_group_top_extreme, f_group_top_above_average, f_join_count, f_join_count_compare,
+            f_join_count_nested, f_join_extreme, f_join_count_value, f_join_list_compare, f_join_group,
+            f_join_extreme_value, f_join_top, f_join_group_top, f_join_top_compare]
 
 
 def draw_candidates(tables: dict[str, _Table], edges: list[JoinEdge], rng) -> list[Candidate]:
@@ -768,7 +796,8 @@ class Checker:
         con.execute(f"CREATE TABLE {quote_ident(name)} ({', '.join(f'{quote_ident(c)} {t}' for c, t in zip(cols, types))})")
         con.executemany(f"INSERT INTO {quote_ident(name)} VALUES ({', '.join('?' for _ in cols)})", rows)
 
-    def _gold_tables(self, tables: list[str], rows: dict[str, list[tuple]] | None = None) -> dict:
+    def gold_tables(self, tables: list[str], rows: dict[str, list[tuple]] | None = None) -> dict:
+        """The gold engine's input for ``tables``: all their rows, or ``rows`` (a context sample)."""
         db = self.src.db
         return {t: (db.tables[t].columns, self.types[t], db.tables[t].rows if rows is None else rows[t])
                 for t in tables}
@@ -840,12 +869,12 @@ class Checker:
             zeros += self._zero_count(c.sql, got)
         if zeros * 2 > len(sims):  # (distinct samples: a small table fits whole in every context)
             return "context samples: the count is 0 in most samples"
-        g = compute_gold(c.sql, self._gold_tables(list(tables)), seed=self.cfg.seed)
+        g = compute_gold(c.sql, self.gold_tables(list(tables)), seed=self.cfg.seed)
         if not g.ok:
             return f"full database: {g.reason}"
         self.answers[c.sql] = g.rows
         for rows, _ in sims:
-            g = compute_gold(c.sql, self._gold_tables(list(tables), rows), seed=self.cfg.seed)
+            g = compute_gold(c.sql, self.gold_tables(list(tables), rows), seed=self.cfg.seed)
             if not g.ok:
                 return f"context samples: {re.sub(r'[0-9]+', 'k', g.reason)}"
         return None
