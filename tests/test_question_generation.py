@@ -208,6 +208,7 @@ def test_same_seed_same_bytes_in_another_process(generated, tmp_path):
 
 # ------------------------------------------------------------------------------------------ a small user database
 CAPACITY = [800, 9500, 12000, 45000, 3100, 70000, 950, 21000]  # text order differs from number order
+TEAMS = [f"Team {c}" for c in "ABCDEFG"] + ["1860"]  # a name that looks like a number (TSV 1860)
 
 
 def _league(path: Path) -> Path:
@@ -220,7 +221,7 @@ def _league(path: Path) -> Path:
     cities = ["Lyon", "Porto", "Turin", "Leeds"]
     for i in range(1, 9):
         con.execute("INSERT INTO team VALUES (?, ?, ?, ?)",
-                    (i, f"Team {chr(64 + i)}", cities[i % 4], str(CAPACITY[i - 1])))
+                    (i, TEAMS[i - 1], cities[i % 4], str(CAPACITY[i - 1])))
     positions = ["goalkeeper", "defender", "midfielder", "forward"]
     for i in range(1, 121):
         con.execute("INSERT INTO player VALUES (?, ?, ?, ?, ?, ?)",
@@ -259,7 +260,7 @@ def test_numbers_stored_as_text_and_the_build_takes_the_generated_templates(tmp_
     numeric.execute("CREATE TABLE team (name TEXT, city TEXT, capacity INTEGER)")
     cities = ["Lyon", "Porto", "Turin", "Leeds"]
     numeric.executemany("INSERT INTO team VALUES (?, ?, ?)",
-                        [(f"Team {chr(64 + i)}", cities[i % 4], CAPACITY[i - 1]) for i in range(1, 9)])
+                        [(TEAMS[i - 1], cities[i % 4], CAPACITY[i - 1]) for i in range(1, 9)])
     on_capacity = [q for q in r.questions if "capacity" in q["sql"] and sql_info(q["sql"])["tables"] == ["team"]]
     assert on_capacity and {t for q in on_capacity for t in q["query_types"]} & {"Comparison", "Max/Min", "Ranking"}
     rows = pq.read_table(tmp_path / "b" / "instances.parquet").to_pylist()
@@ -271,6 +272,33 @@ def test_numbers_stored_as_text_and_the_build_takes_the_generated_templates(tmp_
     for row in rows:
         assert _same(_recompute(source, row["sql"], json.loads(row["included_rows"])),
                      json.loads(row["gold"]), _ordered(row["sql"]))
+
+
+def test_text_tie_breaker_with_a_numeric_looking_name(tmp_path, monkeypatch):
+    """Team names are text, one of them "1860": a ranking broken by name sorts names as text, as its question
+    says (alphabetical order), and says so in the SQL, so the gold engine's numbers-as-text check accepts it."""
+    from ctxbench.questions.generate import Checker, GenerateConfig, _Table, _usable_columns, draw_candidates, prepare
+    from ctxbench.hashing import seeded_rng
+    from ctxbench.verbalize.generate import profile_database
+
+    monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
+    cfg = GenerateConfig(db=str(_league(tmp_path / "league.sqlite")))
+    raw, src, _ = prepare(cfg)
+    profiles, edges = profile_database(raw, src.pre)
+    usable = _usable_columns(src.templates, src.db.tables)
+    tables = {n: _Table(profiles[n], usable[n], t.rows, t.columns) for n, t in src.db.tables.items()}
+    pool = draw_candidates(tables, edges, seeded_rng("test"))
+    ranked = [c for c in pool if c.family in ("top", "top_where", "top_compare") and c.signature[1] == "team"]
+    assert ranked and all("CAST(name AS TEXT)" in c.sql for c in ranked)
+    checker = Checker(src, cfg)
+    try:
+        assert [checker.check(c) for c in ranked] == [None] * len(ranked)
+        top = next(c for c in ranked if c.family == "top")
+        # every team has a different capacity, so the answer is the team with the extreme capacity
+        want = TEAMS[CAPACITY.index(max(CAPACITY) if "DESC" in top.sql else min(CAPACITY))]
+        assert checker.answer(top.sql) == [[want]]
+    finally:
+        checker.close()
 
 
 def test_identifiers_that_are_keywords_spaces_and_accents(tmp_path, monkeypatch):

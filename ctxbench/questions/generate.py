@@ -219,8 +219,15 @@ class _Table:
 
     def order(self, c: str, direction: str, qualified: bool = False) -> str:
         """ORDER BY ``c`` then the label (the tie-breaker), without repeating ``c``."""
-        keys = [f"{self.expr(c, qualified)} {direction}"] + [self.expr(x, qualified) for x in self.label if x != c]
+        keys = [f"{self.expr(c, qualified)} {direction}"] + [self.key(x, qualified) for x in self.label if x != c]
         return ", ".join(keys)
+
+    def key(self, c: str, qualified: bool = False) -> str:
+        """``c`` as a tie-breaking sort key. Text is sorted as text (the question says alphabetical order); where
+        it holds numeric-looking values the SQL says so, ``CAST(... AS TEXT)``, which the gold engine's check
+        for numbers stored as text then accepts as meant."""
+        e = self.expr(c, qualified)
+        return f"CAST({e} AS TEXT)" if self.col(c).numeric_text else e
 
     def label_words(self) -> str:
         if self.tp.label_is_name and len(self.label) == 1:
@@ -461,7 +468,7 @@ def f_top_compare(t: _Table, rng) -> Iterator[tuple]:
 def f_group_top(t: _Table, rng) -> Iterator[tuple]:
     for g in t.groups():
         d, word = rng.choice([("DESC", "most"), ("ASC", "fewest")])
-        yield (f"SELECT {t.expr(g)} FROM {t.q} GROUP BY {t.expr(g)} ORDER BY COUNT(*) {d}, {t.expr(g)} LIMIT 1",
+        yield (f"SELECT {t.expr(g)} FROM {t.q} GROUP BY {t.expr(g)} ORDER BY COUNT(*) {d}, {t.key(g)} LIMIT 1",
                f"Which {_w(t.col(g))} has the {word} {t.tp.nouns}? If several tie, give the first in "
                f"{'alphabetical' if t.col(g).kind == 'text' else 'ascending'} order.", (g,))
 
@@ -469,7 +476,7 @@ def f_group_top(t: _Table, rng) -> Iterator[tuple]:
 @_single
 def f_group_average_top(t: _Table, rng) -> Iterator[tuple]:
     for g, c in product(t.groups(), t.measures()):
-        yield (f"SELECT {t.expr(g)} FROM {t.q} GROUP BY {t.expr(g)} ORDER BY AVG({t.expr(c)}) DESC, {t.expr(g)} "
+        yield (f"SELECT {t.expr(g)} FROM {t.q} GROUP BY {t.expr(g)} ORDER BY AVG({t.expr(c)}) DESC, {t.key(g)} "
                f"LIMIT 1",
                f"Which {_w(t.col(g))} has the highest average {_w(t.col(c))} over its {t.tp.nouns}? If several tie, "
                f"give the first in alphabetical order.", (g, c))
@@ -537,7 +544,7 @@ def f_group_stats(t: _Table, rng) -> Iterator[tuple]:
     for g, c in product(t.groups(), t.measures()):
         if t.col(g).distinct <= MAX_GROUPS_LISTED:
             yield (f"SELECT {t.expr(g)}, COUNT(*), AVG({t.expr(c)}) FROM {t.q} GROUP BY {t.expr(g)} ORDER BY "
-                   f"{t.expr(g)}",
+                   f"{t.key(g)}",
                    f"For each {_w(t.col(g))}, in alphabetical order, how many {t.tp.nouns} are there and what is "
                    f"their average {_w(t.col(c))}?", (g, c))
 
@@ -549,7 +556,7 @@ def f_group_top_where(t: _Table, rng) -> Iterator[tuple]:
         if x is None:
             continue
         yield (f"SELECT {t.expr(g)}, COUNT(*) FROM {t.q} WHERE {t.expr(c)} > {literal(x)} GROUP BY {t.expr(g)} "
-               f"ORDER BY COUNT(*) DESC, {t.expr(g)} LIMIT 1",
+               f"ORDER BY COUNT(*) DESC, {t.key(g)} LIMIT 1",
                f"Among the {t.tp.nouns} whose {_w(t.col(c))} is greater than {format_value(x)}, which "
                f"{_w(t.col(g))} has the most, and how many? If several tie, give the first in alphabetical order.",
                (g, c))
@@ -564,7 +571,7 @@ def f_group_top_extreme(t: _Table, rng) -> Iterator[tuple]:
         fn, word = rng.choice([("MAX", "highest"), ("MIN", "lowest")])
         w = _w(t.col(c))
         yield (f"SELECT {t.expr(g)}, COUNT(*), {fn}({t.expr(c)}) FROM {t.q} WHERE {t.expr(c)} > {literal(x)} "
-               f"GROUP BY {t.expr(g)} ORDER BY COUNT(*) DESC, {t.expr(g)} LIMIT 1",
+               f"GROUP BY {t.expr(g)} ORDER BY COUNT(*) DESC, {t.key(g)} LIMIT 1",
                f"Among the {t.tp.nouns} whose {w} is greater than {format_value(x)}, which {_w(t.col(g))} has the "
                f"most? Give it, how many it has and their {word} {w}. If several tie, give the first in "
                f"{'alphabetical' if t.col(g).kind == 'text' else 'ascending'} order.", (g, c))
@@ -577,7 +584,7 @@ def f_group_top_above_average(t: _Table, rng) -> Iterator[tuple]:
             continue
         w = _w(t.col(c))
         yield (f"SELECT {t.expr(g)}, COUNT(*) FROM {t.q} WHERE {t.expr(c)} > (SELECT AVG({t.expr(c)}) FROM {t.q}) "
-               f"GROUP BY {t.expr(g)} ORDER BY COUNT(*) DESC, {t.expr(g)} LIMIT 1",
+               f"GROUP BY {t.expr(g)} ORDER BY COUNT(*) DESC, {t.key(g)} LIMIT 1",
                f"Among the {t.tp.nouns} whose {w} is above the average {w} of all {t.tp.nouns}, which "
                f"{_w(t.col(g))} has the most, and how many? If several tie, give the first in "
                f"{'alphabetical' if t.col(g).kind == 'text' else 'ascending'} order.", (g, c))
@@ -714,7 +721,7 @@ def f_join_top(a: _Table, b: _Table, e: JoinEdge, rng) -> Iterator[tuple]:
 def f_join_group_top(a: _Table, b: _Table, e: JoinEdge, rng) -> Iterator[tuple]:
     for g in _b_groups(b, e):
         yield (f"SELECT {b.expr(g, True)}, COUNT(*) FROM {_on(a, b, e)} GROUP BY {b.expr(g, True)} ORDER BY "
-               f"COUNT(*) DESC, {b.expr(g, True)} LIMIT 1",
+               f"COUNT(*) DESC, {b.key(g, True)} LIMIT 1",
                f"Which {_bw(b, g)} among the listed {b.tp.nouns} has the most {a.tp.nouns} (counted through their "
                f"{_via(a, e)}), and how many? If several tie, give the first in alphabetical order.", (g,))
 

@@ -26,7 +26,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..sources.database import Database, Table
+from ..sources.database import Database, Table, looks_numeric
 from ..sources.preprocess import DatabaseSpec, Preprocessed, preprocess
 from .templates import MIN_TEMPLATES
 from .words import article, plural, schema_vocabulary, singular, words
@@ -55,6 +55,7 @@ class ColumnProfile:
     top: list[tuple[Any, int]] = field(default_factory=list)
     ref: tuple[str, str] | None = None
     unique: bool = False
+    numeric_text: bool = False  # text (not a number column) with numeric-looking values: '1979' among titles
 
     @property
     def numeric(self) -> bool:
@@ -200,7 +201,8 @@ def profile_database(raw: Database, pre: Preprocessed) -> tuple[dict[str, TableP
                 role = "text"
             cols[c] = ColumnProfile(c, kind, role, w, len(cnt), 1 - len(nn) / len(vals) if vals else 1.0,
                                     sorted(cnt.items(), key=lambda kv: (-kv[1], str(kv[0])))[:12], ref,
-                                    len(cnt) == len(vals) and bool(vals))
+                                    len(cnt) == len(vals) and bool(vals),
+                                    kind in ("text", "mixed", "date") and any(looks_numeric(str(v)) for v in cnt))
         label = _name_columns(t, {c for c, p in cols.items() if p.role in ("ref", "key", "constant")
                                   or p.kind != "text"})
         is_name = bool(label)
