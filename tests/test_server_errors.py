@@ -340,3 +340,58 @@ def test_the_stored_contract_names_the_truncated_status():
                                                "responses.schema.json").read_text())["columns"]}
     assert cols["status"]["values"] == ["ok", "over_length", "truncated", "refused_by_provider", "error"]
     assert cols["server_window"]["type"] == cols["expected_prompt_tokens"]["type"] == "int64"
+
+
+# -- litellm's own providers: the exceptions litellm raises carry the provider's wording -----------------------------
+
+def _litellm_cases():
+    import httpx
+    import litellm
+
+    def resp(code):
+        return httpx.Response(code, request=httpx.Request("POST", "http://127.0.0.1/v1/chat"))
+
+    gem = ('VertexAIException BadRequestError - {"error": {"code": 400, "message": "The input token count (1200293) '
+           'exceeds the maximum number of tokens allowed (1048576).", "status": "INVALID_ARGUMENT"}}')
+    ant = ('AnthropicException - {"type":"error","error":{"type":"invalid_request_error","message":"prompt is too '
+           'long: 208310 tokens > 200000 maximum"}}')
+    return [
+        ("gemini-input-token-count", litellm.BadRequestError(gem, model="gemini/gemini-2.0-flash", llm_provider="gemini",
+                                                             response=resp(400)), "over_length"),
+        ("anthropic-prompt-too-long", litellm.BadRequestError(ant, model="claude-sonnet-4-20250514",
+                                                              llm_provider="anthropic", response=resp(400)),
+         "over_length"),
+        ("anthropic-context-window", litellm.ContextWindowExceededError("prompt is too long", model="claude-sonnet-4",
+                                                                        llm_provider="anthropic", response=resp(400)),
+         "over_length"),
+        ("hosted-vllm-500", litellm.InternalServerError(
+            "Hosted_vllmException - Prompt length of 5016 is longer than the maximum model length of 4096.",
+            llm_provider="hosted_vllm", model="hosted_vllm/qwen", response=resp(500)), "over_length"),
+        ("openai-output-budget", litellm.BadRequestError(
+            "OpenAIException - max_tokens is too large: 100000. This model supports at most 16384 completion tokens, "
+            "whereas you provided 100000.", model="gpt-4o", llm_provider="openai", response=resp(400)),
+         "config_error"),
+        ("anthropic-output-budget", litellm.BadRequestError(
+            "AnthropicException - max_tokens: 10000 > 8192, which is the maximum allowed number of output tokens for "
+            "claude-3-5-sonnet-20241022", model="claude-3-5-sonnet-20241022", llm_provider="anthropic",
+            response=resp(400)), "config_error"),
+        ("gemini-resource-exhausted", litellm.RateLimitError("GeminiException - Resource has been exhausted (e.g. "
+                                                             "check quota).", llm_provider="gemini",
+                                                             model="gemini/gemini-2.0-flash", response=resp(429)),
+         "transient"),
+        ("openai-insufficient-quota", litellm.RateLimitError(
+            "OpenAIException - You exceeded your current quota, please check your plan and billing details.",
+            llm_provider="openai", model="gpt-4o", response=resp(429)), "config_error"),
+        ("anthropic-overloaded", litellm.InternalServerError("AnthropicException - Overloaded", llm_provider="anthropic",
+                                                             model="claude-sonnet-4", response=resp(529)),
+         "transient"),
+    ]
+
+
+def test_litellm_provider_exceptions_through_the_table():
+    from ctxbench.models.gateway import PermanentError, TransientError, classify
+
+    for name, exc, expect in _litellm_cases():
+        got = classify(exc)
+        outcome = "transient" if isinstance(got, TransientError) else got.status
+        assert isinstance(got, (TransientError, PermanentError)) and outcome == expect, (name, outcome, str(got))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from .cache import ResponseCache, claim_owner, endpoint_id, request_key
