@@ -5,6 +5,14 @@ Method: HoloBench section 3.2 (steps 2-3) and section 3.3 (positions: beginning,
 separator; the assembled context is tokenized exactly once to verify its length and to locate every relevant
 unit's token span, so building stays linear in the context length.
 
+Counting (issue 16): unit counts come from :mod:`ctxbench.tokenizers.counts` (kept in memory and on disk across
+tiers, positions, builds and nightly runs; a unit never seen is counted alone by the tokenizer). A
+:class:`UnitStream` lets :func:`take_until` look ahead: it counts the next units in batches sized from the mean
+unit length so far (5% over), then consumes exactly the units the one-at-a-time rule would have drawn (those taken
+and the first that did not fit), so the random draws, and therefore the built contexts, are those of drawing one
+unit at a time. Token offsets of the verifying count come from the same single encoding
+(:meth:`ctxbench.tokenizers.Tokenizer.encode_with_starts`).
+
 Positions place the i-th of R relevant units at a fraction p_i of the context and the j-th of D distractor units at
 (j + 0.5) / D, then merge by fraction: beginning p_i = 0, end p_i = 1, middle p_i = 0.5 (one block),
 uniform p_i = (i + 0.5) / R, bimodal p_i = sin²(π/2 · (i + 0.5) / R) (the arcsine law: dense at both ends).
@@ -13,11 +21,13 @@ uniform p_i = (i + 0.5) / R, bimodal p_i = sin²(π/2 · (i + 0.5) / R) (the arc
 from __future__ import annotations
 
 import math
+import random
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from ..errors import InputError
 from ..tokenizers import Tokenizer
+from ..tokenizers.counts import TokenCounter, counter_for
 
 POSITIONS = ("beginning", "middle", "end", "uniform", "bimodal")
 SEP = "\n"
@@ -34,19 +44,156 @@ class Unit:
     tokens: int = 0
 
 
-def take_until(units: Iterator[Unit], budget: int, tok: Tokenizer) -> tuple[list[Unit], int]:
+class UnitStream:
+    """Units in a fixed order, drawn by :meth:`advance` and looked at ahead of drawing by :meth:`peek`.
+    Looking ahead changes nothing: the units drawn, and any random state they consume, are those of drawing one
+    unit at a time."""
+
+    def peek(self, k: int) -> list[Unit]:
+        """The next ``k`` units (fewer where the stream ends), not drawn."""
+        raise NotImplementedError
+
+    def advance(self, k: int) -> None:
+        """Draw the next ``k`` units (they must have been peeked)."""
+        raise NotImplementedError
+
+
+class _Permutation:
+    """Sparse Fisher-Yates over ``0..n-1`` (O(k) for k draws): ``rng.randrange(i, n)`` per draw."""
+
+    def __init__(self, n: int, rng: random.Random):
+        self.n, self.rng, self.i, self.swaps = n, rng, 0, {}
+
+    def draw(self) -> int:
+        i, n, swaps = self.i, self.n, self.swaps
+        j = self.rng.randrange(i, n)
+        vi, vj = swaps.get(i, i), swaps.get(j, j)
+        swaps[j] = vi
+        swaps.pop(i, None)
+        self.i = i + 1
+        return vj
+
+    def fork(self) -> "_Permutation":
+        rng = random.Random()
+        rng.setstate(self.rng.getstate())
+        f = _Permutation(self.n, rng)
+        f.i, f.swaps = self.i, dict(self.swaps)
+        return f
+
+
+class SampledUnits(UnitStream):
+    """The units ``make(k)`` for ``k`` in ``0..n-1`` in uniformly random order from ``rng`` (the order of
+    :func:`sample_without_replacement`). Peeking draws from a copy of ``rng``; :meth:`advance` replays the same
+    draws on ``rng`` itself, so ``rng`` ends where drawing one unit at a time leaves it."""
+
+    def __init__(self, n: int, rng: random.Random, make: Callable[[int], Unit]):
+        self._perm = _Permutation(n, rng)
+        self._ahead_perm: _Permutation | None = None
+        self._ahead: list[Unit] = []
+        self.make = make
+
+    def peek(self, k: int) -> list[Unit]:
+        if len(self._ahead) < k:
+            if self._ahead_perm is None:
+                self._ahead_perm = self._perm.fork()
+            p = self._ahead_perm
+            want = min(k, p.n - self._perm.i)
+            while len(self._ahead) < want:
+                self._ahead.append(self.make(p.draw()))
+        return self._ahead[:k]
+
+    def advance(self, k: int) -> None:
+        if k > len(self._ahead):
+            raise ValueError("advance past the units peeked")
+        for _ in range(k):
+            self._perm.draw()
+        del self._ahead[:k]
+        if not self._ahead:
+            self._ahead_perm = None
+
+
+class CycledUnits(UnitStream):
+    """Dummy documents repeated as often as needed (HoloBench appendix A.2.3); empty when there are none."""
+
+    def __init__(self, texts: Iterable[str]):
+        self.texts, self.k = list(texts), 0
+
+    def peek(self, k: int) -> list[Unit]:
+        if not self.texts:
+            return []
+        t = self.texts
+        return [Unit(t[(self.k + j) % len(t)], relevant=False, ref=None) for j in range(k)]
+
+    def advance(self, k: int) -> None:
+        self.k += k
+
+
+class ChainedUnits(UnitStream):
+    """One stream after another."""
+
+    def __init__(self, *streams: UnitStream):
+        self.streams = list(streams)
+
+    def peek(self, k: int) -> list[Unit]:
+        out: list[Unit] = []
+        for s in self.streams:
+            got = s.peek(k - len(out))
+            out.extend(got)
+            if len(out) >= k:
+                break
+        return out
+
+    def advance(self, k: int) -> None:
+        for s in self.streams:
+            if k <= 0:
+                return
+            n = len(s.peek(k))
+            s.advance(n)
+            k -= n
+        if k > 0:
+            raise ValueError("advance past the end of the streams")
+
+
+FIRST_BATCH = 64  # units counted before the mean unit length is known
+
+
+def take_until(units: Iterator[Unit] | UnitStream, budget: int, tok: Tokenizer | TokenCounter) -> tuple[list[Unit], int]:
     """Draw units in order while they fit in ``budget`` tokens; stop at the first that does not fit.
 
-    Returns ``(taken, tokens_used)``; ``budget - tokens_used`` is smaller than the unit that did not fit.
+    ``units``: a :class:`UnitStream` (counted in look-ahead batches, module docstring) or any iterator (drawn one
+    at a time). Each unit's ``tokens`` is set to the tokens of ``text + SEP`` counted alone (through
+    :func:`ctxbench.tokenizers.counts.counter_for` when ``tok`` is a Tokenizer). Returns ``(taken, tokens_used)``;
+    ``budget - tokens_used`` is smaller than the unit that did not fit, which is drawn but not taken.
     """
-    taken, used = [], 0
-    for u in units:
-        u.tokens = tok.count(u.text + SEP)
-        if used + u.tokens > budget:
-            break
-        taken.append(u)
-        used += u.tokens
-    return taken, used
+    counter = counter_for(tok)
+    taken: list[Unit] = []
+    used = 0
+    if not isinstance(units, UnitStream):
+        for u in units:
+            u.tokens = counter.count(u.text + SEP)
+            if used + u.tokens > budget:
+                break
+            taken.append(u)
+            used += u.tokens
+        return taken, used
+    pos, k = 0, FIRST_BATCH
+    while True:
+        batch = units.peek(pos + k)[pos:]
+        counts = counter.counts([u.text + SEP for u in batch])
+        for j, (u, c) in enumerate(zip(batch, counts)):
+            u.tokens = c
+            if used + c > budget:
+                units.advance(pos + j + 1)  # the unit that did not fit is drawn, as one at a time
+                return taken, used
+            taken.append(u)
+            used += c
+        pos += len(batch)
+        if len(batch) < k:  # the stream ended
+            units.advance(pos)
+            return taken, used
+        # the next batch: the units still needed at the mean length so far, 5% over
+        mean = used / max(len(taken), 1)
+        k = max(FIRST_BATCH, int((budget - used) / max(mean, 1e-9) * 1.05) + 1)
 
 
 def _relevant_fraction(i: int, r: int, position: str) -> float:
@@ -97,32 +244,28 @@ def pack(relevant: list[Unit], distractors: list[Unit], position: str, target_to
     while True:
         units = arrange(relevant, distractors, position)
         text = "".join(u.text + SEP for u in units)
-        ids, starts = tok.char_starts(text)
+        ids, starts = tok.encode_with_starts(text)
         if len(ids) <= target_tokens:
             break
         if not distractors:
             raise InputError(f"relevant text alone is {len(ids)} tokens, over the target of {target_tokens}")
         distractors.pop()
-    spans, rel_tokens, pos = [], 0, 0
+    ranges, pos = [], 0
     for u in units:
         end = pos + len(u.text)
         if u.relevant:
-            s, e = tok.token_span(starts, pos, end)
-            spans.append([s, e])
-            rel_tokens += e - s
+            ranges.append((pos, end))
         pos = end + len(SEP)
+    spans = tok.token_spans(starts, ranges)
+    rel_tokens = sum(e - s for s, e in spans)
     return PackedContext(text, len(ids), units, spans, rel_tokens)
 
 
 def sample_without_replacement(n: int, rng) -> Iterator[int]:
     """Indices ``0..n-1`` in uniformly random order, drawn lazily (sparse Fisher-Yates: O(k) for k draws)."""
-    swaps: dict[int, int] = {}
-    for i in range(n):
-        j = rng.randrange(i, n)
-        vi, vj = swaps.get(i, i), swaps.get(j, j)
-        swaps[j] = vi
-        swaps.pop(i, None)
-        yield vj
+    p = _Permutation(n, rng)
+    for _ in range(n):
+        yield p.draw()
 
 
 def cycle_units(texts: Iterable[str]) -> Iterator[Unit]:

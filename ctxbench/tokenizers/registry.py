@@ -12,17 +12,26 @@
   network exists).
 
 All counts are in tokens of the named tokenizer, with no special tokens added.
+
+Token offsets (``encode_with_starts``, ``char_starts``) come from the same single encoding: Hugging Face tokenizers
+report them; for tiktoken and quicktok vocabularies each token's character count is read from a table of the
+vocabulary's byte strings (built once per tokenizer), so locating every token of a 1M-token context costs one
+vectorised pass over the ids instead of decoding each token in Python (issue 16). The offsets equal tiktoken's
+``decode_with_offsets``: a token starting inside a multi-byte character starts at that character.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import importlib.util
 import os
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
+
+import numpy as np
 
 from ..errors import TokenizerError
 from ..hashing import file_sha256
@@ -45,19 +54,54 @@ def _litellm_tokenizer_dir() -> Path | None:
     return Path(list(spec.submodule_search_locations)[0]) / "litellm_core_utils" / "tokenizers"
 
 
+def _offset_tables(token_bytes: Callable[[int], bytes], n_vocab: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per token id: the number of characters it completes (its bytes that are not UTF-8 continuation bytes) and
+    whether it starts with a continuation byte (it continues the character of the token before). Ids without
+    bytes (gaps, special tokens) count 0."""
+    nchars = np.zeros(n_vocab, dtype=np.int64)
+    cont = np.zeros(n_vocab, dtype=np.int64)
+    for i in range(n_vocab):
+        try:
+            b = token_bytes(i)
+        except (KeyError, ValueError, IndexError, TypeError, RuntimeError):
+            continue
+        if b:
+            nchars[i] = sum(1 for c in b if not 0x80 <= c < 0xC0)
+            cont[i] = 1 if 0x80 <= b[0] < 0xC0 else 0
+    return nchars, cont
+
+
+def _starts_from_tables(ids: np.ndarray, tables: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """Starting character offset of each token (tiktoken's ``decode_with_offsets`` rule), vectorised."""
+    nchars, cont = tables
+    if len(ids) == 0:
+        return np.zeros(0, dtype=np.int64)
+    ids = ids.astype(np.int64, copy=False)
+    before = np.empty(len(ids), dtype=np.int64)
+    before[0] = 0
+    np.cumsum(nchars[ids][:-1], out=before[1:])
+    before -= cont[ids]
+    np.maximum(before, 0, out=before)
+    return before
+
+
 @dataclass
 class Tokenizer:
     """A loaded tokenizer. ``encode(text) -> list[int]``; ``decode(ids) -> str``; ``count(text) -> int``;
-    ``char_starts(text) -> (ids, starts)`` gives each token's starting character offset in ``text``.
-    ``file_sha256`` identifies the vocabulary file for build manifests."""
+    ``encode_with_starts(text) -> (ids, starts)`` (numpy arrays) and ``char_starts(text) -> (ids, starts)`` (lists)
+    give each token's starting character offset in ``text`` from one encoding. ``file_sha256`` identifies the
+    vocabulary file for build manifests; ``cache_key`` identifies the tokenizer's counts (vocabulary, library and
+    version) for the on-disk count store (:mod:`ctxbench.tokenizers.counts`)."""
 
     name: str
     _encode: Callable[[str], list[int]]
     _decode: Callable[[list[int]], str]
-    _char_starts: Callable[[str], tuple[list[int], list[int]]]
+    _char_starts: Callable[[str], tuple[np.ndarray, np.ndarray]]
     source: str = ""
     file_sha256: str = ""
     _count_batch: Callable[[list[str]], list[int]] | None = field(default=None, repr=False)
+    _encode_array: Callable[[str], np.ndarray] | None = field(default=None, repr=False)
+    library: str = ""
 
     def encode(self, text: str) -> list[int]:
         return self._encode(text)
@@ -65,25 +109,70 @@ class Tokenizer:
     def decode(self, ids: list[int]) -> str:
         return self._decode(ids)
 
+    def ids(self, text: str) -> np.ndarray:
+        """Token ids of ``text`` as an array (no Python int per token: what a 10M-token context needs)."""
+        if self._encode_array is not None:
+            return self._encode_array(text)
+        return np.asarray(self._encode(text), dtype=np.int64)
+
     def count(self, text: str) -> int:
+        """Tokens of ``text`` (one encoding)."""
+        if self._encode_array is not None:
+            return int(len(self._encode_array(text)))
         return len(self._encode(text))
 
-    def count_batch(self, texts: list[str]) -> list[int]:
-        """Token counts of many texts (one call; faster than ``count`` per text)."""
+    def count_batch(self, texts: Sequence[str]) -> list[int]:
+        """Token counts of many texts (one call; each text counted alone, as ``count`` would)."""
         if self._count_batch is not None:
-            return self._count_batch(texts)
+            return self._count_batch(list(texts))
         return [len(self._encode(t)) for t in texts]
 
-    def char_starts(self, text: str) -> tuple[list[int], list[int]]:
-        return self._char_starts(text)
+    def encode_with_starts(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+        """``(ids, starts)``: the token ids of ``text`` and each token's starting character offset (int64 arrays,
+        starts non-decreasing), from one encoding."""
+        ids, starts = self._char_starts(text)
+        return np.asarray(ids), np.asarray(starts, dtype=np.int64)
 
-    def token_span(self, starts: list[int], char_start: int, char_end: int) -> tuple[int, int]:
+    def char_starts(self, text: str) -> tuple[list[int], list[int]]:
+        """``encode_with_starts`` as Python lists."""
+        ids, starts = self.encode_with_starts(text)
+        return [int(i) for i in ids.tolist()], starts.tolist()
+
+    @property
+    def cache_key(self) -> str:
+        """What determines this tokenizer's counts: name, vocabulary file (or its source) and library version."""
+        return hashlib.sha256(f"{self.name}|{self.file_sha256 or self.source}|{self.library}".encode()).hexdigest()[:24]
+
+    def token_span(self, starts, char_start: int, char_end: int) -> tuple[int, int]:
         """``[start, end)`` token interval covering characters ``[char_start, char_end)`` given token char starts."""
         s = max(bisect_right(starts, char_start) - 1, 0)
         # byte-level BPE can split one character over several tokens that share its start: take the first
-        s = bisect_left(starts, starts[s]) if starts else 0
+        s = bisect_left(starts, starts[s]) if len(starts) else 0
         e = bisect_left(starts, char_end)
         return s, max(e, s + 1)
+
+    @staticmethod
+    def token_spans(starts: np.ndarray, char_ranges: Sequence[tuple[int, int]]) -> list[list[int]]:
+        """:meth:`token_span` of many ``(char_start, char_end)`` ranges at once (vectorised; same results)."""
+        if not len(char_ranges):
+            return []
+        rng = np.asarray(char_ranges, dtype=np.int64).reshape(-1, 2)
+        starts = np.asarray(starts, dtype=np.int64)
+        if not len(starts):
+            s = np.zeros(len(rng), dtype=np.int64)
+        else:
+            s = np.maximum(np.searchsorted(starts, rng[:, 0], side="right") - 1, 0)
+            s = np.searchsorted(starts, starts[s], side="left")
+        e = np.searchsorted(starts, rng[:, 1], side="left")
+        e = np.maximum(e, s + 1)
+        return np.stack([s, e], axis=1).tolist()
+
+
+def _library_version(dist: str) -> str:
+    try:
+        return f"{dist}=={importlib.metadata.version(dist)}"
+    except importlib.metadata.PackageNotFoundError:
+        return dist
 
 
 def _tiktoken_file(name: str) -> Path | None:
@@ -136,25 +225,45 @@ def _load_hf(name: str, path_or_id: str) -> Tokenizer:
     def encode(text: str) -> list[int]:
         return tok.encode(text, add_special_tokens=False).ids
 
-    def char_starts(text: str) -> tuple[list[int], list[int]]:
+    def char_starts(text: str) -> tuple[np.ndarray, np.ndarray]:
         e = tok.encode(text, add_special_tokens=False)
-        return e.ids, [o[0] for o in e.offsets]
+        offs = np.asarray(e.offsets, dtype=np.int64).reshape(-1, 2)
+        return np.asarray(e.ids, dtype=np.int64), offs[:, 0].copy()
 
     def count_batch(texts: list[str]) -> list[int]:
         return [len(e.ids) for e in tok.encode_batch(texts, add_special_tokens=False)]
 
     return Tokenizer(name, encode, lambda ids: tok.decode(ids, skip_special_tokens=False), char_starts,
-                     str(p) if p.exists() else f"hub:{path_or_id}", file_sha256(p) if p.exists() else "", count_batch)
+                     str(p) if p.exists() else f"hub:{path_or_id}", file_sha256(p) if p.exists() else "", count_batch,
+                     library=_library_version("tokenizers"))
+
+
+def _table_char_starts(encode_array: Callable[[str], np.ndarray], token_bytes: Callable[[int], bytes],
+                       n_vocab: int) -> Callable[[str], tuple[np.ndarray, np.ndarray]]:
+    """``char_starts`` from one encoding and the vocabulary's character-count tables (built at first use)."""
+    tables: list = []
+
+    def char_starts(text: str) -> tuple[np.ndarray, np.ndarray]:
+        if not tables:
+            tables.append(_offset_tables(token_bytes, n_vocab))
+        ids = encode_array(text)
+        return ids, _starts_from_tables(ids, tables[0])
+
+    return char_starts
 
 
 def _tiktoken_tokenizer(name: str, enc, src: str, sha: str) -> Tokenizer:
-    def char_starts(text: str) -> tuple[list[int], list[int]]:
-        ids = enc.encode_ordinary(text)
-        _, offs = enc.decode_with_offsets(ids)
-        return ids, offs
+    def encode_array(text: str) -> np.ndarray:
+        # tiktoken's buffer encoding with no special token allowed or disallowed: the ids of encode_ordinary
+        return enc.encode_to_numpy(text, allowed_special=set(), disallowed_special=())
 
-    return Tokenizer(name, enc.encode_ordinary, enc.decode, char_starts, src, sha,
-                     lambda texts: [len(x) for x in enc.encode_ordinary_batch(texts, num_threads=2)])
+    def count_batch(texts: list[str]) -> list[int]:
+        # one call per text: tiktoken's threaded batch costs more than it saves on short texts and two cores
+        return [len(enc.encode_to_numpy(t, allowed_special=set(), disallowed_special=())) for t in texts]
+
+    return Tokenizer(name, enc.encode_ordinary, enc.decode,
+                     _table_char_starts(encode_array, enc.decode_single_token_bytes, enc.n_vocab), src, sha,
+                     count_batch, encode_array, library=_library_version("tiktoken"))
 
 
 def _load_packaged_tiktoken(name: str) -> Tokenizer:
@@ -183,18 +292,14 @@ def _load_quicktok(name: str) -> Tokenizer:
     enc = quicktok.get_encoding(enc_name)
     vocab = Path(quicktok.__file__).parent / "data" / f"{enc_name}.vocab"
 
-    def char_starts(text: str) -> tuple[list[int], list[int]]:
-        ids = enc.encode_ordinary(text)
-        # byte offset of each token -> index of the character holding that byte
-        char_of_byte = [i for i, ch in enumerate(text) for _ in range(len(ch.encode("utf-8")))]
-        starts, b = [], 0
-        for t in ids:
-            starts.append(char_of_byte[b] if b < len(char_of_byte) else len(text))
-            b += len(enc.decode_single_token_bytes(t))
-        return ids, starts
+    def encode_array(text: str) -> np.ndarray:
+        return np.asarray(enc.encode_ordinary(text), dtype=np.int64)
 
-    return Tokenizer(name, enc.encode_ordinary, enc.decode, char_starts, f"quicktok:{enc_name}",
-                     file_sha256(vocab) if vocab.exists() else "")
+    return Tokenizer(name, enc.encode_ordinary, enc.decode,
+                     _table_char_starts(encode_array, enc.decode_single_token_bytes, enc.n_vocab),
+                     f"quicktok:{enc_name}", file_sha256(vocab) if vocab.exists() else "",
+                     lambda texts: [len(enc.encode_ordinary(t)) for t in texts], encode_array,
+                     library=_library_version("quicktok-v1"))
 
 
 _CACHE: dict[str, Tokenizer] = {}

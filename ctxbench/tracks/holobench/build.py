@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from dataclasses import dataclass
-from itertools import chain
 from pathlib import Path
-from typing import Callable, Iterator, Literal
+from typing import Callable, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -22,7 +21,8 @@ from ... import __version__
 from ...config import assets_dir
 from ...analysis.difficulty import difficulty_columns
 from ...analysis.language import language_columns
-from ...contexts.packer import POSITIONS, PackedContext, Unit, cycle_units, pack, sample_without_replacement, take_until
+from ...contexts.packer import (POSITIONS, ChainedUnits, CycledUnits, PackedContext, SampledUnits, Unit, pack,
+                                take_until)
 from ...errors import InputError
 from ...gold import compute_gold
 from ...hashing import canonical_json, seeded_rng, stable_hash
@@ -30,6 +30,7 @@ from ...sources import Database, load_database
 from ...sources.database import sql_type, write_sqlite
 from ...storage import to_table
 from ...tokenizers import get_tokenizer
+from ...tokenizers.counts import counter_for, flush_all
 from ...validate import validate_build
 from ..common import BuildResult, BuildWriter, check_lengths
 from ..common import asset_hash as _asset_hash
@@ -99,15 +100,19 @@ class _Rows:
             n += len(src.db.tables[t].rows)
         self.n = n
 
-    def units(self, rng) -> Iterator[Unit]:
-        for k in sample_without_replacement(self.n, rng):
-            ti = bisect_right(self.offsets, k) - 1
-            t = self.tables[ti]
-            idx = k - self.offsets[ti]
-            table = self.src.db.tables[t]
-            rowid = idx + 1
-            text = self.src.templates.verbalize(t, table.columns, table.rows[idx], rowid, self.seed)
-            yield Unit(text, self.relevant, (t, rowid))
+    def unit(self, k: int) -> Unit:
+        """The ``k``-th row of the pool, verbalized."""
+        ti = bisect_right(self.offsets, k) - 1
+        t = self.tables[ti]
+        idx = k - self.offsets[ti]
+        table = self.src.db.tables[t]
+        rowid = idx + 1
+        text = self.src.templates.verbalize(t, table.columns, table.rows[idx], rowid, self.seed)
+        return Unit(text, self.relevant, (t, rowid))
+
+    def units(self, rng) -> SampledUnits:
+        """The pool's rows in random order (sampled without replacement from ``rng``)."""
+        return SampledUnits(self.n, rng, self.unit)
 
 
 def draw_relevant(src: PreparedSource, cfg: HoloBenchConfig, tables: list[str], target: int, position: str,
@@ -124,7 +129,9 @@ def draw_relevant(src: PreparedSource, cfg: HoloBenchConfig, tables: list[str], 
         rel_budget = cfg.amount_tokens
     else:
         rel_budget = int(cfg.density * target)
-    relevant, used = take_until(_Rows(src, tables, True, cfg.seed).units(rng), rel_budget, tok)
+    # unit counts kept across tiers, positions and builds (ctxbench.tokenizers.counts)
+    counter = counter_for(tok, f"holobench/{src.raw.db_id}")
+    relevant, used = take_until(_Rows(src, tables, True, cfg.seed).units(rng), rel_budget, counter)
     return relevant, used, rng
 
 
@@ -135,10 +142,11 @@ def build_context(src: PreparedSource, cfg: HoloBenchConfig, tables: list[str], 
     Raises InputError when, in the amount setting, the relevant amount exceeds the target length.
     """
     relevant, used, rng = draw_relevant(src, cfg, tables, target, position, tok)
+    counter = counter_for(tok, f"holobench/{src.raw.db_id}")
     others = [t for t in src.db.tables if t not in tables]
     dis_pool = _Rows(src, others, False, cfg.seed)
-    dis_iter = chain(dis_pool.units(rng), cycle_units(src.dummy_documents))
-    distractors, _ = take_until(dis_iter, target - used, tok)
+    dis_iter = ChainedUnits(dis_pool.units(rng), CycledUnits(src.dummy_documents))
+    distractors, _ = take_until(dis_iter, target - used, counter)
     return pack(relevant, distractors, position, target, tok)
 
 
@@ -217,6 +225,7 @@ def assemble_stage(loaded: Loaded, src: PreparedSource, progress: Callable[[int,
                 pairs.append((q, key))
                 if progress:
                     progress(len(pairs), total)
+    flush_all()  # the unit counts made here, for the next build
     return Assembled(src, contexts, pairs)
 
 
