@@ -27,14 +27,13 @@ from ...errors import InputError
 from ...gold import compute_gold
 from ...hashing import canonical_json, seeded_rng, stable_hash
 from ...sources import Database, load_database
-from ...sources.database import sql_type, write_sqlite
 from ...storage import to_table
 from ...tokenizers import get_tokenizer
 from ...tokenizers.counts import counter_for, flush_all
 from ...validate import validate_build
 from ..common import BuildResult, BuildWriter, check_lengths
 from ..common import asset_hash as _asset_hash
-from .source import PreparedSource, prepare_source
+from .source import PreparedSource, prepare_source_cached
 
 MAX_TOKENS = 1_048_576
 
@@ -195,10 +194,9 @@ def load_stage(cfg: HoloBenchConfig, out: str | Path, force: bool = False, versi
 
 
 def verbalize_stage(loaded: Loaded) -> PreparedSource:
-    """Preprocess the database, check templates and queries, and write ``source.sqlite``."""
-    src = prepare_source(loaded.raw, loaded.cfg.queries)
-    write_sqlite(src.db, loaded.writer.staged("source.sqlite"))  # moved into place by the writer
-    return src
+    """Preprocess the database, check templates and queries (or read them from the prepared-input cache), and
+    stage ``source.sqlite`` (moved into place by the writer)."""
+    return prepare_source_cached(loaded.raw, loaded.writer.staged("source.sqlite"), loaded.cfg.queries)
 
 
 def assemble_stage(loaded: Loaded, src: PreparedSource, progress: Callable[[int, int], None] | None = None) -> Assembled:
@@ -234,7 +232,7 @@ def gold_stage(loaded: Loaded, asm: Assembled) -> tuple[list[dict], list[dict]]:
     and quarantine rows (rejected gold answers, incomplete rows, left-out tables)."""
     cfg, src, bhash = loaded.cfg, asm.src, loaded.build_hash
     db_id = src.raw.db_id
-    types = {n: [sql_type([r[i] for r in t.rows]) for i in range(len(t.columns))] for n, t in src.db.tables.items()}
+    types = src.column_types()
     cfg_for_id = cfg.model_dump(exclude={"db", "queries", "question_ids"})
     instances, quarantine = [], []
     for q, key in asm.pairs:

@@ -1,7 +1,14 @@
-"""Preparing a database for the HoloBench track: load, check templates and queries, preprocess."""
+"""Preparing a database for the HoloBench track: load, check templates and queries, preprocess.
+
+A prepared source is kept in the prepared-input cache (:mod:`ctxbench.buildcache`) keyed by the source's content
+hashes, the templates, query set, dummy documents and database spec it read, and the version of the preparation
+code, so a rebuild (another seed, tier or position; a nightly run) reads it instead of preprocessing and checking
+every question again (:func:`prepare_source_cached`).
+"""
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 import tempfile
 from dataclasses import dataclass, field
@@ -9,12 +16,14 @@ from pathlib import Path
 
 import yaml
 
+from ...buildcache import PreparedStore, code_version
 from ...config import assets_dir
 from ...errors import InputError
+from ...hashing import stable_hash
 from ...questions.queryset import Question, check_question, check_runs, load_queryset
 from ...questions.sqlinfo import sql_info
 from ...sources import Database, load_database
-from ...sources.database import write_sqlite
+from ...sources.database import sql_type, write_sqlite
 from ...sources.preprocess import DatabaseSpec, Preprocessed, preprocess
 from ...verbalize.templates import TemplateSet, load_templates, templates_from_mapping
 
@@ -30,6 +39,7 @@ class PreparedSource:
     dummy_documents: list[str]
     # questions left out because they read a table that preprocessing left out: (question id, reason)
     skipped_questions: list[tuple[str, str]] = field(default_factory=list)
+    _types: dict[str, list[str]] | None = field(default=None, repr=False)
 
     @property
     def db(self) -> Database:
@@ -46,6 +56,13 @@ class PreparedSource:
         """Columns holding numeric-looking text left as text, with the reason (mixed with other text, codes with
         leading zeros, identifiers); the gold engine rejects ordering them as text where that differs."""
         return self.pre.numeric_text_kept
+
+    def column_types(self) -> dict[str, list[str]]:
+        """SQLite type of every column of every prepared table (``sql_type`` of its values), computed once."""
+        if self._types is None:
+            self._types = {n: [sql_type([r[i] for r in t.rows]) for i in range(len(t.columns))]
+                           for n, t in self.db.tables.items()}
+        return self._types
 
 
 def load_dummy_documents(db_id: str) -> list[str]:
@@ -78,12 +95,14 @@ def source_templates(db_id: str, queries: str | Path | None = None,
 
 
 def prepare_source(db: str | Path | Database | None, queries: str | Path | None = None,
-                   templates: str | Path | None = None) -> PreparedSource:
+                   templates: str | Path | None = None, sqlite_path: str | Path | None = None) -> PreparedSource:
     """Load a database, its templates (:func:`source_templates`) and query set (``assets/queries/<db_id>.yaml``
     or ``queries``), preprocess it and check every question against it.
 
-    Raises InputError for a missing/empty database, missing templates or queries, a template naming a missing
-    column, a query that does not parse, reads a missing table/column, or fails on the preprocessed database.
+    ``sqlite_path``: where to keep the preprocessed database as SQLite (``source.sqlite``; the questions are run
+    on it); by default it is written to a temporary file. Raises InputError for a missing/empty database, missing
+    templates or queries, a template naming a missing column, a query that does not parse, reads a missing
+    table/column, or fails on the preprocessed database.
     """
     raw = db if isinstance(db, Database) else load_database(db)
     ts = source_templates(raw.db_id, queries, templates)
@@ -99,7 +118,7 @@ def prepare_source(db: str | Path | Database | None, queries: str | Path | None 
     gone = {t.lower(): why for t, why in pre.excluded_tables.items() if t.lower() not in {n.lower() for n in tables}}
     kept, skipped = [], []
     with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / "source.sqlite"
+        path = Path(sqlite_path) if sqlite_path is not None else Path(d) / "source.sqlite"
         write_sqlite(pre.db, path)
         con = sqlite3.connect(path)
         for q in qs:
@@ -115,3 +134,53 @@ def prepare_source(db: str | Path | Database | None, queries: str | Path | None 
         raise InputError(f"database {raw.db_id!r}: every question reads a table left out of the database "
                          f"({'; '.join(w for _, w in skipped[:3])}): fill those tables")
     return PreparedSource(raw, pre, ts, kept, load_dummy_documents(raw.db_id), skipped)
+
+
+# the modules whose code decides what a prepared source holds
+PREPARE_CODE = ("sources", "questions", "verbalize", "tracks/holobench/source.py")
+SOURCE_STORE = "holobench-source"
+
+
+def source_key(raw: Database, queries: str | Path | None = None, templates: str | Path | None = None) -> str | None:
+    """Cache key of a prepared source: the source's content hashes (its provenance, paths left out), the asset
+    files preparation reads, and the preparation code's version. None for a database without a content hash
+    (built in memory), which is never cached."""
+    from ..common import asset_hash
+
+    prov = {k: v for k, v in raw.provenance.items() if k != "file"}
+    if not (prov.get("sha256") or prov.get("csv_sha256")):
+        return None
+    a = assets_dir()
+    dummy = a / "dummy" / f"{raw.db_id}.yaml"
+    assets = {
+        "templates": asset_hash(templates or a / "templates" / f"{raw.db_id}.yaml"),
+        "queries": asset_hash(queries or a / "queries" / f"{raw.db_id}.yaml"),
+        "dummy": asset_hash(dummy if dummy.exists() else a / "dummy" / "generic.yaml"),
+        "spec": asset_hash(a / "databases" / f"{raw.db_id}.yaml"),
+    }
+    return stable_hash(SOURCE_STORE, raw.db_id, prov, assets, code_version(*PREPARE_CODE), length=32)
+
+
+def prepare_source_cached(raw: Database, sqlite_dest: str | Path, queries: str | Path | None = None,
+                          templates: str | Path | None = None) -> PreparedSource:
+    """:func:`prepare_source` through the prepared-input cache; ``source.sqlite`` is written to ``sqlite_dest``
+    (copied from the cache entry, or written by the preparation; through a temporary name, renamed into place).
+    Raises what :func:`prepare_source` raises (errors are never cached)."""
+    dest = Path(sqlite_dest)
+    tmp = dest.with_name(dest.name + ".tmp")
+    key = source_key(raw, queries, templates)
+    store = PreparedStore(SOURCE_STORE)
+    hit = store.get(key) if key is not None else None
+    if hit is not None and (hit[1] / "source.sqlite").is_file():
+        parts, d = hit
+        shutil.copyfile(d / "source.sqlite", tmp)
+        tmp.replace(dest)
+        return PreparedSource(raw, **parts)
+    src = prepare_source(raw, queries, templates, sqlite_path=tmp)
+    if key is not None:
+        parts = {"pre": src.pre, "templates": src.templates, "questions": src.questions,
+                 "dummy_documents": src.dummy_documents, "skipped_questions": src.skipped_questions,
+                 "_types": src.column_types()}
+        store.put(key, parts, {"source.sqlite": tmp})
+    tmp.replace(dest)
+    return src
