@@ -1,45 +1,127 @@
-"""Context-building speed (issue 3): time to build a 64K- and a 1M-token context divided by the time of one
-tokenizer pass over the same text, and peak memory. Prints figures; asserts nothing.
+"""HoloBench build speed (issue 16 targets 1 and 2): a whole build's wall time divided by one tokenizer pass over
+every context it writes (each instance's context, as stored in instances.parquet), cold (empty cache) and warm (a
+rebuild with another seed on the cache the cold build left), and the same for one context alone; peak memory of
+each build process. Each build runs in a fresh process (bench/buildbench.py). Prints figures; asserts nothing.
 
-    python bench/build_speed.py [--db nycflights13] [--tokenizer cl100k_base]
+    python bench/build_speed.py [--db nycflights13] [--tokenizer cl100k_base] [--lengths 262144,1048576]
+                                [--single 1048576] [--skip-whole] [--skip-single]
+    python bench/build_speed.py --lengths 10000000 --questions nycflights13-q02 --skip-single   # one 10M context
 """
 
 from __future__ import annotations
 
 import argparse
-import resource
-import time
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
 
-from ctxbench.tokenizers import get_tokenizer
-from ctxbench.tracks.holobench import HoloBenchConfig, build_context
-from ctxbench.tracks.holobench.source import prepare_source
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import buildbench as bb  # noqa: E402
+
+STAGES = ["load_stage", "verbalize_stage", "assemble_stage", "gold_stage", "validate_stage", "write_stage"]
+
+
+def _child_whole(a) -> dict:
+    import pyarrow.parquet as pq
+
+    from ctxbench.tokenizers import get_tokenizer
+    from ctxbench.tokenizers import counts as tc
+    from ctxbench.tracks.holobench import build as hb
+
+    cfg = hb.HoloBenchConfig(db=a.db, tokenizer=a.tokenizer, lengths=[int(x) for x in a.lengths.split(",")],
+                             seed=a.seed, question_ids=a.questions.split(",") if a.questions else None)
+    st: dict[str, float] = {}
+    with bb.stage_times(hb, STAGES, st), bb.Clock() as clock:
+        res = hb.build_holobench(cfg, a.out)
+    rss = bb.peak_rss_mib()
+    t = pq.read_table(Path(a.out) / "instances.parquet", columns=["context", "context_tokens", "target_tokens"])
+    contexts = t.column("context").to_pylist()
+    tok = get_tokenizer(a.tokenizer)
+    p = bb.tokenizer_pass(tok, contexts)
+    uniq = list(dict.fromkeys(contexts))
+    upass = bb.tokenizer_pass(tok, uniq).wall
+    fill = [c / x for c, x in zip(t.column("context_tokens").to_pylist(), t.column("target_tokens").to_pylist())]
+    hits = sum(c.hits for c in tc._LIVE)
+    misses = sum(c.misses for c in tc._LIVE)
+    return {"build_s": clock.wall, "build_cpu": clock.cpu, "pass_s": p.wall, "pass_cpu": p.cpu,
+            "unique_pass_s": upass, "contexts": len(contexts),
+            "unique": len(uniq), "tokens": sum(t.column("context_tokens").to_pylist()), "rss": rss,
+            "stages": {k.replace("_stage", ""): round(v, 2) for k, v in st.items()}, "min_fill": min(fill),
+            "count_hits": hits, "count_misses": misses, "instances": res.n_instances, "build_hash": res.build_hash}
+
+
+def _child_single(a) -> dict:
+    from ctxbench.tokenizers import get_tokenizer
+    from ctxbench.tracks.holobench import HoloBenchConfig, build_context
+    from ctxbench.tracks.holobench.source import load_database_header, prepare_source_cached
+
+    raw = load_database_header(a.db)
+    src = prepare_source_cached(raw, Path(tempfile.mkdtemp()) / "source.sqlite",
+                                reload=lambda: __import__("ctxbench.sources", fromlist=["x"]).load_database(a.db))
+    tok = get_tokenizer(a.tokenizer)
+    tok.count("warm up")
+    q = max(src.questions, key=lambda q: sum(len(src.db.tables[t].rows) for t in src.db.tables
+                                             if t.lower() in q.info["tables"]))
+    tables = sorted(t for t in src.db.tables if t.lower() in q.info["tables"])
+    L = int(a.single)
+    cfg = HoloBenchConfig(db=a.db, lengths=[L], tokenizer=a.tokenizer, seed=a.seed)
+    with bb.Clock() as clock:
+        ctx = build_context(src, cfg, tables, L, "uniform", tok)
+    rss = bb.peak_rss_mib()
+    p = bb.tokenizer_pass(tok, [ctx.text])
+    return {"build_s": clock.wall, "build_cpu": clock.cpu, "pass_s": p.wall, "pass_cpu": p.cpu, "contexts": 1,
+            "tokens": ctx.context_tokens, "rss": rss,
+            "tables": tables, "fill": ctx.context_tokens / L}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--db", default="nycflights13")
     ap.add_argument("--tokenizer", default="cl100k_base")
-    ap.add_argument("--lengths", default="65536,1048576")
+    ap.add_argument("--lengths", default="262144,1048576")
+    ap.add_argument("--questions", default="", help="question ids (default: every question)")
+    ap.add_argument("--single", default="1048576", help="tier of the one-context measurement")
+    ap.add_argument("--skip-whole", action="store_true")
+    ap.add_argument("--skip-single", action="store_true")
+    ap.add_argument("--child", choices=["whole", "single"])
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out")
     a = ap.parse_args()
-    t0 = time.perf_counter()
-    src = prepare_source(a.db)
-    print(f"prepare {a.db}: {time.perf_counter() - t0:.1f} s")
-    tok = get_tokenizer(a.tokenizer)
-    q = max(src.questions, key=lambda q: sum(len(src.db.tables[t].rows) for t in src.db.tables
-                                             if t.lower() in q.info["tables"]))
-    tables = sorted(t for t in src.db.tables if t.lower() in q.info["tables"])
-    for L in (int(x) for x in a.lengths.split(",")):
-        cfg = HoloBenchConfig(lengths=[L], tokenizer=a.tokenizer)
-        t0 = time.perf_counter()
-        ctx = build_context(src, cfg, tables, L, "uniform", tok)
-        build_s = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        n = tok.count(ctx.text)
-        pass_s = time.perf_counter() - t0
-        print(f"{L:>8} tokens (relevant tables {tables}): built {ctx.context_tokens} tokens in {build_s:.2f} s; "
-              f"one tokenizer pass {pass_s:.3f} s ({n} tokens); ratio {build_s / pass_s:.1f}x")
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"peak memory (max RSS): {peak:.0f} MiB")
+    if a.child:
+        r = _child_whole(a) if a.child == "whole" else _child_single(a)
+        print(json.dumps(r))
+        return
+    script = str(Path(__file__).resolve())
+    common = ["--db", a.db, "--tokenizer", a.tokenizer, "--lengths", a.lengths, "--single", a.single,
+              "--questions", a.questions]
+    print(f"HoloBench {a.db}, {a.tokenizer}; each build in a fresh process; cold = empty cache, warm = rebuild "
+          f"with a new seed on the cache left by the cold build")
+    if not a.skip_whole:
+        home = Path(tempfile.mkdtemp(prefix="ctxbench-bench-"))
+        work = Path(tempfile.mkdtemp(prefix="ctxbench-bench-out-"))
+        try:
+            for label, seed in (("whole build, cold", 0), ("whole build, warm (seed 1)", 1)):
+                r = bb.child(script, [*common, "--child", "whole", "--seed", str(seed), "--out",
+                                      str(work / f"s{seed}")], home)
+                print(bb.line(label, r))
+                print(f"    {r['instances']} instances, {r['unique']} distinct contexts (one pass over those: "
+                      f"{r['unique_pass_s']:.2f} s); smallest fill {r['min_fill']:.4f} of the tier; unit counts "
+                      f"read {r['count_hits']:,} / made {r['count_misses']:,}")
+                print(bb.stages(r))
+        finally:
+            shutil.rmtree(home, ignore_errors=True)
+            shutil.rmtree(work, ignore_errors=True)
+    if not a.skip_single:
+        home = Path(tempfile.mkdtemp(prefix="ctxbench-bench-"))
+        try:
+            for label, seed in ((f"one {int(a.single):,} context, cold", 0),
+                                ("  same, warm (seed 1)", 1), ("  same, warm (seed 0 again)", 0)):
+                r = bb.child(script, [*common, "--child", "single", "--seed", str(seed)], home)
+                print(bb.line(label, r))
+        finally:
+            shutil.rmtree(home, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,11 @@ MIN_TEMPLATES = 5
 
 def format_value(v: Any) -> str:
     """Render a cell for text: integral floats without ``.0``, other floats in shortest round-trip form."""
+    t = type(v)
+    if t is str:
+        return v
+    if t is int:
+        return str(v)
     if isinstance(v, bool):
         return str(int(v))
     if isinstance(v, float):
@@ -82,9 +87,37 @@ class TemplateSet:
 
     def verbalize(self, table: str, columns: list[str], row: tuple, rowid: int, seed: int) -> str:
         """The sentence for one row (rowid in ``source.sqlite``)."""
-        t = self.templates[table][self.choose(table, rowid, seed)]
-        values = {c: format_value(v) for c, v in zip(columns, row)}
-        return t.format(**values)
+        k = self.choose(table, rowid, seed)
+        compiled = self._compiled(table, tuple(columns))[k]
+        if compiled is None:  # a field that is not a plain column name: str.format's own lookup (and its errors)
+            values = {c: format_value(v) for c, v in zip(columns, row)}
+            return self.templates[table][k].format(**values)
+        fmt, idx = compiled
+        return fmt.format(*[format_value(row[i]) for i in idx])
+
+    def _compiled(self, table: str, columns: tuple[str, ...]) -> list[tuple[str, list[int]] | None]:
+        """Each template of ``table`` as a positional format string and the column index of each field (the same
+        text as ``template.format(**{column: value})``, formatting only the columns the template states); None
+        for a template with a field that is not one of ``columns``."""
+        cache = self.__dict__.setdefault("_compiled_cache", {})
+        key = (table, columns)
+        if key not in cache:
+            where = {c: i for i, c in enumerate(columns)}  # the last of repeated names, as the dict of values
+            out: list[tuple[str, list[int]] | None] = []
+            for t in self.templates[table]:
+                parts, idx, ok = [], [], True
+                for lit, fname, _, _ in string.Formatter().parse(t):
+                    parts.append(lit.replace("{", "{{").replace("}", "}}"))
+                    if fname is None:
+                        continue
+                    if fname not in where:
+                        ok = False
+                        break
+                    parts.append(f"{{{len(idx)}}}")
+                    idx.append(where[fname])
+                out.append(("".join(parts), idx) if ok else None)
+            cache[key] = out
+        return cache[key]
 
 
 def load_templates(db_id: str, path: str | Path | None = None) -> TemplateSet:
