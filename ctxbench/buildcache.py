@@ -96,7 +96,7 @@ class PreparedStore:
                 (shutil.move if move else shutil.copyfile)(str(src), str(tmp / name))
             with open(tmp / PAYLOAD, "wb") as fh:
                 pickle.dump((key, payload), fh, protocol=pickle.HIGHEST_PROTOCOL)
-            if (d / PAYLOAD).is_file():  # written meanwhile by another build: keep that one (it may be read now)
+            if self.get(key) is not None:  # written meanwhile by another build: keep that one (it may be read now)
                 shutil.rmtree(tmp, ignore_errors=True)
                 return d
             if d.exists():  # an unreadable old entry
