@@ -33,7 +33,8 @@ def main() -> None:
     ap.add_argument("--question-model")
     ap.add_argument("--question-base-url")
     a = ap.parse_args()
-    dbs = a.db or [str(shared / "spider" / "database" / d / f"{d}.sqlite") for d in ("flight_2", "chinook_1", "world_1")]
+    dbs = a.db or [str(shared / "spider" / "database" / d / f"{d}.sqlite")
+                   for d in ("flight_2", "chinook_1", "world_1")]
     os.environ.setdefault("CTXBENCH_HOME", tempfile.mkdtemp(prefix="ctxbench-bench-"))
     tot_q = tot_s = tot_checked = tot_passed = tot_gold = 0
     for db in dbs:
@@ -55,7 +56,8 @@ def main() -> None:
         tot_checked, tot_passed = tot_checked + rep["checked"], tot_passed + rep["passed"]
         tot_gold += gold_s
         line = (f"{r.db_id}: {len(r.questions)} questions in {s:.1f} s = {len(r.questions) / s:.2f} questions/s "
-                f"({s / gold_s:.0f}x one gold pass over them on the full database); kept {rep['passed']} of {rep['checked']} checked candidates ({rep['passed'] / rep['checked']:.0%}; "
+                f"({s / gold_s:.0f}x one gold pass over them on the full database); kept {rep['passed']} of "
+                f"{rep['checked']} checked candidates ({rep['passed'] / rep['checked']:.0%}; "
                 f"{rep['candidates']} drawn)")
         if "roundtrip_dropped" in rep:
             phrased = len(r.questions) + rep["roundtrip_dropped"]
@@ -63,8 +65,8 @@ def main() -> None:
         print(line)
         for why, k in rep["left_out"].items():
             print(f"    left out {k}: {why}")
-    print(f"all: {tot_q} questions in {tot_s:.1f} s = {tot_q / tot_s:.2f} questions/s ({tot_s / tot_gold:.0f}x one gold "
-          f"pass); kept {tot_passed} of "
+    print(f"all: {tot_q} questions in {tot_s:.1f} s = {tot_q / tot_s:.2f} questions/s ({tot_s / tot_gold:.0f}x one "
+          f"gold pass); kept {tot_passed} of "
           f"{tot_checked} checked ({tot_passed / tot_checked:.0%})")
 
 

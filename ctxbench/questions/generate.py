@@ -16,7 +16,7 @@ trusted, as SciTrek (section 3.3) draws SQL from templates and keeps what valida
 3. **Checks.** A candidate is kept when the gold engine (:func:`ctxbench.gold.compute_gold`: two engines agree, no
    dependence on row order, no tie at LIMIT, no NULL sort key, not empty, not NULL) accepts its answer on the full
    database *and* on context samples drawn exactly as the build draws the relevant rows
-   (:func:`ctxbench.tracks.holobench.build_context` at the ``sim_lengths`` tiers, density setting, for each
+   (:func:`ctxbench.tracks.holobench.build.draw_relevant` at the ``sim_lengths`` tiers, density setting, for each
    ``sim_seeds`` seed: the default build's own contexts are among them); a COUNT that is 0 in most samples, or
    an answer of more than ``MAX_ANSWER_ROWS`` rows in a sample, is left out too. Every reason is counted.
 4. **Selection.** First one question for each (difficulty, query type) pair the schema allows, then the rest per
@@ -800,7 +800,8 @@ class Checker:
 
     @staticmethod
     def _load(con, name, cols, types, rows) -> None:
-        con.execute(f"CREATE TABLE {quote_ident(name)} ({', '.join(f'{quote_ident(c)} {t}' for c, t in zip(cols, types))})")
+        decl = ", ".join(f"{quote_ident(c)} {t}" for c, t in zip(cols, types))
+        con.execute(f"CREATE TABLE {quote_ident(name)} ({decl})")
         con.executemany(f"INSERT INTO {quote_ident(name)} VALUES ({', '.join('?' for _ in cols)})", rows)
 
     def gold_tables(self, tables: list[str], rows: dict[str, list[tuple]] | None = None) -> dict:

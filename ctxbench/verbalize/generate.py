@@ -312,7 +312,8 @@ def table_templates(tp: TableProfile, columns: list[str]) -> list[str]:
         the = _join([f"the {w[c]} is {{{c}}}" for c in rot])
         of = _join([f"{w[c]} of {{{c}}}" for c in rot])
         if k == 0:
-            s = (f"{subj} is {article(tp.noun)} {tp.noun} with {plain}." if tp.label_is_name else f"{_cap(subj)} has {plain}.")
+            s = (f"{subj} is {article(tp.noun)} {tp.noun} with {plain}." if tp.label_is_name
+                 else f"{_cap(subj)} has {plain}.")
         elif k == 1:
             s = f"For {ref}, {the}."
         elif k == 2:

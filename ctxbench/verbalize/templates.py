@@ -127,7 +127,8 @@ def load_templates(db_id: str, path: str | Path | None = None) -> TemplateSet:
     if not p.exists():
         raise InputError(f"no verbalization templates for database {db_id!r}: write {p} "
                          f"(table: [at least {MIN_TEMPLATES} templates with {{column}} fields]), or generate a query "
-                         f"set with templates: ctxbench questions generate --db DB --out FILE.yaml, then --queries FILE.yaml")
+                         f"set with templates: ctxbench questions generate --db DB --out FILE.yaml, then "
+                         f"--queries FILE.yaml")
     try:
         data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
     except (yaml.YAMLError, UnicodeDecodeError) as e:

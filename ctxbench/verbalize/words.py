@@ -12,7 +12,8 @@ ABBREVIATIONS = {
     "no": "number", "num": "number", "nbr": "number", "qty": "quantity", "abbrev": "abbreviation",
     "abbr": "abbreviation", "indep": "independence", "pct": "percentage", "avg": "average", "dept": "department",
     "yr": "year", "dob": "date of birth", "addr": "address", "amt": "amount", "desc": "description",
-    "pop": "population", "dest": "destination", "src": "source", "dst": "destination", "ms": "milliseconds", "cnt": "count", "uid": "id",
+    "pop": "population", "dest": "destination", "src": "source", "dst": "destination", "ms": "milliseconds",
+    "cnt": "count", "uid": "id",
 }
 UNCOUNTABLE = {"data", "information", "equipment", "staff", "news", "series", "species", "software", "personnel"}
 
@@ -25,7 +26,9 @@ def _segment(token: str, vocab: frozenset[str]) -> list[str]:
     for i in range(1, n + 1):
         for j in range(max(0, i - 24), i):
             w = token[j:i]
-            if best[j] is not None and w in vocab and w != token and (best[i] is None or len(best[j]) + 1 < len(best[i])):
+            if best[j] is None or w not in vocab or w == token:
+                continue
+            if best[i] is None or len(best[j]) + 1 < len(best[i]):
                 best[i] = best[j] + [w]
     return best[n] if best[n] and len(best[n]) > 1 else [token]
 
