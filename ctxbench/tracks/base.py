@@ -356,7 +356,8 @@ def register_track(cls: type[Track]) -> type[Track]:
 
 
 def _import_plugin(spec: str) -> None:
-    """Import a plugin: a dotted module name, or a path to a ``.py`` file (imported under its stem)."""
+    """Import a plugin: a dotted module name, or a path to a ``.py`` file, imported as the module named by its
+    stem (so that its ``"module:function"`` references read ``"<stem>:function"`` wherever it is loaded)."""
     spec = spec.strip()
     if not spec:
         return
@@ -364,9 +365,13 @@ def _import_plugin(spec: str) -> None:
         p = Path(spec).expanduser().resolve()
         if not p.is_file():
             raise InputError(f"{PLUGIN_ENV}: {spec} is not a file (give a module name or a .py file)")
-        name = f"ctxbench_track_{p.stem}"
+        name = p.stem
         if name in sys.modules:
-            return
+            have = getattr(sys.modules[name], "__file__", None)
+            if have and Path(have).resolve() == p:
+                return
+            raise InputError(f"{PLUGIN_ENV}: {p} would be imported as module {name!r}, which is already {have}; "
+                             f"rename the file")
         s = importlib.util.spec_from_file_location(name, p)
         if s is None or s.loader is None:
             raise InputError(f"{PLUGIN_ENV}: cannot import {p}")
