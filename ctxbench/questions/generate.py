@@ -754,6 +754,7 @@ FAMILIES = [f_extreme, f_average, f_count_distinct, f_list_compare, f_count_comp
 
 def draw_candidates(tables: dict[str, _Table], edges: list[JoinEdge], rng) -> list[Candidate]:
     """Every family over every table (or join edge), each family's candidates in a seeded random order."""
+    schema = {n: t.columns for n, t in tables.items()}
     out: list[Candidate] = []
     for fam in FAMILIES:
         name = fam.__name__.removeprefix("f_")
@@ -771,7 +772,7 @@ def draw_candidates(tables: dict[str, _Table], edges: list[JoinEdge], rng) -> li
                     got.append(Candidate(name, sql, q, (name, t.name, *sig)))
         rng.shuffle(got)
         for c in got:
-            c.info = sql_info(c.sql)
+            c.info = sql_info(c.sql, schema)  # as the build derives them (check_question)
         out.extend(got)
     return out
 
