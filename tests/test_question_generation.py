@@ -342,6 +342,10 @@ def test_template_source_order(tmp_path):
     bare.write_text(yaml.safe_dump({"questions": []}))
     with pytest.raises(InputError, match="ctxbench questions generate"):
         source_templates("league", bare)
+    latin = tmp_path / "latin.yaml"  # a broken query set is named as such, not as missing templates
+    latin.write_bytes("questions:\n  - {id: a, question: 'Caf\xe9?', sql: 'SELECT 1'}\n".encode("latin-1"))
+    with pytest.raises(InputError, match="latin.yaml is not a readable YAML query set"):
+        source_templates("league", latin)
     short = tmp_path / "short.yaml"
     short.write_text(yaml.safe_dump({"templates": {"t": ["only {a}"]}}))
     with pytest.raises(InputError, match="short.yaml.*at least 5"):

@@ -91,7 +91,9 @@ def source_templates(db_id: str, queries: str | Path | None = None,
     try:
         data = yaml.safe_load(p.read_text(encoding="utf-8")) if p.is_file() else None
     except (yaml.YAMLError, UnicodeDecodeError):
-        data = None  # the query set's own loader names the problem
+        data = None
+    if not isinstance(data, dict):
+        load_queryset(db_id, queries)  # an unreadable query set: its own loader names the problem
     section = data.get("templates") if isinstance(data, dict) else None
     if section is None:
         return load_templates(db_id)  # raises, naming both ways to add templates
