@@ -34,7 +34,7 @@ from pathlib import Path
 
 from ctxbench.config import shared_data_dir
 from ctxbench.convert import layout
-from ctxbench.convert.pdf import ConversionError, _preflight
+from ctxbench.convert.pdf import ConversionError, preflight
 from ctxbench.convert.text import capital_token, clean
 
 CONVERTERS = {"pdfminer-layout": layout.pdfminer_markdown, "pdfium-text": layout.pdfium_markdown,
@@ -157,7 +157,7 @@ def main() -> None:
     readable = []
     for f in sorted(meta):
         try:
-            _preflight(pdf_dir / f)
+            preflight(pdf_dir / f)
             readable.append(f)
         except ConversionError as e:
             print(f"unreadable: {f}: {e.reason}")

@@ -21,13 +21,12 @@ from pydantic import BaseModel, Field, field_validator
 from .analysis.filters import InstanceFilter, filter_instances
 from .errors import InputError
 from .hashing import canonical_json
-from .incremental import build_hash_of_dir
 from .models.cache import ResponseCache, endpoint_id, request_key
 from .models.gateway import NOT_ATTEMPTED, RetryPolicy
 from .models.runner import CLAIM_LEASE_S, WINDOW_DEPENDENT, CallRunner, Outcome, Request, truncation_check
 from .models.registry import model_info
 from .prompts import messages_text, render_messages
-from .storage import append_rows, read_table, require_build
+from .storage import append_rows, build_hash_of_dir, read_table, require_build
 
 
 class EvalConfig(BaseModel):

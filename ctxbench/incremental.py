@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 
 from .errors import InputError
 from .hashing import file_sha256, stable_hash
-from .storage import write_json
+from .storage import check_build_tables, write_json
 
 LATEST = "latest"
 INPUTS_KEY = b"ctxbench_inputs_sha256"
@@ -79,33 +79,7 @@ def builds_of(root: str | Path) -> list[Path]:
     return sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink() and (p / "manifest.json").exists())
 
 
-# ------------------------------------------------------------------------------------------ one build per table
-
-def build_hash_of_dir(build_dir: str | Path) -> str:
-    """The ``build_hash`` in a build directory's manifest (InputError without one)."""
-    m = Path(build_dir) / "manifest.json"
-    try:
-        return json.loads(m.read_text(encoding="utf-8"))["build_hash"]
-    except (OSError, ValueError, KeyError, TypeError):
-        raise InputError(f"{m} is missing or not a ctxbench manifest: the build is unfinished or not a build") from None
-
-
-def check_build_tables(build_dir: str | Path) -> str:
-    """Check that every stored table of the build holds rows of this build only (``build_hash`` column, where
-    present, equal to the manifest's). Returns the build hash; raises InputError naming the table and the
-    foreign build hashes."""
-    build_dir = Path(build_dir)
-    bh = build_hash_of_dir(build_dir)
-    for name in ("instances", "responses", "scores"):
-        p = build_dir / f"{name}.parquet"
-        if not p.exists() or "build_hash" not in pq.read_schema(p).names:
-            continue
-        found = set(pq.read_table(p, columns=["build_hash"]).column("build_hash").to_pylist()) - {None, bh}
-        if found:
-            raise InputError(f"{p} holds rows of other builds ({sorted(found)}) besides {bh}: results of different "
-                             f"builds are never mixed; evaluate each build in its own directory")
-    return bh
-
+# one build per table: storage.build_hash_of_dir and storage.check_build_tables (imported above)
 
 # ------------------------------------------------------------------------------------------ skip unchanged steps
 

@@ -15,10 +15,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from .hashing import canonical_json
-from .incremental import check_build_tables
 from .scoring.pipeline import score_reply
 from .scoring.registry import tagger
-from .storage import read_table, require_build, to_table, write_parquet
+from .storage import check_build_tables, read_table, require_build, to_table, write_parquet
 
 
 @dataclass

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .config import REPO_ROOT
-from .errors import CtxbenchError
+from .errors import CtxbenchError, InputError
 from .hashing import canonical_json
 
 SCHEMA_DIR = Path(os.environ.get("CTXBENCH_SCHEMAS", REPO_ROOT / "schemas"))
@@ -143,3 +143,31 @@ def catalogue(build_dir: str | Path):
         if p.exists():
             con.execute(f"CREATE VIEW {t} AS SELECT * FROM read_parquet('{p.as_posix()}')")
     return con
+
+
+# ------------------------------------------------------------------------------------------ one build per table
+
+def build_hash_of_dir(build_dir: str | Path) -> str:
+    """The ``build_hash`` in a build directory's manifest (InputError without one)."""
+    m = Path(build_dir) / "manifest.json"
+    try:
+        return json.loads(m.read_text(encoding="utf-8"))["build_hash"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise InputError(f"{m} is missing or not a ctxbench manifest: the build is unfinished or not a build") from None
+
+
+def check_build_tables(build_dir: str | Path) -> str:
+    """Check that every stored table of the build holds rows of this build only (``build_hash`` column, where
+    present, equal to the manifest's). Returns the build hash; raises InputError naming the table and the
+    foreign build hashes."""
+    build_dir = Path(build_dir)
+    bh = build_hash_of_dir(build_dir)
+    for name in ("instances", "responses", "scores"):
+        p = build_dir / f"{name}.parquet"
+        if not p.exists() or "build_hash" not in pq.read_schema(p).names:
+            continue
+        found = set(pq.read_table(p, columns=["build_hash"]).column("build_hash").to_pylist()) - {None, bh}
+        if found:
+            raise InputError(f"{p} holds rows of other builds ({sorted(found)}) besides {bh}: results of different "
+                             f"builds are never mixed; evaluate each build in its own directory")
+    return bh

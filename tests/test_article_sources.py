@@ -218,7 +218,7 @@ def test_dedup_order_through_the_build_stages(articles_dir, tmp_path):
     assert rows["dup"]["duplicate_of"] == raw["paper_id"] and not rows["dup"]["kept"]
     assert rows[ex["paper_id"]]["duplicate_of"] == raw["paper_id"] and rows[ex["paper_id"]]["source"] == "s2orc"
     assert rows[raw["paper_id"]]["kept"] and rows[raw["paper_id"]]["source"] == "unarxive"
-    assert conv.meta[raw["paper_id"]].authors == [f"{f} {l}".strip() for l, f, *_ in raw["metadata"]["authors_parsed"]]
+    assert conv.meta[raw["paper_id"]].authors == [f"{f} {last}".strip() for last, f, *_ in raw["metadata"]["authors_parsed"]]
     assert conv.duplicates == 2 and "dup" not in conv.texts
 
 

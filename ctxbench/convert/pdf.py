@@ -134,7 +134,7 @@ def converter_version(name: str) -> str:
     raise CtxbenchError(f"unknown converter {name!r}: use pdfminer-layout, pdfium-text, pdfplumber-text or marker")
 
 
-def _preflight(path: Path) -> tuple[int, int]:
+def preflight(path: Path) -> tuple[int, int]:
     """Open ``path`` with pypdfium2: (pages, non-space characters of its text layer). Raises ConversionError for a
     file that is not a PDF, is encrypted, truncated or corrupt, or has no text layer."""
     import pypdfium2 as pdfium
@@ -171,10 +171,10 @@ def _preflight(path: Path) -> tuple[int, int]:
     return pages, chars
 
 
-def _worker(name: str, path: str) -> dict:
+def convert_in_child(name: str, path: str) -> dict:
     """Run in the child process: preflight, then the named converter. Returns a JSON-able dict."""
     try:
-        pages, _ = _preflight(Path(path))
+        pages, _ = preflight(Path(path))
         if name == "pdfminer-layout":
             from .layout import pdfminer_markdown
 
@@ -238,7 +238,7 @@ def _run_child(args: list[str], path: Path, timeout_s: float) -> dict:
 
 
 def _convert_marker(path: Path, timeout_s: float) -> tuple[str, int]:
-    pages, _ = _preflight(path)
+    pages, _ = preflight(path)
     with tempfile.TemporaryDirectory(prefix="ctxbench-marker-") as out:
         try:
             proc = _run(["marker_single", str(path), "--output_dir", out, "--output_format", "markdown"], timeout_s)

@@ -318,11 +318,11 @@ def _duckdb_rewrite(q: exp.Expression) -> exp.Expression:
         elif isinstance(node, exp.TimeToStr) and isinstance(node.this, exp.TsOrDsToTimestamp):
             node.replace(_udf_call("strftime", [node.args["format"], node.this.this]))
     for node in reversed(list(q.find_all(exp.Div))):  # innermost first
-        l, r = node.left, node.right
-        if l.type is not None and r.type is not None and l.is_type(*exp.DataType.INTEGER_TYPES) and r.is_type(
+        left, r = node.left, node.right
+        if left.type is not None and r.type is not None and left.is_type(*exp.DataType.INTEGER_TYPES) and r.is_type(
                 *exp.DataType.INTEGER_TYPES):
             # SQLite: integer / integer is integer division, truncated toward zero; x / 0 is NULL
-            new = exp.IntDiv(this=exp.cast(l.copy(), exp.DType.BIGINT), expression=exp.Nullif(
+            new = exp.IntDiv(this=exp.cast(left.copy(), exp.DType.BIGINT), expression=exp.Nullif(
                 this=exp.cast(r.copy(), exp.DType.BIGINT), expression=exp.Literal.number(0)))
             new.type = exp.DataType.build("BIGINT")
             node.replace(new)
@@ -342,11 +342,11 @@ def _duckdb_rewrite(q: exp.Expression) -> exp.Expression:
                     exp.DType.UNKNOWN, exp.DType.NULL):
                 side.replace(exp.cast(side.copy(), exp.DType.TEXT))
     for node in list(q.find_all(*_CMP)):
-        l, r = node.left, node.right
-        if isinstance(l, exp.Column) and _is_text(l) and _is_number_literal(r):
+        left, r = node.left, node.right
+        if isinstance(left, exp.Column) and _is_text(left) and _is_number_literal(r):
             r.replace(_as_text_literal(r))
-        elif isinstance(r, exp.Column) and _is_text(r) and _is_number_literal(l):
-            l.replace(_as_text_literal(l))
+        elif isinstance(r, exp.Column) and _is_text(r) and _is_number_literal(left):
+            left.replace(_as_text_literal(left))
     for node in list(q.find_all(exp.In)):
         if isinstance(node.this, exp.Column) and _is_text(node.this):
             for x in list(node.expressions):

@@ -72,7 +72,8 @@ def _py(v: Any) -> Any:
     return str(v)
 
 
-def _norm_rows(rows) -> list[list[Any]]:
+def norm_rows(rows) -> list[list[Any]]:
+    """Result rows as lists of plain Python values (SQLite/DuckDB types converted as gold answers store them)."""
     return [[_py(v) for v in r] for r in rows]
 
 
@@ -131,7 +132,7 @@ def _sqlite_con(tables: Tables, order: str, seed: int) -> sqlite3.Connection:
 def _sqlite_run(sql: str, tables: Tables, order: str, seed: int) -> list[list[Any]]:
     con = _sqlite_con(tables, order, seed)
     try:
-        return _norm_rows(con.execute(sql).fetchall())
+        return norm_rows(con.execute(sql).fetchall())
     finally:
         con.close()
 
@@ -355,7 +356,7 @@ def _order_issue(tr: Transpiled, con: sqlite3.Connection, strict_order: bool,
             continue
         q, nk = kq
         try:
-            rows = _norm_rows(con.execute(q.sql(dialect="sqlite")).fetchall())
+            rows = norm_rows(con.execute(q.sql(dialect="sqlite")).fetchall())
         except sqlite3.Error:
             # a correlated subquery cannot run alone; the engine comparison and the row-order reruns still check
             # it, and name a difference they find a tie
@@ -388,7 +389,7 @@ def _order_issue(tr: Transpiled, con: sqlite3.Connection, strict_order: bool,
         # NULL order: put NULL sort keys at the other end; a different window of keys is a different answer
         if any(v is None for k in keys for v in k):
             try:
-                flipped = _norm_rows(con.execute(_flip_nulls(q).sql(dialect="sqlite")).fetchall())
+                flipped = norm_rows(con.execute(_flip_nulls(q).sql(dialect="sqlite")).fetchall())
             except sqlite3.Error:
                 flipped = None
             if flipped is not None:
@@ -506,7 +507,7 @@ def compute_gold(sql: str, tables: Tables, seed: int = 0, strict_order: bool = F
     con = _sqlite_con(tables, "insert", seed)
     try:
         try:
-            lite = _norm_rows(con.execute(sql).fetchall())
+            lite = norm_rows(con.execute(sql).fetchall())
         except sqlite3.Error as e:
             return GoldResult(None, False, f"SQLite cannot run the SQL: {e}")
         window: dict = {}
@@ -522,7 +523,7 @@ def compute_gold(sql: str, tables: Tables, seed: int = 0, strict_order: bool = F
     try:
         dcon = _duck_con(tables, tr.udfs)
         try:
-            duck = _norm_rows(dcon.execute(tr.duckdb).fetchall())
+            duck = norm_rows(dcon.execute(tr.duckdb).fetchall())
         finally:
             dcon.close()
     except Exception as e:  # noqa: BLE001

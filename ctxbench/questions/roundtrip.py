@@ -20,7 +20,7 @@ from functools import lru_cache
 import yaml
 
 from ..config import assets_dir
-from ..gold.execute import _norm_rows, results_equal
+from ..gold.execute import norm_rows, results_equal
 from ..models.cache import ResponseCache
 from .sqlinfo import sql_is_ordered
 
@@ -71,7 +71,7 @@ def run_sqlite(db_path: str, sql: str) -> list[list] | None:
         return None
     con = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
     try:
-        return _norm_rows(con.execute(sql).fetchall())
+        return norm_rows(con.execute(sql).fetchall())
     except (sqlite3.Error, sqlite3.Warning):
         return None
     finally:

@@ -51,8 +51,8 @@ def _is_value_side(e: exp.Expression) -> bool:
 
 def _numeric_comparison(node: exp.Expression) -> bool:
     if isinstance(node, _CMP):
-        l, r = node.left, node.right
-        return (_is_value_side(l) and _is_numeric_literal(r)) or (_is_value_side(r) and _is_numeric_literal(l))
+        left, r = node.left, node.right
+        return (_is_value_side(left) and _is_numeric_literal(r)) or (_is_value_side(r) and _is_numeric_literal(left))
     if isinstance(node, exp.Between):
         return _is_value_side(node.this) and _is_numeric_literal(node.args["low"]) and _is_numeric_literal(node.args["high"])
     if isinstance(node, exp.In):

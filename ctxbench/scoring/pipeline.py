@@ -361,7 +361,7 @@ class AnswerChain:
 
     def fingerprint(self) -> list[list[str]]:
         """``[[filter name, "version:code hash"], ...]`` in chain order: what makes stored answers current."""
-        from .versions import code_hash
+        from .codehash import code_hash
 
         return [[n, f"{get_filter(n).version}:{code_hash(get_filter(n).fn)}"] for n in self.names]
 

@@ -385,13 +385,4 @@ def resolve_citations(merged: Merged) -> dict[str, list[str]]:
     return out
 
 
-ReaderFn = Callable[[str | Path], ReadResult]
-
-
-def readers() -> dict[str, ReaderFn]:
-    """Source name -> reader function (the full-text sources; PDFs go through conversion in the track)."""
-    from .markdown_articles import read_markdown
-    from .s2orc import read_s2orc
-    from .unarxive import read_unarxive
-
-    return {"unarxive": read_unarxive, "markdown": read_markdown, "s2orc": read_s2orc}
+ReaderFn = Callable[[str | Path], ReadResult]  # the full-text sources' readers: ctxbench.sources.readers

@@ -21,10 +21,9 @@ a quarantine row (stage ``read``).
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
-from ..hashing import canonical_json, file_sha256
+from ..hashing import file_sha256
 from .fulltext import (MIN_BODY_CHARS, BibEntry, FullTextArticle, ReadResult, add_id, clean_title, ids_in_text,
                        iter_files, json_lines, one_line, open_text, quarantine_row, render_markdown)
 

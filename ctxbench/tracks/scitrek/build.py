@@ -36,7 +36,8 @@ from ...questions.sqlinfo import sql_info
 from ...sources.articles import ArticleMeta, alignment_issues, citation_edges, load_metadata
 from ...sources.fulltext import (SOURCE_ORDER, BibEntry, FullTextArticle, add_id, assign_ids,
                                  bibliography_entries, bibliography_section, deduplicate, entry_ids, ids_in_text,
-                                 one_line, readers, resolve_citations)
+                                 one_line, resolve_citations)
+from ...sources.readers import readers
 from ...sources.database import Database, write_sqlite
 from ...storage import to_table
 from ...tokenizers import get_tokenizer
