@@ -208,7 +208,8 @@ class Track:
     def describe(self) -> dict[str, Any]:
         """Name, title, stages, matchers (primary first), tagger, filters, report sections, verbs (``ctxbench
         tracks``)."""
-        return {"name": self.name, "title": self.title, "stages": [s.name for s in self.stages],
+        doc = (type(self).__dict__.get("__doc__") or "").strip().split("\n")[0]
+        return {"name": self.name, "title": self.title or doc, "stages": [s.name for s in self.stages],
                 "matchers": list(self.matchers), "primary_matcher": next(iter(self.matchers), None),
                 "tagger": self.tagger, "answer_filters": list(self.answer_filters),
                 "report_sections": list(self.report_sections), "verbs": list(self.verbs),
