@@ -228,8 +228,20 @@ def _track_build_model(t: Track) -> type[BaseModel]:
                         **{k: (tp, d) for k, (tp, d) in t.inputs.items()})
 
 
-_builds = [_track_build_model(t) for t in registered_tracks()]
-TrackBuild = Annotated[Union[tuple(_builds)], Field(discriminator="track")] if len(_builds) > 1 else _builds[0]
+class AnyTrackBuild(BaseModel):
+    """A build of a track registered after this module was imported (e.g. a plugin): its config as a dict,
+    validated by the track's Config when the flow runs."""
+
+    track: str
+    config: dict[str, Any] = Field(default_factory=dict)
+    out: str | None = None
+    versioned: bool = True
+    inputs: dict[str, Any] = Field(default_factory=dict)
+
+
+# a typed form per registered track in the UI (tried in order), any other registered track's build last
+TrackBuild = Annotated[Union[tuple([*(_track_build_model(t) for t in registered_tracks()), AnyTrackBuild])],
+                       Field(union_mode="left_to_right")]
 DefaultConfig = default_track().Config
 
 
@@ -267,7 +279,10 @@ def nightly(build: DefaultConfig | None = DefaultConfig(lengths=[2048, 4096]),  
         res = _nightly_one(default_track(), build, out, versioned, models)
     for tb in tracks:
         t = get_track(tb.track)
-        inputs = {k: getattr(tb, k) for k in t.inputs}
-        res.setdefault("tracks", []).append({"track": t.name, **_nightly_one(t, tb.config, tb.out, tb.versioned,
-                                                                             models, **inputs)})
+        if isinstance(tb, AnyTrackBuild):
+            cfg, tout, inputs = t.config(tb.config), tb.out or f"runs/{t.name}", tb.inputs
+        else:
+            cfg, tout, inputs = tb.config, tb.out, {k: getattr(tb, k) for k in t.inputs}
+        res.setdefault("tracks", []).append({"track": t.name, **_nightly_one(t, cfg, tout, tb.versioned, models,
+                                                                             **inputs)})
     return res

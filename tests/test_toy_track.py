@@ -1,8 +1,8 @@
 """A fifth track in one file (issue 12, "Done when"): this module defines a toy track — "which code does item k
 have?" over a list of item codes — with its config, stages, matcher, report section and per-model selection, and
 runs it through everything generic without any other file knowing it: ``ctxbench build toy`` (a subprocess that
-finds the track through CTXBENCH_TRACKS, and an entry point), the Prefect flow, the luigi engine, evaluate,
-score, report and export.
+finds the track through CTXBENCH_TRACKS, and an entry point), the Prefect build flow and the nightly flow, the luigi
+engine, evaluate, score, report and export.
 
 The fake model (tests/fakeserver.py) reads the context and answers item k's code for even k and the code plus one
 for odd k, so every expected score below is worked out from the items themselves."""
@@ -197,6 +197,15 @@ def test_toy_track_end_to_end(tmp_path, monkeypatch):
         assert {s["instance_id"]: s["score"] for s in sc} == {
             iid: float(int(i["question_id"].rsplit("-", 1)[1]) % 2 == 0) for iid, i in by_id.items()}
         assert "<h2>Toy items</h2>" in (b / "report" / "index.html").read_text()
+
+        # the nightly flow builds whatever tracks its configuration names (here only the toy, versioned)
+        from pipelines.flows import nightly
+
+        n = nightly(build=None, models=[EvalConfig(model="openai/fake", base_url=srv.base_url)],
+                    tracks=[{"track": "toy", "config": {"lengths": [128], "items": 2}, "out": str(tmp_path / "n")}])
+        (t,) = n["tracks"]
+        assert t["track"] == "toy" and t["build"]["n_instances"] == 2 and t["scores"] == 2
+        assert Path(t["build_dir"]).parent == tmp_path / "n" and (tmp_path / "n" / "latest").is_symlink()
 
         # 4. evaluate, score, report and export through the CLI on the CLI's build; the track's selection
         r = cli("evaluate", "--build", str(out), "--model", "openai/fake-short", "--base-url", srv.base_url,
