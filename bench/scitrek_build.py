@@ -5,9 +5,10 @@ Part 1, collections: converts the shared PDFs (cached by PDF hash after the firs
 (random, BFS, DFS; ``--per-tier`` each) and divides the time by one tokenizer pass over the text of every collection
 built (the same tokenizer counting the same characters once).
 
-Part 2, the whole build (``--full``, default on): ``build_scitrek`` on the same sources at ``--full-tiers``
-(default 131072,1048576, the issue's command), timed stage by stage, against one tokenizer pass over every
-collection it built; peak resident memory of this process (``ru_maxrss``) after the build.
+Part 2, the whole build (``--full``, default on; run first): ``build_scitrek`` on the same sources at
+``--full-tiers`` (default 131072,1048576), cold (empty token-count cache) and warm (another seed), each in a fresh
+process, timed stage by stage, against one tokenizer pass over every context it writes (instances.parquet), with
+the peak resident memory of the build process.
 
 Usage: ``python bench/scitrek_build.py [--tiers 65536,131072,524288,1048576] [--tokenizer o200k_base]``.
 """
@@ -15,10 +16,14 @@ Usage: ``python bench/scitrek_build.py [--tiers 65536,131072,524288,1048576] [--
 from __future__ import annotations
 
 import argparse
-import resource
+import json
+import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import buildbench as bb  # noqa: E402
 
 from ctxbench.config import shared_data_dir
 from ctxbench.contexts.collections import build_collections
@@ -26,10 +31,6 @@ from ctxbench.convert.pdf import convert_pdfs
 from ctxbench.sources.articles import citation_edges, load_metadata
 from ctxbench.sources.unarxive import read_unarxive
 from ctxbench.tokenizers import get_tokenizer
-
-
-def _peak_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
 def collections_part(a, pdfs: Path) -> None:
@@ -63,49 +64,55 @@ def collections_part(a, pdfs: Path) -> None:
               f"{t_build / t_pass:.2f}x one tokenizer pass over them ({t_pass:.2f} s)")
 
 
-def full_part(a, pdfs: Path) -> None:
+STAGES = ["fetch_stage", "convert_stage", "database_stage", "collections_stage", "questions_stage",
+          "instances_stage", "validate_stage", "write_stage"]
+
+
+def _child_whole(a) -> dict:
+    import pyarrow.parquet as pq
+
+    from ctxbench.tokenizers import get_tokenizer
     from ctxbench.tracks.scitrek import build as sb
 
+    pdfs = shared_data_dir() / "articles" / "pdfs"
     cfg = sb.SciTrekConfig(pdfs=str(pdfs), metadata=str(pdfs / "metadata.json"), unarxive=a.unarxive or None,
-                           tokenizer=a.tokenizer, lengths=[int(x) for x in a.full_tiers.split(",")])
-    times = {}
-    with tempfile.TemporaryDirectory() as d:
-        t_all = time.perf_counter()
-        t0 = time.perf_counter()
-        loaded = sb.fetch_stage(cfg, Path(d) / "b", force=True)
-        times["fetch+read"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        conversions, conv_q = sb.convert_stage(loaded)
-        times["convert (cached)"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        conv = sb.database_stage(loaded, conversions)
-        times["database"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        col = sb.collections_stage(loaded, conv)
-        times["collections"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        qs, q_q, counts = sb.questions_stage(loaded, conv, col)
-        inst = sb.instances_stage(loaded, col, qs)
-        times["questions+instances"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        sb.validate_stage(loaded, col, inst)
-        sb.write_stage(loaded, conv, col, inst, conv_q, q_q, counts)
-        times["validate+write"] = time.perf_counter() - t0
-        total = time.perf_counter() - t_all
+                           tokenizer=a.tokenizer, lengths=[int(x) for x in a.full_tiers.split(",")], seed=a.seed)
+    st: dict[str, float] = {}
+    with bb.stage_times(sb, STAGES, st), bb.Clock() as clock:
+        res = sb.build_scitrek(cfg, a.out)
+    rss = bb.peak_rss_mib()
+    t = pq.read_table(Path(res.out) / "instances.parquet", columns=["context", "context_tokens"])
+    contexts = t.column("context").to_pylist()
     tok = get_tokenizer(a.tokenizer)
-    t0 = time.perf_counter()
-    n = sum(tok.count(c.context) for c in col.collections)
-    t_pass = time.perf_counter() - t0
-    big = [c for c in col.collections if c.tier == max(cfg.lengths)]
-    t0 = time.perf_counter()
-    n_big = sum(tok.count(c.context) for c in big)
-    t_big = time.perf_counter() - t0
-    print(f"whole build at {cfg.lengths}: {total:.1f} s, {len(col.collections)} collections ({len(big)} at "
-          f"{max(cfg.lengths):,}), {len(inst)} instances; " + ", ".join(f"{k} {v:.1f} s" for k, v in times.items()))
-    print(f"one tokenizer pass over every collection: {n:,} tokens in {t_pass:.2f} s -> build = "
-          f"{total / t_pass:.1f}x that pass; over the {max(cfg.lengths):,} collections alone: {n_big:,} tokens in "
-          f"{t_big:.2f} s -> build = {total / t_big:.1f}x")
-    print(f"peak resident memory of this process: {_peak_mib():,.0f} MiB")
+    p = bb.tokenizer_pass(tok, contexts)
+    cols = pq.read_table(Path(res.out) / "collections.parquet").num_rows
+    return {"build_s": clock.wall, "build_cpu": clock.cpu, "pass_s": p.wall, "pass_cpu": p.cpu,
+            "contexts": len(contexts), "tokens": sum(t.column("context_tokens").to_pylist()), "rss": rss,
+            "stages": {k.replace("_stage", ""): round(v, 2) for k, v in st.items() if not k.endswith("cpu")},
+            "unique_pass_s": bb.tokenizer_pass(tok, list(dict.fromkeys(contexts))).wall,
+            "unique": len(set(contexts)), "instances": res.n_instances, "collections": cols}
+
+
+def full_part(a) -> None:
+    """The whole build, cold and warm (another seed), each in a fresh process (bench/buildbench.py); PDF
+    conversions come from the machine's conversion cache in both (conversion is not a tokenizer matter)."""
+    import shutil
+
+    script = str(Path(__file__).resolve())
+    home = Path(tempfile.mkdtemp(prefix="ctxbench-bench-"))
+    work = Path(tempfile.mkdtemp(prefix="ctxbench-bench-out-"))
+    bb.share_conversions(home)
+    try:
+        for label, seed in ((f"whole build {a.full_tiers}, cold", 0), ("whole build, warm (seed 1)", 1)):
+            r = bb.child(script, ["--child", "--seed", str(seed), "--out", str(work / f"s{seed}"), "--unarxive",
+                                  a.unarxive, "--tokenizer", a.tokenizer, "--full-tiers", a.full_tiers], home)
+            print(bb.line(label, r))
+            print(f"    {r['instances']} instances, {r['collections']} collections; {r['unique']} distinct contexts "
+                  f"(one pass over those: {r['unique_pass_s']:.2f} s)")
+            print(bb.stages(r))
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def main() -> None:
@@ -116,10 +123,16 @@ def main() -> None:
     ap.add_argument("--unarxive", default=str(shared_data_dir() / "articles" / "unarxive_sample"))
     ap.add_argument("--full-tiers", default="131072,1048576")
     ap.add_argument("--full", action=argparse.BooleanOptionalAction, default=True)
+    ap.add_argument("--child", action="store_true")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out")
     a = ap.parse_args()
+    if a.child:
+        print(json.dumps(_child_whole(a)))
+        return
     pdfs = shared_data_dir() / "articles" / "pdfs"
-    if a.full:  # first, so that its peak memory is its own
-        full_part(a, pdfs)
+    if a.full:
+        full_part(a)
     collections_part(a, pdfs)
 
 

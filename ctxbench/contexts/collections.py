@@ -4,8 +4,8 @@ A collection starts from a randomly chosen article and grows in one of three ord
 articles shuffled), ``bfs`` / ``dfs`` (breadth- or depth-first traversal of the citation graph, edges taken as
 undirected, neighbours visited in a seeded random order; only articles reachable from the start). Articles are
 added in that order while they fit, and an article that does not fit is skipped so that smaller later ones can
-still be added; articles are never cut. Each article is counted once (its text plus the separator) with one
-batched tokenizer call; the assembled context is counted once more to verify its length (where the tokenizer merges
+still be added; articles are never cut. Each article is counted once per tokenizer (its text plus the separator;
+kept in the count store across tiers, builds and nightly runs, :mod:`ctxbench.tokenizers.counts`); the assembled context is counted once more to verify its length (where the tokenizer merges
 across an article boundary, the last article is removed until the recount fits). A collection needs at least
 ``min_articles`` articles and must fill at least ``min_fill`` of its tier (SciTrek adds articles "until it reaches a
 specified length level": a 1M collection of 60K tokens is no 1M collection), and two collections of the same tier
@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from ..hashing import seeded_rng, stable_hash
 from ..tokenizers import Tokenizer
+from ..tokenizers.counts import TokenCounter, counter_for
 
 SAMPLINGS = ("random", "bfs", "dfs")
 ARTICLE_SEP = "\n\n---\n\n"  # a markdown horizontal rule between articles
@@ -49,10 +50,14 @@ class CollectionsResult:
     rejected_overlap: dict[str, int] = field(default_factory=dict)
 
 
-def article_token_counts(texts: dict[str, str], tok: Tokenizer) -> dict[str, int]:
-    """Tokens of ``text + ARTICLE_SEP`` per article id, counted once with one batched call."""
+def article_token_counts(texts: dict[str, str], tok: Tokenizer | TokenCounter) -> dict[str, int]:
+    """Tokens of ``text + ARTICLE_SEP`` per article id, each article counted once per tokenizer: read from the
+    count store (:mod:`ctxbench.tokenizers.counts`, namespace ``scitrek``) or counted with one batched call."""
     ids = sorted(texts)
-    return dict(zip(ids, tok.count_batch([texts[i] + ARTICLE_SEP for i in ids])))
+    counter = tok if isinstance(tok, TokenCounter) else counter_for(tok, "scitrek")
+    counts = dict(zip(ids, counter.counts([texts[i] + ARTICLE_SEP for i in ids])))
+    counter.flush()
+    return counts
 
 
 def _neighbours(edges: list[tuple[str, str]], ids: set[str]) -> dict[str, list[str]]:

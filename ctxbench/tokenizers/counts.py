@@ -142,7 +142,7 @@ class TokenCounter:
         import pyarrow.parquet as pq
 
         try:
-            t = pq.read_table(p, columns=["h", "n"])
+            t = pq.ParquetFile(p).read(columns=["h", "n"])
         except FileNotFoundError:
             return None  # merged away by another process meanwhile
         except (OSError, pa.ArrowException, ValueError) as e:

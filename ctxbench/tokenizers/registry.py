@@ -58,16 +58,45 @@ def _offset_tables(token_bytes: Callable[[int], bytes], n_vocab: int) -> tuple[n
     """Per token id: the number of characters it completes (its bytes that are not UTF-8 continuation bytes) and
     whether it starts with a continuation byte (it continues the character of the token before). Ids without
     bytes (gaps, special tokens) count 0."""
-    nchars = np.zeros(n_vocab, dtype=np.int64)
-    cont = np.zeros(n_vocab, dtype=np.int64)
+    pieces = []
     for i in range(n_vocab):
         try:
-            b = token_bytes(i)
+            pieces.append(token_bytes(i) or b"")
         except (KeyError, ValueError, IndexError, TypeError, RuntimeError):
-            continue
-        if b:
-            nchars[i] = sum(1 for c in b if not 0x80 <= c < 0xC0)
-            cont[i] = 1 if 0x80 <= b[0] < 0xC0 else 0
+            pieces.append(b"")
+    lengths = np.fromiter((len(b) for b in pieces), dtype=np.int64, count=n_vocab)
+    buf = np.frombuffer(b"".join(pieces), dtype=np.uint8)
+    lead = ((buf & 0xC0) != 0x80).astype(np.int64)
+    ends = np.cumsum(lengths)
+    before = np.concatenate([[0], np.cumsum(lead)])
+    nchars = before[ends] - before[ends - lengths]
+    first = np.zeros(n_vocab, dtype=np.int64)
+    has = lengths > 0
+    first[has] = 1 - lead[(ends - lengths)[has]]
+    return nchars, first
+
+
+def _cached_offset_tables(key: str, token_bytes: Callable[[int], bytes], n_vocab: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_offset_tables`, kept in ``$CTXBENCH_HOME/cache/tokenizer_tables/<key>.npz`` (built once per
+    tokenizer and machine; rebuilt when unreadable)."""
+    from ..config import cache_dir
+
+    f = cache_dir() / "tokenizer_tables" / f"{key}.npz"
+    try:
+        with np.load(f) as z:
+            nchars, cont = z["nchars"], z["cont"]
+        if len(nchars) == len(cont) == n_vocab:
+            return nchars, cont
+    except (OSError, ValueError, KeyError):
+        pass
+    nchars, cont = _offset_tables(token_bytes, n_vocab)
+    try:
+        f.parent.mkdir(parents=True, exist_ok=True)
+        tmp = f.with_name(f".{f.stem}.{os.getpid()}.tmp.npz")
+        np.savez(tmp, nchars=nchars, cont=cont)
+        tmp.replace(f)
+    except OSError:
+        pass  # a read-only cache: build the tables again next time
     return nchars, cont
 
 
@@ -239,13 +268,14 @@ def _load_hf(name: str, path_or_id: str) -> Tokenizer:
 
 
 def _table_char_starts(encode_array: Callable[[str], np.ndarray], token_bytes: Callable[[int], bytes],
-                       n_vocab: int) -> Callable[[str], tuple[np.ndarray, np.ndarray]]:
-    """``char_starts`` from one encoding and the vocabulary's character-count tables (built at first use)."""
+                       n_vocab: int, key: Callable[[], str]) -> Callable[[str], tuple[np.ndarray, np.ndarray]]:
+    """``char_starts`` from one encoding and the vocabulary's character-count tables (read or built at first
+    use; ``key()`` names them in the cache)."""
     tables: list = []
 
     def char_starts(text: str) -> tuple[np.ndarray, np.ndarray]:
         if not tables:
-            tables.append(_offset_tables(token_bytes, n_vocab))
+            tables.append(_cached_offset_tables(key(), token_bytes, n_vocab))
         ids = encode_array(text)
         return ids, _starts_from_tables(ids, tables[0])
 
@@ -261,9 +291,11 @@ def _tiktoken_tokenizer(name: str, enc, src: str, sha: str) -> Tokenizer:
         # one call per text: tiktoken's threaded batch costs more than it saves on short texts and two cores
         return [len(enc.encode_to_numpy(t, allowed_special=set(), disallowed_special=())) for t in texts]
 
-    return Tokenizer(name, enc.encode_ordinary, enc.decode,
-                     _table_char_starts(encode_array, enc.decode_single_token_bytes, enc.n_vocab), src, sha,
-                     count_batch, encode_array, library=_library_version("tiktoken"))
+    tok = Tokenizer(name, enc.encode_ordinary, enc.decode, lambda text: ([], []), src, sha, count_batch, encode_array,
+                    library=_library_version("tiktoken"))
+    tok._char_starts = _table_char_starts(encode_array, enc.decode_single_token_bytes, enc.n_vocab,
+                                          lambda: tok.cache_key)
+    return tok
 
 
 def _load_packaged_tiktoken(name: str) -> Tokenizer:
@@ -295,11 +327,13 @@ def _load_quicktok(name: str) -> Tokenizer:
     def encode_array(text: str) -> np.ndarray:
         return np.asarray(enc.encode_ordinary(text), dtype=np.int64)
 
-    return Tokenizer(name, enc.encode_ordinary, enc.decode,
-                     _table_char_starts(encode_array, enc.decode_single_token_bytes, enc.n_vocab),
-                     f"quicktok:{enc_name}", file_sha256(vocab) if vocab.exists() else "",
-                     lambda texts: [len(enc.encode_ordinary(t)) for t in texts], encode_array,
-                     library=_library_version("quicktok-v1"))
+    tok = Tokenizer(name, enc.encode_ordinary, enc.decode, lambda text: ([], []), f"quicktok:{enc_name}",
+                    file_sha256(vocab) if vocab.exists() else "",
+                    lambda texts: [len(enc.encode_ordinary(t)) for t in texts], encode_array,
+                    library=_library_version("quicktok-v1"))
+    tok._char_starts = _table_char_starts(encode_array, enc.decode_single_token_bytes, enc.n_vocab,
+                                          lambda: tok.cache_key)
+    return tok
 
 
 _CACHE: dict[str, Tokenizer] = {}

@@ -39,6 +39,7 @@ from ... import __version__
 from ...analysis.difficulty import difficulty_columns
 from ...analysis.language import language_columns
 from ...config import assets_dir
+from ...contexts.packer import MAX_CONTEXT_TOKENS
 from ...errors import InputError
 from ...hashing import canonical_json, file_sha256, stable_hash
 from ...models.registry import sizing_tokenizer
@@ -58,11 +59,12 @@ from .questions import (
 from ...sources.corpus import Corpus, corpus_summary, load_corpus, volume_number
 from ...storage import to_table
 from ...tokenizers.calibrate import calibrate
+from ...tokenizers.counts import counter_for, flush_all
 from ...validate import validate_build
 from ..common import BuildResult as _CommonResult
 from ..common import BuildWriter, check_lengths
 
-MAX_TIER = 4 * 1024 * 1024
+MAX_TIER = MAX_CONTEXT_TOKENS
 # tokens a chat format adds around the messages (role markers, separators) beyond their text: a fixed allowance
 CHAT_OVERHEAD_TOKENS = 16
 # how far the token depth reached may be from the label (a fraction of the context's tokens), unless the sentence
@@ -233,15 +235,18 @@ def count_stage(loaded: Loaded) -> dict[str, list[int]]:
     for _, (_, tok) in loaded.models.items():
         if tok.name in counts:
             continue
+        # counts kept across tiers, builds and nightly runs (ctxbench.tokenizers.counts)
+        counter = counter_for(tok, f"needles/{loaded.corpus.corpus_id}")
         c: list[int] = []
         total, step = 0, 1024
         while len(c) < len(paras) and total <= need[tok.name]:
-            batch = tok.count_batch([p + "\n" for p in paras[len(c): len(c) + step]])
+            batch = counter.counts([p + "\n" for p in paras[len(c): len(c) + step]])
             c.extend(batch)
             total += sum(batch)
             # the next batch: the paragraphs still needed at the mean length so far, 5% over (at least 256)
             step = max(256, int((need[tok.name] - total) / max(total / len(c), 1e-9) * 1.05))
         counts[tok.name] = c
+    flush_all()
     return counts
 
 
