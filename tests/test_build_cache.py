@@ -280,3 +280,24 @@ def test_prepared_source_follows_the_files(spider_db, tmp_path, monkeypatch):
         f.write_bytes(b"damaged")
     c = build_holobench(cfg, tmp_path / "c")
     assert c.build_hash == b.build_hash and _tree(tmp_path / "c") == _tree(tmp_path / "b")
+
+
+# ------------------------------------------------------------------------------------------------ 10M tiers
+def test_lengths_accept_ten_million_tokens():
+    """--lengths accepts up to 10M tokens (10,000,000 and the CLI's 10m = 10,485,760) in every building track, and
+    names the bound beyond it."""
+    from pydantic import ValidationError
+
+    from ctxbench.config_options import parse_ints
+    from ctxbench.tracks.holobench import HoloBenchConfig
+    from ctxbench.tracks.needles.build import NeedlesConfig
+    from ctxbench.tracks.scitrek.build import SciTrekConfig
+
+    ten_m = parse_ints("10m", "--lengths")
+    assert ten_m == [10 * 1024 * 1024]
+    for make in (lambda v: HoloBenchConfig(lengths=v), lambda v: NeedlesConfig(corpus="c", lengths=v),
+                 lambda v: SciTrekConfig(pdfs="p", metadata="m", lengths=v)):
+        assert make([10_000_000, 1_048_576]).lengths == [1_048_576, 10_000_000]
+        assert make(ten_m).lengths == ten_m
+        with pytest.raises(ValidationError, match="outside .*10485760"):
+            make([ten_m[0] + 1])

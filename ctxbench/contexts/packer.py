@@ -31,6 +31,9 @@ from ..tokenizers.counts import TokenCounter, counter_for
 
 POSITIONS = ("beginning", "middle", "end", "uniform", "bimodal")
 SEP = "\n"
+# the longest context a build accepts (--lengths): 10m in the CLI's shorthand (10 × 1,048,576 tokens), so 10,000,000
+# (BABILong's 10M tier) and "10m" are both accepted; builds stay within 4 GiB there (README, bench/build_speed.py)
+MAX_CONTEXT_TOKENS = 10 * 1024 * 1024
 
 
 @dataclass

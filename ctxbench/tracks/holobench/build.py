@@ -22,8 +22,8 @@ from ... import __version__
 from ...config import assets_dir
 from ...analysis.difficulty import difficulty_columns
 from ...analysis.language import language_columns
-from ...contexts.packer import (POSITIONS, ChainedUnits, CycledUnits, PackedContext, SampledUnits, Unit, pack,
-                                take_until)
+from ...contexts.packer import (MAX_CONTEXT_TOKENS, POSITIONS, ChainedUnits, CycledUnits, PackedContext,
+                                SampledUnits, Unit, pack, take_until)
 from ...errors import InputError
 from ...gold import compute_gold
 from ...hashing import canonical_json, seeded_rng, stable_hash
@@ -36,7 +36,7 @@ from ..common import BuildResult, BuildWriter, check_lengths
 from ..common import asset_hash as _asset_hash
 from .source import PreparedSource, load_database_header, prepare_source_cached
 
-MAX_TOKENS = 1_048_576
+MAX_TOKENS = MAX_CONTEXT_TOKENS
 
 
 class HoloBenchConfig(BaseModel):

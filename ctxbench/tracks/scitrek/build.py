@@ -28,6 +28,7 @@ from ... import __version__
 from ...analysis.difficulty import difficulty_columns
 from ...analysis.language import language_columns
 from ...config import assets_dir
+from ...contexts.packer import MAX_CONTEXT_TOKENS
 from ...contexts.collections import SAMPLINGS, Collection, build_collections
 from ...errors import InputError
 from ...hashing import canonical_json, file_sha256, seeded_rng, stable_hash
@@ -44,7 +45,7 @@ from ...tokenizers import get_tokenizer
 from ...validate import validate_build
 from ..common import BuildResult, BuildWriter, asset_hash, check_choices, check_lengths
 
-MAX_TOKENS = 1_048_576
+MAX_TOKENS = MAX_CONTEXT_TOKENS
 FORMATS = ("full_text", "tables")
 GOLD_TRIES = 3  # instantiations tried per template and collection before it is left out
 
