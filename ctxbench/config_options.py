@@ -120,7 +120,8 @@ def parse_ints(s: str, what: str) -> list[int]:
 
 def config_values(specs: list[OptionSpec], given: Mapping[str, Any]) -> dict[str, Any]:
     """The config dict for the CLI values ``given`` (by field): comma lists split and parsed, YAML read; a value
-    left at None is left out (the Config's default applies). Raises typer.BadParameter naming the option."""
+    left at None is left out (the Config's default applies). Raises typer.BadParameter naming the option, also for
+    an empty list where the default is not empty (``--position ""``)."""
     out: dict[str, Any] = {}
     for s in specs:
         v = given.get(s.field)
@@ -136,6 +137,8 @@ def config_values(specs: list[OptionSpec], given: Mapping[str, Any]) -> dict[str
                     from None
         elif s.kind == "words":
             v = [x.strip() for x in v.split(",") if x.strip()]
+        if s.kind in ("ints", "floats", "words") and not v and s.default not in (None, "", ...):
+            raise typer.BadParameter(f"--{s.flag} needs at least one value, e.g. {s.default}")
         elif s.kind == "yaml":
             try:
                 v = yaml.safe_load(v)

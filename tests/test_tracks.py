@@ -158,3 +158,6 @@ def test_option_kinds_from_config_fields():
     assert v == {"lengths": [4096, 1048576], "depths": [0.25, 0.5], "words": ["x", "y"], "path": "p"}
     with pytest.raises(typer.BadParameter, match="--lengths must be comma-separated integers"):
         config_values(list(specs.values()), {"lengths": "4k,abc"})
+    with pytest.raises(typer.BadParameter, match="--lengths needs at least one value, e.g. 4096"):
+        config_values(list(specs.values()), {"lengths": " , "})
+    assert config_values(list(specs.values()), {"words": ""}) == {"words": []}  # its default is empty

@@ -218,7 +218,11 @@ def prepare_source_cached(raw: Database, sqlite_dest: str | Path, queries: str |
             raise InputError(f"database {raw.db_id!r} changed while it was being built (its files differ from those "
                              f"hashed at the start): build again")
         raw = full
-    src = prepare_source(raw, queries, templates, sqlite_path=tmp)
+    try:
+        src = prepare_source(raw, queries, templates, sqlite_path=tmp)
+    except BaseException:  # bad input: leave nothing behind in the (possibly complete, older) build directory
+        tmp.unlink(missing_ok=True)
+        raise
     if key is not None:
         parts = {"pre": src.pre, "templates": src.templates, "questions": src.questions,
                  "dummy_documents": src.dummy_documents, "skipped_questions": src.skipped_questions,
