@@ -348,6 +348,8 @@ def register_track(cls: type[Track]) -> type[Track]:
     an InputError naming both."""
     track = cls() if isinstance(cls, type) else cls
     check_track(track)
+    if not _loaded and not _loading and cls.__module__ not in BUILTIN:
+        load_tracks()  # the built-in tracks come first, whatever registers before they are asked for
     old = _REGISTRY.get(track.name)
     if old is not None and (type(old).__module__, type(old).__qualname__) != (cls.__module__, cls.__qualname__):
         raise InputError(f"track {track.name!r} is registered twice: {type(old).__module__}.{type(old).__qualname__} "
