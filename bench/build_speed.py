@@ -53,6 +53,9 @@ def _child_whole(a) -> dict:
 
 
 def _child_single(a) -> dict:
+    import pandas  # noqa: F401  (module imports are not the context's cost: a build has them loaded)
+    import pyarrow.parquet  # noqa: F401
+
     from ctxbench.tokenizers import get_tokenizer
     from ctxbench.tracks.holobench import HoloBenchConfig, build_context
     from ctxbench.tracks.holobench.source import load_database_header, prepare_source_cached

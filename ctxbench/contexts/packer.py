@@ -120,14 +120,19 @@ class CycledUnits(UnitStream):
 
     def __init__(self, texts: Iterable[str]):
         self.texts, self.k = list(texts), 0
+        self._ahead: list[Unit] = []
 
     def peek(self, k: int) -> list[Unit]:
         if not self.texts:
             return []
-        t = self.texts
-        return [Unit(t[(self.k + j) % len(t)], relevant=False, ref=None) for j in range(k)]
+        t, ahead = self.texts, self._ahead
+        while len(ahead) < k:
+            ahead.append(Unit(t[(self.k + len(ahead)) % len(t)], relevant=False, ref=None))
+        return ahead[:k]
 
     def advance(self, k: int) -> None:
+        self.peek(k)
+        del self._ahead[:k]
         self.k += k
 
 
