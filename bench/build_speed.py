@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -102,29 +101,15 @@ def main() -> None:
     print(f"HoloBench {a.db}, {a.tokenizer}; each build in a fresh process; cold = empty cache, warm = rebuild "
           f"with a new seed on the cache left by the cold build")
     if not a.skip_whole:
-        home = Path(tempfile.mkdtemp(prefix="ctxbench-bench-"))
-        work = Path(tempfile.mkdtemp(prefix="ctxbench-bench-out-"))
-        try:
-            for label, seed in (("whole build, cold", 0), ("whole build, warm (seed 1)", 1)):
-                r = bb.child(script, [*common, "--child", "whole", "--seed", str(seed), "--out",
-                                      str(work / f"s{seed}")], home)
-                print(bb.line(label, r))
-                print(f"    {r['instances']} instances, {r['unique']} distinct contexts (one pass over those: "
-                      f"{r['unique_pass_s']:.2f} s); smallest fill {r['min_fill']:.4f} of the tier; unit counts "
-                      f"read {r['count_hits']:,} / made {r['count_misses']:,}")
-                print(bb.stages(r))
-        finally:
-            shutil.rmtree(home, ignore_errors=True)
-            shutil.rmtree(work, ignore_errors=True)
+        bb.series(script, [(label, [*common, "--child", "whole", "--seed", str(seed), "--out", f"{{work}}/s{seed}"])
+                           for label, seed in (("whole build, cold", 0), ("whole build, warm (seed 1)", 1))],
+                  lambda r: [f"    {r['instances']} instances, {r['unique']} distinct contexts (one pass over those: "
+                             f"{r['unique_pass_s']:.2f} s); smallest fill {r['min_fill']:.4f} of the tier; unit "
+                             f"counts read {r['count_hits']:,} / made {r['count_misses']:,}", bb.stages(r)])
     if not a.skip_single:
-        home = Path(tempfile.mkdtemp(prefix="ctxbench-bench-"))
-        try:
-            for label, seed in ((f"one {int(a.single):,} context, cold", 0),
-                                ("  same, warm (seed 1)", 1), ("  same, warm (seed 0 again)", 0)):
-                r = bb.child(script, [*common, "--child", "single", "--seed", str(seed)], home)
-                print(bb.line(label, r))
-        finally:
-            shutil.rmtree(home, ignore_errors=True)
+        bb.series(script, [(label, [*common, "--child", "single", "--seed", str(seed)])
+                           for label, seed in ((f"one {int(a.single):,} context, cold", 0),
+                                               ("  same, warm (seed 1)", 1), ("  same, warm (seed 0 again)", 0))])
 
 
 if __name__ == "__main__":

@@ -9,11 +9,14 @@ from __future__ import annotations
 import json
 import os
 import resource
+import shutil
 import subprocess
+import tempfile
 import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -101,3 +104,23 @@ def line(label: str, r: dict) -> str:
 
 def stages(r: dict) -> str:
     return "    stages: " + ", ".join(f"{k} {v:.2f} s" for k, v in r.get("stages", {}).items())
+
+
+def series(script: str, runs: list[tuple[str, list[str]]], describe: Callable[[dict], list[str]] | None = None,
+           conversions: bool = False) -> None:
+    """Run ``script`` once per ``(label, args)`` in order, each in a fresh process, all on one new (first empty)
+    ``CTXBENCH_HOME``; ``{work}`` in an argument is a scratch directory. Prints :func:`line` per run, then the
+    lines ``describe(result)`` gives. ``conversions``: share the machine's PDF-conversion cache."""
+    home = Path(tempfile.mkdtemp(prefix="ctxbench-bench-"))
+    work = Path(tempfile.mkdtemp(prefix="ctxbench-bench-out-"))
+    if conversions:
+        share_conversions(home)
+    try:
+        for label, args in runs:
+            r = child(script, [x.replace("{work}", str(work)) for x in args], home)
+            print(line(label, r))
+            for extra in (describe(r) if describe else []):
+                print(extra)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -102,25 +101,13 @@ def main() -> None:
     print(f"needles build of {a.corpus} for {a.models}; each build in a fresh process; cold = empty cache, warm = "
           f"the same configuration rebuilt elsewhere on the cache left by the cold build")
     if not a.skip_whole:
-        home = Path(tempfile.mkdtemp(prefix="ctxbench-bench-"))
-        work = Path(tempfile.mkdtemp(prefix="ctxbench-bench-out-"))
-        try:
-            for label, d in (("whole build, cold", "a"), ("whole build, warm", "b")):
-                r = bb.child(script, [*common, "--child", "whole", "--out", str(work / d)], home)
-                print(bb.line(label, r))
-                print(f"    {r['instances']} instances, {r['quarantined']} quarantined")
-                print(bb.stages(r))
-        finally:
-            shutil.rmtree(home, ignore_errors=True)
-            shutil.rmtree(work, ignore_errors=True)
+        bb.series(script, [(label, [*common, "--child", "whole", "--out", f"{{work}}/{d}"])
+                           for label, d in (("whole build, cold", "a"), ("whole build, warm", "b"))],
+                  lambda r: [f"    {r['instances']} instances, {r['quarantined']} quarantined", bb.stages(r)])
     if not a.skip_single:
-        home = Path(tempfile.mkdtemp(prefix="ctxbench-bench-"))
-        try:
-            for label in (f"one {a.tier:,} haystack, cold", "  same, warm"):
-                r = bb.child(script, [*common, "--child", "single"], home)
-                print(bb.line(label, r) + f" | {r['paragraphs']:,} paragraphs, needle at {r['depth']:.2%}")
-        finally:
-            shutil.rmtree(home, ignore_errors=True)
+        bb.series(script, [(label, [*common, "--child", "single"])
+                           for label in (f"one {a.tier:,} haystack, cold", "  same, warm")],
+                  lambda r: [f"    {r['paragraphs']:,} paragraphs, needle at {r['depth']:.2%}"])
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -96,23 +95,13 @@ def _child_whole(a) -> dict:
 def full_part(a) -> None:
     """The whole build, cold and warm (another seed), each in a fresh process (bench/buildbench.py); PDF
     conversions come from the machine's conversion cache in both (conversion is not a tokenizer matter)."""
-    import shutil
-
-    script = str(Path(__file__).resolve())
-    home = Path(tempfile.mkdtemp(prefix="ctxbench-bench-"))
-    work = Path(tempfile.mkdtemp(prefix="ctxbench-bench-out-"))
-    bb.share_conversions(home)
-    try:
-        for label, seed in ((f"whole build {a.full_tiers}, cold", 0), ("whole build, warm (seed 1)", 1)):
-            r = bb.child(script, ["--child", "--seed", str(seed), "--out", str(work / f"s{seed}"), "--unarxive",
-                                  a.unarxive, "--tokenizer", a.tokenizer, "--full-tiers", a.full_tiers], home)
-            print(bb.line(label, r))
-            print(f"    {r['instances']} instances, {r['collections']} collections; {r['unique']} distinct contexts "
-                  f"(one pass over those: {r['unique_pass_s']:.2f} s)")
-            print(bb.stages(r))
-    finally:
-        shutil.rmtree(home, ignore_errors=True)
-        shutil.rmtree(work, ignore_errors=True)
+    args = ["--child", "--unarxive", a.unarxive, "--tokenizer", a.tokenizer, "--full-tiers", a.full_tiers]
+    bb.series(str(Path(__file__).resolve()),
+              [(label, [*args, "--seed", str(seed), "--out", f"{{work}}/s{seed}"])
+               for label, seed in ((f"whole build {a.full_tiers}, cold", 0), ("whole build, warm (seed 1)", 1))],
+              lambda r: [f"    {r['instances']} instances, {r['collections']} collections; {r['unique']} distinct "
+                         f"contexts (one pass over those: {r['unique_pass_s']:.2f} s)", bb.stages(r)],
+              conversions=True)
 
 
 def main() -> None:

