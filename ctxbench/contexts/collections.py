@@ -52,9 +52,9 @@ class CollectionsResult:
 
 def article_token_counts(texts: dict[str, str], tok: Tokenizer | TokenCounter) -> dict[str, int]:
     """Tokens of ``text + ARTICLE_SEP`` per article id, each article counted once per tokenizer: read from the
-    count store (:mod:`ctxbench.tokenizers.counts`, namespace ``scitrek``) or counted with one batched call."""
+    count store (:mod:`ctxbench.tokenizers.counts`, namespace ``articles``) or counted with one batched call."""
     ids = sorted(texts)
-    counter = tok if isinstance(tok, TokenCounter) else counter_for(tok, "scitrek")
+    counter = tok if isinstance(tok, TokenCounter) else counter_for(tok, "articles")
     counts = dict(zip(ids, counter.counts([texts[i] + ARTICLE_SEP for i in ids])))
     counter.flush()
     return counts
