@@ -109,6 +109,37 @@ def test_count_store_keeps_counts_across_processes_and_reads_them_exactly(tmp_pa
     assert other.asked == len(set(texts[:20]))
 
 
+def test_processes_writing_the_store_at_once(tmp_path):
+    """Four processes count overlapping texts into one store at the same moment: none fails or waits, and a fifth
+    reads every count without tokenizing."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from ctxbench.tokenizers import get_tokenizer; from ctxbench.tokenizers.counts import "
+            "TokenCounter; from tests_texts import texts; i = int(sys.argv[1]); "
+            "c = TokenCounter(get_tokenizer('cl100k_base'), 'ns', root=sys.argv[2], disk=True); "
+            "c.counts(texts()[i * 300: i * 300 + 600]); c.flush()")
+    (tmp_path / "tests_texts.py").write_text(
+        "import random\n"
+        "def texts():\n"
+        "    rnd = random.Random(0)\n"
+        "    return [' '.join(str(rnd.random()) for _ in range(rnd.randrange(1, 9))) + '\\n' for _ in range(1500)]\n")
+    env = {**__import__("os").environ, "PYTHONPATH": f"{tmp_path}:{Path(__file__).resolve().parent.parent}"}
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(i), str(tmp_path / "store")], env=env,
+                              stderr=subprocess.PIPE) for i in range(4)]
+    assert all(p.wait(timeout=300) == 0 for p in procs), [p.stderr.read() for p in procs]
+    sys.path.insert(0, str(tmp_path))
+    try:
+        from tests_texts import texts
+    finally:
+        sys.path.remove(str(tmp_path))
+    tok = get_tokenizer("cl100k_base")
+    probe = _Counting(tok)
+    t = texts()[:1500]
+    assert tc.TokenCounter(probe, "ns", root=tmp_path / "store", disk=True).counts(t) == [tok.count(x) for x in t]
+    assert probe.asked == 0
+
+
 def test_count_store_compacts_and_skips_damaged_files(tmp_path, caplog, monkeypatch):
     tok = get_tokenizer("o200k_base")
     texts = _texts(40 * (tc.COMPACT_AT + 2), seed=3)
