@@ -1,56 +1,106 @@
-"""``evaluate --dry-run``: calls, input and output tokens and estimated cost before anything is spent."""
+"""``evaluate --dry-run``: calls, input and output tokens and estimated cost before anything is spent.
+
+Costs (litellm's price table through :mod:`ctxbench.models.pricing`) are given four ways: without prompt caching,
+with cached input, and both through the provider's batch API (``evaluate --batch``). Cached input: requests on one
+context share the prompt up to the end of the document (:func:`ctxbench.prompts.shared_prefix`; evaluate runs the
+first call of each context before the others, so they find it cached). The first pending call of each prefix pays
+for it in full (at the cache-write price where the provider bills writes: Anthropic, whose requests carry the
+``cache_control`` hint), each later one reads it at the cached-input price; a prefix shorter than the provider's
+``cache_min_tokens`` is never cached, and a provider without a cached-input price caches nothing.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from .evaluate import EvalConfig, plan_requests
 from .models.cache import ResponseCache
+from .models.pricing import Prices, cache_min_tokens, model_prices
 from .models.registry import model_info
-from .prompts import messages_text
+from .prompts import messages_text, shared_prefix, takes_cache_hint
+
+
+@dataclass
+class CallTokens:
+    """Tokens of one planned call: ``prompt`` in all, ``prefix`` of them shared with the other calls on its
+    context (``prefix_id`` names the prefix), ``output`` its output budget."""
+
+    prompt: int
+    prefix: int
+    prefix_id: str
+    output: int
+
+
+def cached_costs(calls: list[CallTokens], prices: Prices, min_prefix: int, hinted: bool) -> tuple[float, float]:
+    """``(cost without prompt caching, cost with cached input)`` in USD of ``calls`` in the order they are made:
+    the first call of each prefix writes it (``cache_write`` price where the provider bills writes), later ones read
+    it (``cache_read``); prefixes under ``min_prefix`` tokens, a provider without a ``cache_read`` price, and a
+    provider that bills writes when the messages carry no cache hint (``hinted`` False) cache nothing."""
+    plain = sum(prices.cost(c.prompt, c.output) for c in calls)
+    caches = prices.cache_read is not None and (hinted or prices.cache_write is None)
+    seen: set[str] = set()
+    with_cache = 0.0
+    for c in calls:
+        if not caches or c.prefix < min_prefix:
+            with_cache += prices.cost(c.prompt, c.output)
+        elif c.prefix_id in seen:
+            with_cache += prices.cost(c.prompt, c.output, cached_tokens=c.prefix)
+        else:
+            seen.add(c.prefix_id)
+            with_cache += prices.cost(c.prompt, c.output, written_tokens=c.prefix if hinted else 0)
+    return plain, with_cache
 
 
 def estimate(build: str | Path, cfg: EvalConfig) -> dict:
-    """Count the calls an evaluation would make (stored and cached ones excluded), their input tokens (the model's
-    tokenizer where registered, else cl100k_base, marked as estimated) and output budget, and the cost from
-    litellm's price table without and with prompt caching (a context's later calls read its prefix from cache)."""
+    """What ``evaluate`` with ``cfg`` would do on the build, without calling: ``calls`` (requests not yet stored),
+    those whose answer the response cache holds (free), the calls to make, those over the model's window (not
+    made), their input tokens (the model's tokenizer where registered, else cl100k_base, marked as estimated) and
+    the part of them that repeats a context prefix, the output budget, and the cost as four figures (module
+    docstring); "unknown" where litellm has no price."""
     info = model_info(cfg.model)
     from .tokenizers import get_tokenizer
 
     tokname = info.tokenizer if info.tokenizer and info.tokenizer != "local-server" else "cl100k_base"
     tok = get_tokenizer(tokname)
     plan = plan_requests(Path(build), cfg, ResponseCache())  # the very requests (and keys) evaluate would make
-    calls, cached = len(plan.todo), len(plan.hits)
-    inp = ctx_tokens_repeat = 0
-    prompt_tokens: dict[int, int] = {}
-    ctx_tokens: dict[str, int] = {}
-    for t in plan.todo:
-        # samples of one instance share their messages object: count it once
-        n = prompt_tokens.setdefault(id(t["_messages"]), tok.count(messages_text(t["_messages"])))
-        inp += n
-        if t["_ctx"] in ctx_tokens:
-            ctx_tokens_repeat += ctx_tokens[t["_ctx"]]
-        else:
-            ctx_tokens[t["_ctx"]] = tok.count(t["_context"])
     max_tokens = plan.max_tokens
-    out_tok = (calls - cached) * max_tokens
-    price_in = price_out = price_cache = None
-    try:
-        import litellm
-
-        p = litellm.model_cost.get(cfg.model) or litellm.model_cost.get(cfg.model.split("/", 1)[-1]) or {}
-        price_in, price_out = p.get("input_cost_per_token"), p.get("output_cost_per_token")
-        price_cache = p.get("cache_read_input_token_cost", price_in)
-    except Exception:  # noqa: BLE001
-        pass
-    if price_in is None:
-        cost, cost_cached = "unknown (no price for this model)", "unknown"
-    else:
-        cost = inp * price_in + out_tok * (price_out or 0)
-        cost_cached = (inp - ctx_tokens_repeat) * price_in + ctx_tokens_repeat * (price_cache or price_in) + \
-            out_tok * (price_out or 0)
-        cost, cost_cached = f"${cost:.4f}", f"${cost_cached:.4f}"
-    return {"calls": calls, "already in the response cache (free)": cached,
-            "input tokens": f"{inp} ({tokname}{', estimated' if tokname != info.tokenizer else ''})",
-            "output tokens (upper bound)": out_tok, "estimated cost": cost,
-            "estimated cost with prompt caching": cost_cached}
+    todo = sorted((t for t in plan.pending if not t.get("_hit")), key=lambda t: (t["_ctx"], t["sample"]))
+    counted: dict[int, tuple[int, int]] = {}
+    calls: list[CallTokens] = []
+    over = 0
+    limit = int(info.window * (1 - info.safety_margin)) - max_tokens if info.window else None
+    for t in todo:
+        msgs = t["_messages"]
+        if id(msgs) not in counted:  # samples of one instance share their messages object: count it once
+            counted[id(msgs)] = (tok.count(messages_text(msgs)), tok.count(shared_prefix(msgs, t["_context"])))
+        n, p = counted[id(msgs)]
+        if limit is not None and n > limit:
+            over += 1  # evaluate's pre-check stores these as over_length without a call
+            continue
+        calls.append(CallTokens(n, p, t["_prefix"], max_tokens))
+    repeat, seen = 0, set()
+    for c in calls:
+        if c.prefix_id in seen:
+            repeat += c.prefix
+        seen.add(c.prefix_id)
+    est = "" if tokname == info.tokenizer else ", estimated"
+    out = {"calls": len(plan.todo), "already in the response cache (free)": len(plan.todo) - len(todo),
+           "calls to make": len(calls), "over the model's window (not called)": over,
+           "input tokens": f"{sum(c.prompt for c in calls):,} ({tokname}{est})",
+           "input tokens repeating a context prefix (cacheable)": f"{repeat:,}",
+           "output tokens (upper bound)": f"{sum(c.output for c in calls):,}"}
+    hinted, min_prefix = takes_cache_hint(cfg.model), cache_min_tokens(cfg.model)
+    for label, batch in (("", False), (" through the batch API (--batch)", True)):
+        prices = model_prices(cfg.model, batch=batch)
+        if prices is None:
+            why = "no batch price or batch discount for this provider" if batch and model_prices(cfg.model) \
+                else "no price for this model"
+            out[f"estimated cost{label}"] = f"unknown ({why})"
+            out[f"estimated cost{label} with cached input"] = "unknown"
+            continue
+        plain, cached = cached_costs(calls, prices, min_prefix, hinted)
+        out[f"estimated cost{label}"] = f"${plain:.4f}"
+        out[f"estimated cost{label} with cached input"] = f"${cached:.4f}" + (
+            "" if prices.cache_read is not None else " (no cached-input price: same as without)")
+    return out

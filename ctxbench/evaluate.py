@@ -25,7 +25,7 @@ from .models.cache import ResponseCache, endpoint_id, request_key
 from .models.gateway import NOT_ATTEMPTED, RetryPolicy
 from .models.runner import CLAIM_LEASE_S, WINDOW_DEPENDENT, CallRunner, Outcome, Request, truncation_check
 from .models.registry import model_info
-from .prompts import messages_text, render_messages
+from .prompts import messages_text, render_messages, shared_prefix
 from .storage import append_rows, build_hash_of_dir, read_table, require_build
 
 
@@ -210,6 +210,8 @@ def plan_requests(build_dir: str | Path, cfg: EvalConfig, cache: ResponseCache) 
                          "retrieval": canonical_json({**r.record(), "config": rc.model_dump()})}
             msgs = render_messages(text, q, cfg.prompt_variant, cfg.model, rag=rc is not None,
                                    benchmark=row.get("benchmark"), context_format=row.get("context_format"))
+            ctx_hash = hashlib.sha256(text.encode()).hexdigest()
+            prefix = hashlib.sha256(shared_prefix(msgs, text).encode()).hexdigest()  # the provider-cacheable part
             for k in range(K):
                 sampling = {"temperature": temperature, "seed": k}
                 key = request_key(cfg.model, msgs, sampling, max_tokens, k, endpoint)
@@ -218,7 +220,7 @@ def plan_requests(build_dir: str | Path, cfg: EvalConfig, cache: ResponseCache) 
                 seen.add(key)
                 t = {"request_key": key, "instance_id": iid, "model": cfg.model, "mode": mode, "sample": k,
                      "build_hash": bhash, "prompt_variant": cfg.prompt_variant, **extra, "_messages": msgs,
-                     "_sampling": sampling, "_ctx": hashlib.sha256(text.encode()).hexdigest(), "_context": text}
+                     "_sampling": sampling, "_ctx": ctx_hash, "_prefix": prefix, "_context": text}
                 if key in stored:
                     already += 1
                     if key in windowed:
@@ -382,8 +384,8 @@ def _run_calls(calls: list[dict], cfg: EvalConfig, plan: Plan, cache: ResponseCa
         if len(buf) >= flush_every:
             flush()
 
-    reqs = [Request(t["request_key"], t["_messages"], t["_sampling"], plan.max_tokens, t.get("_prompt_tokens"), t)
-            for t in calls]
+    reqs = [Request(t["request_key"], t["_messages"], t["_sampling"], plan.max_tokens, t.get("_prompt_tokens"), t,
+                    prefix=t["_prefix"]) for t in calls]
     try:
         runner.run(reqs, on_outcome)
     finally:

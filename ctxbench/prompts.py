@@ -24,27 +24,71 @@ def _prompts(name: str = "default") -> dict:
     return yaml.safe_load(path.read_text(encoding="utf-8"))
 
 
+# litellm provider prefixes under which a Claude model takes Anthropic's ``cache_control`` hint (litellm passes it
+# on to Anthropic's API, to Bedrock as a cache point and to Vertex AI); an ``openai/`` name at a --base-url is an
+# OpenAI-compatible server, which takes no hint
+CACHE_HINT_PREFIXES = ("", "anthropic", "bedrock", "vertex_ai", "vertex_ai_beta", "openrouter")
+
+
+def takes_cache_hint(model: str) -> bool:
+    """Whether requests to ``model`` mark their shared prefix with ``cache_control`` (Anthropic's prompt caching
+    is opt-in per request; OpenAI, DeepSeek and vLLM/llama.cpp servers cache prefixes by themselves, so their
+    messages carry no hint and their request keys stay plain): a Claude model named bare or under one of
+    :data:`CACHE_HINT_PREFIXES` (``claude-sonnet-4-20250514``, ``anthropic/claude-...``,
+    ``bedrock/anthropic.claude-...``, ``vertex_ai/claude-...``, ``openrouter/anthropic/claude-...``)."""
+    name = model.lower()
+    prefix = name.split("/", 1)[0] if "/" in name else ""
+    return "claude" in name and prefix in CACHE_HINT_PREFIXES
+
+
 def render_messages(context: str, question: str, variant: str = "cot", model: str = "", rag: bool = False,
                     benchmark: str | None = None, context_format: str | None = None) -> list[dict]:
-    """Chat messages for one instance, from the benchmark's prompt file (module docstring). For Anthropic models
-    the document part is marked cacheable (``cache_control``), which their API requires for prompt caching; other
+    """Chat messages for one instance, from the benchmark's prompt file (module docstring): a system message and
+    one user message whose text is the intro, the context in ``<document>`` tags, then the question, so that all
+    requests on one context share the prefix up to ``</document>`` (:func:`shared_prefix`) for providers' prompt
+    caches. For a model that takes a cache hint (:func:`takes_cache_hint`) the user message is two content blocks,
+    the first (intro and document) marked ``cache_control: ephemeral`` (Anthropic's cache breakpoint); other
     providers cache prefixes themselves. ``rag``: ``context`` holds retrieved passages (RAG mode), and the prompt
     says so (``intro_rag``); otherwise the intro is ``intro_<context_format>`` where the file has one, else
-    ``intro_lc``."""
+    ``intro_lc``. Raises InputError for an unknown variant."""
     if variant not in VARIANTS:
         raise InputError(f"unknown prompt variant {variant!r}: use {' or '.join(VARIANTS)}")
     p = _prompts(benchmark or "default")
     intro = p["intro_rag"] if rag else p.get(f"intro_{context_format}") or p["intro_lc"]
     text = p[variant].format(intro=intro, context=context, question=question)
     msgs = [{"role": "system", "content": p["system"].strip()}]
-    if model.startswith("anthropic/") or model.startswith("claude"):
-        cut = text.index("</document>") + len("</document>")
+    if takes_cache_hint(model):
+        cut = _document_end(p[variant], intro, context)
         msgs.append({"role": "user", "content": [
             {"type": "text", "text": text[:cut], "cache_control": {"type": "ephemeral"}},
             {"type": "text", "text": text[cut:]}]})
     else:
         msgs.append({"role": "user", "content": text})
     return msgs
+
+
+def _document_end(template: str, intro: str, context: str) -> int:
+    """Offset in the rendered user text just after the context's closing ``</document>`` (after the context itself
+    where the template closes no tag): found from the template, so a context that holds ``</document>`` itself
+    does not move the cache breakpoint into the context."""
+    head, _, tail = template.partition("{context}")
+    close = tail.find("</document>")
+    after = tail[:close + len("</document>")] if close >= 0 and "{" not in tail[:close] else ""
+    return len(head.format(intro=intro)) + len(context) + len(after)
+
+
+def shared_prefix(messages: list[dict], context: str) -> str:
+    """The text every request on ``context`` shares (rendered by :func:`render_messages`): the system message and
+    the user text up to the end of the document, joined as :func:`messages_text` joins them; what a provider's
+    prompt cache can reuse across the questions of one context. The whole text when the context is not found in
+    the user message."""
+    text = messages_text(messages)
+    at = text.find(context) if context else -1
+    if at < 0:
+        return text
+    end = at + len(context)
+    close = "\n</document>"
+    return text[:end + len(close)] if text.startswith(close, end) else text[:end]
 
 
 def messages_text(messages: list[dict]) -> str:

@@ -26,6 +26,9 @@ as OpenAI counts chat prompts. ``window`` (tokens) is reported as a vLLM server 
 prompt tokens silently (Ollama's and some llama.cpp setups'
 default): it answers 200 and reports ``prompt_tokens = N``; ``usage=False`` reports no usage at all.
 ``POST /v1/messages`` answers in Anthropic's Messages API shape (for litellm's ``anthropic/`` provider).
+``prompt_cache=True`` acts as OpenAI's automatic prompt caching: a request whose prompt up to the end of its
+``</document>`` (system message included) was seen before, and is at least ``prompt_cache_min`` tokens long, reports
+that prefix's tokens as ``usage.prompt_tokens_details.cached_tokens``.
 """
 
 from __future__ import annotations
@@ -94,13 +97,15 @@ class FakeOpenAIServer:
                  fail_kinds: tuple[str, ...] = TRANSIENT_KINDS, seed: int = 0, retry_after: str = "1",
                  delay_s: float = 2.0, rule: Callable[[dict], Any] | None = None, latency_s: float = 0.0,
                  window: int | None = None, window_style: str = "vllm", truncate_to: Any = None,
-                 usage: bool = True):
+                 usage: bool = True, prompt_cache: bool = False, prompt_cache_min: int = 1024):
         self.answer_fn = answer_fn or default_answer
         self.fail_rate, self.fail_kinds = fail_rate, tuple(fail_kinds)
         self.rng = random.Random(seed)
         self.retry_after, self.delay_s, self.rule = retry_after, delay_s, rule
         self.latency_s = latency_s
         self.window, self.window_style, self.truncate_to, self.usage = window, window_style, truncate_to, usage
+        self.prompt_cache, self.prompt_cache_min = prompt_cache, prompt_cache_min
+        self._prefixes: set[str] = set()  # prompt prefixes seen (prompt_cache)
         self.gets: list[str] = []  # paths of every GET (the window probes)
         self._outage: str | None = None
         self._queue: list[str] = []
@@ -186,7 +191,23 @@ class FakeOpenAIServer:
                             "logprobs": None, "finish_reason": finish_reason}]}
         if self.usage:
             out["usage"] = {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct}
+            if self.prompt_cache:
+                out["usage"]["prompt_tokens_details"] = {"cached_tokens": self.cached_tokens(body)}
         return out
+
+    def cached_tokens(self, body: dict) -> int:
+        """Prompt tokens this server serves from its prompt cache for ``body`` (``prompt_cache``), remembering the
+        prefix for later requests."""
+        text = "\n".join(message_text(m.get("content")) for m in body.get("messages", []))
+        end = text.find("</document>")
+        if end < 0:
+            return 0
+        prefix = text[:end + len("</document>")]
+        n = token_count(prefix)
+        with self._lock:
+            seen = prefix in self._prefixes
+            self._prefixes.add(prefix)
+        return n if seen and n >= self.prompt_cache_min else 0
 
     def anthropic_message(self, body: dict) -> dict:
         """An answer in Anthropic's Messages API shape."""

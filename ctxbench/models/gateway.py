@@ -184,7 +184,9 @@ class CallResult:
     quota, output budget) is never stored, so a fixed rerun calls again. ``server_window``: the server's context
     window in tokens when the runner knew it (over_length and truncated outcomes are replayed only while it holds);
     ``expected_prompt_tokens``: the prompt's count the truncation check compared with ``prompt_tokens``;
-    ``retry_after_s``: a Retry-After hint over the policy's cap, which ended the retries."""
+    ``retry_after_s``: a Retry-After hint over the policy's cap, which ended the retries; ``cached_prompt_tokens``:
+    the prompt tokens the provider read from its prompt cache (where its usage reports them); ``batch_id``: the
+    provider's batch that answered the request (``evaluate --batch``), None for a direct call."""
 
     status: str
     response: str | None = None
@@ -200,6 +202,8 @@ class CallResult:
     server_window: int | None = None
     expected_prompt_tokens: int | None = None
     retry_after_s: float | None = None
+    cached_prompt_tokens: int | None = None
+    batch_id: str | None = None
 
     def __post_init__(self) -> None:
         # a reply is stored as UTF-8 text whatever the server sent: content blocks joined, other JSON values as
@@ -220,7 +224,41 @@ class CallResult:
 
 
 PAYLOAD_FIELDS = ("status", "response", "reasoning", "prompt_tokens", "completion_tokens", "latency_s", "cost_usd",
-                  "error", "server_window", "expected_prompt_tokens")
+                  "error", "server_window", "expected_prompt_tokens", "cached_prompt_tokens", "batch_id")
+
+
+def usage_counts(usage: Any) -> tuple[int | None, int | None, int, int]:
+    """``(prompt_tokens, completion_tokens, cached, written)`` of a usage object in any of the shapes providers send:
+    OpenAI's (``prompt_tokens``, ``completion_tokens``, ``prompt_tokens_details.cached_tokens``), DeepSeek's
+    (``prompt_cache_hit_tokens``), litellm's for Anthropic (the same plus ``cache_creation_input_tokens``) and
+    Anthropic's own (``input_tokens`` + ``cache_read_input_tokens`` + ``cache_creation_input_tokens``,
+    ``output_tokens``). ``prompt_tokens`` counts every input token, cached or written ones included; ``cached`` are
+    read from the prompt cache, ``written`` written to it. None where the usage names no count."""
+    u = usage.model_dump() if hasattr(usage, "model_dump") else usage
+    if u is None:
+        return None, None, 0, 0
+    if not isinstance(u, dict):  # an object with attributes
+        u = {k: getattr(u, k, None) for k in ("prompt_tokens", "completion_tokens", "prompt_tokens_details",
+                                             "cache_creation_input_tokens", "prompt_cache_hit_tokens")}
+        d = u["prompt_tokens_details"]
+        u["prompt_tokens_details"] = {"cached_tokens": getattr(d, "cached_tokens", None)} if d is not None else None
+
+    def num(v: Any) -> int:
+        return v if isinstance(v, int) and not isinstance(v, bool) else 0
+
+    written = num(u.get("cache_creation_input_tokens"))
+    if "prompt_tokens" in u or "completion_tokens" in u:
+        details = u.get("prompt_tokens_details") or {}
+        cached = num(details.get("cached_tokens") if isinstance(details, dict) else None) \
+            or num(u.get("prompt_cache_hit_tokens"))
+        pt, ct = u.get("prompt_tokens"), u.get("completion_tokens")
+        return (pt if isinstance(pt, int) else None), (ct if isinstance(ct, int) else None), cached, written
+    if "input_tokens" in u or "output_tokens" in u:  # Anthropic's Messages API
+        cached = num(u.get("cache_read_input_tokens"))
+        pt = num(u.get("input_tokens")) + cached + written if "input_tokens" in u else None
+        ct = u.get("output_tokens")
+        return pt, (ct if isinstance(ct, int) else None), cached, written
+    return None, None, 0, 0
 
 
 def clean_text(v: Any) -> str | None:
@@ -405,11 +443,9 @@ class Gateway:
             msg = choice.get("message") or {}
         except (KeyError, IndexError, TypeError, AttributeError):
             raise TransientError(f"malformed response body: {r.text[:200]}") from None
-        usage = d.get("usage") or {}
-        pt, ct = usage.get("prompt_tokens"), usage.get("completion_tokens")
-        status = "refused_by_provider" if choice.get("finish_reason") == "content_filter" else "ok"
-        return CallResult(status, msg.get("content"), msg.get("reasoning_content") or msg.get("reasoning"), pt, ct,
-                          lat, cost_usd(self.model, pt, ct))
+        res = completion_result(self.model, choice, msg, d.get("usage"))
+        res.latency_s = lat
+        return res
 
     async def _once_litellm(self, messages: list[dict], max_tokens: int, sampling: dict[str, Any]) -> CallResult:
         t0 = time.perf_counter()
@@ -430,15 +466,13 @@ class Gateway:
                                            f"no answer in the response: {(err[1] if err else str(body))[:2000]}"))
         choice = choices[0]
         msg = choice.message
-        text = getattr(msg, "content", None)
-        reasoning = getattr(msg, "reasoning_content", None) or getattr(msg, "reasoning", None)
-        usage = getattr(r, "usage", None)
-        pt = getattr(usage, "prompt_tokens", None) if usage else None
-        ct = getattr(usage, "completion_tokens", None) if usage else None
-        if not pt and not ct:  # litellm writes zeros where the server reported no usage
-            pt = ct = None
-        status = "refused_by_provider" if choice.finish_reason == "content_filter" else "ok"
-        return CallResult(status, text, reasoning, pt, ct, lat, cost_usd(self.model, pt, ct))
+        res = completion_result(self.model, {"finish_reason": choice.finish_reason},
+                                {"content": getattr(msg, "content", None),
+                                 "reasoning_content": getattr(msg, "reasoning_content", None),
+                                 "reasoning": getattr(msg, "reasoning", None)},
+                                getattr(r, "usage", None), zeros_mean_none=True)
+        res.latency_s = lat
+        return res
 
     async def _once(self, messages: list[dict], max_tokens: int, sampling: dict[str, Any]) -> CallResult:
         if self.base_url and self.backend != "litellm":
@@ -520,17 +554,36 @@ def _duration(s: float) -> str:
     return f"{s:.0f} s" + (f" ({s / 3600:.1f} h)" if s >= 3600 else f" ({s / 60:.1f} min)" if s >= 120 else "")
 
 
-def cost_usd(model: str, prompt_tokens: int | None, completion_tokens: int | None) -> float | None:
-    """Cost from litellm's price table; None when the price (or a token count) is unknown — never 0 by default."""
+def completion_result(model: str, choice: dict, msg: dict, usage: Any, zeros_mean_none: bool = False,
+                      batch: bool = False) -> CallResult:
+    """The :class:`CallResult` of one chat completion (OpenAI's shape: a choice with its ``finish_reason``, its
+    ``message`` and the response's ``usage``), for a direct call and for a line of a batch's output alike: the
+    reply, the reasoning field (``reasoning_content`` or ``reasoning``), token counts (:func:`usage_counts`) and the
+    cost (at batch prices with ``batch``). ``zeros_mean_none``: litellm writes zeros where the server reported no
+    usage. Status ``refused_by_provider`` for a ``content_filter`` finish, else ``ok``."""
+    pt, ct, cached, written = usage_counts(usage)
+    if zeros_mean_none and not pt and not ct:
+        pt = ct = None
+    status = "refused_by_provider" if choice.get("finish_reason") == "content_filter" else "ok"
+    return CallResult(status, msg.get("content"), msg.get("reasoning_content") or msg.get("reasoning"), pt, ct,
+                      None, cost_usd(model, pt, ct, cached, written, batch=batch),
+                      cached_prompt_tokens=cached if pt is not None else None)
+
+
+def cost_usd(model: str, prompt_tokens: int | None, completion_tokens: int | None, cached_tokens: int = 0,
+             written_tokens: int = 0, batch: bool = False) -> float | None:
+    """Cost in USD from litellm's price table (:func:`ctxbench.models.pricing.model_prices`): ``cached_tokens`` of
+    the prompt at the cached-input price, ``written_tokens`` at the cache-write price, at batch prices with
+    ``batch``; None when the price (or a token count) is unknown — never 0 by default."""
     if prompt_tokens is None or completion_tokens is None:
         return None
     try:
-        import litellm
+        from .pricing import model_prices
 
-        info = litellm.model_cost.get(model) or litellm.model_cost.get(model.split("/", 1)[-1])
-        if not info or info.get("input_cost_per_token") is None:
+        prices = model_prices(model, batch=batch)
+        if prices is None:
             return None
-        return (prompt_tokens * float(info["input_cost_per_token"])
-                + completion_tokens * float(info.get("output_cost_per_token") or 0.0))
+        return prices.cost(prompt_tokens, completion_tokens, min(cached_tokens, prompt_tokens),
+                           min(written_tokens, prompt_tokens - min(cached_tokens, prompt_tokens)))
     except Exception:  # noqa: BLE001
         return None

@@ -27,9 +27,19 @@ class ModelInfo:
 
 
 @lru_cache(maxsize=1)
+def _registry_file() -> dict:
+    return yaml.safe_load((assets_dir() / "models.yaml").read_text(encoding="utf-8")) or {}
+
+
 def _registry() -> dict[str, dict]:
-    data = yaml.safe_load((assets_dir() / "models.yaml").read_text(encoding="utf-8")) or {}
-    return data.get("models", {})
+    return _registry_file().get("models", {})
+
+
+def provider_info(provider: str | None) -> dict:
+    """The ``providers:`` entry of ``assets/models.yaml`` for a litellm provider name (``openai``, ``anthropic``):
+    ``batch_discount`` (factor on token prices in the provider's batch API) and ``cache_min_tokens`` (shortest
+    prefix its prompt cache stores); empty for an unlisted provider or None."""
+    return dict((_registry_file().get("providers") or {}).get(provider or "", {}) or {})
 
 
 def model_info(name: str) -> ModelInfo:

@@ -31,7 +31,9 @@ CLAIM_LEASE_S = 60.0  # a worker's claim on a request key lapses this long after
 class Request:
     """One call to make: its request key, messages, sampling parameters and output budget. ``expected_prompt_tokens``
     (the prompt's count in the model's tokenizer, where the caller counted it already) spares the truncation check
-    a count; ``item`` is the caller's own record, handed back in the :class:`Outcome`."""
+    a count; ``item`` is the caller's own record, handed back in the :class:`Outcome`; ``prefix`` names the prompt
+    prefix the request shares with others (its context, :func:`ctxbench.prompts.shared_prefix`): the first request
+    of a prefix runs before the others start, so they find it in the provider's prompt cache."""
 
     key: str
     messages: list[dict]
@@ -39,6 +41,7 @@ class Request:
     max_tokens: int
     expected_prompt_tokens: int | None = None
     item: Any = None
+    prefix: str | None = None
 
 
 @dataclass
@@ -262,7 +265,9 @@ class CallRunner:
     async def arun(self, requests: list[Request], on_outcome: Callable[[Outcome], None] | None = None
                    ) -> list[Outcome]:
         """Every request, ``concurrency`` at a time, keys claimed so several workers sharing the cache never make a
-        call twice (keys another worker holds are done last, waiting for its answer or for its lease to lapse).
+        call twice (keys another worker holds are done last, waiting for its answer or for its lease to lapse);
+        requests sharing a ``prefix`` start once the first of them has ended (any outcome), so providers' prompt
+        caches serve the shared context to the rest.
         ``on_outcome`` is called as each one ends. Returns the outcomes in request order."""
         self._stop = asyncio.Event()
         self._counts.clear()  # prompt counts by id(messages): ids are reused once a run's requests are gone
@@ -272,9 +277,22 @@ class CallRunner:
                            stop=self._stop, backend=self.backend)
         slots = asyncio.Semaphore(self.concurrency)
         out: list[Outcome | None] = [None] * len(requests)
+        leaders: dict[str, int] = {}  # prefix -> the request that runs first; the others wait for its outcome
+        primed: dict[str, asyncio.Event] = {}
+        for i, r in enumerate(requests):
+            if r.prefix is not None and r.prefix not in leaders:
+                leaders[r.prefix], primed[r.prefix] = i, asyncio.Event()
 
         async def go(i: int, wait: bool) -> bool:
-            o = await self._one(requests[i], slots, wait)
+            prefix = requests[i].prefix
+            lead = prefix is not None and leaders[prefix] == i
+            if prefix is not None and not lead:
+                await primed[prefix].wait()
+            try:
+                o = await self._one(requests[i], slots, wait)
+            finally:
+                if lead:
+                    primed[prefix].set()  # type: ignore[index]
             if o is None:
                 return False
             out[i] = o
