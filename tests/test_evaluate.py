@@ -179,7 +179,12 @@ def test_evaluate_rerun_cache_backfill_samples_score_report(tmp_path, flaky):
     p = build_report(build)
     assert p == build / "report" / "index.html" and p.exists()
     html = p.read_text(encoding="utf-8")
-    assert "openai/fake2" in html and "openai/fake (lc)" in html
+    from ctxbench.report.plots import figures_in_html
+
+    assert "openai/fake2" in html
+    # the accuracy-by-length figure: one line per model × mode, named in full
+    names = {t["name"] for t in figures_in_html(html)[0]["data"]}
+    assert {"openai/fake (lc)", "openai/fake2 (lc)"} <= names, names
     by_len = pq.read_table(build / "report" / "by_length.parquet").to_pylist()
     got = {(r["model"], r["context_length"]): (r["n"], round(r["score"], 6)) for r in by_len}
     # lengths 1024: instances 0-4 all score 1; 2048: instances 5..9 score 1, 1, .5, 0, .5 → 0.6

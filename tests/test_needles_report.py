@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import re
 
 import pytest
 from needles_build import T1, T2, write_needles_build
 
 from ctxbench.report.html import build_report
-from ctxbench.tracks.needles.report import approximate_notes, heatmap_html
+from ctxbench.report.plots import figure_data, figures_in_html
+from ctxbench.tracks.needles.report import approximate_notes, heatmap_figure
 from ctxbench.score import score_build
 
 
@@ -23,13 +23,16 @@ def test_needles_section(tmp_path):
     doc = build_report(b).read_text(encoding="utf-8")
     assert "<h2>Planted facts (needles)</h2>" in doc
     # one heatmap per model × sizing model; gpt-4.1's 75% row at T2 is 1/4 (refusal, 建陽, 浦城 wrong; 73 right)
-    assert doc.count('class="heatmap"') == 2
-    m = re.search(r"<h4>gpt-4\.1 \(lc\) on haystacks sized for gpt-4\.1</h4>(.*?)</table>", doc, re.DOTALL)
-    assert m is not None
-    rows = re.findall(r"<tr><th>([^<]+)</th>(.*?)</tr>", m.group(1).split("<tbody>")[1])
-    cells = {d: re.findall(r">(\d+/\d+)</td>", r) for d, r in rows}
+    heat = [f for f in figures_in_html(doc) if f["data"][0]["type"] == "heatmap"]
+    assert len(heat) == 2
+    m = next(f for f in heat if f["layout"]["title"]["text"] == "gpt-4.1 (lc) on haystacks sized for gpt-4.1")
+    tr = m["data"][0]
+    cells = dict(zip(tr["y"], tr["text"]))
     assert cells == {"25%": ["3/4", "4/4"], "75%": ["3/4", "1/4"], "chain": ["1/1", "0/1"]}
-    assert f"<th>{T1:,}</th><th>{T2:,}</th>" in m.group(1)
+    assert tr["x"] == [f"{T1:,}", f"{T2:,}"]
+    # a cell opens its instances: the model, tier and requested depth
+    assert tr["customdata"][0][0] == [f"instances.html#model=gpt-4.1&mode=lc&sizing_model=gpt-4.1&length={T1}"
+                                      "&depth=0.25&score=scored"]
     # the claude haystack was sized with an approximate tokenizer (registry: approximate, 10% margin)
     assert "Approximate tokenizer" in doc and "claude-sonnet-4-20250514" in doc and "10% safety margin" in doc
     assert "gpt-4.1 were sized" not in doc
@@ -54,12 +57,16 @@ def test_unscored_needles_build_says_so(tmp_path):
     assert "<h2>Planted facts (needles)</h2>" in doc and "No scores yet." in doc
 
 
-def test_heatmap_colours_and_missing_cells():
-    h = {"tiers": [1, 2], "depths": ["25%"], "cells": {("25%", 1): (0, 2)}}
-    s = heatmap_html("m", h)
-    assert "hsl(0,70%,78%)" in s and ">0/2<" in s          # accuracy 0: red
-    assert 'background:#eee">–<' in s                       # no cell at tier 2
-    assert "hsl(120,70%,78%)" in heatmap_html("m", {"tiers": [1], "depths": ["chain"], "cells": {("chain", 1): (3, 3)}})
+def test_heatmap_values_labels_and_missing_cells():
+    h = {"tiers": [1000, 2000], "depths": ["25%", "chain"], "cells": {("25%", 1000): (0, 2), ("chain", 2000): (3, 4)}}
+    fig = figure_data(heatmap_figure("m", h, lambda d, t: f"instances.html#depth={d}&length={t}"))
+    tr = fig["data"][0]
+    assert tr["type"] == "heatmap" and tr["x"] == ["1,000", "2,000"] and tr["y"] == ["25%", "chain"]
+    assert tr["z"] == [[0.0, None], [None, 0.75]]           # accuracy 0 (red end), a missing cell left blank
+    assert tr["text"] == [["0/2", ""], ["", "3/4"]]
+    assert tr["customdata"] == [[["instances.html#depth=25%&length=1000"], [""]],
+                                [[""], ["instances.html#depth=chain&length=2000"]]]
+    assert tr["zmin"] == 0 and tr["zmax"] == 1
 
 
 def test_approximate_notes_follow_the_registry():

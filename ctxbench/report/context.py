@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,7 +15,8 @@ from . import render
 class ReportContext:
     """A report section is ``fn(ctx: ReportContext) -> str`` (HTML; "" when it has nothing to show). It reads the
     build's tables from ``build_dir``, may write its own tables as ``out/<name>.parquet``, and renders with
-    :mod:`ctxbench.report.render` (``ctx.table``). ``benchmarks``: the tracks whose instances the build holds;
+    :mod:`ctxbench.report.render` (``ctx.table``), :mod:`ctxbench.report.plots` (``ctx.figure``) and links
+    aggregates to their instances in the browser (``ctx.link``). ``benchmarks``: the tracks whose instances the build holds;
     ``options``: report options from the CLI (``ctxbench report --regime KEY=VALUE`` → ``{"regime": [...]}``)."""
 
     build_dir: Path
@@ -25,9 +26,29 @@ class ReportContext:
     options: Mapping[str, Any] = field(default_factory=dict)
 
     @staticmethod
-    def table(rows: list[dict], cols: list[str]) -> str:
-        """:func:`ctxbench.report.render.table`."""
-        return render.table(rows, cols)
+    def table(rows: list[dict], cols: list[str], link: Callable[[dict], str | None] | None = None,
+              link_cols: Sequence[str] = ("n", "score")) -> str:
+        """:func:`ctxbench.report.render.table` (``link(row)``: the address of a row's instances, on its
+        ``link_cols`` cells; make it with :meth:`link`)."""
+        return render.table(rows, cols, link, link_cols)
+
+    @staticmethod
+    def link(**filters: Any) -> str:
+        """The instance browser's address showing the instances that match ``filters`` (``model``, ``mode``,
+        ``matcher``, ``length`` in tokens, ``score``: scored/correct/partial/wrong/unscored, or any instance column
+        the browser filters on, e.g. ``position="end"``, ``query_types="Max/Min"``):
+        :func:`ctxbench.report.browser.instances_link`."""
+        from .browser import instances_link
+
+        return instances_link(filters)
+
+    @staticmethod
+    def figure(fig: Any) -> str:
+        """The HTML of a plotly figure (:mod:`ctxbench.report.plots`: the page already loads the local
+        plotly.min.js); "" for None."""
+        from .plots import figure_div
+
+        return figure_div(fig)
 
     @classmethod
     def of(cls, build_dir: str | Path, out: str | Path, options: Mapping[str, Any] | None = None) -> ReportContext:

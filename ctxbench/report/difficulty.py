@@ -16,6 +16,7 @@ from ..analysis.closed_book import screen_summary
 from ..analysis.regression import difficulty_regression, mode_labels
 from ..storage import read_table, write_parquet
 from .context import ReportContext
+from .plots import contrasts, figure_div
 from .render import labelled_table
 
 
@@ -39,6 +40,7 @@ def _regression_block(res: dict) -> str:
         + labelled_table(res["wald"], [("test", "Wald test"), ("stat", "χ²"), ("df", "df"), ("p", "p"),
                              ("p_holm", "p (Holm)")])
         + "<p>Within-task interquartile contrasts Δ25→75 (percentage points of score).</p>"
+        + figure_div(contrasts(res["contrasts"], title=f"Difficulty contrasts Δ25→75, mode {res['mode']}"))
         + labelled_table(res["contrasts"], [("predictor", "predictor"), ("pp", "Δ pp"), ("ci_low_pp", "CI low"),
                                   ("ci_high_pp", "CI high"), ("reason", "inestimable")])
         + "<p>Length × property interactions: the length contrast (pp) at the property's within-task 25th (low) "

@@ -1,7 +1,9 @@
 """``report``: accuracy by context length per model (with Avg / wAvg), breakdowns by position, query type and
 difficulty (each with a 95% interval clustered by question), and counts of over-length, failed and cached calls;
 then the RAG-versus-LC section, the sections of the build's tracks (each track's ``report_sections``) and the
-difficulty section. Writes ``report/index.html`` and the same numbers as ``report/*.parquet``.
+difficulty section. Writes ``report/index.html`` and the same numbers as ``report/*.parquet``, the instance browser
+(``report/instances.html``, :mod:`ctxbench.report.browser`; every aggregate links to its instances) and the local
+``plotly.min.js`` its figures use (:mod:`ctxbench.report.plots`).
 
 Every section has one signature, ``fn(ctx: ReportContext) -> str`` (:class:`ctxbench.report.context.ReportContext`);
 the page joins their HTML. Numbers come from :mod:`ctxbench.analysis.core` and the analysis modules."""
@@ -18,11 +20,18 @@ import pyarrow as pa
 from ..analysis import core
 from ..storage import require_build, write_parquet
 from ..tracks.base import find_track, resolve
+from . import plots
+from .browser import PAGE, instances_link, write_browser
 from .context import ReportContext
-from .render import length_curves, table
+from .render import table
 
-STYLE = ("body{font-family:sans-serif;margin:2em;max-width:1000px}table{border-collapse:collapse;margin:1em 0}"
-         "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}th{background:#f4f4f4}")
+STYLE = ("body{font-family:sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse;margin:1em 0}"
+         "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}th{background:#f4f4f4}"
+         "nav.browse{background:#eef4fb;border:1px solid #c9dcf0;border-radius:6px;padding:.6em 1em;margin:1em 0}"
+         "nav.browse a{font-weight:bold}td a{color:#0b57d0}")
+# the instance-browser filter of each breakdown of core.breakdowns (breakdown name -> instance column)
+BREAKDOWN_COLUMNS = {"setting": "setting", "position": "position", "query_type": "query_types",
+                     "difficulty": "difficulty"}
 
 
 def results_table(build_dir: str | Path, primary_only: bool = False) -> list[dict]:
@@ -59,20 +68,49 @@ def core_section(ctx: ReportContext) -> str:
             write_parquet(pa.Table.from_pylist(data), ctx.out / f"{name}.parquet")
     m = ctx.manifest
     cols = ["model", "mode", "n", "score", "ci_low", "ci_high"]
+
+    def len_link(r: dict) -> str:
+        return ctx.link(model=r["model"], mode=r["mode"], matcher=r["matcher"], length=r["context_length"],
+                        score="scored")
+
+    def breakdown(name: str, title: str) -> str:
+        col = BREAKDOWN_COLUMNS[name]
+        link = lambda r: ctx.link(model=r["model"], mode=r["mode"], **{col: r[name]}, score="scored")  # noqa: E731
+        fig = plots.accuracy_by_category(brk[name], name, f"Accuracy by {title}", title, link=link)
+        return (f"<h2>By {html.escape(title)}</h2>{ctx.figure(fig) if len({r[name] for r in brk[name]}) > 1 else ''}"
+                f"{table(brk[name], [*cols[:2], name, *cols[2:]], link)}")
+
     return f"""<h1>ctxbench report</h1>
 <p>Build <code>{html.escape(str(m.get('build_hash', '')))}</code> · track {html.escape(str(m.get('track', '')))}
  · source {html.escape(str(m.get('db_id', '')))} · {len(inst)} instances · tokenizer
  {html.escape(str((m.get('tokenizer') or {}).get('name', '') if isinstance(m.get('tokenizer'), dict) else ''))}</p>
-<p>{_scoring_note(ctx, rows, inst)} Intervals are 95% and clustered by question.</p>
-<h2>Accuracy by context length</h2>{length_curves(by_len)}
-{table(by_len, ["model", "mode", "matcher", "context_length", "n", "score", "ci_low", "ci_high"])}
+<p>{_scoring_note(ctx, rows, inst)} Intervals are 95% and clustered by question. Every count and score below links
+ to the instances behind it (click a point of a figure, or a number of a table).</p>
+<h2>Accuracy by context length</h2>
+{ctx.figure(plots.accuracy_by_length(by_len, link=len_link)) if by_len else "<p>No scores yet.</p>"}
+{table(by_len, ["model", "mode", "matcher", "context_length", "n", "score", "ci_low", "ci_high"], len_link)}
 <h2>Averages over context lengths</h2>{table(avgs, ["model", "mode", "matcher", "Avg", "wAvg(inc)", "wAvg(dec)"])}
-<h2>By setting</h2>{table(brk["setting"], [*cols[:2], "setting", *cols[2:]])}
-<h2>By position</h2>{table(brk["position"], [*cols[:2], "position", *cols[2:]])}
-<h2>By query type</h2>{table(brk["query_type"], [*cols[:2], "query_type", *cols[2:]])}
-<h2>By difficulty</h2>{table(brk["difficulty"], [*cols[:2], "difficulty", *cols[2:]])}
-<h2>Calls</h2>{table(count_rows, ["model", "mode", "calls", "ok", "over_length", "failed", "refused", "cached", "retries"])}
+{breakdown("setting", "setting")}
+{breakdown("position", "position")}
+{breakdown("query_type", "query type")}
+{breakdown("difficulty", "difficulty")}
+<h2>Calls</h2>{table(count_rows, ["model", "mode", "calls", "ok", "over_length", "failed", "refused", "cached", "retries"],
+                     lambda r: ctx.link(model=r["model"], mode=r["mode"]), ("calls",))}
 <h2>Run-to-run variance</h2>{table(var_rows, ["model", "mean_sample_variance"])}"""
+
+
+def browse_nav(data) -> str:
+    """The report's pointer to the instance browser: counts and one link per model to its wrong answers."""
+    from .browser import BrowserData
+
+    assert isinstance(data, BrowserData)
+    models = data.models
+    per_model = " · ".join(f'<a href="{html.escape(instances_link({"model": m, "score": "wrong"}))}">'
+                           f"{html.escape(m)}</a>" for m in models)
+    return (f'<nav class="browse"><a href="{PAGE}">Browse every answer →</a> {data.instances:,} instances, '
+            f"{data.answers:,} answers: question, gold answer, each model's reply (reasoning apart), extracted "
+            f"answer, scores, failure tags and the context with its evidence highlighted; filters and sorting."
+            + (f"<br>Wrong answers of {per_model}" if models else "") + "</nav>")
 
 
 # the sections every report has, in order; the build's tracks' sections go before the last one
@@ -99,9 +137,11 @@ def build_report(build_dir: str | Path, options: Mapping[str, Any] | None = None
     out = build_dir / "report"
     out.mkdir(exist_ok=True)
     ctx = ReportContext.of(build_dir, out, options)
+    plots.write_plotly_js(out)
+    data = write_browser(build_dir, out, str(ctx.manifest.get("build_hash", "") or ""))
     body = "\n".join(part for part in (fn(ctx) for fn in sections(ctx)) if part)
     doc = (f'<!doctype html><html><head><meta charset="utf-8"><title>ctxbench report</title><style>{STYLE}</style>'
-           f"</head><body>\n{body}\n</body></html>")
+           f"{plots.page_head()}</head><body>\n{browse_nav(data)}\n{body}\n</body></html>")
     p = out / "index.html"
     p.write_text(doc, encoding="utf-8")
     return p

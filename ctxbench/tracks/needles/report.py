@@ -1,7 +1,7 @@
 """The report's planted-fact (needles) section: accuracy per model × tier × depth × variant, a depth × tier heatmap
 per model, decay regimes, the memorization probe, failure-mode counts, and a note for every haystack sized with an
 approximate tokenizer (the model registry's ``approximate: true``). Numbers from :mod:`ctxbench.tracks.needles.analysis`;
-no network assets (inline HTML and CSS only)."""
+heatmaps drawn by :mod:`ctxbench.report.plots` (offline); every heatmap cell links to its instances."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .analysis import FAILURE_MODES, NeedlesAnalysis, analyse, parse_threshold_overrides
+from ...report import plots
 from ...report.context import ReportContext
 from ...models.registry import model_info
 from ...storage import write_parquet
@@ -46,29 +47,22 @@ def approximate_notes(sizing_models: list[str], flagged: set[str] = frozenset())
     return out
 
 
-def _colour(acc: float) -> str:
-    """Red (0) through yellow to green (1), light enough for black text."""
-    return f"hsl({120 * max(0.0, min(1.0, acc)):.0f},70%,78%)"
+def heatmap_figure(title: str, h: dict, link=None):
+    """A depth × tier heatmap (rows: depths, columns: tiers in tokens) of ``correct/n`` cells coloured by accuracy,
+    missing cells blank (:func:`ctxbench.report.plots.heatmap`); ``link(depth_label, tier)``: the address of a
+    cell's instances. None without cells."""
+    return plots.heatmap(h["cells"], h["depths"], h["tiers"], title, "tier (tokens)", "depth (tokens)", link=link)
 
 
-def heatmap_html(title: str, h: dict) -> str:
-    """A depth × tier table of correct/n cells coloured by accuracy (rows: depths, columns: tiers)."""
-    head = "".join(f"<th>{t:,}</th>" for t in h["tiers"])
-    body = []
-    for d in h["depths"]:
-        cells = []
-        for t in h["tiers"]:
-            c = h["cells"].get((d, t))
-            if c is None:
-                cells.append('<td style="background:#eee">–</td>')
-            else:
-                acc = c[0] / c[1] if c[1] else 0.0
-                cells.append(f'<td style="background:{_colour(acc)}" title="accuracy {acc:.2f}">'
-                             f"{c[0]}/{c[1]}</td>")
-        body.append(f"<tr><th>{html.escape(d)}</th>{''.join(cells)}</tr>")
-    return (f"<h4>{html.escape(title)}</h4><table class=\"heatmap\"><thead><tr><th>depth (tokens) \\ tier</th>"
-            f"{head}</tr>"
-            f"</thead><tbody>{''.join(body)}</tbody></table>")
+def depth_filter(label: str) -> dict:
+    """The instance-browser filter of a heatmap row: ``variant=chain`` for chains, else the requested ``depth``
+    (``25%`` → 0.25)."""
+    if label == "chain":
+        return {"variant": "chain"}
+    try:
+        return {"depth": float(label.rstrip("%")) / 100}
+    except ValueError:
+        return {}
 
 
 def _achieved(r: dict) -> str:
@@ -119,11 +113,17 @@ def needles_section(ctx: ReportContext) -> str:
                  "model's tokenizer) before the needle, as built. A row carries the requested depth where the needle "
                  "was placed within the build's tolerance of it (2 points, or one sentence where sentences are "
                  "longer), else the depth it reached; <i>achieved</i> gives the range reached.</p>")
-    parts.extend(heatmap_html(f"{m} ({mode}) on haystacks sized for {s}", h)
-                 for (m, mode, s), h in sorted(a.heatmaps.items(), key=lambda kv: tuple(map(str, kv[0]))))
+    for (m, mode, s), h in sorted(a.heatmaps.items(), key=lambda kv: tuple(map(str, kv[0]))):
+        def cell_link(d: str, t: int, m=m, mode=mode, s=s) -> str:
+            return ctx.link(model=m, mode=mode, sizing_model=s, length=t, **depth_filter(d), score="scored")
+
+        parts.append(ctx.figure(heatmap_figure(f"{m} ({mode}) on haystacks sized for {s}", h, cell_link)))
     acc = [{**r, "achieved": _achieved(r)} for r in a.accuracy]
     parts.append(_table(acc, ["model", "mode", "sizing_model", "tier", "depth", "achieved", "variant", "n", "correct",
-                              "accuracy", "ci_low", "ci_high"]))
+                              "accuracy", "ci_low", "ci_high"],
+                        lambda r: ctx.link(model=r["model"], mode=r["mode"], sizing_model=r["sizing_model"],
+                                           length=r["tier"], **{**depth_filter(r["depth"]), "variant": r["variant"]},
+                                           score="scored"), ("n", "correct", "accuracy")))
     parts.append(
         f"<h3>Decay regime across tiers</h3><p>From accuracy per tier over variants {', '.join(th.variants)}: "
         f"<i>stable</i> when every tier ≥ {th.stable_floor:g}; <i>late cliff</i> when tiers hold ≥ {th.high:g} and "

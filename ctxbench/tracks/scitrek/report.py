@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ...scoring.metrics import clustered_mean_ci
+from ...report import plots
 from ...report.context import ReportContext
 from ...storage import read_table, write_parquet
 
@@ -58,6 +59,20 @@ def scitrek_section(ctx: ReportContext) -> str:
         return res
 
     fmt_rows, skill_rows = rows(by_fmt, "setting"), rows(by_skill, "skill")
+    fmt_of = {_label(i["context_format"], i["target_tokens"]): (i["context_format"], i["target_tokens"])
+              for i in inst.values()}
+
+    def fmt_link(r: dict) -> str:
+        f, t = fmt_of[r["setting"]]
+        return ctx.link(model=r["model"], mode=r["mode"], matcher=r["matcher"], context_format=f, length=t,
+                        score="scored")
+
+    def skill_link(r: dict) -> str:
+        return ctx.link(model=r["model"], mode=r["mode"], matcher=r["matcher"], skill=r["skill"], score="scored")
+
+    primary = [r for r in skill_rows if r["matcher"] == "exact_match"] or skill_rows
+    skill_fig = ctx.figure(plots.accuracy_by_category(primary, "skill", "Accuracy by skill", "skill",
+                                                      link=skill_link))
     tag_rows = [{"model": m, "mode": mode, "skill": s, "responses": t[0],
                  **{name: round(t[k + 1] / t[0], 4) if t[0] else 0.0 for k, name in enumerate(TAGS)}}
                 for (m, mode, s), t in sorted(tags.items())]
@@ -67,7 +82,7 @@ def scitrek_section(ctx: ReportContext) -> str:
     cols = ["model", "mode", "matcher"]
     return (f"<h2>Scientific articles (SciTrek)</h2><p>F-*: full-text articles as context, D-*: the metadata tables "
             f"as context (SciTrek table 7); the number is the tier in K tokens. Exact match and F1 over the answer's "
-            f"items.</p>{table(fmt_rows, [*cols, 'setting', 'n', 'score', 'ci_low', 'ci_high'])}"
-            f"<h3>By skill</h3>{table(skill_rows, [*cols, 'skill', 'n', 'score', 'ci_low', 'ci_high'])}"
+            f"items.</p>{table(fmt_rows, [*cols, 'setting', 'n', 'score', 'ci_low', 'ci_high'], fmt_link)}"
+            f"<h3>By skill</h3>{skill_fig}{table(skill_rows, [*cols, 'skill', 'n', 'score', 'ci_low', 'ci_high'], skill_link)}"
             f"<h3>Failure tags (share of exact-match responses, SciTrek appendix D)</h3>"
             f"{table(tag_rows, ['model', 'mode', 'skill', 'responses', *TAGS])}")

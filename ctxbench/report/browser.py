@@ -1,0 +1,390 @@
+"""The instance browser of the report: every instance of a build with its question, gold answer, each model's reply
+(reasoning apart), the extracted answer, the score of every matcher and the failure tags, and the context with the
+evidence highlighted — a static page, ``report/instances.html``, that needs no server (opened as a file or served
+over HTTP), in the manner of inspect_ai's log viewer and HELM's instance pages.
+
+Data are written beside the page from the stored Parquet tables (``instances``, ``responses``, ``scores``), never
+read from the build by the page: ``report/browser/data.js`` (one ``<script src>``: a ``file://`` page cannot
+``fetch()``) holds instances and answers; each distinct context is its own ``report/browser/contexts/<key>.js``,
+loaded only when its instance's context is opened (a 1M-token context is megabytes). Every text reaches the page as
+JSON inside JavaScript with ``<``, ``>``, ``&`` and the line separators escaped, and is put into the page as text
+(never as HTML), so replies holding HTML, ``<think>`` blocks or chat special tokens show as written.
+
+``evidence_spans`` are ``[start, end)`` TOKEN offsets in the instance's tokenizer (SCHEMA.md); the page needs
+CHARACTER offsets: :func:`char_spans` re-encodes the context with the tokenizer registry
+(:meth:`ctxbench.tokenizers.registry.Tokenizer.encode_with_starts`) and maps each token interval to the characters
+from its first token's start to the next token's start (the end of the text for the last token). The conversion is
+cached in ``report/browser/spans-cache.json`` by context, tokenizer and spans.
+
+Filters (model, mode, context length, score by any matcher, and every facet column) are data-driven: a facet is any
+instance column, outside identifiers and free text, whose values repeat (2 to 40 distinct values, on average at
+least two instances each; a JSON-list column such as ``query_types`` counts each element), so a track's own columns
+(skill, position, depth, variant, ...) become filters without the browser naming any track. One facet is derived:
+``answer position``, the segment of the context holding the answer (:func:`ctxbench.analysis.rag.answer_position`,
+as the report's position table counts it). The page reads and
+writes its filters in the URL's hash (``instances.html#model=gpt-4o&length=4096&score=wrong``):
+:func:`instances_link` makes such links, and every aggregate cell of the report uses one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from difflib import SequenceMatcher
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pyarrow.parquet as pq
+
+from ..storage import read_table
+
+PAGE = "instances.html"
+DATA_DIR = "browser"
+# instance columns never offered as filters: identifiers, free text, token offsets, measured continuous values
+NOT_FACETS = frozenset({
+    "instance_id", "question", "question_id", "sql", "gold", "accepted_answers", "context", "tokenizer",
+    "target_tokens", "context_tokens", "evidence_spans", "included_rows", "build_hash", "scope", "dispersion",
+    "achieved_density", "relevant_tokens", "achieved_depth", "achieved_depth_tokens", "achieved_depth_paragraphs",
+    "depth_tolerance", "needle_depths_tokens", "needle_depths_achieved", "needle_depths_paragraphs",
+    "haystack_budget_tokens", "haystack_paragraphs", "n_articles"})
+MAX_FACET_VALUES = 40
+# above this many characters in reply × visible text, reasoning is not aligned character by character
+_ALIGN_LIMIT = 40_000_000
+
+
+def instances_link(filters: Mapping[str, Any] | None = None, page: str = PAGE) -> str:
+    """The browser's address showing the instances that match ``filters`` (``{"model": "gpt-4o", "length": 4096,
+    "score": "scored", "query_types": "Max/Min"}``; None values left out), relative to the report directory.
+    Keys: ``model``, ``mode``, ``matcher``, ``length`` (context length in tokens), ``score`` (``scored``,
+    ``correct``, ``partial``, ``wrong``, ``unscored``), ``q`` (text search), ``sort``, and any facet column."""
+    parts = [f"{quote(str(k), safe='')}={quote(_url_value(v), safe='')}" for k, v in (filters or {}).items()
+             if v is not None and v != ""]
+    return page + ("#" + "&".join(parts) if parts else "")
+
+
+def _url_value(v: Any) -> str:
+    """A filter value as the page prints it (JavaScript's ``String``): ``true``, ``1`` for 1.0."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return str(v)
+
+
+def char_spans(text: str, token_spans: Sequence[Sequence[int]], tokenizer: str) -> list[list[int]]:
+    """Character intervals ``[start, end)`` of ``token_spans`` (``[start, end)`` token offsets of ``text`` in the
+    registry tokenizer ``tokenizer``): a token interval covers the characters from its first token's start to the
+    start of the token after it (the end of ``text`` after the last token), sorted and merged where they overlap
+    or touch. Empty spans are dropped; a span beyond the text's tokens is clipped to it. Raises TokenizerError
+    for an unknown or unloadable tokenizer."""
+    from ..tokenizers import get_tokenizer
+
+    spans = [(int(s), int(e)) for s, e in token_spans if int(e) > int(s)]
+    if not spans:
+        return []
+    _, starts = get_tokenizer(tokenizer).encode_with_starts(text)
+    n = len(starts)
+
+    def at(t: int) -> int:
+        return len(text) if t >= n else int(starts[max(t, 0)])
+
+    out: list[list[int]] = []
+    for cs, ce in sorted((at(s), at(e)) for s, e in spans):
+        if ce <= cs:
+            continue
+        if out and cs <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], ce)
+        else:
+            out.append([cs, ce])
+    return out
+
+
+def split_reasoning(reply: str | None, reasoning_field: str | None = None) -> tuple[list[str], str]:
+    """``(reasoning blocks, visible reply)`` of a stored reply: the visible reply is what the answer pipeline's
+    first two filters leave (``drop_reasoning_field``, ``strip_reasoning`` of :mod:`ctxbench.scoring.pipeline`:
+    the provider's reasoning field repeated in the reply and inline reasoning blocks such as ``<think>…</think>``
+    removed); the blocks are the stretches of the reply those filters removed, in order (delimiters included).
+    The provider's separate reasoning field itself is not among the blocks (the page shows it apart)."""
+    from ..scoring.pipeline import AnswerContext, get_filter
+
+    text = reply or ""
+    ctx = AnswerContext(reasoning_field)
+    visible = get_filter("strip_reasoning").fn(get_filter("drop_reasoning_field").fn(text, ctx), ctx) if text \
+        else ""
+    whole = text.strip()
+    if visible == whole:
+        return [], visible
+    if not visible:
+        return ([whole] if whole else []), ""
+    if whole.endswith(visible):
+        return [whole[:-len(visible)].strip()], visible
+    if whole.startswith(visible):
+        return [whole[len(visible):].strip()], visible
+    if len(whole) * len(visible) > _ALIGN_LIMIT:
+        return [], visible
+    blocks, pos = [], 0
+    for a, _, size in SequenceMatcher(None, whole, visible, autojunk=False).get_matching_blocks():
+        gap = whole[pos:a].strip()
+        if gap:
+            blocks.append(gap)
+        pos = a + size
+    return blocks, visible
+
+
+def _scalar(v: Any) -> Any:
+    if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
+        return None
+    return v
+
+
+def _list_values(v: Any) -> list | None:
+    """The elements of a JSON-list text cell (scalars only), else None."""
+    if not isinstance(v, str) or not v.startswith("["):
+        return None
+    try:
+        x = json.loads(v)
+    except ValueError:
+        return None
+    if isinstance(x, list) and all(isinstance(e, (str, int, float, bool)) or e is None for e in x):
+        return [e for e in x if e is not None]
+    return None
+
+
+def facet_columns(rows: Sequence[Mapping[str, Any]], columns: Iterable[str]) -> list[dict]:
+    """The instance columns the browser filters on (module docstring's rule), in ``columns`` order: ``[{"key",
+    "label", "multi", "values"}]`` (``multi``: a JSON-list column, an instance matching any of its elements). A
+    column with one value is kept (links may name it; the page shows no filter for it)."""
+    out = []
+    n = len(rows)
+    for c in columns:
+        if c in NOT_FACETS:
+            continue
+        vals = [r.get(c) for r in rows]
+        lists = [_list_values(v) for v in vals if v is not None]
+        multi = bool(lists) and all(x is not None for x in lists)
+        if multi:
+            distinct = {e for x in lists for e in x}
+        else:
+            if any(isinstance(v, (list, dict, bytes)) for v in vals):
+                continue
+            distinct = {_scalar(v) for v in vals} - {None}
+        if not 1 <= len(distinct) <= MAX_FACET_VALUES or len(distinct) > max(n / 2, 4):
+            continue
+        out.append({"key": c, "label": c.replace("_", " "), "multi": multi,
+                    "values": sorted(distinct, key=lambda v: (isinstance(v, str), v))})
+    return out
+
+
+def _primary(benchmark: str | None, have: list[str]) -> str | None:
+    from ..errors import InputError
+    from ..scoring.registry import matchers_for
+
+    try:
+        first = matchers_for(benchmark)[0]
+    except InputError:
+        first = None
+    return first if first in have or not have else have[0]
+
+
+def _js(obj: Any) -> str:
+    """JSON safe inside JavaScript and HTML: ``<``, ``>``, ``&`` and U+2028/2029 as escapes."""
+    s = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return (s.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+
+
+def _gold_text(v: Any) -> str:
+    """A gold answer for reading: rows on lines, a row's values joined by `` | ``."""
+    if isinstance(v, list):
+        return "\n".join(" | ".join(map(_cell, x)) if isinstance(x, list) else _cell(x) for x in v)
+    return _cell(v)
+
+
+def _cell(v: Any) -> str:
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+
+
+def _parsed(text: Any) -> Any:
+    if not isinstance(text, str):
+        return text
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def answer_position_label(segment: int, n_segments: int) -> str:
+    """The browser's value of the answer-position facet: ``"2 of 5"`` for segment 1 (0-based) of 5."""
+    return f"{segment + 1} of {n_segments}"
+
+
+def mode_label(mode: str, rag_tokens: int | None) -> str:
+    """A response's mode as the report's tables name it: ``rag@2048`` for a RAG run with a retrieval budget
+    (:func:`ctxbench.analysis.core.instance_scores`), else the mode."""
+    return mode if rag_tokens is None else f"{mode}@{rag_tokens}"
+
+
+@dataclass
+class BrowserData:
+    """What :func:`write_browser` wrote: the page, counts, and instances whose evidence could not be located."""
+
+    page: Path
+    models: list[str] = field(default_factory=list)
+    instances: int = 0
+    answers: int = 0
+    contexts: int = 0
+    span_errors: list[str] = field(default_factory=list)
+
+
+def _context_key(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:20]
+
+
+def _load_cache(p: Path) -> dict:
+    try:
+        d = json.loads(p.read_text(encoding="utf-8"))
+        return d if isinstance(d, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _write_text(p: Path, text: str) -> None:
+    tmp = p.with_name(f".{p.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(p)
+
+
+def write_contexts(build_dir: Path, out: Path, evidence: dict[str, list]) -> tuple[dict[str, dict], list[str]]:
+    """Write one ``contexts/<key>.js`` per distinct context (read from ``instances.parquet`` in batches) and
+    return, per instance id, ``{"context": key, "chars": n, "spans": char spans or None}``, and the instances
+    whose spans could not be converted (with why). ``evidence``: instance id → token spans."""
+    cdir = out / DATA_DIR / "contexts"
+    cdir.mkdir(parents=True, exist_ok=True)
+    cache_path = out / DATA_DIR / "spans-cache.json"
+    cache, new_cache = _load_cache(cache_path), {}
+    info: dict[str, dict] = {}
+    errors: list[str] = []
+    written: set[str] = set()
+    f = pq.ParquetFile(build_dir / "instances.parquet")
+    for batch in f.iter_batches(batch_size=64, columns=["instance_id", "context", "tokenizer"]):
+        for r in batch.to_pylist():
+            text = r["context"] or ""
+            key = _context_key(text)
+            if key not in written:
+                p = cdir / f"{key}.js"
+                if not p.exists():
+                    _write_text(p, f"ctxbenchContext({_js(key)},{_js(text)});\n")
+                written.add(key)
+            spans = evidence.get(r["instance_id"]) or []
+            ck = hashlib.sha256(f"{key}|{r['tokenizer']}|{_js(spans)}".encode()).hexdigest()[:24]
+            cs: list | None = None
+            if not spans:
+                cs = []
+            elif ck in cache:
+                cs = cache[ck]
+            else:
+                try:
+                    cs = char_spans(text, spans, r["tokenizer"])
+                except Exception as e:  # a tokenizer that is not installed here: the page says so
+                    errors.append(f"{r['instance_id']}: evidence spans not located ({type(e).__name__}: {e})")
+            if cs is not None and spans:
+                new_cache[ck] = cs
+            info[r["instance_id"]] = {"context": key, "chars": len(text), "spans": cs}
+    for p in cdir.glob("*.js"):
+        if p.stem not in written:
+            p.unlink()
+    _write_text(cache_path, json.dumps(new_cache, separators=(",", ":")))
+    return info, errors
+
+
+def browser_data(build_dir: str | Path, out: str | Path) -> tuple[dict, list[str]]:
+    """The browser's data for a build (and the span conversion errors): instances with their facets, answers with
+    their scores, the filters; writes the context files under ``out/browser/contexts``."""
+    build_dir, out = Path(build_dir), Path(out)
+    ip = build_dir / "instances.parquet"
+    names = [c for c in pq.read_schema(ip).names if c != "context"]
+    inst = pq.read_table(ip, columns=names).to_pylist()
+    from ..analysis.rag import answer_position
+
+    for r in inst:
+        p = answer_position(r) if r.get("evidence_spans") or r.get("answer_segment") is not None else None
+        r["answer_position"] = None if p is None else answer_position_label(*p)
+    facets = facet_columns(inst, [*names, "answer_position"])
+    evidence = {r["instance_id"]: _parsed(r.get("evidence_spans")) or [] for r in inst}
+    ctx_info, errors = write_contexts(build_dir, out, {k: v if isinstance(v, list) else [] for k, v in evidence.items()})
+    resp = read_table(build_dir / "responses.parquet", "responses").to_pylist()
+    scores = read_table(build_dir / "scores.parquet", "scores").to_pylist()
+    by_key: dict[Any, list[dict]] = defaultdict(list)
+    for s in scores:
+        by_key[s.get("request_key") or (s["instance_id"], s["model"], s["mode"], s["sample"])].append(s)
+    matchers_of: dict[str, list[str]] = defaultdict(list)
+    for s in scores:
+        b = s["instance_id"]
+        if s["matcher"] not in matchers_of[b]:
+            matchers_of[b].append(s["matcher"])
+    index = {r["instance_id"]: i for i, r in enumerate(inst)}
+    instances = []
+    for r in inst:
+        c = ctx_info.get(r["instance_id"], {})
+        fv = {}
+        for fc in facets:
+            v = r.get(fc["key"])
+            fv[fc["key"]] = (_list_values(v) or []) if fc["multi"] else _scalar(v)
+        instances.append({
+            "id": r["instance_id"], "benchmark": r.get("benchmark"), "question": r.get("question") or "",
+            "question_id": r.get("question_id"), "gold": _gold_text(_parsed(r.get("gold"))),
+            "accepted": [_gold_text(a) for a in (_parsed(r.get("accepted_answers")) or [])]
+            if isinstance(_parsed(r.get("accepted_answers")), list) else [],
+            "sql": r.get("sql"), "length": r.get("target_tokens"), "context_tokens": r.get("context_tokens"),
+            "tokenizer": r.get("tokenizer"), "facets": fv, "context": c.get("context"), "chars": c.get("chars"),
+            "spans": c.get("spans"), "primary": _primary(r.get("benchmark"), matchers_of.get(r["instance_id"], []))})
+    answers = []
+    for r in sorted(resp, key=lambda r: (index.get(r["instance_id"], -1), r["model"], r["mode"], r["sample"],
+                                         r["request_key"])):
+        if r["instance_id"] not in index:
+            continue
+        sc = sorted(by_key.get(r["request_key"]) or by_key.get((r["instance_id"], r["model"], r["mode"],
+                                                                r["sample"])) or [], key=lambda s: s["matcher"])
+        blocks, visible = split_reasoning(r.get("response"), r.get("reasoning"))
+        extracted = {s["matcher"]: s.get("extracted_answer") for s in sc}
+        answers.append({
+            "i": index[r["instance_id"]], "model": r["model"], "mode": mode_label(r["mode"], r.get("rag_tokens")),
+            "sample": r["sample"], "status": r["status"], "error": r.get("error"), "reply": r.get("response"),
+            "visible": visible, "reasoning": blocks, "reasoning_field": r.get("reasoning"),
+            "extracted": extracted, "scores": {s["matcher"]: _scalar(s["score"]) for s in sc},
+            "tags": {s["matcher"]: _parsed(s.get("tags")) or [] for s in sc},
+            "prompt_tokens": r.get("prompt_tokens"), "completion_tokens": r.get("completion_tokens"),
+            "cached": bool(r.get("cached"))})   # latency left out: the same build reports the same bytes
+    matchers = sorted({s["matcher"] for s in scores})
+    return {"instances": instances, "answers": answers, "facets": facets, "matchers": matchers,
+            "models": sorted({a["model"] for a in answers}), "modes": sorted({a["mode"] for a in answers}),
+            "lengths": sorted({i["length"] for i in instances if i["length"] is not None})}, errors
+
+
+def write_browser(build_dir: str | Path, out: str | Path, title: str = "") -> BrowserData:
+    """Write the instance browser of a build into the report directory ``out``: ``instances.html``,
+    ``browser/data.js`` and ``browser/contexts/*.js``; returns what was written. ``title``: shown in the page's
+    header (e.g. the build hash). Raises what reading the build's tables raises."""
+    from .browser_page import page_html
+
+    out = Path(out)
+    (out / DATA_DIR).mkdir(parents=True, exist_ok=True)
+    data, errors = browser_data(build_dir, out)
+    data["title"] = title
+    data["span_errors"] = errors[:50]
+    _write_text(out / DATA_DIR / "data.js", f"window.CTXBENCH_BROWSER={_js(data)};\n")
+    page = out / PAGE
+    _write_text(page, page_html(title))
+    return BrowserData(page, data["models"], len(data["instances"]), len(data["answers"]),
+                       len({i["context"] for i in data["instances"] if i["context"]}), errors)
+
+
+__all__ = ["BrowserData", "answer_position_label", "browser_data", "char_spans", "facet_columns", "instances_link", "mode_label",
+           "split_reasoning", "write_browser", "write_contexts"]
