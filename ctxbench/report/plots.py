@@ -89,14 +89,20 @@ def figure_div(fig: Any, div_id: str | None = None, height: int | None = None) -
                        config={"displaylogo": False, "responsive": True})
 
 
+def _text(s: Any) -> str:
+    """A name or label as plotly shows it: its pseudo-HTML (``<b>``, ``<br>``) escaped, so a model or category
+    name is shown as written (plotly decodes the entities)."""
+    return html.escape(str(s), quote=False)
+
+
 def _layout(fig: Any, title: str, x_title: str, y_title: str, n_traces: int) -> Any:
     fig.update_layout(
-        title={"text": html.escape(title), "x": 0, "xanchor": "left"}, template="plotly_white",
+        title={"text": _text(title), "x": 0, "xanchor": "left"}, template="plotly_white",
         height=420 + 22 * max(0, (n_traces - 4) // 2), margin={"l": 60, "r": 20, "t": 50, "b": 10},
         legend={"orientation": "h", "yanchor": "top", "y": -0.18, "x": 0, "xanchor": "left"},
         hoverlabel={"namelength": -1}, font={"size": 12})
-    fig.update_xaxes(title_text=html.escape(x_title), automargin=True)
-    fig.update_yaxes(title_text=html.escape(y_title), automargin=True)
+    fig.update_xaxes(title_text=_text(x_title), automargin=True)
+    fig.update_yaxes(title_text=_text(y_title), automargin=True)
     return fig
 
 
@@ -130,7 +136,7 @@ def line_figure(series: Mapping[str, Sequence[Mapping[str, Any]]], title: str, x
         pts = sorted(pts, key=lambda p: p["x"])
         ys = [p["y"] for p in pts]
         fig.add_trace(go.Scatter(
-            x=[p["x"] for p in pts], y=ys, name=name, mode="lines+markers",
+            x=[p["x"] for p in pts], y=ys, name=_text(name), mode="lines+markers",
             line={"color": COLORS[i % len(COLORS)], "width": 2}, marker={"size": 7},
             error_y=_errors(ys, [p.get("lo") for p in pts], [p.get("hi") for p in pts]),
             customdata=[[p.get("link") or "", p.get("n")] for p in pts],
@@ -184,7 +190,7 @@ def accuracy_by_category(rows: Sequence[Mapping[str, Any]], key: str, title: str
     for i, (name, by) in enumerate(sorted(series.items())):
         ys = [by[c]["score"] if c in by else None for c in cats]
         fig.add_trace(go.Bar(
-            x=cats, y=ys, name=name, marker_color=COLORS[i % len(COLORS)],
+            x=[_text(c) for c in cats], y=ys, name=_text(name), marker_color=COLORS[i % len(COLORS)],
             error_y=_errors(ys, [by[c].get("ci_low") if c in by else None for c in cats],
                             [by[c].get("ci_high") if c in by else None for c in cats]),
             customdata=[[(link(by[c]) or "") if link and c in by else "", by[c].get("n") if c in by else None]
@@ -214,7 +220,7 @@ def heatmap(cells: Mapping[tuple[str, Any], tuple[int, int]], rows: Sequence[str
         text.append(["" if v is None else f"{v[0]}/{v[1]}" for v in cell])
         custom.append([[(link(r, c) if link and v is not None else "") or ""] for c, v in zip(cols, cell)])
     fig = go.Figure(go.Heatmap(
-        z=z, x=xs, y=list(rows), text=text, texttemplate="%{text}", customdata=custom, zmin=0, zmax=1,
+        z=z, x=[_text(x) for x in xs], y=[_text(r) for r in rows], text=text, texttemplate="%{text}", customdata=custom, zmin=0, zmax=1,
         colorscale=[[0, "#f4a3a3"], [0.5, "#f7e08a"], [1, "#9fdc9f"]], colorbar={"title": {"text": "accuracy"}},
         hovertemplate=f"{html.escape(y_title)} %{{y}}, {html.escape(x_title)} %{{x}}: %{{text}} = %{{z:.2f}}"
                       "<extra></extra>", xgap=2, ygap=2))
@@ -241,7 +247,7 @@ def lc_vs_rag(rows: Sequence[Mapping[str, Any]], link: Any = None) -> Any:
         return " · ".join(x for x in (str(r["model"]), length, str(r.get("task") or "")) if x and x != "all") \
             or str(r["model"])
 
-    xs = [label(r) for r in rows]
+    xs = [_text(label(r)) for r in rows]
     fig = go.Figure()
     for i, mode in enumerate(("lc", "rag")):
         fig.add_trace(go.Bar(
@@ -265,7 +271,7 @@ def contrasts(rows: Sequence[Mapping[str, Any]], label_keys: Sequence[str] = ("p
     rows = [r for r in rows if isinstance(r.get(value), (int, float)) and r.get(value) == r.get(value)]
     if not rows:
         return None
-    ys = [" · ".join(str(r.get(k)) for k in label_keys if r.get(k) is not None) for r in rows]
+    ys = [_text(" · ".join(str(r.get(k)) for k in label_keys if r.get(k) is not None)) for r in rows]
     xs = [r[value] for r in rows]
     fig = go.Figure(go.Bar(
         x=xs, y=ys, orientation="h", marker_color=[COLORS[1] if v < 0 else COLORS[2] for v in xs],
