@@ -202,6 +202,9 @@ def tracks_cmd(as_json: bool = typer.Option(False, "--json", help="print JSON in
             lines.append(f"  tagger:   {d['tagger']}")
         if d["answer_filters"]:
             lines.append("  answer filters: " + ", ".join(d["answer_filters"]))
+        if d["judge_prompts"]:
+            lines.append("  judge prompts: " + ", ".join(d["judge_prompts"]) + " (score --judge MODEL --judge-prompt "
+                         "NAME)")
         if d["report_sections"]:
             lines.append("  report:   " + ", ".join(d["report_sections"]))
         lines.append(f"  defined in {d['module']}")
@@ -473,8 +476,8 @@ def label_cmd(build: Path = typer.Option(..., help="build directory"),
 def kappa_cmd(build: Path = typer.Option(..., help="build directory (scored)"),
               labels: Path = typer.Option(..., help="human labels (JSON Lines; `ctxbench label` writes them)"),
               threshold: float = typer.Option(1.0, help="score at or above which an answer counts as correct")) -> None:
-    """Cohen's κ (95% CI) of every judge in BUILD/scores.parquet against human labels (LaRA appendix C);
-    writes BUILD/kappa.parquet for the report."""
+    """Cohen's κ (95% CI) of every judge in BUILD/scores.parquet against human labels (LaRA appendix C): LLM
+    judges of every prompt, matchers and fallbacks; writes BUILD/kappa.parquet for the report."""
     import pyarrow as pa
 
     from .analysis.agreement import judge_agreement
@@ -485,11 +488,11 @@ def kappa_cmd(build: Path = typer.Option(..., help="build directory (scored)"),
     except USER_ERRORS as e:
         _fail(e)
     t = Table(title=f"judge agreement with {counts['labels']} human labels ({counts['unmatched']} unmatched)")
-    for c in ("judge", "n", "P_o", "P_e", "kappa", "95% CI"):
-        t.add_column(c, justify="left" if c == "judge" else "right")
+    for c in ("judge", "kind", "n", "P_o", "P_e", "kappa", "95% CI"):
+        t.add_column(c, justify="left" if c in ("judge", "kind") else "right")
     for r in rows:
         ci = "undefined" if r["kappa"] is None else f"{r['ci_low']:.3f}–{r['ci_high']:.3f}"
-        t.add_row(r["matcher"], str(r["n"]), f"{r['po']:.3f}", f"{r['pe']:.3f}",
+        t.add_row(r["matcher"], r["kind"], str(r["n"]), f"{r['po']:.3f}", f"{r['pe']:.3f}",
                   "undefined" if r["kappa"] is None else f"{r['kappa']:.3f}", ci)
     if not rows:
         _fail(CtxbenchError(f"no judge in {build / 'scores.parquet'} scored a labelled answer: run `ctxbench score` "
@@ -501,13 +504,19 @@ def kappa_cmd(build: Path = typer.Option(..., help="build directory (scored)"),
 @app.command("score")
 def score_cmd(build: Path = typer.Option(..., help="build directory"),
               judge: Optional[str] = typer.Option(None, help="LLM judge model (adds matcher judge:<model>)"),
+              judge_prompt: Optional[list[str]] = typer.Option(
+                  None, "--judge-prompt", help="judging prompt of --judge, repeatable: rows (the row judge, the "
+                                               "default: matcher judge:<model>) or one a track registers (`ctxbench "
+                                               "tracks`; matcher judge-<prompt>:<model>)"),
               judge_base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible endpoint of the judge"),
               judge_api_key_env: Optional[str] = typer.Option(None, help="env variable with the judge's key for --judge-base-url")) -> None:
     """Score every stored response; writes BUILD/scores.parquet."""
     from .score import score_build
 
+    if judge_prompt and not judge:
+        _fail(CtxbenchError("--judge-prompt names the prompt of an LLM judge: give the judge model with --judge MODEL"))
     try:
-        s = score_build(build, judge, judge_base_url, judge_api_key_env)
+        s = score_build(build, judge, judge_base_url, judge_api_key_env, judge_prompt)
     except USER_ERRORS as e:
         _fail(e)
     msg = f"{s.rows} scores → {build / 'scores.parquet'}"
@@ -515,10 +524,10 @@ def score_cmd(build: Path = typer.Option(..., help="build directory"),
         msg += (f"; {s.no_answer} replies hold no answer after removing reasoning and chat tokens (scored 0, "
                 f"tag null_answer: see scores.extracted_answer; an unclosed reasoning block means the output budget "
                 f"ran out)")
-    if judge:
-        msg += (f"; judge {judge}: {s.judged} judged, {s.unparseable_verdicts} unparseable verdicts after a repair "
-                f"prompt (not scored), {s.repaired_verdicts} read after the repair prompt, {s.judge_failed} failed "
-                f"calls (rerun to retry)")
+    for name, c in (s.judges or {}).items():
+        msg += (f"; {name}: {c['judged']} judged, {c['unparseable_verdicts']} unparseable verdicts after a repair "
+                f"prompt (not scored), {c['repaired_verdicts']} read after the repair prompt, {c['judge_failed']} "
+                f"failed calls (rerun to retry)")
     for bench, t in sorted((s.tagging or {}).items()):   # failure taggers (scoring.registry.TAGGERS)
         msg += f"; {bench} failure tags: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in vars(t).items())
     out_console.print(msg)

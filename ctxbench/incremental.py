@@ -87,9 +87,10 @@ def _file_hash(p: Path) -> str | None:
     return file_sha256(p) if p.exists() else None
 
 
-def scoring_code(build_dir: str | Path, judge: str | None = None) -> dict:
+def scoring_code(build_dir: str | Path, judge: str | None = None,
+                 judge_prompts: list[str] | tuple[str, ...] | None = None) -> dict:
     """The version and code hash of everything that scores this build's benchmarks (matchers, tagger, answer
-    filters; the judge prompt with a judge): :func:`ctxbench.scoring.versions.scoring_fingerprint` over the
+    filters; the judge prompts with a judge): :func:`ctxbench.scoring.versions.scoring_fingerprint` over the
     benchmarks of ``instances.parquet``. A benchmark no track registers is recorded as an error (``score`` then
     reports it)."""
     from .scoring.versions import scoring_fingerprint
@@ -99,19 +100,20 @@ def scoring_code(build_dir: str | Path, judge: str | None = None) -> dict:
     if p.exists() and "benchmark" in pq.read_schema(p).names:
         benches = sorted({str(b) for b in pq.read_table(p, columns=["benchmark"]).column("benchmark").to_pylist()})
     try:
-        return scoring_fingerprint(benches, judge)
+        return scoring_fingerprint(benches, judge, judge_prompts)
     except InputError as e:
         return {"error": str(e)}
 
 
-def score_inputs_hash(build_dir: str | Path, judge: str | None = None) -> str:
-    """Content hash of what ``score`` reads and runs: instances, responses, the matcher registry, the judge, and
-    the version and code of the scoring code (:func:`scoring_code`)."""
+def score_inputs_hash(build_dir: str | Path, judge: str | None = None,
+                      judge_prompts: list[str] | tuple[str, ...] | None = None) -> str:
+    """Content hash of what ``score`` reads and runs: instances, responses, the matcher registry, the judge and its
+    prompts, and the version and code of the scoring code (:func:`scoring_code`)."""
     from .scoring.registry import registry_fingerprint
 
     d = Path(build_dir)
     return stable_hash("score", _file_hash(d / "instances.parquet"), _file_hash(d / "responses.parquet"),
-                       registry_fingerprint(), scoring_code(d, judge), judge, length=64)
+                       registry_fingerprint(), scoring_code(d, judge, judge_prompts), judge, length=64)
 
 
 def report_inputs_hash(build_dir: str | Path) -> str:
@@ -121,13 +123,14 @@ def report_inputs_hash(build_dir: str | Path) -> str:
                        length=64)
 
 
-def scores_are_current(build_dir: str | Path, judge: str | None = None) -> bool:
+def scores_are_current(build_dir: str | Path, judge: str | None = None,
+                       judge_prompts: list[str] | tuple[str, ...] | None = None) -> bool:
     """True when ``scores.parquet`` was computed from the build's current instances and responses."""
     p = Path(build_dir) / "scores.parquet"
     if not p.exists():
         return False
     meta = pq.read_schema(p).metadata or {}
-    return meta.get(INPUTS_KEY, b"").decode() == score_inputs_hash(build_dir, judge)
+    return meta.get(INPUTS_KEY, b"").decode() == score_inputs_hash(build_dir, judge, judge_prompts)
 
 
 def report_is_current(build_dir: str | Path) -> bool:
@@ -143,7 +146,8 @@ def report_is_current(build_dir: str | Path) -> bool:
 
 
 def score_if_changed(build_dir: str | Path, judge: str | None = None, judge_base_url: str | None = None,
-                     judge_api_key_env: str | None = None) -> tuple[int, bool]:
+                     judge_api_key_env: str | None = None,
+                     judge_prompts: list[str] | tuple[str, ...] | None = None) -> tuple[int, bool]:
     """``score_build`` unless the scores are current; returns (score rows, recomputed). The inputs hash is stored
     in ``scores.parquet``'s schema metadata (rewritten atomically)."""
     from .score import score_build
@@ -151,11 +155,11 @@ def score_if_changed(build_dir: str | Path, judge: str | None = None, judge_base
 
     d = Path(build_dir)
     check_build_tables(d)
-    if scores_are_current(d, judge):
+    if scores_are_current(d, judge, judge_prompts):
         return pq.ParquetFile(d / "scores.parquet").metadata.num_rows, False
-    fp = score_inputs_hash(d, judge)
-    code = json.dumps(scoring_code(d, judge), sort_keys=True, ensure_ascii=False)
-    s = score_build(d, judge, judge_base_url, judge_api_key_env)
+    fp = score_inputs_hash(d, judge, judge_prompts)
+    code = json.dumps(scoring_code(d, judge, judge_prompts), sort_keys=True, ensure_ascii=False)
+    s = score_build(d, judge, judge_base_url, judge_api_key_env, judge_prompts)
     tbl = pq.read_table(d / "scores.parquet")
     write_parquet(tbl.replace_schema_metadata({**(tbl.schema.metadata or {}), INPUTS_KEY: fp.encode(),
                                                SCORING_CODE_KEY: code.encode()}), d / "scores.parquet")

@@ -9,11 +9,13 @@ the failure tagger and the judge prompt receive that answer, and each row stores
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from .errors import InputError
 from .hashing import canonical_json
 from .scoring.pipeline import score_reply
 from .scoring.registry import tagger
@@ -29,15 +31,21 @@ class ScoreSummary:
     judge_failed: int = 0           # judge calls that failed (not stored: a rerun asks again)
     no_answer: int = 0            # ok responses whose extracted answer is empty (e.g. reasoning cut by the budget)
     tagging: dict | None = None   # benchmark → what its failure tagger did (registry.TAGGERS)
+    judges: dict | None = None    # judge matcher (judge:<model>, judge-<prompt>:<model>) → its counts (the totals above)
 
 
 def score_build(build_dir: str | Path, judge: str | None = None, judge_base_url: str | None = None,
-                judge_api_key_env: str | None = None) -> ScoreSummary:
+                judge_api_key_env: str | None = None,
+                judge_prompts: Sequence[str] | None = None) -> ScoreSummary:
     """Write ``scores.parquet`` for the build: every matcher of the instance's track (:mod:`ctxbench.scoring.registry`)
     on the extracted answer of every ok response (:func:`ctxbench.scoring.pipeline.score_reply`) and, when a judge
-    model is given, ``judge:<model>`` too (the judge grades the same extracted answer; an empty answer scores 0 with
-    ``null_answer`` and no call; unparseable verdicts are counted, not scored). Raises InputError without a build or
-    for instances of a benchmark no track registers."""
+    model is given, one judge matcher per judge prompt (``judge_prompts``, default the row judge ``rows``: matcher
+    ``judge:<model>``; another prompt ``p``: ``judge-p:<model>``; :mod:`ctxbench.scoring.judge`). Each judge grades
+    the same extracted answer; an empty answer scores 0 with ``null_answer`` and no call; unparseable verdicts are
+    counted, not scored. Raises InputError without a build, for instances of a benchmark no track registers, for
+    an unknown judge prompt, and for a track's judge prompt on instances of another benchmark."""
+    from .scoring.judge import DEFAULT_JUDGE_PROMPT
+
     build_dir = require_build(build_dir)
     bhash = check_build_tables(build_dir) if (build_dir / "manifest.json").exists() else None
     ipath = build_dir / "instances.parquet"
@@ -50,13 +58,13 @@ def score_build(build_dir: str | Path, judge: str | None = None, judge_base_url:
         if r.get("accepted_answers") is not None:
             r["accepted_answers"] = json.loads(r["accepted_answers"])
         by_id[r["instance_id"]] = r
-    gold = {k: v["gold"] for k, v in by_id.items()}
-    question = {k: v["question"] for k, v in by_id.items()}
     resp = read_table(build_dir / "responses.parquet", "responses").to_pylist()
     rows = []
     ok = [r for r in sorted(resp, key=lambda r: (r["model"], r["mode"], r["instance_id"], r["sample"],
                                                  r["request_key"]))
-          if r["status"] == "ok" and r["instance_id"] in gold]
+          if r["status"] == "ok" and r["instance_id"] in by_id]
+    prompts = _judge_prompts(judge_prompts or (DEFAULT_JUDGE_PROMPT,), {str(by_id[r["instance_id"]].get("benchmark"))
+                                                                         for r in ok}) if judge else []
     summary = ScoreSummary()
     answers: dict[str, str] = {}          # request key -> the answer the pipeline extracted
     for r in ok:
@@ -77,60 +85,93 @@ def score_build(build_dir: str | Path, judge: str | None = None, judge_base_url:
             summary.tagging = summary.tagging or {}
             summary.tagging[bench] = tag([x for x in rows if str(by_id[x["instance_id"]].get("benchmark")) == bench], by_id, resp_by_key,
                 judge=judge_cfg, build_dir=build_dir)
+    unscored: list[dict] = []
     if judge:
-        from .scoring.judge import judge_all
-
-        # the judge grades the extracted answer (no reasoning, no draft); an empty answer scores 0 without a call
-        for r in ok:
-            if not answers.get(r["request_key"]):
-                rows.append({"instance_id": r["instance_id"], "model": r["model"], "mode": r["mode"],
-                             "sample": r["sample"], "matcher": f"judge:{judge}", "score": 0.0,
-                             "tags": canonical_json(["null_answer"]), "extracted_answer": "",
-                             "request_key": r["request_key"], "build_hash": bhash,
-                             "detail": canonical_json({"verdicts": None})})
-        to_judge = [r for r in ok if answers.get(r["request_key"])]
-        outs = judge_all([(question[r["instance_id"]], gold[r["instance_id"]], answers[r["request_key"]])
-                          for r in to_judge], judge, judge_base_url, api_key_env=judge_api_key_env)
-        unscored = []
-        for r, o in zip(to_judge, outs):
-            summary.judged += 1
-            summary.repaired_verdicts += o.repaired and o.score is not None
-            if o.score is None:
-                if o.failed:
-                    summary.judge_failed += 1
-                else:
-                    summary.unparseable_verdicts += 1
-                unscored.append({"instance_id": r["instance_id"], "model": r["model"], "mode": r["mode"],
-                                 "sample": r["sample"], "request_key": r["request_key"], "judge": judge,
-                                 "reason": "call failed" if o.failed else "unparseable verdict",
-                                 "reply": None if o.raw is None else o.raw[:2000]})
-                continue
-            rows.append({"instance_id": r["instance_id"], "model": r["model"], "mode": r["mode"],
-                         "sample": r["sample"], "matcher": f"judge:{judge}", "score": float(o.score),
-                         "tags": canonical_json([]), "extracted_answer": answers[r["request_key"]],
-                         "request_key": r["request_key"], "build_hash": bhash,
-                         "detail": canonical_json({"verdicts": o.verdicts, "repaired": o.repaired})})
-        write_unscored_verdicts(build_dir, judge, unscored)
+        summary.judges = {}
+        for prompt in prompts:
+            rows += _judge_rows(prompt, judge, judge_base_url, judge_api_key_env, ok, by_id, answers, bhash,
+                                summary, unscored)
+    write_unscored_verdicts(build_dir, unscored)
     write_parquet(to_table("scores", rows), build_dir / "scores.parquet")
     summary.rows = len(rows)
     return summary
 
 
+def _judge_prompts(names: Sequence[str], benchmarks: set[str]) -> list:
+    """The judge prompts named (each once, in order). Raises InputError for an unknown name and for a track's
+    prompt asked to judge instances of another benchmark."""
+    from .scoring.registry import judge_prompt, judge_prompt_track
+
+    out = []
+    for name in dict.fromkeys(names):
+        p = judge_prompt(name)
+        owner = judge_prompt_track(name)
+        other = sorted(b for b in benchmarks if b != owner) if owner is not None else []
+        if other:
+            raise InputError(f"judge prompt {name!r} belongs to track {owner} and judges its instances only; this "
+                             f"build has responses to instances of {', '.join(other)}: use --judge-prompt rows (the "
+                             f"row judge) or a prompt of that track (`ctxbench tracks` lists them)")
+        out.append(p)
+    return out
+
+
+def _judge_rows(prompt, judge: str, base_url: str | None, api_key_env: str | None, ok: list[dict],
+                by_id: dict[str, dict], answers: dict[str, str], bhash: str | None, summary: ScoreSummary,
+                unscored: list[dict]) -> list[dict]:
+    """Score rows of one judge prompt over the ok responses (the judge grades the extracted answer: no reasoning,
+    no draft; an empty answer scores 0 without a call); adds its counts to ``summary`` and its unscored responses
+    to ``unscored``."""
+    from .scoring.judge import judge_matcher, run_judge
+
+    name = judge_matcher(prompt.name, judge)
+    counts = {"judged": 0, "unparseable_verdicts": 0, "repaired_verdicts": 0, "judge_failed": 0}
+    rows = []
+    for r in ok:
+        if not answers.get(r["request_key"]):
+            rows.append({"instance_id": r["instance_id"], "model": r["model"], "mode": r["mode"],
+                         "sample": r["sample"], "matcher": name, "score": 0.0,
+                         "tags": canonical_json(["null_answer"]), "extracted_answer": "",
+                         "request_key": r["request_key"], "build_hash": bhash,
+                         "detail": canonical_json({**prompt.detail(None), "repaired": False})})
+    to_judge = [r for r in ok if answers.get(r["request_key"])]
+    outs = run_judge(prompt, [(by_id[r["instance_id"]], answers[r["request_key"]]) for r in to_judge], judge,
+                     base_url, api_key_env=api_key_env)
+    for r, o in zip(to_judge, outs):
+        counts["judged"] += 1
+        counts["repaired_verdicts"] += bool(o.repaired and o.score is not None)
+        if o.score is None:
+            counts["judge_failed" if o.failed else "unparseable_verdicts"] += 1
+            unscored.append({"instance_id": r["instance_id"], "model": r["model"], "mode": r["mode"],
+                             "sample": r["sample"], "request_key": r["request_key"], "judge": judge,
+                             "reason": "call failed" if o.failed else "unparseable verdict",
+                             "reply": None if o.raw is None else o.raw[:2000], "matcher": name})
+            continue
+        rows.append({"instance_id": r["instance_id"], "model": r["model"], "mode": r["mode"],
+                     "sample": r["sample"], "matcher": name, "score": float(o.score),
+                     "tags": canonical_json([]), "extracted_answer": answers[r["request_key"]],
+                     "request_key": r["request_key"], "build_hash": bhash,
+                     "detail": canonical_json({**prompt.detail(o.verdict), "repaired": o.repaired})})
+    for k, v in counts.items():
+        setattr(summary, k, getattr(summary, k) + v)
+    summary.judges[name] = counts  # type: ignore[index]
+    return rows
+
+
 UNSCORED_VERDICTS = "judge_unscored.parquet"
 
 
-def write_unscored_verdicts(build_dir: Path, judge: str, rows: list[dict]) -> None:
-    """``BUILD/judge_unscored.parquet``: one row per response a judge left unscored (a verdict unparseable after the
-    repair prompt, or a failed call), with the judge's reply; the report shows their counts. A new scoring with a
-    judge replaces that judge's rows."""
+def write_unscored_verdicts(build_dir: Path, rows: list[dict]) -> None:
+    """``BUILD/judge_unscored.parquet``: one row per response a judge of this scoring left unscored (a verdict
+    unparseable after the repair prompt, or a failed call), with the judge's model, its matcher (``judge:<model>``,
+    ``judge-<prompt>:<model>``) and its reply; the report shows their counts. Rewritten whole with every scoring,
+    as ``scores.parquet`` is (removed when no judge left a response unscored)."""
     import pyarrow as pa
 
     path = build_dir / UNSCORED_VERDICTS
     sch = pa.schema([("instance_id", pa.string()), ("model", pa.string()), ("mode", pa.string()),
                      ("sample", pa.int64()), ("request_key", pa.string()), ("judge", pa.string()),
-                     ("reason", pa.string()), ("reply", pa.string())])
-    old = [r for r in pq.read_table(path).to_pylist() if r["judge"] != judge] if path.exists() else []
-    if old or rows:
-        write_parquet(pa.Table.from_pylist(old + rows, schema=sch), path)
-    elif path.exists():
-        path.unlink()
+                     ("reason", pa.string()), ("reply", pa.string()), ("matcher", pa.string())])
+    if rows:
+        write_parquet(pa.Table.from_pylist(rows, schema=sch), path)
+    else:
+        path.unlink(missing_ok=True)

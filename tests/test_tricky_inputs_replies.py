@@ -1,7 +1,7 @@
 """tests/data/tricky_inputs.yaml, sections ``replies`` and ``numbers`` (issue 13 items 4-6, issue 12 item 4): every
-reply through the answer pipeline, then EVERY matcher of every built-in track and both judge prompts (the row
-judge's and the needles failure judge's); every text through the one number reader. Expected values are worked out
-by hand in the data file."""
+reply through the answer pipeline, then EVERY matcher of every built-in track and every judge prompt (the row
+judge's, those the built-in tracks register, e.g. LaRA's, and the needles failure judge's); every text through the
+one number reader. Expected values are worked out by hand in the data file."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import yaml
 from ctxbench.scoring.judge import judge_messages
 from ctxbench.scoring.numbers import read_numbers
 from ctxbench.scoring.pipeline import answer_chain, score_reply
-from ctxbench.scoring.registry import matchers_for
+from ctxbench.scoring.registry import judge_prompt, judge_prompt_names, judge_prompt_track, matchers_for
 from ctxbench.tracks.base import BUILTIN, tracks
 from ctxbench.tracks.needles.analysis import judge_failure_messages
 
@@ -22,6 +22,7 @@ REPLIES = DATA["replies"]
 NUMBERS = DATA["numbers"]
 # every matcher of every built-in track (a track registered by another test's plugin is not built in)
 MATCHERS = [(t.name, m) for t in tracks() if type(t).__module__ in BUILTIN for m in matchers_for(t.name)]
+BUILTIN_NAMES = {t.name for t in tracks() if type(t).__module__ in BUILTIN}
 CHAT_TOKEN_MARKS = ("<|", "|>", "</s>", "<think", "</think", "<end_of_turn>", "｜>", "◁think")
 
 
@@ -76,9 +77,13 @@ def test_judge_prompts_see_the_answer_and_no_draft(e):
     gold = _instance(e, "holobench")["gold"]
     prompts = [judge_messages("How many?", gold, answer)[-1]["content"],
                judge_failure_messages("How many?", _instance(e, "needles"), {}, answer)[-1]["content"]]
+    # every registered judge prompt (the row judge again, LaRA's), on an instance of the track that registers it
+    prompts += [judge_prompt(n).messages(_instance(e, judge_prompt_track(n) or "holobench"), answer)[-1]["content"]
+                for n in judge_prompt_names() if n == "rows" or judge_prompt_track(n) in BUILTIN_NAMES]
     for p in prompts:
-        graded = p.split("Answer to grade:\n", 1)[1] if "Answer to grade:\n" in p else \
-            p.split("Answer to classify:\n", 1)[1]
+        marker = next(m for m in ("Answer to grade:\n", "Answer to classify:\n", "[AI assistant's answer]\n")
+                      if m in p)
+        graded = p.split(marker, 1)[1]
         assert graded.startswith(answer + "\n")
         for draft in e.get("draft") or []:
             assert draft not in p, (draft, p)

@@ -1,5 +1,6 @@
-"""Judge validation (LaRA appendix C): agreement of any judge — an LLM judge ``judge:<model>`` or a deterministic
-matcher — with human labels, as Cohen's κ with a 95% confidence interval.
+"""Judge validation (LaRA appendix C): agreement of any judge — an LLM judge (``judge:<model>``, or
+``judge-<prompt>:<model>`` for another judging prompt) or a deterministic matcher, fallbacks included — with human
+labels, as Cohen's κ with a 95% confidence interval.
 
 κ = (P_o − P_e) / (1 − P_e) over the binary verdict *correct* / *incorrect* (LaRA equations 1-3); the interval
 is κ ± 1.96·ASE with the large-sample standard error of Fleiss, Cohen & Everitt (1969), as statsmodels'
@@ -106,9 +107,9 @@ def read_labels(path: str | Path) -> list[dict]:
 
 
 def judge_agreement(build_dir: str | Path, labels_path: str | Path, threshold: float = 1.0) -> tuple[list[dict], dict]:
-    """κ of every judge in ``BUILD/scores.parquet`` (each matcher, e.g. ``row_match``, ``judge:gpt-4o``) against
-    the human labels: ``(rows, counts)``, one row per matcher with n, tp, tn, fp, fn, po, pe, kappa, se, ci_low,
-    ci_high; ``counts`` has ``labels`` and ``unmatched`` (labels whose answer is not among the build's responses).
+    """κ of every judge in ``BUILD/scores.parquet`` (each matcher, e.g. ``row_match``, ``judge:gpt-4o``,
+    ``judge-lara:gpt-4o``, ``lara_fallback``) against the human labels: ``(rows, counts)``, one row per matcher with
+    its kind (:func:`matcher_kind`), n, tp, tn, fp, fn, po, pe, kappa, se, ci_low, ci_high; ``counts`` has ``labels`` and ``unmatched`` (labels whose answer is not among the build's responses).
     A matcher that did not score a labelled answer (e.g. an unparseable judge verdict) leaves that pair out."""
     from ..storage import read_table, require_build
 
@@ -133,8 +134,17 @@ def judge_agreement(build_dir: str | Path, labels_path: str | Path, threshold: f
     for m in sorted(by_matcher):
         keys = sorted(by_matcher[m])
         k = cohens_kappa([keyed[x] >= threshold for x in keys], [by_matcher[m][x] >= threshold for x in keys])
-        rows.append({"matcher": m, "threshold": threshold, **vars(k)})
+        rows.append({"matcher": m, "kind": matcher_kind(m), "threshold": threshold, **vars(k)})
     return rows, {"labels": len(labels), "unmatched": unmatched}
+
+
+def matcher_kind(name: str) -> str:
+    """``judge`` for an LLM judge's matcher (``judge:<model>``, ``judge-<prompt>:<model>``), ``fallback`` for a
+    matcher some track declares a fallback (it only approximates the benchmark's own scoring), else ``matcher``."""
+    from ..scoring.judge import is_judge_matcher
+    from ..scoring.registry import is_fallback
+
+    return "judge" if is_judge_matcher(name) else "fallback" if is_fallback(name) else "matcher"
 
 
 def label_sample(build_dir: str | Path, n: int, seed: int = 0, model: str | None = None,

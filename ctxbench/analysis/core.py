@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from ..scoring.judge import is_judge_matcher
 from ..scoring.metrics import clustered_mean_ci, length_averages
 from ..storage import read_table
 
@@ -78,7 +79,7 @@ def results_table(build_dir: str | Path, primary_only: bool = False) -> list[dic
     ``primary_only``: only each instance's track's primary matcher (and judges)."""
     rows, _ = instance_scores(build_dir)
     if primary_only:
-        rows = [r for r in rows if r["matcher"].startswith("judge:") or r["matcher"] == _primary(r["benchmark"])]
+        rows = [r for r in rows if is_judge_matcher(r["matcher"]) or r["matcher"] == _primary(r["benchmark"])]
     return [{"model": g["key"][0], "mode": g["key"][1], "matcher": g["key"][2], "context_length": g["key"][3],
              "n": g["n"], "score": g["score"], "ci_low": g["ci_low"], "ci_high": g["ci_high"]}
             for g in group_scores(rows, lambda r: [(r["model"], r["mode"], r["matcher"], r["target_tokens"])])]

@@ -27,6 +27,7 @@ import json
 from collections import defaultdict
 from statistics import mean
 
+from ..scoring.judge import is_judge_matcher
 from ..scoring.metrics import clustered_mean_ci
 from ..scoring.registry import is_fallback, matchers_for
 from .difficulty import merge_spans
@@ -54,7 +55,7 @@ def instance_scores(instances: dict[str, dict], responses: list[dict], scores: l
     """One row per (model, mode, rag_tokens, instance): the mean score over samples with the chosen matcher
     (judge first, else the benchmark's primary), plus the response facts the analysis needs."""
     resp = {r["request_key"]: r for r in responses}
-    judged = {(s["instance_id"], s["model"], s["mode"]) for s in scores if s["matcher"].startswith("judge:")}
+    judged = {(s["instance_id"], s["model"], s["mode"]) for s in scores if is_judge_matcher(s["matcher"])}
     per: dict[tuple, list] = defaultdict(list)
     for s in scores:
         i = instances.get(s["instance_id"])
@@ -62,7 +63,7 @@ def instance_scores(instances: dict[str, dict], responses: list[dict], scores: l
         if i is None or r is None:
             continue
         if (s["instance_id"], s["model"], s["mode"]) in judged:
-            if not s["matcher"].startswith("judge:"):
+            if not is_judge_matcher(s["matcher"]):
                 continue
         elif s["matcher"] != matchers_for(i.get("benchmark"))[0]:
             continue

@@ -38,7 +38,7 @@ def call_issues_section(ctx: ReportContext) -> str:
     if up.exists():
         un = pq.read_table(up).to_pylist()
         if un:
-            c = Counter((r["judge"], r["model"], r["reason"]) for r in un)
+            c = Counter((r.get("matcher") or f"judge:{r['judge']}", r["model"], r["reason"]) for r in un)
             rows = [{"judge": j, "model": m, "reason": why, "responses": k} for (j, m, why), k in sorted(c.items())]
             parts.append("<h3>Judge verdicts not scored</h3><p>Replies of the judge that could not be read as a "
                          "verdict, also after one repair prompt, or calls that failed: these responses have no "

@@ -106,5 +106,6 @@ def difficulty_section(ctx: ReportContext) -> str:
                      "against the labels file, with a 95% interval (asymptotic SE); an answer counts as correct "
                      "at or above the threshold score.</p>"
                      + labelled_table(rows, [("matcher", "judge"), ("n", "n"), ("threshold", "threshold"), ("po", "P_o"),
-                                   ("pe", "P_e"), ("kappa", "κ"), ("ci_low", "CI low"), ("ci_high", "CI high")]))
+                                   ("pe", "P_e"), ("kappa", "κ"), ("ci_low", "CI low"), ("ci_high", "CI high"),
+                                   ("kind", "kind")]))
     return "".join(parts)

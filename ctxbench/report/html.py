@@ -50,7 +50,8 @@ def _scoring_note(ctx: ReportContext, rows: list[dict], inst: dict[str, dict]) -
     if fb:  # e.g. LaRA without an LLM judge
         note += (f" Matchers {', '.join(fb)} are a deterministic <b>fallback</b> for free-text answers (token "
                  f"containment / F1 against the reference, refusal detection for unanswerable questions), "
-                 f"not the benchmark's LLM judge (<code>score --judge MODEL</code>).")
+                 f"not the benchmark's LLM judge (<code>score --judge MODEL</code>, with <code>--judge-prompt "
+                 f"NAME</code> for a judging prompt of the track's own: <code>ctxbench tracks</code>).")
     return note
 
 

@@ -81,7 +81,8 @@ def rag_section(ctx: ReportContext) -> str:
     fb = [r["matcher"] for r in a["_fallback"]]
     note = (f"<p><b>Scores are a deterministic fallback</b> ({', '.join(fb)}: token containment of the reference "
             f"answer, refusal detection for hallucination questions), not LaRA's LLM judge; run "
-            f"<code>ctxbench score --judge MODEL</code> to judge.</p>") if fb else ""
+            f"<code>ctxbench score --judge MODEL --judge-prompt NAME</code> with the benchmark's judging prompt "
+            f"(<code>ctxbench tracks</code>) to judge.</p>") if fb else ""
     parts = ["<h2>RAG versus long context</h2>"]
     if not a["_has_rag"][0]["yes"]:
         parts.append("<p>No RAG responses: run <code>ctxbench evaluate --mode lc,rag</code>.</p>")

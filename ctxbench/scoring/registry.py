@@ -7,6 +7,10 @@ track declares its matchers (ordered ``{name: "module:function"}``, the first it
 the answer filters it adds (:class:`ctxbench.tracks.base.Track`); ``score`` runs every matcher of an instance's
 benchmark on every ok response and writes one ``scores.parquet`` row per response × matcher. There is no default:
 an instance of an unregistered benchmark, or of a track that declares no matcher, is an error naming it.
+
+Judge prompts (:class:`ctxbench.scoring.judge.JudgePrompt`) are a registry too: the built-in ``rows`` prompt
+(:data:`BUILTIN_JUDGE_PROMPTS`) and those tracks add (``Track.judge_prompts``, ``{name: "module:object"}``), looked
+up by :func:`judge_prompt`; a track's prompt judges that track's instances only (:func:`judge_prompt_track`).
 """
 
 from __future__ import annotations
@@ -80,9 +84,60 @@ def fallback_matchers() -> set[str]:
     return {m for t in tracks() for m in t.fallback_matchers}
 
 
+# the judge prompts every build may use (a track's own are in its Track.judge_prompts)
+BUILTIN_JUDGE_PROMPTS: dict[str, str] = {"rows": "ctxbench.scoring.judge:ROW_JUDGE"}
+
+
+def _judge_prompt_refs() -> dict[str, list[tuple[str, str | None]]]:
+    refs: dict[str, list[tuple[str, str | None]]] = {n: [(r, None)] for n, r in BUILTIN_JUDGE_PROMPTS.items()}
+    for t in tracks():
+        for n, r in t.judge_prompts.items():
+            refs.setdefault(n, []).append((r, t.name))
+    return refs
+
+
+def judge_prompt_names() -> list[str]:
+    """Every registered judge prompt name: the built-in ones first, then the tracks' (sorted)."""
+    refs = _judge_prompt_refs()
+    return list(BUILTIN_JUDGE_PROMPTS) + sorted(n for n in refs if n not in BUILTIN_JUDGE_PROMPTS)
+
+
+def _judge_prompt_entry(name: str) -> tuple[str, str | None]:
+    refs = _judge_prompt_refs().get(name)
+    if not refs:
+        raise InputError(f"unknown judge prompt {name!r}; registered: {', '.join(judge_prompt_names())} (a track "
+                         f"adds one with `judge_prompts` on its Track class)")
+    if len({r for r, _ in refs}) > 1:
+        raise InputError(f"judge prompt {name!r} is registered differently by "
+                         f"{', '.join(sorted(t or 'ctxbench' for _, t in refs))}: rename one")
+    return refs[0]
+
+
+def judge_prompt(name: str):
+    """The :class:`ctxbench.scoring.judge.JudgePrompt` registered as ``name``. Raises InputError for an unknown
+    name (listing the registered ones), a name registered differently by two tracks, or a reference that does not
+    name a JudgePrompt."""
+    from .judge import JudgePrompt
+
+    ref, owner = _judge_prompt_entry(name)
+    obj = resolve(ref, f"judge prompt {name!r}" + (f" of track {owner}" if owner else ""))
+    if isinstance(obj, type) and issubclass(obj, JudgePrompt):
+        obj = obj()
+    if not isinstance(obj, JudgePrompt) or getattr(obj, "name", None) != name:
+        raise InputError(f"judge prompt {name!r} ({ref}) is not a JudgePrompt named {name!r}")
+    return obj
+
+
+def judge_prompt_track(name: str) -> str | None:
+    """The track that registers judge prompt ``name`` (its prompt judges only that track's instances), or None
+    for a built-in prompt. Raises InputError for an unknown name."""
+    return _judge_prompt_entry(name)[1]
+
+
 def registry_fingerprint() -> dict[str, dict]:
-    """What the registry says about scoring, per track (matchers, tagger, answer filters): part of the inputs
-    hash of ``score`` (:func:`ctxbench.incremental.score_inputs_hash`), beside the version and code of each of
-    them (:func:`ctxbench.scoring.versions.scoring_fingerprint`)."""
-    return {t.name: {"matchers": dict(t.matchers), "tagger": t.tagger, "answer_filters": list(t.answer_filters)}
+    """What the registry says about scoring, per track (matchers, tagger, answer filters, judge prompts): part of
+    the inputs hash of ``score`` (:func:`ctxbench.incremental.score_inputs_hash`), beside the version and code of
+    each of them (:func:`ctxbench.scoring.versions.scoring_fingerprint`)."""
+    return {t.name: {"matchers": dict(t.matchers), "tagger": t.tagger, "answer_filters": list(t.answer_filters),
+                     **({"judge_prompts": dict(t.judge_prompts)} if t.judge_prompts else {})}
             for t in tracks()}

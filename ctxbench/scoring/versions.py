@@ -1,6 +1,6 @@
 """Versions of scoring code: what makes stored scores current besides the build's tables.
 
-``score`` reruns when a matcher, the failure tagger, an answer filter or the judge prompt changes, not only when
+``score`` reruns when a matcher, the failure tagger, an answer filter or a judge prompt changes, not only when
 instances or responses change (:func:`ctxbench.incremental.score_inputs_hash`). A piece of scoring code is
 identified by its ``version`` attribute where it declares one and by :func:`code_hash`: a hash of the source of the
 module that defines it and of every ctxbench module that module imports at its top level (transitively), of the
@@ -17,14 +17,17 @@ from .codehash import code_hash, module_closure
 __all__ = ["code_hash", "module_closure", "scoring_fingerprint"]
 
 
-def scoring_fingerprint(benchmarks: list[str] | None = None, judge: str | None = None) -> dict:
+def scoring_fingerprint(benchmarks: list[str] | None = None, judge: str | None = None,
+                        judge_prompts: list[str] | tuple[str, ...] | None = None) -> dict:
     """What scores of ``benchmarks`` (default: every registered track) depend on besides the build's tables: per
     benchmark its matchers (reference and :func:`code_hash`), failure tagger and answer chain
-    (:meth:`ctxbench.scoring.pipeline.AnswerChain.fingerprint`); with a judge, the judge prompt's code. Raises
-    InputError for a benchmark no track registers (as ``score`` would)."""
+    (:meth:`ctxbench.scoring.pipeline.AnswerChain.fingerprint`); with a judge, each judge prompt's version and code
+    (``judge_prompts``, default the row judge). Raises InputError for a benchmark no track registers and for an
+    unknown judge prompt (as ``score`` would)."""
     from ..tracks.base import tracks
+    from .judge import DEFAULT_JUDGE_PROMPT
     from .pipeline import chain_for
-    from .registry import matcher, matchers_for, tagger
+    from .registry import judge_prompt, matcher, matchers_for, tagger
 
     names = sorted(set(benchmarks)) if benchmarks is not None else sorted(t.name for t in tracks())
     out: dict = {}
@@ -36,7 +39,6 @@ def scoring_fingerprint(benchmarks: list[str] | None = None, judge: str | None =
             "answer_filters": chain_for(b).fingerprint(),
         }
     if judge:
-        from .judge import judge_messages
-
-        out["judge"] = {"model": judge, "code": code_hash(judge_messages)}
+        out["judge"] = {"model": judge, "prompts": {p: code_hash(judge_prompt(p)) for p in
+                                                    dict.fromkeys(judge_prompts or (DEFAULT_JUDGE_PROMPT,))}}
     return out

@@ -54,6 +54,11 @@ Fields of a track (class attributes; the contract other layers rely on):
   chat tokens removed, final answer taken, tidied) before its matchers and the judge see a response: filters
   registered with :func:`ctxbench.scoring.pipeline.register_filter` (``first_line``, ``fold_width``,
   ``strip_trailing_period``, or the track's own). An unknown name is an error naming the track when it is scored.
+* ``judge_prompts`` — ``{prompt name: "module:object"}``: judging prompts this track adds (a
+  :class:`ctxbench.scoring.judge.JudgePrompt` instance or subclass whose ``name`` is the key, a lower-case
+  identifier), used by ``score --judge MODEL --judge-prompt NAME`` beside the built-in row judge (``rows``, the
+  default) and stored under the matcher ``judge-NAME:MODEL``; such a prompt judges this track's instances only
+  (:func:`ctxbench.scoring.registry.judge_prompt`).
 * ``fallback_matchers`` — matcher names that only approximate the benchmark's own scoring (the report labels them);
   ``scoring_note`` — one sentence (HTML) the report prints on how this track's answers are scored.
 * ``report_sections`` — ``"module:function"`` entries, each ``fn(ctx: ReportContext) -> str`` (HTML; "" for
@@ -164,6 +169,7 @@ class Track:
     matchers: ClassVar[Mapping[str, str]] = {}
     tagger: ClassVar[str | None] = None
     answer_filters: ClassVar[tuple[str, ...]] = ()
+    judge_prompts: ClassVar[Mapping[str, str]] = {}
     fallback_matchers: ClassVar[frozenset[str]] = frozenset()
     scoring_note: ClassVar[str] = ""
     report_sections: ClassVar[tuple[str, ...]] = ()
@@ -206,12 +212,13 @@ class Track:
         return self.default_out or f"out/{self.name}"
 
     def describe(self) -> dict[str, Any]:
-        """Name, title, stages, matchers (primary first), tagger, filters, report sections, verbs (``ctxbench
-        tracks``)."""
+        """Name, title, stages, matchers (primary first), tagger, filters, judge prompts, report sections, verbs
+        (``ctxbench tracks``)."""
         doc = (type(self).__dict__.get("__doc__") or "").strip().split("\n")[0]
         return {"name": self.name, "title": self.title or doc, "stages": [s.name for s in self.stages],
                 "matchers": list(self.matchers), "primary_matcher": next(iter(self.matchers), None),
                 "tagger": self.tagger, "answer_filters": list(self.answer_filters),
+                "judge_prompts": list(self.judge_prompts),
                 "report_sections": list(self.report_sections), "verbs": list(self.verbs),
                 "config": self.Config.__name__, "module": type(self).__module__}
 
@@ -241,7 +248,14 @@ def check_track(track: Track) -> None:
         raise InputError(f"track {name}: stage names repeat ({[s.name for s in track.stages]})")
     if not isinstance(track.matchers, Mapping):
         raise InputError(f"track {name}: matchers must be an ordered mapping name -> 'module:function'")
-    for v in (*track.matchers.values(), *([track.tagger] if track.tagger else []), *track.report_sections):
+    if not isinstance(track.judge_prompts, Mapping):
+        raise InputError(f"track {name}: judge_prompts must be a mapping prompt name -> 'module:object'")
+    for p in track.judge_prompts:
+        if not (isinstance(p, str) and p.isidentifier() and p == p.lower() and p[0] != "_"):
+            raise InputError(f"track {name}: judge prompt name {p!r} must be a lower-case identifier (it becomes "
+                             f"part of the matcher name judge-<prompt>:<model>)")
+    for v in (*track.matchers.values(), *([track.tagger] if track.tagger else []), *track.report_sections,
+              *track.judge_prompts.values()):
         if not (isinstance(v, str) and ":" in v):
             raise InputError(f"track {name}: {v!r} is not a 'module:function' reference")
     for verb in track.verbs:

@@ -1,6 +1,8 @@
 """Deterministic fallback matchers for free-text answers (LaRA imports), used when no LLM judge is configured.
 
-LaRA (section 3.4, appendix C) scores answers with an LLM judge (``score --judge MODEL`` adds ``judge:MODEL``).
+LaRA (section 3.4, appendix C) scores answers with an LLM judge: its own judging prompt is the judge prompt ``lara``
+(:mod:`ctxbench.tracks.lara.judge`; ``score --judge MODEL --judge-prompt lara`` adds ``judge-lara:MODEL``, the row
+judge ``judge:MODEL``).
 Without one, these matchers give a reproducible approximation, labelled ``fallback`` wherever it is reported. Each
 receives the answer pipeline's output (:mod:`ctxbench.scoring.pipeline`), never the raw reply:
 

@@ -23,7 +23,8 @@ class Lara(Track):
         Stage("validate", f"{_P}:validate_stage", ("instances",)),
         Stage("write", f"{_P}:write_stage", ("loaded", "instances", "quarantine"), retries=2),
     )
-    # deterministic fallback first; LaRA's own LLM judge: score --judge
+    # deterministic fallback first; LaRA's own LLM judge: score --judge MODEL --judge-prompt lara
+    judge_prompts = {"lara": "ctxbench.tracks.lara.judge:LARA_JUDGE"}
     matchers = {"lara_fallback": "ctxbench.tracks.lara.scoring:lara_fallback",
                 "f1": "ctxbench.tracks.lara.scoring:f1_instance",
                 "containment": "ctxbench.tracks.lara.scoring:containment_instance"}
