@@ -78,11 +78,17 @@ def word_count(s: str) -> int:
     return len(s.split())
 
 
+def wire_text(s: str) -> str:
+    """``s`` as a server's client reads it: a lone surrogate (which no UTF-8 text can hold; a JSON body carries it
+    escaped, ``"\\ud800"``) becomes U+FFFD. A real server counts and sends its text this way, never failing on it."""
+    return s.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
 def token_count(s: str) -> int:
-    """Tokens of ``s`` in cl100k_base (the fake model's tokenizer)."""
+    """Tokens of ``s`` in cl100k_base (the fake model's tokenizer; lone surrogates counted as U+FFFD)."""
     from ctxbench.tokenizers import get_tokenizer
 
-    return get_tokenizer("cl100k_base").count(s)
+    return get_tokenizer("cl100k_base").count(wire_text(s))
 
 
 def prompt_token_count(messages: list[dict]) -> int:
@@ -248,7 +254,7 @@ class FakeOpenAIServer:
                 pass
 
             def _send(self, code: int, obj: dict, headers: dict | None = None) -> None:
-                data = json.dumps(obj).encode()
+                data = json.dumps(obj).encode()  # ASCII: a lone surrogate goes escaped ("\ud800"), as servers send it
                 self.send_response(code)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
@@ -292,7 +298,7 @@ class FakeOpenAIServer:
             def _raw(self, spec: dict) -> None:
                 """A response given in full: status, body (a JSON value, or text sent as it is) and headers."""
                 body = spec.get("body", "")
-                data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+                data = wire_text(body).encode() if isinstance(body, str) else json.dumps(body).encode()
                 self.send_response(int(spec.get("status", 200)))
                 self.send_header("Content-Type", "text/plain" if isinstance(body, str) else "application/json")
                 self.send_header("Content-Length", str(len(data)))

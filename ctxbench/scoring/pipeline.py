@@ -23,8 +23,11 @@ Default chain
        DeepSeek-R1's and Qwen3's do) ends reasoning that began at the start of the reply.
     3. ``strip_chat_tokens`` — chat special tokens (``<|eot_id|>``, ``<|im_end|>``, ``</s>``, ``<|end|>``,
        ``<end_of_turn>``, ``<|endoftext|>``, ``<｜end▁of▁sentence｜>``, ``<|END_OF_TURN_TOKEN|>``, …): the reply ends
-       at the first end-of-turn token that follows some text (what a server that ignored the stop token generated
-       after it is another turn), role headers at its start (``<|im_start|>assistant``, ``<start_of_turn>model``,
+       at the first end-of-turn token that follows an answer (what a server that ignored the stop token generated
+       after it is another turn), or that another turn's header follows (``<|im_start|>user``). A token before any
+       answer — at the start, after markup only, or right after a final-answer label or an opening answer block
+       (``Answer: <|endoftext|> 1003``) — ends nothing: the model went on to give its answer, so the token is
+       dropped like any other. Role headers at its start (``<|im_start|>assistant``, ``<start_of_turn>model``,
        ``<|start_header_id|>assistant<|end_header_id|>``) and any other token of these forms (``<|…|>``,
        ``<｜…｜>``, ``<s>``, ``[INST]``) are removed.
     4. ``final_answer`` — the final answer, when the reply marks one: the content of the last answer block
@@ -193,12 +196,40 @@ _ANY_TOKEN = re.compile(r"<\|[A-Za-z_][\w.:-]{0,40}\|>|<｜[^｜<>\n]{1,40}｜>|
                         r"<(?:start|end)_of_turn>|\[/?INST\]|<</?SYS>>", re.IGNORECASE)
 
 
-@register_filter("strip_chat_tokens")
+# what opens another turn: a server that ignored the stop token generated the next (user's) turn after it
+_NEXT_TURN = re.compile(r"\s*(?:<\|im_start\|>|<\|start_header_id\|>|<start_of_turn>|\[INST\]|<\|user\|>|<\|start\|>|"
+                        r"<｜User｜>|<\|START_OF_TURN_TOKEN\|>|<s>\s*\[INST\])", re.IGNORECASE)
+_ANSWER_OPENS = re.compile(r"(?:<answer(?:\s[^>]*)?>|<response(?:\s[^>]*)?>|<output(?:\s[^>]*)?>|"
+                           r"<final_answer(?:\s[^>]*)?>|<\|begin_of_solution\|>|\[BEGIN FINAL RESPONSE\])\s*$",
+                           re.IGNORECASE)
+
+
+def _awaits_answer(prefix: str) -> bool:
+    """Whether the text before a special token holds no answer yet: nothing but markup, or it ends with a
+    final-answer label (``Answer:``, ``**Final answer:**``, ``The answer is``, ``答案：``) or an opening answer
+    block (``<answer>``): the answer is still to come after the token."""
+    if _ANSWER_OPENS.search(prefix):
+        return True
+    p = re.sub(r"[\s*_`]+$", "", _ANY_TOKEN.sub("", prefix))
+    if not re.search(r"\w", p):
+        return True
+    for rx in (_LABEL_LINE, _LABEL_INLINE):
+        last = None
+        for last in rx.finditer(p):
+            pass
+        if last is not None and not p[last.end():].strip(" \t*_`:："):
+            return True
+    return False
+
+
+@register_filter("strip_chat_tokens", version="2")
 def strip_chat_tokens(text: str, ctx: AnswerContext) -> str:
-    """End the reply at its first end-of-turn token after some text; drop role headers and other special tokens."""
+    """End the reply at its first end-of-turn token that follows an answer (or that another turn follows); drop
+    role headers and other special tokens (an end-of-turn token before the answer, e.g. ``Answer: <|endoftext|>
+    1003``, is a stray token, not the end of the turn)."""
     text = _ROLE_HEADER.sub("", text)
     for m in _END_TOKENS.finditer(text):
-        if text[:m.start()].strip():
+        if _NEXT_TURN.match(text, m.end()) or not _awaits_answer(text[:m.start()]):
             text = text[:m.start()]
             break
     return _ANY_TOKEN.sub("", text).strip()
