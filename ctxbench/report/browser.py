@@ -112,10 +112,9 @@ def split_reasoning(reply: str | None, reasoning_field: str | None = None) -> tu
     The provider's separate reasoning field itself is not among the blocks (the page shows it apart)."""
     from ..scoring.pipeline import AnswerContext, get_filter
 
-    text = reply or ""
     ctx = AnswerContext(reasoning_field)
-    visible = get_filter("strip_reasoning").fn(get_filter("drop_reasoning_field").fn(text, ctx), ctx) if text \
-        else ""
+    text = get_filter("drop_reasoning_field").fn(reply, ctx) if reply else ""  # shown apart as the field itself
+    visible = get_filter("strip_reasoning").fn(text, ctx) if text else ""
     whole = text.strip()
     if visible == whole:
         return [], visible
