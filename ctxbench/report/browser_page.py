@@ -17,6 +17,7 @@ header.top a.back{margin-right:1em}
 #filters label{display:flex;flex-direction:column;font-size:.78em;color:#555}
 #filters select,#filters input{font-size:1.05em;padding:2px 4px;max-width:22em}
 #filters input[type=search]{width:18em}
+#filters select#f-model{max-width:none}
 #count{margin:.5em 0 0;font-size:.9em;color:#333}
 main{padding:.6em 1.2em;max-width:1200px}
 section.inst{background:#fff;border:1px solid #ddd;border-radius:6px;margin:0 0 1em;padding:.6em .9em}
