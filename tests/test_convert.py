@@ -182,7 +182,7 @@ def _fake_marker(tmp_path, monkeypatch, body: str):
 def test_marker_runs_in_a_subprocess_under_a_timeout(pdf_dir, meta, tmp_path, monkeypatch):
     # arguments: PDF --output_dir DIR --output_format markdown; writes DIR/<name>/<name>.md like Marker
     _fake_marker(tmp_path, monkeypatch, 'mkdir -p "$3/x" && printf "# Marker output\\n\\nbody text\\n" > "$3/x/x.md"\n')
-    assert convpdf.default_converter() == ("marker", "marker-pdf 0.0-test")
+    assert convpdf.default_converter() == ("marker", f"marker-pdf 0.0-test; code {convpdf.converter_code_hash()}")
     c = convert_pdf(pdf_dir / meta["D05"]["file"])
     assert (c.converter, c.markdown, c.pages) == ("marker", "# Marker output\n\nbody text\n", 4)
     slow = tmp_path / "slow"
@@ -200,3 +200,66 @@ def test_numbered_bibliography_one_paragraph_per_entry(pdf_dir, meta):
     labels = [int(m.group(1)) for m in re.finditer(r"(?m)^\[(\d+)\] ", refs)]
     assert labels == list(range(1, meta["B01"]["ref_count"] + 1)) == list(range(1, 41))
     assert refs.startswith("\n[1] Jimmy Lei Ba, Jamie Ryan Kiros, and Geoffrey E Hinton. Layer normalization.")
+
+
+def test_converter_code_is_hashed_into_cache_keys_and_build_hashes(tmp_path, monkeypatch):
+    """The converter's code (every module of the ctxbench.convert package, wherever it is installed) is hashed:
+    its hash is non-empty, equals one computed here from the package's files, and changes when a converter file
+    changes — and with it the converter version (the conversion cache key) and a SciTrek PDF build's hash."""
+    import hashlib
+    import shutil
+    from pathlib import Path
+
+    import ctxbench.convert
+    from ctxbench.errors import CtxbenchError
+    from ctxbench.tracks.scitrek import build as sb
+
+    pkg = Path(ctxbench.convert.__file__).resolve().parent
+    files = sorted(pkg.glob("*.py"))
+    assert {"pdf.py", "layout.py", "text.py", "worker.py"} <= {p.name for p in files}
+    h = hashlib.sha256()
+    for p in files:
+        h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
+    code = h.hexdigest()[:16]
+    assert sb._convert_code_hash() == code
+    assert convpdf.converter_version("pdfminer-layout").endswith(f"; code {code}")
+
+    # a SciTrek build with one PDF (fetch only hashes it; nothing is converted)
+    (tmp_path / "pdfs").mkdir()
+    (tmp_path / "pdfs" / "a.pdf").write_bytes(b"%PDF-1.4\n%%EOF\n")
+    (tmp_path / "pdfs" / "metadata.json").write_text(json.dumps([{"id": "A", "file": "a.pdf", "title": "T",
+                                                                   "authors": ["X"]}]), encoding="utf-8")
+    cfg = sb.SciTrekConfig(pdfs=str(tmp_path / "pdfs"), metadata=str(tmp_path / "pdfs" / "metadata.json"),
+                           tokenizer="cl100k_base")
+
+    def build_hash() -> str:
+        return sb.fetch_stage(cfg, tmp_path / "out", force=True).build_hash
+
+    def cache_key() -> str:
+        name, version = convpdf.default_converter()
+        return str(convpdf._cache_path(tmp_path / "cache", "ab" * 32, name, version))
+
+    before = (build_hash(), cache_key())
+    copy = tmp_path / "convert"
+    shutil.copytree(pkg, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(convpdf, "CONVERT_DIR", copy)
+    assert sb._convert_code_hash() == code and (build_hash(), cache_key()) == before   # the same code
+    (copy / "layout.py").write_text((copy / "layout.py").read_text(encoding="utf-8") + "\n# changed\n",
+                                    encoding="utf-8")
+    assert sb._convert_code_hash() != code
+    after = (build_hash(), cache_key())
+    assert after[0] != before[0] and after[1] != before[1]
+    # a package directory without its modules never hashes to nothing
+    monkeypatch.setattr(convpdf, "CONVERT_DIR", tmp_path / "nowhere")
+    with pytest.raises(CtxbenchError, match="converter's code is not in"):
+        sb._convert_code_hash()
+
+
+def test_full_text_reader_code_hash_names_a_missing_module(monkeypatch):
+    from ctxbench.errors import CtxbenchError
+    from ctxbench.tracks.scitrek import build as sb
+
+    assert len(sb._source_code_hash()) == 16
+    monkeypatch.setattr(sb, "SOURCE_CODE", sb.SOURCE_CODE + ("moved_away.py",))
+    with pytest.raises(CtxbenchError, match="moved_away.py are not in .*sources"):
+        sb._source_code_hash()

@@ -12,11 +12,14 @@ Every conversion runs in a child process with a timeout, so a PDF that hangs the
 never stops a run. Unreadable files raise ``ConversionError`` with a ``reason`` (``convert_pdfs`` turns it into a
 quarantine row with stage ``convert``): encrypted, truncated or corrupt, scanned or no text layer, timeout.
 ``convert_pdfs`` caches results by the PDF's SHA-256 and the converter name + version (``$CTXBENCH_HOME/cache/convert``
-by default), so a rerun converts only new PDFs.
+by default), so a rerun converts only new PDFs. The version names the converter library's version, the layout
+revision and the hash of this package's code (:func:`converter_code_hash`), so a changed converter reconverts and
+changes the build hash of the builds that use it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import importlib.util
 import json
@@ -32,7 +35,11 @@ from ..errors import CtxbenchError
 from ..hashing import file_sha256
 
 # bump when the offline converter's output changes: it is part of the version, so cached conversions are redone
+# (the code's hash is part of it too: converter_code_hash)
 LAYOUT_REVISION = "5"
+# the converter's code: every module of this package (the layout converter, the text clean-up, the child-process
+# worker, Marker's wrapper)
+CONVERT_DIR = Path(__file__).resolve().parent
 DEFAULT_TIMEOUT_S = 300.0
 # a document with fewer non-space characters than this per page (and in all) has no usable text layer
 MIN_CHARS_PER_PAGE = 40
@@ -114,24 +121,42 @@ def marker_available() -> tuple[bool, str]:
 
 def default_converter() -> tuple[str, str]:
     """(name, version) of the converter ``convert_pdf`` uses here: ``marker`` when available, else
-    ``pdfminer-layout`` (its version names pdfminer.six's and ctxbench's layout revision)."""
-    if marker_available()[0]:
-        return "marker", f"marker-pdf {_dist_version('marker-pdf')}"
-    return "pdfminer-layout", f"pdfminer.six {_dist_version('pdfminer.six')}; layout r{LAYOUT_REVISION}"
+    ``pdfminer-layout`` (:func:`converter_version`)."""
+    name = "marker" if marker_available()[0] else "pdfminer-layout"
+    return name, converter_version(name)
+
+
+def converter_code_hash(directory: str | Path | None = None) -> str:
+    """16 hex digits of SHA-256 over the name and bytes of every ``*.py`` file of the converter package
+    (``directory``, default :data:`CONVERT_DIR`, this package wherever it is installed), in name order: part of
+    every converter's version, so the conversion cache key and the build hash of PDF builds change with the code.
+    Raises CtxbenchError when the directory holds no module (a moved package must never hash to nothing)."""
+    d = Path(directory) if directory is not None else CONVERT_DIR
+    files = sorted(d.glob("*.py"))
+    if not files:
+        raise CtxbenchError(f"the converter's code is not in {d} (no *.py file): its hash would not follow the code")
+    h = hashlib.sha256()
+    for p in files:
+        h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
 
 
 def converter_version(name: str) -> str:
     """Version string of a named converter (``pdfminer-layout``, ``pdfium-text``, ``pdfplumber-text`` or
-    ``marker``); raises CtxbenchError for another name."""
+    ``marker``): the library's version, the layout revision (not for Marker) and :func:`converter_code_hash`, e.g.
+    ``pdfminer.six 20231228; layout r5; code 0123456789abcdef``. Raises CtxbenchError for another name."""
     if name == "pdfminer-layout":
-        return f"pdfminer.six {_dist_version('pdfminer.six')}; layout r{LAYOUT_REVISION}"
-    if name == "pdfium-text":
-        return f"pypdfium2 {_dist_version('pypdfium2')}; layout r{LAYOUT_REVISION}"
-    if name == "pdfplumber-text":
-        return f"pdfplumber {_dist_version('pdfplumber')}; layout r{LAYOUT_REVISION}"
-    if name == "marker":
-        return f"marker-pdf {_dist_version('marker-pdf')}"
-    raise CtxbenchError(f"unknown converter {name!r}: use pdfminer-layout, pdfium-text, pdfplumber-text or marker")
+        v = f"pdfminer.six {_dist_version('pdfminer.six')}; layout r{LAYOUT_REVISION}"
+    elif name == "pdfium-text":
+        v = f"pypdfium2 {_dist_version('pypdfium2')}; layout r{LAYOUT_REVISION}"
+    elif name == "pdfplumber-text":
+        v = f"pdfplumber {_dist_version('pdfplumber')}; layout r{LAYOUT_REVISION}"
+    elif name == "marker":
+        v = f"marker-pdf {_dist_version('marker-pdf')}"
+    else:
+        raise CtxbenchError(f"unknown converter {name!r}: use pdfminer-layout, pdfium-text, pdfplumber-text or "
+                            f"marker")
+    return f"{v}; code {converter_code_hash()}"
 
 
 def preflight(path: Path) -> tuple[int, int]:

@@ -153,8 +153,14 @@ def _converter():
 
 
 def _convert_code_hash() -> str:
-    d = Path(__file__).resolve().parent.parent / "convert"
-    return stable_hash(*[(p.name, file_sha256(p)) for p in sorted(d.glob("*.py"))]) if d.exists() else ""
+    """Hash of the PDF converter's code (``ctxbench.convert``, :func:`ctxbench.convert.pdf.converter_code_hash`,
+    also part of the converter's version and so of the conversion cache key): part of the build hash of a build
+    with PDFs. Raises InputError when the converter is missing from this installation."""
+    try:
+        from ...convert.pdf import converter_code_hash
+    except ImportError as e:
+        raise InputError(f"PDF conversion is not available in this installation ({e})") from None
+    return converter_code_hash()
 
 
 @dataclass
@@ -203,10 +209,21 @@ def _cfg_for_hash(cfg: SciTrekConfig) -> dict:
     return d
 
 
+# the modules of ctxbench.sources that read full-text articles (their code is part of a full-text build's hash)
+SOURCE_CODE = ("fulltext.py", "unarxive.py", "markdown_articles.py", "s2orc.py", "articles.py")
+
+
 def _source_code_hash() -> str:
-    d = Path(__file__).resolve().parents[2] / "sources"
-    return stable_hash(*[(n, file_sha256(d / n)) for n in ("fulltext.py", "unarxive.py", "markdown_articles.py",
-                                                           "s2orc.py", "articles.py") if (d / n).exists()])
+    """Hash of the full-text readers' code (:data:`SOURCE_CODE` in the ``ctxbench.sources`` package). Raises
+    CtxbenchError when one of those modules is not there (a moved module must never drop out of the hash)."""
+    from ... import sources
+    from ...errors import CtxbenchError
+
+    d = Path(sources.__file__).resolve().parent
+    missing = [n for n in SOURCE_CODE if not (d / n).is_file()]
+    if missing:
+        raise CtxbenchError(f"full-text reader modules {', '.join(missing)} are not in {d}: update SOURCE_CODE")
+    return stable_hash(*[(n, file_sha256(d / n)) for n in SOURCE_CODE])
 
 
 def fetch_stage(cfg: SciTrekConfig, out: str | Path, force: bool = False, versioned: bool = False) -> Loaded:
