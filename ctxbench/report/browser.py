@@ -53,6 +53,7 @@ NOT_FACETS = frozenset({
     "depth_tolerance", "needle_depths_tokens", "needle_depths_achieved", "needle_depths_paragraphs",
     "haystack_budget_tokens", "haystack_paragraphs", "n_articles"})
 MAX_FACET_VALUES = 40
+MAX_QUESTIONS = 1000  # a build with more distinct questions gets no question list (the text search remains)
 # above this many characters in reply × visible text, reasoning is not aligned character by character
 _ALIGN_LIMIT = 40_000_000
 
@@ -61,7 +62,8 @@ def instances_link(filters: Mapping[str, Any] | None = None, page: str = PAGE) -
     """The browser's address showing the instances that match ``filters`` (``{"model": "gpt-4o", "length": 4096,
     "score": "scored", "query_types": "Max/Min"}``; None values left out), relative to the report directory.
     Keys: ``model``, ``mode``, ``matcher``, ``length`` (context length in tokens), ``score`` (``scored``,
-    ``correct``, ``partial``, ``wrong``, ``unscored``), ``q`` (text search), ``sort``, and any facet column."""
+    ``correct``, ``partial``, ``wrong``, ``unscored``), ``question`` (its exact text), ``q`` (text search),
+    ``sort``, and any facet column."""
     parts = [f"{quote(str(k), safe='')}={quote(_url_value(v), safe='')}" for k, v in (filters or {}).items()
              if v is not None and v != ""]
     return page + ("#" + "&".join(parts) if parts else "")
@@ -362,7 +364,8 @@ def browser_data(build_dir: str | Path, out: str | Path) -> tuple[dict, list[str
             "prompt_tokens": r.get("prompt_tokens"), "completion_tokens": r.get("completion_tokens"),
             "cached": bool(r.get("cached"))})   # latency left out: the same build reports the same bytes
     matchers = sorted({s["matcher"] for s in scores})
-    return {"instances": instances, "answers": answers, "facets": facets, "matchers": matchers,
+    questions = sorted({i["question"] for i in instances})
+    return {"instances": instances, "questions": questions if len(questions) <= MAX_QUESTIONS else [], "answers": answers, "facets": facets, "matchers": matchers,
             "models": sorted({a["model"] for a in answers}), "modes": sorted({a["mode"] for a in answers}),
             "lengths": sorted({i["length"] for i in instances if i["length"] is not None})}, errors
 

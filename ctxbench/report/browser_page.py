@@ -18,6 +18,7 @@ header.top a.back{margin-right:1em}
 #filters select,#filters input{font-size:1.05em;padding:2px 4px;max-width:22em}
 #filters input[type=search]{width:18em}
 #filters select#f-model{max-width:none}
+#filters select#f-question{width:22em}
 #count{margin:.5em 0 0;font-size:.9em;color:#333}
 main{padding:.6em 1.2em;max-width:1200px}
 section.inst{background:#fff;border:1px solid #ddd;border-radius:6px;margin:0 0 1em;padding:.6em .9em}
@@ -77,6 +78,7 @@ JS = r"""
     var lab = el('label', null, 'search question / id'), q = el('input');
     q.type = 'search'; q.id = 'f-q'; q.placeholder = 'words of the question';
     q.addEventListener('input', update); lab.appendChild(q); f.appendChild(lab); controls.q = q;
+    if (D.questions.length) addSelect('question', 'question', D.questions);
     addSelect('model', 'model', D.models);
     if (D.modes.length > 1) addSelect('mode', 'mode', D.modes);
     addSelect('length', 'context length (tokens)', D.lengths, D.lengths.map(fmtInt));
@@ -137,6 +139,7 @@ JS = r"""
   }
   function instanceMatches(inst, s) {
     if (s.length && String(inst.length) !== s.length) return false;
+    if (s.question && inst.question !== s.question) return false;
     for (var k = 0; k < D.facets.length; k++) {
       var fc = D.facets[k], want = s[fc.key]; if (!want) continue;
       var v = inst.facets[fc.key];
