@@ -5,7 +5,7 @@ offline: ``plotly.min.js`` from the plotly package is written once into the repo
 Every figure function takes plain rows (the dicts of :mod:`ctxbench.analysis` tables) and returns a
 ``plotly.graph_objects.Figure``, or None when there is nothing to draw; :func:`figure_div` turns a figure into the
 HTML fragment a page embeds (its div id derived from the figure, so the same data give the same bytes). Names are
-never cut: legends sit below the plot (horizontal, wrapping), hover labels show whole trace names
+never cut: legends sit at the bottom of the figure, under the axis labels (horizontal, wrapping), hover labels show whole trace names
 (``hoverlabel.namelength = -1``), category axes grow their margins (``automargin``).
 
 A point may carry a link (``link`` in its row): clicking it opens that address (the instance browser filtered to
@@ -98,8 +98,8 @@ def _text(s: Any) -> str:
 def _layout(fig: Any, title: str, x_title: str, y_title: str, n_traces: int) -> Any:
     fig.update_layout(
         title={"text": _text(title), "x": 0, "xanchor": "left"}, template="plotly_white",
-        height=420 + 22 * max(0, (n_traces - 4) // 2), margin={"l": 60, "r": 20, "t": 50, "b": 10},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.18, "x": 0, "xanchor": "left"},
+        height=420 + 22 * max(0, (n_traces - 4) // 2), margin={"l": 60, "r": 20, "t": 50, "b": 20},
+        legend={"orientation": "h", "yref": "container", "yanchor": "bottom", "y": 0, "x": 0, "xanchor": "left"},
         hoverlabel={"namelength": -1}, font={"size": 12})
     fig.update_xaxes(title_text=_text(x_title), automargin=True)
     fig.update_yaxes(title_text=_text(y_title), automargin=True)
