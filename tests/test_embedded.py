@@ -136,3 +136,45 @@ def test_evaluate_with_the_embedded_server(tmp_path):
     # a rerun is fully stored: the server is not even started
     s = evaluate_build(build, cfg, server=server)
     assert started == [1] and s.calls == 0 and s.already_stored == 3
+
+
+PARENT = """
+import sys, time
+from ctxbench.models.local_server import LocalServer
+srv = LocalServer().__enter__()
+print(srv.proc.pid, srv.port, flush=True)
+time.sleep(600)
+"""
+
+
+def test_the_server_dies_with_a_killed_parent(tmp_path):
+    """A process holding the server (as `ctxbench run` does) is killed with SIGKILL, so none of its cleanup runs:
+    the server process and its port are gone within seconds all the same (PR_SET_PDEATHSIG)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "CTXBENCH_HOME": str(tmp_path / "home")})
+    try:
+        pid, port = map(int, parent.stdout.readline().split())
+        assert _port_open(port)
+        os.kill(pid, 0)  # alive
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        gone = False
+        while time.monotonic() < deadline and not gone:
+            try:
+                os.kill(pid, 0)
+                with open(f"/proc/{pid}/stat") as f:  # a zombie (reaped by init soon) counts as gone
+                    gone = f.read().split(")")[-1].split()[0] == "Z"
+            except (ProcessLookupError, FileNotFoundError):
+                gone = True
+            time.sleep(0.2)
+        assert gone, f"server pid {pid} still running after its parent was killed"
+        assert not _port_open(port)
+    finally:
+        if parent.poll() is None:
+            parent.kill()

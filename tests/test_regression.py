@@ -223,3 +223,17 @@ def test_per_model_contrasts_are_separate_fits():
     pm0 = per_model_contrasts(rows0)
     assert [r["reason"] for r in pm0 if r["model"] == "m3"] == [
         "all 240 scores are 0: there is no variation in score to explain"]
+
+
+def test_a_diverging_fit_prints_no_numpy_warning():
+    """Coefficients 60x LURCH's size drive the linear predictor past exp's range (|z| > 709) while IRLS diverges:
+    the fit is reported inestimable (separation) and no RuntimeWarning (`t = np.exp(-z)` in statsmodels' logit
+    link, printed at the end of `ctxbench run`) escapes."""
+    import warnings
+
+    rows = simulate(seed=3, n_q=24, beta={k: v * 60 for k, v in BETA.items()})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = fit_difficulty(rows)
+    assert not res["estimable"] and res["reason"].startswith("separation")
+    assert [w for w in caught if issubclass(w.category, RuntimeWarning)] == []

@@ -137,7 +137,11 @@ def observations(build_dir: str | Path, mode: str = "lc", matcher: str | None = 
 # ---------------------------------------------------------------------------------------------------- fitting
 
 def _sigmoid(z):
-    return 1.0 / (1.0 + np.exp(-z))
+    """The logistic function without overflow for any finite z (scipy's expit: exp(-z) is never formed for a large
+    negative z, where 1 / (1 + exp(-z)) overflows and numpy warns)."""
+    from scipy.special import expit
+
+    return expit(z)
 
 
 class _Design:
@@ -205,7 +209,10 @@ def _fit(y: np.ndarray, X: np.ndarray, groups: np.ndarray, cov: str):
             return None, "separation: the predictors perfectly separate high from low scores (no finite estimate)"
         except (np.linalg.LinAlgError, ValueError) as e:
             return None, f"the fit failed ({type(e).__name__}: {e})"
-    mu = res.fittedvalues
+    # fitted means from the linear predictor with the stable logistic: statsmodels' fittedvalues apply the link's
+    # inverse 1 / (1 + exp(-z)), which overflows (a RuntimeWarning printed at the end of a run) for the huge linear
+    # predictors of a diverging fit, the very case the check below rejects
+    mu = _sigmoid(np.asarray(X) @ np.asarray(res.params))
     params, bse = np.asarray(res.params), np.asarray(res.bse)
     if (not res.converged or np.abs(params).max() > MAX_ABS_COEF or not np.isfinite(bse).all()
             or (np.minimum(mu, 1 - mu) < 1e-9).any()):

