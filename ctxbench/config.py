@@ -43,3 +43,42 @@ def ctxbench_home() -> Path:
 def cache_dir() -> Path:
     """Response cache directory (``$CTXBENCH_HOME/cache``), outside every build directory."""
     return ctxbench_home() / "cache"
+
+
+def build_threads() -> int:
+    """Threads a build may use for independent work whose heavy part releases the GIL (tokenizing contexts,
+    SQL engines): ``$CTXBENCH_BUILD_THREADS``, default the number of CPUs this process may use, at most 4. Results
+    never depend on it (each piece of work is seeded by its own key; results are kept in their sequential order)."""
+    v = os.environ.get("CTXBENCH_BUILD_THREADS", "").strip()
+    if v:
+        try:
+            return max(1, int(v))
+        except ValueError:
+            pass
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n = os.cpu_count() or 1
+    return max(1, min(4, n))
+
+
+def ordered_map(fn, items, threads: int | None = None):
+    """``fn`` over ``items`` on up to ``threads`` threads (default :func:`build_threads`), yielding the results in
+    the order of ``items`` as each becomes ready (an exception is raised where its item's result would come).
+    With one thread (or one item) it runs in the calling thread."""
+    items = list(items)
+    threads = build_threads() if threads is None else threads
+    if threads <= 1 or len(items) <= 1:
+        for x in items:
+            yield fn(x)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=min(threads, len(items))) as ex:
+        futures = [ex.submit(fn, x) for x in items]
+        try:
+            for f in futures:
+                yield f.result()
+        finally:
+            for f in futures:
+                f.cancel()

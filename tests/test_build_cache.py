@@ -109,6 +109,45 @@ def test_count_store_keeps_counts_across_processes_and_reads_them_exactly(tmp_pa
     assert other.asked == len(set(texts[:20]))
 
 
+def test_threads_counting_at_once_get_the_counts_alone(tmp_path, tiktoken_enc):
+    """Threads building contexts at once share one counter; they tokenize outside its lock and every count is
+    the text's own."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    enc = tiktoken_enc("cl100k_base")
+    tok = get_tokenizer("cl100k_base")
+    texts = _texts(4000)
+    truth = {t: len(enc.encode_ordinary(t)) for t in texts}
+    c = tc.TokenCounter(tok, "threads", root=tmp_path, disk=True)
+    parts = [texts[i::3] + texts[: 200] for i in range(6)]  # overlapping batches
+    with ThreadPoolExecutor(4) as ex:
+        got = list(ex.map(c.counts, parts))
+    assert all(g == [truth[t] for t in p] for g, p in zip(got, parts))
+    assert c.misses >= len(set(texts))  # (a text missed by two threads at once is counted by both)
+    c.flush()
+    again = _Counting(tok)
+    assert tc.TokenCounter(again, "threads", root=tmp_path, disk=True).counts(texts) == [truth[t] for t in texts]
+    assert again.asked == 0
+
+
+def test_holobench_contexts_on_one_or_several_threads_are_the_same(spider_db, tmp_path, monkeypatch):
+    """Contexts built on several threads (CTXBENCH_BUILD_THREADS) and with the helper process off write the bytes
+    of a build on one thread."""
+    from ctxbench.tracks.holobench import HoloBenchConfig, build_holobench
+
+    cfg = HoloBenchConfig(db=str(spider_db("wine_1")), lengths=[1024, 2048, 4096], positions=["uniform", "end"], seed=5)
+    monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home1"))
+    monkeypatch.setenv("CTXBENCH_BUILD_THREADS", "1")
+    monkeypatch.setenv("CTXBENCH_SIDECAR", "off")
+    one = build_holobench(cfg, tmp_path / "one")
+    monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home2"))
+    monkeypatch.setenv("CTXBENCH_BUILD_THREADS", "4")
+    monkeypatch.setenv("CTXBENCH_SIDECAR", "on")
+    four = build_holobench(cfg, tmp_path / "four")
+    assert one.build_hash == four.build_hash and one.n_instances == four.n_instances > 0
+    assert _tree(tmp_path / "one") == _tree(tmp_path / "four")
+
+
 def test_processes_writing_the_store_at_once(tmp_path):
     """Four processes count overlapping texts into one store at the same moment: none fails or waits, and a fifth
     reads every count without tokenizing."""

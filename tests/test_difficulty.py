@@ -113,3 +113,22 @@ def test_difficulty_columns():
     # an import without evidence spans or derivation: all null
     assert difficulty_columns({"benchmark": "lara", "evidence_spans": "[]", "context_tokens": 5000}) == {
         "scope": None, "dispersion": None, "reasoning_depth": None}
+
+
+def test_spans_as_json_text_measured_once_per_text():
+    """Instances sharing a context pass the same spans' JSON text: measured once, the same values as from the
+    list; a text that is not JSON is an error naming the instance."""
+    from ctxbench.analysis import difficulty as d
+
+    d._scope_and_dispersion_of_json.cache_clear()
+    spans = [[20, 30], [0, 10]]
+    text = json.dumps(spans)
+    row = {"instance_id": "i1", "evidence_spans": text, "context_tokens": 50}
+    for _ in range(3):
+        got = difficulty_columns(row)
+        assert (got["scope"], got["dispersion"]) == scope_and_dispersion(spans, 50) == (0.4, pytest.approx(1 / 3))
+    assert d._scope_and_dispersion_of_json.cache_info().misses == 1
+    with pytest.raises(InputError, match="instance i2: evidence_spans is not JSON"):
+        difficulty_columns({"instance_id": "i2", "evidence_spans": "[[0, 1", "context_tokens": 5})
+    with pytest.raises(InputError, match="outside the context"):
+        difficulty_columns({"instance_id": "i3", "evidence_spans": "[[0, 90]]", "context_tokens": 50})

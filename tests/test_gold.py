@@ -133,3 +133,42 @@ def test_sql_that_does_not_run_is_rejected_not_raised():
     r = compute_gold("SELECT nope FROM t", PEOPLE)
     assert not r.ok
     assert r.reason
+
+
+def test_shared_engines_answer_as_engines_loaded_per_query():
+    """Instances sharing their included rows share one load of both engines (GoldEngines): every answer,
+    rejection and reason is the one a fresh load gives, whatever ran before on the shared engines (a query DuckDB
+    cannot run, SQLite's date functions, a tie, an order-dependent choice)."""
+    from ctxbench.gold import GoldEngines
+
+    tables = {"t": (["name", "v", "g", "d"], ["TEXT", "INTEGER", "TEXT", "TEXT"],
+                    [("a", 1, "x", "2013-01-05"), ("b", None, "x", "2013-02-01"), ("c", 3, "y", "2013-01-31"),
+                     ("d", 4, "y", "2014-06-01"), ("e", 3, "z", "2013-12-24")])}
+    sqls = ["SELECT name FROM t WHERE v IS NOT NULL ORDER BY v DESC LIMIT 1",
+            "SELECT nope FROM t",
+            "SELECT g, COUNT(*), SUM(v) FROM t GROUP BY g",
+            "SELECT name FROM t ORDER BY v LIMIT 2",  # a NULL sort key
+            "SELECT strftime('%m', d), COUNT(*) FROM t GROUP BY 1",
+            "SELECT name FROM t GROUP BY g",  # bare column: one of several
+            "SELECT COUNT(*) FROM t WHERE v > 1",
+            "SELECT name FROM t WHERE v IS NULL",
+            "SELECT julianday(d) - julianday('2013-01-01') FROM t WHERE name = 'c'"]
+    fresh = [compute_gold(s, tables, seed=3) for s in sqls]
+    assert [r.ok for r in fresh] == [True, False, True, False, True, False, True, True, True]
+    with GoldEngines(tables, seed=3) as eng:
+        shared = [compute_gold(s, tables, seed=3, engines=eng) for s in sqls * 2]
+    for a, b in zip(fresh * 2, shared):
+        assert (a.ok, a.rows, a.reason) == (b.ok, b.rows, b.reason)
+    assert fresh[0].rows == [["d"]] and fresh[2].rows == [["x", 2, 1], ["y", 2, 7], ["z", 1, 3]]
+    assert fresh[4].rows == [["01", 2], ["02", 1], ["06", 1], ["12", 1]]
+    assert fresh[8].rows == [[30.0]]
+
+
+def test_shared_engines_only_read():
+    from ctxbench.gold import GoldEngines
+
+    tables = {"t": (["v"], ["INTEGER"], [(1,), (2,)])}
+    with GoldEngines(tables) as eng:
+        with pytest.raises(sqlite3.OperationalError, match="readonly"):
+            eng.sqlite("insert").execute("DELETE FROM t")
+        assert compute_gold("SELECT SUM(v) FROM t", tables, engines=eng).rows == [[3]]

@@ -317,10 +317,24 @@ def _spans(instance: Mapping[str, Any]) -> list[list[int]]:
     return [list(s) for s in spans]
 
 
+@lru_cache(maxsize=64)  # instances sharing a context share its spans' JSON text (one object: hashed once)
+def _scope_and_dispersion_of_json(spans: str, context_tokens: int) -> tuple[float | None, float | None]:
+    return scope_and_dispersion([list(s) for s in json.loads(spans)], context_tokens)
+
+
 def difficulty_columns(instance: Mapping[str, Any]) -> dict[str, Any]:
     """The LURCH columns of an instance row: ``{"scope", "dispersion", "reasoning_depth"}``, each None where
     unknown. Reads ``evidence_spans`` (a list or its JSON text of ``[start, end)`` token offsets),
     ``context_tokens``, and ``sql`` / ``variant`` / ``hops`` / ``benchmark`` for the depth. Every track calls this
-    when it writes its instances (``row.update(difficulty_columns(row))``)."""
-    scope, dispersion = scope_and_dispersion(_spans(instance), int(instance.get("context_tokens") or 0))
+    when it writes its instances (``row.update(difficulty_columns(row))``); instances sharing a context (the same
+    spans' JSON text) are measured once."""
+    spans, n = instance.get("evidence_spans"), int(instance.get("context_tokens") or 0)
+    if isinstance(spans, str):
+        try:
+            scope, dispersion = _scope_and_dispersion_of_json(spans, n)
+        except ValueError:
+            _spans(instance)  # raises InputError naming the instance when the text is not JSON
+            raise
+    else:
+        scope, dispersion = scope_and_dispersion(_spans(instance), n)
     return {"scope": scope, "dispersion": dispersion, "reasoning_depth": reasoning_depth(instance)}

@@ -11,6 +11,7 @@ classical Chinese); None where no language is detectable (e.g. numbers only).
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from functools import lru_cache
 
 SEED = 0
@@ -51,12 +52,53 @@ def _detect(sample: str) -> str | None:
     return code
 
 
+def detect_samples(samples: list[str]) -> list[str | None]:
+    """:func:`_detect` of each sample (what the build's helper process runs, ctxbench.sidecar)."""
+    return [_detect(s) for s in samples]
+
+
+# samples handed to the helper process by prefetch_languages: sample -> (pending answer, index in its batch); its
+# answers, once read (the most recent RESOLVED_KEPT; instances sharing a context ask again)
+_PREFETCHED: dict[str, tuple] = {}
+_RESOLVED: OrderedDict[str, str | None] = OrderedDict()
+RESOLVED_KEPT = 4096
+
+
+def prefetch_languages(texts: list[str | None], windows: int = 5, window_chars: int = 2000) -> None:
+    """Have the build's helper process (ctxbench.sidecar, when one runs) detect the languages of ``texts`` while
+    this process goes on; :func:`detect_language` then takes its answer instead of detecting again (same code,
+    same seeded result). Without a helper this does nothing."""
+    from .. import sidecar
+
+    if sidecar.current() is None:
+        return
+    samples = list(dict.fromkeys(_sample(t, max(2, windows), window_chars) for t in texts if t and t.strip()))
+    for s in samples:
+        if s not in _PREFETCHED and s not in _RESOLVED:  # one request each: answers come as they are ready
+            _PREFETCHED[s] = (sidecar.submit("ctxbench.analysis.language:detect_samples", [s]), 0)
+
+
 def detect_language(text: str | None, windows: int = 5, window_chars: int = 2000) -> str | None:
     """langdetect code of ``text`` (characters, not tokens: ``windows`` slices of ``window_chars`` characters of
     a long text), with ``DetectorFactory.seed`` fixed; None for empty or undetectable text."""
     if not text or not text.strip():
         return None
-    return _detect(_sample(text, max(2, windows), window_chars))
+    sample = _sample(text, max(2, windows), window_chars)
+    if sample in _RESOLVED:
+        return _RESOLVED[sample]
+    got = _PREFETCHED.pop(sample, None)
+    if got is not None:
+        from ..sidecar import SidecarError
+
+        try:
+            code = got[0].result()[got[1]]
+        except SidecarError:
+            return _detect(sample)  # the helper could not: detect here
+        _RESOLVED[sample] = code
+        while len(_RESOLVED) > RESOLVED_KEPT:
+            _RESOLVED.popitem(last=False)
+        return code
+    return _detect(sample)
 
 
 def language_columns(instance: dict) -> dict[str, str | None]:

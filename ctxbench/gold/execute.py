@@ -116,7 +116,7 @@ Tables = dict[str, tuple[list[str], list[str], list[tuple]]]
 
 
 def _sqlite_con(tables: Tables, order: str, seed: int) -> sqlite3.Connection:
-    con = sqlite3.connect(":memory:")
+    con = sqlite3.connect(":memory:", check_same_thread=False)
     for name, (cols, types, rows) in tables.items():
         con.execute(f"CREATE TABLE {quote_ident(name)} "
                     f"({', '.join(f'{quote_ident(c)} {t}' for c, t in zip(cols, types))})")
@@ -126,15 +126,8 @@ def _sqlite_con(tables: Tables, order: str, seed: int) -> sqlite3.Connection:
         elif order == "shuffle":
             random.Random(seed).shuffle(rs)
         con.executemany(f"INSERT INTO {quote_ident(name)} VALUES ({', '.join('?' for _ in cols)})", rs)
+    con.execute("PRAGMA query_only = ON")  # the gold SQL and the checks' queries read; nothing may change a table
     return con
-
-
-def _sqlite_run(sql: str, tables: Tables, order: str, seed: int) -> list[list[Any]]:
-    con = _sqlite_con(tables, order, seed)
-    try:
-        return norm_rows(con.execute(sql).fetchall())
-    finally:
-        con.close()
 
 
 def _duck_value(v: Any, ty: str) -> Any:
@@ -168,12 +161,9 @@ def _sqlite_function(name: str, arity: int):
     return fixed[arity]
 
 
-def _duck_con(tables: Tables, udfs: list[tuple[str, int]] = ()) -> duckdb.DuckDBPyConnection:
+def _duck_con(tables: Tables) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect(":memory:")
     con.execute("SET threads TO 1")  # one thread: the same input gives the same row order, run after run
-    for name, arity in udfs:  # SQLite's date and time functions, computed by SQLite (ctxbench.gold.dialect)
-        con.create_function(f"sqlite_{name}_{arity}", _sqlite_function(name, arity), ["VARCHAR"] * arity,
-                            SQLITE_UDFS[name])
     for name, (cols, types, rows) in tables.items():
         arrays = []
         for i in range(len(cols)):
@@ -187,6 +177,56 @@ def _duck_con(tables: Tables, udfs: list[tuple[str, int]] = ()) -> duckdb.DuckDB
         con.execute(f"CREATE TABLE {quote_ident(name)} AS SELECT * FROM __t")
         con.unregister("__t")
     return con
+
+
+class GoldEngines:
+    """The two engines loaded with one set of tables (name -> (columns, SQLite types, rows)), for any number of
+    gold queries over them: SQLite with the rows inserted in order, reversed and shuffled (``seed``), and DuckDB
+    (rows loaded through Arrow). Each copy is made at its first use and kept until :meth:`close`, so instances
+    sharing their included rows (a context shared by several questions) load the tables once; every query reads
+    only (SQLite connections are ``query_only``), so answers do not depend on what ran before.
+
+    ``with GoldEngines(tables, seed) as eng: compute_gold(sql, tables, seed, engines=eng)``."""
+
+    def __init__(self, tables: Tables, seed: int = 0):
+        self.tables, self.seed = tables, seed
+        self._lite: dict[str, sqlite3.Connection] = {}
+        self._duck: duckdb.DuckDBPyConnection | None = None
+        self._udfs: set[tuple[str, int]] = set()
+
+    def sqlite(self, order: str = "insert") -> sqlite3.Connection:
+        """SQLite over the tables, rows inserted in ``order`` (insert, reverse or shuffle)."""
+        if order not in self._lite:
+            self._lite[order] = _sqlite_con(self.tables, order, self.seed)
+        return self._lite[order]
+
+    def duckdb(self, udfs: list[tuple[str, int]] = ()) -> duckdb.DuckDBPyConnection:
+        """DuckDB over the tables, with SQLite's date and time functions ``udfs`` ((name, arity), computed by
+        SQLite: ctxbench.gold.dialect) registered."""
+        if self._duck is None:
+            self._duck = _duck_con(self.tables)
+        for name, arity in udfs:
+            if (name, arity) not in self._udfs:
+                self._duck.create_function(f"sqlite_{name}_{arity}", _sqlite_function(name, arity),
+                                           ["VARCHAR"] * arity, SQLITE_UDFS[name])
+                self._udfs.add((name, arity))
+        return self._duck
+
+    def close(self) -> None:
+        """Close every connection made."""
+        for con in self._lite.values():
+            con.close()
+        self._lite.clear()
+        if self._duck is not None:
+            self._duck.close()
+            self._duck = None
+        self._udfs.clear()
+
+    def __enter__(self) -> "GoldEngines":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 def _schema(tables: Tables) -> dict[str, dict[str, str]]:
@@ -487,7 +527,8 @@ def _bare_issue(tr: Transpiled, con: sqlite3.Connection) -> tuple[str, dict] | N
     return None
 
 
-def compute_gold(sql: str, tables: Tables, seed: int = 0, strict_order: bool = False) -> GoldResult:
+def compute_gold(sql: str, tables: Tables, seed: int = 0, strict_order: bool = False,
+                 engines: GoldEngines | None = None) -> GoldResult:
     """Execute ``sql`` (SQLite SQL) over ``tables`` (name -> (columns, SQLite types, rows)) and run the checks
     above.
 
@@ -496,36 +537,34 @@ def compute_gold(sql: str, tables: Tables, seed: int = 0, strict_order: bool = F
     start with ``non-deterministic SQL``, ``numbers stored as text``, ``tie``, ``answer depends on NULL
     ordering``, ``bare column``, ``SQLite and DuckDB disagree``, ``answer depends on the order of rows``,
     ``empty gold answer``, ``gold answer is NULL``, or say which engine cannot run the SQL).
-    ``strict_order`` adds the in-answer tie check (check 3).
+    ``strict_order`` adds the in-answer tie check (check 3). ``engines``: the engines already loaded with
+    ``tables`` (:class:`GoldEngines`, made with the same ``seed``), shared by the queries over the same rows; the
+    answer is the one engines loaded for this query alone give.
     """
+    if engines is None:
+        with GoldEngines(tables, seed) as eng:
+            return compute_gold(sql, tables, seed, strict_order, eng)
     try:
         tr = transpile(sql, _schema(tables))
     except InputError as e:
         return GoldResult(None, False, str(e))
     if tr.nondeterministic:
         return GoldResult(None, False, tr.nondeterministic)
-    con = _sqlite_con(tables, "insert", seed)
+    con = engines.sqlite("insert")
     try:
-        try:
-            lite = norm_rows(con.execute(sql).fetchall())
-        except sqlite3.Error as e:
-            return GoldResult(None, False, f"SQLite cannot run the SQL: {e}")
-        window: dict = {}
-        for check in (lambda: _numeric_text_issue(tr, tables), lambda: _order_issue(tr, con, strict_order, window),
-                      lambda: _bare_issue(tr, con)):
-            issue = check()
-            if issue is not None:
-                return GoldResult(None, False, issue[0], issue[1])
-    finally:
-        con.close()
+        lite = norm_rows(con.execute(sql).fetchall())
+    except sqlite3.Error as e:
+        return GoldResult(None, False, f"SQLite cannot run the SQL: {e}")
+    window: dict = {}
+    for check in (lambda: _numeric_text_issue(tr, tables), lambda: _order_issue(tr, con, strict_order, window),
+                  lambda: _bare_issue(tr, con)):
+        issue = check()
+        if issue is not None:
+            return GoldResult(None, False, issue[0], issue[1])
     if tr.duckdb is None:
         return GoldResult(None, False, f"DuckDB cannot run the SQL: {'; '.join(tr.notes)}")
     try:
-        dcon = _duck_con(tables, tr.udfs)
-        try:
-            duck = norm_rows(dcon.execute(tr.duckdb).fetchall())
-        finally:
-            dcon.close()
+        duck = norm_rows(engines.duckdb(tr.udfs).execute(tr.duckdb).fetchall())
     except Exception as e:  # noqa: BLE001
         return GoldResult(None, False, f"DuckDB cannot run the SQL (transpiled from SQLite: {tr.duckdb}): "
                                        f"{str(e).splitlines()[0]}")
@@ -559,7 +598,7 @@ def compute_gold(sql: str, tables: Tables, seed: int = 0, strict_order: bool = F
         return GoldResult(None, False, tie or "SQLite and DuckDB disagree on the answer",
                           {"duckdb": duck[:20], "sqlite": lite[:20], "duckdb_sql": tr.duckdb})
     for order in ("reverse", "shuffle"):
-        other = _sqlite_run(sql, tables, order, seed)
+        other = norm_rows(engines.sqlite(order).execute(sql).fetchall())
         if not same(lite, other):
             return GoldResult(None, False, tie or "answer depends on the order of rows (an unordered choice of rows)",
                               {"insert": lite[:20], order: other[:20]})

@@ -220,9 +220,11 @@ class TokenCounter:
 
     def counts(self, texts: Sequence[str]) -> list[int]:
         """Tokens of each text, counted alone: from memory, then the store, then the tokenizer (one batched call
-        for the distinct texts found in neither)."""
+        for the distinct texts found in neither). Thread-safe; the tokenizer runs outside the counter's lock, so
+        threads building contexts at once tokenize at once (a text two threads miss together is counted twice,
+        to the same count)."""
+        keys = [text_key(t) for t in texts]
         with self._lock:
-            keys = [text_key(t) for t in texts]
             mem = self._mem
             out = [mem.get(k, -1) for k in keys]
             todo = [i for i, v in enumerate(out) if v < 0]
@@ -239,23 +241,25 @@ class TokenCounter:
             else:
                 rest = todo
             self.hits += len(texts) - len(rest)
-            if rest:
-                first: dict[bytes, int] = {}  # one tokenization per distinct missing text
-                for i in rest:
-                    first.setdefault(keys[i], i)
-                made = self.tok.count_batch([texts[i] for i in first.values()])
-                new = dict(zip(first, made))
-                self.misses += len(new)
-                for i in rest:
-                    out[i] = new[keys[i]]
-                if len(mem) + len(new) > MEMORY_LIMIT:
-                    self.flush()
-                    mem.clear()
-                mem.update(new)
-                self._pending.update(new)
-                if len(self._pending) >= FLUSH_AT:
-                    self.flush()
+        if not rest:
             return out
+        first: dict[bytes, int] = {}  # one tokenization per distinct missing text
+        for i in rest:
+            first.setdefault(keys[i], i)
+        made = self.tok.count_batch([texts[i] for i in first.values()])
+        new = dict(zip(first, made))
+        for i in rest:
+            out[i] = new[keys[i]]
+        with self._lock:
+            self.misses += len(new)
+            if len(mem) + len(new) > MEMORY_LIMIT:
+                self.flush()
+                mem.clear()
+            mem.update(new)
+            self._pending.update(new)
+            if len(self._pending) >= FLUSH_AT:
+                self.flush()
+        return out
 
 
 _LIVE: "weakref.WeakSet[TokenCounter]" = weakref.WeakSet()

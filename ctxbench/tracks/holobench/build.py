@@ -19,13 +19,13 @@ from typing import Callable, Literal
 from pydantic import BaseModel, Field, field_validator
 
 from ... import __version__
-from ...config import assets_dir
+from ...config import assets_dir, ordered_map
 from ...analysis.difficulty import difficulty_columns
-from ...analysis.language import language_columns
+from ...analysis.language import language_columns, prefetch_languages
 from ...contexts.packer import (MAX_CONTEXT_TOKENS, POSITIONS, ChainedUnits, CycledUnits, PackedContext,
                                 SampledUnits, Unit, pack, take_until)
 from ...errors import InputError
-from ...gold import compute_gold
+from ...gold import GoldEngines, compute_gold
 from ...hashing import canonical_json, seeded_rng, stable_hash
 from ...sources import Database, load_database
 from ...storage import to_table
@@ -212,19 +212,24 @@ def assemble_stage(loaded: Loaded, src: PreparedSource, progress: Callable[[int,
             raise InputError(f"unknown question id(s) {sorted(missing)} for {src.raw.db_id}")
         qs = [q for q in qs if q.id in set(cfg.question_ids)]
     low = {n.lower(): n for n in src.db.tables}
-    contexts: dict[tuple, PackedContext] = {}
     pairs = []
-    total = len(qs) * len(cfg.lengths) * len(cfg.positions)
     for q in qs:
         tables = tuple(sorted(low[t] for t in q.info["tables"]))
         for target in cfg.lengths:
             for position in cfg.positions:
-                key = (tables, target, position)
-                if key not in contexts:
-                    contexts[key] = build_context(src, cfg, list(tables), target, position, tok)
-                pairs.append((q, key))
-                if progress:
-                    progress(len(pairs), total)
+                pairs.append((q, (tables, target, position)))
+    keys = list(dict.fromkeys(key for _, key in pairs))
+    # contexts are independent (each draws from its own seeded RNG) and their tokenizing releases the GIL: built on
+    # several threads, kept in the order of their first question
+    contexts: dict[tuple, PackedContext] = {}
+    first = {}
+    for i, (_, key) in enumerate(pairs):
+        first.setdefault(key, i)
+    built = ordered_map(lambda key: build_context(src, cfg, list(key[0]), key[1], key[2], tok), keys)
+    for k, (key, ctx) in enumerate(zip(keys, built)):
+        contexts[key] = ctx
+        if progress:  # the pairs up to the next context's first question have their contexts
+            progress(first[keys[k + 1]] if k + 1 < len(keys) else len(pairs), len(pairs))
     flush_all()  # the unit counts made here, for the next build
     return Assembled(src, contexts, pairs)
 
@@ -237,19 +242,32 @@ def gold_stage(loaded: Loaded, asm: Assembled) -> tuple[list[dict], list[dict]]:
     types = src.column_types()
     cfg_for_id = cfg.model_dump(exclude={"db", "queries", "question_ids"})
     instances, quarantine = [], []
-    for q, key in asm.pairs:
+    # languages detected beside this process (ctxbench.sidecar) while the gold answers are computed here
+    prefetch_languages([asm.contexts[key].text for _, key in asm.pairs] + [q.question for q, _ in asm.pairs])
+    last_use = {key: i for i, (_, key) in enumerate(asm.pairs)}
+    shared: dict[tuple, tuple] = {}  # per context: included rows, their tables and the engines loaded with them
+    for i, (q, key) in enumerate(asm.pairs):
         tables, target, position = key
         ctx = asm.contexts[key]
         iid = stable_hash(cfg_for_id, db_id, q.question, q.sql, ctx.text, length=24)
-        included: dict[str, list[int]] = {}
-        for u in ctx.units:
-            if u.ref is not None:
-                included.setdefault(u.ref[0], []).append(u.ref[1])
-        gold_tables = {}
-        for t in tables:
-            tb = src.db.tables[t]
-            gold_tables[t] = (tb.columns, types[t], [tb.rows[i - 1] for i in sorted(included.get(t, []))])
-        g = compute_gold(q.sql, gold_tables, seed=cfg.seed)
+        if key not in shared:
+            included: dict[str, list[int]] = {}
+            for u in ctx.units:
+                if u.ref is not None:
+                    included.setdefault(u.ref[0], []).append(u.ref[1])
+            gold_tables = {}
+            for t in tables:
+                tb = src.db.tables[t]
+                gold_tables[t] = (tb.columns, types[t], [tb.rows[r - 1] for r in sorted(included.get(t, []))])
+            shared[key] = (included, gold_tables, GoldEngines(gold_tables, cfg.seed),
+                           canonical_json(ctx.evidence_spans),
+                           canonical_json({t: sorted(v) for t, v in sorted(included.items())}))
+        included, gold_tables, engines, spans_json, included_json = shared[key]
+        try:
+            g = compute_gold(q.sql, gold_tables, seed=cfg.seed, engines=engines)
+        finally:
+            if last_use[key] == i:  # the last question over this context: its engines are closed
+                engines.close()
         if not g.ok:
             quarantine.append({"input": iid, "stage": "gold", "reason": g.reason, "detail": canonical_json(
                 {"question_id": q.id, "target_tokens": target, "position": position, **g.detail})})
@@ -262,8 +280,7 @@ def gold_stage(loaded: Loaded, asm: Assembled) -> tuple[list[dict], list[dict]]:
             "achieved_density": round(ctx.relevant_tokens / ctx.context_tokens, 6) if ctx.context_tokens else None,
             "context_format": "full_text", "position": position,
             "query_types": canonical_json(q.info["query_types"]), "difficulty": q.info["difficulty"],
-            "evidence_spans": canonical_json(ctx.evidence_spans),
-            "included_rows": canonical_json({t: sorted(v) for t, v in sorted(included.items())}),
+            "evidence_spans": spans_json, "included_rows": included_json,
             "relevant_tokens": ctx.relevant_tokens, "build_hash": bhash,
         })
         instances[-1].update(difficulty_columns(instances[-1]))

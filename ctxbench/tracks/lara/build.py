@@ -27,7 +27,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from ...analysis.difficulty import difficulty_columns
-from ...analysis.language import language_columns
+from ...analysis.language import language_columns, prefetch_languages
 from ...errors import InputError
 from ...hashing import canonical_json, file_sha256, stable_hash
 from ...storage import to_table
@@ -150,7 +150,9 @@ def instances_stage(loaded: Loaded) -> tuple[list[dict], list[dict]]:
             "evidence_spans": "[]", "answer_segment": seg, "n_segments": nseg if seg is not None else None,
             "context_type": name["ctype"], "build_hash": build_hash})
         instances[-1].update(difficulty_columns(instances[-1]))  # scope/dispersion null: spans unknown
-        instances[-1].update(language_columns(instances[-1]))
+        prefetch_languages([text, rec["question"]])  # detected beside this process while the loop goes on
+    for row in instances:
+        row.update(language_columns(row))
     return instances, quarantine
 
 

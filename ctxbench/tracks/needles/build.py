@@ -37,7 +37,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from ... import __version__
 from ...analysis.difficulty import difficulty_columns
-from ...analysis.language import language_columns
+from ...analysis.language import language_columns, prefetch_languages
 from ...config import assets_dir
 from ...contexts.packer import MAX_CONTEXT_TOKENS
 from ...errors import InputError
@@ -372,7 +372,7 @@ def _instance(loaded: Loaded, hs: Haystack, tok, paras: list[str], counts: list[
         "sizing_approximate": hs.approximate,
     }
     row.update(difficulty_columns(row))
-    row.update(language_columns(row))
+    prefetch_languages([text, item.question])  # detected beside this process; the columns are added by the stage
     return row, None
 
 
@@ -436,6 +436,8 @@ def assemble_stage(loaded: Loaded, counts: dict[str, list[int]],
                 done += 1
                 if progress:
                     progress(done, total)
+    for row in instances:
+        row.update(language_columns(row))
     return Assembled(instances, quarantine, haystacks, list(cal.values()))
 
 

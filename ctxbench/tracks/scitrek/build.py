@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from ... import __version__
 from ...analysis.difficulty import difficulty_columns
-from ...analysis.language import language_columns
+from ...analysis.language import language_columns, prefetch_languages
 from ...config import assets_dir
 from ...contexts.packer import MAX_CONTEXT_TOKENS
 from ...contexts.collections import SAMPLINGS, Collection, build_collections
@@ -533,7 +533,9 @@ def instances_stage(loaded: Loaded, col: Collected, questions: list[Question]) -
                 "sampling": c.sampling, "topic": qu.template.topic, "n_articles": len(c.article_ids),
             })
             rows[-1].update(difficulty_columns(rows[-1]))  # scope/dispersion null (spans unknown), depth from SQL
-            rows[-1].update(language_columns(rows[-1]))
+            prefetch_languages([ctx, qu.question])  # detected beside this process while the loop goes on
+    for r in rows:
+        r.update(language_columns(r))
     return rows
 
 

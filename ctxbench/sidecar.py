@@ -1,0 +1,227 @@
+"""A helper process beside a build, for work that needs no state of the build and would otherwise hold its main
+process: importing great-expectations and running the data-quality suite (ctxbench.validate), and detecting the
+language of contexts (ctxbench.analysis.language). A build starts it at its first stage (:func:`start`); the main
+process goes on assembling while the helper imports its libraries on the other core, and hands it work later
+(:func:`submit`). Results are the functions' own results: the helper runs the same code on the same arguments, so a
+build's bytes do not depend on whether it ran (``CTXBENCH_SIDECAR=off`` runs everything in the main process).
+
+The helper is a fresh Python process (``python -c``, not a fork: the main process holds threads of Arrow and the
+tokenizers) reading length-prefixed pickles of ``(id, "module:function", args)`` on its stdin and answering
+``(id, ok, value)`` on its stdout, one request at a time in order. It ends when its stdin closes (the main process
+ended, however) or at :func:`stop`. Any failure of the helper (it cannot start, dies, answers an error) makes
+:meth:`Pending.result` raise :class:`SidecarError`; callers then compute the result themselves.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import pickle
+import struct
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+_HEADER = struct.Struct("<Q")
+
+
+class SidecarError(RuntimeError):
+    """The helper process could not give a result (not started, died, or the function raised there)."""
+
+
+def enabled() -> bool:
+    """Whether builds may use a helper process (``CTXBENCH_SIDECAR`` is not ``off``/``0``/``false``)."""
+    return os.environ.get("CTXBENCH_SIDECAR", "on").strip().lower() not in ("off", "0", "false", "no")
+
+
+def _send(stream, obj: Any) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(_HEADER.pack(len(data)))
+    stream.write(data)
+    stream.flush()
+
+
+def _recv(stream) -> Any:
+    head = stream.read(_HEADER.size)
+    if len(head) < _HEADER.size:
+        raise EOFError("the other side closed the pipe")
+    n = _HEADER.unpack(head)[0]
+    data = stream.read(n)
+    if len(data) < n:
+        raise EOFError("the other side closed the pipe")
+    return pickle.loads(data)
+
+
+def _call(target: str, args: tuple) -> Any:
+    import importlib
+
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)(*args)
+
+
+def serve(stdin=None, stdout=None) -> None:
+    """The helper's loop: answer requests until stdin closes (module docstring)."""
+    stdin = stdin or sys.stdin.buffer
+    if stdout is None:
+        # the answers get their own copy of the stdout pipe; anything the functions print goes to stderr
+        stdout = os.fdopen(os.dup(1), "wb")
+        os.dup2(2, 1)
+        sys.stdout = sys.stderr
+    while True:
+        try:
+            rid, target, args = _recv(stdin)
+        except EOFError:
+            return
+        try:
+            out = (rid, True, _call(target, args))
+        except BaseException as e:  # noqa: BLE001 - reported to the main process, which computes it itself
+            out = (rid, False, f"{type(e).__name__}: {e}")
+        try:
+            _send(stdout, out)
+        except (BrokenPipeError, pickle.PicklingError, TypeError) as e:
+            try:
+                _send(stdout, (rid, False, f"answer not sent: {e}"))
+            except BrokenPipeError:
+                return
+
+
+class Pending:
+    """A request handed to the helper; :meth:`result` waits for its answer."""
+
+    def __init__(self, helper: "Sidecar | None", rid: int, error: str = ""):
+        self.helper, self.rid, self.error = helper, rid, error
+        self._got: tuple[bool, Any] | None = None
+
+    def result(self) -> Any:
+        """The function's return value (waited for at the first call, kept for the next). Raises SidecarError
+        when the helper could not give it."""
+        if self._got is None:
+            if self.helper is None:
+                self._got = (False, self.error or "no helper process")
+            else:
+                try:
+                    self._got = (True, self.helper._wait(self.rid))
+                except SidecarError as e:
+                    self._got = (False, str(e))
+        if not self._got[0]:
+            raise SidecarError(self._got[1])
+        return self._got[1]
+
+
+class Sidecar:
+    """One helper process (module docstring)."""
+
+    def __init__(self):
+        root = str(Path(__file__).resolve().parent.parent)
+        boot = f"import sys; sys.path.insert(0, {root!r}); from ctxbench.sidecar import serve; serve()"
+        self.proc = subprocess.Popen([sys.executable, "-c", boot], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     env={**os.environ, "GX_ANALYTICS_ENABLED": "false"})
+        self._lock = threading.Lock()
+        self._next = 0
+        self._done: dict[int, tuple[bool, Any]] = {}
+        self._dead = ""
+
+    def submit(self, target: str, *args: Any) -> Pending:
+        """Ask the helper to run ``target`` (``"module:function"``) on ``args`` (picklable)."""
+        with self._lock:
+            if self._dead:
+                return Pending(None, -1, self._dead)
+            rid = self._next
+            self._next += 1
+            try:
+                _send(self.proc.stdin, (rid, target, args))
+            except (OSError, ValueError, pickle.PicklingError, TypeError) as e:
+                self._dead = f"the helper process cannot take requests ({e})"
+                return Pending(None, -1, self._dead)
+        return Pending(self, rid)
+
+    def _wait(self, rid: int) -> Any:
+        with self._lock:
+            while rid not in self._done:
+                if self._dead:
+                    raise SidecarError(self._dead)
+                try:
+                    got, ok, value = _recv(self.proc.stdout)
+                except (EOFError, OSError, pickle.UnpicklingError) as e:
+                    self._dead = f"the helper process ended ({e})"
+                    raise SidecarError(self._dead) from None
+                self._done[got] = (ok, value)
+            ok, value = self._done.pop(rid)
+        if not ok:
+            raise SidecarError(value)
+        return value
+
+    def stop(self) -> None:
+        """End the helper (it finishes the request it is running) and wait for it."""
+        with self._lock:
+            self._dead = self._dead or "stopped"
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        for f in (self.proc.stdout,):
+            try:
+                f.close()
+            except OSError:
+                pass
+
+
+_HELPER: Sidecar | None = None
+_GUARD = threading.Lock()
+
+
+def start() -> Sidecar | None:
+    """The helper process of this process, started at the first call (None where disabled or it cannot start).
+    Builds call this at their first stage."""
+    global _HELPER
+    if not enabled():
+        return None
+    with _GUARD:
+        if _HELPER is not None and _HELPER.proc.poll() is None and not _HELPER._dead:
+            return _HELPER
+        try:
+            _HELPER = Sidecar()
+        except OSError:
+            _HELPER = None
+        return _HELPER
+
+
+def current() -> Sidecar | None:
+    """The running helper, or None when none was started (work is then done in the main process)."""
+    h = _HELPER
+    return h if h is not None and not h._dead else None
+
+
+def submit(target: str, *args: Any) -> Pending:
+    """:meth:`Sidecar.submit` on the running helper; a Pending whose result raises SidecarError when none runs."""
+    h = current()
+    return h.submit(target, *args) if h is not None else Pending(None, -1, "no helper process")
+
+
+def stop() -> None:
+    """Stop the helper of this process, if one runs (a later :func:`start` starts a new one)."""
+    global _HELPER
+    with _GUARD:
+        h, _HELPER = _HELPER, None
+    if h is not None:
+        h.stop()
+
+
+def _at_exit() -> None:
+    h = _HELPER
+    if h is not None:  # nothing waits for its answers any more
+        try:
+            h.proc.kill()
+            h.proc.wait(timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+
+
+atexit.register(_at_exit)
