@@ -481,6 +481,11 @@ def evaluate_cmd(
     max_retry_after: float = typer.Option(300.0, min=0.0,
                                           help="longest Retry-After (seconds) a call waits; a server asking "
                                                "for longer pauses the evaluation (exit 75, resumable)"),
+    batch: bool = typer.Option(False, "--batch", help="send the uncached calls through the provider's batch API "
+                                                      "(batch prices; a rerun polls the same batch, never resends)"),
+    batch_poll: float = typer.Option(30.0, min=0.01, help="--batch: seconds between polls"),
+    batch_wait: Optional[float] = typer.Option(None, min=0.0, help="--batch: stop waiting after N seconds (exit 75; "
+                                                                   "rerun to collect); default: until the batches end"),
 ) -> None:
     """Evaluate a model on a build; appends to BUILD/responses.parquet (reruns make no stored call again)."""
     from .evaluate import evaluate_build
@@ -491,6 +496,7 @@ def evaluate_cmd(
                         api_key_env, language=language, question_language=question_language,
                         min_context_tokens=min_context_tokens, max_context_tokens=max_context_tokens,
                         exclude_closed_book=exclude_closed_book, max_retry_after_s=max_retry_after,
+                        batch=batch, batch_poll_s=batch_poll, batch_wait_s=batch_wait,
                         **_rag_opts(mode, rag_tokens, chunk_tokens, chunk_overlap, top_k, retriever, embedding_model))
         if dry_run:
             from .dryrun import estimate
@@ -512,7 +518,7 @@ def evaluate_cmd(
 def _report_evaluation(s, build: Path, prefix: str = "") -> int:
     """Print an evaluation's summary (:class:`ctxbench.evaluate.EvalSummary`); returns the exit status: 1 when it
     selected no instance (saying which selection or filter emptied it) or left calls unfinished, 75 when paused by a
-    provider outage (resumable), else 0."""
+    provider outage or (``--batch``) when batches still run (both resumable), else 0."""
     if s.selected == 0:
         console.print(f"{prefix}error: no instance selected: {s.empty_reason}", markup=False)
         return 1
@@ -521,8 +527,14 @@ def _report_evaluation(s, build: Path, prefix: str = "") -> int:
                       f"{s.truncated} truncated by the server (not scored), {s.errors} failed, "
                       f"{s.unfinished} unfinished (rerun to retry); {s.retries} retries "
                       f"({s.retry_delay_s:.1f} s waited); {s.new_rows} rows added to {build / 'responses.parquet'}")
+    if s.batches:
+        out_console.print(f"{prefix}batches: {', '.join(s.batches)} (recorded in {build / 'batches.json'})")
     for n in s.notes[:20]:
         console.print(f"  {n}", markup=False)
+    if s.status == "pending":  # --batch-wait ran out while batches run: a rerun polls them
+        console.print(f"{prefix}status: pending ({s.unfinished} requests in running batches); rerun the same "
+                      f"command to collect them", markup=False)
+        return 75
     if s.status == "paused":  # a provider outage: resumable, nothing marked wrong
         console.print(f"status: paused ({s.unfinished} calls left); rerun the same command to resume", markup=False)
         return 75

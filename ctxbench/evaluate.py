@@ -67,6 +67,13 @@ class EvalConfig(BaseModel):
     max_retry_after_s: float = Field(300.0, ge=0.0, description="longest Retry-After honoured; a server asking for "
                                                                 "longer pauses the evaluation (resumable) with "
                                                                 "its hint in the message")
+    batch: bool = Field(False, description="send the calls through the provider's batch API (OpenAI, Anthropic, or "
+                                           "an OpenAI-compatible --base-url with /v1/files and /v1/batches): "
+                                           "batch prices, answers within a day; a rerun polls, never resends")
+    batch_poll_s: float = Field(30.0, gt=0.0, description="seconds between polls of a running batch")
+    batch_wait_s: float | None = Field(None, ge=0.0, description="stop waiting for running batches after this "
+                                                                 "many seconds (status pending; rerun to collect); "
+                                                                 "default: wait until they end")
     seed: int = 0
 
     @field_validator("mode")
@@ -107,10 +114,13 @@ class EvalSummary:
     retries: int = 0
     retry_delay_s: float = 0.0
     new_rows: int = 0
-    status: str = "complete"  # complete | incomplete (calls left unfinished: rerun) | paused (provider outage)
+    # complete | incomplete (calls left unfinished: rerun) | paused (provider outage) | pending (--batch: batches
+    # still running when --batch-wait ran out: rerun to collect)
+    status: str = "complete"
     taken_by_others: int = 0  # answers another worker sharing the cache called for (stored here as cached rows)
     notes: list[str] = field(default_factory=list)
     empty_reason: str | None = None  # selected == 0: which selection or filter left no instance (why_empty)
+    batches: list[str] = field(default_factory=list)  # --batch: the provider's ids of the batches sent or polled
 
 
 def select_instances(tbl: pa.Table, per_length: int | None, seed: int = 0) -> pa.Table:
@@ -324,6 +334,8 @@ def evaluate_build(build_dir: str | Path, cfg: EvalConfig, count_tokens: Callabl
     if not plan.pending and not plan.verify:
         return s
     if server is not None:
+        if cfg.batch:
+            raise InputError(f"--batch: the embedded model {cfg.model} has no batch API; run without --batch")
         with server() as srv:
             _call_pending(plan, cfg, info, srv.count_tokens, cache, rpath, s, progress, flush_every,
                           base_url=srv.base_url, concurrency=1, window=getattr(srv, "n_ctx", None))
@@ -434,11 +446,21 @@ def _run_calls(calls: list[dict], cfg: EvalConfig, plan: Plan, cache: ResponseCa
     reqs = [Request(t["request_key"], t["_messages"], t["_sampling"], plan.max_tokens, t.get("_prompt_tokens"), t,
                     prefix=t["_prefix"]) for t in calls]
     try:
-        runner.run(reqs, on_outcome)
+        if cfg.batch:  # the same runner, outcomes and rows; the calls go through the provider's batch API
+            from .models.batch import BatchStore
+
+            runner.run_batch(reqs, BatchStore(rpath.parent / "batches.json"), on_outcome, cfg.batch_poll_s,
+                             cfg.batch_wait_s)
+        else:
+            runner.run(reqs, on_outcome)
     finally:
         flush()
+        s.batches = runner.batches_resumed + runner.batches_submitted
         if runner.paused:
             s.status = "paused"
             s.notes.insert(0, runner.pause_reason or "paused")
+        elif runner.status == "waiting":
+            s.status = "pending"
+            s.notes.insert(0, runner.pause_reason or "batches still running")
         elif s.unfinished:
             s.status = "incomplete"

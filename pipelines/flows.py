@@ -169,7 +169,8 @@ def evaluate_flow(build: str, cfg: EvalConfig, secrets: dict[str, str] | None = 
         statuses = {p["status"] for p in parts}
         left = parts[0]["unfinished"] if workers == 1 else unanswered_calls(build, cfg)
         out.update(selected=parts[0]["selected"], already_stored=min(p["already_stored"] for p in parts),
-                   unfinished=left, status="paused" if "paused" in statuses else "incomplete" if left
+                   unfinished=left, status="paused" if "paused" in statuses else "pending" if "pending" in statuses
+                   else "incomplete" if left
                    else "complete", notes=[n for p in parts for n in p["notes"]], workers=parts,
                    resumes=attempt)
         if out["status"] != "paused":

@@ -29,6 +29,19 @@ default): it answers 200 and reports ``prompt_tokens = N``; ``usage=False`` repo
 ``prompt_cache=True`` acts as OpenAI's automatic prompt caching: a request whose prompt up to the end of its
 ``</document>`` (system message included) was seen before, and is at least ``prompt_cache_min`` tokens long, reports
 that prefix's tokens as ``usage.prompt_tokens_details.cached_tokens``.
+
+Batch APIs: OpenAI's files + batches protocol (``POST /v1/files`` multipart with ``purpose=batch``, ``POST
+/v1/batches``, ``GET /v1/batches/{id}``, ``GET /v1/batches?limit=N``, ``GET /v1/files/{id}/content``) and
+Anthropic's Message Batches (``POST /v1/messages/batches``, ``GET /v1/messages/batches/{id}`` and its
+``results_url``). A batch is ``validating`` at creation, ``in_progress`` from its first poll, and ends after
+``polls`` polls in progress (while ``hold_batches()`` is on it stays in progress) the way its plan says
+(``plan_batches([...])``, one dict per batch in creation order: ``end`` = ``completed`` (default), ``failed``
+(validation errors, no output), ``expired`` or ``cancelled`` (only the first ``run`` requests answered, the others
+``batch_expired`` / ``batch_cancelled``), ``polls`` = 1). When it ends, each request line goes through the same
+behaviour choice as a direct request (rule, script, outage, fail rate) and is answered in the documented shape: an
+output-file line with ``status_code`` 200, or an error-file line with the error status and body (Anthropic:
+``succeeded`` / ``errored`` / ``expired`` / ``canceled`` result lines). ``uploads``, ``batch_ids`` (creation
+order), ``polls`` (per batch id) and ``batch_processed`` (per ``custom_id``) count what happened.
 """
 
 from __future__ import annotations
@@ -111,6 +124,14 @@ class FakeOpenAIServer:
         self.latency_s = latency_s
         self.window, self.window_style, self.truncate_to, self.usage = window, window_style, truncate_to, usage
         self.prompt_cache, self.prompt_cache_min = prompt_cache, prompt_cache_min
+        self.files: dict[str, bytes] = {}
+        self.batches: dict[str, dict] = {}
+        self.uploads: list[str] = []
+        self.batch_ids: list[str] = []
+        self.polls: Counter = Counter()
+        self.batch_processed: Counter = Counter()
+        self._plans: list[dict] = []
+        self._hold = False
         self._prefixes: set[str] = set()  # prompt prefixes seen (prompt_cache)
         self.gets: list[str] = []  # paths of every GET (the window probes)
         self._outage: str | None = None
@@ -226,6 +247,132 @@ class FakeOpenAIServer:
                 "usage": {"input_tokens": self.prompt_tokens({"messages": msgs}),
                           "output_tokens": token_count(answer)}}
 
+    # -- batches --------------------------------------------------------------------------------------------
+    def plan_batches(self, plans: list[dict]) -> None:
+        """How the next batches created end (module docstring), in creation order."""
+        with self._lock:
+            self._plans.extend(plans)
+
+    def hold_batches(self, on: bool = True) -> None:
+        """While on, every batch stays in progress however often it is polled."""
+        with self._lock:
+            self._hold = on
+
+    def _new_batch(self, protocol: str, lines: list[dict], extra: dict) -> dict:
+        with self._lock:
+            n = len(self.batch_ids) + 1
+            plan = {"end": "completed", "polls": 1, **(self._plans.pop(0) if self._plans else {})}
+            bid = f"batch_{n:04d}" if protocol == "openai" else f"msgbatch_{n:04d}"
+            b = {"id": bid, "protocol": protocol, "lines": lines, "plan": plan, "status": "validating",
+                 "polls_in_progress": 0, "output": None, "errors": None, "created_at": int(time.time()), **extra}
+            self.batches[bid] = b
+            self.batch_ids.append(bid)
+            return b
+
+    def _answer_line(self, protocol: str, body: dict) -> tuple[int, Any]:
+        """A batch request's status and response body, by the behaviour chosen as for a direct request."""
+        b = self._choose(body)
+        self._done()
+        if isinstance(b, dict):
+            return int(b.get("status", 200)), b.get("body", "")
+        if b in ("ok", "content_filter"):
+            if protocol == "anthropic":
+                msg = self.anthropic_message(body)
+                if b == "content_filter":
+                    msg["stop_reason"] = "refusal"
+                return 200, msg
+            return 200, self.completion(body, "content_filter" if b == "content_filter" else "stop")
+        if b == "ctx400":
+            return 400, (CTX_ERROR if protocol == "openai" else {"type": "error", "error": {
+                "type": "invalid_request_error", "message": "prompt is too long: 210000 tokens > 200000 maximum"}})
+        if b == "400":
+            return 400, (PLAIN_400 if protocol == "openai" else {"type": "error", "error": {
+                "type": "invalid_request_error", "message": "temperature: range: 0..1"}})
+        if b == "401":
+            return 401, {"error": {"message": "Incorrect API key provided", "type": "invalid_request_error",
+                                   "code": "invalid_api_key"}}
+        if b.startswith("429"):
+            return 429, ({"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}}
+                         if protocol == "openai" else {"type": "error", "error": {"type": "rate_limit_error",
+                                                                                   "message": "Rate limited"}})
+        code = 503 if b == "503" else 500
+        return code, ({"error": {"message": f"fake {b}", "type": "server_error"}} if protocol == "openai"
+                      else {"type": "error", "error": {"type": "overloaded_error" if code == 503 else "api_error",
+                                                       "message": f"fake {b}"}})
+
+    def _end_batch(self, b: dict) -> None:
+        """Run a batch's requests (all, or the first ``run`` for an expired or cancelled one) and write its
+        output as the protocol does."""
+        plan, end = b["plan"], b["plan"]["end"]
+        b["status"] = end
+        if end == "failed":
+            b["errors_obj"] = {"object": "list", "data": [{"code": "invalid_request", "line": 1,
+                                                           "message": "The batch input file is not valid."}]}
+            return
+        run = len(b["lines"]) if end == "completed" else plan.get("run", 0)
+        out, err = [], []
+        for n, ln in enumerate(b["lines"]):
+            cid = ln["custom_id"]
+            if n >= run:
+                if b["protocol"] == "anthropic":
+                    out.append({"custom_id": cid, "result": {"type": "expired" if end == "expired" else "canceled"}})
+                else:
+                    code = "batch_expired" if end == "expired" else "batch_cancelled"
+                    err.append({"id": f"batch_req_{n}", "custom_id": cid, "response": None,
+                                "error": {"code": code, "message": "This request could not be executed before "
+                                                                   "the batch ended."}})
+                continue
+            with self._lock:
+                self.batch_processed[cid] += 1
+            if b["protocol"] == "anthropic":
+                status, body = self._answer_line("anthropic", ln["params"])
+                out.append({"custom_id": cid, "result": {"type": "succeeded", "message": body} if status == 200
+                            else {"type": "errored", "error": body}})
+            else:
+                status, body = self._answer_line("openai", ln["body"])
+                rec = {"id": f"batch_req_{n}", "custom_id": cid, "error": None,
+                       "response": {"status_code": status, "request_id": f"req_{n}", "body": body}}
+                (out if status == 200 else err).append(rec)
+        for kind, lines in (("output", out), ("errors", err)):
+            if lines:
+                fid = f"file-{b['id']}-{kind}"
+                self.files[fid] = "".join(json.dumps(x) + "\n" for x in lines).encode()
+                b[kind] = fid
+
+    def poll_batch(self, bid: str) -> dict | None:
+        """One poll: advance the batch's state (module docstring) and return its object in its protocol's shape."""
+        b = self.batches.get(bid)
+        if b is None:
+            return None
+        with self._lock:
+            self.polls[bid] += 1
+            held = self._hold
+        if b["status"] == "validating":
+            b["status"] = "in_progress"
+        elif b["status"] == "in_progress" and not held:
+            b["polls_in_progress"] += 1
+            if b["polls_in_progress"] >= b["plan"]["polls"]:
+                self._end_batch(b)
+        return self.batch_object(b)
+
+    def batch_object(self, b: dict) -> dict:
+        n = len(b["lines"])
+        done = b["status"] not in ("validating", "in_progress")
+        if b["protocol"] == "anthropic":
+            return {"id": b["id"], "type": "message_batch", "processing_status": "ended" if done else "in_progress",
+                    "request_counts": {"processing": 0 if done else n, "succeeded": 0, "errored": 0, "canceled": 0,
+                                       "expired": 0},
+                    "created_at": "2025-01-01T00:00:00Z", "expires_at": "2025-01-02T00:00:00Z",
+                    "ended_at": "2025-01-01T01:00:00Z" if done else None,
+                    "results_url": f"{self.base_url}/messages/batches/{b['id']}/results" if done else None}
+        return {"id": b["id"], "object": "batch", "endpoint": b.get("endpoint"), "errors": b.get("errors_obj"),
+                "input_file_id": b.get("input_file_id"), "completion_window": "24h", "status": b["status"],
+                "output_file_id": b["output"], "error_file_id": b["errors"], "created_at": b["created_at"],
+                "in_progress_at": None, "expires_at": b["created_at"] + 86400, "completed_at": None,
+                "failed_at": None, "expired_at": None, "cancelled_at": None, "finalizing_at": None,
+                "cancelling_at": None, "request_counts": {"total": n, "completed": 0, "failed": 0},
+                "metadata": b.get("metadata")}
+
     def info(self, path: str) -> dict | None:
         """What a GET of ``path`` answers: the model list (with the window in vLLM's style), or the window where
         the chosen server style reports it; None for a 404."""
@@ -264,10 +411,36 @@ class FakeOpenAIServer:
                 self.wfile.write(data)
                 self.wfile.flush()
 
+            def _bytes(self, data: bytes) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/octet-stream")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                self.wfile.flush()
+
+            def _missing(self) -> None:
+                self._send(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
+
             def do_GET(self):
-                path = self.path.rstrip("/")
+                path = self.path.split("?")[0].rstrip("/")
                 with owner._lock:
                     owner.gets.append(path)
+                parts = path.split("/")
+                if path.startswith("/v1/files/") and path.endswith("/content"):
+                    data = owner.files.get(parts[3])
+                    return self._bytes(data) if data is not None else self._missing()
+                if path == "/v1/batches":
+                    return self._send(200, {"object": "list", "has_more": False, "data": [
+                        owner.batch_object(b) for b in reversed(list(owner.batches.values()))
+                        if b["protocol"] == "openai"]})
+                if path.startswith("/v1/messages/batches/") and path.endswith("/results"):
+                    b = owner.batches.get(parts[4])
+                    data = owner.files.get(b["output"]) if b and b["output"] else None
+                    return self._bytes(data) if data is not None else self._missing()
+                if path.startswith("/v1/batches/") or path.startswith("/v1/messages/batches/"):
+                    obj = owner.poll_batch(parts[-1])
+                    return self._send(200, obj) if obj is not None else self._missing()
                 doc = owner.info(path)
                 if doc is not None:
                     self._send(200, doc)
@@ -278,6 +451,21 @@ class FakeOpenAIServer:
                 n = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(n)
                 path = self.path.split("?")[0].rstrip("/")
+                if path == "/v1/files":
+                    return self._upload(raw)
+                if path == "/v1/batches":
+                    req = json.loads(raw or b"{}")
+                    data = owner.files.get(req.get("input_file_id"))
+                    if data is None:
+                        return self._send(400, {"error": {"message": "No such file", "type": "invalid_request_error"}})
+                    lines = [json.loads(x) for x in data.decode().splitlines() if x.strip()]
+                    b = owner._new_batch("openai", lines, {"input_file_id": req["input_file_id"],
+                                                           "endpoint": req.get("endpoint"),
+                                                           "metadata": req.get("metadata")})
+                    return self._send(200, owner.batch_object(b))
+                if path == "/v1/messages/batches":
+                    b = owner._new_batch("anthropic", json.loads(raw)["requests"], {})
+                    return self._send(200, owner.batch_object(b))
                 if path not in ("/v1/chat/completions", "/v1/messages"):
                     self._send(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
                     return
@@ -294,6 +482,26 @@ class FakeOpenAIServer:
                     self.close_connection = True
                 finally:
                     owner._done()
+
+            def _upload(self, raw: bytes) -> None:
+                """``POST /v1/files``: a multipart form with ``purpose`` and ``file``."""
+                from email.parser import BytesParser
+                from email.policy import default
+
+                ctype = self.headers.get("Content-Type", "")
+                msg = BytesParser(policy=default).parsebytes(f"Content-Type: {ctype}\r\n\r\n".encode() + raw)
+                form = {p.get_param("name", header="content-disposition"): p.get_payload(decode=True)
+                        for p in msg.iter_parts()}
+                if form.get("purpose") != b"batch" or not form.get("file"):
+                    return self._send(400, {"error": {"message": "purpose must be batch, with a file",
+                                                      "type": "invalid_request_error"}})
+                with owner._lock:
+                    fid = f"file-{len(owner.uploads) + 1:04d}"
+                    owner.uploads.append(fid)
+                    owner.files[fid] = form["file"]
+                self._send(200, {"id": fid, "object": "file", "bytes": len(form["file"]), "created_at":
+                                 int(time.time()), "filename": "batch.jsonl", "purpose": "batch",
+                                 "status": "processed"})
 
             def _raw(self, spec: dict) -> None:
                 """A response given in full: status, body (a JSON value, or text sent as it is) and headers."""

@@ -16,15 +16,17 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from .cache import ResponseCache, claim_owner, endpoint_id, request_key
-from .gateway import CallResult, Gateway, RetryPolicy, cost_usd
+from .gateway import CallResult, Gateway, PermanentError, RetryPolicy, TransientError, cost_usd
 
 STORED_STATUSES = ("ok", "over_length", "truncated", "refused_by_provider")  # cached answers; the rest are retried
 WINDOW_DEPENDENT = ("over_length", "truncated")  # outcomes that change with the server's context window
 CLAIM_LEASE_S = 60.0  # a worker's claim on a request key lapses this long after its last heartbeat
+BATCH_ROUNDS = 3  # batches a request is sent in at most (the first, then its transient errors and expiries)
 
 
 @dataclass
@@ -144,6 +146,8 @@ class CallRunner:
         self._window_lock: asyncio.Lock | None = None
         self._counts: dict[int, int] = {}
         self._gw: Gateway | None = None
+        self.batches_submitted: list[str] = []  # batch ids sent by arun_batch
+        self.batches_resumed: list[str] = []    # batch ids of earlier runs that arun_batch polled
 
     # -- keys -------------------------------------------------------------------------------------------------
     def key(self, messages: list[dict], sampling: dict[str, Any], max_tokens: int, sample: int = 0) -> str:
@@ -320,6 +324,232 @@ class CallRunner:
         """:meth:`arun` in a new event loop (from synchronous code)."""
         cost_usd(self.model, 0, 0)  # loads litellm's price table now, not inside the event loop at the first answer
         return asyncio.run(self.arun(requests, on_outcome))
+
+    # -- through the provider's batch API ----------------------------------------------------------------------
+    def run_batch(self, requests: list[Request], store: Any, on_outcome: Callable[[Outcome], None] | None = None,
+                  poll_s: float = 30.0, wait_s: float | None = None) -> list[Outcome]:
+        """:meth:`arun_batch` in a new event loop (from synchronous code)."""
+        cost_usd(self.model, 0, 0)
+        return asyncio.run(self.arun_batch(requests, store, on_outcome, poll_s, wait_s))
+
+    async def _settle(self, req: Request) -> tuple[str, Outcome | None]:
+        """Claim ``req``'s key as :meth:`_one` does, without calling: ``("claimed", None)``, ``("taken", None)``,
+        or ``("done", outcome)`` for an answer in the cache that may be replayed."""
+        while True:
+            state = self.claim(req.key)
+            if state != "cached":
+                return state, None
+            payload = self.cache.get(req.key)
+            if payload is None:
+                continue
+            if await self.replayable(payload):
+                return "done", Outcome(req, CallResult.from_payload(payload), "cache")
+            self.cache.drop(req.key, payload)
+
+    async def _retrying(self, op: Callable[[], Any]) -> Any:
+        """``await op()``, retried on TransientError as a call is (the policy's budget, delays and Retry-After);
+        raises the last TransientError, or a PermanentError at once."""
+        rng = random.Random(0)
+        for attempt in range(self.policy.max_retries + 1):
+            try:
+                return await op()
+            except TransientError as e:
+                if attempt >= self.policy.max_retries or (e.retry_after or 0) > self.policy.max_retry_after_s:
+                    raise
+                await asyncio.sleep(self.policy.delay(attempt, e.retry_after, rng))
+
+    async def arun_batch(self, requests: list[Request], store: Any,
+                         on_outcome: Callable[[Outcome], None] | None = None, poll_s: float = 30.0,
+                         wait_s: float | None = None, rounds: int = BATCH_ROUNDS) -> list[Outcome]:
+        """Every request through the provider's batch API (:mod:`ctxbench.models.batch`), with the claims, cache,
+        truncation check and outcomes of :meth:`arun`: answers in the cache are served from it; the keys this
+        worker claims go into batches (split at the provider's limits), recorded in ``store``
+        (:class:`~ctxbench.models.batch.BatchStore`) before and after each is created; batches the store names
+        for this model and endpoint that have not been collected (a run killed while they ran) are polled, not
+        sent again. Every ``poll_s`` seconds each open batch is polled; an ended batch's lines become results
+        (:func:`~ctxbench.models.batch.line_result`) finished by :meth:`finish` (stored in the cache under the
+        same request key as a direct call, the batch id in ``batch_id``; answers to keys this run did not ask
+        for are stored too, unchecked for truncation). Requests with a transient error, expired or cancelled
+        ones go into a new batch, ``rounds`` batches at most. A batch that fails as a whole (e.g. validation)
+        leaves its requests unanswered (``config_error``, not stored, with its message). With ``wait_s``, batches
+        still running after that many seconds are left to a rerun: their requests end ``not_attempted`` and
+        ``status`` is ``waiting``. Raises InputError where the model's provider has no batch API."""
+        from .batch import batch_client, line_result
+
+        client = batch_client(self.model, self.base_url, self.api_key_env, self.backend, self.policy.timeout_s)
+        self._stop = asyncio.Event()
+        self._counts.clear()
+        out: list[Outcome | None] = [None] * len(requests)
+        index = {r.key: i for i, r in enumerate(requests)}
+        last_error: dict[int, str] = {}
+        open_recs: list[dict] = []
+        started = time.monotonic()
+
+        def emit(i: int, o: Outcome) -> None:
+            out[i] = o
+            if on_outcome is not None:
+                on_outcome(o)
+
+        async def finish_at(i: int | None, key: str, res: CallResult) -> None:
+            if i is None or out[i] is not None:  # not asked for by this run (or answered meanwhile): store it
+                if res.status in STORED_STATUSES:
+                    self.cache.put(key, self.model, res.payload())
+                return
+            emit(i, Outcome(requests[i], await self.finish(requests[i], res), "call"))
+
+        async def submit(idx: list[int]) -> None:
+            lines = [client.encode(requests[i].key, requests[i].messages, requests[i].max_tokens,
+                                   requests[i].sampling) for i in idx]
+            chunk: list[int] = []
+            size = 0
+            chunks = []
+            for i, ln in zip(idx, lines):
+                if chunk and (len(chunk) >= client.max_requests or size + len(ln) > client.max_bytes):
+                    chunks.append(chunk)
+                    chunk, size = [], 0
+                chunk.append(i)
+                size += len(ln) + 1
+            chunks += [chunk] if chunk else []
+            by_i = dict(zip(idx, lines))
+            for ch in chunks:
+                rec = store.add(self.model, self.endpoint, client.protocol, [requests[i].key for i in ch])
+                body = [by_i[i] for i in ch]
+                try:
+                    fid = await self._retrying(lambda: client.upload(body))
+                    if fid:
+                        store.update(rec, input_file_id=fid)
+                    bid = await self._retrying(lambda: client.create(fid, body, {"ctxbench_record": rec["id"]}))
+                except TransientError as e:
+                    self.pause(f"paused: the batch API did not take the batch ({e}); nothing was marked wrong, "
+                               f"rerun the same evaluation later to resume")
+                    for i in ch:
+                        self.cache.release(requests[i].key, self.owner)
+                    return
+                except PermanentError as e:
+                    store.update(rec, status="failed", error=str(e))
+                    for i in ch:
+                        await finish_at(i, requests[i].key, CallResult(
+                            "config_error", error=f"the batch API refused the batch: {e}"))
+                    continue
+                store.update(rec, batch_id=bid, status="submitted")
+                self.batches_submitted.append(bid)
+                open_recs.append(rec)
+
+        async def collect(rec: dict) -> bool:
+            """Poll one batch; on its end, its results. True when it is done with."""
+            try:
+                st = await self._retrying(lambda: client.poll(rec["batch_id"]))
+            except TransientError:
+                return False  # the provider is slow to answer a poll: poll again later
+            except PermanentError as e:
+                st = None
+                err = f"batch {rec['batch_id']} cannot be polled: {e}"
+            if st is not None and not st.done:
+                if st.status != rec["status"]:
+                    store.update(rec, status=st.status)
+                return False
+            if st is not None and st.status != "failed":
+                try:
+                    lines = await self._retrying(lambda: client.results(st))
+                except TransientError:
+                    return False
+                for k in rec["keys"]:
+                    i = index.get(k)
+                    r = line_result(self.model, client.protocol, lines.get(k))
+                    if isinstance(r, TransientError):
+                        if i is not None and out[i] is None:
+                            pending.add(i)
+                            last_error[i] = str(r)
+                        continue
+                    r.batch_id = rec["batch_id"]
+                    await finish_at(i, k, r)
+                store.update(rec, status="collected", provider_status=st.status)
+                return True
+            if st is not None:
+                err = f"batch {rec['batch_id']} failed: {st.message or 'no reason given'}"
+            store.update(rec, status="failed", error=err)
+            for k in rec["keys"]:
+                i = index.get(k)
+                if i is not None and out[i] is None:
+                    await finish_at(i, k, CallResult("config_error", error=err))
+            return True
+
+        async def heartbeat() -> None:
+            while True:
+                await asyncio.sleep(self.lease_s / 3)
+                self.heartbeat()
+
+        hb = asyncio.create_task(heartbeat())
+        pending: set[int] = set()
+        taken: list[int] = []
+        try:
+            for i, r in enumerate(requests):
+                state, o = await self._settle(r)
+                if o is not None:
+                    emit(i, o)
+                elif state == "claimed":
+                    pending.add(i)
+                else:
+                    taken.append(i)
+            for rec in store.records(self.model, self.endpoint):  # batches of an earlier run: poll, never resend
+                if rec["status"] in ("collected", "failed"):
+                    continue
+                if not rec.get("batch_id"):
+                    bid = await self._retrying(lambda: client.find(rec["input_file_id"])) \
+                        if rec.get("input_file_id") else None
+                    if bid is None:  # killed before the batch was created: its requests are sent anew
+                        store.remove(rec)
+                        continue
+                    store.update(rec, batch_id=bid, status="submitted")
+                self.batches_resumed.append(rec["batch_id"])
+                open_recs.append(rec)
+                pending -= {index[k] for k in rec["keys"] if k in index}
+            sent = 0
+            while True:
+                if pending and not self.paused:
+                    if sent >= rounds:
+                        for i in sorted(pending):
+                            await finish_at(i, requests[i].key, CallResult(
+                                "error", transient_failure=True,
+                                error=f"retry budget exhausted: sent in {rounds} batches without an answer: "
+                                      f"{last_error.get(i, '')}"))
+                    else:
+                        sent += 1
+                        await submit(sorted(pending))
+                    pending.clear()
+                for rec in list(open_recs):
+                    if await collect(rec):
+                        open_recs.remove(rec)
+                still: list[int] = []
+                for i in taken:  # keys another worker held: its answer, or the key once its claim lapses
+                    state, o = await self._settle(requests[i])
+                    if o is not None:
+                        emit(i, o)
+                    elif state == "claimed":
+                        pending.add(i)
+                    else:
+                        still.append(i)
+                taken = still
+                if (pending and not self.paused) or (not open_recs and not taken):
+                    if pending and not self.paused:
+                        continue
+                    break
+                if wait_s is not None and time.monotonic() - started >= wait_s:
+                    break
+                await asyncio.sleep(poll_s)
+            if open_recs and not self.paused:
+                ids = ", ".join(r["batch_id"] for r in open_recs)
+                self.status = "waiting"
+                self.pause_reason = (f"batch {ids} still running after {time.monotonic() - started:.0f} s: rerun "
+                                     f"the same command to collect it (it is polled, not sent again)")
+        finally:
+            hb.cancel()
+            await client.aclose()
+        for i, o in enumerate(out):
+            if o is None:
+                self.cache.release(requests[i].key, self.owner)
+                emit(i, Outcome(requests[i], None, "not_attempted"))
+        return out  # type: ignore[return-value]
 
 
 # -- many independent completions (judges, round trips, screens) ---------------------------------------------------
