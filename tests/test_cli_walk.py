@@ -63,7 +63,7 @@ BY_FLAG = {
     "--remap": TEXT, "--corpus-id": TEXT, "--subjects": TEXT, "--seeds-per-subject": COUNT, "--first-hop": COUNT,
     "--second-hop": COUNT, "--min-citations": COUNT, "--since-year": COUNT, "--api-url": URL,
     "--min-interval": NUMBER, "--spider": FILE_IN, "--db-dir": DIR_IN, "--runs": DIR_IN, "--benchmarks": TEXT,
-    "--plugin": PATH_IN, "--judge-prompt": NAME,
+    "--plugin": PATH_IN, "--judge-prompt": NAME, "--batch-poll": NUMBER, "--batch-wait": NUMBER,
 }
 BY_COMMAND = {
     ("calibrate", "--out"): FILE_OUT, ("label", "--out"): FILE_OUT, ("questions generate", "--out"): FILE_OUT,
