@@ -743,6 +743,24 @@ def report_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, hel
     out_console.print(f"report → {p}")
 
 
+@app.command("compare")
+def compare_cmd(dirs: list[Path] = typer.Argument(..., exists=True, file_okay=False,
+                                                 help="build directories or run roots (all their builds)"),
+                out: Path = typer.Option(..., file_okay=False, help="directory for index.html, the Parquet "
+                                                                    "tables and catalogue.duckdb")) -> None:
+    """Leaderboard across runs: OUT/index.html (models x benchmarks x context lengths, Avg/wAvg with 95% CIs, on
+    comparable instances only), OUT/*.parquet and the DuckDB catalogue OUT/catalogue.duckdb over every build."""
+    from .report.compare import compare_runs
+
+    try:
+        r = compare_runs(dirs, out)
+    except USER_ERRORS as e:
+        _fail(e)
+    out_console.print(f"leaderboard of {r.models} models on {r.groups} benchmark builds ({r.builds} build "
+                      f"directories): {r.cells - r.missing} cells, {r.missing} missing (reasons on the page) → "
+                      f"{r.page}; catalogue {r.catalogue}")
+
+
 def _check_report_options(opts: dict | None) -> None:
     """Each report option checked by the track that reads it (``Track.report_options``) before anything is read;
     an option no track reads is an error."""

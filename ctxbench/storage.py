@@ -145,6 +145,42 @@ def catalogue(build_dir: str | Path):
     return con
 
 
+def _sql_text(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+def builds_catalogue(builds: list[dict[str, Any]], path: str | Path | None = None):
+    """A DuckDB catalogue over many builds (e.g. every build of several run roots): a table ``builds`` (one row per
+    build: the dicts of ``builds``, each with at least ``build_dir``, the directory as an absolute path) and one
+    view per stored table (instances, quarantine, responses, scores) that reads every build's Parquet file
+    (columns matched by name, a column a build lacks is null) with a ``build_dir`` column naming the build.
+    ``path``: a DuckDB file, written anew (None: in memory). Returns the open connection."""
+    import duckdb
+
+    if path is not None:
+        path = Path(path)
+        path.unlink(missing_ok=True)
+        Path(str(path) + ".wal").unlink(missing_ok=True)
+    con = duckdb.connect(":memory:" if path is None else str(path))
+    tbl = pa.Table.from_pylist([{k: (str(v) if isinstance(v, Path) else v) for k, v in b.items()} for b in builds])
+    con.register("builds_rows", tbl)
+    con.execute("CREATE TABLE builds AS SELECT * FROM builds_rows")
+    con.unregister("builds_rows")
+    for t in TABLES:
+        parts = [f"SELECT {_sql_text(str(b['build_dir']))} AS build_dir, * FROM "
+                 f"read_parquet({_sql_text((Path(b['build_dir']) / f'{t}.parquet').as_posix())})"
+                 for b in builds if (Path(b["build_dir"]) / f"{t}.parquet").exists()]
+        if parts:
+            con.execute(f"CREATE VIEW {t} AS " + " UNION ALL BY NAME ".join(parts))
+        else:  # no build has the table: an empty view with the stored schema
+            cols = ", ".join(f"CAST(NULL AS {_DUCK[f.type]}) AS {f.name}" for f in schema(t))
+            con.execute(f"CREATE VIEW {t} AS SELECT CAST(NULL AS VARCHAR) AS build_dir, {cols} WHERE false")
+    return con
+
+
+_DUCK = {pa.string(): "VARCHAR", pa.int64(): "BIGINT", pa.float64(): "DOUBLE", pa.bool_(): "BOOLEAN"}
+
+
 # ------------------------------------------------------------------------------------------ one build per table
 
 def build_hash_of_dir(build_dir: str | Path) -> str:

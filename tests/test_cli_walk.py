@@ -126,6 +126,7 @@ def _baseline(name: str, p) -> list[str]:
         "kappa": ["--build", empty, "--labels", str(p / "labels.jsonl")],
         "score": ["--build", empty],
         "report": ["--build", empty],
+        "compare": [empty, "--out", new],
         "backfill": ["--runs", empty, "--model", "m"],
         "export": ["--build", empty, "--format", "parquet", "--out", new],
         "run": ["--out", new, "--db", str(p / "tiny.sqlite"), "--engine", "luigi"],

@@ -35,8 +35,16 @@ def instance_scores(build_dir: str | Path) -> tuple[list[dict], dict[str, dict]]
     budget = ({r["request_key"]: r["rag_tokens"] for r in pq.read_table(rp, columns=["request_key", "rag_tokens"])
                .to_pylist() if r["rag_tokens"] is not None}
               if rp.exists() and "rag_tokens" in pq.read_schema(rp).names else {})
+    return score_rows(inst, sc, budget), inst
+
+
+def score_rows(inst: dict[str, dict], scores: Iterable[dict], budget: dict[str, int]) -> list[dict]:
+    """The rows of :func:`instance_scores` from loaded tables: ``inst`` (instance id -> its row, with the columns of
+    :data:`INSTANCE_COLUMNS` it has), ``scores`` (rows of ``scores.parquet``) and ``budget`` (request key -> the
+    RAG retrieval budget in tokens, for RAG responses with one). Scores of instances not in ``inst`` are left
+    out."""
     per: dict[tuple, list[float]] = defaultdict(list)
-    for r in sc:
+    for r in scores:
         b = budget.get(r.get("request_key"))
         mode = r["mode"] if b is None else f"{r['mode']}@{b}"
         per[(r["model"], mode, r["matcher"], r["instance_id"])].append(r["score"])
@@ -50,7 +58,7 @@ def instance_scores(build_dir: str | Path) -> tuple[list[dict], dict[str, dict]]
                     "target_tokens": i["target_tokens"], "position": i.get("position"), "setting": i.get("setting"),
                     "difficulty": i.get("difficulty"), "query_types": json.loads(i.get("query_types") or "[]"),
                     "score": sum(vals) / len(vals), "samples": len(vals), "sample_var": sample_variance(vals)})
-    return out, inst
+    return out
 
 
 def sample_variance(v: list[float]) -> float:
@@ -79,10 +87,15 @@ def results_table(build_dir: str | Path, primary_only: bool = False) -> list[dic
     ``primary_only``: only each instance's track's primary matcher (and judges)."""
     rows, _ = instance_scores(build_dir)
     if primary_only:
-        rows = [r for r in rows if is_judge_matcher(r["matcher"]) or r["matcher"] == _primary(r["benchmark"])]
+        rows = primary_rows(rows)
     return [{"model": g["key"][0], "mode": g["key"][1], "matcher": g["key"][2], "context_length": g["key"][3],
              "n": g["n"], "score": g["score"], "ci_low": g["ci_low"], "ci_high": g["ci_high"]}
             for g in group_scores(rows, lambda r: [(r["model"], r["mode"], r["matcher"], r["target_tokens"])])]
+
+
+def primary_rows(rows: list[dict]) -> list[dict]:
+    """The rows (of :func:`instance_scores`) of each instance's track's primary matcher and of the LLM judges."""
+    return [r for r in rows if is_judge_matcher(r["matcher"]) or r["matcher"] == _primary(r["benchmark"])]
 
 
 def _primary(benchmark: str | None) -> str | None:
