@@ -877,6 +877,57 @@ def fetch_s2_cmd(
                       + (" (quarantine.json)" if quarantine else ""))
 
 
+class _RunProgress:
+    """What ``ctxbench run`` shows while it works (:mod:`ctxbench.progress` events): one line per stage as it
+    starts (build stages, model start, calls, score, report), prefixed by the time since the run began; calls with
+    their count, rate and ETA, at most every few seconds (in a terminal: one line updated in place)."""
+
+    def __init__(self, every_s: float = 5.0):
+        import time
+
+        self.t0 = self._last = time.monotonic()
+        self.every_s = every_s
+        self.calls_t0: float | None = None
+        self._live = console.is_terminal
+        self._seen: set[tuple[str, str]] = set()
+
+    def _line(self, text: str, update: bool = False) -> None:
+        import time
+
+        el = int(time.monotonic() - self.t0)
+        msg = f"[{el // 60}:{el % 60:02d}] {text}"
+        if self._live and update:
+            console.print(msg, end="\r", markup=False, highlight=False)
+        else:
+            console.print(msg, markup=False, highlight=False)
+
+    def __call__(self, ev) -> None:
+        import time
+
+        if ev.stage != "calls":
+            if (ev.stage, ev.detail) not in self._seen:
+                self._seen.add((ev.stage, ev.detail))
+                self._line(f"{ev.stage} {ev.detail}".rstrip())
+            return
+        now = time.monotonic()
+        if not ev.total:
+            self._line(f"calls {ev.detail}")
+            return
+        if ev.done == 0 or self.calls_t0 is None:
+            self.calls_t0 = now
+            self._line(f"calls {ev.detail}: 0/{ev.total}")
+            self._last = now
+            return
+        if ev.done < ev.total and now - self._last < self.every_s:
+            return
+        self._last = now
+        rate = ev.done / max(now - self.calls_t0, 1e-9)
+        eta = (ev.total - ev.done) / rate if rate else 0
+        tail = f"ETA {int(eta) // 60}:{int(eta) % 60:02d}" if ev.done < ev.total else "done"
+        self._line(f"calls {ev.detail}: {ev.done}/{ev.total} ({60 * rate:.1f}/min), {tail}",
+                   update=ev.done < ev.total)
+
+
 @app.command("run")
 def run_cmd(
     out: Path = typer.Option(Path("runs/default"), file_okay=False, help="build directory to write"),
@@ -913,21 +964,32 @@ def run_cmd(
     console.print(f"ctxbench run ({engine}): building {db} at {', '.join(map(str, ls))} tokens (cl100k_base, 50% "
                   f"density, uniform), then evaluating a sample of {per_length} instances per length with {where}; "
                   f"this takes a few minutes on 2 cores.", markup=False)
+    from .progress import listening
+
     try:
         cfg = default_track().config(db=db, lengths=ls)
         models = [EvalConfig(model=model, base_url=base_url, per_length=per_length, mode=mode,
                              rag_tokens=_ints(rag_tokens, "--rag-tokens") if rag_tokens else None)]
-        if engine == "luigi":
-            from pipelines.luigi_tasks import run_luigi
+        with listening(_RunProgress()):
+            if engine == "luigi":
+                from pipelines.luigi_tasks import run_luigi
 
-            run_luigi(cfg, out, models)
-        else:
-            from pipelines.flows import nightly
+                run_luigi(cfg, out, models)
+            else:
+                console.print("[0:00] engine starting Prefect's temporary API server", markup=False)
+                from pipelines.flows import nightly
 
-            nightly(build=cfg, out=str(out), models=models)
+                nightly(build=cfg, out=str(out), models=models)
         build = resolve_build(out)
     except (*USER_ERRORS, RuntimeError) as e:
         _fail(e)
+    import pyarrow.parquet as pq
+
+    if pq.read_metadata(build / "instances.parquet").num_rows == 0:
+        q = build / "quarantine.parquet"
+        nq = pq.read_metadata(q).num_rows if q.exists() else 0
+        console.print("error: " + _why_no_instances(build, nq), markup=False)
+        raise typer.Exit(1)
     print_results(build)
 
 

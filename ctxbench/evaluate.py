@@ -319,9 +319,14 @@ def evaluate_build(build_dir: str | Path, cfg: EvalConfig, count_tokens: Callabl
     stored nor cached, so a fully cached rerun starts nothing and calls nothing. Every call goes through a
     :class:`ctxbench.models.runner.CallRunner`. Raises InputError when the directory holds no build.
     """
+    from .progress import emit
+
     build_dir = Path(build_dir)
     cache = cache if cache is not None else ResponseCache()  # an empty cache is falsy (__len__)
     info = model_info(cfg.model)
+    if progress is None:  # the run's listeners (ctxbench.progress): calls answered of the calls to make
+        def progress(d: int, n: int) -> None:
+            emit("calls", cfg.model, d, n)
     if count_tokens is None and info.tokenizer and info.tokenizer != "local-server":
         from .tokenizers import get_tokenizer
 
@@ -332,6 +337,7 @@ def evaluate_build(build_dir: str | Path, cfg: EvalConfig, count_tokens: Callabl
     rpath = build_dir / "responses.parquet"
     s.new_rows += append_rows(rpath, "responses", plan.hits)
     if not plan.pending and not plan.verify:
+        emit("calls", f"{cfg.model}: every answer stored or cached", 0, 0)
         return s
     if server is not None:
         if cfg.batch:
@@ -445,6 +451,8 @@ def _run_calls(calls: list[dict], cfg: EvalConfig, plan: Plan, cache: ResponseCa
 
     reqs = [Request(t["request_key"], t["_messages"], t["_sampling"], plan.max_tokens, t.get("_prompt_tokens"), t,
                     prefix=t["_prefix"]) for t in calls]
+    if progress:
+        progress(0, len(calls))
     try:
         if cfg.batch:  # the same runner, outcomes and rows; the calls go through the provider's batch API
             from .models.batch import BatchStore

@@ -150,7 +150,10 @@ def score_if_changed(build_dir: str | Path, judge: str | None = None, judge_base
                      judge_prompts: list[str] | tuple[str, ...] | None = None) -> tuple[int, bool]:
     """``score_build`` unless the scores are current; returns (score rows, recomputed). The inputs hash is stored
     in ``scores.parquet``'s schema metadata (rewritten atomically)."""
+    from .progress import emit
     from .score import score_build
+
+    emit("score", str(build_dir))
     from .storage import write_parquet
 
     d = Path(build_dir)
@@ -168,7 +171,10 @@ def score_if_changed(build_dir: str | Path, judge: str | None = None, judge_base
 
 def report_if_changed(build_dir: str | Path, on_write: Callable[[Path], None] | None = None) -> tuple[Path, bool]:
     """``build_report`` unless the report is current; returns (index.html path, rewritten)."""
+    from .progress import emit
     from .report import build_report
+
+    emit("report", str(build_dir))
 
     d = Path(build_dir)
     if report_is_current(d):

@@ -31,6 +31,7 @@ from ctxbench.backfill import BackfillConfig, find_builds
 from ctxbench.evaluate import EvalConfig, evaluate_build, unanswered_calls
 from ctxbench.incremental import report_if_changed, score_if_changed
 from ctxbench.models.local_server import EMBEDDED_MODEL, LocalServer
+from ctxbench.progress import emit
 from ctxbench.report import results_table
 from ctxbench.tracks.base import Track, default_track, existing_build, get_track, initial_state, store_outputs
 from ctxbench.tracks.base import tracks as registered_tracks
@@ -42,6 +43,7 @@ from ctxbench.tracks.base import tracks as registered_tracks
 def stage_task(track: str, stage: str, args: tuple) -> Any:
     """One build stage of a track (its function called with the values its ``inputs`` name)."""
     st = next(s for s in get_track(track).stages if s.name == stage)
+    emit("build", f"{track}: {stage}")
     return st.function()(*args)
 
 

@@ -26,6 +26,9 @@ from ..errors import CtxbenchError
 
 EMBEDDED_MODEL = "smollm2-135m-instruct"
 EMBEDDED_WINDOW = 8192  # llama.context_length in the GGUF: the model's real window
+# prompt batch (logical = physical) and flash attention of the embedded server: chosen by bench/first_run.py --speed
+EMBEDDED_BATCH = 512
+EMBEDDED_FLASH_ATTN = False
 
 
 def embedded_gguf() -> Path:
@@ -71,9 +74,11 @@ class LocalServer:
     """
 
     def __init__(self, gguf: Path | None = None, alias: str = EMBEDDED_MODEL, n_ctx: int = EMBEDDED_WINDOW,
-                 threads: int | None = None, startup_timeout_s: float = 120.0):
+                 threads: int | None = None, startup_timeout_s: float = 120.0, n_batch: int = EMBEDDED_BATCH,
+                 flash_attn: bool = EMBEDDED_FLASH_ATTN):
         self.gguf = gguf or embedded_gguf()
         self.alias, self.n_ctx = alias, n_ctx
+        self.n_batch, self.flash_attn = n_batch, flash_attn
         self.threads = threads or max(1, min(os.cpu_count() or 2, 8))
         self.startup_timeout_s = startup_timeout_s
         self.port = 0
@@ -88,11 +93,17 @@ class LocalServer:
         if importlib.util.find_spec("llama_cpp") is None:
             raise CtxbenchError("the local model server needs llama-cpp-python: run "
                                 "`pip install 'llama-cpp-python[server]==0.3.36'` (or `pip install -e '.[local]'`)")
+        from ..progress import emit
+
         self.port = free_port()
+        started = time.monotonic()
+        emit("model", f"starting {self.alias} (llama.cpp server, {self.threads} threads, {self.n_ctx}-token window)")
         self._log = tempfile.NamedTemporaryFile(prefix="ctxbench-llama-", suffix=".log", delete=False)
         cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(self.gguf), "--model_alias", self.alias,
                "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(self.n_ctx),
-               "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads), "--verbose", "False"]
+               "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads),
+               "--n_batch", str(self.n_batch), "--n_ubatch", str(self.n_batch),
+               "--flash_attn", str(self.flash_attn), "--verbose", "False"]
         # its own session (a Ctrl-C in the terminal reaches ctxbench, which stops it in order), and it dies with its
         # parent however the parent ends (die_with_parent)
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
@@ -104,6 +115,7 @@ class LocalServer:
                                     f"log: {self._log.name}")
             try:
                 if httpx.get(f"{self.base_url}/models", timeout=2).status_code == 200:
+                    emit("model", f"{self.alias} ready on 127.0.0.1:{self.port} in {time.monotonic() - started:.1f} s")
                     return self
             except httpx.HTTPError:
                 pass

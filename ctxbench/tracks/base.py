@@ -321,7 +321,10 @@ def run_stages(track: Track, cfg: BaseModel, out: str | Path, *, force: bool = F
     build a stage found: the remaining stages are skipped)."""
     state = initial_state(track, cfg, out, force, versioned, progress, **inputs)
     result: Any = None
+    from ..progress import emit
+
     for stage in track.stages:
+        emit("build", f"{track.name}: {stage.name}")
         if on_stage is not None:
             on_stage(stage)
         result = call_stage(stage, state)

