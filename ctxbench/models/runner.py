@@ -170,6 +170,12 @@ class CallRunner:
         if self._stop is not None:
             self._stop.set()
 
+    async def _heartbeats(self) -> None:
+        """Renew this worker's claims every third of the lease, until cancelled."""
+        while True:
+            await asyncio.sleep(self.lease_s / 3)
+            self.heartbeat()
+
     @property
     def paused(self) -> bool:
         return self.status == "paused"
@@ -304,12 +310,7 @@ class CallRunner:
                 on_outcome(o)
             return True
 
-        async def heartbeat() -> None:
-            while True:
-                await asyncio.sleep(self.lease_s / 3)
-                self.heartbeat()
-
-        hb = asyncio.create_task(heartbeat())
+        hb = asyncio.create_task(self._heartbeats())
         try:
             done = await asyncio.gather(*(go(i, False) for i in range(len(requests))))
             deferred = [i for i, d in enumerate(done) if not d]
@@ -474,23 +475,23 @@ class CallRunner:
                     await finish_at(i, k, CallResult("config_error", error=err))
             return True
 
-        async def heartbeat() -> None:
-            while True:
-                await asyncio.sleep(self.lease_s / 3)
-                self.heartbeat()
-
-        hb = asyncio.create_task(heartbeat())
-        pending: set[int] = set()
-        taken: list[int] = []
-        try:
-            for i, r in enumerate(requests):
-                state, o = await self._settle(r)
+        async def settle(idx: list[int]) -> list[int]:
+            """Serve cached answers, add the keys claimed to ``pending``; returns those another worker holds."""
+            held = []
+            for i in idx:
+                state, o = await self._settle(requests[i])
                 if o is not None:
                     emit(i, o)
                 elif state == "claimed":
                     pending.add(i)
                 else:
-                    taken.append(i)
+                    held.append(i)
+            return held
+
+        hb = asyncio.create_task(self._heartbeats())
+        pending: set[int] = set()
+        try:
+            taken = await settle(list(range(len(requests))))
             for rec in store.records(self.model, self.endpoint):  # batches of an earlier run: poll, never resend
                 if rec["status"] in ("collected", "failed"):
                     continue
@@ -520,19 +521,10 @@ class CallRunner:
                 for rec in list(open_recs):
                     if await collect(rec):
                         open_recs.remove(rec)
-                still: list[int] = []
-                for i in taken:  # keys another worker held: its answer, or the key once its claim lapses
-                    state, o = await self._settle(requests[i])
-                    if o is not None:
-                        emit(i, o)
-                    elif state == "claimed":
-                        pending.add(i)
-                    else:
-                        still.append(i)
-                taken = still
-                if (pending and not self.paused) or (not open_recs and not taken):
-                    if pending and not self.paused:
-                        continue
+                taken = await settle(taken)  # keys another worker held: its answer, or the key once it lapses
+                if pending and not self.paused:
+                    continue
+                if not open_recs and (not taken or self.paused):
                     break
                 if wait_s is not None and time.monotonic() - started >= wait_s:
                     break
