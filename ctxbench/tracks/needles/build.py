@@ -38,7 +38,7 @@ from pydantic import BaseModel, Field, field_validator
 from ... import __version__
 from ...analysis.difficulty import difficulty_columns
 from ...analysis.language import language_columns, prefetch_languages
-from ...config import assets_dir
+from ...config import assets_dir, ordered_map
 from ...contexts.packer import MAX_CONTEXT_TOKENS
 from ...errors import InputError
 from ...hashing import canonical_json, file_sha256, stable_hash
@@ -427,8 +427,10 @@ def assemble_stage(loaded: Loaded, counts: dict[str, list[int]],
             hd = hs.as_dict()
             hd["calibration_tokens_per_char"] = cal[tok.name]["tokens_per_char"]
             haystacks.append(hd)
-            for item in items:
-                row, q = _instance(loaded, hs, tok, paras, c, item)
+            # instances are independent and counting each context releases the GIL: planted on several threads,
+            # kept in the order of the items
+            planted = ordered_map(lambda item, hs=hs, tok=tok, c=c: _instance(loaded, hs, tok, paras, c, item), items)
+            for row, q in planted:
                 if row is not None:
                     instances.append(row)
                 else:
