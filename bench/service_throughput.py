@@ -71,7 +71,9 @@ def workers_run(root: Path, n: int, workers: int, conc: int, srv) -> dict:
     wall = max(s["end"] for s in sums) - t0
     counts = srv.call_counts()
     calls = sum(s["calls"] for s in sums)
+    first, last = srv.call_window() or (t0, t0 + wall)
     return {"workers": workers, "calls": calls, "wall_s": wall, "calls_per_s": calls / wall,
+            "calls_s": last - first, "calls_per_s_calls": calls / (last - first),
             "bound_calls_per_s": workers * conc / srv.latency_s, "server_requests": srv.count,
             "repeated_calls": sum(c - 1 for c in counts.values() if c > 1),
             "per_worker_calls": [s["calls"] for s in sums]}
@@ -120,9 +122,11 @@ def main() -> None:
         root = Path(d)
         for w in (int(x) for x in a.workers.split(",") if x):
             r = workers_run(root, a.n, w, a.concurrency, srv)
-            print(f"{w} worker(s) x concurrency {a.concurrency}: {r['calls']} calls in {r['wall_s']:.2f} s = "
-                  f"{r['calls_per_s']:.1f} calls/s (bound {r['bound_calls_per_s']:.0f}; "
-                  f"{r['calls_per_s'] / r['bound_calls_per_s']:.2f} of it); calls per worker "
+            print(f"{w} worker(s) x concurrency {a.concurrency}: {r['calls']} calls; from the first call to the last "
+                  f"answer {r['calls_s']:.2f} s = {r['calls_per_s_calls']:.1f} calls/s = "
+                  f"{r['calls_per_s_calls'] / r['bound_calls_per_s']:.2f} of the bound {r['bound_calls_per_s']:.0f}; "
+                  f"with start-up {r['wall_s']:.2f} s = {r['calls_per_s']:.1f} calls/s = "
+                  f"{r['calls_per_s'] / r['bound_calls_per_s']:.2f}; calls per worker "
                   f"{r['per_worker_calls']}; server requests {r['server_requests']}, repeated calls "
                   f"{r['repeated_calls']}", flush=True)
         if not a.skip_nightly:

@@ -27,7 +27,7 @@ from .models.gateway import NOT_ATTEMPTED, RetryPolicy
 from .models.runner import CLAIM_LEASE_S, WINDOW_DEPENDENT, CallRunner, Outcome, Request, truncation_check
 from .models.registry import model_info
 from .prompts import messages_text, render_messages, shared_prefix
-from .storage import append_rows, build_hash_of_dir, read_table, require_build
+from .storage import TableAppender, build_hash_of_dir, consolidate, read_table, require_build
 
 
 class EvalConfig(BaseModel):
@@ -331,27 +331,32 @@ def evaluate_build(build_dir: str | Path, cfg: EvalConfig, count_tokens: Callabl
         from .tokenizers import get_tokenizer
 
         count_tokens = get_tokenizer(info.tokenizer).count
+    rpath = build_dir / "responses.parquet"
+    consolidate(rpath)  # rows a killed evaluation left in part files
     plan = plan_requests(build_dir, cfg, cache)
     s = EvalSummary(selected=plan.selected, already_stored=plan.already_stored, from_cache=len(plan.hits),
                     empty_reason=plan.empty_reason)
-    rpath = build_dir / "responses.parquet"
-    s.new_rows += append_rows(rpath, "responses", plan.hits)
-    if not plan.pending and not plan.verify:
-        emit("calls", f"{cfg.model}: every answer stored or cached", 0, 0)
+    out = TableAppender(rpath, "responses")  # each flush one part file; merged into the table at the end
+    try:
+        s.new_rows += out.append(plan.hits)
+        if not plan.pending and not plan.verify:
+            emit("calls", f"{cfg.model}: every answer stored or cached", 0, 0)
+            return s
+        if server is not None:
+            if cfg.batch:
+                raise InputError(f"--batch: the embedded model {cfg.model} has no batch API; run without --batch")
+            with server() as srv:
+                _call_pending(plan, cfg, info, srv.count_tokens, cache, out, s, progress, flush_every,
+                              base_url=srv.base_url, concurrency=1, window=getattr(srv, "n_ctx", None))
+        else:
+            _call_pending(plan, cfg, info, count_tokens, cache, out, s, progress, flush_every)
         return s
-    if server is not None:
-        if cfg.batch:
-            raise InputError(f"--batch: the embedded model {cfg.model} has no batch API; run without --batch")
-        with server() as srv:
-            _call_pending(plan, cfg, info, srv.count_tokens, cache, rpath, s, progress, flush_every,
-                          base_url=srv.base_url, concurrency=1, window=getattr(srv, "n_ctx", None))
-    else:
-        _call_pending(plan, cfg, info, count_tokens, cache, rpath, s, progress, flush_every)
-    return s
+    finally:
+        out.close()
 
 
-def _call_pending(plan: Plan, cfg: EvalConfig, info, count_tokens, cache, rpath, s: EvalSummary, progress,
-                  flush_every, base_url: str | None = None, concurrency: int | None = None,
+def _call_pending(plan: Plan, cfg: EvalConfig, info, count_tokens, cache, out: TableAppender, s: EvalSummary,
+                  progress, flush_every, base_url: str | None = None, concurrency: int | None = None,
                   window: int | None = None) -> None:
     rows, calls = [], []
     counted: dict[int, int] = {}
@@ -372,14 +377,14 @@ def _call_pending(plan: Plan, cfg: EvalConfig, info, count_tokens, cache, rpath,
                                       f"of {info.window} tokens of {cfg.model}"})
                 continue
         calls.append(t)
-    s.new_rows += append_rows(rpath, "responses", rows)
+    s.new_rows += out.append(rows)
     if calls:
         calls.sort(key=lambda t: (t["_ctx"], t["sample"]))  # calls sharing a context run together
-        _run_calls(calls, cfg, plan, cache, rpath, s, progress, flush_every, base_url or cfg.base_url,
+        _run_calls(calls, cfg, plan, cache, out, s, progress, flush_every, base_url or cfg.base_url,
                    concurrency or cfg.concurrency, window, count_tokens)
 
 
-def _run_calls(calls: list[dict], cfg: EvalConfig, plan: Plan, cache: ResponseCache, rpath: Path,
+def _run_calls(calls: list[dict], cfg: EvalConfig, plan: Plan, cache: ResponseCache, out: TableAppender,
                s: EvalSummary, progress, flush_every: int, base_url: str | None, concurrency: int,
                window: int | None, count_tokens, lease_s: float = CLAIM_LEASE_S) -> None:
     """Make the calls through a :class:`~ctxbench.models.runner.CallRunner` (claims shared with other workers,
@@ -401,7 +406,7 @@ def _run_calls(calls: list[dict], cfg: EvalConfig, plan: Plan, cache: ResponseCa
         rows, keys = buf[:], set(replace)
         buf.clear()
         replace.clear()
-        s.new_rows += append_rows(rpath, "responses", rows, replace=keys)
+        s.new_rows += out.append(rows, replace=keys)
 
     def on_outcome(o: Outcome) -> None:
         nonlocal done
@@ -457,7 +462,7 @@ def _run_calls(calls: list[dict], cfg: EvalConfig, plan: Plan, cache: ResponseCa
         if cfg.batch:  # the same runner, outcomes and rows; the calls go through the provider's batch API
             from .models.batch import BatchStore
 
-            runner.run_batch(reqs, BatchStore(rpath.parent / "batches.json"), on_outcome, cfg.batch_poll_s,
+            runner.run_batch(reqs, BatchStore(out.path.parent / "batches.json"), on_outcome, cfg.batch_poll_s,
                              cfg.batch_wait_s)
         else:
             runner.run(reqs, on_outcome)

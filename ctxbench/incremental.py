@@ -84,7 +84,11 @@ def builds_of(root: str | Path) -> list[Path]:
 # ------------------------------------------------------------------------------------------ skip unchanged steps
 
 def _file_hash(p: Path) -> str | None:
-    return file_sha256(p) if p.exists() else None
+    from .storage import pending_parts
+
+    h = file_sha256(p) if p.exists() else None
+    parts = pending_parts(p)  # rows an evaluation has not merged into the table yet (ctxbench.storage)
+    return stable_hash(h, [(q.name, file_sha256(q)) for q in parts], length=64) if parts else h
 
 
 def scoring_code(build_dir: str | Path, judge: str | None = None,

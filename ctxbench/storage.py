@@ -71,45 +71,210 @@ def write_parquet(tbl: pa.Table, path: str | Path) -> None:
     os.replace(tmp, path)
 
 
-def read_table(path: str | Path, table: str) -> pa.Table:
-    """Read a stored table, or an empty one with the stored schema when the file does not exist."""
+# ------------------------------------------------------------------ appended tables (responses.parquet)
+#
+# ``responses.parquet`` is the table (SCHEMA.md). An evaluation appends to it in O(new rows): each flush writes its
+# rows as one part file in ``.<name>.parts/`` beside the table (under the table's file lock, skipping keys already
+# stored), and the parts are merged into the table when the evaluation ends (:func:`consolidate`; a run killed
+# before that leaves parts that the next evaluation merges first). :func:`read_table` reads the table with any
+# pending parts, so a reader sees every row stored, also while workers are appending.
+
+REPLACE_META = b"ctxbench_replace"  # part file metadata: JSON list of keys whose earlier rows the part replaces
+
+
+def parts_dir(path: str | Path) -> Path:
+    """Where the pending part files of the table at ``path`` are kept: ``.<name>.parts/`` beside it."""
     path = Path(path)
-    if not path.exists():
-        return schema(table).empty_table()
-    return pq.read_table(path)
+    return path.with_name(f".{path.name}.parts")
+
+
+def pending_parts(path: str | Path) -> list[Path]:
+    """The table's part files not yet merged, in the order they were written."""
+    d = parts_dir(path)
+    try:
+        return sorted(d.glob("part-*.parquet"))
+    except OSError:
+        return []
+
+
+class _FileLock:
+    """``fcntl.flock`` on ``<table>.lock`` (exclusive for writers, shared for readers)."""
+
+    def __init__(self, path: Path, exclusive: bool = True):
+        self.file, self.exclusive = path.with_name(path.name + ".lock"), exclusive
+
+    def __enter__(self):
+        import fcntl
+
+        self.file.parent.mkdir(parents=True, exist_ok=True)
+        self.fh = open(self.file, "a")
+        fcntl.flock(self.fh, fcntl.LOCK_EX if self.exclusive else fcntl.LOCK_SH)
+        return self
+
+    def __exit__(self, *exc):
+        import fcntl
+
+        try:
+            fcntl.flock(self.fh, fcntl.LOCK_UN)
+        finally:
+            self.fh.close()
+
+
+def _replaced(t: pa.Table) -> set[str]:
+    meta = t.schema.metadata or {}
+    return set(json.loads(meta[REPLACE_META])) if REPLACE_META in meta else set()
+
+
+def _merge(old: pa.Table | None, new: pa.Table, key: str, replace: set[str]) -> tuple[pa.Table, int]:
+    """``old`` with the rows of ``new`` appended: rows of ``old`` whose key is in ``replace`` are dropped first, and
+    rows of ``new`` whose key ``old`` still holds are skipped (the first row stored for a key wins). Returns the
+    table and how many rows of ``new`` went in."""
+    new = new.replace_schema_metadata(None)
+    if old is None:
+        return new, new.num_rows
+    if replace:
+        old = old.filter(pa.array([k not in replace for k in old.column(key).to_pylist()], pa.bool_()))
+    have = set(old.column(key).to_pylist())
+    new = new.filter(pa.array([k not in have for k in new.column(key).to_pylist()], pa.bool_()))
+    n = new.num_rows
+    return pa.concat_tables([old, new.select(old.column_names) if set(old.column_names) == set(new.column_names)
+                             else new], promote_options="default"), n
+
+
+def _with_parts(path: Path, table: str, key: str) -> tuple[pa.Table | None, list[Path]]:
+    """The stored table with its pending parts merged in (None when neither exists), and those parts."""
+    old = pq.read_table(path) if path.exists() else None
+    parts = pending_parts(path)
+    for p in parts:
+        try:
+            part = pq.read_table(p)
+        except FileNotFoundError:
+            continue  # merged away by another process meanwhile (it holds the table's lock: not here)
+        old, _ = _merge(old, part, key, _replaced(part))
+    return old, parts
+
+
+def read_table(path: str | Path, table: str, columns: list[str] | None = None, key: str = "request_key") -> pa.Table:
+    """Read a stored table (with the rows of pending part files of an evaluation, see above, deduplicated by
+    ``key``), or an empty one with the stored schema when the file does not exist. ``columns``: only these (each
+    must exist)."""
+    path = Path(path)
+    if not parts_dir(path).exists():
+        if not path.exists():
+            out = schema(table).empty_table()
+        else:
+            return pq.read_table(path, columns=columns)
+    else:
+        with _FileLock(path, exclusive=False):
+            out, _ = _with_parts(path, table, key)
+        if out is None:
+            out = schema(table).empty_table()
+    return out.select(columns) if columns is not None else out
+
+
+def consolidate(path: str | Path, table: str = "responses", key: str = "request_key") -> int:
+    """Merge the table's pending part files into it (one atomic rewrite, under the table's file lock) and remove
+    them. Returns how many parts were merged (0: nothing to do, nothing written)."""
+    path = Path(path)
+    if not pending_parts(path):
+        return 0
+    with _FileLock(path):
+        merged, parts = _with_parts(path, table, key)
+        if not parts:
+            return 0
+        if merged is not None:
+            write_parquet(merged, path)
+        for p in parts:
+            p.unlink(missing_ok=True)
+        for f in parts_dir(path).glob(".part-*.tmp-*"):  # temporaries of killed writers
+            try:
+                os.kill(int(f.name.rsplit("-", 1)[1]), 0)
+            except ProcessLookupError:
+                f.unlink(missing_ok=True)
+            except (ValueError, PermissionError):
+                pass
+        try:
+            parts_dir(path).rmdir()
+        except OSError:
+            pass  # another worker's part arrived meanwhile, or a temporary of a live writer
+    return len(parts)
+
+
+class TableAppender:
+    """Appends rows to a stored table in O(new rows) (see above): :meth:`append` writes one part file, skipping
+    rows whose key is stored already (in the table or a part, by any worker) except keys in ``replace``, whose
+    stored rows the part replaces when merged; :meth:`close` merges the parts into the table. Several appenders
+    (threads, processes) may work on one table at once."""
+
+    def __init__(self, path: str | Path, table: str, key: str = "request_key"):
+        self.path, self.table, self.key = Path(path), table, key
+        self._known: set = set()
+        self._seen: set[str] = set()
+        self._main: tuple | None = None
+
+    def _refresh(self) -> None:
+        try:
+            st = self.path.stat()
+            ident = (st.st_ino, st.st_size, st.st_mtime_ns)
+        except FileNotFoundError:
+            ident = None
+        if ident != self._main:  # the table was (re)written, e.g. parts merged by another worker: read its keys
+            self._main = ident
+            if ident is not None:
+                self._known |= set(pq.read_table(self.path, columns=[self.key]).column(self.key).to_pylist())
+        for p in pending_parts(self.path):
+            if p.name not in self._seen:
+                try:
+                    self._known |= set(pq.read_table(p, columns=[self.key]).column(self.key).to_pylist())
+                except FileNotFoundError:
+                    continue  # merged meanwhile: its keys are in the table, read at the next change
+                self._seen.add(p.name)
+
+    def append(self, rows: list[dict[str, Any]], replace: set[str] | frozenset[str] = frozenset()) -> int:
+        """Write ``rows`` as one part file; returns how many rows it holds."""
+        if not rows:
+            return 0
+        import time
+        import uuid
+
+        new = to_table(self.table, rows)
+        with _FileLock(self.path):
+            self._refresh()
+            keys = new.column(self.key).to_pylist()
+            new = new.filter(pa.array([k not in self._known or k in replace for k in keys], pa.bool_()))
+            if not new.num_rows:
+                return 0
+            if replace:
+                new = new.replace_schema_metadata({REPLACE_META: json.dumps(sorted(replace)).encode()})
+            d = parts_dir(self.path)
+            d.mkdir(parents=True, exist_ok=True)
+            name = f"part-{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}.parquet"
+            write_parquet(new, d / name)
+            self._seen.add(name)
+            self._known |= set(new.column(self.key).to_pylist())
+        return new.num_rows
+
+    def close(self) -> None:
+        """Merge the pending parts (this appender's and any other's) into the table."""
+        consolidate(self.path, self.table, self.key)
 
 
 def append_rows(path: str | Path, table: str, rows: list[dict[str, Any]], key: str = "request_key",
                 replace: set[str] | frozenset[str] = frozenset()) -> int:
-    """Append ``rows`` to the stored ``table`` at ``path`` under an exclusive file lock (several writers of one
-    build may run at once), skipping rows whose ``key`` another writer stored meanwhile, except keys in
-    ``replace``, whose stored rows are replaced (a call made again because its recorded outcome no longer holds,
-    e.g. an over-length answer of a server whose window has grown). The file is rewritten atomically. Returns the
-    number of rows written."""
+    """Append ``rows`` to the stored ``table`` at ``path`` at once (the table rewritten atomically under its file
+    lock; several writers of one build may run at once), skipping rows whose ``key`` another writer stored
+    meanwhile, except keys in ``replace``, whose stored rows are replaced (a call made again because its recorded
+    outcome no longer holds, e.g. an over-length answer of a server whose window has grown). Returns the number
+    of rows written. An evaluation appends through a :class:`TableAppender` instead (O(new rows) per flush)."""
     if not rows:
         return 0
-    import fcntl
-
     path = Path(path)
-    with open(path.with_name(path.name + ".lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            new = to_table(table, rows)
-            if path.exists():
-                old = pq.read_table(path)
-                if replace:
-                    old = old.filter(pa.array([k not in replace for k in old.column(key).to_pylist()]))
-                have = set(old.column(key).to_pylist())
-                new = new.filter(pa.array([k not in have for k in new.column(key).to_pylist()]))
-                n = new.num_rows
-                new = pa.concat_tables([old, new.select(old.column_names)
-                                        if set(old.column_names) == set(new.column_names) else new],
-                                       promote_options="default")
-            else:
-                n = new.num_rows
-            write_parquet(new, path)
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    with _FileLock(path):
+        old, parts = _with_parts(path, table, key)
+        merged, n = _merge(old, to_table(table, rows), key, set(replace))
+        write_parquet(merged, path)
+        for p in parts:
+            p.unlink(missing_ok=True)
     return n
 
 

@@ -142,6 +142,7 @@ class FakeOpenAIServer:
         self.auth: list[str | None] = []      # the Authorization header of each of them
         self.in_flight = 0
         self.max_in_flight = 0
+        self.spans: list[tuple[float, float]] = []  # (arrival, answer) wall times of every finished POST
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -166,6 +167,7 @@ class FakeOpenAIServer:
             self.requests.clear()
             self.behaviours.clear()
             self.auth.clear()
+            self.spans.clear()
             self.max_in_flight = 0
 
     @property
@@ -199,9 +201,18 @@ class FakeOpenAIServer:
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
             return b
 
-    def _done(self) -> None:
+    def _done(self, arrived: float | None = None) -> None:
         with self._lock:
             self.in_flight -= 1
+            if arrived is not None:
+                self.spans.append((arrived, time.time()))
+
+    def call_window(self) -> tuple[float, float] | None:
+        """(first arrival, last answer) wall times of the POSTs since the last reset, or None before any."""
+        with self._lock:
+            if not self.spans:
+                return None
+            return min(a for a, _ in self.spans), max(b for _, b in self.spans)
 
     def prompt_tokens(self, body: dict) -> int:
         """Prompt tokens this server reports for a request (after its silent truncation, if any)."""
@@ -395,6 +406,9 @@ class FakeOpenAIServer:
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
+            # headers and body go out in separate writes: without TCP_NODELAY, Nagle's algorithm holds the body
+            # until the client's delayed ACK (about 40 ms a call), which no real server adds
+            disable_nagle_algorithm = True
             protocol_version = "HTTP/1.1"
 
             def log_message(self, *a):  # silence
@@ -470,6 +484,7 @@ class FakeOpenAIServer:
                     self._send(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
                     return
                 body = json.loads(raw or b"{}")
+                arrived = time.time()
                 b = owner._choose(body, self.headers.get("Authorization") or self.headers.get("x-api-key"))
                 try:
                     if isinstance(b, dict):
@@ -481,7 +496,7 @@ class FakeOpenAIServer:
                 except (BrokenPipeError, ConnectionResetError, OSError):
                     self.close_connection = True
                 finally:
-                    owner._done()
+                    owner._done(arrived)
 
             def _upload(self, raw: bytes) -> None:
                 """``POST /v1/files``: a multipart form with ``purpose`` and ``file``."""

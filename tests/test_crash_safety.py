@@ -34,7 +34,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from ctxbench.storage import schema, to_table, write_parquet
+from ctxbench.storage import parts_dir, pending_parts, read_table, schema, to_table, write_parquet
 from fakeserver import FakeOpenAIServer, message_text
 
 REPO = Path(__file__).resolve().parent.parent
@@ -148,23 +148,30 @@ def visible_parquet(d: Path) -> list[str]:
 
 
 def leftovers(d: Path) -> list[str]:
-    return sorted(n for n in os.listdir(d) if n.startswith(".") and ".tmp" in n)
+    """Temporary files of writers in the build directory and in the responses' part directory (an evaluation
+    appends part files there, merged into responses.parquet when it ends: ctxbench.storage.TableAppender)."""
+    parts = parts_dir(d / "responses.parquet")
+    inner = [f"{parts.name}/{n}" for n in os.listdir(parts)] if parts.is_dir() else []
+    return sorted(n for n in os.listdir(d) + inner if n.rsplit("/", 1)[-1].startswith(".") and ".tmp" in n)
 
 
 # ---------------------------------------------------------------------------------------------------- evaluation
 
 def read_responses(build: Path, ctx: str) -> dict[str, dict]:
-    """responses.parquet after a kill: absent, or a complete file with one row per request key."""
+    """The stored responses after a kill: responses.parquet (absent, or a complete file) and the part files a killed
+    evaluation left (each complete), one row per request key over all of them."""
     p = build / "responses.parquet"
-    if not p.exists():
-        return {}
-    try:
-        rows = pq.read_table(p).to_pylist()
-    except Exception as e:  # a half-written file
-        pytest.fail(f"{ctx}: responses.parquet is not readable: {e!r}")
+    rows = []
+    for f in ([p] if p.exists() else []) + pending_parts(p):
+        try:
+            got = pq.read_table(f).to_pylist()
+        except Exception as e:  # a half-written file
+            pytest.fail(f"{ctx}: {f.name} is not readable: {e!r}")
+        assert pq.ParquetFile(f).metadata.num_rows == len(got)
+        rows += got
     keys = [r["request_key"] for r in rows]
-    assert len(keys) == len(set(keys)), f"{ctx}: duplicate request keys in responses.parquet"
-    assert pq.ParquetFile(p).metadata.num_rows == len(rows)
+    assert len(keys) == len(set(keys)), f"{ctx}: duplicate request keys in the stored responses"
+    assert sorted(keys) == sorted(read_table(p, "responses").column("request_key").to_pylist())
     return {r["request_key"]: r for r in rows}
 
 
@@ -212,8 +219,7 @@ def test_evaluation_killed_and_restarted_loses_nothing_and_repeats_no_completed_
                     f"{ctx}: no request reached the server\n{(tmp_path / f'eval-{k}.log').read_text()}"
                 t0 = time.monotonic()
             elif anchor == "tmp":
-                hit = wait_for(lambda: any(n.startswith(".responses.parquet.tmp") and n not in old_tmp
-                                           for n in os.listdir(build)), proc, 30, step=0.0002)
+                hit = wait_for(lambda: any(n not in old_tmp for n in leftovers(build)), proc, 30, step=0.0002)
                 assert hit, f"{ctx}: no write seen\n{(tmp_path / f'eval-{k}.log').read_text()}"
             time.sleep(max(0.0, t0 + after - time.monotonic()))
             if proc.poll() is not None and proc.returncode == 0 and schedule == "random":
@@ -375,7 +381,12 @@ def test_build_killed_and_restarted_never_shows_a_half_written_file(tmp_path, sp
         return start([BUILD_SCRIPT, "build", "holobench", "--db", db, "--lengths", "4096,8192", "--out", str(target)],
                      env, tmp_path / f"build-{tag}.log")
 
-    kills = [("time", 1.0), ("time", 3.0), ("time", 5.0),
+    # moments: during start-up, as the verbalize stage stages source.sqlite, a little later (assembling contexts,
+    # gold answers, validation: a build takes a few seconds, so fixed times would land after its end), and inside
+    # the two Parquet writes
+    kills = [("time", 1.0),
+             ("write", ((".source.sqlite.staging",), ())),
+             ("write", ((".source.sqlite.staging",), (), 0.4)),
              ("write", (("quarantine.parquet",), (".quarantine.parquet.tmp", ".instances.parquet.tmp"))),
              ("write", (("instances.parquet",), ()))]
     states = []
@@ -388,9 +399,12 @@ def test_build_killed_and_restarted_never_shows_a_half_written_file(tmp_path, sp
             alive = proc.poll() is None
             assert alive, f"{ctx}: the build ended before the kill: {(tmp_path / f'build-{k}.log').read_text()}"
         else:
-            hit = wait_for(_written(out, before, *arg), proc, 600, step=0.0005)  # a loaded machine is slow
-            alive = proc.poll() is None
+            hit = wait_for(_written(out, before, *arg[:2]), proc, 600, step=0.0005)  # a loaded machine is slow
             assert hit, f"{ctx}: trigger never fired: {(tmp_path / f'build-{k}.log').read_text()}"
+            time.sleep(arg[2] if len(arg) > 2 else 0.0)
+            alive = proc.poll() is None
+            assert alive or len(arg) < 3, f"{ctx}: the build ended before the kill: " \
+                                          f"{(tmp_path / f'build-{k}.log').read_text()}"
         kill_group(proc)
         states.append((k, alive, check_build_dir(out, ctx)))
 

@@ -354,6 +354,77 @@ def test_concurrent_appends_lose_no_row(tmp_path):
     assert sorted(keys) == sorted(f"{w}-{i}" for w in range(6) for i in range(5))
 
 
+def _resp_rows(prefix, n, model="m"):
+    return [{"request_key": f"{prefix}{i}", "instance_id": f"i{i}", "model": model, "mode": "lc", "sample": 0,
+             "prompt_variant": "cot", "status": "ok", "response": f"{prefix}{i}", "cached": False, "retries": 0}
+            for i in range(n)]
+
+
+def test_appender_writes_parts_and_merges_them_as_appends_would(tmp_path):
+    """An evaluation's flushes are part files (O(new rows)); readers see them at once; merged at the end, the
+    table holds the bytes that appending the same flushes to the table one by one writes (first row of a key
+    wins, a replaced key's row moves to the end)."""
+    from ctxbench.storage import TableAppender, append_rows, parts_dir, pending_parts, read_table
+
+    flushes = [(_resp_rows("a", 5), set()), (_resp_rows("a", 8), set()),  # a0..a4 again: skipped
+               (_resp_rows("b", 3), set()),
+               ([{**_resp_rows("a", 3)[2], "response": "again"}], {"a2"})]  # a2 replaced
+    ref = tmp_path / "ref" / "responses.parquet"
+    ref.parent.mkdir()
+    new = tmp_path / "new" / "responses.parquet"
+    new.parent.mkdir()
+    counts_ref = [append_rows(ref, "responses", rows, replace=r) for rows, r in flushes]
+    out = TableAppender(new, "responses")
+    counts_new = []
+    for rows, r in flushes:
+        before = {p.name for p in pending_parts(new)}
+        counts_new.append(out.append(rows, replace=r))
+        assert len(pending_parts(new)) == len(before) + 1 and not new.exists()  # the table is not rewritten
+    assert counts_new == counts_ref == [5, 3, 3, 1]
+    seen = read_table(new, "responses")  # before the merge: every row, as the merged table will hold them
+    assert seen.column("request_key").to_pylist() == pq.read_table(ref).column("request_key").to_pylist()
+    assert seen.column("request_key").to_pylist() == ["a0", "a1", "a3", "a4", "a5", "a6", "a7", "b0", "b1", "b2",
+                                                      "a2"]
+    out.close()
+    assert not parts_dir(new).exists() and new.read_bytes() == ref.read_bytes()
+    assert out.append(_resp_rows("a", 2)) == 0  # stored keys stay skipped after the merge
+
+
+def test_appenders_of_several_processes_lose_and_repeat_nothing(tmp_path):
+    import subprocess
+    import sys
+
+    path = tmp_path / "responses.parquet"
+    code = ("import sys; from ctxbench.storage import TableAppender; sys.path.insert(0, sys.argv[3]);"
+            "from test_evaluate import _resp_rows; w = int(sys.argv[2]); a = TableAppender(sys.argv[1], 'responses')\n"
+            "for k in range(10):\n"
+            "    a.append(_resp_rows('k', 40)[k * 4:(k + 1) * 4] + _resp_rows(f'w{w}-', 40)[k * 4:(k + 1) * 4])\n"
+            "a.close()")
+    import os
+
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(path), str(w), os.path.dirname(__file__)])
+             for w in range(4)]
+    assert all(p.wait(timeout=120) == 0 for p in procs)
+    keys = pq.read_table(path).column("request_key").to_pylist()
+    assert sorted(keys) == sorted([f"k{i}" for i in range(40)] + [f"w{w}-{i}" for w in range(4) for i in range(40)])
+    from ctxbench.storage import parts_dir
+
+    assert not parts_dir(path).exists()
+
+
+def test_parts_of_a_killed_evaluation_are_merged_by_the_next(tmp_path):
+    from ctxbench.storage import TableAppender, parts_dir, read_table
+
+    build = make_build(tmp_path / "b", n=3)
+    rp = build / "responses.parquet"
+    TableAppender(rp, "responses").append(_resp_rows("x", 2))  # never closed: a killed run
+    assert read_table(rp, "responses").num_rows == 2 and not rp.exists()
+    with FakeOpenAIServer() as srv:
+        s = evaluate_build(build, EvalConfig(model="openai/fake", base_url=srv.base_url))
+    assert s.calls == 3 and not parts_dir(rp).exists()
+    assert sorted(pq.read_table(rp).column("request_key").to_pylist())[-2:] == ["x0", "x1"]
+
+
 def test_unfinished_build_is_not_evaluated(tmp_path):
     """A build killed after instances.parquet but before manifest.json (written last) is refused."""
     from ctxbench.errors import InputError

@@ -31,10 +31,9 @@ def instance_scores(build_dir: str | Path) -> tuple[list[dict], dict[str, dict]]
     inst = {r["instance_id"]: r for r in pq.read_table(ip, columns=[c for c in INSTANCE_COLUMNS if c in have])
             .to_pylist()}
     sc = read_table(build_dir / "scores.parquet", "scores").to_pylist()
-    rp = build_dir / "responses.parquet"
-    budget = ({r["request_key"]: r["rag_tokens"] for r in pq.read_table(rp, columns=["request_key", "rag_tokens"])
-               .to_pylist() if r["rag_tokens"] is not None}
-              if rp.exists() and "rag_tokens" in pq.read_schema(rp).names else {})
+    resp = read_table(build_dir / "responses.parquet", "responses")
+    budget = ({r["request_key"]: r["rag_tokens"] for r in resp.select(["request_key", "rag_tokens"]).to_pylist()
+               if r["rag_tokens"] is not None} if "rag_tokens" in resp.column_names else {})
     return score_rows(inst, sc, budget), inst
 
 

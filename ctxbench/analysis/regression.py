@@ -85,14 +85,12 @@ def task_of(row: dict) -> str:
 def mode_labels(build_dir: str | Path) -> dict[str, str]:
     """request_key → evaluation setting: ``lc``, ``rag`` (the default top-k retrieval) or ``rag@N`` (a retrieval
     budget of N tokens), so that a regression never pools answers from different retrieval budgets."""
-    import pyarrow.parquet as pq
+    from ..storage import read_table
 
-    path = Path(build_dir) / "responses.parquet"
-    if not path.exists():
-        return {}
-    cols = [c for c in ("request_key", "mode", "rag_tokens") if c in pq.read_schema(path).names]
+    resp = read_table(Path(build_dir) / "responses.parquet", "responses")
+    cols = [c for c in ("request_key", "mode", "rag_tokens") if c in resp.column_names]
     return {r["request_key"]: r["mode"] if r.get("rag_tokens") is None else f"{r['mode']}@{r['rag_tokens']}"
-            for r in pq.read_table(path, columns=cols).to_pylist()}
+            for r in resp.select(cols).to_pylist()}
 
 
 def observations(build_dir: str | Path, mode: str = "lc", matcher: str | None = None) -> tuple[list[dict], dict]:

@@ -10,6 +10,7 @@ from collections import Counter
 
 import pyarrow.parquet as pq
 
+from ..storage import read_table
 from .context import ReportContext
 
 
@@ -17,9 +18,9 @@ def call_issues_section(ctx: ReportContext) -> str:
     """HTML of the section; "" when there is nothing to show."""
     build_dir, table = ctx.build_dir, ctx.table
     parts = []
-    rp = build_dir / "responses.parquet"
-    if rp.exists():
-        resp = pq.read_table(rp, columns=["model", "mode", "status", "prompt_tokens", "error"]).to_pylist()
+    rt = read_table(build_dir / "responses.parquet", "responses")
+    if rt.num_rows:
+        resp = rt.select(["model", "mode", "status", "prompt_tokens", "error"]).to_pylist()
         trunc = [r for r in resp if r["status"] == "truncated"]
         if trunc:
             n = Counter((r["model"], r["mode"]) for r in resp)

@@ -85,9 +85,12 @@ def check_out_dir(out: str | Path, build_hash: str, force: bool = False) -> Buil
 def clear_replaced_build(out: Path) -> None:
     """Before writing a build over an old one (``--force``): remove the manifest (written again last) and the
     evaluation tables and report, which belong to the old instances."""
+    from ..storage import parts_dir
+
     (out / "manifest.json").unlink(missing_ok=True)
     for name in ("responses.parquet", "scores.parquet"):
         (out / name).unlink(missing_ok=True)
+    shutil.rmtree(parts_dir(out / "responses.parquet"), ignore_errors=True)
     shutil.rmtree(out / "report", ignore_errors=True)
 
 
