@@ -117,6 +117,7 @@ def test_language_through_the_helper_is_the_same(helper):
     text = en * 5 + de * 20  # sampled windows: one English, four German
     expected = [language._detect(language._sample(t, 5, 2000)) for t in (text, en, de)]
     language._RESOLVED.clear()
+    language._PREFETCHED.clear()
     language.prefetch_languages([text, en, de, None, ""])
     assert set(language._PREFETCHED) == {language._sample(t, 5, 2000) for t in (text, en, de)}
     assert [language.detect_language(t) for t in (text, en, de)] == expected == ["de", "en", "de"]

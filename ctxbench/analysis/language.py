@@ -58,8 +58,9 @@ def detect_samples(samples: list[str]) -> list[str | None]:
 
 
 # samples handed to the helper process by prefetch_languages: sample -> (pending answer, index in its batch); its
-# answers, once read (the most recent RESOLVED_KEPT; instances sharing a context ask again)
-_PREFETCHED: dict[str, tuple] = {}
+# answers, once read (instances sharing a context ask again). Each keeps the most recent RESOLVED_KEPT (a sample
+# whose text is never asked for, e.g. a context whose every instance was quarantined, is forgotten in time)
+_PREFETCHED: OrderedDict[str, tuple] = OrderedDict()
 _RESOLVED: OrderedDict[str, str | None] = OrderedDict()
 RESOLVED_KEPT = 4096
 
@@ -76,6 +77,8 @@ def prefetch_languages(texts: list[str | None], windows: int = 5, window_chars: 
     for s in samples:
         if s not in _PREFETCHED and s not in _RESOLVED:  # one request each: answers come as they are ready
             _PREFETCHED[s] = (sidecar.submit("ctxbench.analysis.language:detect_samples", [s]), 0)
+    while len(_PREFETCHED) > RESOLVED_KEPT:
+        _PREFETCHED.popitem(last=False)
 
 
 def detect_language(text: str | None, windows: int = 5, window_chars: int = 2000) -> str | None:
