@@ -189,3 +189,17 @@ def test_sample_without_replacement_is_a_permutation():
     assert sorted(got) == list(range(200))
     assert got != list(range(200))
     assert got == list(sample_without_replacement(200, random.Random(3)))
+
+
+@pytest.mark.parametrize("position", ["beginning", "middle", "end", "uniform", "bimodal"])
+def test_arrange_merges_in_the_order_of_sorting_every_key(position):
+    """arrange merges the two key-ordered sequences in linear time: the order of sorting every unit by (fraction,
+    relevant first, index), worked out here by that sort."""
+    from ctxbench.contexts.packer import _relevant_fraction
+
+    for r, d in [(0, 0), (0, 5), (4, 0), (1, 1), (3, 7), (999, 1000), (5000, 7777), (37, 2)]:
+        rel = [Unit(f"r{i}", True) for i in range(r)]
+        dis = [Unit(f"d{j}", False) for j in range(d)]
+        keyed = sorted([((_relevant_fraction(i, r, position), 0, i), u.text) for i, u in enumerate(rel)]
+                       + [(((j + 0.5) / d, 1, j), u.text) for j, u in enumerate(dis)])
+        assert [u.text for u in arrange(rel, dis, position)] == [t for _, t in keyed], (r, d)

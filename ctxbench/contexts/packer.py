@@ -222,8 +222,24 @@ def arrange(relevant: list[Unit], distractors: list[Unit], position: str) -> lis
     """Merge relevant and distractor units by position (module docstring). Relevant order is kept; a relevant
     unit and a distractor at the same fraction put the relevant one first."""
     r, d = len(relevant), len(distractors)
-    keyed = [((_relevant_fraction(i, r, position), 0, i), u) for i, u in enumerate(relevant)]
-    keyed += [(((j + 0.5) / d, 1, j), u) for j, u in enumerate(distractors)]
+    fr = [_relevant_fraction(i, r, position) for i in range(r)]
+    fd = [(j + 0.5) / d for j in range(d)]
+    if all(a <= b for a, b in zip(fr, fr[1:])):
+        # both sequences are already in key order ((fraction, 0, i) and (fraction, 1, j)): merge them, a relevant
+        # unit first at an equal fraction (the order the sort below gives, in linear time)
+        out, i, j = [], 0, 0
+        while i < r and j < d:
+            if fr[i] <= fd[j]:
+                out.append(relevant[i])
+                i += 1
+            else:
+                out.append(distractors[j])
+                j += 1
+        out.extend(relevant[i:])
+        out.extend(distractors[j:])
+        return out
+    keyed = [((fr[i], 0, i), u) for i, u in enumerate(relevant)]
+    keyed += [((fd[j], 1, j), u) for j, u in enumerate(distractors)]
     keyed.sort(key=lambda x: x[0])
     return [u for _, u in keyed]
 
@@ -251,7 +267,7 @@ def pack(relevant: list[Unit], distractors: list[Unit], position: str, target_to
     distractors = list(distractors)
     while True:
         units = arrange(relevant, distractors, position)
-        text = "".join(u.text + SEP for u in units)
+        text = SEP.join([u.text for u in units]) + SEP if units else ""  # each unit followed by its separator
         ids, starts = tok.encode_with_starts(text)
         if len(ids) <= target_tokens:
             break
