@@ -22,20 +22,22 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def peak_rss_mib() -> dict[str, float]:
-    """Peak resident memory (MiB) of this process and of its finished child processes, after stopping the build's
-    helper process (ctxbench.sidecar: great-expectations and language detection beside the build) so that it is
-    counted; ``children_cpu``: CPU seconds of the finished children (the helper's work)."""
+    """Peak resident memory (MiB) of this process and of its child processes: the build's helper processes
+    (ctxbench.sidecar: great-expectations and language detection beside the build) summed, each asked for its own
+    peak, then stopped; ``children_cpu``: CPU seconds of the finished children (the helpers' work)."""
+    helpers: dict[str, float] = {}
     try:
         from ctxbench import sidecar
 
+        helpers = sidecar.peak_rss_mib()  # each helper's own peak (the kernel keeps only the largest child's)
         sidecar.stop()
     except ImportError:
         pass
     me = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     ch = resource.getrusage(resource.RUSAGE_CHILDREN)
-    kids = ch.ru_maxrss / 1024
+    kids = max(ch.ru_maxrss / 1024, sum(helpers.values()))
     return {"self": round(me), "children": round(kids), "sum": round(me + kids),
-            "children_cpu": round(ch.ru_utime + ch.ru_stime, 2)}
+            "helpers": {k: round(v) for k, v in helpers.items()}, "children_cpu": round(ch.ru_utime + ch.ru_stime, 2)}
 
 
 @contextmanager
@@ -111,7 +113,7 @@ def line(label: str, r: dict) -> str:
     return (f"{label:<30} build {r['build_s']:7.2f} s | one tokenizer pass over the {r['contexts']} context(s) "
             f"written ({r['tokens']:,} tokens) {r['pass_s']:6.2f} s | ratio {r['build_s'] / r['pass_s']:5.2f}x "
             f"(CPU time: {r['build_cpu']:.2f} / {r['pass_cpu']:.2f} s = {r['build_cpu'] / r['pass_cpu']:.2f}x; "
-            f"with the helper process's {helper:.2f} s {(r['build_cpu'] + helper) / r['pass_cpu']:.2f}x) | "
+            f"with the helper processes' {helper:.2f} s {(r['build_cpu'] + helper) / r['pass_cpu']:.2f}x) | "
             f"peak memory {r['rss']['sum']:,} MiB")
 
 

@@ -1,9 +1,11 @@
-"""A helper process beside a build, for work that needs no state of the build and would otherwise hold its main
-process: importing great-expectations and running the data-quality suite (ctxbench.validate), and detecting the
-language of contexts (ctxbench.analysis.language). A build starts it at its first stage (:func:`start`); the main
-process goes on assembling while the helper imports its libraries on the other core, and hands it work later
-(:func:`submit`). Results are the functions' own results: the helper runs the same code on the same arguments, so a
-build's bytes do not depend on whether it ran (``CTXBENCH_SIDECAR=off`` runs everything in the main process).
+"""Helper processes beside a build, for work that needs no state of the build and would otherwise hold its main
+process: importing great-expectations and running the data-quality suite (helper ``validate``, ctxbench.validate),
+and detecting the language of contexts (helper ``language``, ctxbench.analysis.language). A build starts them at its
+first stage (:func:`start`); the main process goes on assembling while the helpers import their libraries on the
+other core, and hands them work later (:func:`submit`). Each helper works through its own requests in order, so a
+short build's language requests do not wait behind the validation library's import. Results are the functions' own
+results: a helper runs the same code on the same arguments, so a build's bytes do not depend on whether it ran
+(``CTXBENCH_SIDECAR=off`` runs everything in the main process).
 
 The helper is a fresh Python process (``python -c``, not a fork: the main process holds threads of Arrow and the
 tokenizers) reading length-prefixed pickles of ``(id, "module:function", args)`` on its stdin and answering
@@ -173,50 +175,69 @@ class Sidecar:
                 pass
 
 
-_HELPER: Sidecar | None = None
+_HELPERS: dict[str, Sidecar] = {}
 _GUARD = threading.Lock()
 
 
-def start() -> Sidecar | None:
-    """The helper process of this process, started at the first call (None where disabled or it cannot start).
-    Builds call this at their first stage."""
-    global _HELPER
+def start(name: str = "validate") -> Sidecar | None:
+    """The helper process ``name`` of this process, started at the first call (None where disabled or it cannot
+    start). Builds call this at their first stage."""
     if not enabled():
         return None
     with _GUARD:
-        if _HELPER is not None and _HELPER.proc.poll() is None and not _HELPER._dead:
-            return _HELPER
+        h = _HELPERS.get(name)
+        if h is not None and h.proc.poll() is None and not h._dead:
+            return h
         try:
-            _HELPER = Sidecar()
+            _HELPERS[name] = h = Sidecar()
         except OSError:
-            _HELPER = None
-        return _HELPER
+            _HELPERS.pop(name, None)
+            return None
+        return h
 
 
-def current() -> Sidecar | None:
-    """The running helper, or None when none was started (work is then done in the main process)."""
-    h = _HELPER
+def current(name: str = "validate") -> Sidecar | None:
+    """The running helper ``name``, or None when none was started (work is then done in the main process)."""
+    h = _HELPERS.get(name)
     return h if h is not None and not h._dead else None
 
 
-def submit(target: str, *args: Any) -> Pending:
-    """:meth:`Sidecar.submit` on the running helper; a Pending whose result raises SidecarError when none runs."""
-    h = current()
+def submit(target: str, *args: Any, helper: str = "validate") -> Pending:
+    """:meth:`Sidecar.submit` on the running helper ``helper``; a Pending whose result raises SidecarError when
+    none runs."""
+    h = current(helper)
     return h.submit(target, *args) if h is not None else Pending(None, -1, "no helper process")
 
 
+def own_peak_rss_mib() -> float:
+    """Peak resident memory of the calling process in MiB (asked of each helper by :func:`peak_rss_mib`)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def peak_rss_mib() -> dict[str, float]:
+    """Peak resident memory (MiB) of each running helper, by name (helpers that cannot answer are left out)."""
+    out = {}
+    for name in list(_HELPERS):
+        try:
+            out[name] = submit("ctxbench.sidecar:own_peak_rss_mib", helper=name).result()
+        except SidecarError:
+            pass
+    return out
+
+
 def stop() -> None:
-    """Stop the helper of this process, if one runs (a later :func:`start` starts a new one)."""
-    global _HELPER
+    """Stop every helper of this process (a later :func:`start` starts new ones)."""
     with _GUARD:
-        h, _HELPER = _HELPER, None
-    if h is not None:
+        hs = list(_HELPERS.values())
+        _HELPERS.clear()
+    for h in hs:
         h.stop()
 
 
 def _at_exit() -> None:
-    h = _HELPER
-    if h is not None:  # nothing waits for its answers any more
+    for h in list(_HELPERS.values()):  # nothing waits for their answers any more
         try:
             h.proc.kill()
             h.proc.wait(timeout=5)

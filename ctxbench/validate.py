@@ -142,8 +142,8 @@ def warm_up() -> None:
     suite runs there later without the import on the build's path. Builds call this at their first stage."""
     from . import sidecar
 
-    if sidecar.start() is not None:
-        sidecar.submit("ctxbench.validate:import_library")
+    if sidecar.start("validate") is not None:
+        sidecar.submit("ctxbench.validate:import_library", helper="validate")
 
 
 def run_suite(df, suite: str = "instances") -> list[str]:
@@ -153,12 +153,13 @@ def run_suite(df, suite: str = "instances") -> list[str]:
     from . import sidecar
 
     expectations = suite_expectations(suite)
-    if sidecar.current() is not None:
+    if sidecar.current("validate") is not None:
         names = df.column_names if isinstance(df, pa.Table) else list(df.columns)
         cols = [c for c in suite_columns(expectations) if c in names]
         df = df.select(cols) if isinstance(df, pa.Table) else df[cols]
         try:
-            return sidecar.submit("ctxbench.validate:run_expectations", df, suite, expectations).result()
+            return sidecar.submit("ctxbench.validate:run_expectations", df, suite, expectations,
+                                  helper="validate").result()
         except sidecar.SidecarError:
             pass  # the helper could not: validate here
     return run_expectations(df, suite, expectations)

@@ -111,11 +111,14 @@ def test_included_sentences_checked_per_distinct_context():
     assert calls == [("t", 1), ("t", 2), ("t", 1)]  # two distinct contexts; the second fails at its first row
 
 
-def test_language_through_the_helper_is_the_same(helper):
+def test_language_through_the_helper_is_the_same(helper, tmp_path, monkeypatch):
+    monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))  # an empty language store (the helper's too)
     en = "The committee met on Tuesday to discuss the new budget for the public library. " * 30
     de = "Der Ausschuss traf sich am Dienstag, um den neuen Haushalt der Bibliothek zu besprechen. " * 30
     text = en * 5 + de * 20  # sampled windows: one English, four German
-    expected = [language._detect(language._sample(t, 5, 2000)) for t in (text, en, de)]
+    expected = [language._detect_now(language._sample(t, 5, 2000)) for t in (text, en, de)]
+    language.warm_up()  # the language helper, beside the validation helper
+    assert sidecar.current("language").proc.pid not in (helper.proc.pid, os.getpid())
     language._RESOLVED.clear()
     language._PREFETCHED.clear()
     language.prefetch_languages([text, en, de, None, ""])
@@ -123,3 +126,26 @@ def test_language_through_the_helper_is_the_same(helper):
     assert [language.detect_language(t) for t in (text, en, de)] == expected == ["de", "en", "de"]
     assert not language._PREFETCHED and len(language._RESOLVED) == 3
     assert language.detect_language(text) == "de"  # asked again: the answer kept
+
+
+def test_language_store_keeps_codes_across_processes(tmp_path, monkeypatch):
+    """A code detected once is read back by a later process (here: the memo cleared) without detecting again; off,
+    nothing is kept."""
+    monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
+    zh = "天地玄黃，宇宙洪荒。日月盈昃，辰宿列張。寒來暑往，秋收冬藏。閏餘成歲，律呂調陽。" * 20
+    en = "The committee met on Tuesday to discuss the new budget for the public library. " * 30
+    language._detect.cache_clear()
+    language._RESOLVED.clear()  # (answers a helper gave in an earlier test)
+    first = [language.detect_language(t) for t in (zh, en, "12345 678")]
+    assert first[1] == "en" and first[0].startswith("zh") and first[2] is None
+    assert (tmp_path / "home" / "cache" / "language.sqlite").exists()
+    language._detect.cache_clear()
+    monkeypatch.setattr(language, "_detect_now", lambda s: (_ for _ in ()).throw(AssertionError("detected again")))
+    assert [language.detect_language(t) for t in (zh, en, "12345 678")] == first
+    monkeypatch.setenv("CTXBENCH_LANGUAGE_CACHE", "off")
+    monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home2"))
+    language._detect.cache_clear()
+    monkeypatch.setattr(language, "_detect_now", lambda s: "xx")
+    assert language.detect_language(en) == "xx"
+    assert not (tmp_path / "home2" / "cache" / "language.sqlite").exists()
+    language._detect.cache_clear()

@@ -7,14 +7,24 @@ langdetect reads at most its first 10,000 characters of a text; a long context i
 haystack whose opening differs from its body is still detected by its body. Codes are langdetect's (ISO 639-1,
 ``zh-cn`` / ``zh-tw`` for Chinese, and ``zh`` for Han-only text langdetect takes for another language, as it does
 classical Chinese); None where no language is detectable (e.g. numbers only).
+
+Codes are kept across builds and nightly runs in ``$CTXBENCH_HOME/cache/language.sqlite`` (SQLite, shared by
+processes), keyed by the BLAKE2b digest of the sample with langdetect's version, the seed and this module's
+detection rule (:data:`RULE`), so a rebuild detects only samples it has never seen; the store changes no code
+(same sample, same seeded detection). ``CTXBENCH_LANGUAGE_CACHE=off`` keeps codes in memory only.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
+import sqlite3
+import threading
 from collections import OrderedDict
 from functools import lru_cache
 
 SEED = 0
+RULE = "langdetect seeded, zh for Han-only text (v1)"  # changes with _detect's rule: the store's keys follow it
 
 
 def _sample(text: str, windows: int, window_chars: int) -> str:
@@ -38,8 +48,90 @@ def _han_only(sample: str) -> bool:
     return letters > 0 and han / letters > 0.5
 
 
+class _Store:
+    """Sample digest -> code, in ``$CTXBENCH_HOME/cache/language.sqlite`` (module docstring); every failure to
+    read or write it leaves detection as it is (a store that cannot be opened is left aside)."""
+
+    def __init__(self):
+        self._con: sqlite3.Connection | None = None
+        self._path: str | None = None
+        self._lock = threading.Lock()
+        self._prefix = b""
+
+    def _open(self) -> sqlite3.Connection | None:
+        from ..config import cache_dir
+
+        if os.environ.get("CTXBENCH_LANGUAGE_CACHE", "").strip().lower() in ("off", "0", "false", "no"):
+            return None
+        path = str(cache_dir() / "language.sqlite")
+        if self._path != path:  # (another CTXBENCH_HOME: another store)
+            self._path, self._con = path, None
+            try:
+                import importlib.metadata
+
+                version = importlib.metadata.version("langdetect")
+            except Exception:  # noqa: BLE001
+                version = "?"
+            self._prefix = f"{version}|{SEED}|{RULE}|".encode()
+            try:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                con = sqlite3.connect(path, timeout=30, check_same_thread=False, isolation_level=None)
+                con.execute("PRAGMA busy_timeout = 30000")
+                if con.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                    con.execute("PRAGMA journal_mode=WAL")
+                con.execute("CREATE TABLE IF NOT EXISTS codes (key BLOB PRIMARY KEY, code TEXT)")
+                self._con = con
+            except sqlite3.Error:
+                self._con = None
+        return self._con
+
+    def key(self, sample: str) -> bytes:
+        return hashlib.blake2b(self._prefix + sample.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+    def get_many(self, samples: list[str]) -> dict[str, str | None]:
+        """The stored codes of the samples found (a missing sample is absent from the result)."""
+        out: dict[str, str | None] = {}
+        with self._lock:
+            con = self._open()
+            if con is None or not samples:
+                return out
+            keys = {self.key(s): s for s in samples}
+            try:
+                ks = list(keys)
+                for i in range(0, len(ks), 500):
+                    chunk = ks[i:i + 500]
+                    q = f"SELECT key, code FROM codes WHERE key IN ({','.join('?' for _ in chunk)})"
+                    for k, code in con.execute(q, chunk):
+                        out[keys[k]] = code
+            except sqlite3.Error:
+                pass
+        return out
+
+    def put(self, sample: str, code: str | None) -> None:
+        with self._lock:
+            con = self._open()
+            if con is None:
+                return
+            try:
+                con.execute("INSERT OR IGNORE INTO codes VALUES (?, ?)", (self.key(sample), code))
+            except sqlite3.Error:
+                pass
+
+
+_STORE = _Store()
+
+
 @lru_cache(maxsize=4096)  # keyed by the sample (at most windows × window_chars characters), not the context
 def _detect(sample: str) -> str | None:
+    got = _STORE.get_many([sample])
+    if sample in got:
+        return got[sample]
+    code = _detect_now(sample)
+    _STORE.put(sample, code)
+    return code
+
+
+def _detect_now(sample: str) -> str | None:
     from langdetect import DetectorFactory, LangDetectException, detect
 
     DetectorFactory.seed = SEED
@@ -50,6 +142,21 @@ def _detect(sample: str) -> str | None:
     if _han_only(sample) and not (code or "").startswith("zh"):
         return "zh"
     return code
+
+
+def warm_up() -> None:
+    """Start the build's language helper process (ctxbench.sidecar) and have it load langdetect's profiles, so
+    that :func:`prefetch_languages` hands it the contexts later. Builds call this at their first stage."""
+    from .. import sidecar
+
+    if sidecar.start("language") is not None:
+        sidecar.submit("ctxbench.analysis.language:load_profiles", helper="language")
+
+
+def load_profiles() -> bool:
+    """Import langdetect and load its language profiles (what the language helper does first)."""
+    _detect_now("profiles")
+    return True
 
 
 def detect_samples(samples: list[str]) -> list[str | None]:
@@ -71,12 +178,17 @@ def prefetch_languages(texts: list[str | None], windows: int = 5, window_chars: 
     same seeded result). Without a helper this does nothing."""
     from .. import sidecar
 
-    if sidecar.current() is None:
+    if sidecar.current("language") is None:
         return
     samples = list(dict.fromkeys(_sample(t, max(2, windows), window_chars) for t in texts if t and t.strip()))
+    samples = [s for s in samples if s not in _PREFETCHED and s not in _RESOLVED]
+    for s, code in _STORE.get_many(samples).items():  # detected by an earlier build
+        _RESOLVED[s] = code
     for s in samples:
-        if s not in _PREFETCHED and s not in _RESOLVED:  # one request each: answers come as they are ready
-            _PREFETCHED[s] = (sidecar.submit("ctxbench.analysis.language:detect_samples", [s]), 0)
+        if s not in _RESOLVED:  # one request each: answers come as they are ready
+            _PREFETCHED[s] = (sidecar.submit("ctxbench.analysis.language:detect_samples", [s], helper="language"), 0)
+    while len(_RESOLVED) > RESOLVED_KEPT:
+        _RESOLVED.popitem(last=False)
     while len(_PREFETCHED) > RESOLVED_KEPT:
         _PREFETCHED.popitem(last=False)
 

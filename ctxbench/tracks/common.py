@@ -212,10 +212,12 @@ class BuildWriter:
             from ..incremental import set_latest
 
             set_latest(self.root, build_hash)
-        if self.existing is None:  # a build follows: its helper process imports the validation library meanwhile
+        if self.existing is None:  # a build follows: its helper processes load their libraries meanwhile
+            from ..analysis import language
             from ..validate import warm_up
 
             warm_up()
+            language.warm_up()
 
     def staged(self, name: str) -> Path:
         """Where a stage writes ``name`` (a file or directory of the build) before the build is complete."""

@@ -26,7 +26,7 @@ from ...contexts.packer import (MAX_CONTEXT_TOKENS, POSITIONS, ChainedUnits, Cyc
                                 SampledUnits, Unit, pack, take_until)
 from ...errors import InputError
 from ...gold import GoldEngines, compute_gold
-from ...hashing import canonical_json, seeded_rng, stable_hash
+from ...hashing import Encoded, canonical_json, seeded_rng, stable_hash
 from ...sources import Database, load_database
 from ...storage import to_table
 from ...tokenizers import get_tokenizer
@@ -249,7 +249,6 @@ def gold_stage(loaded: Loaded, asm: Assembled) -> tuple[list[dict], list[dict]]:
     for i, (q, key) in enumerate(asm.pairs):
         tables, target, position = key
         ctx = asm.contexts[key]
-        iid = stable_hash(cfg_for_id, db_id, q.question, q.sql, ctx.text, length=24)
         if key not in shared:
             included: dict[str, list[int]] = {}
             for u in ctx.units:
@@ -261,8 +260,9 @@ def gold_stage(loaded: Loaded, asm: Assembled) -> tuple[list[dict], list[dict]]:
                 gold_tables[t] = (tb.columns, types[t], [tb.rows[r - 1] for r in sorted(included.get(t, []))])
             shared[key] = (included, gold_tables, GoldEngines(gold_tables, cfg.seed),
                            canonical_json(ctx.evidence_spans),
-                           canonical_json({t: sorted(v) for t, v in sorted(included.items())}))
-        included, gold_tables, engines, spans_json, included_json = shared[key]
+                           canonical_json({t: sorted(v) for t, v in sorted(included.items())}), Encoded(ctx.text))
+        included, gold_tables, engines, spans_json, included_json, text_json = shared[key]
+        iid = stable_hash(cfg_for_id, db_id, q.question, q.sql, text_json, length=24)
         try:
             g = compute_gold(q.sql, gold_tables, seed=cfg.seed, engines=engines)
         finally:

@@ -31,7 +31,8 @@ from ...config import assets_dir
 from ...contexts.packer import MAX_CONTEXT_TOKENS
 from ...contexts.collections import SAMPLINGS, Collection, build_collections
 from ...errors import InputError
-from ...hashing import canonical_json, file_sha256, seeded_rng, stable_hash
+from ...gold import GoldEngines
+from ...hashing import Encoded, canonical_json, file_sha256, seeded_rng, stable_hash
 from . import questions as sq
 from ...questions.sqlinfo import sql_info
 from ...sources.articles import ArticleMeta, alignment_issues, citation_edges, load_metadata
@@ -428,6 +429,52 @@ class Question:
     source: str
 
 
+def _collection_questions(cfg: SciTrekConfig, c: Collection, db, engines: GoldEngines, templates, conv: Converted,
+                          q: list[dict], cands: list, counts: dict) -> None:
+    """The questions of one collection (appended to ``cands``, rejections to ``q``, tallies in ``counts``)."""
+    rng = seeded_rng(cfg.seed, "templates", c.collection_id)
+    chosen = list(templates)
+    want = cfg.templates_per_collection or len(chosen)
+    if want < len(chosen):  # a seeded draw; a template that yields no question gives its place to the next
+        chosen = rng.sample(chosen, len(chosen))
+    unverified = sorted(set(c.article_ids) & conv.unverified_refs)
+    made = 0
+    for tpl in chosen:
+        if made >= want:
+            break
+        if unverified and sq.reads_column(tpl.sql.replace("{", "").replace("}", ""), "reference_count"):
+            counts["unverified_reference_count"] += 1
+            q.append({"input": f"{c.collection_id}/{tpl.id}", "stage": "align",
+                      "reason": "reads reference_count, which the text does not confirm for "
+                                + ", ".join(unverified), "detail": None})
+            continue
+        last = None
+        for k in range(GOLD_TRIES):
+            inst = sq.instantiate(tpl, db, seeded_rng(cfg.seed, "values", c.collection_id, tpl.id, k))
+            if inst is None:
+                counts["not_instantiable"] += 1
+                q.append({"input": f"{c.collection_id}/{tpl.id}", "stage": "instantiate",
+                          "reason": "the collection has no value (or no two distinct values) for a placeholder",
+                          "detail": canonical_json({"placeholders": tpl.placeholders})})
+                last = None
+                break
+            g = sq.gold_answer(inst.sql, db, seed=cfg.seed, engines=engines)
+            if g.ok:
+                cands.append((c, inst, g.rows))
+                counts["gold_ok"] += 1
+                made += 1
+                last = None
+                break
+            last = (inst, g)
+            if not tpl.placeholders:
+                break
+        if last is not None:
+            counts["gold_rejected"] += 1
+            inst, g = last
+            q.append({"input": f"{c.collection_id}/{tpl.id}", "stage": "gold", "reason": g.reason,
+                      "detail": canonical_json({"sql": inst.sql, **g.detail})})
+
+
 def questions_stage(loaded: Loaded, conv: Converted, col: Collected) -> tuple[list[Question], list[dict], dict]:
     """Questions with gold answers for every collection (module docstring). Returns (questions, quarantine rows,
     counts: instantiated, gold rejections, dropped by the round trip)."""
@@ -439,47 +486,11 @@ def questions_stage(loaded: Loaded, conv: Converted, col: Collected) -> tuple[li
               "roundtrip_dropped": 0}
     for c in col.collections:
         db = col.dbs[c.collection_id]
-        rng = seeded_rng(cfg.seed, "templates", c.collection_id)
-        chosen = list(templates)
-        want = cfg.templates_per_collection or len(chosen)
-        if want < len(chosen):  # a seeded draw; a template that yields no question gives its place to the next
-            chosen = rng.sample(chosen, len(chosen))
-        unverified = sorted(set(c.article_ids) & conv.unverified_refs)
-        made = 0
-        for tpl in chosen:
-            if made >= want:
-                break
-            if unverified and sq.reads_column(tpl.sql.replace("{", "").replace("}", ""), "reference_count"):
-                counts["unverified_reference_count"] += 1
-                q.append({"input": f"{c.collection_id}/{tpl.id}", "stage": "align",
-                          "reason": "reads reference_count, which the text does not confirm for "
-                                    + ", ".join(unverified), "detail": None})
-                continue
-            last = None
-            for k in range(GOLD_TRIES):
-                inst = sq.instantiate(tpl, db, seeded_rng(cfg.seed, "values", c.collection_id, tpl.id, k))
-                if inst is None:
-                    counts["not_instantiable"] += 1
-                    q.append({"input": f"{c.collection_id}/{tpl.id}", "stage": "instantiate",
-                              "reason": "the collection has no value (or no two distinct values) for a placeholder",
-                              "detail": canonical_json({"placeholders": tpl.placeholders})})
-                    last = None
-                    break
-                g = sq.gold_answer(inst.sql, db, seed=cfg.seed)
-                if g.ok:
-                    cands.append((c, inst, g.rows))
-                    counts["gold_ok"] += 1
-                    made += 1
-                    last = None
-                    break
-                last = (inst, g)
-                if not tpl.placeholders:
-                    break
-            if last is not None:
-                counts["gold_rejected"] += 1
-                inst, g = last
-                q.append({"input": f"{c.collection_id}/{tpl.id}", "stage": "gold", "reason": g.reason,
-                          "detail": canonical_json({"sql": inst.sql, **g.detail})})
+        engines = GoldEngines(sq.gold_tables(db), cfg.seed)  # loaded once for every question on the collection
+        try:
+            _collection_questions(cfg, c, db, engines, templates, conv, q, cands, counts)
+        finally:
+            engines.close()
     out: list[Question] = []
     if cfg.question_model:
         from ...questions.roundtrip import RoundTripItem, phrase_questions
@@ -508,6 +519,7 @@ def instances_stage(loaded: Loaded, col: Collected, questions: list[Question]) -
     tables_ctx: dict[str, tuple[str, int]] = {}
     cfg_for_id = _cfg_for_hash(cfg)
     rows = []
+    encoded: dict[tuple, Encoded] = {}  # each context's JSON made once for the instance ids of its questions
     for qu in questions:
         c = qu.collection
         info = sql_info(qu.sql)
@@ -521,8 +533,11 @@ def instances_stage(loaded: Loaded, col: Collected, questions: list[Question]) -
                 ctx, n = tables_ctx[c.collection_id]
             if n > c.tier:
                 continue  # a tables context longer than its tier (never at SciTrek's sizes): not an instance
+            if (c.collection_id, fmt) not in encoded:
+                encoded[(c.collection_id, fmt)] = Encoded(ctx)
             rows.append({
-                "instance_id": stable_hash(cfg_for_id, c.collection_id, fmt, qu.question, qu.sql, ctx, length=24),
+                "instance_id": stable_hash(cfg_for_id, c.collection_id, fmt, qu.question, qu.sql,
+                                           encoded[(c.collection_id, fmt)], length=24),
                 "benchmark": "scitrek", "source_id": c.collection_id, "question": qu.question,
                 "question_id": f"{c.collection_id}/{qu.template.id}", "sql": qu.sql,
                 "gold": canonical_json(qu.gold), "accepted_answers": None, "context": ctx,

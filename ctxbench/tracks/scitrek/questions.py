@@ -16,7 +16,7 @@ from sqlglot import exp
 
 from ...config import assets_dir
 from ...errors import InputError
-from ...gold import compute_gold
+from ...gold import GoldEngines, compute_gold
 from ...gold.execute import GoldResult
 from ...sources.articles import ArticleMeta
 from ...sources.database import Database, Table, sql_type
@@ -188,10 +188,13 @@ def fill(tpl: SqlTemplate, vals: dict) -> Instantiated:
     return Instantiated(tpl, sql, question, vals)
 
 
-def gold_answer(sql: str, db: Database, seed: int = 0) -> GoldResult:
+def gold_answer(sql: str, db: Database, seed: int = 0, engines: GoldEngines | None = None) -> GoldResult:
     """The gold answer of ``sql`` on the collection database: DuckDB and SQLite must agree, the answer must not
     depend on row order, ties at LIMIT or NULL sort keys, rows with equal ORDER BY keys must not differ (answers
-    are scored as ordered lists), and it must not be empty (:func:`ctxbench.gold.compute_gold`)."""
+    are scored as ordered lists), and it must not be empty (:func:`ctxbench.gold.compute_gold`). ``engines``:
+    the engines loaded with ``gold_tables(db)`` and ``seed``, shared by the questions on one collection."""
+    if engines is not None:
+        return compute_gold(sql, engines.tables, seed=seed, strict_order=True, engines=engines)
     return compute_gold(sql, gold_tables(db), seed=seed, strict_order=True)
 
 
