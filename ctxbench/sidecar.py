@@ -120,6 +120,7 @@ class Sidecar:
         boot = f"import sys; sys.path.insert(0, {root!r}); from ctxbench.sidecar import serve; serve()"
         self.proc = subprocess.Popen([sys.executable, "-c", boot], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      env={**os.environ, "GX_ANALYTICS_ENABLED": "false"})
+        self.settings = _settings()
         self._lock = threading.Lock()
         self._next = 0
         self._done: dict[int, tuple[bool, Any]] = {}
@@ -155,6 +156,21 @@ class Sidecar:
             raise SidecarError(value)
         return value
 
+    def kill(self) -> None:
+        """End the helper at once."""
+        with self._lock:
+            self._dead = self._dead or "stopped"
+        try:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        for f in (self.proc.stdin, self.proc.stdout):
+            try:
+                f.close()
+            except OSError:
+                pass
+
     def stop(self) -> None:
         """End the helper (it finishes the request it is running) and wait for it."""
         with self._lock:
@@ -179,6 +195,16 @@ _HELPERS: dict[str, Sidecar] = {}
 _GUARD = threading.Lock()
 
 
+def _settings() -> tuple:
+    """ctxbench's environment (``CTXBENCH_*``: the cache home, the caches' switches): a helper started under other
+    settings is replaced, so that it never works for a home or switch the main process no longer has."""
+    return tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("CTXBENCH_")))
+
+
+def _live(h: Sidecar | None) -> bool:
+    return h is not None and h.proc.poll() is None and not h._dead and h.settings == _settings()
+
+
 def start(name: str = "validate") -> Sidecar | None:
     """The helper process ``name`` of this process, started at the first call (None where disabled or it cannot
     start). Builds call this at their first stage."""
@@ -186,8 +212,10 @@ def start(name: str = "validate") -> Sidecar | None:
         return None
     with _GUARD:
         h = _HELPERS.get(name)
-        if h is not None and h.proc.poll() is None and not h._dead:
+        if _live(h):
             return h
+        if h is not None:
+            h.kill()  # dead, or started under other settings: nothing it would still answer is wanted
         try:
             _HELPERS[name] = h = Sidecar()
         except OSError:
@@ -199,7 +227,7 @@ def start(name: str = "validate") -> Sidecar | None:
 def current(name: str = "validate") -> Sidecar | None:
     """The running helper ``name``, or None when none was started (work is then done in the main process)."""
     h = _HELPERS.get(name)
-    return h if h is not None and not h._dead else None
+    return h if h is not None and not h._dead and h.settings == _settings() else None
 
 
 def submit(target: str, *args: Any, helper: str = "validate") -> Pending:
@@ -238,11 +266,7 @@ def stop() -> None:
 
 def _at_exit() -> None:
     for h in list(_HELPERS.values()):  # nothing waits for their answers any more
-        try:
-            h.proc.kill()
-            h.proc.wait(timeout=5)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
+        h.kill()
 
 
 atexit.register(_at_exit)

@@ -317,6 +317,7 @@ def test_holobench_rebuild_from_caches_is_byte_identical(spider_db, tmp_path, mo
         warm = build_holobench(cfg, tmp_path / "warm")
     monkeypatch.setenv("CTXBENCH_COUNT_CACHE", "off")
     monkeypatch.setenv("CTXBENCH_PREPARED_CACHE", "off")
+    monkeypatch.setenv("CTXBENCH_LANGUAGE_CACHE", "off")
     monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home2"))
     off = build_holobench(cfg, tmp_path / "off")
     assert cold.build_hash == warm.build_hash == off.build_hash

@@ -46,6 +46,17 @@ def test_errors_and_death_are_reported(helper):
     assert sidecar.current() is None  # nothing more is sent to a dead helper
 
 
+def test_a_helper_started_under_other_settings_is_replaced(helper, tmp_path, monkeypatch):
+    """A helper works for the CTXBENCH_* settings it was started under (its cache home): after they change, the
+    next start replaces it and the old one is not used."""
+    assert sidecar.current("validate") is helper
+    monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "elsewhere"))
+    assert sidecar.current("validate") is None
+    new = sidecar.start("validate")
+    assert new is not helper and new.proc.pid != helper.proc.pid and helper.proc.poll() is not None
+    assert new.submit("os:getenv", "CTXBENCH_HOME").result() == str(tmp_path / "elsewhere")
+
+
 def test_off_runs_nothing_beside(monkeypatch):
     monkeypatch.setenv("CTXBENCH_SIDECAR", "off")
     sidecar.stop()
