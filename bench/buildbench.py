@@ -26,16 +26,19 @@ def peak_rss_mib() -> dict[str, float]:
     (ctxbench.sidecar: great-expectations and language detection beside the build) summed, each asked for its own
     peak, then stopped; ``children_cpu``: CPU seconds of the finished children (the helpers' work)."""
     helpers: dict[str, float] = {}
+    others = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # finished children (not the helpers)
     try:
         from ctxbench import sidecar
 
-        helpers = sidecar.peak_rss_mib()  # each helper's own peak (the kernel keeps only the largest child's)
+        # each helper's own peak since its exec (getrusage would report the peak of the build process it was
+        # forked from), summed: they run at once
+        helpers = sidecar.peak_rss_mib()
         sidecar.stop()
     except ImportError:
         pass
     me = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     ch = resource.getrusage(resource.RUSAGE_CHILDREN)
-    kids = max(ch.ru_maxrss / 1024, sum(helpers.values()))
+    kids = others + sum(helpers.values()) if helpers else ch.ru_maxrss / 1024
     return {"self": round(me), "children": round(kids), "sum": round(me + kids),
             "helpers": {k: round(v) for k, v in helpers.items()}, "children_cpu": round(ch.ru_utime + ch.ru_stime, 2)}
 

@@ -2,7 +2,7 @@
 one tokenizer pass over every context it writes, cold (empty cache) and warm (the same configuration rebuilt into
 another directory on the cache the cold build left; the track has no seed), with per-stage times and peak memory;
 and one 1M-token haystack with a needle planted (count the paragraphs, size by prefix sums, plant, count the
-context exactly and locate the needle) against one pass over that context. Each build runs in a fresh process
+context exactly, locate the needle, detect its language) against one pass over that context. Each build runs in a fresh process
 (bench/buildbench.py). Prints figures; asserts nothing.
 
     python bench/needles_build.py [--corpus ../shared/data/classical/songyuan_xuean/volumes] [--models gpt-4.1]
@@ -56,6 +56,11 @@ def _child_single(a) -> dict:
     model = a.models.split(",")[0]
     cfg = nd.NeedlesConfig(corpus=a.corpus, models=[model], lengths=[a.tier], depths=[0.5], chains=False,
                            variants=["real"])
+    import os
+
+    os.environ["CTXBENCH_SIDECAR"] = "off"  # one haystack, not a build: no validation helper beside it
+    from ctxbench.analysis.language import language_columns
+
     loaded = nd.load_stage(cfg, Path(tempfile.mkdtemp()) / "out")
     info, tok = loaded.models[model]
     tok.count("warm up")
@@ -74,6 +79,7 @@ def _child_single(a) -> dict:
         row, off = nd._instance(loaded, hs, tok, paras, counts, item)
         if row is None:
             raise SystemExit(off["reason"])
+        row.update(language_columns(row))  # as the assemble stage adds it
     rss = bb.peak_rss_mib()
     p = bb.tokenizer_pass(tok, [row["context"]])
     return {"build_s": clock.wall, "build_cpu": clock.cpu, "pass_s": p.wall, "pass_cpu": p.cpu, "contexts": 1,

@@ -238,9 +238,18 @@ def submit(target: str, *args: Any, helper: str = "validate") -> Pending:
 
 
 def own_peak_rss_mib() -> float:
-    """Peak resident memory of the calling process in MiB (asked of each helper by :func:`peak_rss_mib`)."""
+    """Peak resident memory of the calling process in MiB since it started its program (asked of each helper by
+    :func:`peak_rss_mib`): ``VmHWM`` of /proc/self/status, which exec resets, unlike getrusage's maxrss, which
+    keeps the peak of the process it was forked from."""
     import resource
 
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
