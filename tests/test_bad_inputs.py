@@ -354,8 +354,8 @@ def test_bad_template_files(case, wine_src, tmp_path, monkeypatch):
 # ================================================================================================ lengths
 
 @pytest.mark.parametrize("args,expect", [
-    (["--lengths", "2m"], "outside 64..1048576"),
-    (["--lengths", "10"], "outside 64..1048576"),
+    (["--lengths", "11m"], "outside 64..10485760"),
+    (["--lengths", "10"], "outside 64..10485760"),
     (["--lengths", "-4096"], "outside"),
     (["--lengths", "4k,abc"], "comma-separated integers"),
     (["--lengths", "512", "--setting", "amount", "--amount-tokens", "4096"], "smaller than the relevant"),

@@ -73,7 +73,11 @@ OUT_DIRS = DIR_OUT  # every other --out is a directory to write
 
 
 def _commands():
-    """(command words, click command) for every leaf command, generated track commands included."""
+    """(command words, click command) for every leaf command, generated track commands included; the commands of a
+    track another test module registered (its module outside ctxbench.tracks.BUILTIN) are that test's business."""
+    from ctxbench.tracks.base import BUILTIN, tracks
+
+    foreign = {t.name for t in tracks() if type(t).__module__ not in BUILTIN}
     root = get_command(app)
     out = []
 
@@ -83,7 +87,8 @@ def _commands():
                 sub = cmd.get_command(ctx, n)
                 walk(sub, [*path, n], typer.Context(sub, parent=ctx, info_name=n))
         else:
-            out.append((" ".join(path), cmd))
+            if not (len(path) == 2 and path[1] in foreign):
+                out.append((" ".join(path), cmd))
 
     walk(root, [], typer.Context(root, info_name="ctxbench"))
     return out

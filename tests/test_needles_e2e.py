@@ -97,7 +97,8 @@ def test_a_model_that_reads_scores_everything(zh_build, ns, tmp_path, monkeypatc
     assert {r["sizing_model"]: (r["real_correct"], r["altered_correct"], r["asymmetric"]) for r in a.memorization} \
         == {"gpt-4.1": (9, 9, False), "claude-sonnet-4": (9, 9, False)}
     doc = build_report(b).read_text(encoding="utf-8")
-    assert doc.count('class="heatmap"') == 2
+    # one depth × tier heatmap per sizing model (plotly figures, their data in the page)
+    assert doc.count("on haystacks sized for") == 2
     assert "Approximate tokenizer.</b> Haystacks for claude-sonnet-4" in doc
 
 

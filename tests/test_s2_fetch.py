@@ -170,4 +170,4 @@ def test_cli_fetch_s2(tmp_path, s2_real, pdf_bytes, monkeypatch):
     assert len(meta) + n_q == 1 + 2 + 2 and f"{len(meta)} papers with PDFs" in res.output
     assert keys == {"env-key"}
     res = CliRunner().invoke(app, ["fetch", "s2", "--out", str(tmp_path / "x"), "--first-hop", "-1"])
-    assert res.exit_code == 2 and "--seeds-per-subject" in res.output
+    assert res.exit_code == 2 and "--first-hop" in res.output and "greater than or equal to 0" in res.output
