@@ -500,8 +500,13 @@ def evaluate_cmd(
                         **_rag_opts(mode, rag_tokens, chunk_tokens, chunk_overlap, top_k, retriever, embedding_model))
         if dry_run:
             from .dryrun import estimate
+            from .errors import EmptySelection
 
-            est = estimate(build, cfg)
+            try:
+                est = estimate(build, cfg)
+            except EmptySelection as e:  # exit 1 as evaluate does for the same selection
+                console.print(f"error: no instance selected: {e}", markup=False)
+                raise typer.Exit(1) from None
             for k, v in est.items():
                 out_console.print(f"{k}: {v}")
             return

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from .errors import EmptySelection
 from .evaluate import EvalConfig, plan_requests
 from .models.cache import ResponseCache
 from .models.pricing import Prices, cache_min_tokens, model_prices
@@ -64,6 +65,8 @@ def estimate(build: str | Path, cfg: EvalConfig) -> dict:
     tokname = info.tokenizer if info.tokenizer and info.tokenizer != "local-server" else "cl100k_base"
     tok = get_tokenizer(tokname)
     plan = plan_requests(Path(build), cfg, ResponseCache())  # the very requests (and keys) evaluate would make
+    if plan.selected == 0:  # the same refusal as evaluate: a dry run of nothing must not look like a free run
+        raise EmptySelection(str(plan.empty_reason))
     max_tokens = plan.max_tokens
     todo = sorted((t for t in plan.pending if not t.get("_hit")), key=lambda t: (t["_ctx"], t["sample"]))
     counted: dict[int, tuple[int, int]] = {}

@@ -15,3 +15,8 @@ class TokenizerError(CtxbenchError, LookupError):
 
 class ValidationError(CtxbenchError):
     """A data-quality expectation failed on a stored table."""
+
+
+class EmptySelection(InputError):
+    """An evaluation (or its dry run) whose filters select no instance; the message names the filter that emptied
+    it. The CLI exits 1 for it, as for an evaluation that selects nothing."""

@@ -76,13 +76,15 @@ def _langs(build):
     (["--min-context-tokens", "100000"], "--min-context-tokens 100000 keeps 0 of {n} (context lengths in the build"),
     (["--language", "en", "--max-context-tokens", "10"], "--max-context-tokens 10 keeps 0 of {n}"),
 ])
-def test_an_evaluation_that_selects_nothing_says_which_filter(wine_build, tmp_path, monkeypatch, args, says):
+@pytest.mark.parametrize("dry", [[], ["--dry-run"]], ids=["run", "dry-run"])
+def test_an_evaluation_that_selects_nothing_says_which_filter(wine_build, tmp_path, monkeypatch, args, says, dry):
+    """Evaluate and its dry run refuse an empty selection alike: exit 1 naming the filter, no call made."""
     monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
     n = pq.read_metadata(wine_build / "instances.parquet").num_rows
     langs = ", ".join(f"{k} {c}" for k, c in _langs(wine_build).most_common())
     with FakeOpenAIServer(answer_fn=_reader) as srv:
         r = runner.invoke(app, ["evaluate", "--build", str(wine_build), "--model", "openai/m", "--base-url",
-                                srv.base_url, *args])
+                                srv.base_url, *args, *dry])
         assert srv.count_by_model() == Counter()
     assert r.exit_code == 1, r.output
     assert "no instance selected" in r.output and says.format(n=n, langs=langs) in r.output, r.output
