@@ -45,12 +45,14 @@ def _t2s():
     return OpenCC("t2s")
 
 
-def fold(text: str) -> str:
-    """NFKC, traditional → simplified Chinese (OpenCC t2s), case folded, curly apostrophes straightened; a
+def fold(text: str, casefold: bool = True) -> str:
+    """NFKC, traditional → simplified Chinese (OpenCC t2s), case folded (unless ``casefold`` is False: numbers are
+    read before case folding, as ``1.5M`` is a million and ``1.5m`` metres), curly apostrophes straightened; a
     full-width comma not between full-width digits followed by a space (so ``61，961`` is two numbers). Used for
     comparison only."""
     text = _FW_COMMA.sub(", ", text)
-    return _t2s().convert(unicodedata.normalize("NFKC", text)).casefold().replace("\u2019", "'")
+    out = _t2s().convert(unicodedata.normalize("NFKC", text))
+    return (out.casefold() if casefold else out).replace("\u2019", "'")
 
 
 def text_matches(gold: str, answer_norm: str) -> bool:

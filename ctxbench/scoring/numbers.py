@@ -17,6 +17,9 @@ Arabic numerals (:func:`read_numbers`, always)
     * Signs: ``-`` ``+`` and the Unicode minus ``−`` and dashes ``‐ ‑ ‒ – — ﹣ －`` directly before the digits, when no
       letter or digit is joined before the sign (``–12`` = −12; ``10–12`` is a range, ``COVID-19`` a name).
     * Percent: ``45%``, ``45 %``, ``45％``, ``45 percent`` are 45 with ``percent`` set (the value as written).
+    * Scientific notation and magnitudes are part of the number: ``1e3`` = 1000, ``2.5E-4`` = 0.00025, ``12k`` =
+      12000, ``1.5M`` / ``3mn`` = 1500000 / 3000000, ``2B`` / ``2bn`` = 2000000000, ``3 million`` = 3000000 (a
+      lower-case ``m`` is metres, ``12km`` no magnitude).
     * ``3万`` = 30000 and ``2.5亿`` = 250000000 (Chinese myriad multipliers written after Arabic digits).
     * Never read: a number joined to a Latin letter or underscore before it (``B61``, ``UA12``, ``v1.2``, ``No.12``)
       or to letters and then digits after it (``3D2``, ``4K60``, ``0x1F``; ``61st``, ``61yo`` and ``3万`` are read);
@@ -118,6 +121,14 @@ _SPACES = " \u00a0\u2007\u2009\u202f"
 # digit groups joined by one separator each: grouping/decimal marks and compound joiners (date, time, range, ratio)
 _JOINER = r"(?:[.,'’:/" + re.escape(_DASHES) + r"]|\{,\}|\\,)"
 _CLUSTER = re.compile(rf"\d+(?:{_JOINER}\d+)*")
+# scientific notation after the digits (1e3, 2.5E-4, 1e−3), not joined to a word or a longer number after it
+_EXPONENT = re.compile(r"[eE]([+\-\u2212]?\d{1,3})(?![\w]|\.\d)")
+_MINUS = str.maketrans({"\u2212": "-"})
+# magnitude suffixes: 12k / 12K (thousand), 1.5M / 3mn (million, an upper-case M: a lower-case m is metres),
+# 2B / 2bn (billion), and the words thousand, million, billion, trillion after a space
+_SCALE = re.compile(r"(?:(k|K|M|B|bn|mn|mln)|[ \u00a0](thousand|million|billion|trillion)\b)(?![A-Za-z\d])")
+_SCALE_POWER = {"k": 3, "thousand": 3, "M": 6, "mn": 6, "mln": 6, "million": 6, "B": 9, "bn": 9, "billion": 9,
+                "trillion": 12}
 _PCT = re.compile(r"[ \u00a0]?(?:%|％|percent\b|per cent\b)", re.IGNORECASE)
 _MYRIAD = {"万": 10_000, "萬": 10_000, "亿": 100_000_000, "億": 100_000_000}
 _TIME_SUFFIX = re.compile(r"[ \u00a0]?(?:[ap]\.m\.|[ap]m\b)", re.IGNORECASE)
@@ -275,6 +286,17 @@ def _arabic_bounds(text: str, s: int, e: int, v: float, d: int) -> Number | None
                 v = -v
             s -= 1
     after = text[e:]
+    xm = _EXPONENT.match(after)
+    if xm and not re.match(r"[eE]", text[s:e][-1:]):   # 1e3, 2.5E-4: scientific notation, read whole
+        power = int(xm.group(1).translate(_MINUS))
+        v, d, e = float(f"{v!r}e{power}"), max(0, d - power), e + xm.end()
+        after = text[e:]
+    sm = _SCALE.match(after)
+    if sm:                                         # 12k, 1.5M, 3bn, 2.5 million: the multiplier is part of it
+        key = sm.group(1) or sm.group(2)
+        power = _SCALE_POWER[key if key in _SCALE_POWER else key.lower()]
+        v, d, e = float(f"{v!r}e{power}"), max(0, d - power), e + sm.end()
+        after = text[e:]
     m = re.match(r"[A-Za-z]+", after)
     if m and (re.match(r"[\d_]", after[m.end():m.end() + 1]) or after[m.end():m.end() + 1] == "_"):
         return None                                # 3D2, 4K60, 0x1F
@@ -557,13 +579,14 @@ def number_matches(gold: float, found: Iterable[Number]) -> bool:
     magnitudes of 1000 and more)."""
     g = float(gold)
     for n in found:
-        v, dec = n.value, n.decimals
-        if g.is_integer():
-            if v == g:
+        # a percentage also states its fraction: 25% states 0.25 (a ratio computed by SQL), to 2 more places
+        for v, dec in ((n.value, n.decimals), *(((n.value / 100, n.decimals + 2),) if n.percent else ())):
+            if g.is_integer():
+                if v == g:
+                    return True
+                continue
+            if dec == 0 and abs(g) < 1000:
+                continue
+            if abs(v - g) <= 0.5 * 10 ** (-dec) + 1e-9:
                 return True
-            continue
-        if dec == 0 and abs(g) < 1000:
-            continue
-        if abs(v - g) <= 0.5 * 10 ** (-dec) + 1e-9:
-            return True
     return False

@@ -34,7 +34,8 @@ Default chain
        (``<answer>…</answer>``, Granite's ``<response>``, Reflection's ``<output>``, ``<|begin_of_solution|>``,
        Apriel's ``[BEGIN FINAL RESPONSE]``), else the text after the last final-answer label (a line starting with
        ``Answer:``, ``Final answer:``, ``**Answer:**``, ``### Answer:``, ``答案：``, ``答：``, ``最终答案：``,
-       ``回答：`` or GSM8K's ``####``; else the last inline ``answer:`` / ``the (final) answer is`` / ``答案是``),
+       ``回答：``, GSM8K's ``####`` or a heading line that is the label alone, e.g.
+       ``**Final Answer**``; else the last inline ``answer:`` / ``the (final) answer is`` / ``答案是``),
        else the last ``\\boxed{…}``, else the whole reply.
     5. ``tidy`` — Unicode NFC; ``\\boxed{x}``, ``\\text{x}``, ``$x$`` math delimiters and Markdown emphasis
        (``**x**``, ``__x__``, backticks around the whole answer) unwrapped; spaces collapsed and blank lines at the
@@ -152,22 +153,41 @@ _GRANITE = re.compile(r"^\s*Here(?: is|'s|’s) my thought process:.*?(?:Here(?:
 
 
 def _strip_blocks(text: str, open_re: re.Pattern, close_re: re.Pattern, close_alone: bool) -> str:
-    # a closing tag before any opening one: reasoning opened by the chat template, from the start of the reply
-    first_close = close_re.search(text) if close_alone else None
-    first_open = open_re.search(text)
-    if first_close and (first_open is None or first_close.start() < first_open.start()):
-        text = text[first_close.end():]
-    while True:
-        o = open_re.search(text)
-        if o is None:
-            return text
-        c = close_re.search(text, o.end())
-        if c is None:                                   # never closed: reasoning to the end, no answer
-            return text[:o.start()]
-        text = text[:o.start()] + " " + text[c.end():]
+    # opening and closing tags in order, nesting counted (<think><think>…</think>…</think> is one block): a block
+    # runs from an opening tag at depth 0 to the closing tag that brings the depth back to 0; one that never closes
+    # (cut by the output budget) runs to the end of the reply, so the reply has no answer; a closing tag at depth 0
+    # before any answer (reasoning opened by the chat template) ends reasoning that began at the start of the reply
+    marks = sorted([(m.start(), m.end(), 1) for m in open_re.finditer(text)]
+                   + [(m.start(), m.end(), -1) for m in close_re.finditer(text)])
+    out, pos, depth = [], 0, 0
+    for s, e, kind in marks:
+        if s < pos:
+            continue
+        if kind == 1:
+            if depth == 0:
+                out.append(text[pos:s])
+            depth += 1
+            pos = e
+        elif depth > 0:
+            depth -= 1
+            pos = e
+            if depth == 0:
+                out.append(" ")
+        elif close_alone and not ("".join(out) + text[pos:s]).strip(" \t\r\n*_`#>"):
+            out, pos = [], e  # a closing tag alone, no answer before it: reasoning begun in the prompt
+        elif close_alone and not any(k == 1 and ms < s for ms, _, k in marks):
+            out, pos = [], e  # no opening tag before it: everything before the closing tag was reasoning
+        elif close_alone:
+            out.append(text[pos:s])  # a stray closing tag after an answer: the tag alone is dropped
+            pos = e
+        # (a closing mark that also ends ordinary turns, gpt-oss' <|end|>, stays for the chat-token step)
+    if depth > 0:
+        return "".join(out).rstrip()
+    out.append(text[pos:])
+    return "".join(out)
 
 
-@register_filter("strip_reasoning")
+@register_filter("strip_reasoning", version="2")
 def strip_reasoning(text: str, ctx: AnswerContext) -> str:
     """Remove inline reasoning blocks (closed, unterminated, or opened by the chat template)."""
     m = None
@@ -247,7 +267,9 @@ _ANSWER_BLOCKS = [re.compile(o + r"(.*?)(?:" + c + r"|\Z)", re.IGNORECASE | re.D
 )]
 _LABEL = r"(?:final answer|answer|最终答案|答案|回答|答)"
 _LABEL_LINE = re.compile(rf"(?im)^[ \t]*(?:[*_#>]+[ \t]*)*(?:the[ \t]+)?{_LABEL}[ \t]*[*_]*[ \t]*[:：][ \t]*(?:[*_]+[ \t]*)?"
-                         r"|^[ \t]*####[ \t]+")
+                         r"|^[ \t]*####[ \t]+"
+                         # a heading that is the label alone, the answer on the lines below ("**Final Answer**")
+                         rf"|^[ \t]*(?:[*_#>]+[ \t]*)*(?:the[ \t]+)?{_LABEL}[ \t]*[*_#]*[ \t]*\n")
 _LABEL_INLINE = re.compile(r"\b(?:final answer|answer)[ \t]*[*_]*[ \t]*[:：][ \t]*(?:[*_]+[ \t]*)?"
                            r"|\bthe (?:final |correct )?answer is[ \t]*:?[ \t]*|答案(?:是|为)[：:]?", re.IGNORECASE)
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
@@ -267,7 +289,7 @@ def _brace_content(text: str, start: int) -> tuple[str, int] | None:
     return None
 
 
-@register_filter("final_answer")
+@register_filter("final_answer", version="2")
 def final_answer(text: str, ctx: AnswerContext) -> str:
     """The final answer: the last answer block, else the text after the last final-answer label, else the last
     ``\\boxed{}``, else the whole reply."""

@@ -47,6 +47,13 @@ def _numbers(folded: str) -> list[Number]:
     return read_numbers(folded, chinese=True, english=True)
 
 
+def _numbers_cased(text: str, folded: str) -> list[Number]:
+    """Numbers of ``folded`` (``fold(text)``) read before case folding (``1.5M`` a million, ``1.5m`` metres), where
+    folding the case keeps every offset; else of ``folded``."""
+    cased = fold(text, casefold=False)
+    return _numbers(cased if len(cased) == len(folded) else folded)
+
+
 def _num_token(v: float) -> str:
     return _NUM_OPEN + (str(int(v)) if float(v).is_integer() else repr(float(v))) + _NUM_CLOSE
 
@@ -78,13 +85,13 @@ class Reply:
 def prepare(answer: str) -> Reply:
     """Fold an answer and read its numbers once, for several :func:`expected_found` calls."""
     f = fold(answer)
-    return Reply(f, _numbers(f))
+    return Reply(f, _numbers_cased(answer, f))
 
 
 @lru_cache(maxsize=4096)
 def _expected_form(expected: str) -> tuple[str, tuple[Number, ...]]:
     fe = fold(expected).strip()
-    return fe, tuple(_numbers(fe))
+    return fe, tuple(_numbers_cased(expected.strip(), fe))
 
 
 def expected_found(expected, answer: str | Reply) -> bool:
