@@ -49,7 +49,8 @@ CONTEXT_LENGTH_RE = re.compile(
     r"|too many (?:input )?tokens|input token count.{0,40}exceeds|input length.{0,40}exceeds"
     r"|(?:input|prompt)s?`? tokens \+ `?max_new_tokens`? must be"
     r"|`?inputs`? must have less than \d+ tokens|above the allowed maximum"
-    r"|reduce the length of the (?:messages|input|prompt)|max_tokens must be at least 1, got -\d+",
+    r"|reduce the length of the (?:messages|input|prompt)|max_tokens must be at least 1, got -\d+"
+    r"|exceeds? (?:the )?context limit",
     re.IGNORECASE)
 # an output budget over the model's limit: every call of the run fails alike, so it is the run's configuration
 # (OpenAI "max_tokens is too large: N. This model supports at most M completion tokens", Anthropic "max_tokens: N >
@@ -62,9 +63,18 @@ OUTPUT_BUDGET_RE = re.compile(
 QUOTA_RE = re.compile(r"insufficient_quota|exceeded your current quota|credit balance is too low"
                       r"|billing|Request too large for .{0,80}tokens per min", re.IGNORECASE)
 CONTENT_FILTER_RE = re.compile(r"content[_ ]?(?:filter|policy|management policy)|safety (?:system|filter)"
-                               r"|responsible ?ai", re.IGNORECASE)
+                               r"|responsible ?ai|flagged as potentially violating|violat\w* (?:our |the )?usage "
+                               r"polic|\binvalid_prompt\b|blocked (?:due to|by) safety|prohibited_content",
+                               re.IGNORECASE)
 CONFIG_RE = re.compile(r"LLM Provider NOT provided|model .{0,80}does not exist|model_not_found|unknown model"
-                       r"|invalid[_ ]api[_ ]key|incorrect api key", re.IGNORECASE)
+                       r"|invalid[_ ]api[_ ]key|incorrect api key|api key not valid|invalid x-api-key"
+                       r"|\b(?:authentication|permission|not_found)_error\b|model .{0,80}not found, try pulling",
+                       re.IGNORECASE)
+# a transient failure named in the error text where the status does not say so: an error object inside a 200
+# answer (a proxy relaying a stream's error event) or a gateway's own status (Anthropic's error types
+# overloaded_error / rate_limit_error / api_error, Gemini's RESOURCE_EXHAUSTED / UNAVAILABLE)
+TRANSIENT_RE = re.compile(r"\b(?:overloaded_error|rate_limit_error|api_error)\b|\bRESOURCE_EXHAUSTED\b"
+                          r"|\bUNAVAILABLE\b", re.IGNORECASE)
 
 OUTCOMES = ("transient", "over_length", "config_error", "refused_by_provider", "error")
 TRANSIENT_EXCEPTIONS = frozenset({
@@ -105,8 +115,12 @@ ERROR_TABLE: tuple[ErrorRule, ...] = (
     ErrorRule("over_length", pattern=CONTEXT_LENGTH_RE, why="the prompt is longer than the model's window"),
     ErrorRule("over_length", statuses=frozenset({413}), why="request entity too large"),
     ErrorRule("refused_by_provider", exceptions=frozenset({"ContentPolicyViolationError"}), why="content filter"),
-    ErrorRule("refused_by_provider", statuses=frozenset({400, 403, 422}), pattern=CONTENT_FILTER_RE,
+    ErrorRule("refused_by_provider", statuses=frozenset({400, 403, 422, 200, None}), pattern=CONTENT_FILTER_RE,
               why="content filter"),
+    ErrorRule("config_error", statuses=frozenset({400, 200, None}), pattern=CONFIG_RE,
+              why="credentials or model name named in the error text"),
+    ErrorRule("transient", statuses=frozenset({200, None}), pattern=TRANSIENT_RE,
+              why="overloaded, rate limited or an internal error, in an error object without its status"),
     ErrorRule("transient", statuses=frozenset({408, 409, 425}) | _5XX, why="server error or timeout"),
     ErrorRule("transient", exceptions=TRANSIENT_EXCEPTIONS, why="timeout or connection error"),
     ErrorRule("config_error", statuses=frozenset({401, 403, 404}), why="credentials, permissions or model name"),
