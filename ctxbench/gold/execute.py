@@ -8,8 +8,11 @@ well-defined set of rows:
 1. **Non-deterministic SQL** (``random()``, ``CURRENT_DATE``, ``date('now')``, ...): rejected before it runs.
 2. **Numbers stored as text**: MIN/MAX, ORDER BY or a ``<``/``>``/BETWEEN comparison over a TEXT column whose
    numeric-looking values (or the literal compared with them) order differently as text than as numbers (``'9' >
-   '10'``). Sources are prepared so that such columns hold numbers (:mod:`ctxbench.sources.preprocess`); what
-   remains are columns mixing numbers and other text, where a text comparison would give a wrong answer.
+   '10'``), also formatted numbers SQLite keeps as text (``'1,234'``, ``'$5'``, ``'5%'``: :func:`text_number`), and
+   columns of numbers with placeholder words (``'n/a'``) among the rows compared (as text every word sorts after
+   every number). Sources are prepared so that such columns hold numbers (:mod:`ctxbench.sources.preprocess`); what
+   remains are columns mixing numbers and other text, where a text comparison would give a wrong answer. The
+   column is followed through derived tables; ORDER BY and MIN/MAX read the values of the rows the query reads.
 3. **Ties**: in every ordered (sub)query with a LIMIT/OFFSET (and the top-level ORDER BY), rows with equal sort keys
    but different values on both sides of the cut ("tie at LIMIT"); with ``strict_order`` (answers scored as ordered
    lists, e.g. SciTrek's exact match) also tied rows inside the answer, whose order is undefined.
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 import sqlite3
 import threading
 from dataclasses import dataclass, field
@@ -236,6 +240,33 @@ def _schema(tables: Tables) -> dict[str, dict[str, str]]:
 
 # --- 2. numbers stored as text ---------------------------------------------------------------------------------
 
+# text that reads as a number with the formatting people type (thousands separators, a currency sign, a percent
+# sign, a Unicode minus): SQLite's affinity keeps it as text, so MIN/MAX, ORDER BY and < / > compare it as text
+_FORMATTED_NUMBER = re.compile(r"\s*(?P<c1>[$€£¥]\s*)?(?P<sign>[+\-\u2212])?(?P<c2>[$€£¥]\s*)?"
+                               r"(?P<int>\d{1,3}(?:,\d{3})+|\d+)(?P<frac>\.\d+)?\s*(?P<pct>%)?\s*\Z")
+
+
+def text_number(v: Any) -> float | None:
+    """The number a text cell states: SQLite's numeric text (``'2014'``, ``' 9 '``, ``'-3.5e2'``) or a formatted
+    number (``'1,234'``, ``'$5'``, ``'-$1,200.50'``, ``'12%'``, ``'−7'``); None for other text."""
+    if not isinstance(v, str):
+        return None
+    if looks_numeric(v):
+        return float(v)
+    m = _FORMATTED_NUMBER.match(v)
+    if m is None or (m.group("c1") and m.group("c2")):
+        return None
+    n = float(m.group("int").replace(",", "") + (m.group("frac") or ""))
+    return -n if m.group("sign") in ("-", "\u2212") else n
+
+
+def _is_word(v: Any) -> bool:
+    """A text cell that is no number and does not start like one (``'n/a'``, ``'unknown'``, ``'-'``; not
+    ``'94040-1724'``): as text it sorts apart from every number, whatever its meaning."""
+    return (isinstance(v, str) and text_number(v) is None
+            and re.match(r"\s*[+\-\u2212]?[$€£¥]?\s*\d", v) is None)
+
+
 def _literal_number(e: exp.Expression) -> tuple[str, float] | None:
     """(text, number) of a numeric literal, or of a string literal that looks numeric."""
     neg = isinstance(e, exp.Neg)
@@ -243,12 +274,12 @@ def _literal_number(e: exp.Expression) -> tuple[str, float] | None:
     if not isinstance(lit, exp.Literal):
         return None
     text = str(lit.this)
-    if lit.is_string and not looks_numeric(text):
+    if lit.is_string and text_number(text) is None:
         return None
     if not lit.is_string and not looks_numeric(text):
         return None
     text = ("-" if neg else "") + text.strip()
-    return text, float(text)
+    return text, (text_number(text) if lit.is_string else float(text))
 
 
 def _order_consistent(items: set[tuple[str, float]]) -> tuple[str, str] | None:
@@ -260,11 +291,53 @@ def _order_consistent(items: set[tuple[str, float]]) -> tuple[str, str] | None:
     return None
 
 
-def _numeric_text_issue(tr: Transpiled, tables: Tables) -> tuple[str, dict] | None:
+def _base_column(col: exp.Column, idx: dict, depth: int = 0) -> tuple[str, str] | None:
+    """(table, column) a qualified column reads, followed through derived tables (``SELECT x FROM (SELECT v AS x
+    FROM t)`` reads t.v); None for a computed value or an unknown source."""
+    t = source_table(col, idx)
+    if t is not None:
+        return t, col.name
+    node = col
+    while node is not None and id(node) not in idx:
+        node = node.parent
+    scope = idx.get(id(node)) if node is not None else None
+    src = None
+    while scope is not None and src is None:
+        src = scope.sources.get(col.table)
+        scope = scope.parent
+    e = getattr(src, "expression", None)
+    if depth > 8 or not isinstance(e, exp.Select):
+        return None
+    for x in e.expressions:
+        if x.alias_or_name.lower() == col.name.lower():
+            inner = x.this if isinstance(x, exp.Alias) else x
+            return _base_column(inner, idx, depth + 1) if isinstance(inner, exp.Column) else None
+    return None
+
+
+def _values_used(select: exp.Expression, col: exp.Column, con: sqlite3.Connection | None) -> list | None:
+    """The distinct values of ``col`` in the rows ``select`` reads (its FROM and WHERE), or None when that query
+    cannot run alone (a correlated subquery)."""
+    if con is None or not isinstance(select, exp.Select):
+        return None
+    q = select.copy()
+    for k in ("group", "having", "order", "limit", "offset", "distinct", "qualify", "windows"):
+        q.set(k, None)
+    q.set("expressions", [col.copy()])
+    q.set("distinct", exp.Distinct())
+    try:
+        return [r[0] for r in con.execute(q.sql(dialect="sqlite")).fetchall()]
+    except sqlite3.Error:
+        return None
+
+
+def _numeric_text_issue(tr: Transpiled, tables: Tables, con: sqlite3.Connection | None = None
+                        ) -> tuple[str, dict] | None:
     q = tr.qualified
     idx = scope_index(q)
     low = {n.lower(): (cols, types, rows) for n, (cols, types, rows) in tables.items()}
-    uses: list[tuple[exp.Column, list, str]] = []
+    # (column, literals compared with it, what compares it, the SELECT whose rows it orders, or None: every row)
+    uses: list[tuple[exp.Column, list, str, exp.Expression | None]] = []
     for scope_expr_id, scope in idx.items():
         node0 = scope.expression
         aliases = ({e.alias.lower(): e.this for e in node0.expressions if isinstance(e, exp.Alias)}
@@ -275,37 +348,55 @@ def _numeric_text_issue(tr: Transpiled, tables: Tables) -> tuple[str, dict] | No
                 if isinstance(e, exp.Column) and not e.table and e.name.lower() in aliases:
                     e = aliases[e.name.lower()]
                 if isinstance(e, exp.Column):
-                    uses.append((e, [], "ORDER BY"))
-            elif isinstance(node, (exp.Max, exp.Min)) and not node.expressions and isinstance(node.this, exp.Column):
-                uses.append((node.this, [], node.sql_name()))
+                    uses.append((e, [], "ORDER BY", node0))
+            elif isinstance(node, (exp.Max, exp.Min)) and not node.expressions:
+                arg = node.this
+                if isinstance(arg, exp.Distinct) and len(arg.expressions) == 1:   # MAX(DISTINCT v)
+                    arg = arg.expressions[0]
+                if isinstance(arg, exp.Column):
+                    uses.append((arg, [], node.sql_name(), node0))
             elif isinstance(node, (exp.GT, exp.GTE, exp.LT, exp.LTE)):
                 for a, b in ((node.left, node.right), (node.right, node.left)):
                     if isinstance(a, exp.Column):
                         lit = _literal_number(b)
-                        uses.append((a, [lit] if lit else [], "a comparison"))
+                        uses.append((a, [lit] if lit else [], "a comparison", None))
             elif isinstance(node, exp.Between) and isinstance(node.this, exp.Column):
                 lits = [x for x in (_literal_number(node.args["low"]), _literal_number(node.args["high"])) if x]
-                uses.append((node.this, lits, "BETWEEN"))
-    for col, lits, what in uses:
-        tname = source_table(col, idx)
-        if tname is None or tname.lower() not in low:
+                uses.append((node.this, lits, "BETWEEN", None))
+    for col, lits, what, select in uses:
+        base = _base_column(col, idx)
+        if base is None or base[0].lower() not in low:
             continue
+        tname = base[0]
         cols, types, rows = low[tname.lower()]
-        ci = next((i for i, c in enumerate(cols) if c.lower() == col.name.lower()), None)
+        ci = next((i for i, c in enumerate(cols) if c.lower() == base[1].lower()), None)
         if ci is None:
             continue
-        texts = {r[ci] for r in rows if looks_numeric(r[ci])}
-        if ci < len(types) and types[ci] not in ("INTEGER", "REAL"):  # numbers in a TEXT column are text
-            texts |= {str(r[ci]) for r in rows if isinstance(r[ci], (int, float)) and not isinstance(r[ci], bool)
-                      and looks_numeric(str(r[ci]))}
-        if not texts:
+        text_col = ci < len(types) and types[ci] not in ("INTEGER", "REAL")
+        used = _values_used(select, col, con) if select is not None else None
+        values = [r[ci] for r in rows] if used is None else used
+        items: set[tuple[str, float]] = set()
+        for v in values:
+            if isinstance(v, str):
+                n = text_number(v)
+                if n is not None:
+                    items.add((v.strip(), n))
+            elif text_col and isinstance(v, (int, float)) and not isinstance(v, bool):
+                items.add((str(v), float(v)))     # numbers in a TEXT column are text
+        if not items:
             continue
-        items = {(t.strip(), float(t)) for t in texts} | set(lits)
-        bad = _order_consistent(items)
+        words = sorted({v.strip() for v in values if _is_word(v)})
+        bad = _order_consistent(items | set(lits))
         if bad is not None:
             return (f"numbers stored as text: {tname}.{cols[ci]} holds numeric-looking text that {what} orders as "
                     f"text, not as numbers ({bad[0]!r} < {bad[1]!r} as text); store the column as numbers or CAST "
-                    f"it in the SQL", {"column": f"{tname}.{cols[ci]}", "examples": sorted(texts)[:5]})
+                    f"it in the SQL", {"column": f"{tname}.{cols[ci]}", "examples": sorted(t for t, _ in items)[:5]})
+        if words and len({t for t, _ in items}) >= len(words):
+            # a column of numbers with placeholder words ('n/a', 'unknown'): as text every word sorts after every
+            # number, so MAX, ORDER BY ... DESC and v > 50 pick the word
+            return (f"numbers stored as text: {tname}.{cols[ci]} mixes numbers with words ({words[0]!r}) that "
+                    f"{what} orders as text, apart from every number; store the words as NULL or filter them out",
+                    {"column": f"{tname}.{cols[ci]}", "examples": sorted(t for t, _ in items)[:3] + words[:2]})
     return None
 
 
@@ -556,7 +647,7 @@ def compute_gold(sql: str, tables: Tables, seed: int = 0, strict_order: bool = F
     except sqlite3.Error as e:
         return GoldResult(None, False, f"SQLite cannot run the SQL: {e}")
     window: dict = {}
-    for check in (lambda: _numeric_text_issue(tr, tables), lambda: _order_issue(tr, con, strict_order, window),
+    for check in (lambda: _numeric_text_issue(tr, tables, con), lambda: _order_issue(tr, con, strict_order, window),
                   lambda: _bare_issue(tr, con)):
         issue = check()
         if issue is not None:
