@@ -17,8 +17,9 @@ columns in an aggregate query; "Built-in Aggregate Functions" on ``min()``/``max
   (``7/2 = 3``, by type annotation), division by zero is NULL, ``LIKE`` stays ASCII case-insensitive (``ILIKE``) and
   reads numbers as text, a numeric literal compared with a TEXT column is compared as text (TEXT affinity), NULLs
   sort first in ascending order, a bare column becomes ``ANY_VALUE`` (or ``arg_max_null``/``arg_min_null`` under the
-  ``min()``/``max()`` rule; the gold engine accepts it only where the rows leave one value), and backtick or
-  bracket identifiers become DuckDB's double-quoted ones.
+  ``min()``/``max()`` rule; the gold engine accepts it only where the rows leave one value), ``CAST(real AS
+  INTEGER)`` truncates toward zero, a negative ``LIMIT`` is no limit, and backtick or bracket identifiers become
+  DuckDB's double-quoted ones.
 """
 
 from __future__ import annotations
@@ -317,6 +318,16 @@ def _duckdb_rewrite(q: exp.Expression) -> exp.Expression:
             node.replace(_udf_call("date", [node.this]))
         elif isinstance(node, exp.TimeToStr) and isinstance(node.this, exp.TsOrDsToTimestamp):
             node.replace(_udf_call("strftime", [node.args["format"], node.this.this]))
+    for node in list(q.find_all(exp.Cast)):
+        # SQLite: CAST(real AS INTEGER) truncates toward zero (3.7 -> 3, -3.7 -> -3); DuckDB rounds
+        inner = node.this
+        if (node.to.is_type(*exp.DataType.INTEGER_TYPES) and inner.type is not None
+                and inner.is_type(*exp.DataType.REAL_TYPES)):
+            inner.replace(exp.Anonymous(this="TRUNC", expressions=[inner.copy()]))
+    limit = q.args.get("limit")
+    if isinstance(limit, exp.Limit) and isinstance(limit.expression, exp.Neg) and isinstance(
+            limit.expression.this, exp.Literal):
+        q.set("limit", None)  # SQLite: a negative LIMIT is no limit (LIMIT -1 OFFSET 2)
     for node in reversed(list(q.find_all(exp.Div))):  # innermost first
         left, r = node.left, node.right
         if left.type is not None and r.type is not None and left.is_type(*exp.DataType.INTEGER_TYPES) and r.is_type(
