@@ -393,10 +393,21 @@ def _qualify(tree: exp.Expression, types: dict[str, dict[str, str]]) -> exp.Expr
     return annotate_types(q, schema=types, dialect="sqlite")
 
 
+def _sqlite_aggregates(tree: exp.Expression) -> exp.Expression:
+    """SQLite's own aggregates written with standard ones, so that both engines and the bare-column check read them
+    as aggregates: ``total(x)`` (SQLite "Built-in Aggregate Functions": the sum as a floating-point value, 0.0 over
+    no row) is ``COALESCE(CAST(SUM(x) AS REAL), 0.0)``."""
+    for node in list(tree.find_all(exp.Anonymous)):
+        if str(node.this).lower() == "total" and len(node.expressions) == 1:
+            node.replace(exp.Coalesce(this=exp.cast(exp.Sum(this=node.expressions[0].copy()), exp.DType.DOUBLE),
+                                      expressions=[exp.Literal.number("0.0")]))
+    return tree
+
+
 @functools.lru_cache(maxsize=4096)
 def _transpile_cached(sql: str, schema_key: tuple) -> Transpiled:
     types = {t: dict(cols) for t, cols in schema_key}
-    tree = resolve_double_quoted(parse_sqlite(sql), types)
+    tree = _sqlite_aggregates(resolve_double_quoted(parse_sqlite(sql), types))
     nondet = nondeterministic(tree)
     notes: list[str] = []
     try:
