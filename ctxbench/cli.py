@@ -708,7 +708,7 @@ def score_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help
               judge_api_key_env: Optional[str] = typer.Option(
                   None, callback=check_env, help="env variable with the judge's key for --judge-base-url")) -> None:
     """Score every stored response; writes BUILD/scores.parquet."""
-    from .score import score_build
+    from .score import score_build, tagging_text
 
     if judge_prompt and not judge:
         _fail(CtxbenchError("--judge-prompt names the prompt of an LLM judge: give the judge model with --judge MODEL"))
@@ -725,8 +725,8 @@ def score_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help
         msg += (f"; {name}: {c['judged']} judged, {c['unparseable_verdicts']} unparseable verdicts after a repair "
                 f"prompt (not scored), {c['repaired_verdicts']} read after the repair prompt, {c['judge_failed']} "
                 f"failed calls (rerun to retry)")
-    for bench, t in sorted((s.tagging or {}).items()):   # failure taggers (scoring.registry.TAGGERS)
-        msg += f"; {bench} failure tags: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in vars(t).items())
+    for bench, t in sorted((s.tagging or {}).items()):   # what each track's failure tagger returned
+        msg += f"; {bench} failure tags: {tagging_text(t)}" if t is not None else ""
     out_console.print(msg)
 
 

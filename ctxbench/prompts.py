@@ -2,7 +2,8 @@
 
 Each benchmark may have its own prompt file ``assets/prompts/<benchmark>.yaml`` (else ``default.yaml``) with the
 keys of ``default.yaml``; ``intro_<context_format>`` (e.g. ``intro_tables``) replaces ``intro_lc`` for instances of
-that context format."""
+that context format. A track's ``prompts`` (``{key: text}``, :class:`ctxbench.tracks.base.Track`) replace keys of
+that file for its instances: how a track defined outside the repository words its prompt."""
 
 from __future__ import annotations
 
@@ -17,11 +18,20 @@ VARIANTS = ("cot", "direct")
 
 
 @lru_cache(maxsize=16)
-def _prompts(name: str = "default") -> dict:
+def _prompt_file(name: str = "default") -> dict:
     path = assets_dir() / "prompts" / f"{name}.yaml"
     if name != "default" and not path.exists():
-        return _prompts("default")
+        return _prompt_file("default")
     return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def _prompts(name: str = "default") -> dict:
+    """The prompt keys of a benchmark: its prompt file (else ``default.yaml``) updated by its track's ``prompts``."""
+    from .tracks.base import find_track
+
+    track = find_track(name) if name != "default" else None
+    extra = dict(track.prompts) if track is not None else {}
+    return {**_prompt_file(name), **extra} if extra else _prompt_file(name)
 
 
 # litellm provider prefixes under which a Claude model takes Anthropic's ``cache_control`` hint (litellm passes it

@@ -97,6 +97,18 @@ def score_build(build_dir: str | Path, judge: str | None = None, judge_base_url:
     return summary
 
 
+def tagging_text(summary: object) -> str:
+    """What a track's failure tagger returned, as ``ctxbench score`` prints it: ``{what: count}`` (a mapping, or
+    a dataclass or other object's attributes) as ``what count, ...`` (underscores read as spaces); anything else
+    as its text."""
+    from collections.abc import Mapping
+
+    items = summary if isinstance(summary, Mapping) else getattr(summary, "__dict__", None)
+    if not isinstance(items, Mapping):
+        return str(summary)
+    return ", ".join(f"{str(k).replace('_', ' ')} {v}" for k, v in items.items())
+
+
 def _judge_prompts(names: Sequence[str], benchmarks: set[str]) -> list:
     """The judge prompts named (each once, in order). Raises InputError for an unknown name and for a track's
     prompt asked to judge instances of another benchmark."""

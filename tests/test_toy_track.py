@@ -21,7 +21,8 @@ import pyarrow.parquet as pq
 import pytest
 from pydantic import BaseModel, Field
 
-from ctxbench.hashing import canonical_json, seeded_rng, stable_hash
+from ctxbench.hashing import canonical_json, file_sha256, seeded_rng, stable_hash
+from ctxbench.report import ReportContext
 from ctxbench.scoring.matchers import MatchResult
 from ctxbench.tracks.base import Stage, Track, register_track
 from ctxbench.tracks.common import BuildResult, BuildWriter
@@ -104,7 +105,18 @@ def code_match(answer: str | None, instance: dict) -> MatchResult:
     return MatchResult(float(ok), [float(ok)], [] if ok else ["wrong_value"])
 
 
-def toy_section(ctx) -> str:
+def off_by_one(rows: list[dict], instances: dict, responses: dict, judge=None, build_dir=None) -> dict:
+    """Failure tagger: a wrong answer one above the item's code is tagged ``off_by_one``; returns the count."""
+    n = 0
+    for r in rows:
+        m = re.search(r"\d+", r["extracted_answer"] or "")
+        if r["score"] < 1 and m and int(m.group()) == instances[r["instance_id"]]["gold"][0][0] + 1:
+            r["tags"] = canonical_json(["off_by_one"])
+            n += 1
+    return {"off_by_one": n}
+
+
+def toy_section(ctx: ReportContext) -> str:
     """Report section: the number of toy instances per tier."""
     t = pq.read_table(ctx.build_dir / "instances.parquet", columns=["target_tokens"]).column(0).to_pylist()
     rows = [{"tier": x, "instances": t.count(x)} for x in sorted(set(t))]
@@ -120,6 +132,8 @@ class Toy(Track):
               Stage("assemble", make, ("loaded",), ("instances", "quarantine")),
               Stage("write", write, ("loaded", "instances", "quarantine")))
     matchers = {"code_match": f"{__name__}:code_match"}
+    tagger = f"{__name__}:off_by_one"
+    prompts = {"system": "You look items up in lists."}
     report_sections = (f"{__name__}:toy_section",)
 
     def select_for_model(self, build_dir: Path, model: str) -> set[str] | None:
@@ -172,6 +186,9 @@ def test_toy_track_end_to_end(tmp_path, monkeypatch):
     assert len(inst) == expected_rows(cfg) and {i["benchmark"] for i in inst} == {"toy"}
     man = json.loads((out / "manifest.json").read_text())
     assert man["track"] == "toy" and man["format_version"] == 2 and man["counts"]["instances"] == len(inst)
+    # a track in a plain file: the manifest names its module and the file's hash
+    assert man["track_source"] == {"module": HERE.stem, "distribution": "", "version": "",
+                                   "file_sha256": file_sha256(HERE)}
     assert {json.loads(i["gold"])[0][0] for i in inst if i["target_tokens"] == 128} == set(codes(cfg, 128))
     assert cli("build", "toy", "--out", str(out), env=plugin).stdout.startswith("already built")
     r = cli("build", "toy", "--items", "0", "--out", str(tmp_path / "bad"), env=plugin)
@@ -191,6 +208,8 @@ def test_toy_track_end_to_end(tmp_path, monkeypatch):
         lr = run_luigi(cfg, tmp_path / "luigi", [EvalConfig(model="openai/fake", base_url=srv.base_url)])
         b = Path(lr["build_dir"])
         assert b.name == man["build_hash"] and srv.count == len(inst)
+        # the track's own prompt wording reached the model
+        assert {m["messages"][0]["content"] for m in srv.requests} == {"You look items up in lists."}
         sc = pq.read_table(b / "scores.parquet").to_pylist()
         by_id = {i["instance_id"]: i for i in inst}
         # even items right, odd items wrong
@@ -218,6 +237,10 @@ def test_toy_track_end_to_end(tmp_path, monkeypatch):
     scores = pq.read_table(out / "scores.parquet").to_pylist()
     assert sorted(s["score"] for s in scores) == sorted(float(k % 2 == 0) for k in range(cfg.items))
     assert all(s["matcher"] == "code_match" for s in scores)
+    # the tagger's dict summary is printed; every wrong answer (odd items: code + 1) is tagged off_by_one
+    odd = cfg.items // 2
+    assert f"toy failure tags: off by one {odd}" in " ".join(r.stdout.split())
+    assert sorted(s["tags"] for s in scores) == sorted(["[]"] * (cfg.items - odd) + ['["off_by_one"]'] * odd)
     r = cli("report", "--build", str(out), env=plugin)
     assert r.returncode == 0, r.stderr
     page = (out / "report" / "index.html").read_text()
@@ -254,3 +277,73 @@ def test_scoring_a_track_without_a_working_matcher_is_an_error_naming_it(bad, sa
         monkeypatch.setattr(Toy, k, v)
     with pytest.raises(InputError, match=said):
         [matcher(n, "toy") for n in matchers_for("toy")]
+
+
+def test_a_plugin_module_imported_first_registers_through_its_own_entry_point(tmp_path):
+    """A package's track module imported directly (before anything asked the registry) registers itself: its
+    decorator loads the built-in tracks only, and the entry point naming that module is not imported again
+    (a circular import of the half-initialised module before)."""
+    site = tmp_path / "site"
+    dist = site / "toytrack-0.1.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: toytrack\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(f"[ctxbench.tracks]\ntoy = {HERE.stem}:Toy\n")
+    code = (f"import {HERE.stem} as m\nfrom ctxbench.tracks.base import get_track, track_names\n"
+            f"assert type(get_track('toy')) is m.Toy\nprint(','.join(track_names()))")
+    e = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(site), str(HERE.parent)])}
+    e.pop("CTXBENCH_TRACKS", None)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=e, timeout=300)
+    assert r.returncode == 0, r.stderr
+    names = r.stdout.strip().split(",")
+    assert names[-1] == "toy" and names.count("toy") == 1 and "holobench" in names[:-1]
+
+
+def ctx_match(answer: str, instance: dict) -> MatchResult:
+    """A matcher that (wrongly) reads the context."""
+    return MatchResult(float(str(instance["gold"][0][0]) in instance["context"]))
+
+
+def test_a_matcher_that_raises_is_an_error_naming_track_matcher_instance_and_the_missing_context(monkeypatch):
+    from ctxbench.errors import InputError
+    from ctxbench.scoring.pipeline import score_reply
+
+    monkeypatch.setattr(Toy, "matchers", {"ctx_match": f"{__name__}:ctx_match"})
+    row = {"instance_id": "i1", "benchmark": "toy", "gold": [[1234]], "question": "q"}
+    with pytest.raises(InputError) as e:
+        score_reply("<think>no</think>Answer: 1234", row)
+    msg = str(e.value)
+    assert "matcher 'ctx_match' of track toy raised KeyError" in msg and "instance i1" in msg
+    assert "without `context`" in msg and "tagger" in msg and f"{HERE}:" in msg
+
+
+def test_a_tracks_prompts_replace_prompt_file_keys_and_are_checked(monkeypatch):
+    from ctxbench.errors import InputError
+    from ctxbench.prompts import render_messages
+    from ctxbench.tracks.base import check_track
+
+    msgs = render_messages("CTX", "Q?", benchmark="toy")
+    assert msgs[0]["content"] == "You look items up in lists."
+    assert "<document>\nCTX\n</document>" in msgs[1]["content"]  # the other keys: default.yaml's
+    assert render_messages("CTX", "Q?")[0]["content"] != "You look items up in lists."
+    monkeypatch.setattr(Toy, "prompts", {"intro": "x"})
+    with pytest.raises(InputError, match="track toy: prompts key 'intro'"):
+        check_track(Toy())
+    monkeypatch.setattr(Toy, "prompts", {"cot": "{intro} {question}"})
+    with pytest.raises(InputError, match=r"lacks \{context\}"):
+        check_track(Toy())
+
+
+def test_tagger_summaries_print_as_counts_and_difficulty_keeps_a_tracks_reasoning_depth():
+    from ctxbench.analysis.difficulty import difficulty_columns
+    from ctxbench.score import tagging_text
+
+    @dataclass
+    class Summary:
+        key_echo: int
+
+    assert tagging_text({"other_key_value": 2, "key_echo": 0}) == "other key value 2, key echo 0"
+    assert tagging_text(Summary(3)) == "key echo 3"
+    row = {"evidence_spans": "[[2, 4]]", "context_tokens": 10}
+    assert difficulty_columns({**row, "reasoning_depth": 1}) == {"scope": 0.2, "dispersion": 0.0,
+                                                                  "reasoning_depth": 1}
+    assert difficulty_columns(row)["reasoning_depth"] is None

@@ -325,7 +325,8 @@ def _scope_and_dispersion_of_json(spans: str, context_tokens: int) -> tuple[floa
 def difficulty_columns(instance: Mapping[str, Any]) -> dict[str, Any]:
     """The LURCH columns of an instance row: ``{"scope", "dispersion", "reasoning_depth"}``, each None where
     unknown. Reads ``evidence_spans`` (a list or its JSON text of ``[start, end)`` token offsets),
-    ``context_tokens``, and ``sql`` / ``variant`` / ``hops`` / ``benchmark`` for the depth. Every track calls this
+    ``context_tokens``, and the row's own ``reasoning_depth`` where the track set one (e.g. 1 for a single
+    lookup), else ``sql`` / ``variant`` / ``hops`` for the depth (:func:`reasoning_depth`). Every track calls this
     when it writes its instances (``row.update(difficulty_columns(row))``); instances sharing a context (the same
     spans' JSON text) are measured once."""
     spans, n = instance.get("evidence_spans"), int(instance.get("context_tokens") or 0)
@@ -337,4 +338,6 @@ def difficulty_columns(instance: Mapping[str, Any]) -> dict[str, Any]:
             raise
     else:
         scope, dispersion = scope_and_dispersion(_spans(instance), n)
-    return {"scope": scope, "dispersion": dispersion, "reasoning_depth": reasoning_depth(instance)}
+    depth = instance.get("reasoning_depth")  # a track that knows its derivation sets it itself
+    return {"scope": scope, "dispersion": dispersion,
+            "reasoning_depth": int(depth) if depth is not None else reasoning_depth(instance)}

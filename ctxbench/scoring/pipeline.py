@@ -451,10 +451,35 @@ def score_reply(response: str | None, instance: dict, reasoning: str | None = No
                 names: Sequence[str] | None = None) -> list[Scored]:
     """Score one stored reply the way ``score`` does: the instance's benchmark's answer chain (:func:`chain_for`),
     then each of its matchers (``names``, default all, the primary first) on that answer. ``instance``: the
-    ``instances.parquet`` row with ``gold`` and ``accepted_answers`` parsed from JSON. Raises InputError for an
-    unregistered benchmark or an unknown matcher (:mod:`ctxbench.scoring.registry`)."""
+    ``instances.parquet`` row with ``gold`` and ``accepted_answers`` parsed from JSON, without ``context``
+    (``score`` never loads contexts). Raises InputError for an unregistered benchmark or an unknown matcher
+    (:mod:`ctxbench.scoring.registry`), and for a matcher that raises (naming the track, the matcher, the instance
+    and the line that raised)."""
     from .registry import matcher, matchers_for
 
     bench = instance.get("benchmark")
     answer = chain_for(bench)(response, reasoning)
-    return [Scored(n, matcher(n, bench)(answer, instance), answer) for n in (names or matchers_for(bench))]
+    out = []
+    for n in (names or matchers_for(bench)):
+        fn = matcher(n, bench)
+        try:
+            out.append(Scored(n, fn(answer, instance), answer))
+        except Exception as e:  # a matcher's bug: name the track, matcher, instance and the failing line
+            raise InputError(_matcher_failure(n, bench, instance, e)) from e
+    return out
+
+
+def _matcher_failure(name: str, bench: str | None, instance: dict, e: Exception) -> str:
+    """The message of a matcher that raised: track, matcher, instance, exception, the line that raised, and for a
+    missing column what the row holds (``context`` is never in it)."""
+    import traceback
+
+    tb = traceback.extract_tb(e.__traceback__)
+    where = f" at {tb[-1].filename}:{tb[-1].lineno}" if tb else ""
+    msg = (f"matcher {name!r} of track {bench} raised {type(e).__name__}: {e}{where} on instance "
+           f"{instance.get('instance_id')}")
+    if isinstance(e, KeyError) and e.args and e.args[0] not in instance:
+        msg += (f". A matcher receives the instances.parquet row without `context` (contexts can be GBs: score "
+                f"never loads them); it holds {', '.join(sorted(instance))}. A failure tag that needs the context "
+                f"belongs in the track's `tagger`, which is given the build directory")
+    return msg

@@ -2,7 +2,8 @@
 
 A matcher is ``fn(answer: str, instance: dict) -> MatchResult`` where ``answer`` is the reply after the benchmark's
 answer pipeline (:func:`ctxbench.scoring.pipeline.score_reply` runs both) and ``instance`` is the instance's row
-from ``instances.parquet`` with ``gold`` (and ``accepted_answers`` where present) already parsed from JSON. Each
+from ``instances.parquet`` with ``gold`` (and ``accepted_answers`` where present) already parsed from JSON (without
+``context``, which ``score`` never loads). Each
 track declares its matchers (ordered ``{name: "module:function"}``, the first its primary score), its tagger and
 the answer filters it adds (:class:`ctxbench.tracks.base.Track`); ``score`` runs every matcher of an instance's
 benchmark on every ok response and writes one ``scores.parquet`` row per response × matcher. There is no default:

@@ -42,14 +42,18 @@ Fields of a track (class attributes; the contract other layers rely on):
   results, exports). A matcher is ``fn(answer: str, instance: dict) -> MatchResult``: ``answer`` is the reply
   after the answer pipeline (:mod:`ctxbench.scoring.pipeline`: reasoning and chat tokens removed, final answer
   taken; ``""`` when there is none), never the raw reply, so a matcher never extracts answers itself; ``instance``
-  is the ``instances.parquet`` row with ``gold`` and ``accepted_answers`` parsed from JSON. Read numbers with
+  is the ``instances.parquet`` row with ``gold`` and ``accepted_answers`` parsed from JSON, without ``context``
+  (contexts can be GBs: ``score`` never loads them; a tag that needs the context belongs in the ``tagger``). A
+  matcher that raises stops ``score`` with an error naming the track, the matcher and the instance. Read numbers with
   :mod:`ctxbench.scoring.numbers`. A track without matchers cannot be scored: ``score`` raises an error naming it
   (there is no default matcher). A matcher may set a ``version`` attribute; with its code's hash it decides when
   stored scores are recomputed (:mod:`ctxbench.scoring.versions`).
 * ``tagger`` — ``"module:function"`` or None: refines the failure tags of the track's score rows once the whole
   build is known, ``fn(rows, instances, responses, judge=None, build_dir=None) -> summary`` (rows: the track's
-  ``scores.parquet`` rows, changed in place; instances: id → row; responses: request key → row; judge:
-  ``{"model", "base_url", "api_key_env"}`` or None).
+  ``scores.parquet`` rows, all matchers', changed in place — ``tags`` is JSON text; instances: id → row, without
+  ``context``: read it from ``build_dir / "instances.parquet"``; responses: request key → row; judge:
+  ``{"model", "base_url", "api_key_env"}`` or None; summary: ``{what: count}`` (a dict or a dataclass) that
+  ``ctxbench score`` prints, or None).
 * ``answer_filters`` — names of answer filters this track adds after the default filter chain (reasoning blocks and
   chat tokens removed, final answer taken, tidied) before its matchers and the judge see a response: filters
   registered with :func:`ctxbench.scoring.pipeline.register_filter` (``first_line``, ``fold_width``,
@@ -59,6 +63,10 @@ Fields of a track (class attributes; the contract other layers rely on):
   identifier), used by ``score --judge MODEL --judge-prompt NAME`` beside the built-in row judge (``rows``, the
   default) and stored under the matcher ``judge-NAME:MODEL``; such a prompt judges this track's instances only
   (:func:`ctxbench.scoring.registry.judge_prompt`).
+* ``prompts`` — ``{key: text}`` replacing keys of the prompt file (``assets/prompts/default.yaml``: ``system``,
+  ``intro_lc``, ``intro_rag``, ``intro_<context_format>``, ``cot``, ``direct``; ``cot``/``direct`` hold
+  ``{intro}``, ``{context}`` and ``{question}``) for this track's instances: how a track outside the repository
+  words its own prompt (:mod:`ctxbench.prompts`; a built-in track may instead ship ``assets/prompts/<name>.yaml``).
 * ``fallback_matchers`` — matcher names that only approximate the benchmark's own scoring (the report labels them);
   ``scoring_note`` — one sentence (HTML) the report prints on how this track's answers are scored.
 * ``report_sections`` — ``"module:function"`` entries, each ``fn(ctx: ReportContext) -> str`` (HTML; "" for
@@ -112,6 +120,8 @@ BUILTIN = ("ctxbench.tracks.holobench.track", "ctxbench.tracks.scitrek.track", "
 DEFAULT_TRACK = os.environ.get("CTXBENCH_DEFAULT_TRACK", "holobench")
 # what every stage may ask for besides earlier stages' outputs and the track's inputs
 RUN_KEYS = ("cfg", "out", "force", "versioned", "progress")
+# the keys of a prompt file (assets/prompts/default.yaml) a track's ``prompts`` may replace, besides intro_<format>
+PROMPT_KEYS = ("system", "intro_lc", "intro_rag", "cot", "direct")
 
 
 def resolve(ref: str | Callable, what: str = "reference") -> Any:
@@ -173,6 +183,7 @@ class Track:
     tagger: ClassVar[str | None] = None
     answer_filters: ClassVar[tuple[str, ...]] = ()
     judge_prompts: ClassVar[Mapping[str, str]] = {}
+    prompts: ClassVar[Mapping[str, str]] = {}
     fallback_matchers: ClassVar[frozenset[str]] = frozenset()
     scoring_note: ClassVar[str] = ""
     report_sections: ClassVar[tuple[str, ...]] = ()
@@ -223,7 +234,7 @@ class Track:
         return {"name": self.name, "title": self.title or doc, "stages": [s.name for s in self.stages],
                 "matchers": list(self.matchers), "primary_matcher": next(iter(self.matchers), None),
                 "tagger": self.tagger, "answer_filters": list(self.answer_filters),
-                "judge_prompts": list(self.judge_prompts),
+                "judge_prompts": list(self.judge_prompts), "prompts": sorted(self.prompts),
                 "report_sections": list(self.report_sections), "verbs": list(self.verbs),
                 "config": self.Config.__name__, "module": type(self).__module__}
 
@@ -259,6 +270,17 @@ def check_track(track: Track) -> None:
         if not (isinstance(p, str) and p.isidentifier() and p == p.lower() and p[0] != "_"):
             raise InputError(f"track {name}: judge prompt name {p!r} must be a lower-case identifier (it becomes "
                              f"part of the matcher name judge-<prompt>:<model>)")
+    if not isinstance(track.prompts, Mapping):
+        raise InputError(f"track {name}: prompts must be a mapping prompt-file key -> text")
+    for k, v in track.prompts.items():
+        if k not in PROMPT_KEYS and not (isinstance(k, str) and k.startswith("intro_")):
+            raise InputError(f"track {name}: prompts key {k!r} is not a prompt-file key ({', '.join(PROMPT_KEYS)} "
+                             f"or intro_<context_format>)")
+        if not isinstance(v, str):
+            raise InputError(f"track {name}: prompts[{k!r}] must be text")
+        missing = [f for f in ("{intro}", "{context}", "{question}") if k in ("cot", "direct") and f not in v]
+        if missing:
+            raise InputError(f"track {name}: prompts[{k!r}] lacks {', '.join(missing)}")
     for v in (*track.matchers.values(), *([track.tagger] if track.tagger else []), *track.report_sections,
               *track.judge_prompts.values()):
         if not (isinstance(v, str) and ":" in v):
@@ -370,8 +392,8 @@ def register_track(cls: type[Track]) -> type[Track]:
     an InputError naming both."""
     track = cls() if isinstance(cls, type) else cls
     check_track(track)
-    if not _loaded and not _loading and cls.__module__ not in BUILTIN:
-        load_tracks()  # the built-in tracks come first, whatever registers before they are asked for
+    if cls.__module__ not in BUILTIN:
+        _load_builtins()  # the built-in tracks come first, whatever registers before they are asked for
     old = _REGISTRY.get(track.name)
     if old is not None and (type(old).__module__, type(old).__qualname__) != (cls.__module__, cls.__qualname__):
         raise InputError(f"track {track.name!r} is registered twice: {type(old).__module__}.{type(old).__qualname__} "
@@ -414,6 +436,26 @@ def _import_plugin(spec: str) -> None:
         raise InputError(f"{PLUGIN_ENV}: cannot import track module {spec!r} ({e})") from None
 
 
+_builtins_loaded = False
+
+
+def _load_builtins() -> None:
+    """Import the built-in track modules (once). Only these: a plugin module registering itself while it is
+    imported must not import the entry points, which may name that very module (a circular import)."""
+    global _builtins_loaded
+    if _builtins_loaded:
+        return
+    _builtins_loaded = True
+    for mod in BUILTIN:
+        importlib.import_module(mod)
+
+
+def _initializing(module: str) -> bool:
+    """Whether ``module`` is being imported right now (its track registers itself when its decorator runs)."""
+    spec = getattr(sys.modules.get(module), "__spec__", None)
+    return bool(getattr(spec, "_initializing", False))
+
+
 def load_tracks() -> None:
     """Register the built-in tracks, the entry points of the ``ctxbench.tracks`` group and the modules/files in
     ``CTXBENCH_TRACKS`` (once per process; later calls only add ``CTXBENCH_TRACKS`` entries not seen yet)."""
@@ -423,9 +465,10 @@ def load_tracks() -> None:
     _loading = True
     try:
         if not _loaded:
-            for mod in BUILTIN:
-                importlib.import_module(mod)
+            _load_builtins()
             for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+                if _initializing(ep.value.partition(":")[0].strip()):
+                    continue  # that module is being imported now: its @register_track registers it
                 try:
                     obj = ep.load()
                 except Exception as e:  # a broken plugin names itself; the other tracks stay usable

@@ -147,6 +147,39 @@ class TokenizerRecord(BaseModel):
     file_sha256: str = ""
 
 
+class TrackSource(BaseModel):
+    """Where a build's track code came from: its module, the distribution that installed it and that
+    distribution's version (a track in a package: ``ctxbench`` for the built-in ones), or ``file_sha256`` of a
+    track defined in a plain ``.py`` file (``CTXBENCH_TRACKS``), so that a manifest names the code of a track
+    ctxbench does not ship."""
+
+    model_config = ConfigDict(extra="forbid")
+    module: str
+    distribution: str = ""
+    version: str = ""
+    file_sha256: str = ""
+
+
+def track_source(name: str) -> TrackSource | None:
+    """The :class:`TrackSource` of the registered track ``name`` (None when none is registered by that name)."""
+    import sys
+
+    from .base import find_track
+
+    t = find_track(name)
+    if t is None:
+        return None
+    mod = type(t).__module__
+    top = mod.partition(".")[0]
+    if top == "ctxbench":
+        return TrackSource(module=mod, distribution="ctxbench", version=version("ctxbench"))
+    dists = importlib.metadata.packages_distributions().get(top) or []
+    if dists:
+        return TrackSource(module=mod, distribution=dists[0], version=version(dists[0]))
+    f = getattr(sys.modules.get(mod), "__file__", None)
+    return TrackSource(module=mod, file_sha256=file_sha256(f) if f and Path(f).is_file() else "")
+
+
 class BuildManifest(BaseModel):
     """``manifest.json`` of a build directory (SCHEMA.md, "Build directory"), written last by :class:`BuildWriter`
     so that its presence marks a complete build. Every track's manifest has these fields; a track adds its own
@@ -168,6 +201,8 @@ class BuildManifest(BaseModel):
     python: str = Field(..., description="Python version")
     sqlite_version: str = Field(..., description="SQLite library version")
     counts: dict[str, int] = Field(..., description="instances, quarantined and the track's own counts")
+    track_source: TrackSource | None = Field(None, description="where the track's code came from (a package's "
+                                                               "version, or a plain file's hash)")
 
 
 def read_manifest(build_dir: str | Path) -> BuildManifest:
@@ -260,7 +295,7 @@ class BuildWriter:
             versions=versions(*MANIFEST_PACKAGES), python=platform.python_version(),
             sqlite_version=sqlite3.sqlite_version,
             counts={"instances": len(instances), "quarantined": len(quarantine), **(counts or {})},
-            **(details or {}))
+            track_source=track_source(track), **(details or {}))
         write_json(manifest.model_dump(mode="json"), out / "manifest.json")
         if self.root is not None:
             set_latest(self.root, self.build_hash)
