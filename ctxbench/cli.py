@@ -108,6 +108,21 @@ console = Console(stderr=True, soft_wrap=True)
 out_console = Console(soft_wrap=True, markup=False)  # paths and messages may hold [brackets]
 
 
+def print_table(t: Table) -> None:
+    """Print a table to stdout without cutting any value: cells wrap (never an ellipsis) in a terminal narrower than
+    the table, and where stdout is not a terminal (a log file, a pipe, a nightly job) the table is printed at its
+    natural width instead of rich's default 80 columns, so model names and intervals stay whole and greppable."""
+    from rich.measure import Measurement
+
+    for c in t.columns:
+        c.overflow = "fold"
+    if out_console.is_terminal:
+        out_console.print(t)
+        return
+    natural = Measurement.get(out_console, out_console.options.update(width=10_000), t).maximum
+    Console(file=out_console.file, soft_wrap=True, markup=False, width=max(natural, out_console.width)).print(t)
+
+
 def _ints(s: str, what: str) -> list[int]:
     return parse_ints(s, what)
 
@@ -422,7 +437,7 @@ def calibrate_cmd(
         t.add_column(col, justify="left" if col == "tokenizer" else "right")
     for x in sorted(cals, key=lambda x: x.tokens_per_char):
         t.add_row(x.tokenizer, f"{x.tokens:,}", f"{x.tokens_per_char:.3f}", f"{x.seconds or 0:.1f}")
-    out_console.print(t)
+    print_table(t)
     out_console.print(f"spread (largest / smallest): {spread(cals):.2f}x" + (f"; written to {target}" if target else ""))
 
 
@@ -691,7 +706,7 @@ def kappa_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help
     if not rows:
         _fail(CtxbenchError(f"no judge in {build / 'scores.parquet'} scored a labelled answer: run `ctxbench score` "
                             f"(with --judge) on the build the labels come from"))
-    out_console.print(t)
+    print_table(t)
     write_parquet(pa.Table.from_pylist([{**r, "labels_file": str(labels)} for r in rows]), build / "kappa.parquet")
 
 
@@ -839,7 +854,7 @@ def print_results(build: Path) -> None:
         a = length_averages({r["context_length"]: r["score"] for r in rows
                              if (r["model"], r["mode"], r["matcher"]) == (m, md, mt)})
         t.add_row(m, md, mt, "Avg", "", f"{a['Avg']:.3f}", "")
-    out_console.print(t)
+    print_table(t)
     out_console.print(f"build directory: {build}\n  instances: {build / 'instances.parquet'}\n"
                       f"  responses: {build / 'responses.parquet'}\n  scores:    {build / 'scores.parquet'}\n"
                       f"  report:    {build / 'report' / 'index.html'}")
