@@ -1032,6 +1032,10 @@ def questions_import_cmd(
     why = ", ".join(f"{k} {n}" for k, n in c["by_reason"].items())
     out_console.print(f"imported {c['inputs']} questions: {c['accepted']} accepted, {c['rejected']} rejected"
                       f"{f' ({why})' if why else ''}; {len(r.written)} query set(s) and {REPORT} → {out}")
+    if c["not_buildable"]:
+        out_console.print(f"  {c['written']} accepted question(s) written; {c['not_buildable']} left out of the query "
+                          f"sets as not buildable (they read identifiers or columns the build's prepared database "
+                          f"lacks, or their answer there is not unambiguous): `note` in {out / REPORT}")
 
 
 def main() -> None:  # pragma: no cover

@@ -185,3 +185,49 @@ def test_missing_db_dir_and_file(tmp_path):
         import_questions(f, tmp_path / "none", tmp_path / "out")
     with pytest.raises(InputError, match="does not exist"):
         import_questions(tmp_path / "absent.json", tmp_path, tmp_path / "out")
+
+
+FLIGHT_QUESTIONS = [
+    # reads a column the generated templates leave out (airlines.Country): the templates must state it
+    {"db_id": "flight_2", "question": "How many airlines are based in the USA?",
+     "query": "SELECT count(*) FROM airlines WHERE Country = 'USA'"},
+    # reads flights.DestAirport, a foreign key the build resolves to the airport's name (the column is renamed)
+    {"db_id": "flight_2", "question": "How many flights arrive at APG?",
+     "query": "SELECT count(*) FROM flights WHERE DestAirport = 'APG'"},
+]
+
+
+def test_import_for_a_database_without_templates_builds(spider_db, tmp_path):
+    """A database with no shipped templates (flight_2): the imported query set carries a templates: section that
+    states every column its questions read, holds only questions the build can ask (the others are reported with
+    a note), and `build holobench --queries` builds it."""
+    db = spider_db("flight_2")
+    con = sqlite3.connect(db)
+    n_usa = con.execute("SELECT count(*) FROM airlines WHERE TRIM(Country) = 'USA'").fetchone()[0]
+    n_apg = con.execute("SELECT count(*) FROM flights WHERE TRIM(DestAirport) = 'APG'").fetchone()[0]
+    con.close()
+    assert n_usa > 0 and n_apg > 0
+    qfile = tmp_path / "fl.json"
+    qfile.write_text(json.dumps(FLIGHT_QUESTIONS))
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, ["questions", "import", "--spider", str(qfile), "--db-dir", str(Path(db).parent.parent),
+                                   "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.split())
+    assert "2 accepted, 0 rejected" in text and "1 accepted question(s) written; 1 left out" in text
+    lines = [json.loads(x) for x in (out / REPORT).read_text().splitlines()]
+    assert [x["accepted"] for x in lines] == [True, True]
+    assert lines[0]["answer"] == [[n_usa]] and lines[1]["answer"] == [[n_apg]]
+    assert lines[0]["id"] == "flight_2-fl-0000"
+    assert lines[1]["id"] is None and lines[1]["note"].startswith("not buildable")
+    assert "destairport" in lines[1]["note"].lower()
+    doc = yaml.safe_load((out / "flight_2.yaml").read_text(encoding="utf-8"))
+    assert [q["id"] for q in doc["questions"]] == ["flight_2-fl-0000"]
+    assert len(doc["templates"]["airlines"]) == 5
+    assert all("{Country}" in t for t in doc["templates"]["airlines"])
+    b = build_holobench(HoloBenchConfig(db=str(db), queries=str(out / "flight_2.yaml"), lengths=[2048]), tmp_path / "b")
+    inst = pq.read_table(b.out / "instances.parquet").to_pylist()
+    assert {r["question_id"] for r in inst} == {"flight_2-fl-0000"}
+    con = sqlite3.connect(b.out / "source.sqlite")
+    assert con.execute("SELECT count(*) FROM airlines WHERE Country = 'USA'").fetchone()[0] == n_usa
+    con.close()

@@ -16,7 +16,15 @@ Output (``OUT``):
 * ``<db_id>.yaml``: the accepted questions as a query set that ``ctxbench build holobench --queries`` reads
   (``id``, ``question``, ``sql`` exactly as given, ``query_types`` and ``difficulty`` derived by
   :func:`ctxbench.questions.sqlinfo.sql_info`). A question whose text repeats an earlier accepted one of the same
-  database is written once (a query set's questions are distinct).
+  database is written once (a query set's questions are distinct). For a database without
+  ``assets/templates/<db_id>.yaml`` the file carries a ``templates:`` section (as ``ctxbench questions generate``
+  writes one): the generated templates (:func:`ctxbench.verbalize.generate.generate_templates`), each table's also
+  stating every column of the prepared database that the questions read (a foreign key the build resolves to the
+  referenced row's name is no longer there: the question is then not buildable). Only questions the build can ask are written: each is checked as the build checks it (tables and
+  columns of the database as the build prepares it: identifiers resolved to names, columns renamed, incomplete
+  rows dropped; every column it reads stated by every template of its table) and answered again by the gold
+  engine on that database; one that fails stays ``accepted`` (its answer on the full database is unambiguous)
+  but gets ``id`` null and a ``note`` starting ``not buildable:`` with the reason.
 * ``import_report.jsonl``: one JSON line per input, in input order: ``db_id``, ``question``, ``sql`` (the input
   SQL exactly as given), ``accepted``, ``reason`` (null, or why it was rejected), ``answer`` (rows of values in
   SELECT order; null when rejected), plus ``index`` (position in the input), ``id`` (its id in the query set; null
@@ -29,6 +37,7 @@ import hashlib
 import json
 import math
 import re
+import sqlite3
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,8 +48,9 @@ import yaml
 from ..errors import InputError
 from ..gold import compute_gold
 from ..sources import load_database
-from ..sources.database import Database, sql_type
-from ..sources.preprocess import normalize_database
+from ..sources.database import Database, sql_type, write_sqlite
+from ..sources.preprocess import DatabaseSpec, normalize_database, preprocess
+from .queryset import Question, check_question, check_runs
 from .sqlinfo import sql_info
 
 REPORT = "import_report.jsonl"
@@ -86,6 +96,8 @@ class ImportResult:
     def counts(self) -> dict[str, Any]:
         acc = sum(1 for r in self.report if r["accepted"])
         return {"inputs": len(self.report), "accepted": acc, "rejected": len(self.report) - acc,
+                "written": sum(1 for r in self.report if r["id"]),
+                "not_buildable": sum(1 for r in self.report if str(r.get("note") or "").startswith("not buildable")),
                 "by_reason": dict(Counter(r["reason_kind"] for r in self.report if not r["accepted"]).most_common())}
 
 
@@ -159,6 +171,76 @@ def _yaml_dump(data: Any) -> str:
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120)
 
 
+def _templates_for(raw: Database, spec: DatabaseSpec, qs: list[dict]) -> tuple[Any, dict[str, list[str]] | None]:
+    """(TemplateSet the build will use, generated templates to write or None when the database ships its own)."""
+    from ..config import assets_dir
+    from ..verbalize.generate import generate_templates, table_templates
+    from ..verbalize.templates import TemplateSet, load_templates
+
+    if (assets_dir() / "templates" / f"{raw.db_id}.yaml").exists():
+        return load_templates(raw.db_id), None
+    gen = generate_templates(raw, spec)
+    full = preprocess(raw, None, spec).db
+    low = {n.lower(): n for n in full.tables}
+    cols: dict[str, set[str]] = {n: set(c) for n, c in gen.columns.items()}
+    for q in qs:
+        try:
+            info = sql_info(q["sql"], {n: t.columns for n, t in full.tables.items()})
+        except InputError:
+            continue
+        for c in info["columns"]:
+            if "." in c:
+                owners, col = [c.split(".", 1)[0]], c.split(".", 1)[1]
+            else:
+                owners, col = list(info["tables"]), c
+            for t in owners:
+                name = low.get(t)
+                prof = gen.profiles.get(name) if name else None
+                real = next((x for x in full.tables[name].columns if x.lower() == col), None) if name else None
+                if real is None or prof is None or real not in prof.columns:
+                    continue
+                cols.setdefault(name, set(prof.label)).add(real)
+    templates = {}
+    for n in full.tables:
+        if n in cols and [c for c in cols[n] if c not in gen.profiles[n].label]:
+            templates[n] = table_templates(gen.profiles[n], sorted(cols[n], key=full.tables[n].columns.index))
+    if not templates:
+        raise InputError(f"database {raw.db_id!r}: no table has a column to state besides its identifiers and names")
+    return TemplateSet(raw.db_id, templates, path="the templates: section"), templates
+
+
+def _buildable(path: Path, qs: list[dict], seed: int) -> tuple[dict[str, list[str]] | None, dict[str, str]]:
+    """Check the accepted questions of one database as the build will (module docstring). Returns the generated
+    templates (None when the database ships its own) and ``{question id: why it cannot be built}``."""
+    import tempfile
+
+    raw = load_database(path)
+    spec = DatabaseSpec.load(raw.db_id)
+    ts, generated = _templates_for(raw, spec, qs)
+    pre = preprocess(raw, {t: ts.columns(t) for t in ts.templates if t in raw.tables}, spec)
+    ts.check({n: t.columns for n, t in pre.db.tables.items()})
+    tables = {n: t.columns for n, t in pre.db.tables.items()}
+    gold_tables = gold_tables_of(pre.db)
+    why: dict[str, str] = {}
+    with tempfile.TemporaryDirectory() as d:
+        write_sqlite(pre.db, Path(d) / "source.sqlite")
+        con = sqlite3.connect(Path(d) / "source.sqlite")
+        try:
+            for q in qs:
+                try:
+                    check_question(Question(q["id"], q["question"], " ".join(q["sql"].split())), tables, ts)
+                    check_runs(Question(q["id"], q["question"], " ".join(q["sql"].split())), con)
+                except InputError as e:
+                    why[q["id"]] = str(e).replace(f"question {q['id']!r}: ", "", 1)
+                    continue
+                g = compute_gold(q["sql"], _tables_read(q["sql"], gold_tables), seed=seed)
+                if not g.ok:
+                    why[q["id"]] = f"on the database as the build prepares it: {g.reason}"
+        finally:
+            con.close()
+    return generated, why
+
+
 def import_questions(spider: str | Path, db_dir: str | Path, out: str | Path, seed: int = 0) -> ImportResult:
     """Import the Spider/BIRD question file ``spider`` for the databases under ``db_dir`` into ``out`` (module
     docstring). Returns the report and the query sets written.
@@ -206,14 +288,28 @@ def import_questions(spider: str | Path, db_dir: str | Path, out: str | Path, se
                                            "query_types": info["query_types"], "difficulty": info["difficulty"]})
     out.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha256(spider.read_bytes()).hexdigest()
+    by_id = {line["id"]: line for line in report if line["id"]}
     written = {}
     for db_id, qs in sets.items():
+        try:
+            generated, why = _buildable(db_dir / db_id / f"{db_id}.sqlite", qs, seed)
+        except InputError as e:  # the database cannot be prepared as a build prepares it: no question is buildable
+            generated, why = None, {q["id"]: f"the build cannot prepare database {db_id!r}: {e}" for q in qs}
+        for qid, reason in why.items():
+            by_id[qid].update(id=None, note=f"not buildable: {reason}")
+        qs = [q for q in qs if q["id"] not in why]
+        if not qs:
+            continue
         doc = {"db_id": db_id,
                "source": {"file": spider.name, "sha256": digest, "format": "spider/bird", "imported_by":
                           "ctxbench questions import", "numbers_from_text": dbs[db_id][2]["numbers_from_text"]},
                "questions": qs}
+        if generated:
+            doc["templates"] = generated
         head = (f"# Questions imported from {spider.name} for {db_id}: accepted when their answer on the full database is\n"
-                f"# unambiguous (ctxbench.questions.importer); SQL exactly as given, read as SQLite SQL.\n")
+                f"# unambiguous (ctxbench.questions.importer); SQL exactly as given, read as SQLite SQL.\n"
+                + ("# Templates generated from the schema (templates: below): review them before publishing results.\n"
+                   if generated else ""))
         p = out / f"{db_id}.yaml"
         tmp = p.with_name(p.name + ".tmp")
         tmp.write_text(head + _yaml_dump(doc), encoding="utf-8")
