@@ -395,3 +395,22 @@ def test_litellm_provider_exceptions_through_the_table():
         got = classify(exc)
         outcome = "transient" if isinstance(got, TransientError) else got.status
         assert isinstance(got, (TransientError, PermanentError)) and outcome == expect, (name, outcome, str(got))
+
+
+@pytest.mark.parametrize("reason,status", [
+    ("content_filter", "refused_by_provider"), ("content-filter", "refused_by_provider"),
+    ("refusal", "refused_by_provider"), ("SAFETY", "refused_by_provider"), ("RECITATION", "refused_by_provider"),
+    ("PROHIBITED_CONTENT", "refused_by_provider"), ("blocklist", "refused_by_provider"),
+    ("stop", "ok"), ("STOP", "ok"), ("length", "ok"), ("MAX_TOKENS", "ok"), ("end_turn", "ok"), (None, "ok"),
+])
+def test_refusal_finish_reasons_in_every_spelling(reason, status):
+    """A reply the provider withheld for its content policy is refused_by_provider whatever the server calls the
+    finish (OpenAI/vLLM content_filter, Anthropic's refusal stop, Gemini's SAFETY family); a normal or length finish
+    is an answer (truncation is judged from the token counts, not here)."""
+    from ctxbench.models.batch import anthropic_result
+    from ctxbench.models.gateway import completion_result
+
+    r = completion_result("openai/x", {"finish_reason": reason}, {"content": ""}, None)
+    assert r.status == status
+    a = anthropic_result("anthropic/x", {"content": [{"type": "text", "text": ""}], "stop_reason": reason})
+    assert a.status == status

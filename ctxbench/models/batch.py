@@ -35,7 +35,7 @@ from typing import Any
 
 from ..errors import InputError
 from .gateway import (CallResult, ErrorInfo, PermanentError, TransientError, classify, classify_error,
-                      completion_result, error_in_body, usage_counts, cost_usd)
+                      completion_result, cost_usd, error_in_body, is_refusal_finish, usage_counts)
 
 TERMINAL = ("completed", "failed", "expired", "cancelled")  # a batch in one of these states runs no more
 RESEND_CODES = ("batch_expired", "batch_cancelled")  # per-request errors that only mean "not run": send again
@@ -93,7 +93,7 @@ def anthropic_result(model: str, message: dict, batch: bool = True) -> CallResul
     text = "".join(b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text")
     thinking = "".join(b.get("thinking", "") for b in blocks if isinstance(b, dict) and b.get("type") == "thinking")
     pt, ct, cached, written = usage_counts(message.get("usage"))
-    status = "refused_by_provider" if message.get("stop_reason") == "refusal" else "ok"
+    status = "refused_by_provider" if is_refusal_finish(message.get("stop_reason")) else "ok"
     return CallResult(status, text, thinking or None, pt, ct, None, cost_usd(model, pt, ct, cached, written, batch),
                       cached_prompt_tokens=cached if pt is not None else None)
 

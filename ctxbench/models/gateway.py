@@ -568,17 +568,32 @@ def _duration(s: float) -> str:
     return f"{s:.0f} s" + (f" ({s / 3600:.1f} h)" if s >= 3600 else f" ({s / 60:.1f} min)" if s >= 120 else "")
 
 
+# Finish reasons meaning the provider withheld or cut the reply for its content policy, however a server spells
+# them (compared lower-cased, '-' as '_'): OpenAI/Azure/vLLM ``content_filter``, Anthropic ``refusal`` (its
+# ``stop_reason``), Gemini's ``SAFETY``, ``RECITATION``, ``PROHIBITED_CONTENT``, ``BLOCKLIST``, ``SPII``,
+# ``IMAGE_SAFETY`` (its ``finishReason``, passed through by OpenAI-compatible proxies).
+REFUSAL_FINISH_REASONS = frozenset({"content_filter", "refusal", "safety", "recitation", "prohibited_content",
+                                    "blocklist", "spii", "image_safety"})
+
+
+def is_refusal_finish(reason: Any) -> bool:
+    """Whether a completion's finish (stop) reason says the provider refused or filtered the reply
+    (:data:`REFUSAL_FINISH_REASONS`, any case, ``content-filter`` as ``content_filter``)."""
+    return isinstance(reason, str) and reason.strip().lower().replace("-", "_") in REFUSAL_FINISH_REASONS
+
+
 def completion_result(model: str, choice: dict, msg: dict, usage: Any, zeros_mean_none: bool = False,
                       batch: bool = False) -> CallResult:
     """The :class:`CallResult` of one chat completion (OpenAI's shape: a choice with its ``finish_reason``, its
     ``message`` and the response's ``usage``), for a direct call and for a line of a batch's output alike: the
     reply, the reasoning field (``reasoning_content`` or ``reasoning``), token counts (:func:`usage_counts`) and the
     cost (at batch prices with ``batch``). ``zeros_mean_none``: litellm writes zeros where the server reported no
-    usage. Status ``refused_by_provider`` for a ``content_filter`` finish, else ``ok``."""
+    usage. Status ``refused_by_provider`` for a refusal finish (:func:`is_refusal_finish`: ``content_filter``,
+    ``refusal``, Gemini's ``SAFETY`` ...), else ``ok``."""
     pt, ct, cached, written = usage_counts(usage)
     if zeros_mean_none and not pt and not ct:
         pt = ct = None
-    status = "refused_by_provider" if choice.get("finish_reason") == "content_filter" else "ok"
+    status = "refused_by_provider" if is_refusal_finish(choice.get("finish_reason")) else "ok"
     return CallResult(status, msg.get("content"), msg.get("reasoning_content") or msg.get("reasoning"), pt, ct,
                       None, cost_usd(model, pt, ct, cached, written, batch=batch),
                       cached_prompt_tokens=cached if pt is not None else None)
