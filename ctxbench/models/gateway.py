@@ -101,6 +101,17 @@ class ErrorRule:
                 and (not self.exceptions or any(n in self.exceptions for n in names)))
 
 
+# A wait written in an error's text, where a server sends no Retry-After header: OpenAI's "Please try again in
+# 6s" / "in 20ms" / "in 1m30.5s", Azure's "Please retry after 30 seconds", Gemini's "Please retry in 6.2s" and its
+# RetryInfo "retryDelay": "6s", "wait 5 seconds" and the like.
+_DURATION = r"(?:\d+(?:\.\d+)?\s*(?:h|hours?|m(?!s)|min(?:ute)?s?|s|secs?|seconds?|ms|milliseconds?)(?![a-z])\s*)+"
+_RETRY_TEXT = re.compile(r"(?:(?:try|retry)(?:ing)?\s+(?:again\s+)?(?:in|after)|wait(?:\s+for)?)\s+(?:about\s+)?"
+                         rf"({_DURATION})|\"retryDelay\"\s*:\s*\"(\d+(?:\.\d+)?)s\"", re.I)
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(h|hours?|ms|milliseconds?|m|min(?:ute)?s?|s|secs?|seconds?)(?![a-z])",
+                            re.I)
+_UNIT_S = {"h": 3600.0, "m": 60.0, "ms": 0.001, "s": 1.0}
+
+
 _5XX = frozenset(range(500, 600))
 NOT_ATTEMPTED = "not attempted"  # the error of a call a paused run did not start
 # First match wins. Order matters: an output budget over the model's limit is configuration even though it names
@@ -108,6 +119,8 @@ NOT_ATTEMPTED = "not attempted"  # the error of a call a paused run did not star
 # over_length whatever its status (a 500 from vLLM v1 or llama.cpp, a 200 with an error body), before the 5xx rule.
 ERROR_TABLE: tuple[ErrorRule, ...] = (
     ErrorRule("config_error", pattern=OUTPUT_BUDGET_RE, why="max tokens above the model's output limit"),
+    ErrorRule("transient", statuses=frozenset({429}), pattern=_RETRY_TEXT,
+              why="a limit the server says when to retry (Gemini's per-minute quota words it as a quota)"),
     ErrorRule("config_error", pattern=QUOTA_RE, why="quota, credit or per-minute token limit of the account"),
     ErrorRule("transient", statuses=frozenset({429}), why="rate limited"),
     ErrorRule("transient", exceptions=frozenset({"RateLimitError"}), why="rate limited"),
@@ -170,7 +183,8 @@ def classify_error(info: ErrorInfo) -> "TransientError | PermanentError":
     for rule in ERROR_TABLE:
         if rule.matches(info.status, info.text, info.exceptions):
             if rule.outcome == "transient":
-                return TransientError(msg, retry_after_s(info.headers))
+                hint = retry_after_s(info.headers)
+                return TransientError(msg, hint if hint is not None else retry_hint_in_text(info.text))
             return PermanentError(msg, rule.outcome)
     return PermanentError(msg)  # unreachable: the last row matches everything
 
@@ -328,6 +342,24 @@ def retry_after_s(headers: Any) -> float | None:
             return max(0.0, parsedate_to_datetime(v).timestamp() - time.time())
         except (TypeError, ValueError):
             return None
+
+
+def retry_hint_in_text(text: str | None) -> float | None:
+    """Seconds an error's text asks to wait before a retry (:data:`_RETRY_TEXT`: ``try again in 1m30.5s``,
+    ``retry after 30 seconds``, ``"retryDelay": "6s"``), for servers that put the hint in the message instead of
+    a ``Retry-After`` header; None without one."""
+    m = _RETRY_TEXT.search(text or "")
+    if m is None:
+        return None
+    if m.group(2) is not None:
+        return float(m.group(2))
+    total = 0.0
+    for n, unit in _DURATION_PART.findall(m.group(1)):
+        u = unit.lower()
+        key = "ms" if u.startswith("ms") or u.startswith("milli") else "h" if u.startswith("h") else \
+            "m" if u.startswith("m") else "s"
+        total += float(n) * _UNIT_S[key]
+    return total
 
 
 def classify(exc: BaseException) -> Exception:
