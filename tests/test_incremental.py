@@ -179,7 +179,8 @@ def test_scores_follow_the_code_that_made_them(tmp_path, monkeypatch):
     code = json.loads(pq.read_schema(b / "scores.parquet").metadata[SCORING_CODE_KEY])
     assert code["holobench"]["matchers"]["row_match"].startswith("2:")
     # a new version of an answer filter: rescored once
-    monkeypatch.setitem(pipeline._FILTERS, "tidy", dataclasses.replace(pipeline.get_filter("tidy"), version="2"))
+    tidy = pipeline.get_filter("tidy")
+    monkeypatch.setitem(pipeline._FILTERS, "tidy", dataclasses.replace(tidy, version=f"{tidy.version}.1"))
     assert score_if_changed(b)[1] is True and score_if_changed(b)[1] is False and runs["score"] == 3
     # a judge makes the judge prompt's code part of the inputs
     from ctxbench.incremental import scoring_code

@@ -342,10 +342,44 @@ def _math(m: re.Match) -> str:
     return m.group(0)
 
 
-@register_filter("tidy")
+# tags that delimit the parts of a prompt (the context, the question): a model that echoes them ("Answer: 42
+# </document>", "<document>42</document>", the answer followed by "<question>...") put no answer in them
+_PROMPT_TAGS = ("document", "documents", "context", "passage", "passages", "question", "query")
+
+
+@lru_cache(maxsize=1)
+def _prompt_tag_res() -> tuple[re.Pattern, re.Pattern]:
+    """(an opening prompt tag, any prompt tag): the names above plus every tag that one of the prompt files
+    (``assets/prompts/*.yaml``) both opens and closes."""
+    from ..config import assets_dir
+
+    names = set(_PROMPT_TAGS)
+    for f in sorted((assets_dir() / "prompts").glob("*.yaml")):
+        body = f.read_text(encoding="utf-8")
+        names |= {n for n in re.findall(r"<([A-Za-z][\w-]*)>", body) if f"</{n}>" in body}
+    alt = "|".join(sorted(map(re.escape, names), key=len, reverse=True))
+    return (re.compile(rf"<(?:{alt})(?:\s[^<>]*)?>", re.IGNORECASE),
+            re.compile(rf"</?(?:{alt})(?:\s[^<>]*)?>", re.IGNORECASE))
+
+
+def _strip_prompt_tags(text: str) -> str:
+    """The answer without echoed prompt delimiters: cut at an opening one that follows the answer (the model went
+    on to repeat the prompt), then drop the others."""
+    opening, any_tag = _prompt_tag_res()
+    for m in opening.finditer(text):
+        if any_tag.sub("", text[:m.start()]).strip():
+            text = text[:m.start()]
+            break
+    return any_tag.sub(" ", text)
+
+
+@register_filter("tidy", version="2")
 def tidy(text: str, ctx: AnswerContext) -> str:
-    """NFC; LaTeX wrappers, math delimiters and Markdown emphasis unwrapped; spaces collapsed, ends trimmed."""
+    """NFC; the prompt's own delimiter tags that the model echoed removed (``</document>``, ``<question>``...: see
+    :data:`_PROMPT_TAGS`); LaTeX wrappers, math delimiters and Markdown emphasis unwrapped; spaces collapsed, ends
+    trimmed."""
     text = unicodedata.normalize("NFC", text)
+    text = _strip_prompt_tags(text)
     text = _MATH_PARENS.sub(lambda m: m.group(1) or m.group(2) or "", text)
     text = _unwrap(text)
     text = _MATH_DOLLARS.sub(_math, text)
