@@ -469,7 +469,8 @@ def evaluate_cmd(
     concurrency: int = typer.Option(8, min=1, help="calls in flight for this model"),
     samples: Optional[int] = typer.Option(None, min=1, help="responses per instance (default: the registry's, else 1)"),
     per_length: Optional[int] = typer.Option(None, min=1,
-                                             help="evaluate only a sample of N instances per context length"),
+                                             help="evaluate only a sample of N instances per context length (per tier "
+                                                  "for imports with a source tier, e.g. LaRA's 32k/128k)"),
     prompt_variant: Literal["cot", "direct"] = typer.Option("cot", help="cot | direct"),
     max_tokens: Optional[int] = typer.Option(None, min=1, help="output budget (default: the registry's)"),
     temperature: float = typer.Option(0.0, min=0.0, max=2.0),
@@ -579,7 +580,8 @@ def backfill_cmd(
                                               help="environment variable holding the key for --base-url"),
     concurrency: int = typer.Option(8, min=1, help="calls in flight"),
     samples: Optional[int] = typer.Option(None, min=1, help="responses per instance (default: the registry's)"),
-    per_length: Optional[int] = typer.Option(None, min=1, help="a sample of N instances per context length"),
+    per_length: Optional[int] = typer.Option(None, min=1, help="a sample of N instances per context length (per "
+                                                                    "source tier for imports such as LaRA)"),
     prompt_variant: Literal["cot", "direct"] = typer.Option("cot", help="cot | direct"),
     max_tokens: Optional[int] = typer.Option(None, min=1, help="output budget (default: the registry's)"),
 ) -> None:

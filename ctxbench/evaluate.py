@@ -41,7 +41,8 @@ class EvalConfig(BaseModel):
     prompt_variant: Literal["cot", "direct"] = "cot"
     temperature: float = Field(0.0, ge=0.0, le=2.0)
     max_tokens: int | None = Field(None, ge=1)
-    per_length: int | None = Field(None, ge=1, description="evaluate a sample of N instances per context length")
+    per_length: int | None = Field(None, ge=1, description="evaluate a sample of N instances per context length "
+                                   "(per source tier where the build has one, e.g. LaRA's 32k/128k)")
     mode: str = Field("lc", description="lc (full context), rag (retrieved chunks) or lc,rag (both)")
     # RAG mode (ctxbench.retrieval): token counts in each instance's own tokenizer
     rag_tokens: list[int] | None = Field(None, description="retrieval budgets in tokens, one RAG run each "
@@ -124,12 +125,17 @@ class EvalSummary:
 
 
 def select_instances(tbl: pa.Table, per_length: int | None, seed: int = 0) -> pa.Table:
-    """All instances, or ``per_length`` per context length chosen by SHA-256 of (seed, instance_id)."""
+    """All instances, or ``per_length`` per context length chosen by SHA-256 of (seed, instance_id). The length
+    of an instance is its ``source_tier`` where the build has one (an import whose files each have their own
+    measured ``target_tokens``, e.g. LaRA's ``32k``/``128k``: the tier the report groups by, see
+    :mod:`ctxbench.analysis.rag`), else its ``target_tokens``."""
     if not per_length:
         return tbl
     ids = tbl.column("instance_id").to_pylist()
     lens = tbl.column("target_tokens").to_pylist()
-    by_len: dict[int, list[tuple[str, int]]] = {}
+    if "source_tier" in tbl.column_names:
+        lens = [t if t else n for t, n in zip(tbl.column("source_tier").to_pylist(), lens)]
+    by_len: dict[object, list[tuple[str, int]]] = {}
     for i, (iid, L) in enumerate(zip(ids, lens)):
         by_len.setdefault(L, []).append((hashlib.sha256(f"{seed}|{iid}".encode()).hexdigest(), i))
     keep = sorted(i for L in by_len for _, i in sorted(by_len[L])[:per_length])

@@ -137,3 +137,22 @@ def test_scoring_an_imported_lara_build(lara):
         (out / "responses.parquet").unlink()
         (out / "scores.parquet").unlink(missing_ok=True)
         shutil.rmtree(out / "report", ignore_errors=True)
+
+
+def test_per_length_samples_per_tier_for_imports_with_measured_lengths():
+    """--per-length N takes N per LaRA tier (source_tier), not N per measured file length: 3 files of the 32k tier
+    with 3 different lengths and 2 of the 128k tier give 2 + 2 with N=2 (before: one group per length, 5)."""
+    import pyarrow as pa
+
+    from ctxbench.evaluate import select_instances
+
+    rows = [("a", 30001, "32k"), ("b", 30002, "32k"), ("c", 30003, "32k"), ("d", 120001, "128k"),
+            ("e", 120002, "128k"), ("f", 4096, None), ("g", 4096, None), ("h", 4096, None)]
+    tbl = pa.table({"instance_id": [r[0] for r in rows], "target_tokens": [r[1] for r in rows],
+                    "source_tier": [r[2] for r in rows]})
+    got = select_instances(tbl, 2, seed=0).to_pylist()
+    per = {}
+    for r in got:
+        per[r["source_tier"] or r["target_tokens"]] = per.get(r["source_tier"] or r["target_tokens"], 0) + 1
+    assert per == {"32k": 2, "128k": 2, 4096: 2}
+    assert select_instances(tbl.drop_columns(["source_tier"]), 1).num_rows == 6  # no tiers: per length as before
