@@ -1023,7 +1023,9 @@ def questions_import_cmd(
     out: Path = typer.Option(..., file_okay=False,
                              help="directory for <db_id>.yaml query sets and import_report.jsonl"),
 ) -> None:
-    """Import Spider-format questions whose answer is unambiguous as query sets for `build holobench --queries`."""
+    """Import Spider-format questions whose answer is unambiguous as query sets for `build holobench --queries`.
+    Exit status 0 when at least one question was written to a query set, 1 when none was (the report is written
+    either way), 2 when the question file or a directory cannot be used."""
     from .questions.importer import REPORT, import_questions
 
     try:
@@ -1038,6 +1040,10 @@ def questions_import_cmd(
         out_console.print(f"  {c['written']} accepted question(s) written; {c['not_buildable']} left out of the query "
                           f"sets as not buildable (they read identifiers or columns the build's prepared database "
                           f"lacks, or their answer there is not unambiguous): `note` in {out / REPORT}")
+    if not c["written"]:  # nothing a build can use: a script's `&&` must not go on to build holobench
+        console.print(f"error: no question of {spider} was written to a query set (every one rejected or not "
+                      f"buildable: see `reason` and `note` in {out / REPORT})", markup=False)
+        raise typer.Exit(1)
 
 
 def main() -> None:  # pragma: no cover

@@ -231,3 +231,90 @@ def test_import_for_a_database_without_templates_builds(spider_db, tmp_path):
     con = sqlite3.connect(b.out / "source.sqlite")
     assert con.execute("SELECT count(*) FROM airlines WHERE Country = 'USA'").fetchone()[0] == n_usa
     con.close()
+
+
+def _odd_db(root: Path) -> Path:
+    """A user database with odd names: spaces and quotes in identifiers, reserved words, no primary key, a
+    WITHOUT ROWID table, a view, numbers stored as text, unicode values."""
+    d = root / "odd_1"
+    d.mkdir(parents=True)
+    con = sqlite3.connect(d / "odd_1.sqlite")
+    con.executescript('''
+        CREATE TABLE "order items" ("item id" INTEGER, "select" TEXT, "qty""x" INTEGER);
+        CREATE TABLE "Table" (id INTEGER PRIMARY KEY, name TEXT, "from" TEXT, score TEXT) WITHOUT ROWID;
+        CREATE VIEW v_names AS SELECT name FROM "Table";''')
+    names = ["Zoë", "Łukasz", "東京", "José", "Ана", "Ömer"]
+    con.executemany('INSERT INTO "Table" VALUES (?, ?, ?, ?)',
+                    [(i + 1, n, ["Paris", "München"][i % 2], str(10 + 7 * i)) for i, n in enumerate(names)])
+    con.executemany('INSERT INTO "order items" VALUES (?, ?, ?)', [(i + 1, "abç"[i % 3], i % 4) for i in range(12)])
+    con.commit()
+    con.close()
+    return d / "odd_1.sqlite"
+
+
+def test_bird_evidence_blank_fields_views_and_exit_status(tmp_path):
+    """BIRD's evidence reaches the question asked; a blank question or SQL, a non-text evidence and a question on
+    a view are bad inputs with a reason naming what to fix; the rest is imported; the report has one line per
+    input; nothing written is exit status 1."""
+    db = _odd_db(tmp_path / "dbs")
+    con = sqlite3.connect(db)
+    paris = [r[0] for r in con.execute('SELECT name FROM "Table" WHERE "from" = \'Paris\' ORDER BY name')]
+    con.close()
+    assert paris == ["Zoë", "Ана", "東京"]  # binary order of the UTF-8 text
+    items = [
+        {"db_id": "odd_1", "question": "Which people come from Paris?", "evidence": "Paris refers to \"from\" = 'Paris'",
+         "SQL": 'SELECT name FROM "Table" WHERE "from" = \'Paris\' ORDER BY name', "difficulty": "simple"},
+        {"db_id": "odd_1", "question": "   ", "query": 'SELECT count(*) FROM "Table"'},
+        {"db_id": "odd_1", "question": "Blank SQL?", "SQL": " \n"},
+        {"db_id": "odd_1", "question": "Odd evidence", "evidence": ["x"], "SQL": 'SELECT count(*) FROM "Table"'},
+        {"db_id": "odd_1", "question": "How many names?", "query": "SELECT count(*) FROM v_names"},
+        {"db_id": "odd_1", "question": "Total of qty\"x?", "query": 'SELECT sum("qty""x") FROM "order items"'},
+    ]
+    qfile = tmp_path / "bird.json"
+    qfile.write_bytes(b"\xef\xbb\xbf" + json.dumps(items, ensure_ascii=False).encode("utf-8"))  # with a BOM
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, ["questions", "import", "--spider", str(qfile), "--db-dir", str(tmp_path / "dbs"),
+                                   "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    lines = [json.loads(x) for x in (out / REPORT).read_text(encoding="utf-8").splitlines()]
+    assert [x["index"] for x in lines] == list(range(6))
+    assert [x["accepted"] for x in lines] == [True, False, False, False, False, True]
+    assert lines[0]["answer"] == [[n] for n in paris] and lines[0]["evidence"] == items[0]["evidence"]
+    assert lines[0]["question"] == items[0]["question"] and lines[0]["sql"] == items[0]["SQL"]
+    assert lines[1]["reason_kind"] == "bad_input" and "question" in lines[1]["reason"]
+    assert lines[2]["reason_kind"] == "bad_input" and "SQL" in lines[2]["reason"]
+    assert lines[3]["reason_kind"] == "bad_input" and "evidence" in lines[3]["reason"]
+    assert lines[4]["reason_kind"] == "view" and "v_names" in lines[4]["reason"] and "tables" in lines[4]["reason"]
+    assert lines[5]["answer"] == [[sum(i % 4 for i in range(12))]]
+    doc = yaml.safe_load((out / "odd_1.yaml").read_text(encoding="utf-8"))
+    asked = {q["id"]: q["question"] for q in doc["questions"]}
+    assert asked[lines[0]["id"]] == f"{items[0]['question']} (External knowledge: {items[0]['evidence']})"
+    b = build_holobench(HoloBenchConfig(db=str(db), queries=str(out / "odd_1.yaml"), lengths=[2048]), tmp_path / "b")
+    assert {r["question_id"] for r in pq.read_table(b.out / "instances.parquet").to_pylist()} == set(asked)
+    # nothing importable: the report is written, the exit status says so
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(items[1:5]))
+    res = CliRunner().invoke(app, ["questions", "import", "--spider", str(bad), "--db-dir", str(tmp_path / "dbs"),
+                                   "--out", str(tmp_path / "o2")])
+    assert res.exit_code == 1 and "no question" in res.output and "Traceback" not in res.output
+    assert len((tmp_path / "o2" / REPORT).read_text().splitlines()) == 4
+
+
+def test_json_lines_question_file_keeps_a_corrupt_line(tmp_path):
+    """JSON Lines: each line one input; a line that is not JSON (the first one too) is a report line, not a lost
+    input or a failed import."""
+    db = _odd_db(tmp_path / "dbs")
+    con = sqlite3.connect(db)
+    top = con.execute('SELECT max(CAST(score AS INTEGER)) FROM "Table"').fetchone()[0]
+    con.close()
+    qfile = tmp_path / "qs.jsonl"
+    qfile.write_text('{"db_id": "odd_1", "question": "broken\n\n'
+                     '{"db_id": "odd_1", "question": "Top score?", "query": "SELECT max(score) FROM \\"Table\\""}\n'
+                     '[1, 2]\n', encoding="utf-8")
+    res = import_questions(qfile, tmp_path / "dbs", tmp_path / "out")
+    assert [(x["index"], x["accepted"]) for x in res.report] == [(0, False), (1, True), (2, False)]
+    assert res.report[0]["reason"].startswith("line 1 is not JSON") and res.report[0]["reason_kind"] == "bad_input"
+    assert res.report[1]["answer"] == [[top]] and top == 45
+    with pytest.raises(InputError, match="is empty"):
+        (tmp_path / "e.json").write_text(" \n")
+        import_questions(tmp_path / "e.json", tmp_path / "dbs", tmp_path / "o")

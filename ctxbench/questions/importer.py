@@ -2,7 +2,11 @@
 part 1).
 
 Input: a JSON list of objects with ``db_id``, ``question`` and the SQL under ``query`` (Spider, Yu et al. 2018) or
-``SQL`` (BIRD, Li et al. 2023); the databases under ``DIR/<db_id>/<db_id>.sqlite`` (Spider's layout; its
+``SQL`` (BIRD, Li et al. 2023), and BIRD's ``evidence`` (external knowledge: appended to the question asked,
+``"<question> (External knowledge: <evidence>)"``, and kept in the report); JSON Lines (one object a line) too,
+with or without a UTF-8 byte-order mark. A blank question or SQL, a non-text field, a line that is not JSON and a
+question reading one of the database's views (the import reads tables only) are report lines with their reason;
+the databases under ``DIR/<db_id>/<db_id>.sqlite`` (Spider's layout; its
 ``tables.json`` two levels above ``DIR/<db_id>`` gives the keys when present).
 
 Each question's SQL is read as SQLite SQL and answered by the gold engine (:func:`ctxbench.gold.compute_gold`) on
@@ -101,15 +105,33 @@ class ImportResult:
                 "by_reason": dict(Counter(r["reason_kind"] for r in self.report if not r["accepted"]).most_common())}
 
 
+class BadLine(str):
+    """One line of a JSON Lines question file that is not JSON (its text is why): reported, never dropped."""
+
+
 def read_question_file(path: str | Path) -> list[Any]:
-    """The JSON list of a Spider/BIRD question file. Raises InputError when the file is missing, is not JSON, or
-    is not a list."""
+    """The questions of a Spider/BIRD question file: a JSON list (Spider's and BIRD's ``dev.json``), or JSON Lines
+    (one object a line), read as UTF-8 with or without a byte-order mark. A JSON Lines line that is not JSON is kept
+    as a :class:`BadLine` (reported as a bad input, never silently lost). Raises InputError when the file is
+    missing, empty, not JSON, or JSON that is not a list."""
     p = Path(path)
     if not p.is_file():
         raise InputError(f"question file {p} does not exist: pass a Spider-format JSON file (--spider)")
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        text = p.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise InputError(f"{p} is not UTF-8 text ({e}): pass Spider's dev.json/train_spider.json or BIRD's "
+                         f"dev.json") from None
+    if not text.strip():
+        raise InputError(f"{p} is empty: expected a JSON list of questions [{{\"db_id\", \"question\", "
+                         f"\"query\"}}, ...]")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        lines = [x for x in text.splitlines() if x.strip()]
+        if p.suffix.lower() in (".jsonl", ".ndjson") or (
+                e.msg == "Extra data" and lines and lines[0].lstrip().startswith("{")):
+            return [_json_line(x, n) for n, x in enumerate(text.splitlines(), 1) if x.strip()]
         raise InputError(f"{p} is not a JSON file ({type(e).__name__}: {e}): pass Spider's dev.json/train_spider.json "
                          f"or BIRD's dev.json") from None
     if not isinstance(data, list):
@@ -118,20 +140,41 @@ def read_question_file(path: str | Path) -> list[Any]:
     return data
 
 
+def _json_line(text: str, n: int) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        return BadLine(f"line {n} is not JSON ({e.msg} at column {e.colno}): fix or remove it")
+
+
 def _fields(item: Any) -> tuple[str | None, str | None, Any, str | None]:
     """(db_id, question, sql, problem) of one input object."""
+    if isinstance(item, BadLine):
+        return None, None, None, str(item)
     if not isinstance(item, dict):
         return None, None, None, f"input is a JSON {type(item).__name__}, not an object with db_id, question, query"
     db_id, question = item.get("db_id"), item.get("question")
-    sql = item["query"] if "query" in item else item.get("SQL")
-    missing = [k for k, v in (("db_id", db_id), ("question", question), ("query (or SQL)", sql)) if v in (None, "")]
+    sql = item["query"] if item.get("query") is not None else item.get("SQL")
+    missing = [k for k, v in (("db_id", db_id), ("question", question), ("query (or SQL)", sql))
+               if v is None or (isinstance(v, str) and not v.strip())]
     if missing:
-        return db_id, question, sql, f"input lacks {', '.join(missing)}"
+        return db_id, question, sql, f"input lacks {', '.join(missing)} (or it is blank)"
     if not isinstance(db_id, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", db_id) or db_id in (".", ".."):
         return None, question, sql, f"db_id {db_id!r} is not a database name"
     if not isinstance(question, str):
         return db_id, None, sql, f"question is a JSON {type(question).__name__}, not text"
+    ev = item.get("evidence")
+    if ev is not None and not isinstance(ev, str):
+        return db_id, question, sql, f"evidence is a JSON {type(ev).__name__}, not text (BIRD's evidence is a string)"
     return db_id, question, sql, None
+
+
+def asked_text(question: str, evidence: Any) -> str:
+    """The question a model is asked: the input question, followed by BIRD's ``evidence`` (the external knowledge
+    BIRD gives with each question, Li et al. 2023 section 2) when the input has one."""
+    q = question.strip()
+    ev = evidence.strip() if isinstance(evidence, str) else ""
+    return f"{q} (External knowledge: {ev})" if ev else q
 
 
 def gold_tables_of(db: Database) -> dict[str, tuple[list[str], list[str], list[tuple]]]:
@@ -148,7 +191,27 @@ def _load(db_dir: Path, db_id: str) -> tuple[dict | None, str | None, dict]:
         db, conversions, kept = normalize_database(load_database(path))
     except InputError as e:
         return None, f"database {path} cannot be read: {e}", {}
-    return gold_tables_of(db), None, {"numbers_from_text": conversions, "numeric_text_kept": kept}
+    return gold_tables_of(db), None, {"numbers_from_text": conversions, "numeric_text_kept": kept,
+                                      "views": _views(path)}
+
+
+def _views(path: Path) -> dict[str, str]:
+    """The views of a SQLite file: name -> CREATE VIEW statement (the loader reads tables only)."""
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return {n: " ".join(str(q).split()) for n, q in
+                con.execute("SELECT name, sql FROM sqlite_master WHERE type = 'view'")}
+    except sqlite3.Error:
+        return {}
+    finally:
+        con.close()
+
+
+def _view_read(reason: str | None, views: dict[str, str]) -> str | None:
+    """The view an engine's 'no such table' error names, when it is one of the database's views."""
+    m = re.search(r"no such table: (?:\w+\.)?(.+?)\s*$", reason or "")
+    low = {v.lower(): v for v in views}
+    return low.get(m.group(1).strip().lower()) if m else None
 
 
 def _tables_read(sql: str, tables: dict) -> dict:
@@ -263,6 +326,9 @@ def import_questions(spider: str | Path, db_dir: str | Path, out: str | Path, se
         db_id, question, sql, problem = _fields(item)
         line = {"db_id": db_id, "question": question, "sql": sql, "accepted": False, "reason": problem,
                 "answer": None, "index": i, "id": None, "reason_kind": "bad_input" if problem else None}
+        evidence = item.get("evidence") if isinstance(item, dict) else None
+        if isinstance(evidence, str) and evidence.strip():
+            line["evidence"] = evidence
         report.append(line)
         if problem is not None:
             continue
@@ -274,17 +340,24 @@ def import_questions(spider: str | Path, db_dir: str | Path, out: str | Path, se
             continue
         g = compute_gold(sql, _tables_read(sql, tables), seed=seed)
         if not g.ok:
-            line.update(reason=g.reason, reason_kind=reason_kind(g.reason))
+            view = _view_read(g.reason, dbs[db_id][2].get("views", {}))
+            if view:
+                line.update(reason=f"SQL reads view {view!r}: the import reads the database's tables only (a "
+                                   f"verbalized database states table rows); rewrite the SQL over the tables of the "
+                                   f"view's definition: {dbs[db_id][2]['views'][view]}", reason_kind="view")
+            else:
+                line.update(reason=g.reason, reason_kind=reason_kind(g.reason))
             continue
         info = sql_info(sql, {n: cols for n, (cols, _, _) in tables.items()})
         line.update(accepted=True, answer=_finite(g.rows))
-        key = (db_id, " ".join(question.split()))
+        asked = asked_text(question, evidence)
+        key = (db_id, " ".join(asked.split()))
         if key in texts:
             line["note"] = f"same question text as {texts[key]}: written once"
             continue
         qid = f"{db_id}-{stem}-{i:04d}"
         texts[key] = line["id"] = qid
-        sets.setdefault(db_id, []).append({"id": qid, "question": question.strip(), "sql": sql,
+        sets.setdefault(db_id, []).append({"id": qid, "question": asked, "sql": sql,
                                            "query_types": info["query_types"], "difficulty": info["difficulty"]})
     out.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha256(spider.read_bytes()).hexdigest()
