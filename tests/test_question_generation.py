@@ -405,3 +405,35 @@ def test_llm_phrasing_round_trip_against_fake_server(tmp_path, monkeypatch):
     dropped = r.report["roundtrip_dropped"]
     assert dropped >= 1  # the AVG queries
     assert "roundtrip_dropped: " in r.text and "question_model: fake-coder" in r.text
+
+
+def test_binary_blobs_are_never_stated_and_text_blobs_are_text(tmp_path, monkeypatch):
+    """A BLOB column of binary data (images) is no name and no fact: no template or question reads it and no
+    replacement character reaches a context; a BLOB that holds UTF-8 text is that text."""
+    from ctxbench.questions.generate import GenerateConfig, generate_questions, write_generated
+    from ctxbench.sources.preprocess import normalize_value
+    from ctxbench.tracks.holobench import HoloBenchConfig, build_holobench
+
+    png = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"
+    assert normalize_value(png) is None and normalize_value(b"\x00\x01\x02") is None
+    assert normalize_value("Zoë ".encode("utf-8")) == "Zoë"
+    monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
+    db = tmp_path / "pics.sqlite"
+    con = sqlite3.connect(db)
+    # the image column comes first and is unique per row: the name column must still be `title`
+    con.execute("CREATE TABLE picture (image BLOB, title TEXT, painter BLOB, year INTEGER, width REAL)")
+    painters = ["Monet", "Émile Bernard", "Kahlo", "Hokusai"]
+    con.executemany("INSERT INTO picture VALUES (?, ?, ?, ?, ?)",
+                    [(png + bytes([i, 255 - i]), f"Picture {i}", painters[i % 4].encode("utf-8"), 1850 + 3 * i,
+                      40.0 + (i * 7) % 31) for i in range(60)])
+    con.commit()
+    con.close()
+    r = generate_questions(GenerateConfig(db=str(db), n=12))
+    assert r.questions and not [q for q in r.questions if "image" in q["sql"]]
+    assert all("{image}" not in t for t in r.templates["picture"])
+    assert all(t.count("{title}") == 1 for t in r.templates["picture"])
+    qfile = write_generated(r, tmp_path / "pics.yaml")
+    build_holobench(HoloBenchConfig(db=str(db), queries=str(qfile), lengths=[2048]), tmp_path / "b")
+    contexts = [x["context"] for x in pq.read_table(tmp_path / "b" / "instances.parquet").to_pylist()]
+    assert contexts and not [c for c in contexts if "\ufffd" in c or "\x00" in c]
+    assert any("Émile Bernard" in c for c in contexts)

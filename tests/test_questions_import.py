@@ -318,3 +318,25 @@ def test_json_lines_question_file_keeps_a_corrupt_line(tmp_path):
     with pytest.raises(InputError, match="is empty"):
         (tmp_path / "e.json").write_text(" \n")
         import_questions(tmp_path / "e.json", tmp_path / "dbs", tmp_path / "o")
+
+
+def test_question_on_binary_blob_column_is_rejected_with_its_column(tmp_path):
+    """A question reading a column of binary BLOBs is rejected naming the column (its answer would be bytes no
+    context states); the other questions on the same table are imported."""
+    d = tmp_path / "dbs" / "pics_1"
+    d.mkdir(parents=True)
+    con = sqlite3.connect(d / "pics_1.sqlite")
+    con.execute("CREATE TABLE picture (id INTEGER PRIMARY KEY, title TEXT, image BLOB, year INTEGER)")
+    con.executemany("INSERT INTO picture VALUES (?, ?, ?, ?)",
+                    [(i, f"Picture {i}", bytes([137, 80, i, 255]), 1900 + i) for i in range(1, 11)])
+    con.commit()
+    con.close()
+    qfile = tmp_path / "q.json"
+    qfile.write_text(json.dumps([
+        {"db_id": "pics_1", "question": "Image of picture 3?", "query": "SELECT image FROM picture WHERE id = 3"},
+        {"db_id": "pics_1", "question": "Latest picture?", "query": "SELECT title FROM picture ORDER BY year DESC LIMIT 1"},
+    ]))
+    res = import_questions(qfile, tmp_path / "dbs", tmp_path / "out")
+    assert [x["accepted"] for x in res.report] == [False, True]
+    assert res.report[0]["reason_kind"] == "binary_column" and "picture.image" in res.report[0]["reason"]
+    assert res.report[1]["answer"] == [["Picture 10"]]

@@ -5,7 +5,8 @@ Input: a JSON list of objects with ``db_id``, ``question`` and the SQL under ``q
 ``SQL`` (BIRD, Li et al. 2023), and BIRD's ``evidence`` (external knowledge: appended to the question asked,
 ``"<question> (External knowledge: <evidence>)"``, and kept in the report); JSON Lines (one object a line) too,
 with or without a UTF-8 byte-order mark. A blank question or SQL, a non-text field, a line that is not JSON and a
-question reading one of the database's views (the import reads tables only) are report lines with their reason;
+question reading one of the database's views (the import reads tables only) or a column of binary data (BLOBs
+that are not text: NULL by the value rule) are report lines with their reason;
 the databases under ``DIR/<db_id>/<db_id>.sqlite`` (Spider's layout; its
 ``tables.json`` two levels above ``DIR/<db_id>`` gives the keys when present).
 
@@ -192,7 +193,23 @@ def _load(db_dir: Path, db_id: str) -> tuple[dict | None, str | None, dict]:
     except InputError as e:
         return None, f"database {path} cannot be read: {e}", {}
     return gold_tables_of(db), None, {"numbers_from_text": conversions, "numeric_text_kept": kept,
-                                      "views": _views(path)}
+                                      "views": _views(path), "binary": db.provenance.get("binary_values", [])}
+
+
+def _binary_read(sql: str, tables: dict, binary: list[dict]) -> str | None:
+    """The binary (non-text BLOB) column an SQL reads, as ``table.column``, or None."""
+    if not binary:
+        return None
+    try:
+        info = sql_info(sql, {n: cols for n, (cols, _, _) in tables.items()})
+    except InputError:
+        return None
+    low = {b["column"].lower(): b["column"] for b in binary}
+    for c in info["columns"]:
+        for full in ([c] if "." in c else [f"{t}.{c}" for t in info["tables"]]):
+            if full in low:
+                return low[full]
+    return None
 
 
 def _views(path: Path) -> dict[str, str]:
@@ -337,6 +354,12 @@ def import_questions(spider: str | Path, db_dir: str | Path, out: str | Path, se
         tables, why, _ = dbs[db_id]
         if tables is None:
             line.update(reason=why, reason_kind="missing_database")
+            continue
+        blob = _binary_read(sql, tables, dbs[db_id][2]["binary"]) if isinstance(sql, str) else None
+        if blob:
+            line.update(reason=f"SQL reads column {blob!r}, which holds binary data (BLOB values that are not "
+                               f"text): a verbalized context cannot state them; ask about another column",
+                        reason_kind="binary_column")
             continue
         g = compute_gold(sql, _tables_read(sql, tables), seed=seed)
         if not g.ok:

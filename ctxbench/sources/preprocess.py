@@ -3,7 +3,8 @@
 **Value rule** (applied once, here, so the text a model reads and the SQL that computes the gold answer see the
 same value): text is stripped of leading and trailing whitespace; text that is then empty or is the literal
 string ``NULL`` (any case, a Spider quirk) becomes SQL NULL; floating-point values are rounded to 4 decimal places
-and NaN becomes NULL.
+and NaN becomes NULL; a BLOB holding UTF-8 text is that text, binary data (images, hashes) is NULL (recorded per
+column as ``binary_values`` in the normalised database's provenance).
 
 **Numbers stored as text** (:func:`convert_numeric_text`): a column whose every text value is a number by SQLite's
 NUMERIC type affinity (``'9'``, ``'10'``, ``'2014'``, ``'15.5'``; SQLite, "Datatypes In SQLite" section 3) is
@@ -40,10 +41,24 @@ from .database import Database, Table, looks_numeric, sqlite_numbers
 NULL_STRINGS = {"", "null"}
 
 
+def blob_text(v: bytes) -> str | None:
+    """A BLOB's text when it is text (valid UTF-8 with no control character but tab and line breaks), else None:
+    binary data (an image, a hash, a packed number) has no words a context can state, and decoding it anyway
+    put replacement characters in the verbalized rows (and made an image column a table's name column)."""
+    try:
+        s = v.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return s if all(ch.isprintable() or ch in "\t\n\r" for ch in s) else None
+
+
 def normalize_value(v: Any) -> Any:
-    """Apply the value rule (module docstring) to one cell."""
+    """Apply the value rule (module docstring) to one cell. A BLOB holding text is that text; binary data is NULL
+    (:func:`blob_text`)."""
     if isinstance(v, bytes):
-        v = v.decode("utf-8", errors="replace")
+        v = blob_text(v)
+        if v is None:
+            return None
     if isinstance(v, str):
         s = v.strip()
         return None if s.lower() in NULL_STRINGS else s
@@ -184,9 +199,14 @@ def normalize_database(db: Database) -> tuple[Database, list[dict], list[dict]]:
     stay text.
     """
     tables: dict[str, Table] = {}
+    binary: list[dict] = []
     for name, t in db.tables.items():
         tables[name] = Table(name, list(t.columns), [tuple(normalize_value(v) for v in r) for r in t.rows],
                              list(t.types), list(t.primary_key))
+        for i, c in enumerate(t.columns):
+            n = sum(1 for r in t.rows if isinstance(r[i], bytes) and blob_text(r[i]) is None)
+            if n:
+                binary.append({"column": f"{name}.{c}", "values": n})
     links: dict[tuple[str, str], set[tuple[str, str]]] = {}
     keys = {(n, c.lower()) for n, t in tables.items() for c in t.primary_key}
     for fk in db.foreign_keys:
@@ -210,7 +230,10 @@ def normalize_database(db: Database) -> tuple[Database, list[dict], list[dict]]:
         conv, k = convert_numeric_text(nt, ids[name])
         conversions += conv
         kept += k
-    return Database(db.db_id, tables, list(db.foreign_keys), dict(db.provenance)), conversions, kept
+    prov = dict(db.provenance)
+    if binary:
+        prov["binary_values"] = binary  # table.column -> binary (non-text BLOB) values made NULL
+    return Database(db.db_id, tables, list(db.foreign_keys), prov), conversions, kept
 
 
 def preprocess(db: Database, template_columns: dict[str, set[str]] | None, spec: DatabaseSpec | None = None) -> Preprocessed:
