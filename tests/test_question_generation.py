@@ -437,3 +437,23 @@ def test_binary_blobs_are_never_stated_and_text_blobs_are_text(tmp_path, monkeyp
     contexts = [x["context"] for x in pq.read_table(tmp_path / "b" / "instances.parquet").to_pylist()]
     assert contexts and not [c for c in contexts if "\ufffd" in c or "\x00" in c]
     assert any("Émile Bernard" in c for c in contexts)
+
+
+def test_identifier_names_with_spaces_and_words_ending_in_id(tmp_path, monkeypatch):
+    """``item id`` (a space before id) is an identifier: never summed, averaged or compared; ``paid`` and
+    ``valid`` are words that end in "id", not identifiers: their values are asked about."""
+    from ctxbench.questions.generate import GenerateConfig, generate_questions
+
+    monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
+    db = tmp_path / "bills.sqlite"
+    con = sqlite3.connect(db)
+    con.execute('CREATE TABLE bill ("item id" INTEGER, customer TEXT, paid REAL, valid TEXT, city TEXT)')
+    con.executemany("INSERT INTO bill VALUES (?, ?, ?, ?, ?)",
+                    [(1000 + i, f"Customer {i}", round(5 + (i * 13) % 97 + 0.25, 2), "yes" if i % 3 else "no",
+                      ["Oslo", "Bergen", "Tromsø"][i % 3]) for i in range(80)])
+    con.commit()
+    con.close()
+    r = generate_questions(GenerateConfig(db=str(db), n=20))
+    sqls = [q["sql"] for q in r.questions]
+    assert not [s for s in sqls if re.search(r'(SUM|AVG|MIN|MAX)\("item id"\)|"item id" [<>]', s)], sqls
+    assert [s for s in sqls if "paid" in s] and [s for s in sqls if "valid" in s]

@@ -35,7 +35,9 @@ MAX_COLUMNS = 7
 MIN_COMPLETE = 0.9
 MAX_CATEGORY_VALUES = 60
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2})?)?$")
-_ID_NAME = re.compile(r"(?:^|_)u?id$|[a-z0-9](?:Id|ID)$|^u?id$", re.IGNORECASE)
+# an identifier's name: ``id``, ``uid``, ``user_id``, ``item id``, ``item-ID`` (any case after a separator), or camel
+# case ``CustomerId``/``AirportID`` (case-sensitive: ``paid``, ``valid``, ``fluid`` are words, not identifiers)
+_ID_NAME = re.compile(r"(?i:(?:^|[_\s-])u?id)$|[a-z0-9](?:Id|ID)$")
 _NUMBERED = ("number", "code")
 _FIELD_OK = re.compile(r"^[^{}\[\].:!]+$")
 
