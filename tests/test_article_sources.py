@@ -294,3 +294,30 @@ def test_cli_names_what_is_missing(tmp_path):
     assert r.exit_code == 2 and "--unarxive PATH" in r.output
     r = CliRunner().invoke(app, ["build", "scitrek", "--unarxive", str(tmp_path / "nope"), "--out", str(tmp_path / "o")])
     assert r.exit_code == 2 and "--unarxive" in r.output and "does not exist" in r.output
+
+
+def test_byte_order_marks_and_crlf_read_as_the_plain_files(articles_dir, tmp_path):
+    """Files saved by Windows tools (UTF-8 byte-order mark, CRLF line ends) give the same article records as the
+    plain files: a BOM before '# Title' made the markdown reader take a later heading (an author's name) as the
+    title, and a BOM quarantined an unarXive JSONL's first paper and a whole S2ORC file as not JSON."""
+    bom = b"\xef\xbb\xbf"
+    md = (articles_dir / "arxiv_markdown" / "1610.04325.md").read_text(encoding="utf-8")
+    (tmp_path / "md").mkdir()
+    (tmp_path / "md" / "k.md").write_bytes(bom + md.replace("\n", "\r\n").encode("utf-8"))
+    (tmp_path / "md" / "s.md").write_bytes(bom + ("# Sidecar Paper\n\n" + "words " * 400).encode("utf-8"))
+    (tmp_path / "md" / "s.json").write_bytes(bom + json.dumps({"title": "Sidecar Paper", "authors": "Ann Lee and Bo Chen",
+                                                               "ref_count": 3}).encode("utf-8"))
+    got = {a.source_id: a for a in read_markdown(tmp_path / "md").articles}
+    assert got["k"].title == md.split("\n", 1)[0].removeprefix("# ").strip() == "Hadamard Product FOR LOW-RANK BILINEAR POOLING"
+    assert got["k"].authors == MARKDOWN_AUTHORS["1610.04325"] and got["k"].ref_count == 38
+    assert got["k"].text.strip() == md.strip()
+    assert got["s"].authors == ["Ann Lee", "Bo Chen"] and got["s"].ref_count == 3
+    lines = (articles_dir / "unarxive_sample" / "arXiv_src_2212_086.jsonl").read_bytes().splitlines()[:2]
+    (tmp_path / "ua").mkdir()
+    (tmp_path / "ua" / "a.jsonl").write_bytes(bom + b"\r\n".join(lines) + b"\r\n")
+    res = read_unarxive(tmp_path / "ua")
+    assert not res.quarantine and [a.source_id for a in res.articles] == [json.loads(x)["paper_id"] for x in lines]
+    (tmp_path / "s2").mkdir()
+    (tmp_path / "s2" / "p.json").write_bytes(bom + (articles_dir / "s2orc_sample" / "example_paper.json").read_bytes())
+    res = read_s2orc(tmp_path / "s2")
+    assert not res.quarantine and [a.source_id for a in res.articles] == ["15772371"]

@@ -53,7 +53,7 @@ def load_metadata(path: str | Path) -> list[ArticleMeta]:
     (the citation graph is restricted to the set)."""
     path = Path(path)
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = json.loads(path.read_text(encoding="utf-8-sig"))
     except (OSError, ValueError) as e:
         raise InputError(f"--metadata {path}: cannot read it as JSON ({e})") from None
     if not isinstance(raw, list):

@@ -204,13 +204,13 @@ def iter_files(path: str | Path, suffixes: tuple[str, ...], flag: str) -> list[P
 
 
 def open_text(path: Path):
-    """A text stream of a plain, ``.gz`` or ``.xz`` file (UTF-8)."""
+    """A text stream of a plain, ``.gz`` or ``.xz`` file (UTF-8; a byte-order mark, as Windows tools write one, is dropped)."""
     n = path.name.lower()
     if n.endswith(".gz"):
-        return gzip.open(path, "rt", encoding="utf-8")
+        return gzip.open(path, "rt", encoding="utf-8-sig")
     if n.endswith(".xz"):
-        return lzma.open(path, "rt", encoding="utf-8")
-    return open(path, encoding="utf-8")
+        return lzma.open(path, "rt", encoding="utf-8-sig")
+    return open(path, encoding="utf-8-sig")
 
 
 def json_lines(path: Path) -> Iterator[tuple[int, object | Exception]]:

@@ -144,7 +144,7 @@ def _sidecar(md: Path) -> tuple[Path | None, dict | str | None]:
     for cand in (md.with_suffix(".json"), md.with_name(md.stem + ".meta.json"), md.with_name(md.name + ".json")):
         if cand.is_file():
             try:
-                d = json.loads(cand.read_text(encoding="utf-8"))
+                d = json.loads(cand.read_text(encoding="utf-8-sig"))
             except (OSError, ValueError) as e:
                 return cand, f"sidecar {cand.name} is not JSON ({e})"
             return cand, d if isinstance(d, dict) else f"sidecar {cand.name} is not a JSON object"
@@ -173,7 +173,7 @@ def read_markdown(path: str | Path) -> ReadResult:
         sha = file_sha256(f)
         res.files[str(f)] = sha
         try:
-            text = f.read_text(encoding="utf-8")
+            text = f.read_text(encoding="utf-8-sig")
         except (OSError, UnicodeDecodeError) as e:
             res.quarantine.append(quarantine_row(f.name, f"cannot read it as UTF-8 text ({e})"))
             continue
