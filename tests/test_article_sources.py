@@ -321,3 +321,30 @@ def test_byte_order_marks_and_crlf_read_as_the_plain_files(articles_dir, tmp_pat
     (tmp_path / "s2" / "p.json").write_bytes(bom + (articles_dir / "s2orc_sample" / "example_paper.json").read_bytes())
     res = read_s2orc(tmp_path / "s2")
     assert not res.quarantine and [a.source_id for a in res.articles] == ["15772371"]
+
+
+def test_s2orc_authors_written_as_one_string_and_missing_fields(articles_dir, tmp_path):
+    """An S2ORC record whose authors field is one string is split into names (it was read character by
+    character: ['A', '.', 'O', ...]); records lacking a title, authors or body are quarantined naming the field."""
+    ex = json.loads((articles_dir / "s2orc_sample" / "example_paper.json").read_text(encoding="utf-8"))
+    n_bib = len(ex["grobid_parse"]["bib_entries"])
+    variants = {
+        "comma": dict(ex, paper_id="p1", metadata=dict(ex["metadata"], title="Comma Paper",
+                                                      authors="Ann Lee, Bo Chen and Cy Diaz")),
+        "semi": dict(ex, paper_id="p2", metadata=dict(ex["metadata"], title="Semicolon Paper",
+                                                     authors="Lee, Ann; Chen, Bo")),
+        "noauth": dict(ex, paper_id="p3", metadata={"title": "No Authors Paper"}),
+        "notitle": dict(ex, paper_id="p4", metadata=dict(ex["metadata"], title=None)),
+        "nobody": dict(ex, paper_id="p5", metadata=dict(ex["metadata"], title="No Body Paper"),
+                       grobid_parse={k: v for k, v in ex["grobid_parse"].items() if k != "body_text"}),
+    }
+    for name, rec in variants.items():
+        (tmp_path / f"{name}.json").write_text(json.dumps(rec), encoding="utf-8")
+    res = read_s2orc(tmp_path)
+    got = {a.source_id: a for a in res.articles}
+    assert got["p1"].authors == ["Ann Lee", "Bo Chen", "Cy Diaz"] and got["p1"].ref_count == n_bib
+    assert got["p2"].authors == ["Lee, Ann", "Chen, Bo"]
+    reasons = {q["input"]: q["reason"] for q in res.quarantine}
+    assert set(reasons) == {"noauth.json", "notitle.json", "nobody.json"}
+    assert "authors" in reasons["noauth.json"] and "title" in reasons["notitle.json"]
+    assert "full text" in reasons["nobody.json"]

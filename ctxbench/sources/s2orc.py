@@ -21,6 +21,7 @@ a quarantine row (stage ``read``).
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from ..hashing import file_sha256
@@ -61,10 +62,22 @@ def _records(f: Path, res: ReadResult):
         yield (f"{f.name}[{i}]" if isinstance(data, list) else f.name), rec
 
 
+def _names(v) -> list[str]:
+    """Author names in order from S2ORC's list of ``{first, middle, last, suffix}`` (or ``{name}``, or strings);
+    an authors field written as one string (``"Ann Lee, Bo Chen and Cy Diaz"``, or ``"Lee, Ann; Chen, Bo"``) is
+    split into names, not read character by character."""
+    if isinstance(v, str):
+        sep = r"\s*;\s*" if ";" in v else r",\s*(?:and\s+)?|\s+and\s+|\s*&\s*"
+        return [n for n in (one_line(x) for x in re.split(sep, v)) if n]
+    if not isinstance(v, list):
+        return []
+    return [n for n in (_name(a) for a in v) if n]
+
+
 def _bib_text(b: dict) -> str:
     if b.get("raw_text"):
         return one_line(str(b["raw_text"]))
-    names = [_name(a) for a in b.get("authors") or []]
+    names = _names(b.get("authors"))
     parts = [", ".join(n for n in names if n), str(b.get("year") or ""), str(b.get("title") or ""),
              " ".join(str(b.get(k) or "") for k in ("venue", "volume")).strip(), str(b.get("pages") or "")]
     return one_line(". ".join(p.strip() for p in parts if p and p.strip())) + "."
@@ -72,7 +85,7 @@ def _bib_text(b: dict) -> str:
 
 def _from_parse(pid: str, meta: dict, parse: dict, where: str, sha: str, outbound: list) -> tuple:
     title = clean_title(meta.get("title") or "")
-    authors = [n for n in (_name(a) for a in meta.get("authors") or []) if n]
+    authors = _names(meta.get("authors"))
     if not title:
         return None, "no title in the metadata"
     if not authors:
