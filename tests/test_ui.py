@@ -133,8 +133,8 @@ def test_a_run_started_from_the_ui_completes_with_the_changed_parameter(stack, t
 
     ui, api, home, start_log = stack
     build = make_toy_build(tmp_path / "build")
-    shots = tmp_path / "screenshots"
-    shots.mkdir()
+    shots = Path(os.environ.get("CTXBENCH_TEST_OUTPUT") or tmp_path) / "prefect-ui"  # kept as test artifacts
+    shots.mkdir(parents=True, exist_ok=True)
     dep = next(x for x in _api(api, "/deployments/filter", {}) if x["name"] == "evaluate")
     with FakeOpenAIServer(answer_fn=reader) as srv, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
