@@ -119,6 +119,9 @@ def test_links_carry_filters_as_the_page_reads_them():
 # ------------------------------------------------------------------------------------------------- the data files
 
 NASTY = "<script>alert('x')</script></script><!-- <|im_end|> \u2028 & <think>"
+# the reasoning of a reply: the same markup, but no opening <think> inside the block (that would open a nested block
+# that never closes, so the reply would have no answer: ctxbench.scoring.pipeline._strip_blocks)
+NASTY_REASONING = NASTY.removesuffix("<think>") + "<b>"
 
 
 def _tiny_build(d: Path) -> Path:
@@ -138,7 +141,7 @@ def _tiny_build(d: Path) -> Path:
         for m in ("openai/a", "openai/b"):
             key = f"{m}-{k}"
             resp.append({"request_key": key, "instance_id": f"i{k}", "model": m, "mode": "lc", "sample": 0,
-                         "prompt_variant": "default", "response": f"<think>{NASTY}</think>Answer: {k}",
+                         "prompt_variant": "default", "response": f"<think>{NASTY_REASONING}</think>Answer: {k}",
                          "reasoning": None, "cached": False, "status": "ok", "retries": 0})
             sc.append({"instance_id": f"i{k}", "model": m, "mode": "lc", "sample": 0, "matcher": "row_match",
                        "score": float(k == 0), "tags": "[]", "extracted_answer": str(k), "request_key": key})
@@ -161,7 +164,7 @@ def test_every_response_written_escaped_with_contexts_apart(tmp_path):
     want = {(r["instance_id"], r["model"], r["status"]) for r in pq.read_table(b / "responses.parquet").to_pylist()}
     assert got == want
     a0 = next(a for a in data["answers"] if a["model"] == "openai/a" and data["instances"][a["i"]]["id"] == "i0")
-    assert a0["visible"] == "Answer: 0" and a0["reasoning"] == [f"<think>{NASTY}</think>"]
+    assert a0["visible"] == "Answer: 0" and a0["reasoning"] == [f"<think>{NASTY_REASONING}</think>"]
     assert a0["scores"] == {"row_match": 1.0} and a0["extracted"] == {"row_match": "0"}
     assert data["instances"][0]["gold"] == "42 | x" and data["instances"][0]["primary"] == "row_match"
     # the evidence of i0 (tokens 3..8 of cl100k_base) as characters; i1 shares i0's context file
