@@ -138,6 +138,8 @@ def cache_keys(home: Path) -> set[str]:
         return set()
     con = sqlite3.connect(p)
     try:
+        if not con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'responses'").fetchone():
+            return set()  # a run killed between creating the file and its table: nothing cached (the next creates it)
         return {r[0] for r in con.execute("SELECT key FROM responses")}
     finally:
         con.close()
