@@ -14,7 +14,7 @@ columns in an aggregate query; "Built-in Aggregate Functions" on ``min()``/``max
 * finds bare columns of aggregate queries (:func:`bare_columns`), with the ``min()``/``max()`` row they come from
   under SQLite's rule when the query has exactly one such aggregate;
 * writes the DuckDB SQL (:func:`Transpiled.duckdb`) that means the same: SQLite's integer division stays integer
-  (``7/2 = 3``, by type annotation), division by zero is NULL, ``LIKE`` stays ASCII case-insensitive (``ILIKE``) and
+  (``7/2 = 3``, by type annotation), division by zero is NULL, ``LIKE``, ``lower`` and ``upper`` fold ASCII letters only (``translate``) and
   reads numbers as text, a numeric literal compared with a TEXT column is compared as text (TEXT affinity), NULLs
   sort first in ascending order, a bare column becomes ``ANY_VALUE`` (or ``arg_max_null``/``arg_min_null`` under the
   ``min()``/``max()`` rule; the gold engine accepts it only where the rows leave one value), ``CAST(real AS
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import re
+import string
 from dataclasses import dataclass, field
 
 import sqlglot
@@ -309,6 +310,17 @@ def _udf_call(name: str, args: list[exp.Expression]) -> exp.Expression:
                          expressions=[exp.cast(a.copy(), exp.DType.TEXT) for a in args])
 
 
+def _ascii_fold(e: exp.Expression, upper: bool = False) -> exp.Expression:
+    """``e`` as text with its ASCII letters lower-cased (upper-cased with ``upper``) and every other character as it
+    is: SQLite's case folding (``lower``, ``upper``, ``LIKE``), in DuckDB's ``translate``."""
+    up, low = string.ascii_uppercase, string.ascii_lowercase
+    src, dst = (low, up) if upper else (up, low)
+    out = exp.Anonymous(this="TRANSLATE", expressions=[exp.cast(e.copy(), exp.DType.TEXT), exp.Literal.string(src),
+                                                       exp.Literal.string(dst)])
+    out.type = exp.DataType.build("TEXT")
+    return out
+
+
 def _duckdb_rewrite(q: exp.Expression) -> exp.Expression:
     """Mutate a qualified, type-annotated tree so that DuckDB reads it as SQLite would (module docstring)."""
     for node in reversed(list(q.find_all(exp.Anonymous, exp.Date, exp.TimeToStr))):
@@ -318,6 +330,9 @@ def _duckdb_rewrite(q: exp.Expression) -> exp.Expression:
             node.replace(_udf_call("date", [node.this]))
         elif isinstance(node, exp.TimeToStr) and isinstance(node.this, exp.TsOrDsToTimestamp):
             node.replace(_udf_call("strftime", [node.args["format"], node.this.this]))
+    for node in list(q.find_all(exp.Lower, exp.Upper)):
+        # SQLite's lower()/upper() fold ASCII letters only ('É' stays); DuckDB folds every letter: ASCII by translate
+        node.replace(_ascii_fold(node.this, upper=isinstance(node, exp.Upper)))
     for node in list(q.find_all(exp.Cast)):
         # SQLite: CAST(real AS INTEGER) truncates toward zero (3.7 -> 3, -3.7 -> -3); DuckDB rounds
         inner = node.this
@@ -345,8 +360,11 @@ def _duckdb_rewrite(q: exp.Expression) -> exp.Expression:
         else:
             col.replace(exp.AnyValue(this=col.copy()))
     for node in list(q.find_all(exp.Like)):
-        node.replace(exp.ILike(**{k: v for k, v in node.args.items()}))
-    for node in list(q.find_all(exp.ILike, exp.Glob)):
+        # SQLite's LIKE ignores the case of ASCII letters only ('É' LIKE 'é' is false); DuckDB's ILIKE folds every
+        # letter: a case-sensitive LIKE of both sides folded to ASCII lower case (% and _ are not letters)
+        node.set("this", _ascii_fold(node.this))
+        node.set("expression", _ascii_fold(node.expression))
+    for node in list(q.find_all(exp.Glob)):
         for key in ("this", "expression"):
             side = node.args.get(key)
             if side is not None and side.type is not None and not _is_text(side) and not side.is_type(
