@@ -262,7 +262,8 @@ def _track_command(track, verb: str) -> click.Command:
     command.__annotations__ = {p.name: p.annotation for p in params}
     doc = (track.title or track.name) + "."
     stages = " → ".join(s.name for s in track.stages)
-    command.__doc__ = f"{doc} Stages: {stages}. Writes the build directory --out (SCHEMA.md)."
+    command.__doc__ = (f"{doc} Stages: {stages}. Writes the build directory --out (instances.parquet, "
+                       f"quarantine.parquet, manifest.json; columns in schemas/).")
     sub = typer.Typer(add_completion=False)
     sub.command(name=track.name)(command)
     return typer.main.get_command(sub)
@@ -304,7 +305,8 @@ def tracks_cmd(as_json: bool = typer.Option(False, "--json", help="print JSON in
         lines = [f"{d['name']}: {d['title']}",
                  "  commands: " + ", ".join(f"ctxbench {v} {d['name']}" for v in d["verbs"]),
                  "  stages:   " + " → ".join(d["stages"]),
-                 "  matchers: " + (", ".join(d["matchers"]) or "none") + " (primary first)"]
+                 "  matchers: " + (", ".join(f"{m} (fallback)" if m in d["fallback_matchers"] else m
+                                             for m in d["matchers"]) or "none") + " (primary first)"]
         if d["tagger"]:
             lines.append(f"  tagger:   {d['tagger']}")
         if d["answer_filters"]:

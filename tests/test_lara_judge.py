@@ -280,6 +280,9 @@ def test_cli_judge_prompts(tmp_path, monkeypatch):
         assert r.exit_code == 2 and "--judge MODEL" in r.output
     r = runner.invoke(app, ["tracks"])
     assert "judge prompts: lara" in r.output
+    # LaRA's matchers only approximate its own judge: each is labelled a fallback
+    assert "matchers: lara_fallback (fallback), f1 (fallback), containment (fallback)" in r.output
+    assert "matchers: row_match (primary first)" in r.output
 
 
 def test_a_track_prompt_judges_its_own_instances_only(tmp_path, monkeypatch):

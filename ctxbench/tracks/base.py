@@ -228,11 +228,12 @@ class Track:
         return self.default_out or f"out/{self.name}"
 
     def describe(self) -> dict[str, Any]:
-        """Name, title, stages, matchers (primary first), tagger, filters, judge prompts, report sections, verbs
-        (``ctxbench tracks``)."""
+        """Name, title, stages, matchers (primary first; those only approximating the benchmark's own scoring also
+        as ``fallback_matchers``), tagger, filters, judge prompts, report sections, verbs (``ctxbench tracks``)."""
         doc = (type(self).__dict__.get("__doc__") or "").strip().split("\n")[0]
         return {"name": self.name, "title": self.title or doc, "stages": [s.name for s in self.stages],
                 "matchers": list(self.matchers), "primary_matcher": next(iter(self.matchers), None),
+                "fallback_matchers": [m for m in self.matchers if m in self.fallback_matchers],
                 "tagger": self.tagger, "answer_filters": list(self.answer_filters),
                 "judge_prompts": list(self.judge_prompts), "prompts": sorted(self.prompts),
                 "report_sections": list(self.report_sections), "verbs": list(self.verbs),
