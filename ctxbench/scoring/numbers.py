@@ -71,7 +71,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
-__all__ = ["Number", "ZH_LEXICAL", "number_matches", "numeric_value", "read_compounds", "read_number",
+__all__ = ["Number", "ZH_LEXICAL", "gold_number", "number_matches", "numeric_value", "read_compounds", "read_number",
            "read_numbers"]
 
 
@@ -573,10 +573,23 @@ def numeric_value(gold) -> float | None:
     return None if n is None else n.value
 
 
-def number_matches(gold: float, found: Iterable[Number]) -> bool:
+def gold_number(gold) -> float | Number | None:
+    """A gold value for :func:`number_matches`: a text percentage (``"25%"``) as its :class:`Number` (so that its
+    fraction 0.25 is stated too), any other number as :func:`numeric_value` gives it; None for text and NULL."""
+    if isinstance(gold, str):
+        n = read_number(gold)
+        if n is not None and n.percent:
+            return n
+    return numeric_value(gold)
+
+
+def number_matches(gold: float | Number, found: Iterable[Number]) -> bool:
     """Whether a number of the answer states ``gold`` (module docstring, "Comparing"): integers exactly;
     non-integers equal when rounded to the answer number's own decimal places (at least one place, or none for
-    magnitudes of 1000 and more)."""
+    magnitudes of 1000 and more). A percentage states its fraction both ways: an answer's 25% states a gold 0.25,
+    and a gold ``Number`` written as 25% (:func:`gold_number`) is stated by 25 and by 0.25."""
+    if isinstance(gold, Number):
+        return number_matches(gold.value, found) or (gold.percent and number_matches(gold.value / 100, found))
     g = float(gold)
     for n in found:
         # a percentage also states its fraction: 25% states 0.25 (a ratio computed by SQL), to 2 more places

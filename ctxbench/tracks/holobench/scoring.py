@@ -18,7 +18,7 @@ import re
 
 from ...scoring.matchers import MatchResult
 from ...scoring.normalize import normalize_text, text_matches
-from ...scoring.numbers import Number, number_matches, numeric_value, read_numbers
+from ...scoring.numbers import Number, gold_number, number_matches, read_numbers
 
 __all__ = ["row_match", "row_match_instance"]
 
@@ -28,7 +28,7 @@ _NULL_RE = re.compile(r"(?<!\w)(?:none|null|unknown|n a|not available|no value)(
 def _value_in(v, answer_norm: str, nums: list[Number]) -> bool:
     if v is None:
         return _NULL_RE.search(answer_norm) is not None
-    g = numeric_value(v)
+    g = gold_number(v)
     if g is not None:
         return number_matches(g, nums)
     return text_matches(str(v), answer_norm)

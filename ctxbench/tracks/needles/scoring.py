@@ -108,7 +108,7 @@ def expected_found(expected, answer: str | Reply) -> bool:
     if not fe:
         return False
     if len(es) == 1 and es[0].start == 0 and es[0].end == len(fe):
-        return number_matches(es[0].value, r.numbers)
+        return number_matches(es[0], r.numbers)  # the Number: a gold written as 25% is stated by 0.25 too
     if not es:
         return text_matches(fe, normalize_text(r.folded))
     ce, cr = _canonical(fe, list(es)), r.canonical

@@ -32,7 +32,7 @@ import re
 from ...questions.sqlinfo import sql_is_ordered
 from ...scoring.matchers import MatchResult
 from ...scoring.normalize import normalize_text
-from ...scoring.numbers import number_matches, numeric_value, read_number, read_numbers
+from ...scoring.numbers import gold_number, number_matches, read_number, read_numbers
 
 __all__ = ["exact_match", "f1", "gold_items", "split_items"]
 
@@ -45,7 +45,7 @@ _NEG_Q = re.compile(r"\b(?:not|never|no|none|without|neither|nor)\b|n't\b", re.I
 
 def _gold_key(v) -> tuple:
     """A gold item: ("num", value) or ("text", normalised text)."""
-    g = numeric_value(v)
+    g = gold_number(v)
     if g is not None:
         return ("num", g)
     return ("text", normalize_text(str(v)))
