@@ -8,6 +8,7 @@ import json
 import os
 import sqlite3
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Literal, Optional
 
@@ -747,6 +748,14 @@ def score_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help
     for bench, t in sorted((s.tagging or {}).items()):   # what each track's failure tagger returned
         msg += f"; {bench} failure tags: {tagging_text(t)}" if t is not None else ""
     out_console.print(msg)
+    if s.matcher_errors:  # a matcher's bug: the rest is scored, these responses are set aside and the run fails
+        from .score import SCORE_ERRORS
+
+        by = Counter(e["matcher"] for e in s.matcher_errors)
+        console.print(f"error: {len(s.matcher_errors)} response(s) not scored by a matcher that raised ("
+                      + ", ".join(f"{m} {n}" for m, n in sorted(by.items())) + f"), listed in {build / SCORE_ERRORS}; "
+                      f"first: {s.matcher_errors[0]['error']}", markup=False)
+        raise typer.Exit(1)
 
 
 @app.command("report")

@@ -167,6 +167,14 @@ def score_if_changed(build_dir: str | Path, judge: str | None = None, judge_base
     fp = score_inputs_hash(d, judge, judge_prompts)
     code = json.dumps(scoring_code(d, judge, judge_prompts), sort_keys=True, ensure_ascii=False)
     s = score_build(d, judge, judge_base_url, judge_api_key_env, judge_prompts)
+    if s.matcher_errors:  # the rest is scored; these responses are set aside and listed beside the scores
+        import logging
+
+        from .score import SCORE_ERRORS
+
+        logging.getLogger(__name__).warning(
+            "%d response(s) not scored by a matcher that raised, listed in %s; first: %s",
+            len(s.matcher_errors), d / SCORE_ERRORS, s.matcher_errors[0]["error"])
     tbl = pq.read_table(d / "scores.parquet")
     write_parquet(tbl.replace_schema_metadata({**(tbl.schema.metadata or {}), INPUTS_KEY: fp.encode(),
                                                SCORING_CODE_KEY: code.encode()}), d / "scores.parquet")

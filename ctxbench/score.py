@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -32,6 +32,7 @@ class ScoreSummary:
     no_answer: int = 0            # ok responses whose extracted answer is empty (e.g. reasoning cut by the budget)
     tagging: dict | None = None   # benchmark → what its failure tagger did (registry.TAGGERS)
     judges: dict | None = None    # judge matcher (judge:<model>, judge-<prompt>:<model>) → its counts (the totals above)
+    matcher_errors: list = field(default_factory=list)  # responses a matcher raised on: set aside (SCORE_ERRORS)
 
 
 def score_build(build_dir: str | Path, judge: str | None = None, judge_base_url: str | None = None,
@@ -42,8 +43,10 @@ def score_build(build_dir: str | Path, judge: str | None = None, judge_base_url:
     model is given, one judge matcher per judge prompt (``judge_prompts``, default the row judge ``rows``: matcher
     ``judge:<model>``; another prompt ``p``: ``judge-p:<model>``; :mod:`ctxbench.scoring.judge`). Each judge grades
     the same extracted answer; an empty answer scores 0 with ``null_answer`` and no call; unparseable verdicts are
-    counted, not scored. Raises InputError without a build, for instances of a benchmark no track registers, for
-    an unknown judge prompt, and for a track's judge prompt on instances of another benchmark."""
+    counted, not scored. A matcher that raises on a response sets that response aside for that matcher
+    (``summary.matcher_errors``, ``BUILD/score_errors.jsonl``) and scoring goes on. Raises InputError without a
+    build, for instances of a benchmark no track registers, for an unknown or unloadable matcher, for an unknown
+    judge prompt, and for a track's judge prompt on instances of another benchmark."""
     from .scoring.judge import DEFAULT_JUDGE_PROMPT
 
     build_dir = require_build(build_dir)
@@ -69,7 +72,12 @@ def score_build(build_dir: str | Path, judge: str | None = None, judge_base_url:
     answers: dict[str, str] = {}          # request key -> the answer the pipeline extracted
     for r in ok:
         row = by_id[r["instance_id"]]
-        for sc in score_reply(r["response"], row, r.get("reasoning")):
+        errs: list = []
+        scored = score_reply(r["response"], row, r.get("reasoning"), errors=errs)
+        summary.matcher_errors += [{"instance_id": r["instance_id"], "model": r["model"], "mode": r["mode"],
+                                    "sample": r["sample"], "request_key": r["request_key"], "matcher": e.matcher,
+                                    "error": str(e)} for e in errs]
+        for sc in scored:
             answers[r["request_key"]] = sc.answer
             m = sc.result
             rows.append({"instance_id": r["instance_id"], "model": r["model"], "mode": r["mode"],
@@ -92,9 +100,26 @@ def score_build(build_dir: str | Path, judge: str | None = None, judge_base_url:
             rows += _judge_rows(prompt, judge, judge_base_url, judge_api_key_env, ok, by_id, answers, bhash,
                                 summary, unscored)
     write_unscored_verdicts(build_dir, unscored)
+    write_score_errors(build_dir, summary.matcher_errors)
     write_parquet(to_table("scores", rows), build_dir / "scores.parquet")
     summary.rows = len(rows)
     return summary
+
+
+SCORE_ERRORS = "score_errors.jsonl"
+
+
+def write_score_errors(build_dir: Path, errors: list[dict]) -> None:
+    """``BUILD/score_errors.jsonl``: one JSON line per (response, matcher) a matcher raised on (instance_id, model,
+    mode, sample, request_key, matcher, error naming the line that raised), in scoring order; those responses
+    have no score of that matcher, every other score is written. Removed when no matcher raised."""
+    path = Path(build_dir) / SCORE_ERRORS
+    if not errors:
+        path.unlink(missing_ok=True)
+        return
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in errors), encoding="utf-8")
+    tmp.replace(path)
 
 
 def tagging_text(summary: object) -> str:

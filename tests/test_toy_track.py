@@ -347,3 +347,46 @@ def test_tagger_summaries_print_as_counts_and_difficulty_keeps_a_tracks_reasonin
     assert difficulty_columns({**row, "reasoning_depth": 1}) == {"scope": 0.2, "dispersion": 0.0,
                                                                   "reasoning_depth": 1}
     assert difficulty_columns(row)["reasoning_depth"] is None
+
+
+def picky_match(answer: str, instance: dict) -> MatchResult:
+    """A matcher with a bug on one kind of reply: it raises on an answer holding no digit."""
+    return MatchResult(float(int(re.search(r"\d+", answer).group()) == instance["gold"][0][0]))
+
+
+def test_a_matcher_that_raises_on_one_response_sets_it_aside_and_scores_the_rest(tmp_path, monkeypatch):
+    """One bad response (here: a matcher's bug it triggers) is set aside and reported, the rest is scored: the
+    other responses get both matchers' scores, the bad one keeps the working matcher's score, score_errors.jsonl
+    lists it with the failing matcher, and ``ctxbench score`` exits 1 naming it."""
+    from typer.testing import CliRunner
+
+    from ctxbench.cli import app
+    from ctxbench.score import SCORE_ERRORS
+    from ctxbench.storage import to_table, write_parquet
+    from ctxbench.tracks.holobench.track import HoloBench
+    from test_evaluate import make_build
+
+    monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(HoloBench, "matchers", {**HoloBench.matchers, "picky": f"{__name__}:picky_match"})
+    b = make_build(tmp_path / "hb", n=3)
+    gold = {r["instance_id"]: json.loads(r["gold"])[0][0]
+            for r in pq.read_table(b / "instances.parquet", columns=["instance_id", "gold"]).to_pylist()}
+    replies = {"inst-00": f"Answer: {gold['inst-00']}", "inst-01": "I cannot tell.", "inst-02": "Answer: 1"}
+    write_parquet(to_table("responses", [
+        {"request_key": f"k{i}", "instance_id": iid, "model": "m", "mode": "lc", "sample": 0, "prompt_variant": "cot",
+         "response": text, "cached": False, "status": "ok", "retries": 0}
+        for i, (iid, text) in enumerate(replies.items())]), b / "responses.parquet")
+    r = CliRunner().invoke(app, ["score", "--build", str(b)])
+    assert r.exit_code == 1, r.output
+    assert "1 response(s) not scored by a matcher that raised (picky 1)" in " ".join(r.output.split())
+    scores = {(s["instance_id"], s["matcher"]): s["score"] for s in pq.read_table(b / "scores.parquet").to_pylist()}
+    want_picky = {"inst-00": 1.0, "inst-02": float(gold["inst-02"] == 1)}
+    assert {k: v for k, v in scores.items() if k[1] == "picky"} == {(i, "picky"): v for i, v in want_picky.items()}
+    assert {i for i, m in scores if m == "row_match"} == set(replies)  # the other matcher scored every response
+    errs = [json.loads(line) for line in (b / SCORE_ERRORS).read_text(encoding="utf-8").splitlines()]
+    assert [(e["instance_id"], e["matcher"], e["request_key"]) for e in errs] == [("inst-01", "picky", "k1")]
+    assert "raised AttributeError" in errs[0]["error"] and "instance inst-01" in errs[0]["error"]
+    monkeypatch.setattr(HoloBench, "matchers", dict(HoloBench.matchers, picky=f"{__name__}:code_match"))
+    r = CliRunner().invoke(app, ["score", "--build", str(b)])  # the matcher fixed: everything scored, list removed
+    assert r.exit_code == 0, r.output
+    assert not (b / SCORE_ERRORS).exists()

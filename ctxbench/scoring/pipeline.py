@@ -59,8 +59,8 @@ from functools import lru_cache
 from ..errors import InputError
 from .matchers import MatchResult
 
-__all__ = ["DEFAULT_FILTERS", "AnswerChain", "AnswerContext", "AnswerFilter", "Scored", "answer_chain", "chain_for",
-           "filter_names", "get_filter", "register_filter", "score_reply"]
+__all__ = ["DEFAULT_FILTERS", "AnswerChain", "AnswerContext", "AnswerFilter", "MatcherError", "Scored", "answer_chain",
+           "chain_for", "filter_names", "get_filter", "register_filter", "score_reply"]
 
 
 @dataclass(frozen=True)
@@ -482,13 +482,14 @@ class Scored:
 
 
 def score_reply(response: str | None, instance: dict, reasoning: str | None = None,
-                names: Sequence[str] | None = None) -> list[Scored]:
+                names: Sequence[str] | None = None, errors: list | None = None) -> list[Scored]:
     """Score one stored reply the way ``score`` does: the instance's benchmark's answer chain (:func:`chain_for`),
     then each of its matchers (``names``, default all, the primary first) on that answer. ``instance``: the
     ``instances.parquet`` row with ``gold`` and ``accepted_answers`` parsed from JSON, without ``context``
     (``score`` never loads contexts). Raises InputError for an unregistered benchmark or an unknown matcher
-    (:mod:`ctxbench.scoring.registry`), and for a matcher that raises (naming the track, the matcher, the instance
-    and the line that raised)."""
+    (:mod:`ctxbench.scoring.registry`). A matcher that raises is a :class:`MatcherError` (naming the track, the
+    matcher, the instance and the line that raised): raised, or with ``errors`` (a list) appended to it while the
+    other matchers still score the reply (``score`` sets that one response aside and goes on)."""
     from .registry import matcher, matchers_for
 
     bench = instance.get("benchmark")
@@ -499,8 +500,19 @@ def score_reply(response: str | None, instance: dict, reasoning: str | None = No
         try:
             out.append(Scored(n, fn(answer, instance), answer))
         except Exception as e:  # a matcher's bug: name the track, matcher, instance and the failing line
-            raise InputError(_matcher_failure(n, bench, instance, e)) from e
+            err = MatcherError(_matcher_failure(n, bench, instance, e), n, instance.get("instance_id"))
+            if errors is None:
+                raise err from e
+            errors.append(err)
     return out
+
+
+class MatcherError(InputError):
+    """A matcher raised on one reply: ``matcher``, ``instance_id`` and the message (:func:`score_reply`)."""
+
+    def __init__(self, msg: str, matcher: str, instance_id: str | None):
+        super().__init__(msg)
+        self.matcher, self.instance_id = matcher, instance_id
 
 
 def _matcher_failure(name: str, bench: str | None, instance: dict, e: Exception) -> str:
