@@ -104,11 +104,12 @@ class ErrorRule:
 # A wait written in an error's text, where a server sends no Retry-After header: OpenAI's "Please try again in
 # 6s" / "in 20ms" / "in 1m30.5s", Azure's "Please retry after 30 seconds", Gemini's "Please retry in 6.2s" and its
 # RetryInfo "retryDelay": "6s", "wait 5 seconds" and the like.
-_DURATION = r"(?:\d+(?:\.\d+)?\s*(?:h|hours?|m(?!s)|min(?:ute)?s?|s|secs?|seconds?|ms|milliseconds?)(?![a-z])\s*)+"
+# one duration unit, named by its group (h, m, s, ms); shared by the hint's pattern and the reading of its parts
+_UNIT = r"(?:(?P<ms>ms|milliseconds?)|(?P<h>h|hours?)|(?P<m>m|min(?:ute)?s?)|(?P<s>s|secs?|seconds?))(?![a-z])"
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*" + _UNIT, re.I)
+_DURATION = r"(?:\d+(?:\.\d+)?\s*" + re.sub(r"\?P<\w+>", "?:", _UNIT) + r"\s*)+"
 _RETRY_TEXT = re.compile(r"(?:(?:try|retry)(?:ing)?\s+(?:again\s+)?(?:in|after)|wait(?:\s+for)?)\s+(?:about\s+)?"
                          rf"({_DURATION})|\"retryDelay\"\s*:\s*\"(\d+(?:\.\d+)?)s\"", re.I)
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(h|hours?|ms|milliseconds?|m|min(?:ute)?s?|s|secs?|seconds?)(?![a-z])",
-                            re.I)
 _UNIT_S = {"h": 3600.0, "m": 60.0, "ms": 0.001, "s": 1.0}
 
 
@@ -353,13 +354,7 @@ def retry_hint_in_text(text: str | None) -> float | None:
         return None
     if m.group(2) is not None:
         return float(m.group(2))
-    total = 0.0
-    for n, unit in _DURATION_PART.findall(m.group(1)):
-        u = unit.lower()
-        key = "ms" if u.startswith("ms") or u.startswith("milli") else "h" if u.startswith("h") else \
-            "m" if u.startswith("m") else "s"
-        total += float(n) * _UNIT_S[key]
-    return total
+    return sum(float(p.group(1)) * _UNIT_S[p.lastgroup] for p in _DURATION_PART.finditer(m.group(1)))
 
 
 def classify(exc: BaseException) -> Exception:

@@ -189,11 +189,13 @@ def _load(db_dir: Path, db_id: str) -> tuple[dict | None, str | None, dict]:
     if not path.is_file():
         return None, f"database {path} not found (expected DIR/<db_id>/<db_id>.sqlite)", {}
     try:
-        db, conversions, kept = normalize_database(load_database(path))
+        raw = load_database(path)
+        db, conversions, kept = normalize_database(raw)
     except InputError as e:
         return None, f"database {path} cannot be read: {e}", {}
     return gold_tables_of(db), None, {"numbers_from_text": conversions, "numeric_text_kept": kept,
-                                      "views": _views(path), "binary": db.provenance.get("binary_values", [])}
+                                      "views": _views(path), "binary": db.provenance.get("binary_values", []),
+                                      "raw": raw}
 
 
 def _binary_read(sql: str, tables: dict, binary: list[dict]) -> str | None:
@@ -289,12 +291,12 @@ def _templates_for(raw: Database, spec: DatabaseSpec, qs: list[dict]) -> tuple[A
     return TemplateSet(raw.db_id, templates, path="the templates: section"), templates
 
 
-def _buildable(path: Path, qs: list[dict], seed: int) -> tuple[dict[str, list[str]] | None, dict[str, str]]:
-    """Check the accepted questions of one database as the build will (module docstring). Returns the generated
-    templates (None when the database ships its own) and ``{question id: why it cannot be built}``."""
+def _buildable(raw: Database, qs: list[dict], seed: int) -> tuple[dict[str, list[str]] | None, dict[str, str]]:
+    """Check the accepted questions of one database (``raw``: as loaded, before the value rule) as the build will
+    (module docstring). Returns the generated templates (None when the database ships its own) and ``{question id:
+    why it cannot be built}``."""
     import tempfile
 
-    raw = load_database(path)
     spec = DatabaseSpec.load(raw.db_id)
     ts, generated = _templates_for(raw, spec, qs)
     pre = preprocess(raw, {t: ts.columns(t) for t in ts.templates if t in raw.tables}, spec)
@@ -307,9 +309,10 @@ def _buildable(path: Path, qs: list[dict], seed: int) -> tuple[dict[str, list[st
         con = sqlite3.connect(Path(d) / "source.sqlite")
         try:
             for q in qs:
+                question = Question(q["id"], q["question"], " ".join(q["sql"].split()))
                 try:
-                    check_question(Question(q["id"], q["question"], " ".join(q["sql"].split())), tables, ts)
-                    check_runs(Question(q["id"], q["question"], " ".join(q["sql"].split())), con)
+                    check_question(question, tables, ts)
+                    check_runs(question, con)
                 except InputError as e:
                     why[q["id"]] = str(e).replace(f"question {q['id']!r}: ", "", 1)
                     continue
@@ -388,7 +391,7 @@ def import_questions(spider: str | Path, db_dir: str | Path, out: str | Path, se
     written = {}
     for db_id, qs in sets.items():
         try:
-            generated, why = _buildable(db_dir / db_id / f"{db_id}.sqlite", qs, seed)
+            generated, why = _buildable(dbs[db_id][2]["raw"], qs, seed)
         except InputError as e:  # the database cannot be prepared as a build prepares it: no question is buildable
             generated, why = None, {q["id"]: f"the build cannot prepare database {db_id!r}: {e}" for q in qs}
         for qid, reason in why.items():

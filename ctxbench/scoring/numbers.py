@@ -578,8 +578,7 @@ def gold_number(gold) -> float | Number | None:
     fraction 0.25 is stated too), any other number as :func:`numeric_value` gives it; None for text and NULL."""
     if isinstance(gold, str):
         n = read_number(gold)
-        if n is not None and n.percent:
-            return n
+        return None if n is None else n if n.percent else n.value
     return numeric_value(gold)
 
 

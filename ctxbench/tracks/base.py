@@ -44,7 +44,8 @@ Fields of a track (class attributes; the contract other layers rely on):
   taken; ``""`` when there is none), never the raw reply, so a matcher never extracts answers itself; ``instance``
   is the ``instances.parquet`` row with ``gold`` and ``accepted_answers`` parsed from JSON, without ``context``
   (contexts can be GBs: ``score`` never loads them; a tag that needs the context belongs in the ``tagger``). A
-  matcher that raises stops ``score`` with an error naming the track, the matcher and the instance. Read numbers with
+  matcher that raises on a response sets that response aside for that matcher (``BUILD/score_errors.jsonl``, naming
+  the track, the matcher, the instance and the line; ``ctxbench score`` exits 1). Read numbers with
   :mod:`ctxbench.scoring.numbers`. A track without matchers cannot be scored: ``score`` raises an error naming it
   (there is no default matcher). A matcher may set a ``version`` attribute; with its code's hash it decides when
   stored scores are recomputed (:mod:`ctxbench.scoring.versions`).

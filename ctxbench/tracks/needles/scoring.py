@@ -47,11 +47,12 @@ def _numbers(folded: str) -> list[Number]:
     return read_numbers(folded, chinese=True, english=True)
 
 
-def _numbers_cased(text: str, folded: str) -> list[Number]:
-    """Numbers of ``folded`` (``fold(text)``) read before case folding (``1.5M`` a million, ``1.5m`` metres), where
-    folding the case keeps every offset; else of ``folded``."""
+def _folded(text: str) -> tuple[str, list[Number]]:
+    """``fold(text)`` and its numbers, read before case folding (``1.5M`` a million, ``1.5m`` metres) where folding
+    the case keeps every offset, else from the folded text. One fold: case folding is applied to the cased fold."""
     cased = fold(text, casefold=False)
-    return _numbers(cased if len(cased) == len(folded) else folded)
+    folded = cased.casefold()
+    return folded, _numbers(cased if len(cased) == len(folded) else folded)
 
 
 def _num_token(v: float) -> str:
@@ -84,14 +85,14 @@ class Reply:
 
 def prepare(answer: str) -> Reply:
     """Fold an answer and read its numbers once, for several :func:`expected_found` calls."""
-    f = fold(answer)
-    return Reply(f, _numbers_cased(answer, f))
+    return Reply(*_folded(answer))
 
 
 @lru_cache(maxsize=4096)
 def _expected_form(expected: str) -> tuple[str, tuple[Number, ...]]:
     fe = fold(expected).strip()
-    return fe, tuple(_numbers_cased(expected.strip(), fe))
+    cased = fold(expected.strip(), casefold=False)  # cached: the second fold costs once per expected value
+    return fe, tuple(_numbers(cased if len(cased) == len(fe) else fe))
 
 
 def expected_found(expected, answer: str | Reply) -> bool:
