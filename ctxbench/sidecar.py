@@ -201,8 +201,13 @@ def _settings() -> tuple:
     return tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("CTXBENCH_")))
 
 
+def _usable(h: Sidecar | None) -> bool:
+    """A helper that has not failed and was started under this process's settings."""
+    return h is not None and not h._dead and h.settings == _settings()
+
+
 def _live(h: Sidecar | None) -> bool:
-    return h is not None and h.proc.poll() is None and not h._dead and h.settings == _settings()
+    return _usable(h) and h.proc.poll() is None
 
 
 def start(name: str = "validate") -> Sidecar | None:
@@ -227,7 +232,7 @@ def start(name: str = "validate") -> Sidecar | None:
 def current(name: str = "validate") -> Sidecar | None:
     """The running helper ``name``, or None when none was started (work is then done in the main process)."""
     h = _HELPERS.get(name)
-    return h if h is not None and not h._dead and h.settings == _settings() else None
+    return h if _usable(h) else None
 
 
 def submit(target: str, *args: Any, helper: str = "validate") -> Pending:

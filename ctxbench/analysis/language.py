@@ -74,12 +74,11 @@ class _Store:
                 version = "?"
             self._prefix = f"{version}|{SEED}|{RULE}|".encode()
             try:
+                from ..models.cache import open_wal  # many processes open the store at once, as the response cache
+
                 os.makedirs(os.path.dirname(path), exist_ok=True)
                 con = sqlite3.connect(path, timeout=30, check_same_thread=False, isolation_level=None)
-                con.execute("PRAGMA busy_timeout = 30000")
-                if con.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-                    con.execute("PRAGMA journal_mode=WAL")
-                con.execute("CREATE TABLE IF NOT EXISTS codes (key BLOB PRIMARY KEY, code TEXT)")
+                open_wal(con, 30.0, ("CREATE TABLE IF NOT EXISTS codes (key BLOB PRIMARY KEY, code TEXT)",))
                 self._con = con
             except sqlite3.Error:
                 self._con = None

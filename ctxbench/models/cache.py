@@ -164,33 +164,38 @@ def _retry_locked(con: sqlite3.Connection, fn, timeout_s: float):
             delay = min(delay * 2, 0.5)
 
 
-def _open_schema(con: sqlite3.Connection, busy_timeout_s: float) -> None:
-    """WAL mode and the tables, safe when many processes open one new cache file at the same moment.
+def open_wal(con: sqlite3.Connection, busy_timeout_s: float, statements: tuple[str, ...]) -> None:
+    """WAL mode and then ``statements`` (pragmas, ``CREATE TABLE IF NOT EXISTS``), committed, on a connection to a
+    SQLite file that many processes may open at the same moment (the response cache, the language store).
 
     The busy timeout is set first, as a pragma, so later statements wait for a lock instead of failing. Switching
     to WAL needs an exclusive lock, which SQLite refuses at once (``database is locked`` at ``PRAGMA
-    journal_mode=WAL``, issue 16) when another opener holds a read lock: the switch is retried
-    (:func:`_retry_locked`) and skipped once another opener has made the file WAL (the mode is stored in the
-    file)."""
+    journal_mode=WAL``, issue 16) when another opener holds a read lock: the switch and the statements are retried
+    (:func:`_retry_locked`) and the switch is skipped once another opener has made the file WAL (the mode is stored
+    in the file). Raises the last sqlite3.OperationalError after ``busy_timeout_s``."""
     con.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
 
     def setup() -> None:
         if con.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
             con.execute("PRAGMA journal_mode=WAL")
-        con.execute("PRAGMA synchronous=NORMAL")
-        con.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, model TEXT, "
-                    "payload TEXT NOT NULL, created_at REAL)")
-        con.execute("CREATE TABLE IF NOT EXISTS claims (key TEXT PRIMARY KEY, owner TEXT NOT NULL, "
-                    "expires_at REAL NOT NULL)")
+        for sql in statements:
+            con.execute(sql)
         con.commit()
 
     _retry_locked(con, setup, busy_timeout_s)
 
 
+CACHE_SCHEMA = ("PRAGMA synchronous=NORMAL",
+                "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, model TEXT, payload TEXT NOT NULL, "
+                "created_at REAL)",
+                "CREATE TABLE IF NOT EXISTS claims (key TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at REAL "
+                "NOT NULL)")
+
+
 class ResponseCache:
     """Key -> stored response (a JSON object). Only answers are stored (status ok, over_length, truncated,
     refused_by_provider); failed calls are not, so a rerun tries them again. Any number of processes may open one
-    cache file at the same moment (see :func:`_open_schema`)."""
+    cache file at the same moment (see :func:`open_wal`)."""
 
     def __init__(self, path: str | Path | None = None, busy_timeout_s: float = 60.0):
         self.path = Path(path) if path else cache_dir() / "responses.sqlite"
@@ -198,7 +203,7 @@ class ResponseCache:
         self._lock = threading.Lock()
         self._busy_timeout_s = busy_timeout_s
         self._con = sqlite3.connect(self.path, check_same_thread=False, timeout=busy_timeout_s)
-        _open_schema(self._con, busy_timeout_s)
+        open_wal(self._con, busy_timeout_s, CACHE_SCHEMA)
 
     def _write(self, fn):
         """``fn()`` under this object's lock, retried while the file is locked (:func:`_retry_locked`)."""
