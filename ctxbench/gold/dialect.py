@@ -14,7 +14,7 @@ columns in an aggregate query; "Built-in Aggregate Functions" on ``min()``/``max
 * finds bare columns of aggregate queries (:func:`bare_columns`), with the ``min()``/``max()`` row they come from
   under SQLite's rule when the query has exactly one such aggregate;
 * writes the DuckDB SQL (:func:`Transpiled.duckdb`) that means the same: SQLite's integer division stays integer
-  (``7/2 = 3``, by type annotation), division by zero is NULL, ``LIKE``, ``lower`` and ``upper`` fold ASCII letters only (``translate``) and
+  (``7/2 = 3``, by type annotation), division by zero is NULL, ``LIKE``, ``lower``, ``upper`` and the ``NOCASE`` collation fold ASCII letters only (``translate``) and
   reads numbers as text, a numeric literal compared with a TEXT column is compared as text (TEXT affinity), NULLs
   sort first in ascending order, a bare column becomes ``ANY_VALUE`` (or ``arg_max_null``/``arg_min_null`` under the
   ``min()``/``max()`` rule; the gold engine accepts it only where the rows leave one value), ``CAST(real AS
@@ -330,6 +330,26 @@ def _duckdb_rewrite(q: exp.Expression) -> exp.Expression:
             node.replace(_udf_call("date", [node.this]))
         elif isinstance(node, exp.TimeToStr) and isinstance(node.this, exp.TsOrDsToTimestamp):
             node.replace(_udf_call("strftime", [node.args["format"], node.this.this]))
+    for node in list(q.find_all(exp.Collate)):
+        # SQLite's NOCASE collation folds ASCII letters only, like lower(); DuckDB's folds every letter. Where the
+        # collation decides a comparison (both sides), an IN list (the value and the list) or a sort key, the
+        # folded values are compared instead; elsewhere it is left to the engines' disagreement check.
+        collation = node.expression.name.lower()
+        if collation == "binary":  # SQLite's default collation (byte order), which DuckDB's parser does not know
+            node.replace(node.this.copy())
+            continue
+        if collation != "nocase":
+            continue
+        parent = node.parent
+        if isinstance(parent, _CMP):
+            other = parent.right if parent.left is node else parent.left
+            other.replace(_ascii_fold(other))
+        elif isinstance(parent, exp.In) and parent.this is node and not parent.args.get("query"):
+            for x in list(parent.expressions):
+                x.replace(_ascii_fold(x))
+        elif not isinstance(parent, exp.Ordered):
+            continue
+        node.replace(_ascii_fold(node.this))
     for node in list(q.find_all(exp.Lower, exp.Upper)):
         # SQLite's lower()/upper() fold ASCII letters only ('É' stays); DuckDB folds every letter: ASCII by translate
         node.replace(_ascii_fold(node.this, upper=isinstance(node, exp.Upper)))
