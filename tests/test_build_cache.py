@@ -271,6 +271,41 @@ def test_sampled_units_peek_does_not_draw():
         s.advance(41)
 
 
+@pytest.mark.parametrize("plan", [[(300, 300)], [(300, 1)], [(300, 129), (200, 200), (64, 7)],
+                                  [(1, 1), (128, 128), (129, 127), (400, 0), (400, 256), (50, 50)],
+                                  [(1000, 1000)], [(700, 640), (700, 700)]])
+def test_sampled_units_advance_lands_where_one_at_a_time_does(plan):
+    """Peek ``p`` units then draw ``k`` of them, repeatedly (``plan``), across the state snapshots the stream keeps
+    every SNAP_EVERY draws: the units and the shared RNG's state equal those of drawing one unit at a time."""
+    n = 600
+    rng = random.Random(11)
+    s = SampledUnits(n, rng, lambda k: Unit(str(k), False))
+    got: list[str] = []
+    for peek, k in plan:
+        ahead = [u.text for u in s.peek(peek)]
+        k = min(k, len(ahead))
+        s.advance(k)
+        got += ahead[:k]
+    ref_rng = random.Random(11)
+    ref = sample_without_replacement(n, ref_rng)
+    assert got == [str(next(ref)) for _ in got]
+    assert rng.getstate() == ref_rng.getstate()
+    assert rng.random() == ref_rng.random()
+
+
+def test_sampled_units_make_many_gives_the_units_of_make():
+    made: list[list[int]] = []
+
+    def many(ks):
+        made.append(list(ks))
+        return [Unit(f"u{k}", True, k) for k in ks]
+
+    a = SampledUnits(500, random.Random(3), lambda k: Unit(f"u{k}", True, k), many)
+    b = SampledUnits(500, random.Random(3), lambda k: Unit(f"u{k}", True, k))
+    assert [u.text for u in a.peek(300)] == [u.text for u in b.peek(300)]
+    assert sum(map(len, made)) == 300  # each unit made once, in batches
+
+
 # ------------------------------------------------------------------------------------------------ verbalizer
 def test_compiled_templates_give_the_text_of_str_format():
     ts = TemplateSet("x", {"t": ["{a} and {b} {{braces}} {a}", "{b}: {c}!", "no fields", "{a}{b}{c}", "{a b} {c}",
@@ -285,6 +320,21 @@ def test_compiled_templates_give_the_text_of_str_format():
                 ts.verbalize("t", cols, row, i + 1, 0)
             continue
         assert ts.verbalize("t", cols, row, i + 1, 0) == ts.templates["t"][k].format(**values)
+
+
+def test_verbalize_many_gives_the_sentences_of_verbalize():
+    """The batch verbalizer (compiled templates and the seed's hash prefix once per batch) writes each row's
+    sentence exactly as verbalize does, also where a template falls back to str.format."""
+    ts = TemplateSet("x", {"t": ["{a} and {b} {{braces}} {a}", "{b}: {c}!", "no fields", "{a}{b}{c}", "{c} {a}"],
+                           "u": ["{a b} {c}", "{c}"], "v": ["{a[0]}-{c}", "{b}"]})  # v: str.format's own lookup
+    cols = ["a", "b", "c", "a b"]
+    rows = [(1, 2.0, "s", None), (True, 2.5, "{b}", "sp"), (-0.0, 10**20, "é", 1e-7), (None, float("nan"), 3, 0)]
+    rows = rows * 30
+    for seed in (0, 7, 123456789):
+        for table in ("t", "u", "v"):
+            rowids = [3 * i + 1 for i in range(len(rows))]
+            assert ts.verbalize_many(table, cols, rows, rowids, seed) == [
+                ts.verbalize(table, cols, r, i, seed) for r, i in zip(rows, rowids)]
 
 
 # ------------------------------------------------------------------------------------------------ prepared source

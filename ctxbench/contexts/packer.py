@@ -8,7 +8,7 @@ unit's token span, so building stays linear in the context length.
 Counting (issue 16): unit counts come from :mod:`ctxbench.tokenizers.counts` (kept in memory and on disk across
 tiers, positions, builds and nightly runs; a unit never seen is counted alone by the tokenizer). A
 :class:`UnitStream` lets :func:`take_until` look ahead: it counts the next units in batches sized from the mean
-unit length so far (5% over), then consumes exactly the units the one-at-a-time rule would have drawn (those taken
+unit length so far (2% over), then consumes exactly the units the one-at-a-time rule would have drawn (those taken
 and the first that did not fit), so the random draws, and therefore the built contexts, are those of drawing one
 unit at a time. Token offsets of the verifying count come from the same single encoding
 (:meth:`ctxbench.tokenizers.Tokenizer.encode_with_starts`).
@@ -22,8 +22,12 @@ from __future__ import annotations
 
 import math
 import random
+from bisect import bisect_right
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any, Callable, Iterable, Iterator
+
+import numpy as np
 
 from ..errors import InputError
 from ..tokenizers import Tokenizer
@@ -36,7 +40,7 @@ SEP = "\n"
 MAX_CONTEXT_TOKENS = 10 * 1024 * 1024
 
 
-@dataclass
+@dataclass(slots=True)
 class Unit:
     """A unit of context text (without separator); ``tokens`` counts ``text + SEP``; ``ref`` identifies its source
     (e.g. ``(table, rowid)``; ``None`` for dummy documents)."""
@@ -76,6 +80,32 @@ class _Permutation:
         self.i = i + 1
         return vj
 
+    def draw_many(self, k: int) -> tuple[list[int], list[int]]:
+        """``k`` draws: the values and the RNG's ``randrange`` result of each (for :meth:`apply`)."""
+        start, n, swaps, randrange = self.i, self.n, self.swaps, self.rng.randrange
+        vals: list[int] = []
+        js: list[int] = []
+        for i in range(start, start + k):
+            j = randrange(i, n)
+            vi, vj = swaps.get(i, i), swaps.get(j, j)
+            swaps[j] = vi
+            swaps.pop(i, None)
+            vals.append(vj)
+            js.append(j)
+        self.i = start + k
+        return vals, js
+
+    def apply(self, js: list[int]) -> None:
+        """The draws whose ``randrange`` results were ``js`` (recorded by a fork at this point), made without the
+        RNG: the permutation moves as :meth:`draw` would; the RNG's state is the caller's to set."""
+        i, swaps = self.i, self.swaps
+        for j in js:
+            vi = swaps.get(i, i)
+            swaps[j] = vi
+            swaps.pop(i, None)
+            i += 1
+        self.i = i
+
     def fork(self) -> "_Permutation":
         rng = random.Random()
         rng.setstate(self.rng.getstate())
@@ -86,33 +116,63 @@ class _Permutation:
 
 class SampledUnits(UnitStream):
     """The units ``make(k)`` for ``k`` in ``0..n-1`` in uniformly random order from ``rng`` (the order of
-    :func:`sample_without_replacement`). Peeking draws from a copy of ``rng``; :meth:`advance` replays the same
-    draws on ``rng`` itself, so ``rng`` ends where drawing one unit at a time leaves it."""
+    :func:`sample_without_replacement`). Peeking draws from a copy of ``rng``; :meth:`advance` moves ``rng``
+    itself to where drawing one unit at a time leaves it (the copy's state when every unit peeked is drawn, else
+    the copy's state saved every ``SNAP_EVERY`` draws and the few draws after it made again), so the draws are
+    made about once. ``make_many(ks)``: ``[make(k) for k in ks]`` in one call (e.g. verbalized in a batch)."""
 
-    def __init__(self, n: int, rng: random.Random, make: Callable[[int], Unit]):
+    SNAP_EVERY = 128
+
+    def __init__(self, n: int, rng: random.Random, make: Callable[[int], Unit],
+                 make_many: Callable[[list[int]], list[Unit]] | None = None):
         self._perm = _Permutation(n, rng)
         self._ahead_perm: _Permutation | None = None
         self._ahead: list[Unit] = []
+        self._js: list[int] = []  # the RNG's draw behind each unit ahead
+        self._snaps: list[tuple[int, tuple]] = []  # (units ahead drawn before it, the copy's RNG state then)
         self.make = make
+        self.make_many = make_many or (lambda ks: [make(k) for k in ks])
 
     def peek(self, k: int) -> list[Unit]:
-        if len(self._ahead) < k:
+        ahead = self._ahead
+        if len(ahead) < k:
             if self._ahead_perm is None:
                 self._ahead_perm = self._perm.fork()
-            p = self._ahead_perm
+            p, every = self._ahead_perm, self.SNAP_EVERY
             want = min(k, p.n - self._perm.i)
-            while len(self._ahead) < want:
-                self._ahead.append(self.make(p.draw()))
-        return self._ahead[:k]
+            m = len(ahead)
+            idx: list[int] = []
+            while m < want:
+                if m % every == 0:
+                    self._snaps.append((m, p.rng.getstate()))
+                vals, js = p.draw_many(min(want - m, every - m % every))
+                idx += vals
+                self._js += js
+                m += len(vals)
+            ahead += self.make_many(idx)
+        return ahead[:k]
 
     def advance(self, k: int) -> None:
         if k > len(self._ahead):
             raise ValueError("advance past the units peeked")
-        for _ in range(k):
-            self._perm.draw()
+        if k <= 0:
+            return
+        perm, ahead = self._perm, self._ahead_perm
+        if k == len(self._ahead):  # every unit peeked is drawn: the copy is where one at a time leaves the draws
+            perm.rng.setstate(ahead.rng.getstate())
+            perm.i, perm.swaps = ahead.i, ahead.swaps
+            self._ahead_perm, self._snaps, self._js, self._ahead = None, [], [], []
+            return
+        m, state = max((s for s in self._snaps if s[0] <= k), key=lambda s: s[0])
+        perm.rng.setstate(state)
+        perm.apply(self._js[:m])
+        _, js = perm.draw_many(k - m)
+        if js != self._js[m:k]:  # the copy's draws and these come from one state: never differ
+            raise RuntimeError("look-ahead draws differ from the draws made again")
         del self._ahead[:k]
-        if not self._ahead:
-            self._ahead_perm = None
+        del self._js[:k]
+        self._snaps = [(sm - k, st) for sm, st in self._snaps if sm > k]
+        self._snaps.insert(0, (0, perm.rng.getstate()))
 
 
 class CycledUnits(UnitStream):
@@ -188,20 +248,24 @@ def take_until(units: Iterator[Unit] | UnitStream, budget: int, tok: Tokenizer |
     while True:
         batch = units.peek(pos + k)[pos:]
         counts = counter.counts([u.text + SEP for u in batch])
-        for j, (u, c) in enumerate(zip(batch, counts)):
+        acc = list(accumulate(counts, initial=used))  # tokens used before each unit of the batch
+        fit = max(bisect_right(acc, budget) - 1, 0)  # units of the batch that fit (counts are >= 0)
+        for u, c in zip(batch[:fit + 1], counts):
             u.tokens = c
-            if used + c > budget:
-                units.advance(pos + j + 1)  # the unit that did not fit is drawn, as one at a time
-                return taken, used
-            taken.append(u)
-            used += c
+        if fit < len(batch):
+            taken += batch[:fit]
+            units.advance(pos + fit + 1)  # the unit that did not fit is drawn, as one at a time
+            return taken, acc[fit]
+        taken += batch
+        used = acc[-1]
         pos += len(batch)
         if len(batch) < k:  # the stream ended
             units.advance(pos)
             return taken, used
-        # the next batch: the units still needed at the mean length so far, 5% over
+        # the next batch: the units still needed at the mean length so far, 2% over (units counted past the one
+        # that does not fit are counted for nothing; a batch that falls short is followed by another)
         mean = used / max(len(taken), 1)
-        k = max(FIRST_BATCH, int((budget - used) / max(mean, 1e-9) * 1.05) + 1)
+        k = max(FIRST_BATCH, int((budget - used) / max(mean, 1e-9) * 1.02) + 1)
 
 
 def _relevant_fraction(i: int, r: int, position: str) -> float:
@@ -267,20 +331,19 @@ def pack(relevant: list[Unit], distractors: list[Unit], position: str, target_to
     distractors = list(distractors)
     while True:
         units = arrange(relevant, distractors, position)
-        text = SEP.join([u.text for u in units]) + SEP if units else ""  # each unit followed by its separator
+        texts = [u.text for u in units]
+        text = SEP.join(texts) + SEP if units else ""  # each unit followed by its separator
         ids, starts = tok.encode_with_starts(text)
         if len(ids) <= target_tokens:
             break
         if not distractors:
             raise InputError(f"relevant text alone is {len(ids)} tokens, over the target of {target_tokens}")
         distractors.pop()
-    ranges, pos = [], 0
-    for u in units:
-        end = pos + len(u.text)
-        if u.relevant:
-            ranges.append((pos, end))
-        pos = end + len(SEP)
-    spans = tok.token_spans(starts, ranges)
+    # character range of each relevant unit (without its separator), from the prefix sums of the units' lengths
+    lens = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+    begins = np.cumsum(lens + len(SEP)) - lens - len(SEP)
+    rel = np.fromiter((u.relevant for u in units), dtype=bool, count=len(units))
+    spans = tok.token_spans(starts, np.stack([begins[rel], begins[rel] + lens[rel]], axis=1))
     rel_tokens = sum(e - s for s, e in spans)
     return PackedContext(text, len(ids), units, spans, rel_tokens)
 

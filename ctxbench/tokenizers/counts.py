@@ -222,7 +222,16 @@ class TokenCounter:
         """Tokens of each text, counted alone: from memory, then the store, then the tokenizer (one batched call
         for the distinct texts found in neither). Thread-safe; the tokenizer runs outside the counter's lock, so
         threads building contexts at once tokenize at once (a text two threads miss together is counted twice,
-        to the same count)."""
+        to the same count). A text repeated in ``texts`` (a cycled dummy document) is hashed and looked up once."""
+        distinct = dict.fromkeys(texts)
+        if len(distinct) < len(texts):
+            got = dict(zip(distinct, self._counts(list(distinct))))
+            with self._lock:
+                self.hits += len(texts) - len(distinct)
+            return [got[t] for t in texts]
+        return self._counts(texts)
+
+    def _counts(self, texts: Sequence[str]) -> list[int]:
         keys = [text_key(t) for t in texts]
         with self._lock:
             mem = self._mem

@@ -97,6 +97,24 @@ class TemplateSet:
         return fmt.format(*[v if (t := type(v)) is str else str(v) if t is int else format_value(v)
                             for v in map(row.__getitem__, idx)])
 
+    def verbalize_many(self, table: str, columns: list[str], rows: list[tuple], rowids: list[int],
+                       seed: int) -> list[str]:
+        """:meth:`verbalize` of many rows of one table (``rows[i]`` has rowid ``rowids[i]``): the same strings,
+        with the per-table work (compiled templates, the seed's hash prefix) done once for the batch."""
+        compiled = self._compiled(table, tuple(columns))
+        if any(c is None for c in compiled):
+            return [self.verbalize(table, columns, r, i, seed) for r, i in zip(rows, rowids)]
+        n = len(compiled)
+        prefix = f"{seed}|{table}|".encode()
+        sha256, from_bytes, fv = hashlib.sha256, int.from_bytes, format_value
+        out = []
+        for row, rowid in zip(rows, rowids):
+            # choose(): SHA-256 of "seed|table|rowid", first 8 bytes big-endian, modulo the template count
+            fmt, idx = compiled[from_bytes(sha256(prefix + str(rowid).encode()).digest()[:8], "big") % n]
+            out.append(fmt.format(*[v if (t := type(v)) is str else str(v) if t is int else fv(v)
+                                    for v in map(row.__getitem__, idx)]))
+        return out
+
     def _compiled(self, table: str, columns: tuple[str, ...]) -> list[tuple[str, list[int]] | None]:
         """Each template of ``table`` as a positional format string and the column index of each field (the same
         text as ``template.format(**{column: value})``, formatting only the columns the template states); None

@@ -110,9 +110,27 @@ class _Rows:
         text = self.src.templates.verbalize(t, table.columns, table.rows[idx], rowid, self.seed)
         return Unit(text, self.relevant, (t, rowid))
 
+    def unit_list(self, ks: list[int]) -> list[Unit]:
+        """``[self.unit(k) for k in ks]``, verbalized table by table in batches (the same units)."""
+        offsets, tables, db, relevant = self.offsets, self.tables, self.src.db.tables, self.relevant
+        where: dict[int, list[int]] = {}  # table index -> positions in ks
+        for j, k in enumerate(ks):
+            where.setdefault(bisect_right(offsets, k) - 1, []).append(j)
+        out: list = [None] * len(ks)
+        for ti, js in where.items():
+            t, off = tables[ti], offsets[ti]
+            table = db[t]
+            rows = table.rows
+            rowids = [ks[j] - off + 1 for j in js]
+            texts = self.src.templates.verbalize_many(t, table.columns, [rows[r - 1] for r in rowids], rowids,
+                                                      self.seed)
+            for j, text, rowid in zip(js, texts, rowids):
+                out[j] = Unit(text, relevant, (t, rowid))
+        return out
+
     def units(self, rng) -> SampledUnits:
         """The pool's rows in random order (sampled without replacement from ``rng``)."""
-        return SampledUnits(self.n, rng, self.unit)
+        return SampledUnits(self.n, rng, self.unit, self.unit_list)
 
 
 def draw_relevant(src: PreparedSource, cfg: HoloBenchConfig, tables: list[str], target: int, position: str,
