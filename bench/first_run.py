@@ -37,8 +37,7 @@ def _sh(cmd: list[str], env: dict | None = None, cwd: Path | None = None) -> tup
 
 
 def install() -> float:
-    """A fresh venv with ctxbench's first block (pip uses its own cache: the llama-cpp-python wheel it built once,
-    every downloaded wheel); returns seconds."""
+    """A fresh venv with ctxbench's first block (pip uses its own cache of downloaded wheels); returns seconds."""
     d = Path(tempfile.mkdtemp(prefix="ctxbench-first-venv-"))
     try:
         t0 = time.monotonic()
@@ -172,9 +171,11 @@ def main() -> None:
     if a.install or a.all:
         total += install()
     if a.speed or a.all:
-        speed([{"runtime": "llama.cpp", "threads": 2}, {"runtime": "llama-cpp-python", "threads": 2},
-               {"runtime": "llama.cpp", "threads": 1}, {"runtime": "llama.cpp", "threads": 2, "flash_attn": True},
-               {"runtime": "llama.cpp", "threads": 2, "n_batch": 2048}])
+        # the defaults first (llama.cpp's server, flash attention on), then one change at a time
+        speed([{"runtime": "llama.cpp", "threads": 2}, {"runtime": "llama.cpp", "threads": 2, "flash_attn": False},
+               {"runtime": "llama-cpp-python", "threads": 2},
+               {"runtime": "llama-cpp-python", "threads": 2, "flash_attn": True},
+               {"runtime": "llama.cpp", "threads": 1}, {"runtime": "llama.cpp", "threads": 2, "n_batch": 2048}])
     if a.run or a.all:
         total += run(a.run_args)
     if a.all:

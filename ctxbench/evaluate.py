@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field, field_validator
 from .analysis.filters import InstanceFilter, filter_instances, kept_ids
 from .errors import InputError
 from .hashing import canonical_json
-from .models.cache import ResponseCache, endpoint_id, request_key
+from .models.cache import ResponseCache, endpoint_id, key_endpoint, request_key
 from .models.gateway import NOT_ATTEMPTED, RetryPolicy
 from .models.runner import CLAIM_LEASE_S, WINDOW_DEPENDENT, CallRunner, Outcome, Request, truncation_check
 from .models.registry import model_info
@@ -233,6 +233,7 @@ def plan_requests(build_dir: str | Path, cfg: EvalConfig, cache: ResponseCache) 
     temperature = info.fixed_temperature if info.fixed_temperature is not None else cfg.temperature
     try:
         endpoint = endpoint_id(cfg.model, cfg.base_url)
+        keyed = key_endpoint(cfg.model, cfg.base_url)  # the embedded model's keys name its runtime
     except ValueError as e:
         raise InputError(str(e)) from None
     rag = "rag" in cfg.modes
@@ -276,7 +277,7 @@ def plan_requests(build_dir: str | Path, cfg: EvalConfig, cache: ResponseCache) 
             prefix = hashlib.sha256(shared_prefix(msgs, text).encode()).hexdigest()  # the provider-cacheable part
             for k in range(K):
                 sampling = {"temperature": temperature, "seed": k}
-                key = request_key(cfg.model, msgs, sampling, max_tokens, k, endpoint)
+                key = request_key(cfg.model, msgs, sampling, max_tokens, k, keyed)
                 if key in seen:  # e.g. two budgets that both retrieve the whole context: one request
                     continue
                 seen.add(key)

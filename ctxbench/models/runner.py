@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .cache import ResponseCache, claim_owner, endpoint_id, request_key
+from .cache import ResponseCache, claim_owner, endpoint_id, key_endpoint, request_key
 from .gateway import CallResult, Gateway, PermanentError, RetryPolicy, TransientError, cost_usd
 
 STORED_STATUSES = ("ok", "over_length", "truncated", "refused_by_provider")  # cached answers; the rest are retried
@@ -131,7 +131,9 @@ class CallRunner:
                  truncation: TruncationCheck | None | str = "auto", window: int | None = None,
                  backend: str = "auto"):
         self.model, self.base_url = model, base_url
-        self.endpoint = endpoint_id(model, base_url if key_base_url == "same" else key_base_url)
+        keyed = base_url if key_base_url == "same" else key_base_url
+        self.endpoint = endpoint_id(model, keyed)  # a server at a base URL (its window may change), else None
+        self.key_endpoint = key_endpoint(model, keyed)  # what the request keys name (the embedded runtime too)
         self.cache = cache if cache is not None else ResponseCache()
         self.concurrency, self.api_key_env, self.backend = concurrency, api_key_env, backend
         self.policy = policy or RetryPolicy()
@@ -152,7 +154,7 @@ class CallRunner:
     # -- keys -------------------------------------------------------------------------------------------------
     def key(self, messages: list[dict], sampling: dict[str, Any], max_tokens: int, sample: int = 0) -> str:
         """The request key of a call of this runner's model at its endpoint."""
-        return request_key(self.model, messages, sampling, max_tokens, sample, self.endpoint)
+        return request_key(self.model, messages, sampling, max_tokens, sample, self.key_endpoint)
 
     # -- the protocol -------------------------------------------------------------------------------------------
     def claim(self, key: str) -> str:
