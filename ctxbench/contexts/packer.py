@@ -2,11 +2,16 @@
 
 Method: HoloBench section 3.2 (steps 2-3) and section 3.3 (positions: beginning, middle, end; uniform and bimodal,
 "concentrated at both ends"). Units are counted once each, in tokens of the context's tokenizer, with their
-separator; the assembled context is tokenized exactly once to verify its length and to locate every relevant
-unit's token span, so building stays linear in the context length.
+separator; the assembled context is measured once: for cl100k_base and o200k_base (split-safe tokenizers, units
+starting with an ASCII letter or digit) its encoding is its units' encodings one after another, so its length and
+every relevant unit's token span come from the units' counts by prefix sums (:func:`summed_measure`; the proof is in
+:mod:`ctxbench.tokenizers.registry`, "Split at newlines"); for other tokenizers, or with
+``CTXBENCH_VERIFY_CONTEXTS=1``, it is tokenized exactly once to verify its length and locate the spans. Building
+stays linear in the context length.
 
 Counting (issue 16): unit counts come from :mod:`ctxbench.tokenizers.counts` (kept in memory and on disk across
-tiers, positions, builds and nightly runs; a unit never seen is counted alone by the tokenizer). A
+tiers, positions, builds and nightly runs; a unit never seen is counted by the tokenizer, alone or, for a
+split-safe tokenizer, in one encoding with its neighbours, to the same count). A
 :class:`UnitStream` lets :func:`take_until` look ahead: it counts the next units in batches sized from the mean
 unit length so far (2% over), then consumes exactly the units the one-at-a-time rule would have drawn (those taken
 and the first that did not fit), so the random draws, and therefore the built contexts, are those of drawing one
@@ -21,6 +26,7 @@ uniform p_i = (i + 0.5) / R, bimodal p_i = sin²(π/2 · (i + 0.5) / R) (the arc
 from __future__ import annotations
 
 import math
+import os
 import random
 from bisect import bisect_right
 from dataclasses import dataclass, field
@@ -320,15 +326,29 @@ class PackedContext:
 
 
 def pack(relevant: list[Unit], distractors: list[Unit], position: str, target_tokens: int,
-         tok: Tokenizer) -> PackedContext:
+         tok: Tokenizer, counted: bool = False) -> PackedContext:
     """Assemble a context of at most ``target_tokens`` tokens and measure it with one tokenization.
 
     ``relevant`` and ``distractors`` were drawn with :func:`take_until`. Where the tokenizer merges across unit
     boundaries so that the whole is longer than the sum of its units, distractor units are removed from the end of
     the distractor list until the context fits (each check is one more tokenization; rare).
+    ``counted=True`` says every unit's ``tokens`` is its count by ``tok`` (as :func:`take_until` with ``tok`` sets
+    it): then, for a split-safe tokenizer (:attr:`ctxbench.tokenizers.Tokenizer.split_safe`) and units that all
+    start with an ASCII letter or digit, the context's encoding is the concatenation of its units' encodings
+    (each unit ends with a newline: :mod:`ctxbench.tokenizers.registry`, "Split at newlines"), so its length is
+    the sum of the units' counts and each relevant unit's token span is read from the prefix sums, with no
+    encoding of the whole (:func:`summed_measure`; the same numbers, tests/test_split_counts.py), unless
+    ``CTXBENCH_VERIFY_CONTEXTS=1``.
     Raises InputError when even the relevant units alone exceed the target.
     """
     distractors = list(distractors)
+    if counted and getattr(tok, "split_safe", False) and not _verify_contexts():
+        units = arrange(relevant, distractors, position)
+        measured = summed_measure(units, tok)
+        if measured is not None and measured[0] <= target_tokens:
+            text = SEP.join(u.text for u in units) + SEP if units else ""
+            n, spans = measured
+            return PackedContext(text, n, units, spans, sum(e - s for s, e in spans))
     while True:
         units = arrange(relevant, distractors, position)
         texts = [u.text for u in units]
@@ -346,6 +366,59 @@ def pack(relevant: list[Unit], distractors: list[Unit], position: str, target_to
     spans = tok.token_spans(starts, np.stack([begins[rel], begins[rel] + lens[rel]], axis=1))
     rel_tokens = sum(e - s for s, e in spans)
     return PackedContext(text, len(ids), units, spans, rel_tokens)
+
+
+def _verify_contexts() -> bool:
+    """``CTXBENCH_VERIFY_CONTEXTS=1``: encode every packed context whole, even where its units' counts measure it."""
+    return os.environ.get("CTXBENCH_VERIFY_CONTEXTS", "").strip().lower() in ("1", "on", "true", "yes")
+
+
+_ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+
+
+def summed_measure(units: list[Unit], tok: Tokenizer) -> tuple[int, list[list[int]]] | None:
+    """``(tokens, evidence spans)`` of the context ``units`` make (each ``text + SEP``, ``tokens`` set to its
+    count by the split-safe ``tok``), from the units' counts; ``None`` where it does not apply (a unit without a
+    count, or whose text is empty or does not start with an ASCII letter or digit).
+
+    The context's encoding is its units' encodings one after another (:mod:`ctxbench.tokenizers.registry`, "Split
+    at newlines"), so it has ``sum(tokens)`` tokens and the i-th unit's tokens start at the sum of the counts
+    before it. A relevant unit's span (the tokens that start before its separator, :meth:`Tokenizer.token_span`
+    of its text) is its tokens less one where its newline is a token of its own. That is read from the unit's
+    tail: the characters after its last ASCII letter or digit, with the newline. The piece of the
+    pre-tokenizer holding that last letter or digit ends there (letter, digit and contraction pieces hold only
+    letters, digits and marks, and the tail is ASCII without letters or digits), so from there the unit encodes
+    as its tail alone; a tail with a character that is not ASCII (a mark could join a letter piece) is found by
+    encoding the whole unit instead. Tails repeat (``".\n"``), each is encoded once per call.
+    """
+    if not units:
+        return 0, []
+    counts = [u.tokens for u in units]
+    if min(counts) <= 0:
+        return None
+    alnum = _ALNUM
+    for u in units:
+        if u.text[:1] not in alnum or not u.text:
+            return None
+    before = list(accumulate(counts, initial=0))
+    own_newline: dict[str, bool] = {}  # tail -> whether its newline is a token of its own
+    spans: list[list[int]] = []
+    for i, u in enumerate(units):
+        if not u.relevant:
+            continue
+        t = u.text
+        j = len(t)
+        while t[j - 1] not in alnum:  # t[0] is a letter or digit: stops there at the latest
+            j -= 1
+        tail = t[j:] + SEP
+        own = own_newline.get(tail)
+        if own is None:
+            whole = tail if tail.isascii() else t + SEP
+            _, starts = tok.encode_with_starts(whole)
+            own = own_newline[tail] = len(starts) > 0 and int(starts[-1]) == len(whole) - len(SEP)
+        k = counts[i] - (1 if own else 0)
+        spans.append([before[i], before[i] + max(k, 1)])
+    return before[-1], spans
 
 
 def sample_without_replacement(n: int, rng) -> Iterator[int]:

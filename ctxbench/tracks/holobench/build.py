@@ -165,7 +165,8 @@ def build_context(src: PreparedSource, cfg: HoloBenchConfig, tables: list[str], 
     dis_pool = _Rows(src, others, False, cfg.seed)
     dis_iter = ChainedUnits(dis_pool.units(rng), CycledUnits(src.dummy_documents))
     distractors, _ = take_until(dis_iter, target - used, counter)
-    return pack(relevant, distractors, position, target, tok)
+    # every unit's count is the counter's, by tok: pack may sum them instead of encoding the whole context
+    return pack(relevant, distractors, position, target, tok, counted=True)
 
 
 @dataclass
