@@ -98,3 +98,128 @@ def test_request_keys_of_the_embedded_model_name_its_runtime(installed, monkeypa
     assert key_endpoint(ls.EMBEDDED_MODEL, "http://127.0.0.1:8080/v1") == endpoint_id(
         ls.EMBEDDED_MODEL, "http://127.0.0.1:8080/v1") == "http://localhost:8080/v1"  # loopback normalised
     assert key_endpoint("gpt-4o", None) is None
+
+
+# a stand-in for a model server: binds 127.0.0.1:PORT and answers /v1/models, or (port taken) fails as uvicorn and
+# Python do, after a moment (so a poll of the port meanwhile reaches whatever holds it)
+FAKE_SERVER = r"""
+import http.server, sys, time
+port = int(sys.argv[1])
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.send_header("Content-Type", "application/json"); self.end_headers()
+        self.wfile.write(b'{"data": [{"id": "fake"}]}')
+    def log_message(self, *a):
+        pass
+try:
+    srv = http.server.HTTPServer(("127.0.0.1", port), H)
+except OSError as e:
+    time.sleep(1.0)
+    print(f"ERROR:    [Errno {e.errno}] error while attempting to bind on address ('127.0.0.1', {port}): "
+          "address already in use", flush=True)
+    sys.exit(1)
+srv.serve_forever()
+"""
+
+FAILS_AT_START = r"""
+import sys
+print("0.00.003.514 I srv    load_model: loading model '/x/empty.gguf'")
+print("0.00.003.848 E gguf_init_from_reader: failed to read magic")
+print("0.00.004.006 E srv    load_model: failed to load model, '/x/empty.gguf'")
+print("Traceback (most recent call last):")
+print("RuntimeError: Failed to init server, please check the input params.")
+sys.exit(1)
+"""
+
+
+def _fake(monkeypatch, script: str):
+    import sys
+
+    def command(self, port):
+        self.runtime, self.port = "llama.cpp", port
+        return [sys.executable, "-c", script, str(port)]
+
+    monkeypatch.setattr(ls.LocalServer, "command", command)
+
+
+def test_a_port_taken_before_the_server_binds_it_is_retried_on_another(monkeypatch, tmp_path):
+    """free_port() hands out a port that another process (here another HTTP server answering 200, as another
+    ctxbench run's model server would) binds before ours does: ours exits with a bind error, and the start is
+    retried on a fresh port instead of failing the run or talking to the other server."""
+    import http.server
+    import threading
+
+    import httpx
+
+    class Other(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def log_message(self, *a):
+            pass
+
+    other = http.server.HTTPServer(("127.0.0.1", 0), Other)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    taken = other.server_address[1]
+    ports = iter([taken])
+    real = ls.free_port
+    monkeypatch.setattr(ls, "free_port", lambda: next(ports, None) or real())
+    _fake(monkeypatch, FAKE_SERVER)
+    try:
+        with ls.LocalServer(gguf=tmp_path / "m.gguf", startup_timeout_s=30) as srv:
+            assert srv.port != taken
+            assert srv.proc.poll() is None
+            assert httpx.get(f"{srv.base_url}/models").json() == {"data": [{"id": "fake"}]}
+            pid = srv.proc.pid
+        import os
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    finally:
+        other.shutdown()
+
+
+def test_ports_taken_every_time_end_in_a_clear_error(monkeypatch, tmp_path):
+    import socket
+
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    held.listen()
+    port = held.getsockname()[1]
+    monkeypatch.setattr(ls, "free_port", lambda: port)
+    monkeypatch.setattr(ls, "BIND_ATTEMPTS", 2)
+    _fake(monkeypatch, FAKE_SERVER)
+    try:
+        srv = ls.LocalServer(gguf=tmp_path / "m.gguf", startup_timeout_s=30)
+        with pytest.raises(CtxbenchError, match=r"could not bind a free loopback port in 2 attempts.*log: "):
+            srv.__enter__()
+        assert srv.proc is None
+    finally:
+        held.close()
+
+
+def test_a_server_exiting_at_start_says_why_from_its_log(monkeypatch, tmp_path):
+    gguf = tmp_path / "empty.gguf"
+    _fake(monkeypatch, FAILS_AT_START)
+    srv = ls.LocalServer(gguf=gguf, startup_timeout_s=30)
+    with pytest.raises(CtxbenchError) as e:
+        srv.__enter__()
+    msg = str(e.value)
+    assert f"serving {gguf}" in msg
+    assert "gguf_init_from_reader: failed to read magic; srv    load_model: failed to load model" in msg
+    log = msg.rsplit("log: ", 1)[1]
+    assert "failed to read magic" in open(log).read()
+    assert srv.proc is None
+
+
+@pytest.mark.parametrize("log,why", [
+    ("0.00.004.020 E gguf_init_from_file: failed to open GGUF file '/m.gguf' (No such file or directory)\n"
+     "RuntimeError: Failed to init server", "gguf_init_from_file: failed to open GGUF file '/m.gguf' (No such file "
+                                            "or directory); Failed to init server"),
+    ("INFO:     Started\nValueError: Model path does not exist: /m.gguf\n", "Model path does not exist: /m.gguf"),
+    ("INFO:     Started\nERROR:    [Errno 98] address already in use\n", "[Errno 98] address already in use"),
+    ("loading\nall fine\n", ""),
+])
+def test_start_failure_reads_the_reason(log, why):
+    assert ls.start_failure(log) == why

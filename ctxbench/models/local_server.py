@@ -18,6 +18,7 @@ import functools
 import importlib.metadata
 import importlib.util
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -104,6 +105,50 @@ def die_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
 
+# a start that failed only because the port was taken: llama.cpp's server, uvicorn (llama-cpp-python)
+BIND_FAILED_RE = re.compile(r"couldn't bind HTTP server socket|address already in use|\[Errno (?:98|48)\]",
+                            re.IGNORECASE)
+BIND_ATTEMPTS = 5
+# lines of a server's log that say why it stopped: llama.cpp's error lines (" E "), a Python exception's last line
+_LOG_ERROR_RE = re.compile(r"^\S*\s+E\s+(.*)$|^(?:\w+\.)*\w*(?:Error|Exception): (.*)$|^ERROR:\s+(.*)$")
+
+
+def start_failure(log_text: str, most: int = 2) -> str:
+    """Why a model server stopped at start, from its log: the first ``most`` error lines (llama.cpp's ``E`` lines
+    such as ``gguf_init_from_file: failed to open GGUF file '...' (No such file or directory)``, else uvicorn's
+    ``ERROR:`` lines or a Python exception's message), joined with ``; ``; empty when none is found."""
+    found = []
+    for line in log_text.splitlines():
+        m = _LOG_ERROR_RE.match(line.strip())
+        if m:
+            msg = next(g for g in m.groups() if g is not None).strip()
+            if msg and msg not in found:
+                found.append(msg)
+    return "; ".join(found[:most])
+
+
+def listens_on(pid: int, port: int) -> bool | None:
+    """Whether process ``pid`` holds the socket listening on TCP ``port`` of 127.0.0.1 (Linux: the socket's inode
+    in ``/proc/net/tcp`` among the process's open files); None where that cannot be read (other systems)."""
+    try:
+        inodes = set()
+        with open("/proc/net/tcp") as f:
+            for line in f.readlines()[1:]:
+                cols = line.split()
+                if cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
+                    inodes.add(f"socket:[{cols[9]}]")
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except (OSError, IndexError, ValueError):
+        return None
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") in inodes:
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def free_port() -> int:
     """A free TCP port on 127.0.0.1."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -159,8 +204,23 @@ class LocalServer:
                 "--flash_attn", str(self.flash_attn), "--verbose", "False"]
 
     def __enter__(self) -> "LocalServer":
+        """Start the server and wait until it answers. A port taken between :func:`free_port` and the server's
+        bind (another process, e.g. another ctxbench run starting its own server) is retried on a fresh port, up
+        to :data:`BIND_ATTEMPTS` times. Raises CtxbenchError naming the log and the reason read in it (e.g. a GGUF
+        that is missing or not a model) when the server exits at start, or when it does not answer within
+        ``startup_timeout_s``; no server process is left behind either way."""
         from ..progress import emit
 
+        for attempt in range(1, BIND_ATTEMPTS + 1):
+            if self._start(emit):
+                return self
+            emit("model", f"port {self.port} was taken before the server bound it; trying another "
+                          f"(attempt {attempt + 1} of {BIND_ATTEMPTS})")
+        raise CtxbenchError(f"the local model server could not bind a free loopback port in {BIND_ATTEMPTS} "
+                            f"attempts (each was taken before the server bound it); log: {self._log.name}")
+
+    def _start(self, emit) -> bool:
+        """One start on a fresh port: True once it answers, False when it exited because the port was taken."""
         cmd = self.command(free_port())
         started = time.monotonic()
         emit("model", f"starting {self.alias} ({self.runtime} server, {self.threads} threads, {self.n_ctx}-token "
@@ -173,14 +233,21 @@ class LocalServer:
         deadline = time.monotonic() + self.startup_timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise CtxbenchError(f"the local model server exited at start (code {self.proc.returncode}); "
-                                    f"log: {self._log.name}")
+                code, self.proc = self.proc.returncode, None
+                text = Path(self._log.name).read_text(encoding="utf-8", errors="replace")
+                if BIND_FAILED_RE.search(text):
+                    return False
+                why = start_failure(text)
+                raise CtxbenchError(f"the local model server exited at start (code {code}) serving {self.gguf}"
+                                    + (f": {why}" if why else "") + f"; log: {self._log.name}")
             try:
-                if httpx.get(f"{self.base_url}/models", timeout=2).status_code == 200:
-                    emit("model", f"{self.alias} ready on 127.0.0.1:{self.port} in {time.monotonic() - started:.1f} s")
-                    return self
+                ok = httpx.get(f"{self.base_url}/models", timeout=2).status_code == 200
             except httpx.HTTPError:
-                pass
+                ok = False
+            # a 200 counts only from our server: another one may answer on the port ours is failing to bind
+            if ok and self.proc.poll() is None and listens_on(self.proc.pid, self.port) is not False:
+                emit("model", f"{self.alias} ready on 127.0.0.1:{self.port} in {time.monotonic() - started:.1f} s")
+                return True
             time.sleep(0.3)
         self.__exit__(None, None, None)
         raise CtxbenchError(f"the local model server did not answer within {self.startup_timeout_s:.0f} s; "
