@@ -223,3 +223,36 @@ def test_a_server_exiting_at_start_says_why_from_its_log(monkeypatch, tmp_path):
 ])
 def test_start_failure_reads_the_reason(log, why):
     assert ls.start_failure(log) == why
+
+
+def test_evaluate_dry_run_of_the_embedded_model_prints_only_ctxbench_lines(installed, tmp_path, monkeypatch):
+    """litellm cannot name a provider for the embedded model's name and used to print its "Provider List" help
+    line to stdout amid the dry run's own ``key: value`` lines; the same for any model litellm does not know."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from ctxbench.cli import app
+    from ctxbench.storage import to_table, write_parquet
+
+    monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
+    installed.add("xllamacpp")  # the dry run keys requests by the runtime; none is started
+    import litellm
+    monkeypatch.setattr(litellm, "suppress_debug_info", False)  # as a fresh process has it
+    build = tmp_path / "b"
+    build.mkdir()
+    rows = [{"instance_id": f"e{i}", "benchmark": "holobench", "source_id": "toy", "question": f"Q{i}?",
+             "gold": json.dumps([["x"]]), "context": "The shop is run by Edith Carrow. " * 4,
+             "tokenizer": "cl100k_base", "target_tokens": 256, "context_tokens": 40, "context_format": "full_text",
+             "query_types": "[]", "evidence_spans": "[]", "build_hash": "toy"} for i in range(2)]
+    write_parquet(to_table("instances", rows), build / "instances.parquet")
+    (build / "manifest.json").write_text(json.dumps({"build_hash": "toy", "track": "holobench"}), encoding="utf-8")
+    for model in ("smollm2-135m-instruct", "openai/some-local-model"):
+        args = ["evaluate", "--build", str(build), "--model", model, "--dry-run"]
+        if model.startswith("openai/"):
+            args += ["--base-url", "http://127.0.0.1:9/v1"]
+        r = CliRunner().invoke(app, args)
+        assert r.exit_code == 0, r.output
+        lines = [ln for ln in r.stdout.splitlines() if ln.strip()]
+        assert lines[0] == "calls: 2", r.stdout
+        assert all(": " in ln and "Provider List" not in ln for ln in lines), r.stdout

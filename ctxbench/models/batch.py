@@ -313,7 +313,8 @@ class OpenAILitellmBatch(OpenAIHTTPBatch):
         return kw
 
     async def _call(self, fn: str, **kw):
-        import litellm
+        from . import quiet_litellm
+        litellm = quiet_litellm()
 
         try:
             return await getattr(litellm, fn)(**kw, **self._kw())

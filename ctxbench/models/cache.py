@@ -92,7 +92,8 @@ def model_provider(model: str) -> str | None:
     if prefix in set(PROVIDER_HOSTS.values()):
         return prefix
     try:
-        import litellm
+        from . import quiet_litellm
+        litellm = quiet_litellm()
 
         return litellm.get_llm_provider(model)[1]
     except Exception:  # noqa: BLE001 - litellm raises its own BadRequestError for unknown names

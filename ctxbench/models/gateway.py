@@ -490,7 +490,8 @@ class Gateway:
 
     async def _once_litellm(self, messages: list[dict], max_tokens: int, sampling: dict[str, Any]) -> CallResult:
         t0 = time.perf_counter()
-        import litellm
+        from . import quiet_litellm
+        litellm = quiet_litellm()
 
         # a provider that lacks a parameter (seed, response_format) ignores it; not for a base URL, where litellm
         # would also answer a 422 (TGI's context-length error) by sending the request again

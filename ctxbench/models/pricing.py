@@ -38,7 +38,8 @@ class Prices:
 
 def _entry(model: str) -> dict:
     try:
-        import litellm
+        from . import quiet_litellm
+        litellm = quiet_litellm()
 
         return litellm.model_cost.get(model) or litellm.model_cost.get(model.split("/", 1)[-1]) or {}
     except Exception:  # noqa: BLE001 - no litellm, no prices
