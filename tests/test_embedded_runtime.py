@@ -256,3 +256,32 @@ def test_evaluate_dry_run_of_the_embedded_model_prints_only_ctxbench_lines(insta
         lines = [ln for ln in r.stdout.splitlines() if ln.strip()]
         assert lines[0] == "calls: 2", r.stdout
         assert all(": " in ln and "Provider List" not in ln for ln in lines), r.stdout
+
+
+def test_an_interrupted_start_leaves_no_server(monkeypatch, tmp_path):
+    """Ctrl-C while the server loads (here: the first readiness poll raises KeyboardInterrupt) propagates, and the
+    child is stopped at once rather than when the (maybe long-lived) parent process ends."""
+    import os
+    import time
+
+    started = []
+    real_popen = ls.subprocess.Popen
+
+    def popen(*a, **k):
+        started.append(real_popen(*a, **k))
+        return started[-1]
+
+    def interrupted(*a, **k):
+        time.sleep(0.3)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ls.subprocess, "Popen", popen)
+    monkeypatch.setattr(ls.httpx, "get", interrupted)
+    _fake(monkeypatch, FAKE_SERVER)
+    srv = ls.LocalServer(gguf=tmp_path / "m.gguf", startup_timeout_s=30)
+    with pytest.raises(KeyboardInterrupt):
+        srv.__enter__()
+    assert len(started) == 1 and srv.proc is None
+    assert started[0].poll() is not None
+    with pytest.raises(ProcessLookupError):
+        os.kill(started[0].pid, 0)

@@ -208,11 +208,17 @@ class LocalServer:
         bind (another process, e.g. another ctxbench run starting its own server) is retried on a fresh port, up
         to :data:`BIND_ATTEMPTS` times. Raises CtxbenchError naming the log and the reason read in it (e.g. a GGUF
         that is missing or not a model) when the server exits at start, or when it does not answer within
-        ``startup_timeout_s``; no server process is left behind either way."""
+        ``startup_timeout_s``; no server process is left behind either way, nor when the start is interrupted
+        (KeyboardInterrupt included), which a long-lived process (a notebook, a pipeline worker) would keep."""
         from ..progress import emit
 
         for attempt in range(1, BIND_ATTEMPTS + 1):
-            if self._start(emit):
+            try:
+                started = self._start(emit)
+            except BaseException:  # Ctrl-C or any error while it starts: no server left behind in this process
+                self.__exit__(None, None, None)
+                raise
+            if started:
                 return self
             emit("model", f"port {self.port} was taken before the server bound it; trying another "
                           f"(attempt {attempt + 1} of {BIND_ATTEMPTS})")
