@@ -1000,6 +1000,11 @@ def run_cmd(
     from .progress import listening
 
     try:
+        if model == EMBEDDED_MODEL and not base_url:  # a missing runtime or GGUF is said before the build, not after
+            from .models.local_server import embedded_gguf, embedded_runtime
+
+            embedded_runtime()
+            embedded_gguf()
         cfg = default_track().config(db=db, lengths=ls)
         models = [EvalConfig(model=model, base_url=base_url, per_length=per_length, mode=mode,
                              rag_tokens=_ints(rag_tokens, "--rag-tokens") if rag_tokens else None)]

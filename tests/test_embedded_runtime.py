@@ -285,3 +285,23 @@ def test_an_interrupted_start_leaves_no_server(monkeypatch, tmp_path):
     assert started[0].poll() is not None
     with pytest.raises(ProcessLookupError):
         os.kill(started[0].pid, 0)
+
+
+def test_run_says_a_missing_runtime_before_building(installed, monkeypatch, tmp_path):
+    """`ctxbench run` with the embedded model checks its runtime first: one error line naming the fix, exit 2,
+    and nothing built (the check came after a whole build and Prefect's tracebacks before)."""
+    from typer.testing import CliRunner
+
+    from ctxbench.cli import app
+
+    monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
+    r = CliRunner().invoke(app, ["run", "--out", str(tmp_path / "runs")])
+    assert r.exit_code == 2, r.output
+    assert "error: the local model server needs llama.cpp: run `pip install -e '.[local]'`" in r.output
+    assert "build holobench" not in r.output and "Traceback" not in r.output
+    assert not (tmp_path / "runs").exists()
+    installed.add("xllamacpp")
+    monkeypatch.setenv("CTXBENCH_EMBEDDED_RUNTIME", "llama-cpp-python")
+    r = CliRunner().invoke(app, ["run", "--out", str(tmp_path / "runs")])
+    assert r.exit_code == 2 and "pip install -e '.[llama-cpp-python]'" in r.output, r.output
+    assert not (tmp_path / "runs").exists()

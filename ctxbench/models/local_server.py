@@ -51,8 +51,9 @@ def embedded_runtime() -> str:
                                 f"{', '.join(RUNTIMES)}")
         if importlib.util.find_spec(RUNTIMES[asked]) is None:
             raise CtxbenchError(f"CTXBENCH_EMBEDDED_RUNTIME={asked} but {RUNTIMES[asked]} is not installed: run "
-                                + ("`pip install xllamacpp`" if asked == "llama.cpp"
-                                   else "`pip install 'llama-cpp-python[server]==0.3.36'`"))
+                                + ("`pip install -e '.[local]'` (or `pip install xllamacpp`)" if asked == "llama.cpp"
+                                   else "`pip install -e '.[llama-cpp-python]'` (or `pip install "
+                                        "'llama-cpp-python[server]==0.3.36'`), which compiles llama.cpp"))
         return asked
     for name, module in RUNTIMES.items():
         if importlib.util.find_spec(module) is not None:
