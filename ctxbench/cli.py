@@ -1016,8 +1016,10 @@ def run_cmd(
             else:
                 console.print("[0:00] engine starting Prefect's temporary API server", markup=False)
                 from pipelines.flows import nightly
+                from pipelines.temp_server import temporary_server
 
-                nightly(build=cfg, out=str(out), models=models)
+                with temporary_server():  # in a session of its own: a Ctrl-C reaches ctxbench only
+                    nightly(build=cfg, out=str(out), models=models)
         build = resolve_build(out)
     except (*USER_ERRORS, RuntimeError) as e:
         _fail(e)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import atexit
 import os
 import pickle
+import signal
 import struct
 import subprocess
 import sys
@@ -66,6 +67,10 @@ def _call(target: str, args: tuple) -> Any:
 def serve(stdin=None, stdout=None) -> None:
     """The helper's loop: answer requests until stdin closes (module docstring)."""
     stdin = stdin or sys.stdin.buffer
+    if stdin is sys.stdin.buffer and threading.current_thread() is threading.main_thread():
+        # a Ctrl-C in the terminal reaches the whole process group: the parent decides what it stops; this
+        # helper ends when the parent closes its stdin (or dies), never with a KeyboardInterrupt traceback
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     if stdout is None:
         # the answers get their own copy of the stdout pipe; anything the functions print goes to stderr
         stdout = os.fdopen(os.dup(1), "wb")
