@@ -38,6 +38,7 @@ import numpy as np
 from ..errors import InputError
 from ..tokenizers import Tokenizer
 from ..tokenizers.counts import TokenCounter, counter_for
+from ..tokenizers.registry import ASCII_ALNUM, hard_start
 
 POSITIONS = ("beginning", "middle", "end", "uniform", "bimodal")
 SEP = "\n"
@@ -373,9 +374,6 @@ def _verify_contexts() -> bool:
     return os.environ.get("CTXBENCH_VERIFY_CONTEXTS", "").strip().lower() in ("1", "on", "true", "yes")
 
 
-_ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
-
-
 def summed_measure(units: list[Unit], tok: Tokenizer) -> tuple[int, list[list[int]]] | None:
     """``(tokens, evidence spans)`` of the context ``units`` make (each ``text + SEP``, ``tokens`` set to its
     count by the split-safe ``tok``), from the units' counts; ``None`` where it does not apply (a unit without a
@@ -396,10 +394,9 @@ def summed_measure(units: list[Unit], tok: Tokenizer) -> tuple[int, list[list[in
     counts = [u.tokens for u in units]
     if min(counts) <= 0:
         return None
-    alnum = _ALNUM
-    for u in units:
-        if u.text[:1] not in alnum or not u.text:
-            return None
+    if not all(hard_start(u.text) for u in units):
+        return None
+    alnum = ASCII_ALNUM
     before = list(accumulate(counts, initial=0))
     own_newline: dict[str, bool] = {}  # tail -> whether its newline is a token of its own
     spans: list[list[int]] = []

@@ -72,13 +72,13 @@ SPLIT_SAFE_PATTERNS = frozenset({
     r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"""
     r"""\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+""",
 })
-_ASCII_ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+ASCII_ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
 
 
 def hard_start(text: str) -> bool:
     """Whether ``text`` starts with an ASCII letter or digit: after a newline, a place where a split-safe
     tokenizer's encoding splits into the encodings of both sides (module docstring)."""
-    return text[:1] in _ASCII_ALNUM
+    return text[:1] in ASCII_ALNUM
 
 
 def _litellm_tokenizer_dir() -> Path | None:
