@@ -121,8 +121,8 @@ def speed(settings: list[dict], per_length: int = 1, decode_tokens: int = 64) ->
         try:
             from ctxbench.models.local_server import RUNTIMES
 
-            if "runtime" in st and importlib.util.find_spec(RUNTIMES[st["runtime"]]) is None:
-                print(f"{st}: skipped ({RUNTIMES[st['runtime']]} is not installed)")
+            if "runtime" in st and importlib.util.find_spec(RUNTIMES[st["runtime"]].module) is None:
+                print(f"{st}: skipped ({RUNTIMES[st['runtime']].module} is not installed)")
                 continue
             srv_kw = {x: st[x] for x in ("runtime", "threads", "n_batch", "flash_attn") if x in st}
             with LocalServer(**srv_kw) as srv:

@@ -65,8 +65,8 @@ def test_embedded_model_answers_through_gateway_and_stops(runtime):
     from ctxbench.models.local_server import EMBEDDED_MODEL, RUNTIMES, LocalServer
     from ctxbench.prompts import render_messages
 
-    if importlib.util.find_spec(RUNTIMES[runtime]) is None:  # an optional extra, not part of .[all]
-        pytest.skip(f"{RUNTIMES[runtime]} is not installed (pip install -e '.[llama-cpp-python]')")
+    if importlib.util.find_spec(RUNTIMES[runtime].module) is None:  # an optional extra, not part of .[all]
+        pytest.skip(f"{RUNTIMES[runtime].module} is not installed (pip install -e '.[llama-cpp-python]')")
     msgs = render_messages(CONTEXT, QUESTION, "direct", EMBEDDED_MODEL)
     with LocalServer(runtime=runtime) as srv:
         assert srv.runtime == runtime

