@@ -31,6 +31,7 @@ from typing import Any
 from ..errors import InputError
 from ..scoring.metrics import length_averages_ci
 from .core import INSTANCE_COLUMNS, group_scores, primary_rows, score_rows
+from .decide import effective_rows, pair_rows
 
 AVERAGES = (("Avg", "avg"), ("wAvg(inc)", "wavg_inc"), ("wAvg(dec)", "wavg_dec"))  # (name, column prefix)
 
@@ -90,6 +91,8 @@ class Leaderboard:
     cells: list[dict] = field(default_factory=list)
     averages: list[dict] = field(default_factory=list)
     groups: list[dict] = field(default_factory=list)
+    pairs: list[dict] = field(default_factory=list)  # paired differences (ctxbench.analysis.decide.pair_rows)
+    effective: list[dict] = field(default_factory=list)  # effective context lengths (decide.effective_rows)
 
     @property
     def missing(self) -> list[dict]:
@@ -144,6 +147,7 @@ def leaderboard(con, builds: list[dict]) -> Leaderboard:
         inst: dict[str, dict] = {}
         for r in _rows(con, f"SELECT {', '.join(icols)} FROM instances WHERE build_dir IN ({marks})", dirs):
             inst.setdefault(r["instance_id"], r)
+        ctx_of = _context_ids(con, have_inst, dirs, marks)
         seen, scores = set(), []
         order = {d: i for i, d in enumerate(dirs)}
         for r in sorted(_rows(con, f"SELECT build_dir, model, mode, matcher, instance_id, sample, score, request_key "
@@ -161,7 +165,8 @@ def leaderboard(con, builds: list[dict]) -> Leaderboard:
         rows = primary_rows(score_rows(inst, scores, budget))
         models = sorted({r["model"] for r in responses} | {r["model"] for r in rows})
         all_models |= set(models)
-        per_group[key] = {"builds": bs, "inst": inst, "rows": rows, "responses": responses, "models": models}
+        per_group[key] = {"builds": bs, "inst": inst, "rows": rows, "responses": responses, "models": models,
+                          "ctx_of": ctx_of}
     evaluated_on: dict[str, list[str]] = defaultdict(list)
     for (bench, bh), g in sorted(per_group.items()):
         for m in g["models"]:
@@ -190,6 +195,12 @@ def leaderboard(con, builds: list[dict]) -> Leaderboard:
                 keep = {i for i in ids if all(i in by_model[m] for m in by_model
                                               if selected[m] is None or i in selected[m])}
                 comparable_by_len[L] = {m: [v[i] for i in sorted(keep) if i in v] for m, v in by_model.items()}
+            table = {"benchmark": bench, "build_hash": bh, "build": label, "mode": mode, "matcher": matcher}
+            clustered = {L: {m: [{**r, "context_id": g["ctx_of"].get(r["instance_id"], r["instance_id"])}
+                                 for r in rs] for m, rs in per_m.items()} for L, per_m in comparable_by_len.items()}
+            in_table = sorted({m for per_m in comparable_by_len.values() for m, rs in per_m.items() if rs})
+            lb.pairs += pair_rows(clustered, in_table, table)
+            lb.effective += effective_rows(clustered, in_table, table)
             for m in sorted(all_models):
                 by_length: dict[int, list[tuple[float, str]]] = {}
                 gap = None
@@ -223,6 +234,17 @@ def leaderboard(con, builds: list[dict]) -> Leaderboard:
                                      else "no comparable score")
                 lb.averages.append(avg)
     return lb
+
+
+def _context_ids(con, have: set[str], dirs: list[str], marks: str) -> dict[str, str]:
+    """Instance id → the identity of its context (MD5 of the context text, computed in DuckDB): the cluster of the
+    paired differences. Without a context column: the source and tier (``source_id|target_tokens``)."""
+    if "context" in have:
+        sql = f"SELECT instance_id, md5(context) FROM instances WHERE build_dir IN ({marks})"
+    else:
+        sql = (f"SELECT instance_id, coalesce(CAST(source_id AS VARCHAR), '') || '|' || CAST(target_tokens AS VARCHAR)"
+               f" FROM instances WHERE build_dir IN ({marks})")
+    return {i: c for i, c in con.execute(sql, dirs).fetchall()}
 
 
 def _why_missing(model: str, L: int, mode: str, g: dict, scored: int, evaluated_on: list[str], bench: str,

@@ -21,7 +21,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from ..analysis.compare import AVERAGES, discover_builds, leaderboard, length_text, relative_link
-from ..storage import builds_catalogue, write_parquet
+from ..storage import builds_catalogue, schema, to_table, write_parquet
 from . import plots
 from .browser import PAGE, instances_link
 
@@ -43,7 +43,8 @@ STYLE = ("body{font-family:sans-serif;margin:2em;max-width:1400px}table{border-c
          "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right;vertical-align:top}th{background:#f4f4f4}"
          "td.name,th.name{text-align:left;white-space:nowrap}.ci{color:#666;font-size:85%;display:block}"
          "td.missing{color:#999;background:#fafafa}td a{color:#0b57d0}.note{color:#555}"
-         "td.reason{text-align:left}")
+         "td.reason{text-align:left}td.ns{color:#999;background:#f6f6f6}td.ns .tag{font-style:italic}"
+         "td.sig{font-weight:bold}td.diag{background:#eee}")
 
 
 @dataclass
@@ -84,9 +85,13 @@ def compare_runs(dirs: list[str | Path], out: str | Path) -> CompareResult:
             con.register("rows_in", tbl)
             con.execute(f"CREATE TABLE {name} AS SELECT * FROM rows_in")
             con.unregister("rows_in")
+        for name, rows in (("pairs", lb.pairs), ("effective_length", lb.effective)):
+            con.register("rows_in", to_table(name, rows) if rows else schema(name).empty_table())
+            con.execute(f"CREATE TABLE {name} AS SELECT * FROM rows_in")
+            con.unregister("rows_in")
         con.execute("CREATE VIEW missing AS SELECT model, benchmark, build_hash, build, mode, matcher, "
                     "context_length, context_length_text, reason FROM leaderboard WHERE reason IS NOT NULL")
-        for name in ("leaderboard", "averages", "missing", "builds"):
+        for name in ("leaderboard", "averages", "missing", "builds", "pairs", "effective_length"):
             write_parquet(con.execute(f"SELECT * FROM {name}").fetch_arrow_table(), out / f"{name}.parquet")
         page = out / "index.html"
         doc = render_page(con, out)
@@ -147,6 +152,95 @@ def _overview(con, groups: list[dict], notes: dict[str, int]) -> str:
         body.append("<tr>" + "".join(tds) + "</tr>")
     return (f"<h2>Overview: Avg per model and benchmark build</h2><table><thead>{head}</thead>"
             f"<tbody>{''.join(body)}</tbody></table>")
+
+
+def _diff_cell(p: dict | None, flip: bool) -> str:
+    """One cell of the pairwise matrix: the row model minus the column model (``flip``: the stored pair is the
+    other way round), its 95% interval and Holm-adjusted p; not significant (or no interval) greyed, marked n.s."""
+    if p is None:
+        return '<td class="missing">–</td>'
+    sign = -1.0 if flip else 1.0
+    d = None if p["diff"] is None else sign * p["diff"]
+    lo, hi = (p["ci_low"], p["ci_high"]) if not flip else (
+        None if p["ci_high"] is None else -p["ci_high"], None if p["ci_low"] is None else -p["ci_low"])
+    title = (f"{p['n']} shared instances, {p['clusters']} contexts; " +
+             (p["reason"] if p["reason"] else f"p = {p['p_value']:.3g}, Holm-adjusted p = {p['p_holm']:.3g}"))
+    if p["ci_low"] is None:
+        return (f'<td class="ns" title="{html.escape(title)}">{"–" if d is None else f"{d:+.3f}"}'
+                f'<span class="ci">no interval</span>'
+                f'<span class="ci tag">{html.escape(p["reason"] or "")}</span></td>')
+    sig = bool(p["significant"])
+    tag = f"p<sub>Holm</sub> = {p['p_holm']:.3g}" + ("" if sig else " · n.s.")
+    return (f'<td class="{"sig" if sig else "ns"}" title="{html.escape(title)}">{d:+.3f}'
+            f'<span class="ci">[{lo:+.3f}, {hi:+.3f}]</span><span class="ci tag">{tag}</span></td>')
+
+
+def pairs_html(con, g: dict) -> str:
+    """The pairwise matrices of one benchmark build (one per mode × matcher × context length, and all lengths):
+    row model minus column model, from the catalogue's ``pairs`` table."""
+    rows = _q(con, "SELECT * FROM pairs WHERE build_hash = ? AND benchmark = ? ORDER BY mode, matcher, "
+                   "context_length NULLS LAST", [g["build_hash"], g["benchmark"]])
+    if not rows:
+        return ""
+    from ..analysis.paired import METHOD, MIN_CLUSTERS
+
+    tables: dict[tuple, dict[tuple[str, str], dict]] = {}
+    for r in rows:
+        tables.setdefault((r["mode"], r["matcher"], r["context_length"]), {})[(r["model_a"], r["model_b"])] = r
+    parts = [f"<h3>Paired differences · {html.escape(g['label'])}</h3><p class=note>Row model minus column model: "
+             f"mean score difference over the instances both answered, 95% interval from {html.escape(METHOD)}; "
+             f"under {MIN_CLUSTERS} contexts no interval is given. Bold: significant after Holm's correction over "
+             f"the pairs of the matrix (adjusted p ≤ 0.05); grey and marked n.s.: not significant.</p>"]
+    for (mode, matcher, L), pr in tables.items():
+        models = sorted({m for k in pr for m in k})
+        head = '<tr><th class="name">row − column</th>' + "".join(f"<th>{html.escape(m)}</th>" for m in models)
+        body = []
+        for a in models:
+            tds = [f'<td class="name">{html.escape(a)}</td>']
+            for b in models:
+                if a == b:
+                    tds.append('<td class="diag"></td>')
+                else:
+                    p = pr.get((a, b)) or pr.get((b, a))
+                    tds.append(_diff_cell(p, (a, b) not in pr))
+            body.append("<tr>" + "".join(tds) + "</tr>")
+        what = "all context lengths" if L is None else f"{length_text(L)} tokens"
+        parts.append(f"<p><b>{html.escape(mode)} · {html.escape(matcher or '–')} · {what}</b></p>"
+                     f'<table class="pairs"><thead>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>')
+    return "".join(parts)
+
+
+def effective_html(con, g: dict) -> str:
+    """The effective context lengths of one benchmark build, from the catalogue's ``effective_length`` table."""
+    rows = _q(con, "SELECT * FROM effective_length WHERE build_hash = ? AND benchmark = ? ORDER BY mode, matcher, "
+                   "model, kind DESC", [g["build_hash"], g["benchmark"]])
+    if not rows:
+        return ""
+    return effective_table(rows)
+
+
+def effective_table(rows: list[dict]) -> str:
+    """An HTML table of effective-length rows (:func:`ctxbench.analysis.decide.effective_rows`)."""
+    def val(v):
+        return "below the shortest tier" if v is None else length_text(v)
+
+    body = []
+    for r in rows:
+        need = "–" if r["threshold"] is None else f"{r['threshold']:.3f}"
+        eff = html.escape(r["reason"]) if r["reason"] is not None and not r["effective_length"] else \
+            val(r["effective_length"])
+        ci = "" if r["tiers"] is None else f"[{val(r['ci_low'])}, {val(r['ci_high'])}]"
+        body.append(f"<tr><td class=name>{html.escape(r['model'])}</td><td class=name>{html.escape(r['mode'] or '')}"
+                    f"</td><td class=name>{html.escape(r['matcher'] or '–')}</td><td class=name>{r['kind']}</td>"
+                    f"<td>{need}</td><td>{eff}</td><td>{ci}</td><td class=name>{html.escape(r['tiers'] or '')}</td>"
+                    f"</tr>")
+    body = "".join(body)
+    return ("<h3>Effective context length</h3><p class=note>The longest tier whose score, and every shorter tier's, "
+            "is at or above the threshold: relative, 85% of the model's shortest-tier score (NoLiMa), or absolute, "
+            "0.856 (RULER's 85.6%). 95% percentile bootstrap over instances, resampled within each tier.</p>"
+            "<table><thead><tr><th class=name>model</th><th class=name>mode</th><th class=name>matcher</th>"
+            "<th class=name>threshold</th><th>score needed</th><th>effective length (tokens)</th><th>95% interval"
+            f"</th><th class=name>tiers</th></tr></thead><tbody>{body}</tbody></table>")
 
 
 def render_page(con, out: Path) -> str:
@@ -221,7 +315,8 @@ def render_page(con, out: Path) -> str:
             f"{', '.join(length_text(L) for L in lengths)} tokens; models {html.escape(', '.join(json.loads(g['models'])))}"
             f"{'; run roots ' + html.escape(', '.join(roots)) if roots else ''}; build directories "
             f"{html.escape(', '.join(dirs))}.</p>"
-            f"<table><thead>{head_row}</thead><tbody>{''.join(body)}</tbody></table>{fig}")
+            f"<table><thead>{head_row}</thead><tbody>{''.join(body)}</tbody></table>{fig}"
+            f"{pairs_html(con, g)}{effective_html(con, g)}")
     overview = _overview(con, groups, notes)
     legend = "".join(f"<li><sup>{k}</sup> {html.escape(r)}</li>" for r, k in sorted(notes.items(),
                                                                                     key=lambda x: x[1]))
