@@ -505,6 +505,15 @@ def evaluate_cmd(
     batch_poll: float = typer.Option(30.0, min=0.01, help="--batch: seconds between polls"),
     batch_wait: Optional[float] = typer.Option(None, min=0.0, help="--batch: stop waiting after N seconds (exit 75; "
                                                                    "rerun to collect); default: until the batches end"),
+    max_cost: Optional[float] = typer.Option(None,
+                                             help="spend at most this many USD in this invocation: each call reserves "
+                                                  "its worst case first; stops with exit 3 before the cap, nothing "
+                                                  "lost (rerun with a larger cap to ask the rest)"),
+    price: Optional[str] = typer.Option(None, help="IN,OUT: USD per million input and output tokens, for "
+                                                   "--max-cost on a model without a price (e.g. 0.5,1.5)"),
+    target_ci: Optional[float] = typer.Option(None,
+                                              help="ask instances in a seeded random order and stop once the 95% "
+                                                   "anytime-valid interval's half-width per context length is <= W"),
 ) -> None:
     """Evaluate a model on a build; appends to BUILD/responses.parquet (reruns make no stored call again)."""
     from .evaluate import evaluate_build
@@ -515,7 +524,8 @@ def evaluate_cmd(
                         api_key_env, language=language, question_language=question_language,
                         min_context_tokens=min_context_tokens, max_context_tokens=max_context_tokens,
                         exclude_closed_book=exclude_closed_book, max_retry_after_s=max_retry_after,
-                        batch=batch, batch_poll_s=batch_poll, batch_wait_s=batch_wait,
+                        batch=batch, batch_poll_s=batch_poll, batch_wait_s=batch_wait, max_cost=max_cost,
+                        price=_price(price, max_cost), target_ci=target_ci,
                         **_rag_opts(mode, rag_tokens, chunk_tokens, chunk_overlap, top_k, retriever, embedding_model))
         if dry_run:
             from .dryrun import estimate
@@ -539,6 +549,18 @@ def evaluate_cmd(
     raise typer.Exit(_report_evaluation(s, build))
 
 
+def _price(value: str | None, max_cost: float | None) -> tuple[float, float] | None:
+    """``--price IN,OUT`` parsed (:func:`ctxbench.spend.parse_price`); InputError when given without --max-cost."""
+    from .spend import parse_price
+
+    p = parse_price(value)
+    if p is not None and max_cost is None:
+        from .errors import InputError
+
+        raise InputError("--price is the price --max-cost counts at: give --max-cost USD with it")
+    return p
+
+
 def _report_evaluation(s, build: Path, prefix: str = "") -> int:
     """Print an evaluation's summary (:class:`ctxbench.evaluate.EvalSummary`); returns the exit status: 1 when it
     selected no instance (saying which selection or filter emptied it) or left calls unfinished, 75 when paused by a
@@ -553,8 +575,13 @@ def _report_evaluation(s, build: Path, prefix: str = "") -> int:
                       f"({s.retry_delay_s:.1f} s waited); {s.new_rows} rows added to {build / 'responses.parquet'}")
     if s.batches:
         out_console.print(f"{prefix}batches: {', '.join(s.batches)} (recorded in {build / 'batches.json'})")
+    if s.spent_usd is not None:
+        out_console.print(f"{prefix}spent ${s.spent_usd:.4f} in this invocation (--max-cost)")
     for n in s.notes[:20]:
         console.print(f"  {n}", markup=False)
+    if s.status == "budget":  # --max-cost: stopped before a call could pass the cap; a larger cap asks the rest
+        console.print(f"{prefix}status: stopped at the spend cap ({s.not_asked} calls not sent)", markup=False)
+        return 3
     if s.status == "pending":  # --batch-wait ran out while batches run: a rerun polls them
         console.print(f"{prefix}status: pending ({s.unfinished} requests in running batches); rerun the same "
                       f"command to collect them", markup=False)

@@ -76,6 +76,11 @@ class EvalConfig(BaseModel):
                                                                  "many seconds (status pending; rerun to collect); "
                                                                  "default: wait until they end")
     seed: int = 0
+    # issue 24 (ctxbench.spend): a hard spend cap per invocation, prices for it, and sequential stopping
+    max_cost: float | None = Field(None, gt=0.0, description="USD this invocation may spend at most (--max-cost)")
+    price: tuple[float, float] | None = Field(None, description="(input, output) USD per million tokens (--price)")
+    target_ci: float | None = Field(None, gt=0.0, le=0.5, description="stop once the 95% confidence-sequence "
+                                                                       "half-width per context length is <= this")
 
     @field_validator("mode")
     @classmethod
@@ -122,6 +127,8 @@ class EvalSummary:
     notes: list[str] = field(default_factory=list)
     empty_reason: str | None = None  # selected == 0: which selection or filter left no instance (why_empty)
     batches: list[str] = field(default_factory=list)  # --batch: the provider's ids of the batches sent or polled
+    not_asked: int = 0  # --max-cost / --target-ci: calls not sent (a rerun with a larger cap or smaller target asks)
+    spent_usd: float | None = None  # --max-cost: USD spent by this invocation (ctxbench.spend.Ledger)
 
 
 def select_instances(tbl: pa.Table, per_length: int | None, seed: int = 0) -> pa.Table:
@@ -214,6 +221,7 @@ class Plan:
     verify: list[dict] = field(default_factory=list)
     endpoint: str | None = None
     empty_reason: str | None = None  # selected == 0: why (:func:`why_empty`)
+    stored: list[dict] = field(default_factory=list)  # the requests already stored (``--target-ci`` counts them)
 
 
 def plan_requests(build_dir: str | Path, cfg: EvalConfig, cache: ResponseCache) -> Plan:
@@ -257,7 +265,7 @@ def plan_requests(build_dir: str | Path, cfg: EvalConfig, cache: ResponseCache) 
                     if s in WINDOW_DEPENDENT}
     variants: list[tuple[str, Any]] = [(m, rc) for m in cfg.modes
                                        for rc in ([None] if m == "lc" else cfg.retrieval_configs())]
-    todo, check, already, seen = [], [], 0, set()
+    todo, check, already, seen, kept = [], [], 0, set(), []
     for row in tbl.to_pylist():
         iid, ctx, q = row["instance_id"], row["context"], row["question"]
         for mode, rc in variants:
@@ -286,6 +294,7 @@ def plan_requests(build_dir: str | Path, cfg: EvalConfig, cache: ResponseCache) 
                      "_sampling": sampling, "_ctx": ctx_hash, "_prefix": prefix, "_context": text}
                 if key in stored:
                     already += 1
+                    kept.append(t)
                     if key in windowed:
                         check.append({**t, "_replaces": windowed[key]})
                     continue
@@ -301,7 +310,7 @@ def plan_requests(build_dir: str | Path, cfg: EvalConfig, cache: ResponseCache) 
         else:
             hits.append({**_public(t), **hit, "cached": True, "retries": 0})
     verify = [t for t in check if t["request_key"] in found]  # answered by the server (not a registry pre-check)
-    return Plan(tbl.num_rows, already, hits, pending, max_tokens, todo, verify, endpoint, empty)
+    return Plan(tbl.num_rows, already, hits, pending, max_tokens, todo, verify, endpoint, empty, kept)
 
 
 def unanswered_calls(build_dir: str | Path, cfg: EvalConfig, cache: ResponseCache | None = None) -> int:
@@ -466,7 +475,11 @@ def _run_calls(calls: list[dict], cfg: EvalConfig, plan: Plan, cache: ResponseCa
     if progress:
         progress(0, len(calls))
     try:
-        if cfg.batch:  # the same runner, outcomes and rows; the calls go through the provider's batch API
+        if cfg.max_cost is not None or cfg.target_ci is not None:  # in waves: the spend cap, sequential stopping
+            from .spend import evaluate_in_waves
+
+            evaluate_in_waves(cfg, plan, out.path.parent, reqs, runner, on_outcome, s, count_tokens, concurrency)
+        elif cfg.batch:  # the same runner, outcomes and rows; the calls go through the provider's batch API
             from .models.batch import BatchStore
 
             runner.run_batch(reqs, BatchStore(out.path.parent / "batches.json"), on_outcome, cfg.batch_poll_s,

@@ -1,0 +1,312 @@
+"""``evaluate --max-cost USD`` (a hard spend cap) and ``evaluate --target-ci W`` (sequential stopping): the calls of
+an evaluation sent in waves.
+
+Spend cap. Prices are ``--price IN,OUT`` (USD per million input and output tokens) where given, else the model's
+prices from litellm's table (:func:`ctxbench.models.pricing.model_prices`, batch prices with ``--batch``); a model
+without either is refused before any call. Before a wave is sent, each of its calls reserves its worst case: its
+prompt tokens (counted in the model's tokenizer; where the model has none, in cl100k_base plus
+:data:`ESTIMATE_MARGIN`) plus the whole output budget, at the input and output prices, no cache discount. A wave
+holds the calls, in order, whose reservations fit in ``cap − spent``; a call that could pass the cap is never sent.
+When a wave ends, the reservations are replaced by the spend: the server-reported usage (cached input at the
+cached-input price where one is known) at these prices, or, where a server reports no usage, the prompt tokens
+counted here plus the reply's tokens (the same tokenizer). Calls answered from the response cache cost nothing. The
+cap is per invocation: a rerun starts at 0 and, as every answer is stored, asks only the calls not yet stored.
+
+Sequential stopping (``--target-ci``): :class:`TargetCI` orders the calls by context in a seeded random order
+(:func:`ctxbench.analysis.sequential.context_order`) per group — mode × retrieval budget × context length — and
+after each wave scores the answers (the track's primary matcher, as ``score`` does) and computes each group's
+anytime-valid confidence sequence over context means (:mod:`ctxbench.analysis.sequential`, Waudby-Smith & Ramdas
+2024). A group whose half-width is at most ``W`` asks nothing more; answers stored by earlier runs count, so a later
+run with a smaller ``W`` continues from where the last one stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from .errors import InputError
+from .models.pricing import Prices, model_prices
+from .prompts import messages_text
+
+ESTIMATE_MARGIN = 1.10  # prompt counts in cl100k_base for a model without a tokenizer: reserve 10% more
+
+
+def parse_price(value: str | None) -> tuple[float, float] | None:
+    """``"IN,OUT"`` (USD per million input and output tokens, e.g. ``"2.5,10"``) → ``(in, out)``; None for None.
+    Raises InputError naming ``--price`` for anything else (two non-negative numbers)."""
+    if value is None:
+        return None
+    parts = [p.strip() for p in str(value).split(",")]
+    try:
+        vals = [float(p) for p in parts]
+    except ValueError:
+        vals = []
+    if len(vals) != 2 or any(not math.isfinite(v) or v < 0 for v in vals):
+        raise InputError(f"--price {value!r}: give two non-negative numbers IN,OUT in USD per million input and "
+                         f"output tokens, e.g. --price 2.5,10")
+    return vals[0], vals[1]
+
+
+def cap_prices(model: str, price: tuple[float, float] | None, batch: bool) -> Prices:
+    """The prices the cap counts at (module docstring). Raises InputError for a model without a price and no
+    ``--price``."""
+    if price is not None:
+        return Prices(price[0] / 1e6, price[1] / 1e6)
+    p = model_prices(model, batch=batch)
+    if p is None:
+        raise InputError(f"--max-cost: {model} has no price in litellm's table"
+                         f"{' (nor a batch price)' if batch else ''}: give its prices with --price IN,OUT (USD per "
+                         f"million input and output tokens, e.g. --price 0.5,1.5)")
+    return p
+
+
+@dataclass
+class Ledger:
+    """The spend of one invocation under a cap (module docstring). ``cap``: USD; ``spent``: USD of the calls made;
+    ``calls``: calls counted."""
+
+    cap: float
+    prices: Prices
+    count: Callable[[str], int]
+    estimated: bool = False
+    spent: float = 0.0
+    calls: int = 0
+
+    def worst_case(self, req) -> float:
+        """USD a request could cost at most: its prompt tokens (counted, with the margin when estimated) plus its
+        whole output budget (``req.max_tokens``)."""
+        n = req.expected_prompt_tokens
+        if n is None or self.estimated:
+            n = self.count(messages_text(req.messages))
+            n = int(math.ceil(n * (ESTIMATE_MARGIN if self.estimated else 1.0)))
+        return n * self.prices.input + req.max_tokens * self.prices.output
+
+    def fit(self, reqs: list) -> tuple[list, float]:
+        """The longest prefix of ``reqs`` whose worst cases fit in ``cap − spent``, and their reservation."""
+        room, out, total = self.cap - self.spent, [], 0.0
+        for r in reqs:
+            w = self.worst_case(r)
+            if total + w > room + 1e-12:
+                break
+            out.append(r)
+            total += w
+        return out, total
+
+    def settle(self, o) -> None:
+        """Count what an outcome cost (module docstring): a call's server-reported usage, else counted tokens."""
+        if o.source != "call" or o.result is None:
+            return
+        res = o.result
+        self.calls += 1
+        if res.prompt_tokens is not None and res.completion_tokens is not None:
+            cached = min(res.cached_prompt_tokens or 0, res.prompt_tokens)
+            self.spent += self.prices.cost(res.prompt_tokens, res.completion_tokens, cached)
+        elif res.status in ("ok", "truncated"):
+            n = o.request.expected_prompt_tokens
+            if n is None:
+                n = self.count(messages_text(o.request.messages))
+            reply = (res.response or "") + (res.reasoning or "")
+            self.spent += self.prices.cost(n, self.count(reply) if reply else 0)
+
+
+@dataclass
+class TargetCI:
+    """The sequential-stopping controller of ``--target-ci`` (module docstring). ``width``: the target half-width W;
+    ``alpha``: 1 − the confidence level."""
+
+    build_dir: Path
+    width: float
+    seed: int | str
+    alpha: float = 0.05
+    scores: dict = field(default_factory=lambda: defaultdict(lambda: defaultdict(list)))  # group -> ctx -> scores
+    order: dict = field(default_factory=dict)  # group -> contexts in the seeded order
+    closed: dict = field(default_factory=dict)  # group -> (half-width, contexts) when reached
+    _inst: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        ip = self.build_dir / "instances.parquet"
+        cols = [c for c in pq.read_schema(ip).names if c != "context"]
+        for r in pq.read_table(ip, columns=cols).to_pylist():
+            r["gold"] = json.loads(r["gold"]) if r.get("gold") is not None else None
+            if r.get("accepted_answers") is not None:
+                r["accepted_answers"] = json.loads(r["accepted_answers"])
+            self._inst[r["instance_id"]] = r
+
+    def group(self, t: dict) -> tuple:
+        """An item's group: (mode, retrieval budget, context length)."""
+        i = self._inst.get(t["instance_id"]) or {}
+        return (t["mode"], t.get("rag_tokens"), i.get("source_tier") or i.get("target_tokens"))
+
+    def score(self, t: dict, status: str, response: str | None, reasoning: str | None) -> None:
+        """Record an answer: its primary-matcher score under its group and context (only ``ok`` answers score)."""
+        if status != "ok":
+            return
+        from .scoring.pipeline import score_reply
+        from .scoring.registry import matchers_for
+
+        inst = self._inst[t["instance_id"]]
+        try:
+            [sc] = score_reply(response, inst, reasoning, names=matchers_for(inst.get("benchmark"))[:1])
+        except InputError:
+            return  # a matcher that raises: set aside here as score does
+        self.scores[self.group(t)][t["_ctx"]].append(float(sc.result.score))
+
+    def half_width(self, g) -> tuple[float, int]:
+        """The group's confidence-sequence half-width and the contexts it is over, in the seeded order."""
+        from .analysis.sequential import half_width
+
+        obs = [sum(v) / len(v) for c in self.order.get(g, []) if (v := self.scores[g].get(c))]
+        return half_width(obs, self.alpha)[2], len(obs)
+
+    def arrange(self, reqs: list) -> list:
+        """``reqs`` sorted by group, then context in the seeded order, then sample."""
+        from .analysis.sequential import context_order
+
+        by_g: dict = defaultdict(set)
+        for r in reqs:
+            by_g[self.group(r.item)].add(r.item["_ctx"])
+        for g, ctxs in by_g.items():
+            known = set(self.order.get(g, []))
+            self.order[g] = context_order(known | ctxs | set(self.scores[g]), self.seed)
+        rank = {g: {c: i for i, c in enumerate(o)} for g, o in self.order.items()}
+        return sorted(reqs, key=lambda r: (str(self.group(r.item)), rank[self.group(r.item)][r.item["_ctx"]],
+                                           r.item["sample"]))
+
+    def next_wave(self, remaining: list, concurrency: int) -> list:
+        """The requests of the next contexts of each group still above the target (at least ``concurrency`` calls
+        per group where it has them, and at least a tenth more contexts than it has answered): [] when every group
+        has reached it or has nothing left."""
+        by_g: dict = defaultdict(list)
+        for r in remaining:
+            by_g[self.group(r.item)].append(r)
+        wave = []
+        for g, rs in by_g.items():
+            hw, n = self.half_width(g)
+            if hw <= self.width:
+                self.closed[g] = (hw, n)
+                continue
+            want = max(1, math.ceil(0.1 * n))
+            taken, ctxs = [], []
+            for r in rs:
+                c = r.item["_ctx"]
+                if c not in ctxs:
+                    if len(ctxs) >= want and len(taken) >= concurrency:
+                        break
+                    ctxs.append(c)
+                taken.append(r)
+            wave += taken
+        return wave
+
+    def summary(self, remaining: list) -> list[str]:
+        """One line per group: where its half-width stands against the target."""
+        left: dict = defaultdict(int)
+        for r in remaining:
+            left[self.group(r.item)] += 1
+        out = []
+        for g in sorted(set(self.order) | set(self.scores), key=str):
+            hw, n = self.half_width(g)
+            mode, budget, L = g
+            where = f"{mode}{'' if budget is None else f'@{budget}'} at {L:,} tokens" if isinstance(L, int) else \
+                f"{mode} at {L}"
+            state = "target reached" if hw <= self.width else (
+                "every instance asked, target not reached" if not left[g] else "stopped before the target")
+            out.append(f"--target-ci {self.width}: {where}: half-width {hw:.4f} over {n} contexts ({state}); "
+                       f"{left[g]} calls not asked")
+        return out
+
+
+def run_waves(reqs: list, send: Callable[[list, Callable], None], on_outcome: Callable, s, *, ledger: Ledger | None,
+              target: TargetCI | None, concurrency: int, stopped: Callable[[], bool]) -> None:
+    """Send ``reqs`` in waves through ``send(wave, on_outcome)`` (the runner's direct or batch path), under the
+    spend cap ``ledger`` and the stopping rule ``target`` (module docstring); ``stopped()``: whether the runner
+    paused (no further wave). Sets ``s.status`` to ``budget`` when the cap stops the run, ``s.not_asked`` to the
+    calls not sent, ``s.spent_usd`` to the spend, and adds the messages to ``s.notes``."""
+    remaining = target.arrange(reqs) if target is not None else list(reqs)
+
+    def counted(o) -> None:
+        if ledger is not None:
+            ledger.settle(o)
+        if target is not None and o.result is not None and o.source in ("call", "cache"):
+            target.score(o.request.item, o.result.status, o.result.response, o.result.reasoning)
+        on_outcome(o)
+
+    budget_stop = None
+    while remaining and not stopped():
+        wave = target.next_wave(remaining, concurrency) if target is not None else remaining
+        if not wave:
+            break
+        if ledger is not None:
+            fitting, _ = ledger.fit(wave)
+            if not fitting:
+                budget_stop = ledger.worst_case(wave[0])
+                break
+            wave = fitting
+        sent = {id(r) for r in wave}
+        remaining = [r for r in remaining if id(r) not in sent]
+        send(wave, counted)
+    s.not_asked = len(remaining)
+    if ledger is not None:
+        s.spent_usd = ledger.spent
+    if target is not None:
+        s.notes[:0] = target.summary(remaining)
+    if budget_stop is not None:
+        rest = sum(ledger.worst_case(r) for r in remaining)
+        s.status = "budget"
+        s.notes.insert(0, f"spend cap reached: spent ${ledger.spent:.4f} of --max-cost ${ledger.cap:.4f} on "
+                          f"{ledger.calls} calls; {len(remaining)} calls not sent (the next could cost up to "
+                          f"${budget_stop:.4f}, all of them up to ${rest:.4f}); every answer is stored: rerun the "
+                          f"same command with a larger --max-cost to ask only those")
+
+
+def evaluate_in_waves(cfg, plan, build_dir: Path, reqs: list, runner, on_outcome: Callable, s, count_tokens,
+                      concurrency: int) -> None:
+    """``evaluate``'s calls (:class:`~ctxbench.models.runner.Request` list ``reqs``) in waves under ``cfg.max_cost``
+    and ``cfg.target_ci`` (module docstring), each wave through ``runner`` directly or, with ``cfg.batch``, through
+    the provider's batch API. Answers already stored (``plan.stored``) and served from the cache (``plan.hits``)
+    count towards the target first. Raises InputError for ``--max-cost`` on a model without a price and no
+    ``--price``, before any call."""
+    from .storage import read_table
+
+    ledger = target = None
+    if cfg.max_cost is not None:
+        estimated = count_tokens is None
+        if estimated:
+            from .tokenizers import get_tokenizer
+
+            count_tokens = get_tokenizer("cl100k_base").count
+        ledger = Ledger(cfg.max_cost, cap_prices(cfg.model, cfg.price, cfg.batch), count_tokens, estimated)
+    if cfg.target_ci is not None:
+        target = TargetCI(build_dir, cfg.target_ci, cfg.seed)
+        keys = {t["request_key"]: t for t in plan.stored}
+        if keys:
+            resp = read_table(build_dir / "responses.parquet", "responses")
+            cols = [c for c in ("request_key", "status", "response", "reasoning") if c in resp.column_names]
+            for r in resp.select(cols).to_pylist():
+                if (t := keys.get(r["request_key"])) is not None:
+                    target.score(t, r["status"], r.get("response"), r.get("reasoning"))
+        by_key = {t["request_key"]: t for t in plan.todo}
+        for h in plan.hits:
+            if (t := by_key.get(h["request_key"])) is not None:
+                target.score(t, h.get("status") or "ok", h.get("response"), h.get("reasoning"))
+        target.arrange(reqs)  # the seeded order over every context of each group, answered or not
+
+    if cfg.batch:
+        from .models.batch import BatchStore
+
+        store = BatchStore(build_dir / "batches.json")
+
+        def send(wave: list, cb: Callable) -> None:
+            runner.run_batch(wave, store, cb, cfg.batch_poll_s, cfg.batch_wait_s)
+    else:
+        def send(wave: list, cb: Callable) -> None:
+            runner.run(wave, cb)
+
+    run_waves(reqs, send, on_outcome, s, ledger=ledger, target=target, concurrency=concurrency,
+              stopped=lambda: runner.paused or runner.status == "waiting")

@@ -1,0 +1,204 @@
+"""``evaluate --max-cost`` / ``--price`` (a hard spend cap) and ``evaluate --target-ci`` (sequential stopping with an
+anytime-valid confidence sequence), end to end through the CLI against the local OpenAI-compatible fake server
+(issue 24 items 3 and 4). Spend is recomputed here from what the server received and answered (its own token
+counts), the stopping point from the stored answers with the paper's recursion written out in
+tests/test_stats_decide.py, never read back from the code under test."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import re
+
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+import ctxbench.evaluate as ev
+from ctxbench.cli import app
+from ctxbench.models.gateway import RetryPolicy
+from ctxbench.storage import to_table, write_parquet
+from fakeserver import FakeOpenAIServer, message_text, prompt_token_count, token_count
+from test_stats_decide import _cs_loop
+
+PIN, POUT = 2.0, 8.0  # --price 2,8: USD per million input / output tokens
+MAX_TOKENS = 64
+
+
+def code(i: int) -> int:
+    return 1000 + (i * 7919) % 9000
+
+
+def wrong(i: int) -> bool:
+    """The fake model misreads every fourth item (by a hash): accuracy ~0.75."""
+    return int(hashlib.sha256(str(i).encode()).hexdigest(), 16) % 4 == 0
+
+
+def make_build(d, per_length=40, lengths=(1024, 2048)):
+    d.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for L in lengths:
+        for k in range(per_length):
+            i = L * 10 + k
+            rows.append({
+                "instance_id": f"i{i}", "benchmark": "holobench", "source_id": "toy",
+                "question": f"What is the code of item X{i}?", "question_id": f"q{i}", "sql": None,
+                "gold": json.dumps([[code(i)]]), "context": f"Record {i}. The code of item X{i} is {code(i)}.",
+                "tokenizer": "cl100k_base", "target_tokens": L, "context_tokens": 20, "setting": "amount",
+                "context_format": "full_text", "position": "beginning", "query_types": "[]", "difficulty": "easy",
+                "evidence_spans": "[]", "build_hash": "spendbuild"})
+    write_parquet(to_table("instances", rows), d / "instances.parquet")
+    (d / "manifest.json").write_text(json.dumps({"build_hash": "spendbuild", "track": "holobench"}), encoding="utf-8")
+    return d
+
+
+def answer(body: dict) -> str:
+    user = message_text([m for m in body["messages"] if m["role"] == "user"][-1]["content"])
+    i = int(re.search(r"What is the code of item X(\d+)\?", user).group(1))
+    return f"Answer: {code(i) + (1 if wrong(i) else 0)}"
+
+
+@pytest.fixture(autouse=True)
+def _env(tmp_path, monkeypatch):
+    monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(ev, "RetryPolicy", functools.partial(RetryPolicy, base_delay_s=0.01, max_delay_s=0.05))
+
+
+def run(build, srv, *extra):
+    return CliRunner().invoke(app, ["evaluate", "--build", str(build), "--model", "openai/fake", "--base-url",
+                                    srv.base_url, "--max-tokens", str(MAX_TOKENS), "--concurrency", "4", *extra])
+
+
+def server_spend(srv, bodies=None) -> float:
+    """USD of the requests the server answered, from its own usage counts (cl100k_base, 3 per message)."""
+    total = 0.0
+    for body in (srv.requests if bodies is None else bodies):
+        total += prompt_token_count(body["messages"]) * PIN / 1e6 + token_count(answer(body)) * POUT / 1e6
+    return total
+
+
+def stored(build):
+    p = build / "responses.parquet"
+    return pq.read_table(p).to_pylist() if p.exists() else []
+
+
+def test_max_cost_stops_before_the_cap_and_a_larger_cap_asks_only_the_rest(tmp_path):
+    build = make_build(tmp_path / "b", per_length=20)
+    with FakeOpenAIServer(answer_fn=answer) as srv:
+        cap = 0.006
+        r = run(build, srv, "--max-cost", str(cap), "--price", f"{PIN},{POUT}")
+        assert r.exit_code == 3, r.output
+        sent = srv.count
+        assert 0 < sent < 40
+        spent = server_spend(srv)
+        assert spent <= cap  # never passed the cap, by the server's own counts
+        m = re.search(r"spent \$([0-9.]+) of --max-cost \$([0-9.]+) on (\d+) calls; (\d+) calls not sent", r.output)
+        assert m, r.output
+        assert abs(float(m.group(1)) - spent) < 1e-4 and int(m.group(3)) == sent and int(m.group(4)) == 40 - sent
+        # the next call did not fit: cap − spent is below its worst case (prompt tokens + the whole output budget)
+        assert "rerun the same command with a larger --max-cost" in r.output
+        assert len(stored(build)) == sent  # every answer kept
+        first = {json.dumps(b["messages"]) for b in srv.requests}
+        srv.reset_counts()
+        r = run(build, srv, "--max-cost", "1", "--price", f"{PIN},{POUT}")
+        assert r.exit_code == 0, r.output
+        assert srv.count == 40 - sent
+        assert not first & {json.dumps(b["messages"]) for b in srv.requests}  # only the rest was asked
+        assert len(stored(build)) == 40 and len({x["request_key"] for x in stored(build)}) == 40
+
+
+def test_a_call_that_could_pass_the_cap_is_never_sent(tmp_path):
+    build = make_build(tmp_path / "b", per_length=3)
+    with FakeOpenAIServer(answer_fn=answer) as srv:
+        # one call's worst case is ≥ 64 output tokens × $8/M = $0.000512: a cap below it sends nothing
+        r = run(build, srv, "--max-cost", "0.0005", "--price", f"{PIN},{POUT}")
+        assert r.exit_code == 3 and srv.count == 0 and "6 calls not sent" in r.output, r.output
+        assert stored(build) == []
+
+
+def test_max_cost_without_a_price_is_refused_before_any_call(tmp_path):
+    build = make_build(tmp_path / "b", per_length=3)
+    with FakeOpenAIServer(answer_fn=answer) as srv:
+        r = run(build, srv, "--max-cost", "1")
+        assert r.exit_code != 0 and "--price IN,OUT" in r.output and srv.count == 0
+        r = run(build, srv, "--max-cost", "1", "--price", "two,8")
+        assert r.exit_code != 0 and "--price" in r.output and srv.count == 0
+        r = run(build, srv, "--price", "2,8")
+        assert r.exit_code != 0 and "--max-cost" in r.output and srv.count == 0
+
+
+def test_spend_without_server_usage_counts_prompt_and_reply_tokens(tmp_path):
+    build = make_build(tmp_path / "b", per_length=10)
+    with FakeOpenAIServer(answer_fn=answer, usage=False) as srv:
+        r = run(build, srv, "--max-cost", "0.004", "--price", f"{PIN},{POUT}")
+        assert r.exit_code == 3, r.output
+        spent = float(re.search(r"spent \$([0-9.]+) in this invocation", r.output).group(1))
+        # counted here: prompt text tokens (cl100k_base) + reply tokens; the server adds 3 per message, so the
+        # counted spend is a little under the server's own count and above its text-only count
+        assert 0 < spent <= 0.004
+        text_only = sum(sum(token_count(message_text(m["content"])) for m in b["messages"]) * PIN / 1e6
+                        + token_count(answer(b)) * POUT / 1e6 for b in srv.requests)
+        assert spent >= text_only * 0.95
+
+
+def test_batch_path_obeys_the_cap(tmp_path):
+    build = make_build(tmp_path / "b", per_length=20)
+    with FakeOpenAIServer(answer_fn=answer) as srv:
+        r = run(build, srv, "--batch", "--batch-poll", "0.02", "--max-cost", "0.006", "--price", f"{PIN},{POUT}")
+        assert r.exit_code == 3, r.output
+        asked = [ln["body"] for b in srv.batches.values() for ln in b["lines"]]
+        assert 0 < len(asked) < 40 and server_spend(srv, asked) <= 0.006
+        assert len(stored(build)) == len(asked)
+        r = run(build, srv, "--batch", "--batch-poll", "0.02", "--max-cost", "5", "--price", f"{PIN},{POUT}")
+        assert r.exit_code == 0, r.output
+        asked2 = [ln["body"] for b in srv.batches.values() for ln in b["lines"]]
+        assert len(asked2) == 40 and len(stored(build)) == 40
+
+
+def _order(ids_by_ctx: dict[str, str], seed=0) -> list[str]:
+    """The seeded order, worked out here: SHA-256 of "{seed}|target-ci|{sha256(context)}"."""
+    return sorted(ids_by_ctx, key=lambda c: hashlib.sha256(f"{seed}|target-ci|{c}".encode()).hexdigest())
+
+
+def _check_prefix_and_width(build, W, per_length):
+    inst = {r["instance_id"]: r for r in pq.read_table(build / "instances.parquet").to_pylist()}
+    answered = {r["instance_id"] for r in stored(build)}
+    widths = {}
+    for L in (1024, 2048):
+        ctx = {hashlib.sha256(r["context"].encode()).hexdigest(): iid for iid, r in inst.items()
+               if r["target_tokens"] == L}
+        order = [ctx[c] for c in _order(ctx)]
+        asked = [i for i in order if i in answered]
+        k = len(asked)
+        assert asked == order[:k], "asked in the seeded order, a prefix of it"
+        assert k < per_length
+        xs = [0.0 if wrong(int(i[1:])) else 1.0 for i in asked]
+        seq = _cs_loop(xs)
+        hw = (seq[-1][1] - seq[-1][0]) / 2
+        assert hw <= W  # stopped at the target
+        widths[L] = (k, hw)
+    return widths
+
+
+def test_target_ci_stops_per_length_and_a_smaller_target_continues(tmp_path):
+    per = 400
+    build = make_build(tmp_path / "b", per_length=per)
+    with FakeOpenAIServer(answer_fn=answer) as srv:
+        r = run(build, srv, "--target-ci", "0.2")
+        assert r.exit_code == 0, r.output
+        first = _check_prefix_and_width(build, 0.2, per)
+        assert "--target-ci 0.2" in r.output and "target reached" in r.output
+        n1 = srv.count
+        assert n1 == sum(k for k, _ in first.values())
+        keys1 = {json.dumps(b["messages"]) for b in srv.requests}
+        r = run(build, srv, "--target-ci", "0.12")
+        assert r.exit_code == 0, r.output
+        second = _check_prefix_and_width(build, 0.12, per)
+        assert all(second[L][0] > first[L][0] for L in first)
+        assert srv.count - n1 == sum(second[L][0] - first[L][0] for L in first)  # only the new ones asked
+        assert not keys1 & {json.dumps(b["messages"]) for b in srv.requests[n1:]}
+        # a rerun with the same target asks nothing
+        n2 = srv.count
+        r = run(build, srv, "--target-ci", "0.12")
+        assert r.exit_code == 0 and srv.count == n2
