@@ -785,6 +785,60 @@ def score_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help
         raise typer.Exit(1)
 
 
+@app.command("plan")
+def plan_cmd(accuracy: Optional[float] = typer.Option(None, help="expected accuracy P of the better model (0-1)"),
+             mde: float = typer.Option(..., help="smallest difference D worth detecting (0-1), e.g. 0.05"),
+             power: float = typer.Option(0.8, help="probability of detecting a true difference D"),
+             alpha: float = typer.Option(0.05, help="two-sided significance level"),
+             pilot: Optional[Path] = typer.Option(None, exists=True, file_okay=False,
+                                                  help="a scored build both --models answered: plan the paired "
+                                                       "design from its discordance and design effect"),
+             models: Optional[str] = typer.Option(None, callback=_words,
+                                                  help="A,B: the two models (with --pilot), or the models to cost"),
+             build: Optional[Path] = typer.Option(None, exists=True, file_okay=False,
+                                                  help="the build to cost and count tiers on (default: --pilot)"),
+             as_json: bool = typer.Option(False, "--json", help="print only a JSON object")) -> None:
+    """Instances per model needed to detect a difference D between two models, their cost and the tiers needed."""
+    from .planning import make_plan
+
+    try:
+        p = make_plan(accuracy, mde, power, alpha, pilot, models.split(",") if models else None, build)
+    except USER_ERRORS as e:
+        _fail(e)
+    if as_json:
+        print(json.dumps(p, indent=1, default=str))
+        return
+    out_console.print(f"instances per model and context length: {p['instances']:,} ({p['design']} design; "
+                      f"power {p['power']}, two-sided alpha {p['alpha']}, difference {p['mde']})")
+    if "independent_instances" in p and p["design"] == "paired":
+        out_console.print(f"without pairing (two independent proportions {p['accuracy']} vs "
+                          f"{p['accuracy'] - p['mde']:.4g}): {p['independent_instances']:,}")
+    elif p["design"] == "independent":
+        out_console.print(f"two independent proportions {p['accuracy']} vs {p['accuracy'] - p['mde']:.4g}, normal "
+                          f"approximation, no continuity correction (the conservative bound; --pilot plans the "
+                          f"paired design)")
+    if "pilot" in p:
+        e = p["pilot"]
+        out_console.print(f"pilot {e['build']}: {e['n']} shared instances in {e['clusters']} contexts; the models "
+                          f"disagree on {e['discordance']:.3f} (mean squared difference), observed difference "
+                          f"{e['diff']:+.3f}, design effect of the contexts {e['deff']:.2f}")
+    for t in p.get("tiers", []):
+        out_console.print(f"tier {t['context_length']:,} tokens: {t['instances_in_build']:,} instances in the build"
+                          + (f", {t['short_by']:,} short" if t["short_by"] else ", enough"))
+    if p.get("tiers_pooled") is not None:
+        out_console.print(f"pooled over lengths: {p['tiers_pooled']} tier(s) of this build hold that many instances")
+    for m, c in (p.get("costs") or {}).items():
+        tot = c["total"]
+
+        def usd(v):
+            return "unknown (no price)" if v is None else f"${v:,.4f}"
+
+        out_console.print(f"{m}: {p['instances']:,} instances x {len(c['tiers'])} tiers x {c['samples']} sample(s), "
+                          f"output budget {c['output_budget']:,} tokens ({c['tokenizer']}): {usd(tot['cost'])}, "
+                          f"with cached input {usd(tot['cost_cached'])}; batch API {usd(tot['cost_batch'])}, "
+                          f"with cached input {usd(tot['cost_batch_cached'])}")
+
+
 @app.command("report")
 def report_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help="build directory"),
                regime: Optional[list[str]] = typer.Option(
