@@ -137,3 +137,17 @@ def test_fewer_than_five_contexts_no_interval(tmp_path, monkeypatch):
     assert math.isclose(r["diff"], (7 - 4) / 8) and "2 contexts" in r["reason"]
     page = (tmp_path / "o" / "index.html").read_text()
     assert "no interval" in page
+
+
+def test_effective_length_in_the_build_report(tmp_path, monkeypatch):
+    monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
+    from ctxbench.report import build_report
+
+    b = build(tmp_path / "b", S)
+    page = build_report(b).read_text()
+    assert "Effective context length" in page
+    rows = {(r["model"], r["kind"]): r for r in pq.read_table(b / "report" / "effective_length.parquet").to_pylist()}
+    # the same worked values as in compare: m-a 11/12 then 10/12; m-b 7/12 then 3/12
+    assert rows[("m-a", "relative")]["effective_length"] == 2000 and rows[("m-a", "absolute")]["effective_length"] == 1000
+    assert rows[("m-b", "relative")]["effective_length"] == 1000 and rows[("m-b", "absolute")]["effective_length"] is None
+    assert "below the threshold 0.856 already at the shortest tier" in page
