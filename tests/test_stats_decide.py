@@ -37,10 +37,12 @@ def test_independent_n_bad_inputs():
 
 
 def test_paired_n_worked_values():
-    # ψ = 0.2, D = 0.1: (1.959964·√.2 + 0.841621·√.19)² / .01 = (0.876523 + 0.366856)² / .01 = 154.60 -> 155
-    assert paired_n(0.2, 0.1) == 155
-    assert paired_n(0.2, 0.1, deff=1.5) == 232  # 154.60 × 1.5 = 231.9
-    assert paired_n(0.2, 0.1, deff=0.5) == 155  # a design effect below 1 is not trusted: 1
+    # ψ = 0.2, D = 0.1: (1.959964 + 0.841621)² · (0.2 − 0.01) / 0.01 = 7.848880 · 19 = 149.13 -> 150
+    assert paired_n(0.2, 0.1) == 150
+    assert paired_n(0.2, 0.1, deff=1.5) == 224  # 149.13 × 1.5 = 223.7
+    assert paired_n(0.2, 0.1, deff=0.5) == 150  # a design effect below 1 is not trusted: 1
+    # ψ = 0.3, D = 0.05, power 0.9, α 0.01: (2.575829 + 1.281552)² · 0.2975 / 0.0025 = 14.87938 · 119 = 1770.6
+    assert paired_n(0.3, 0.05, 0.9, 0.01) == 1771
     with pytest.raises(InputError, match="disagree"):
         paired_n(0.009, 0.1)
 

@@ -9,15 +9,19 @@ Independent design (no pilot, the conservative bound): the two-sided test of two
 instances per model (``z``: standard normal quantiles, ``1 − β`` the power).
 
 Paired design (with a pilot build both models answered): the models answer the *same* instances, so only the
-instances they disagree on carry information. With ``ψ`` the mean squared per-instance difference (for 0/1 scores
-the discordance ``P(a ≠ b) = p10 + p01``) the paired test (McNemar's, in Connor 1987, "Sample size for testing
-differences in proportions for the paired-sample design", Biometrics 43, eq. 3) needs
+instances they disagree on carry information. ``compare`` tests the mean of the per-instance differences
+``d = a − b`` (:mod:`ctxbench.analysis.paired`); with ``ψ = E[d²]`` (for 0/1 scores the discordance
+``P(a ≠ b) = p10 + p01``) their variance at a difference D is ``σ²_d = ψ − D²``, and the normal-approximation sample
+size of that test of a mean (Chow, Shao & Wang 2008, "Sample Size Calculations in Clinical Research", section 3.1,
+the one-sample / paired design) is
 
-    n_pairs = ⌈ (z_{1−α/2} √ψ + z_{1−β} √(ψ − D²))² / D² ⌉
+    n_pairs = ⌈ (z_{1−α/2} + z_{1−β})² (ψ − D²) / D² ⌉
 
-instances if they were independent; instances sharing a context are not, and the pilot's design effect
+for independent instances; instances sharing a context are not, and the pilot's design effect
 ``deff = V_cluster / V_iid`` (the cluster-robust variance of the mean difference over its i.i.d. variance, Kish 1965;
-at least 1) multiplies it: ``n = ⌈ n_pairs · deff ⌉``, for contexts holding as many instances as the pilot's.
+at least 1) multiplies it: ``n = ⌈ (z_{1−α/2} + z_{1−β})² (ψ − D²) · deff / D² ⌉``, for contexts holding as many
+instances as the pilot's. (McNemar's test, Connor 1987, uses the null variance ψ for the first term and plans a
+little more: it is not the test ``compare`` runs.)
 """
 
 from __future__ import annotations
@@ -59,8 +63,8 @@ def independent_n(accuracy: float, mde: float, power: float = 0.8, alpha: float 
 
 
 def paired_n(discordance: float, mde: float, power: float = 0.8, alpha: float = 0.05, deff: float = 1.0) -> int:
-    """Instances (answered by both models) for the paired design (module docstring, Connor 1987 eq. 3 times the
-    design effect ``deff``). ``discordance``: ψ, the mean squared per-instance difference. Raises InputError when
+    """Instances (answered by both models) for the paired design (module docstring: the paired test of a mean,
+    times the design effect ``deff``). ``discordance``: ψ, the mean squared per-instance difference. Raises InputError when
     ``mde² ≥ ψ`` (models that disagree that rarely cannot differ by ``mde``)."""
     _check(None, mde, power, alpha)
     if not mde ** 2 < discordance <= 1.0:
@@ -68,7 +72,7 @@ def paired_n(discordance: float, mde: float, power: float = 0.8, alpha: float = 
                          f"difference): a difference of --mde {mde} needs more disagreement than {mde ** 2:.4f}; "
                          f"plan a larger --mde or pilot on more instances")
     za, zb = norm.ppf(1 - alpha / 2), norm.ppf(power)
-    n = (za * math.sqrt(discordance) + zb * math.sqrt(discordance - mde ** 2)) ** 2 / mde ** 2
+    n = (za + zb) ** 2 * (discordance - mde ** 2) / mde ** 2
     return int(math.ceil(n * max(1.0, deff) - 1e-9))
 
 
