@@ -821,7 +821,9 @@ def plan_cmd(accuracy: Optional[float] = typer.Option(None, help="expected accur
         e = p["pilot"]
         out_console.print(f"pilot {e['build']}: {e['n']} shared instances in {e['clusters']} contexts; the models "
                           f"disagree on {e['discordance']:.3f} (mean squared difference), observed difference "
-                          f"{e['diff']:+.3f}, design effect of the contexts {e['deff']:.2f}")
+                          f"{e['diff']:+.3f}, design effect of the contexts {e['deff']:.2f}; planned at a "
+                          f"discordance of {e['discordance_at_mde']:.3f} (the pilot's spread at a difference "
+                          f"{p['mde']})")
     for t in p.get("tiers", []):
         out_console.print(f"tier {t['context_length']:,} tokens: {t['instances_in_build']:,} instances in the build"
                           + (f", {t['short_by']:,} short" if t["short_by"] else ", enough"))

@@ -3,7 +3,9 @@
 Sample sizes come from :mod:`ctxbench.analysis.power`: without a pilot the two-sided test of two independent
 proportions (the conservative bound); with ``--pilot BUILD --models A,B`` the paired design, from the pilot's
 discordance and the design effect of its contexts (:func:`ctxbench.analysis.power.pilot_estimates`, on the
-instances both models scored with the track's primary matcher).
+instances both models scored with the track's primary matcher). The variance of the differences is taken from the
+pilot (``ψ − d̄²``) and the discordance planned at the difference D is that variance plus D² (the pilot's own
+difference need not be D).
 
 Costs, with a build (``--build``, else the pilot) and models: per model and tier, the instances' prompts rendered
 as ``evaluate`` renders them and counted in the model's tokenizer (cl100k_base where it has none, marked
@@ -143,8 +145,10 @@ def make_plan(accuracy: float | None, mde: float, power: float = 0.8, alpha: flo
             raise InputError("--pilot needs --models A,B: the two models to compare, both scored on the pilot build")
         a, b, contexts = pilot_scores(Path(pilot), models[0], models[1])
         est = pilot_estimates(a, b, contexts)
-        out["pilot"] = {"build": str(pilot), "models": models, **est}
-        out["instances"] = paired_n(est["discordance"], mde, power, alpha, est["deff"])
+        # the spread of the differences is the pilot's; at a difference D the discordance is that spread + D²
+        at_d = max(0.0, est["discordance"] - est["diff"] ** 2) + mde ** 2
+        out["pilot"] = {"build": str(pilot), "models": models, **est, "discordance_at_mde": at_d}
+        out["instances"] = paired_n(at_d, mde, power, alpha, est["deff"])
         out["design"] = "paired"
     else:
         out["instances"] = out["independent_instances"]

@@ -59,7 +59,9 @@ def test_paired_plan_from_a_pilot(tmp_path, monkeypatch):
     deff = max(1.0, v_cl / (d.var(ddof=1) / 24))
     assert math.isclose(got["pilot"]["deff"], deff)
     za, zb = norm.ppf(0.975), norm.ppf(0.8)
-    n = (za + zb) ** 2 * (psi - 0.01) / 0.01 * deff
+    var = d.var()  # the pilot's spread of the differences (ψ − d̄²); planned at D = 0.1: ψ_D = var + 0.01
+    assert math.isclose(got["pilot"]["discordance_at_mde"], var + 0.01)
+    n = (za + zb) ** 2 * var / 0.01 * deff
     assert got["instances"] == math.ceil(n) and got["design"] == "paired"
     assert got["instances"] < got["independent_instances"]  # pairing on near-identical models needs fewer
     assert [t["context_length"] for t in got["tiers"]] == list(LENGTHS)
