@@ -875,6 +875,9 @@ def compare_cmd(dirs: list[Path] = typer.Argument(..., exists=True, file_okay=Fa
     out_console.print(f"leaderboard of {r.models} models on {r.groups} benchmark builds ({r.builds} build "
                       f"directories): {r.cells - r.missing} cells, {r.missing} missing (reasons on the page) → "
                       f"{r.page}; catalogue {r.catalogue}")
+    if r.pairs:
+        out_console.print(f"paired differences: {r.pairs} rows in {out / 'pairs.parquet'}, {r.significant} "
+                          f"significant after Holm's correction")
 
 
 def _check_report_options(opts: dict | None) -> None:

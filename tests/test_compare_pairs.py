@@ -126,6 +126,20 @@ def test_effective_length_in_compare(out):
     assert by[("m-a", "absolute")]["effective_length"] == 1000
 
 
+def test_cli_names_the_pairs(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from ctxbench.cli import app
+
+    monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
+    b = build(tmp_path / "b", S)
+    r = CliRunner().invoke(app, ["compare", str(b), "--out", str(tmp_path / "o")])
+    assert r.exit_code == 0, r.output
+    rows = pq.read_table(tmp_path / "o" / "pairs.parquet").to_pylist()
+    assert "paired differences: 9 rows" in r.output
+    assert f"{sum(1 for x in rows if x['significant'])} significant after Holm" in r.output
+
+
 def test_fewer_than_five_contexts_no_interval(tmp_path, monkeypatch):
     monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
     few = {m: {L: v[:8] for L, v in by.items()} for m, by in S.items()}

@@ -58,6 +58,8 @@ class CompareResult:
     models: int
     cells: int
     missing: int
+    pairs: int = 0  # rows of pairs.parquet
+    significant: int = 0  # of them significant after Holm's correction
 
 
 def compare_runs(dirs: list[str | Path], out: str | Path) -> CompareResult:
@@ -103,7 +105,8 @@ def compare_runs(dirs: list[str | Path], out: str | Path) -> CompareResult:
         n_models = con.execute("SELECT count(DISTINCT model) FROM leaderboard").fetchone()[0]
     finally:
         con.close()
-    return CompareResult(page, cat, len(builds), len(lb.groups), n_models, n_cells, n_missing)
+    return CompareResult(page, cat, len(builds), len(lb.groups), n_models, n_cells, n_missing, len(lb.pairs),
+                         sum(1 for p in lb.pairs if p.get("significant")))
 
 
 def _q(con, sql: str, params: list | None = None) -> list[dict]:
@@ -256,6 +259,7 @@ def render_page(con, out: Path) -> str:
         head = ""
     notes: dict[str, int] = {}
     sections = []
+    decisions = []  # per build: its pairwise matrices and effective lengths, after every build's table
     for g in groups:
         dirs = json.loads(g["build_dirs"])
         lengths = json.loads(g["lengths"])
@@ -315,8 +319,8 @@ def render_page(con, out: Path) -> str:
             f"{', '.join(length_text(L) for L in lengths)} tokens; models {html.escape(', '.join(json.loads(g['models'])))}"
             f"{'; run roots ' + html.escape(', '.join(roots)) if roots else ''}; build directories "
             f"{html.escape(', '.join(dirs))}.</p>"
-            f"<table><thead>{head_row}</thead><tbody>{''.join(body)}</tbody></table>{fig}"
-            f"{pairs_html(con, g)}{effective_html(con, g)}")
+            f"<table><thead>{head_row}</thead><tbody>{''.join(body)}</tbody></table>{fig}")
+        decisions.append(pairs_html(con, g) + effective_html(con, g))
     overview = _overview(con, groups, notes)
     legend = "".join(f"<li><sup>{k}</sup> {html.escape(r)}</li>" for r, k in sorted(notes.items(),
                                                                                     key=lambda x: x[1]))
@@ -338,6 +342,7 @@ def render_page(con, out: Path) -> str:
             f"<code>catalogue.duckdb</code> (tables leaderboard, averages, missing, groups, builds; views instances, "
             f"responses, scores over every build) and the Parquet files beside this page.</p>"
             f"{overview}{''.join(sections) or '<p>No build was found.</p>'}"
+            f"{'<h2>Which model is better, and up to which length</h2>' + ''.join(decisions) if any(decisions) else ''}"
             f"<h2>Missing cells</h2>{'<ul>' + legend + '</ul>' if legend else '<p>None: every cell is present.</p>'}"
             f"{'<table><thead><tr><th class=name>model</th><th class=name>build</th><th class=name>mode</th><th class=name>matcher</th><th>context length</th><th class=name>why</th></tr></thead><tbody>' + miss + '</tbody></table>' if miss else ''}"
             f"<h2>Builds</h2><table><thead><tr><th class=name>benchmark</th><th class=name>build hash</th>"
