@@ -460,6 +460,17 @@ def _rag_opts(mode, rag_tokens, chunk_tokens, chunk_overlap, top_k, retriever, e
             "embedding_model": embedding_model}
 
 
+def _price_option(value: str | None) -> str | None:
+    """``--price``: two non-negative numbers IN,OUT (a usage error naming the option otherwise)."""
+    from .spend import parse_price
+
+    try:
+        parse_price(value)
+    except InputError as e:
+        raise typer.BadParameter(str(e).split(": ", 1)[1]) from None
+    return value
+
+
 @app.command("evaluate")
 def evaluate_cmd(
     build: Path = typer.Option(..., exists=True, file_okay=False, help="build directory"),
@@ -505,13 +516,14 @@ def evaluate_cmd(
     batch_poll: float = typer.Option(30.0, min=0.01, help="--batch: seconds between polls"),
     batch_wait: Optional[float] = typer.Option(None, min=0.0, help="--batch: stop waiting after N seconds (exit 75; "
                                                                    "rerun to collect); default: until the batches end"),
-    max_cost: Optional[float] = typer.Option(None,
+    max_cost: Optional[float] = typer.Option(None, min=0.0,
                                              help="spend at most this many USD in this invocation: each call reserves "
                                                   "its worst case first; stops with exit 3 before the cap, nothing "
                                                   "lost (rerun with a larger cap to ask the rest)"),
-    price: Optional[str] = typer.Option(None, help="IN,OUT: USD per million input and output tokens, for "
+    price: Optional[str] = typer.Option(None, callback=_price_option,
+                                        help="IN,OUT: USD per million input and output tokens, for "
                                                    "--max-cost on a model without a price (e.g. 0.5,1.5)"),
-    target_ci: Optional[float] = typer.Option(None,
+    target_ci: Optional[float] = typer.Option(None, min=0.0, max=0.5,
                                               help="ask instances in a seeded random order and stop once the 95% "
                                                    "anytime-valid interval's half-width per context length is <= W"),
 ) -> None:
@@ -786,10 +798,12 @@ def score_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help
 
 
 @app.command("plan")
-def plan_cmd(accuracy: Optional[float] = typer.Option(None, help="expected accuracy P of the better model (0-1)"),
-             mde: float = typer.Option(..., help="smallest difference D worth detecting (0-1), e.g. 0.05"),
-             power: float = typer.Option(0.8, help="probability of detecting a true difference D"),
-             alpha: float = typer.Option(0.05, help="two-sided significance level"),
+def plan_cmd(accuracy: Optional[float] = typer.Option(None, min=0.0, max=1.0,
+                                                     help="expected accuracy P of the better model (0-1)"),
+             mde: float = typer.Option(..., min=0.0, max=1.0,
+                                       help="smallest difference D worth detecting (0-1), e.g. 0.05"),
+             power: float = typer.Option(0.8, min=0.0, max=1.0, help="probability of detecting a true difference D"),
+             alpha: float = typer.Option(0.05, min=0.0, max=1.0, help="two-sided significance level"),
              pilot: Optional[Path] = typer.Option(None, exists=True, file_okay=False,
                                                   help="a scored build both --models answered: plan the paired "
                                                        "design from its discordance and design effect"),

@@ -64,10 +64,13 @@ BY_FLAG = {
     "--second-hop": COUNT, "--min-citations": COUNT, "--since-year": COUNT, "--api-url": URL,
     "--min-interval": NUMBER, "--spider": FILE_IN, "--db-dir": DIR_IN, "--runs": DIR_IN, "--benchmarks": TEXT,
     "--plugin": PATH_IN, "--judge-prompt": NAME, "--batch-poll": NUMBER, "--batch-wait": NUMBER,
+    "--max-cost": NUMBER, "--price": ["abc", "", "1", "-1,2", "1,2,3"], "--target-ci": FRACTION + ["0.7"],
+    "--accuracy": FRACTION, "--mde": FRACTION, "--power": FRACTION, "--alpha": FRACTION, "--pilot": DIR_IN,
 }
 BY_COMMAND = {
     ("calibrate", "--out"): FILE_OUT, ("label", "--out"): FILE_OUT, ("questions generate", "--out"): FILE_OUT,
     ("label", "--model"): TEXT, ("export", "--model"): ANY,  # export: '' = no model's messages
+    ("plan", "--models"): TEXT,  # any model names: priced or not, the costs say
 }
 OUT_DIRS = DIR_OUT  # every other --out is a directory to write
 
@@ -132,6 +135,7 @@ def _baseline(name: str, p) -> list[str]:
         "score": ["--build", empty],
         "report": ["--build", empty],
         "compare": [empty, "--out", new],
+        "plan": ["--accuracy", "0.7", "--mde", "0.1"],
         "backfill": ["--runs", empty, "--model", "m"],
         "export": ["--build", empty, "--format", "parquet", "--out", new],
         "run": ["--out", new, "--db", str(p / "tiny.sqlite"), "--engine", "luigi"],
