@@ -16,8 +16,8 @@ from ctxbench.errors import InputError
 
 
 def test_independent_n_worked_values():
-    # P = 0.7 vs 0.6: (1.959964·√(2·.65·.35) + 0.841621·√(.21+.24))² / .01 = 355.94 -> 356 (Fleiss' table, no
-    # continuity correction)
+    # P = 0.7 vs 0.6: (1.959964·√(2·.65·.35) + 0.841621·√(.21+.24))² / .01 = 355.94 -> 356 (no continuity
+    # correction)
     assert independent_n(0.7, 0.1) == 356
     za, zb = norm.ppf(0.975), norm.ppf(0.8)
     assert math.isclose((za * math.sqrt(2 * .65 * .35) + zb * math.sqrt(.45)) ** 2 / .01, 355.9428, abs_tol=1e-3)

@@ -9,7 +9,7 @@ Zeger 1986) variance
     V = G / (G − 1) · Σ_g (Σ_{i∈g} (d_i − d̄))² / n²
 
 (``G`` clusters, ``n`` instances), and a t reference distribution with ``G − 1`` degrees of freedom (Cameron &
-Miller 2015, "A practitioner's guide to cluster-robust inference", section VI.C: the few-cluster correction). This is
+Miller 2015, "A practitioner's guide to cluster-robust inference", section VI, few clusters). This is
 what statsmodels' ``OLS(d, 1).fit(cov_type="cluster", cov_kwds={"groups": g, "use_correction": True})`` computes for
 the intercept; the t quantile with ``G − 1`` degrees of freedom is the one its ``df_correction`` uses. With fewer
 than :data:`MIN_CLUSTERS` clusters no interval and no p-value are given (the variance estimate has too few degrees

@@ -2,7 +2,7 @@
 
 Independent design (no pilot, the conservative bound): the two-sided test of two independent proportions
 ``p1 = P`` and ``p2 = P − D`` with the normal approximation and no continuity correction (Fleiss, Levin & Paik 2003,
-"Statistical Methods for Rates and Proportions", eq. 4.14 without the correction term):
+"Statistical Methods for Rates and Proportions", chapter 4, the formula without the correction term):
 
     n = ⌈ (z_{1−α/2} √(2 p̄ q̄) + z_{1−β} √(p1 q1 + p2 q2))² / D² ⌉,   p̄ = (p1 + p2) / 2, q = 1 − p
 
@@ -52,7 +52,7 @@ def _check(accuracy: float | None, mde: float, power: float, alpha: float) -> No
 
 def independent_n(accuracy: float, mde: float, power: float = 0.8, alpha: float = 0.05) -> int:
     """Instances per model for the two-sided two-proportion test of ``accuracy`` vs ``accuracy − mde`` at level
-    ``alpha`` with ``power`` (module docstring, Fleiss et al. eq. 4.14 without continuity correction). Raises
+    ``alpha`` with ``power`` (module docstring, Fleiss et al. chapter 4 without continuity correction). Raises
     InputError for values outside their ranges."""
     _check(accuracy, mde, power, alpha)
     p1, p2 = accuracy, accuracy - mde
