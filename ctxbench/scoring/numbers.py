@@ -142,6 +142,13 @@ _PHONE = re.compile(r"\(\d{2,4}\)[ \u00a0]?\d{3,4}[-. \u00a0]\d{4}")
 _ZH_NUM_CHARS = "零〇一二三四五六七八九十百千万亿两廿卅卌"
 # "1. ", "2) ", "(3) " opening a line with text after it: list markers, not numbers of the answer
 _LIST_MARKER = re.compile(r"(?m)^[ \t]*[(\[]?\d{1,3}[.)\]](?=[ \t]+\S)")
+# step numbers and other enumerators: "Step 3", "step #2", "Case 1:", "Item 4", "Option 2", "Phase 1", "第3步",
+# "第三步", "步骤2" name a step of the reasoning, never a value of the answer
+_ENUMERATOR = re.compile(rf"(?i)\b(?:step|phase|stage|item|option|case|part|point|reason|method|approach|scenario|"
+                         rf"observation|condition|criterion|check)[ \t]*(?:#|no\.?|number)?[ \t]*\d{{1,3}}\b(?![.,]\d)"
+                         rf"|第[ \t]*(?:\d{{1,3}}|[{_ZH_NUM_CHARS}]{{1,4}})[ \t]*步|步骤[ \t]*(?:\d{{1,3}}|[{_ZH_NUM_CHARS}]{{1,4}})"
+                         # an inline enumerator "1) … 2) …" after a space, and "(a)" letters are no digits
+                         rf"|(?<=[ \t])\d{{1,2}}\)(?=[ \t]+\S)")
 _ZH_DATE = re.compile(rf"(?:\d{{1,2}}|[{_ZH_NUM_CHARS}]{{1,3}})月(?:\d{{1,2}}|[{_ZH_NUM_CHARS}]{{1,3}})[日号]")
 
 
@@ -277,6 +284,9 @@ def _arabic_bounds(text: str, s: int, e: int, v: float, d: int) -> Number | None
         if text[s:e].isdigit():                    # .5
             v, d, s = float("0." + text[s:e]), e - s, s - 1
             before = text[s - 1] if s > 0 else ""
+    if before == "负" or before == "負" or (s > 1 and text[s - 2:s] == "零下"):
+        v, s = -v, s - (2 if before == "下" else 1)   # 负12, 零下12 (below zero): negative
+        before = ""
     if before and before in _DASHES + "+":
         b2 = text[s - 2] if s > 1 else ""
         if b2 and _is_latin_letter(b2):
@@ -397,6 +407,62 @@ def _longest_pieces(n: int, read) -> list[tuple[int, int, float]]:
     return out
 
 
+_ZH_R = f"[{_ZH_DIGITS}{_ZH_UNITS}]+"
+_ZH_D = "[零〇一二三四五六七八九]+"
+# one number written with more than numeral characters: a fraction (三分之一 = 1/3, 千分之五 = 0.005; 百分之 is a
+# percentage, read below), a decimal (三点五 = 3.5, 一百点零五 = 100.05; not a time: 三点五分, 三点一刻), a negative
+# (负十二 = -12, 零下十二 = -12); each may carry a sign
+_ZH_SIGN = "(?P<neg>负|零下)?"
+_ZH_FRACTION = re.compile(rf"{_ZH_SIGN}(?P<den>{_ZH_R})分之(?P<num>{_ZH_R}(?:点{_ZH_D})?)")
+_ZH_DECIMAL = re.compile(rf"{_ZH_SIGN}(?P<int>{_ZH_R})点(?P<frac>{_ZH_D})(?![分刻钟秒半整])")
+_ZH_NEGATIVE = re.compile(rf"(?P<neg>负|零下)(?P<int>{_ZH_R}(?:点{_ZH_D}(?![分刻钟秒半整]))?)")
+
+
+def _cn2an(s: str) -> float | None:
+    import cn2an
+
+    for a, b in _ZH_EXPAND:
+        s = s.replace(a, b)
+    try:
+        return float(cn2an.cn2an(s, "normal"))
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
+
+
+def _zh_compound(s: str, blocked: list[bool]) -> list[Number]:
+    """Fractions, decimals and negatives of Chinese numerals (:data:`_ZH_FRACTION`), read whole with cn2an; their
+    characters are marked in ``blocked`` so that no piece of them is read again (三点五 holds no 三)."""
+    out: list[Number] = []
+    for rx in (_ZH_FRACTION, _ZH_DECIMAL, _ZH_NEGATIVE):
+        for m in rx.finditer(s):
+            if any(blocked[m.start():m.end()]):
+                continue
+            sign = -1.0 if m.group("neg") else 1.0
+            if rx is _ZH_FRACTION:
+                if m.group("den") == "百" and not m.group("neg"):
+                    continue                       # 百分之四十五: a percentage (read with the runs)
+                bare = {"十": 10.0, "百": 100.0, "千": 1000.0, "万": 10000.0}
+                den = bare.get(m.group("den")) or _cn2an(m.group("den"))
+                num = _cn2an(m.group("num"))
+                if not den or num is None:
+                    continue
+                v, d = sign * num / den, 4
+            elif rx is _ZH_DECIMAL:
+                v0 = _cn2an(f"{m.group('int')}点{m.group('frac')}")
+                if v0 is None:
+                    continue
+                v, d = sign * v0, len(m.group("frac"))
+            else:
+                v0 = _cn2an(m.group("int"))
+                if v0 is None:
+                    continue
+                v, d = -v0, len(m.group("int").partition("点")[2])
+            out.append(Number(m.start(), m.end(), v, d, False, s[m.start():m.end()], "chinese"))
+            for k in range(m.start(), m.end()):
+                blocked[k] = True
+    return out
+
+
 def _chinese(text: str, masked: list[bool]) -> list[Number]:
     s = text.translate(_ZH_TRAD)
     try:
@@ -405,6 +471,7 @@ def _chinese(text: str, masked: list[bool]) -> list[Number]:
     except Exception:  # noqa: BLE001 — OpenCC unavailable: read the text as it is
         pass
     blocked = list(masked)
+    compound = _zh_compound(s, blocked)   # before the words: 三分之一 is a number, though 之一 is "one of"
     for m in _ZH_LEX_RE.finditer(s):
         for k in range(m.start(), m.end()):
             blocked[k] = True
@@ -444,7 +511,7 @@ def _chinese(text: str, masked: list[bool]) -> list[Number]:
         if n.start >= 3 and s[n.start - 3:n.start] == "百分之":
             n = Number(n.start - 3, n.end, n.value, 0, True, s[n.start - 3:n.end], "chinese")
         result.append(n)
-    return result
+    return sorted(result + compound, key=lambda n: n.start)
 
 
 # -- English number words ---------------------------------------------------------------------------------------------
@@ -504,7 +571,8 @@ def _scan(text: str, chinese: bool, english: bool) -> tuple[list[Number], list[t
     t = _char_fold(text)
     masked = [False] * len(t)
     compounds: list[tuple[int, int, str]] = []
-    for rx, kind in ((_DATE_WORDS, "date"), (_PHONE, "phone"), (_ZH_DATE, "date"), (_LIST_MARKER, "marker")):
+    for rx, kind in ((_DATE_WORDS, "date"), (_PHONE, "phone"), (_ZH_DATE, "date"), (_LIST_MARKER, "marker"),
+                     (_ENUMERATOR, "marker")):
         for m in rx.finditer(t):
             compounds.append((m.start(), m.end(), kind))
             for k in range(m.start(), m.end()):
