@@ -643,6 +643,18 @@ def tidy(text: str, ctx: AnswerContext) -> str:
     return "\n".join(lines)
 
 
+# -- code fences (judge replies) ------------------------------------------------------------------------------------
+
+_FENCE = re.compile(r"```[ \t]*[\w+-]*[ \t]*\n?(.*?)(?:```|\Z)", re.DOTALL)
+
+
+@register_filter("strip_code_fences")
+def strip_code_fences(text: str, ctx: AnswerContext) -> str:
+    """Markdown code fences unwrapped (````json\n{…}\n````→ ``{…}``), the text around them kept: what a judge that
+    fences its JSON means."""
+    return _FENCE.sub(lambda m: m.group(1), text).strip()
+
+
 # -- filters a track may add -----------------------------------------------------------------------------------------
 
 @register_filter("first_line")
