@@ -484,6 +484,7 @@ def drop_ruled_out_values(text: str) -> str:
     if out == text:
         return text
     out = re.sub(r"[(\[（【]\s*[)\]）】]", " ", out)          # brackets left empty
+    out = re.sub(r"[ \t]*[—–-][ \t]*(?=[,，;；.。!?！？]|[ \t]*$)", "", out, flags=re.MULTILINE)  # a dash left dangling
     out = re.sub(r"\s*[,，;；]\s*(?=[,，;；.。)）]|$)", "", out, flags=re.MULTILINE)  # a separator left dangling
     out = re.sub(r"[ \t]+([,，;；.。!?！？])", r"\1", out)
     return re.sub(r"[ \t]{2,}", " ", out).strip()
@@ -523,8 +524,8 @@ def repetition_start(text: str, cut: bool = False) -> tuple[int, int] | None:
     """Where a reply that degenerates into repetition starts repeating: ``(start of the first copy, end of the
     first copy)`` in characters, or None. A block of 1–8 units (lines or sentences, compared with list markers and
     spacing ignored, so ``1. 2013-1-13: x`` / ``2. 2013-1-13: x`` are copies) that ends the reply at least 4 times
-    in a row over at least 240 characters, or 3 times when the output budget ended the reply (``cut``); the last
-    copy may be unfinished."""
+    in a row over at least 240 characters, or 8 times, or 3 times when the output budget ended the reply (``cut``);
+    the last copy may be unfinished."""
     spans = _units(text)
     keys = [" ".join(_UNIT_MARKER.sub("", text[a:b]).split()).casefold() for a, b in spans]
     n = len(keys)
@@ -542,7 +543,7 @@ def repetition_start(text: str, cut: bool = False) -> tuple[int, int] | None:
         if copies < 2 or not any(keys[j:j + p]):
             continue
         chars = spans[n - 1][1] - spans[j][0]
-        if (copies >= 4 and chars >= 240) or (cut and copies >= 3):
+        if (copies >= 4 and chars >= 240) or copies >= 8 or (cut and copies >= 3):
             if best is None or spans[j][0] < best[0]:
                 best = (spans[j][0], spans[j + p - 1][1])
     return best
@@ -743,6 +744,8 @@ class AnswerChain:
                 and _ENDS_MID_SENTENCE.search(answer)):
             answer = ""
             notes.add("cut_off")
+        if kind == "length" and not answer:
+            notes.add("cut_off")                # the budget ended a reply that holds no answer
         if "cut_off" in notes:
             answer = ""
         return Extraction(answer, tuple(sorted(n for n in notes if not n.startswith("_"))), source)
