@@ -225,6 +225,7 @@ class RowJudge(JudgePrompt):
     mean. Structured output; 256 reply tokens."""
 
     name = DEFAULT_JUDGE_PROMPT
+    version = "2"   # 2: the reply through the judge filters (reasoning, fences); HoloBench's verdict names
     title = "per gold row exact / partial / none (HoloBench section 4.1)"
     sampling = {"temperature": 0.0, "response_format": RESPONSE_FORMAT}
 
