@@ -20,14 +20,17 @@ Arabic numerals (:func:`read_numbers`, always)
     * Scientific notation and magnitudes are part of the number: ``1e3`` = 1000, ``2.5E-4`` = 0.00025, ``12k`` =
       12000, ``1.5M`` / ``3mn`` = 1500000 / 3000000, ``2B`` / ``2bn`` = 2000000000, ``3 million`` = 3000000 (a
       lower-case ``m`` is metres, ``12km`` no magnitude).
-    * ``3万`` = 30000 and ``2.5亿`` = 250000000 (Chinese myriad multipliers written after Arabic digits).
+    * ``3万`` = 30000 and ``2.5亿`` = 250000000 (Chinese myriad multipliers written after Arabic digits); ``负12`` and
+      ``零下12`` are −12.
     * Never read: a number joined to a Latin letter or underscore before it (``B61``, ``UA12``, ``v1.2``, ``No.12``)
       or to letters and then digits after it (``3D2``, ``4K60``, ``0x1F``; ``61st``, ``61yo`` and ``3万`` are read);
       anything inside a date (``2013-01-04``, ``2013/01/04``, ``01/04/2013``, ``04.01.2013``, ``2013-01``,
       ``January 4, 2013``, ``4 Jan 2013``, the month and day of ``2013年1月4日``), a time (``4:30``, ``16:05:59``,
       ``4pm``, ``4 p.m.``), a ratio or fraction (``3:1``, ``3/4``), a version or address (``1.2.3``,
       ``192.168.0.1``), a phone number (``555-123-4567``, ``(555) 123-4567``, ``+1 555 123 4567``), feet and inches
-      (``5'10``), a list marker opening a line (``4. 720``, ``2) UA``), or a longer number (12 is not in ``2012``,
+      (``5'10``), a list marker opening a line (``4. 720``, ``2) UA``), an enumerator naming a step of the
+      reasoning (``Step 3``, ``step #2``, ``Case 1``, ``Item 4``, ``Option 2``, ``Phase 1``, ``Part 2``, ``第3步``,
+      ``第三步``, ``步骤2``), or a longer number (12 is not in ``2012``,
       ``12.5``, ``1,120`` or ``12345``). Two numbers joined by a dash, neither with a leading zero, are a range and
       both are read (``1900-1961``, ``10–12``).
 
@@ -38,6 +41,9 @@ Chinese numerals (``chinese=True``; text folded traditional → simplified, or f
     * Runs of digits without units: one digit is read; two (``三四`` "three or four", ``一二`` "a little") are
       not numbers; three or more are read positionally (``一九六一`` = 1961, ``二〇二四`` = 2024).
     * Unit characters alone (百, 千, 万, 千万 in 百姓, 万物, 千古) are not numbers; 十 alone is 10.
+    * Decimals, negatives and fractions are one number (cn2an): ``三点五`` = 3.5 and ``一百点零五`` = 100.05 (not a
+      time: ``三点五分``, ``三点一刻``), ``负十二`` = ``零下十二`` = −12, ``三分之一`` = 1/3 (compared to 4 decimal
+      places), ``千分之五`` = 0.005, ``二分之一点五`` = 0.75; no piece of them is read again (三点五 holds no 三).
     * Classical forms: ``六十有一`` / ``六十又一`` / ``卅有一`` = 61 / 61 / 31 (a number ending in a tens, hundreds or
       thousands unit, 有 or 又, then a smaller number); ``百有二十`` = 120; ``六旬`` = 60 (旬, a decade of age, after a
       digit); ``百分之四十五`` = 45 percent.
@@ -142,13 +148,10 @@ _PHONE = re.compile(r"\(\d{2,4}\)[ \u00a0]?\d{3,4}[-. \u00a0]\d{4}")
 _ZH_NUM_CHARS = "零〇一二三四五六七八九十百千万亿两廿卅卌"
 # "1. ", "2) ", "(3) " opening a line with text after it: list markers, not numbers of the answer
 _LIST_MARKER = re.compile(r"(?m)^[ \t]*[(\[]?\d{1,3}[.)\]](?=[ \t]+\S)")
-# step numbers and other enumerators: "Step 3", "step #2", "Case 1:", "Item 4", "Option 2", "Phase 1", "第3步",
+# step numbers and other enumerators: "Step 3", "step #2", "Case 1:", "Item 4", "Option 2", "Phase 1", "Part 2", "第3步",
 # "第三步", "步骤2" name a step of the reasoning, never a value of the answer
-_ENUMERATOR = re.compile(rf"(?i)\b(?:step|phase|stage|item|option|case|part|point|reason|method|approach|scenario|"
-                         rf"observation|condition|criterion|check)[ \t]*(?:#|no\.?|number)?[ \t]*\d{{1,3}}\b(?![.,]\d)"
-                         rf"|第[ \t]*(?:\d{{1,3}}|[{_ZH_NUM_CHARS}]{{1,4}})[ \t]*步|步骤[ \t]*(?:\d{{1,3}}|[{_ZH_NUM_CHARS}]{{1,4}})"
-                         # an inline enumerator "1) … 2) …" after a space, and "(a)" letters are no digits
-                         rf"|(?<=[ \t])\d{{1,2}}\)(?=[ \t]+\S)")
+_ENUMERATOR = re.compile(rf"(?i)\b(?:step|phase|stage|item|option|case|part|scenario)[ \t]*(?:#|no\.?|number)?[ \t]*\d{{1,3}}\b(?![.,]\d)"
+                         rf"|第[ \t]*(?:\d{{1,3}}|[{_ZH_NUM_CHARS}]{{1,4}})[ \t]*步|步骤[ \t]*(?:\d{{1,3}}|[{_ZH_NUM_CHARS}]{{1,4}})")
 _ZH_DATE = re.compile(rf"(?:\d{{1,2}}|[{_ZH_NUM_CHARS}]{{1,3}})月(?:\d{{1,2}}|[{_ZH_NUM_CHARS}]{{1,3}})[日号]")
 
 

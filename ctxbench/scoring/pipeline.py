@@ -9,6 +9,8 @@ in order. Every benchmark's chain is :data:`DEFAULT_FILTERS` followed by the fil
 ``scores.extracted_answer``, so what is stored is exactly what was scored. No matcher extracts answers itself.
 
 Default chain
+    0. ``strip_format_chars`` — invisible format characters (Unicode category Cf: zero-width space, joiners, BOM,
+       direction marks; the soft hyphen) removed: ``6\u200b1`` is ``61``.
     1. ``drop_reasoning_field`` — the provider's separate reasoning field (``responses.reasoning``) repeated inside
        the visible reply (servers and proxies that return it in both) is removed.
     2. ``strip_reasoning`` — reasoning written inline is removed, whichever delimiters the model uses:
@@ -30,19 +32,29 @@ Default chain
        dropped like any other. Role headers at its start (``<|im_start|>assistant``, ``<start_of_turn>model``,
        ``<|start_header_id|>assistant<|end_header_id|>``) and any other token of these forms (``<|…|>``,
        ``<｜…｜>``, ``<s>``, ``[INST]``) are removed.
+    3b. ``cut_repetition`` — a reply that degenerates into repetition loses every copy of the repeated block
+       (:func:`repetition_start`; note ``degenerate_repetition``).
     4. ``final_answer`` — the final answer, when the reply marks one: the content of the last answer block
        (``<answer>…</answer>``, Granite's ``<response>``, Reflection's ``<output>``, ``<|begin_of_solution|>``,
        Apriel's ``[BEGIN FINAL RESPONSE]``), else the text after the last final-answer label (a line starting with
        ``Answer:``, ``Final answer:``, ``**Answer:**``, ``### Answer:``, ``答案：``, ``答：``, ``最终答案：``,
        ``回答：``, GSM8K's ``####`` or a heading line that is the label alone, e.g.
        ``**Final Answer**``; else the last inline ``answer:`` / ``the (final) answer is`` / ``答案是``),
-       else the last ``\\boxed{…}``, else the whole reply.
+       else the last ``\\boxed{…}``, else the whole reply. When the output budget ended the reply (finish reason
+       ``length``…) only a finished answer counts, else there is none (note ``cut_off``).
+    4b. ``last_statement`` — without a final-answer marker, what the end of the reply asserts (the list that ends
+       it, else its last sentence): steps, list numbers and values quoted before it are not the answer.
+    4c. ``drop_ruled_out`` — values the answer rules out removed (``17 (not 42)`` → ``17``, ``六十（而非七十三）`` →
+       ``六十``).
     5. ``tidy`` — Unicode NFC; ``\\boxed{x}``, ``\\text{x}``, ``$x$`` math delimiters and Markdown emphasis
        (``**x**``, ``__x__``, backticks around the whole answer) unwrapped; spaces collapsed and blank lines at the
        ends removed (line breaks kept: list matchers split on them).
 
 Filters a track may add (``Track.answer_filters``): ``first_line`` (the first non-empty line), ``fold_width``
-(NFKC: full-width letters, digits and punctuation to ASCII), ``strip_trailing_period``.
+(NFKC: full-width letters, digits and punctuation to ASCII), ``strip_trailing_period``; ``-name`` removes a
+default filter (needles and LaRA: ``-last_statement``). ``strip_code_fences`` serves the judges
+(:func:`ctxbench.scoring.judge.judge_text`). :meth:`AnswerChain.extract` adds what the stored response says
+besides its text: status ``cut_off``, the finish reason, and the reasoning field when the content is empty.
 
 Versions: each filter has a ``version``; :meth:`AnswerChain.fingerprint` hashes the names, versions and code of the
 chain's filters, so ``score`` reruns when a filter changes (:mod:`ctxbench.scoring.versions`).
