@@ -354,3 +354,11 @@ def test_every_track_chain_is_current():
     # the tracks that score the whole reply drop only last_statement from the default chain
     assert "last_statement" not in chain_for("needles").names and "last_statement" not in chain_for("lara").names
     assert chain_for("holobench").names == answer_chain().names
+
+
+def test_removing_a_filter_the_default_chain_lacks_is_an_error():
+    from ctxbench.errors import InputError
+
+    with pytest.raises(InputError, match="not in the default chain"):
+        answer_chain(("-first_line",))
+    assert "last_statement" not in answer_chain(("-last_statement", "first_line")).names
