@@ -60,6 +60,7 @@ def test_status_cut_off_earns_nothing_even_with_an_answer_line():
 def test_a_finished_answer_line_before_the_budget_ran_out_still_counts():
     reply = "The Darius II scored 96 points.\nAnswer: 96\nLet me double-check the other ships, starting with"
     assert score(reply, "holobench", [[96]], finish_reason="length")[:2] == (1.0, [])
+    assert score("Answer: 96\n\nLet me double-check the", "holobench", [[96]], finish_reason="length")[0] == 1.0
     # the answer line itself was cut: no finished answer
     assert score("Thinking…\nAnswer: Toyota, Hon", "holobench", [["Toyota"]], finish_reason="length")[0] == 0.0
     # an answer block the budget closed is finished, one it did not close is not
@@ -126,6 +127,15 @@ def test_a_value_ruled_out_never_earns_credit(reply, asserted, ruled_out):
     for bench, m in ALL[:4] if asserted != 60 else [("needles", "substring")]:
         assert score(reply, bench, [[ruled_out]], m)[0] == 0.0, (bench, m)
         assert score(reply, bench, [[asserted]], m)[0] == 1.0, (bench, m)
+
+
+def test_text_after_the_final_answer_is_not_the_answer():
+    for reply in ("Answer: 17\n\nThe table also lists 42 flights.", "Answer: 17\nExplanation: 42 were cancelled.",
+                  "Answer: 17. Not 42.", "**Answer:** 17\n\n**Note:** the 42 flights of 2012 are left out."):
+        assert score(reply, "holobench", [[42]])[0] == 0.0, reply
+        assert score(reply, "holobench", [[17]])[0] == 1.0, reply
+    # the list under a label alone on its line is the answer
+    assert score("Answer:\n\n- Toyota\n- Honda\n\nThese two.", "holobench", [["Toyota"], ["Honda"]])[0] == 1.0
 
 
 def test_ruled_out_text_and_what_is_kept():

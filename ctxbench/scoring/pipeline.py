@@ -349,6 +349,31 @@ def finish_kind(finish_reason: str | None) -> str | None:
     return None
 
 
+# a line that starts what follows the answer: an explanation, a note, the reasoning given after it
+_AFTER_ANSWER = re.compile(r"^[ \t]*(?:[*_#>]+[ \t]*)*(?:explanation|reasoning|rationale|justification|note|notes|"
+                           r"because|reason|source|evidence|解释|说明|理由|注|备注|原因)\b[ \t]*[*_]*[ \t]*[:：]?",
+                           re.IGNORECASE)
+
+
+def _answer_paragraph(after: str) -> str:
+    """The answer that follows a final-answer label: its paragraph (the label's line and the lines under it, e.g.
+    a list, up to a blank line; lines right after a label alone on its line skip blank lines first), ending before
+    a line that starts an explanation (``Explanation:``, ``Note:``, ``Because``, ``解释：``…). Text after the final
+    answer is not the answer: ``Answer: 17\n\nThe table also lists 42`` is ``17``."""
+    lines = after.split("\n")
+    out: list[str] = []
+    for i, ln in enumerate(lines):
+        if not ln.strip():
+            if any(x.strip() for x in out):
+                break
+            out.append(ln)
+            continue
+        if _AFTER_ANSWER.match(ln) and any(x.strip() for x in out):
+            break
+        out.append(ln)
+    return "\n".join(out) if len(out) < len(lines) else after
+
+
 def _complete_lines(text: str) -> str:
     """``text`` up to its last line break: a reply the output budget cut keeps only its finished lines."""
     i = text.rfind("\n")
@@ -378,8 +403,9 @@ def final_answer(text: str, ctx: AnswerContext) -> str:
         for last in _LABEL_INLINE.finditer(text):
             pass
     if last is not None:
-        after = text[last.end():]
-        if cut:
+        rest = text[last.end():]
+        after = _answer_paragraph(rest)
+        if cut and after is rest:           # the answer runs to where the budget cut: its finished lines only
             after = _complete_lines(after)
             if not after.strip():
                 ctx.notes.add("cut_off")
@@ -465,7 +491,7 @@ def last_statement_filter(text: str, ctx: AnswerContext) -> str:
 # "is not mentioned" is a statement, not a value ruled out; the other cues anywhere
 _RULE_OUT_EN = re.compile(
     r"(?P<open>[(\[（【]\s*)?"
-    r"(?:(?:(?<=[(\[（【,，;；:：—–])|(?<=\s[-—–])|(?<=^))\s*(?:but\s+|and\s+)?not\b|(?<![\w])(?:but|and)\s+not\b"
+    r"(?:(?:(?<=[(\[（【,，;；:：—–.!?。])|(?<=\s[-—–])|(?<=^))\s*(?:but\s+|and\s+)?not\b|(?<![\w])(?:but|and)\s+not\b"
     r"|(?<![\w])(?:rather\s+than|instead\s+of|as\s+opposed\s+to|excluding|except(?:\s+for)?|as\s+distinct\s+from|"
     r"in\s+place\s+of)\b)"
     r"(?P<body>[^)）\]】,，;；。!?！？\n]*?)"
@@ -499,6 +525,7 @@ def drop_ruled_out_values(text: str) -> str:
     out = re.sub(r"[ \t]*[—–-][ \t]*(?=[,，;；.。!?！？]|[ \t]*$)", "", out, flags=re.MULTILINE)  # a dash left dangling
     out = re.sub(r"\s*[,，;；]\s*(?=[,，;；.。)）]|$)", "", out, flags=re.MULTILINE)  # a separator left dangling
     out = re.sub(r"[ \t]+([,，;；.。!?！？])", r"\1", out)
+    out = re.sub(r"([.。!?！？])(?:[ \t]*[.。])+", r"\1", out)          # "17. Not 42." → "17."
     return re.sub(r"[ \t]{2,}", " ", out).strip()
 
 
