@@ -80,6 +80,7 @@ def score_build(build_dir: str | Path, judge: str | None = None, judge_base_url:
     summary = ScoreSummary()
     answers: dict[str, str] = {}          # request key -> the answer the pipeline extracted
     cut: set[str] = set()                 # request keys of replies cut off before their answer
+    how: dict[str, list[str]] = {}        # request key -> how its reply was read (the extraction's tags)
     for r in ok:
         row = by_id[r["instance_id"]]
         errs: list = []
@@ -87,6 +88,7 @@ def score_build(build_dir: str | Path, judge: str | None = None, judge_base_url:
                              finish_reason=r.get("finish_reason"), status=r["status"])
         if scored:
             ex_tags = scored[0].extraction.tags
+            how[r["request_key"]] = list(ex_tags)
             if "cut_off" in ex_tags:
                 cut.add(r["request_key"])
             summary.cut_off += "cut_off" in ex_tags
@@ -117,7 +119,7 @@ def score_build(build_dir: str | Path, judge: str | None = None, judge_base_url:
         summary.judges = {}
         for prompt in prompts:
             rows += _judge_rows(prompt, judge, judge_base_url, judge_api_key_env, ok, by_id, answers, bhash,
-                                summary, unscored, cut)
+                                summary, unscored, cut, how)
     write_unscored_verdicts(build_dir, unscored)
     write_score_errors(build_dir, summary.matcher_errors)
     write_parquet(to_table("scores", rows), build_dir / "scores.parquet")
@@ -176,11 +178,12 @@ def _judge_prompts(names: Sequence[str], benchmarks: set[str]) -> list:
 
 def _judge_rows(prompt, judge: str, base_url: str | None, api_key_env: str | None, ok: list[dict],
                 by_id: dict[str, dict], answers: dict[str, str], bhash: str | None, summary: ScoreSummary,
-                unscored: list[dict], cut: set[str] = frozenset()) -> list[dict]:
+                unscored: list[dict], cut: set[str] = frozenset(),
+                how: dict[str, list[str]] | None = None) -> list[dict]:
     """Score rows of one judge prompt over the scored responses (the judge grades the extracted answer: no
     reasoning, no draft; an empty answer scores 0 without a call, tag ``null_answer``, or ``cut_off`` for a reply
     cut off before its answer, request keys ``cut``); adds its counts to ``summary`` and its unscored responses to
-    ``unscored``."""
+    ``unscored``. ``how``: request key → the extraction's tags (``answer_from_reasoning``…), added to its rows."""
     from .scoring.judge import judge_matcher, run_judge
     from .scoring.pipeline import no_credit
 
@@ -211,7 +214,8 @@ def _judge_rows(prompt, judge: str, base_url: str | None, api_key_env: str | Non
             continue
         rows.append({"instance_id": r["instance_id"], "model": r["model"], "mode": r["mode"],
                      "sample": r["sample"], "matcher": name, "score": float(o.score),
-                     "tags": canonical_json([]), "extracted_answer": answers[r["request_key"]],
+                     "tags": canonical_json((how or {}).get(r["request_key"], [])),
+                     "extracted_answer": answers[r["request_key"]],
                      "request_key": r["request_key"], "build_hash": bhash,
                      "detail": canonical_json({**prompt.detail(o.verdict), "repaired": o.repaired}),
                      "details": _judge_details(prompt, o.verdict, by_id[r["instance_id"]],
