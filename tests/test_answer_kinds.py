@@ -372,3 +372,23 @@ def test_removing_a_filter_the_default_chain_lacks_is_an_error():
     with pytest.raises(InputError, match="not in the default chain"):
         answer_chain(("-first_line",))
     assert "last_statement" not in answer_chain(("-last_statement", "first_line")).names
+
+
+def test_a_reasoning_judge_scores_and_a_cut_off_reply_is_never_sent_to_it(tmp_path):
+    from fakeserver import FakeOpenAIServer
+
+    def judge(body: dict) -> str:   # a reasoning model as judge: its draft quotes the format first
+        return '<think>The format is {"verdicts": [...]}, one per row.</think>{"verdicts": ["exact"]}'
+
+    b = _build(tmp_path, [
+        {"request_key": "k0", "sample": 0, "status": "ok", "response": "Answer: Darius II, 96", "finish_reason": "stop"},
+        {"request_key": "k1", "sample": 1, "status": "ok", "response": DARIUS, "finish_reason": "length"}])
+    with FakeOpenAIServer(answer_fn=judge) as srv:
+        s = score_build(b, judge="openai/judge", judge_base_url=srv.base_url)
+        assert len(srv.requests) == 1                     # the cut-off reply is not judged
+    assert (s.judged, s.unparseable_verdicts, s.cut_off) == (1, 0, 1)
+    got = {(r["request_key"], r["matcher"]): r for r in pq.read_table(b / "scores.parquet").to_pylist()}
+    j0, j1 = got[("k0", "judge:openai/judge")], got[("k1", "judge:openai/judge")]
+    assert j0["score"] == 1.0 and json.loads(j0["details"]) == [
+        {"gold": ["Darius II", 96], "credit": 1.0, "text": "Darius II, 96"}]
+    assert j1["score"] == 0.0 and json.loads(j1["tags"]) == ["cut_off"]
