@@ -366,8 +366,6 @@ def _t2s():
 
 
 def _zh_value(run: str) -> float | None:
-    import cn2an
-
     if _ZH_ONLY_UNITS.fullmatch(run):
         return None
     if not any(c in _ZH_UNITS for c in run):
@@ -375,13 +373,7 @@ def _zh_value(run: str) -> float | None:
             return None                            # 三四 "three or four", 一二 "a little"
         if len(run) >= 3:                          # 一九六一: digit by digit
             return float("".join(str(_ZH_DIGIT_VALUE[c]) for c in run))
-    s = run
-    for a, b in _ZH_EXPAND:
-        s = s.replace(a, b)
-    try:
-        return float(cn2an.cn2an(s, "normal"))
-    except (ValueError, KeyError, IndexError, TypeError):
-        return None
+    return _cn2an(run)
 
 
 def _zh_pieces(text: str, start: int, end: int) -> list[Number]:
@@ -422,6 +414,8 @@ _ZH_NEGATIVE = re.compile(rf"(?P<neg>负|零下)(?P<int>{_ZH_R}(?:点{_ZH_D}(?![
 
 
 def _cn2an(s: str) -> float | None:
+    """cn2an's reading of Chinese numerals ``s`` (``normal`` mode: digits and units, 点 decimals, 负 negatives),
+    after 廿 → 二十, 卅 → 三十, 卌 → 四十; None for what it rejects."""
     import cn2an
 
     for a, b in _ZH_EXPAND:
