@@ -392,3 +392,13 @@ def test_a_reasoning_judge_scores_and_a_cut_off_reply_is_never_sent_to_it(tmp_pa
     assert j0["score"] == 1.0 and json.loads(j0["details"]) == [
         {"gold": ["Darius II", 96], "credit": 1.0, "text": "Darius II, 96"}]
     assert j1["score"] == 0.0 and json.loads(j1["tags"]) == ["cut_off"]
+
+
+def test_the_needles_failure_judge_reads_a_reasoning_judge_too():
+    from ctxbench.tracks.needles.analysis import parse_failure_mode
+
+    reply = '<think>The reply format is {"mode": "..."}; it looks like fabrication.</think>{"mode": "subject_substitution"}'
+    assert parse_failure_mode(reply) == "subject_substitution"
+    assert parse_failure_mode('```json\n{"mode": "fabrication"}\n```') == "fabrication"
+    assert parse_failure_mode("", '{"mode": "fabrication"}') == "fabrication"
+    assert parse_failure_mode('{"mode": "no such mode"}') is None
