@@ -778,8 +778,16 @@ def score_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help
     msg = f"{s.rows} scores → {build / 'scores.parquet'}"
     if s.no_answer:
         msg += (f"; {s.no_answer} replies hold no answer after removing reasoning and chat tokens (scored 0, "
-                f"tag null_answer: see scores.extracted_answer; an unclosed reasoning block means the output budget "
-                f"ran out)")
+                f"tag null_answer: see scores.extracted_answer)")
+    if getattr(s, "cut_off", 0):
+        msg += (f"; {s.cut_off} replies cut off by the output budget before their answer (scored 0, tag cut_off; "
+                f"raise the budget with `evaluate --max-tokens`)")
+    if getattr(s, "answer_from_reasoning", 0):
+        msg += (f"; {s.answer_from_reasoning} answers read from the reasoning field (empty content; tag "
+                f"answer_from_reasoning)")
+    if getattr(s, "degenerate_repetition", 0):
+        msg += (f"; {s.degenerate_repetition} replies degenerate into repetition (the repeated block earns "
+                f"nothing; tag degenerate_repetition)")
     for name, c in (s.judges or {}).items():
         msg += (f"; {name}: {c['judged']} judged, {c['unparseable_verdicts']} unparseable verdicts after a repair "
                 f"prompt (not scored), {c['repaired_verdicts']} read after the repair prompt, {c['judge_failed']} "

@@ -245,8 +245,10 @@ def ctxbench_matcher():
         inst["gold"] = json.loads(inst["gold"])
         if inst.get("accepted_answers") is not None:
             inst["accepted_answers"] = json.loads(inst["accepted_answers"])
-        # the benchmark's answer pipeline (reasoning and chat tokens removed), then its primary matcher
-        sc = score_reply(state.output.completion, inst)[0]
+        # the benchmark's answer pipeline (reasoning and chat tokens removed), then its primary matcher; a reply
+        # the output budget ended (inspect's stop_reason "max_tokens") earns no credit for what it quoted
+        sc = score_reply(state.output.completion, inst,
+                         finish_reason=getattr(state.output, "stop_reason", None))[0]
         return Score(value=float(sc.result.score), answer=sc.answer,
                      metadata={{"matcher": sc.matcher, "tags": sc.result.tags}})
 

@@ -1,7 +1,13 @@
 """``score``: every stored response × matcher → ``scores.parquet`` (recomputed whole, deterministic).
 
-Only responses with status ``ok`` are scored; over-length, refused and failed calls are never scored as wrong
-answers (they are counted in the report instead). Every reply goes through its benchmark's answer pipeline first
+Responses with status ``ok`` are scored, and those with status ``cut_off`` (the output budget ended the reply
+before its answer), which earn 0 from every matcher and judge with the tag ``cut_off`` (counted apart:
+``ScoreSummary.cut_off``); over-length, truncated, refused and failed calls are never scored as wrong answers (they
+are counted in the report instead). A reply the budget ended without a finished final answer (``finish_reason``
+``length``…) is scored as ``cut_off`` too, whatever values it quoted on the way; a reply whose visible content is
+empty and whose answer is in the reasoning field is scored from it (tag ``answer_from_reasoning``); a reply that
+degenerates into repetition is tagged ``degenerate_repetition`` (:meth:`ctxbench.scoring.pipeline.AnswerChain.extract`).
+Every row stores ``details``: for each gold row the credit it got and the reply text that earned it. Every reply goes through its benchmark's answer pipeline first
 (:mod:`ctxbench.scoring.pipeline`: reasoning blocks and chat tokens removed, the final answer taken); every matcher,
 the failure tagger and the judge prompt receive that answer, and each row stores it as ``extracted_answer``.
 """
@@ -29,7 +35,10 @@ class ScoreSummary:
     unparseable_verdicts: int = 0   # still unparseable after one repair prompt: counted and reported, not scored
     repaired_verdicts: int = 0      # parsed only from the answer to the repair prompt
     judge_failed: int = 0           # judge calls that failed (not stored: a rerun asks again)
-    no_answer: int = 0            # ok responses whose extracted answer is empty (e.g. reasoning cut by the budget)
+    no_answer: int = 0            # ok responses whose extracted answer is empty (and not cut off)
+    cut_off: int = 0              # responses the output budget ended before their answer: 0, tag cut_off
+    answer_from_reasoning: int = 0  # empty content, answer taken from the reasoning field
+    degenerate_repetition: int = 0  # replies that degenerate into repetition (the repeated block earns nothing)
     tagging: dict | None = None   # benchmark → what its failure tagger did (registry.TAGGERS)
     judges: dict | None = None    # judge matcher (judge:<model>, judge-<prompt>:<model>) → its counts (the totals above)
     matcher_errors: list = field(default_factory=list)  # responses a matcher raised on: set aside (SCORE_ERRORS)
@@ -65,15 +74,26 @@ def score_build(build_dir: str | Path, judge: str | None = None, judge_base_url:
     rows = []
     ok = [r for r in sorted(resp, key=lambda r: (r["model"], r["mode"], r["instance_id"], r["sample"],
                                                  r["request_key"]))
-          if r["status"] == "ok" and r["instance_id"] in by_id]
+          if r["status"] in SCORED_STATUSES and r["instance_id"] in by_id]
     prompts = _judge_prompts(judge_prompts or (DEFAULT_JUDGE_PROMPT,), {str(by_id[r["instance_id"]].get("benchmark"))
                                                                          for r in ok}) if judge else []
     summary = ScoreSummary()
     answers: dict[str, str] = {}          # request key -> the answer the pipeline extracted
+    cut: set[str] = set()                 # request keys of replies cut off before their answer
+    how: dict[str, list[str]] = {}        # request key -> how its reply was read (the extraction's tags)
     for r in ok:
         row = by_id[r["instance_id"]]
         errs: list = []
-        scored = score_reply(r["response"], row, r.get("reasoning"), errors=errs)
+        scored = score_reply(r["response"], row, r.get("reasoning"), errors=errs,
+                             finish_reason=r.get("finish_reason"), status=r["status"])
+        if scored:
+            ex_tags = scored[0].extraction.tags
+            how[r["request_key"]] = list(ex_tags)
+            if "cut_off" in ex_tags:
+                cut.add(r["request_key"])
+            summary.cut_off += "cut_off" in ex_tags
+            summary.answer_from_reasoning += "answer_from_reasoning" in ex_tags
+            summary.degenerate_repetition += "degenerate_repetition" in ex_tags
         summary.matcher_errors += [{"instance_id": r["instance_id"], "model": r["model"], "mode": r["mode"],
                                     "sample": r["sample"], "request_key": r["request_key"], "matcher": e.matcher,
                                     "error": str(e)} for e in errs]
@@ -84,8 +104,9 @@ def score_build(build_dir: str | Path, judge: str | None = None, judge_base_url:
                          "sample": r["sample"], "matcher": sc.matcher, "score": float(m.score),
                          "tags": canonical_json(m.tags), "extracted_answer": sc.answer,
                          "request_key": r["request_key"], "build_hash": bhash,
-                         "detail": canonical_json({"rows": m.rows})})
-    summary.no_answer = sum(1 for r in ok if not answers.get(r["request_key"]))
+                         "detail": canonical_json({"rows": m.rows}),
+                         "details": None if m.details is None else canonical_json(m.details)})
+    summary.no_answer = sum(1 for r in ok if not answers.get(r["request_key"]) and r["request_key"] not in cut)
     resp_by_key = {r["request_key"]: r for r in ok}
     judge_cfg = {"model": judge, "base_url": judge_base_url, "api_key_env": judge_api_key_env} if judge else None
     for bench in sorted({str(by_id[r["instance_id"]].get("benchmark")) for r in ok}):
@@ -98,13 +119,16 @@ def score_build(build_dir: str | Path, judge: str | None = None, judge_base_url:
         summary.judges = {}
         for prompt in prompts:
             rows += _judge_rows(prompt, judge, judge_base_url, judge_api_key_env, ok, by_id, answers, bhash,
-                                summary, unscored)
+                                summary, unscored, cut, how)
     write_unscored_verdicts(build_dir, unscored)
     write_score_errors(build_dir, summary.matcher_errors)
     write_parquet(to_table("scores", rows), build_dir / "scores.parquet")
     summary.rows = len(rows)
     return summary
 
+
+# response statuses ``score`` scores: ok, and cut_off (0 from every matcher and judge, tag cut_off)
+SCORED_STATUSES = ("ok", "cut_off")
 
 SCORE_ERRORS = "score_errors.jsonl"
 
@@ -154,22 +178,27 @@ def _judge_prompts(names: Sequence[str], benchmarks: set[str]) -> list:
 
 def _judge_rows(prompt, judge: str, base_url: str | None, api_key_env: str | None, ok: list[dict],
                 by_id: dict[str, dict], answers: dict[str, str], bhash: str | None, summary: ScoreSummary,
-                unscored: list[dict]) -> list[dict]:
-    """Score rows of one judge prompt over the ok responses (the judge grades the extracted answer: no reasoning,
-    no draft; an empty answer scores 0 without a call); adds its counts to ``summary`` and its unscored responses
-    to ``unscored``."""
+                unscored: list[dict], cut: set[str] = frozenset(),
+                how: dict[str, list[str]] | None = None) -> list[dict]:
+    """Score rows of one judge prompt over the scored responses (the judge grades the extracted answer: no
+    reasoning, no draft; an empty answer scores 0 without a call, tag ``null_answer``, or ``cut_off`` for a reply
+    cut off before its answer, request keys ``cut``); adds its counts to ``summary`` and its unscored responses to
+    ``unscored``. ``how``: request key → the extraction's tags (``answer_from_reasoning``…), added to its rows."""
     from .scoring.judge import judge_matcher, run_judge
+    from .scoring.pipeline import no_credit
 
     name = judge_matcher(prompt.name, judge)
     counts = {"judged": 0, "unparseable_verdicts": 0, "repaired_verdicts": 0, "judge_failed": 0}
     rows = []
     for r in ok:
         if not answers.get(r["request_key"]):
+            tag = "cut_off" if r["request_key"] in cut else "null_answer"
             rows.append({"instance_id": r["instance_id"], "model": r["model"], "mode": r["mode"],
                          "sample": r["sample"], "matcher": name, "score": 0.0,
-                         "tags": canonical_json(["null_answer"]), "extracted_answer": "",
+                         "tags": canonical_json([tag]), "extracted_answer": "",
                          "request_key": r["request_key"], "build_hash": bhash,
-                         "detail": canonical_json({**prompt.detail(None), "repaired": False})})
+                         "detail": canonical_json({**prompt.detail(None), "repaired": False}),
+                         "details": canonical_json(no_credit(by_id[r["instance_id"]], [tag]).details)})
     to_judge = [r for r in ok if answers.get(r["request_key"])]
     outs = run_judge(prompt, [(by_id[r["instance_id"]], answers[r["request_key"]]) for r in to_judge], judge,
                      base_url, api_key_env=api_key_env)
@@ -185,13 +214,24 @@ def _judge_rows(prompt, judge: str, base_url: str | None, api_key_env: str | Non
             continue
         rows.append({"instance_id": r["instance_id"], "model": r["model"], "mode": r["mode"],
                      "sample": r["sample"], "matcher": name, "score": float(o.score),
-                     "tags": canonical_json([]), "extracted_answer": answers[r["request_key"]],
+                     "tags": canonical_json((how or {}).get(r["request_key"], [])),
+                     "extracted_answer": answers[r["request_key"]],
                      "request_key": r["request_key"], "build_hash": bhash,
-                     "detail": canonical_json({**prompt.detail(o.verdict), "repaired": o.repaired})})
+                     "detail": canonical_json({**prompt.detail(o.verdict), "repaired": o.repaired}),
+                     "details": _judge_details(prompt, o.verdict, by_id[r["instance_id"]],
+                                               answers[r["request_key"]])})
     for k, v in counts.items():
         setattr(summary, k, getattr(summary, k) + v)
     summary.judges[name] = counts  # type: ignore[index]
     return rows
+
+
+def _judge_details(prompt, verdict, instance: dict, answer: str) -> str | None:
+    """``scores.details`` of a judge row (:meth:`ctxbench.scoring.judge.JudgePrompt.details`; a prompt of a track
+    written before it existed gives none)."""
+    fn = getattr(prompt, "details", None)
+    d = fn(verdict, instance, answer) if fn is not None else None
+    return None if d is None else canonical_json(d)
 
 
 UNSCORED_VERDICTS = "judge_unscored.parquet"

@@ -22,8 +22,9 @@ def run(name: str, text: str, reasoning: str | None = None) -> str:
 
 
 def test_default_chain_is_declared_in_order():
-    assert DEFAULT_FILTERS == ("drop_reasoning_field", "strip_reasoning", "strip_chat_tokens", "final_answer",
-                               "tidy")
+    assert DEFAULT_FILTERS == ("strip_format_chars", "drop_reasoning_field", "strip_reasoning",
+                               "strip_chat_tokens", "cut_repetition", "final_answer", "last_statement",
+                               "drop_ruled_out", "tidy")
     assert set(DEFAULT_FILTERS) | {"first_line", "fold_width", "strip_trailing_period"} <= set(filter_names())
 
 
@@ -127,7 +128,7 @@ def test_chain_trace_and_empty_input():
     c = answer_chain()
     steps = c.trace("<think>42</think>Answer: 17<|eot_id|>")
     assert [n for n, _ in steps] == ["input", *DEFAULT_FILTERS]
-    assert steps[2] == ("strip_reasoning", "Answer: 17<|eot_id|>")
+    assert dict(steps)["strip_reasoning"] == "Answer: 17<|eot_id|>"
     assert steps[-1] == ("tidy", "17")
     assert c(None) == "" and c("") == "" and c("   ") == ""
 

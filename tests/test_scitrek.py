@@ -212,7 +212,8 @@ def test_exact_match_and_f1_worked_cases():
     # output-format normalisation: bullets, "and", quotes, trailing stops, 3.50 = 3.5
     names = [["N. Shazeer"], ["A. Vaswani"]]
     assert exact_match("Answer:\n- N. Shazeer\n- A. Vaswani.", _inst(names)).score == 1
-    assert exact_match('Answer: "N. Shazeer" and "A. Vaswani"', _inst(names)).score == 0  # no separator
+    # "and" between items separates them like a comma (issue 21 kind 5; this test once expected 0 here)
+    assert exact_match('Answer: "N. Shazeer" and "A. Vaswani"', _inst(names)).score == 1
     assert exact_match("Answer: N. Shazeer, and A. Vaswani", _inst(names)).score == 1
     assert exact_match("Answer: 3.50", _inst([[3.5]])).score == 1
     # a comma inside a gold title does not split it

@@ -559,6 +559,7 @@ class Completion:
     status: str
     repaired: bool = False
     error: str | None = None
+    reasoning: str | None = None   # the reply's separate reasoning field, where the server returns one
 
 
 def complete_all(messages: list[list[dict]], model: str, base_url: str | None = None, concurrency: int = 8,
@@ -595,7 +596,8 @@ def complete_all(messages: list[list[dict]], model: str, base_url: str | None = 
             if r is None or r.status not in STORED_STATUSES:
                 res.append(Completion(None, False, "failed", error=r.error if r else runner.pause_reason))
             else:
-                res.append(Completion(r.response, o.source == "cache", r.status, error=r.error))
+                res.append(Completion(r.response, o.source == "cache", r.status, error=r.error,
+                                      reasoning=getattr(r, "reasoning", None)))
         return res
 
     out = run_round(messages)

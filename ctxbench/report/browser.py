@@ -305,6 +305,48 @@ def write_contexts(build_dir: Path, out: Path, evidence: dict[str, list]) -> tup
     return info, errors
 
 
+# where the context stands in the messages the browser shows (the context itself is in the context pane)
+CONTEXT_MARK = "\u0000CTXBENCH-CONTEXT\u0000"
+
+
+def output_limit_ended(response: Mapping[str, Any]) -> bool:
+    """Whether the output budget ended a stored reply: status ``cut_off``, or a finish reason that says so
+    (``length``, ``max_tokens``, ``MAX_TOKENS``…: :func:`ctxbench.scoring.pipeline.finish_kind`). False for builds
+    written before responses stored ``finish_reason``."""
+    from ..scoring.pipeline import finish_kind
+
+    return response.get("status") == "cut_off" or finish_kind(response.get("finish_reason")) == "length"
+
+
+def prompt_parts(instance: Mapping[str, Any], variant: str, rag: bool, model: str = "") -> dict:
+    """The messages ``evaluate`` sent for an instance (:func:`ctxbench.prompts.render_messages`, the same
+    template files and track prompts), with the context left out: ``{"system": text, "before": the user text
+    before the context (the intro and the opening tag), "after": the user text after it (the closing tag, the
+    question and the answer instructions), "context": "lc" or "rag", "variant": "cot" or "direct"}``."""
+    from ..prompts import messages_text, render_messages
+
+    msgs = render_messages(CONTEXT_MARK, instance.get("question") or "", variant, model, rag=rag,
+                           benchmark=instance.get("benchmark"), context_format=instance.get("context_format"))
+    system = "\n".join(messages_text([m]) for m in msgs if m["role"] == "system")
+    user = "\n".join(messages_text([m]) for m in msgs if m["role"] != "system")
+    before, _, after = user.partition(CONTEXT_MARK)
+    return {"system": system, "before": before, "after": after, "context": "rag" if rag else "lc", "variant": variant}
+
+
+def _prompt_key(instance: Mapping[str, Any], response: Mapping[str, Any], prompts: dict[str, dict]) -> str | None:
+    """The key in ``prompts`` of the messages sent for one response (rendered once per instance, variant and
+    mode); None when they cannot be rendered (an unknown variant in an old build)."""
+    variant = response.get("prompt_variant") or "cot"
+    rag = str(response.get("mode") or "lc").startswith("rag")
+    key = f"{instance['instance_id']}|{variant}|{'rag' if rag else 'lc'}"
+    if key not in prompts:
+        try:
+            prompts[key] = prompt_parts(instance, variant, rag, str(response.get("model") or ""))
+        except Exception:  # noqa: BLE001 - a prompt that no longer renders: the browser shows the rest
+            return None
+    return key
+
+
 def browser_data(build_dir: str | Path, out: str | Path) -> tuple[dict, list[str]]:
     """The browser's data for a build (and the span conversion errors): instances with their facets, answers with
     their scores, the filters; writes the context files under ``out/browser/contexts``."""
@@ -347,6 +389,7 @@ def browser_data(build_dir: str | Path, out: str | Path) -> tuple[dict, list[str
             "tokenizer": r.get("tokenizer"), "facets": fv, "context": c.get("context"), "chars": c.get("chars"),
             "spans": c.get("spans"), "primary": _primary(r.get("benchmark"), matchers_of.get(r["instance_id"], []))})
     answers = []
+    prompts: dict[str, dict] = {}
     for r in sorted(resp, key=lambda r: (index.get(r["instance_id"], -1), r["model"], r["mode"], r["sample"],
                                          r["request_key"])):
         if r["instance_id"] not in index:
@@ -355,17 +398,21 @@ def browser_data(build_dir: str | Path, out: str | Path) -> tuple[dict, list[str
                                                                 r["sample"])) or [], key=lambda s: s["matcher"])
         blocks, visible = split_reasoning(r.get("response"), r.get("reasoning"))
         extracted = {s["matcher"]: s.get("extracted_answer") for s in sc}
+        pkey = _prompt_key(inst[index[r["instance_id"]]], r, prompts)
         answers.append({
             "i": index[r["instance_id"]], "model": r["model"], "mode": mode_label(r["mode"], r.get("rag_tokens")),
             "sample": r["sample"], "status": r["status"], "error": r.get("error"), "reply": r.get("response"),
             "visible": visible, "reasoning": blocks, "reasoning_field": r.get("reasoning"),
             "extracted": extracted, "scores": {s["matcher"]: _scalar(s["score"]) for s in sc},
             "tags": {s["matcher"]: _parsed(s.get("tags")) or [] for s in sc},
+            "details": {s["matcher"]: _parsed(s.get("details")) for s in sc if s.get("details") is not None},
+            "finish_reason": r.get("finish_reason"), "cut_off": output_limit_ended(r), "prompt": pkey,
             "prompt_tokens": r.get("prompt_tokens"), "completion_tokens": r.get("completion_tokens"),
             "cached": bool(r.get("cached"))})   # latency left out: the same build reports the same bytes
     matchers = sorted({s["matcher"] for s in scores})
     questions = sorted({i["question"] for i in instances})
-    return {"instances": instances, "questions": questions if len(questions) <= MAX_QUESTIONS else [], "answers": answers, "facets": facets, "matchers": matchers,
+    return {"instances": instances, "questions": questions if len(questions) <= MAX_QUESTIONS else [], "answers": answers,
+            "prompts": prompts, "facets": facets, "matchers": matchers,
             "models": sorted({a["model"] for a in answers}), "modes": sorted({a["mode"] for a in answers}),
             "lengths": sorted({i["length"] for i in instances if i["length"] is not None})}, errors
 
@@ -388,5 +435,5 @@ def write_browser(build_dir: str | Path, out: str | Path, title: str = "") -> Br
                        len({i["context"] for i in data["instances"] if i["context"]}), errors)
 
 
-__all__ = ["BrowserData", "answer_position_label", "browser_data", "char_spans", "facet_columns", "instances_link", "mode_label",
+__all__ = ["CONTEXT_MARK", "BrowserData", "answer_position_label", "output_limit_ended", "prompt_parts", "browser_data", "char_spans", "facet_columns", "instances_link", "mode_label",
            "split_reasoning", "write_browser", "write_contexts"]

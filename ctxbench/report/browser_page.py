@@ -43,6 +43,9 @@ article.ans>header{font-size:.9em;margin-bottom:.2em}
 details.reasoning pre,details.raw pre{max-height:18em;overflow:auto;background:#f2f0f7;padding:.2em .4em}
 details summary{cursor:pointer;font-size:.85em;color:#444}
 .status{color:#8a1c1c;font-size:.85em}
+.finish{font-size:.85em;color:#555}table.credit{border-collapse:collapse;font-size:.85em}
+table.credit td,table.credit th{border:1px solid #ddd;padding:.1em .4em;text-align:left;vertical-align:top}
+.messages pre{background:#f3f6fa;padding:.2em .4em;border-radius:3px;white-space:pre-wrap}.ctxmark{color:#777}
 details.context .ctx{max-height:30em;overflow:auto;background:#fff;border:1px solid #eee;padding:.3em .5em}
 mark.evidence{background:#ffe066;outline:1px solid #e0b400}
 .ctxbar{font-size:.85em;margin:.3em 0}
@@ -181,10 +184,29 @@ JS = r"""
     Object.keys(tags).forEach(function (t) { h.appendChild(el('span', 'tag', t)); });
     art.appendChild(h);
     if (a.status !== 'ok') art.appendChild(el('div', 'status', 'status ' + a.status + (a.error ? ': ' + a.error : '')));
+    var fin = 'finish reason: ' + (a.finish_reason == null ? 'not stored' : a.finish_reason);
+    fin += a.cut_off ? ' · the output limit ended the reply' : (a.finish_reason == null ? '' : ' · the model ended the reply');
+    art.appendChild(el('div', 'finish' + (a.cut_off ? ' status' : ''), fin));
     var ex = a.extracted[m] != null ? a.extracted[m] : a.extracted[Object.keys(a.extracted)[0]];
     if (ex != null) {
       var d = el('div', 'extracted'); d.appendChild(el('span', 'label', 'extracted answer (scored)'));
       d.appendChild(el('pre', null, ex === '' ? '(no answer)' : ex)); art.appendChild(d);
+    }
+    var dt = a.details && (a.details[m] || a.details[Object.keys(a.details)[0]]);
+    if (dt && dt.length) {
+      var dd = el('details', 'credit'); dd.open = true;
+      dd.appendChild(el('summary', null, 'credit per gold row (' + (a.details[m] ? m : Object.keys(a.details)[0]) + ')'));
+      var tb = el('table', 'credit');
+      var hr = el('tr'); ['gold row', 'credit', 'reply text that earned it'].forEach(function (c) { hr.appendChild(el('th', null, c)); });
+      tb.appendChild(hr);
+      dt.forEach(function (row) {
+        var tr = el('tr');
+        tr.appendChild(el('td', null, Array.isArray(row.gold) ? row.gold.map(function (g) { return g == null ? 'NULL' : String(g); }).join(' | ') : String(row.gold)));
+        tr.appendChild(el('td', null, Number(row.credit).toFixed(2)));
+        tr.appendChild(el('td', null, row.text == null ? '–' : String(row.text)));
+        tb.appendChild(tr);
+      });
+      dd.appendChild(tb); art.appendChild(dd);
     }
     var r = el('div', 'reply'); r.appendChild(el('span', 'label', 'reply'));
     r.appendChild(el('pre', null, a.reply == null ? '(none)' : (a.visible === '' && a.reply ? '(only reasoning)' : a.visible)));
@@ -200,6 +222,16 @@ JS = r"""
     if (a.reply && a.reply.trim() !== a.visible) {
       var raw = el('details', 'raw'); raw.appendChild(el('summary', null, 'raw reply, as stored'));
       raw.appendChild(el('pre', null, a.reply)); art.appendChild(raw);
+    }
+    var pr = a.prompt != null && D.prompts ? D.prompts[a.prompt] : null;
+    if (pr) {
+      var pm = el('details', 'messages'); pm.appendChild(el('summary', null, 'messages sent (' + pr.variant + ' prompt)'));
+      pm.appendChild(el('span', 'label', 'system')); pm.appendChild(el('pre', null, pr.system));
+      pm.appendChild(el('span', 'label', 'user')); pm.appendChild(el('pre', null, pr.before));
+      pm.appendChild(el('pre', 'ctxmark', pr.context === 'rag' ? '[the retrieved passages]' :
+        '[the context: ' + (inst.chars != null ? fmtInt(inst.chars) + ' characters, ' : '') + 'shown in the context pane]'));
+      pm.appendChild(el('pre', null, pr.after));
+      art.appendChild(pm);
     }
     var meta = [];
     if (a.prompt_tokens != null) meta.push(fmtInt(a.prompt_tokens) + ' prompt tokens');

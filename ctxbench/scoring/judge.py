@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..models.cache import ResponseCache
@@ -50,6 +50,65 @@ def parse_judge_matcher(name: str) -> tuple[str, str] | None:
 def is_judge_matcher(name: str) -> bool:
     """Whether a ``scores.matcher`` value is an LLM judge's (any prompt)."""
     return parse_judge_matcher(name) is not None
+
+
+# the steps of the answer pipeline every judge reply passes before its verdict is read: invisible characters,
+# reasoning blocks (<think>…</think> and the rest), chat tokens, then Markdown code fences unwrapped
+JUDGE_FILTERS = ("strip_format_chars", "strip_reasoning", "strip_chat_tokens", "strip_code_fences")
+
+
+def judge_text(reply: str | None, reasoning: str | None = None) -> str:
+    """A judge's reply as its verdict is read: through the answer pipeline's filters :data:`JUDGE_FILTERS`
+    (``<think>The format is {"verdicts": [...]}</think>{"verdicts": ["exact"]}`` → ``{"verdicts": ["exact"]}``;
+    a fenced JSON block unwrapped). A reasoning judge whose visible reply is empty and whose verdict is in its
+    reasoning field (``reasoning_content``) is read from that field. ``""`` for no reply."""
+    from .pipeline import AnswerChain, strip_invisible
+
+    chain = AnswerChain(JUDGE_FILTERS)
+    text = chain(reply)
+    if not text.strip() and strip_invisible(reasoning or "").strip():
+        text = chain(reasoning)
+    return text
+
+
+@dataclass(frozen=True)
+class Polarity:
+    """Which verdict words of a judge's reply mean correct and which incorrect, as a judge prompt declares them
+    (the question it asks decides: under "Did the assistant hallucinate?" the word ``No`` means correct).
+    ``correct`` / ``incorrect``: single words (lower case); ``correct_phrases`` / ``incorrect_phrases``: regular
+    expressions tried on the whole reply when neither its first nor its last word is a verdict word."""
+
+    correct: frozenset[str]
+    incorrect: frozenset[str]
+    correct_phrases: tuple[str, ...] = ()
+    incorrect_phrases: tuple[str, ...] = ()
+    labels: tuple[str, ...] = field(default=("verdict", "judgment", "judgement", "decision", "output", "evaluation",
+                                            "result", "answer"))
+
+    def read(self, text: str | None) -> bool | None:
+        """True (correct), False (incorrect) or None (no verdict) for a judge reply already through
+        :func:`judge_text`: its first word when that is a verdict word (unless it offers both, "True or False"),
+        else a declared phrase (a negated one first: "did not hallucinate" before "hallucinate"), else its last
+        word (not negated: "not true" is no verdict). A ``Verdict:`` / ``Judgment:`` label is skipped."""
+        t = (text or "").strip()
+        lab = re.compile(r"^\s*(?:[*_#>]+\s*)*(?:(?:final\s+)?(?:" + "|".join(self.labels) + r")\s*[*_]*\s*[:：]\s*)+",
+                         re.IGNORECASE)
+        t = lab.sub("", t)
+        words = [w.lower() for w in re.findall(r"[A-Za-z]+", t)]
+        if not words:
+            return None
+        vocab = self.correct | self.incorrect
+        if words[0] in vocab:
+            return None if words[1:2] == ["or"] else words[0] in self.correct
+        for rx in self.correct_phrases:
+            if re.search(rx, t, re.IGNORECASE):
+                return True
+        for rx in self.incorrect_phrases:
+            if re.search(rx, t, re.IGNORECASE):
+                return False
+        if words[-1] in vocab and (len(words) < 2 or words[-2] not in ("not", "or")):
+            return words[-1] in self.correct
+        return None
 
 
 class JudgePrompt:
@@ -87,6 +146,14 @@ class JudgePrompt:
         """What ``scores.detail`` stores of a verdict (besides ``repaired``)."""
         return {"verdict": verdict}
 
+    def details(self, verdict: Any, instance: dict, answer: str) -> list[dict] | None:
+        """``scores.details`` of a judged answer: for each gold row its credit and the answer text that earned
+        it. The default: the whole gold as one row, credited with :meth:`score` (None for no verdict)."""
+        if verdict is None:
+            return None
+        credit = float(self.score(verdict, instance))
+        return [{"gold": instance.get("gold"), "credit": credit, "text": answer if credit else None}]
+
 
 # -- the row judge (the default prompt) ------------------------------------------------------------------------------
 
@@ -104,19 +171,46 @@ RESPONSE_FORMAT = {"type": "json_schema", "json_schema": {"name": "row_verdicts"
     "properties": {"verdicts": {"type": "array", "items": {"type": "string", "enum": ["exact", "partial", "none"]}}}}}}
 
 
+# HoloBench's own names of the row verdicts (section 4.1) and other spellings a judge uses
+VERDICT_WORDS = {"exact": "exact", "exact match": "exact", "exact_match": "exact", "partial": "partial",
+                 "partial match": "partial", "partial_match": "partial", "none": "none", "no match": "none",
+                 "no_match": "none", "no": "none"}
+
+
+def _json_objects(text: str) -> list:
+    """Every JSON object in ``text``, in order (each ``{`` tried with a JSON decoder; nested ones inside a decoded
+    object are not listed again)."""
+    dec = json.JSONDecoder()
+    out, i = [], 0
+    while True:
+        i = text.find("{", i)
+        if i < 0:
+            return out
+        try:
+            obj, end = dec.raw_decode(text, i)
+        except ValueError:
+            i += 1
+            continue
+        out.append(obj)
+        i = end
+
+
 def parse_verdicts(text: str | None, n_rows: int) -> list[str] | None:
-    """Verdicts from the row judge's reply, or None when unparseable or of the wrong length."""
+    """Verdicts from the row judge's reply, or None when unparseable or of the wrong length. The reply passes the
+    answer pipeline's judge filters first (:func:`judge_text`: reasoning blocks, chat tokens, code fences); the
+    verdicts are those of the last JSON object holding ``verdicts``, each ``exact`` / ``partial`` / ``none`` (also
+    HoloBench's "Exact Match", "Partial Match", "No Match")."""
+    text = judge_text(text)
     if not text:
         return None
-    m = re.search(r"\{.*\}", text, re.DOTALL)
-    try:
-        obj = json.loads(m.group(0) if m else text)
-        v = [str(x).strip().lower() for x in obj["verdicts"]]
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return None
-    if len(v) != n_rows or any(x not in VERDICT_SCORE for x in v):
-        return None
-    return v
+    for obj in reversed(_json_objects(text)):
+        if not isinstance(obj, dict) or not isinstance(obj.get("verdicts"), list):
+            continue
+        v = [VERDICT_WORDS.get(" ".join(str(x).strip().lower().split())) for x in obj["verdicts"]]
+        if len(v) != n_rows or any(x is None for x in v):
+            return None
+        return v
+    return None
 
 
 def repair_message(n_rows: int) -> str:
@@ -131,6 +225,7 @@ class RowJudge(JudgePrompt):
     mean. Structured output; 256 reply tokens."""
 
     name = DEFAULT_JUDGE_PROMPT
+    version = "2"   # 2: the reply through the judge filters (reasoning, fences); HoloBench's verdict names
     title = "per gold row exact / partial / none (HoloBench section 4.1)"
     sampling = {"temperature": 0.0, "response_format": RESPONSE_FORMAT}
 
@@ -148,6 +243,14 @@ class RowJudge(JudgePrompt):
 
     def detail(self, verdict: list[str]) -> dict:
         return {"verdicts": verdict}
+
+    def details(self, verdict: list[str] | None, instance: dict, answer: str) -> list[dict] | None:
+        """Per gold row the judge's credit (exact 1, partial 0.5, none 0) and the graded answer where it earned
+        some (the judge does not point at the words)."""
+        if verdict is None:
+            return None
+        return [{"gold": row, "credit": VERDICT_SCORE[v], "text": answer if VERDICT_SCORE[v] else None}
+                for row, v in zip(instance["gold"], verdict)]
 
 
 ROW_JUDGE = RowJudge()
@@ -180,16 +283,17 @@ def run_judge(prompt: JudgePrompt, items: list[tuple[dict, str]], model: str, ba
     insts = [inst for inst, _ in items]
     outs = complete_all([prompt.messages(inst, ans) for inst, ans in items], model, base_url, concurrency, cache,
                         api_key_env, dict(prompt.sampling), prompt.max_tokens,
-                        parse=lambda i, text: prompt.parse(text, insts[i]),
+                        parse=lambda i, text: prompt.parse(judge_text(text), insts[i]),
                         repair=lambda i, text: prompt.repair(insts[i], text))
     res = []
     for inst, c in zip(insts, outs):
-        v = prompt.parse(c.text, inst)
+        # every judge prompt reads its verdict from the reply through the answer pipeline's judge filters
+        v = prompt.parse(judge_text(c.text, getattr(c, "reasoning", None)), inst)
         score = None if v is None else float(prompt.score(v, inst))
         res.append(JudgeOutcome(score, v, c.text, c.cached, c.repaired, c.status == "failed"))
     return res
 
 
-__all__ = ["DEFAULT_JUDGE_PROMPT", "JUDGE_SYSTEM", "RESPONSE_FORMAT", "ROW_JUDGE", "VERDICT_SCORE", "JudgeOutcome",
+__all__ = ["DEFAULT_JUDGE_PROMPT", "JUDGE_FILTERS", "JUDGE_SYSTEM", "Polarity", "VERDICT_WORDS", "judge_text", "RESPONSE_FORMAT", "ROW_JUDGE", "VERDICT_SCORE", "JudgeOutcome",
            "JudgePrompt", "RowJudge", "is_judge_matcher", "judge_matcher", "judge_messages", "parse_judge_matcher",
            "parse_verdicts", "repair_message", "run_judge"]

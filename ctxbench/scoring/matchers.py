@@ -16,8 +16,11 @@ __all__ = ["MatchResult"]
 
 @dataclass
 class MatchResult:
-    """Score in [0, 1], per-row verdicts (1, 0.5, 0) and failure tags."""
+    """Score in [0, 1], per-row verdicts (1, 0.5, 0), failure tags and ``details``: for each gold row (or gold
+    item, for list matchers) ``{"gold": the row, "credit": its credit in [0, 1], "text": the answer text that
+    earned it, or None}`` (stored as ``scores.details``; None where a matcher gives none)."""
 
     score: float
     rows: list[float] = field(default_factory=list)
     tags: list[str] = field(default_factory=list)
+    details: list[dict] | None = None

@@ -20,14 +20,17 @@ Arabic numerals (:func:`read_numbers`, always)
     * Scientific notation and magnitudes are part of the number: ``1e3`` = 1000, ``2.5E-4`` = 0.00025, ``12k`` =
       12000, ``1.5M`` / ``3mn`` = 1500000 / 3000000, ``2B`` / ``2bn`` = 2000000000, ``3 million`` = 3000000 (a
       lower-case ``m`` is metres, ``12km`` no magnitude).
-    * ``3万`` = 30000 and ``2.5亿`` = 250000000 (Chinese myriad multipliers written after Arabic digits).
+    * ``3万`` = 30000 and ``2.5亿`` = 250000000 (Chinese myriad multipliers written after Arabic digits); ``负12`` and
+      ``零下12`` are −12.
     * Never read: a number joined to a Latin letter or underscore before it (``B61``, ``UA12``, ``v1.2``, ``No.12``)
       or to letters and then digits after it (``3D2``, ``4K60``, ``0x1F``; ``61st``, ``61yo`` and ``3万`` are read);
       anything inside a date (``2013-01-04``, ``2013/01/04``, ``01/04/2013``, ``04.01.2013``, ``2013-01``,
       ``January 4, 2013``, ``4 Jan 2013``, the month and day of ``2013年1月4日``), a time (``4:30``, ``16:05:59``,
       ``4pm``, ``4 p.m.``), a ratio or fraction (``3:1``, ``3/4``), a version or address (``1.2.3``,
       ``192.168.0.1``), a phone number (``555-123-4567``, ``(555) 123-4567``, ``+1 555 123 4567``), feet and inches
-      (``5'10``), a list marker opening a line (``4. 720``, ``2) UA``), or a longer number (12 is not in ``2012``,
+      (``5'10``), a list marker opening a line (``4. 720``, ``2) UA``), an enumerator naming a step of the
+      reasoning (``Step 3``, ``step #2``, ``Case 1``, ``Item 4``, ``Option 2``, ``Phase 1``, ``Part 2``, ``第3步``,
+      ``第三步``, ``步骤2``), or a longer number (12 is not in ``2012``,
       ``12.5``, ``1,120`` or ``12345``). Two numbers joined by a dash, neither with a leading zero, are a range and
       both are read (``1900-1961``, ``10–12``).
 
@@ -38,6 +41,9 @@ Chinese numerals (``chinese=True``; text folded traditional → simplified, or f
     * Runs of digits without units: one digit is read; two (``三四`` "three or four", ``一二`` "a little") are
       not numbers; three or more are read positionally (``一九六一`` = 1961, ``二〇二四`` = 2024).
     * Unit characters alone (百, 千, 万, 千万 in 百姓, 万物, 千古) are not numbers; 十 alone is 10.
+    * Decimals, negatives and fractions are one number (cn2an): ``三点五`` = 3.5 and ``一百点零五`` = 100.05 (not a
+      time: ``三点五分``, ``三点一刻``), ``负十二`` = ``零下十二`` = −12, ``三分之一`` = 1/3 (compared to 4 decimal
+      places), ``千分之五`` = 0.005, ``二分之一点五`` = 0.75; no piece of them is read again (三点五 holds no 三).
     * Classical forms: ``六十有一`` / ``六十又一`` / ``卅有一`` = 61 / 61 / 31 (a number ending in a tens, hundreds or
       thousands unit, 有 or 又, then a smaller number); ``百有二十`` = 120; ``六旬`` = 60 (旬, a decade of age, after a
       digit); ``百分之四十五`` = 45 percent.
@@ -142,6 +148,10 @@ _PHONE = re.compile(r"\(\d{2,4}\)[ \u00a0]?\d{3,4}[-. \u00a0]\d{4}")
 _ZH_NUM_CHARS = "零〇一二三四五六七八九十百千万亿两廿卅卌"
 # "1. ", "2) ", "(3) " opening a line with text after it: list markers, not numbers of the answer
 _LIST_MARKER = re.compile(r"(?m)^[ \t]*[(\[]?\d{1,3}[.)\]](?=[ \t]+\S)")
+# step numbers and other enumerators: "Step 3", "step #2", "Case 1:", "Item 4", "Option 2", "Phase 1", "Part 2", "第3步",
+# "第三步", "步骤2" name a step of the reasoning, never a value of the answer
+_ENUMERATOR = re.compile(rf"(?i)\b(?:step|phase|stage|item|option|case|part|scenario)[ \t]*(?:#|no\.?|number)?[ \t]*\d{{1,3}}\b(?![.,]\d)"
+                         rf"|第[ \t]*(?:\d{{1,3}}|[{_ZH_NUM_CHARS}]{{1,4}})[ \t]*步|步骤[ \t]*(?:\d{{1,3}}|[{_ZH_NUM_CHARS}]{{1,4}})")
 _ZH_DATE = re.compile(rf"(?:\d{{1,2}}|[{_ZH_NUM_CHARS}]{{1,3}})月(?:\d{{1,2}}|[{_ZH_NUM_CHARS}]{{1,3}})[日号]")
 
 
@@ -277,6 +287,9 @@ def _arabic_bounds(text: str, s: int, e: int, v: float, d: int) -> Number | None
         if text[s:e].isdigit():                    # .5
             v, d, s = float("0." + text[s:e]), e - s, s - 1
             before = text[s - 1] if s > 0 else ""
+    if before == "负" or before == "負" or (s > 1 and text[s - 2:s] == "零下"):
+        v, s = -v, s - (2 if before == "下" else 1)   # 负12, 零下12 (below zero): negative
+        before = ""
     if before and before in _DASHES + "+":
         b2 = text[s - 2] if s > 1 else ""
         if b2 and _is_latin_letter(b2):
@@ -353,8 +366,6 @@ def _t2s():
 
 
 def _zh_value(run: str) -> float | None:
-    import cn2an
-
     if _ZH_ONLY_UNITS.fullmatch(run):
         return None
     if not any(c in _ZH_UNITS for c in run):
@@ -362,13 +373,7 @@ def _zh_value(run: str) -> float | None:
             return None                            # 三四 "three or four", 一二 "a little"
         if len(run) >= 3:                          # 一九六一: digit by digit
             return float("".join(str(_ZH_DIGIT_VALUE[c]) for c in run))
-    s = run
-    for a, b in _ZH_EXPAND:
-        s = s.replace(a, b)
-    try:
-        return float(cn2an.cn2an(s, "normal"))
-    except (ValueError, KeyError, IndexError, TypeError):
-        return None
+    return _cn2an(run)
 
 
 def _zh_pieces(text: str, start: int, end: int) -> list[Number]:
@@ -397,6 +402,64 @@ def _longest_pieces(n: int, read) -> list[tuple[int, int, float]]:
     return out
 
 
+_ZH_R = f"[{_ZH_DIGITS}{_ZH_UNITS}]+"
+_ZH_D = "[零〇一二三四五六七八九]+"
+# one number written with more than numeral characters: a fraction (三分之一 = 1/3, 千分之五 = 0.005; 百分之 is a
+# percentage, read below), a decimal (三点五 = 3.5, 一百点零五 = 100.05; not a time: 三点五分, 三点一刻), a negative
+# (负十二 = -12, 零下十二 = -12); each may carry a sign
+_ZH_SIGN = "(?P<neg>负|零下)?"
+_ZH_FRACTION = re.compile(rf"{_ZH_SIGN}(?P<den>{_ZH_R})分之(?P<num>{_ZH_R}(?:点{_ZH_D})?)")
+_ZH_DECIMAL = re.compile(rf"{_ZH_SIGN}(?P<int>{_ZH_R})点(?P<frac>{_ZH_D})(?![分刻钟秒半整])")
+_ZH_NEGATIVE = re.compile(rf"(?P<neg>负|零下)(?P<int>{_ZH_R}(?:点{_ZH_D}(?![分刻钟秒半整]))?)")
+
+
+def _cn2an(s: str) -> float | None:
+    """cn2an's reading of Chinese numerals ``s`` (``normal`` mode: digits and units, 点 decimals, 负 negatives),
+    after 廿 → 二十, 卅 → 三十, 卌 → 四十; None for what it rejects."""
+    import cn2an
+
+    for a, b in _ZH_EXPAND:
+        s = s.replace(a, b)
+    try:
+        return float(cn2an.cn2an(s, "normal"))
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
+
+
+def _zh_compound(s: str, blocked: list[bool]) -> list[Number]:
+    """Fractions, decimals and negatives of Chinese numerals (:data:`_ZH_FRACTION`), read whole with cn2an; their
+    characters are marked in ``blocked`` so that no piece of them is read again (三点五 holds no 三)."""
+    out: list[Number] = []
+    for rx in (_ZH_FRACTION, _ZH_DECIMAL, _ZH_NEGATIVE):
+        for m in rx.finditer(s):
+            if any(blocked[m.start():m.end()]):
+                continue
+            sign = -1.0 if m.group("neg") else 1.0
+            if rx is _ZH_FRACTION:
+                if m.group("den") == "百" and not m.group("neg"):
+                    continue                       # 百分之四十五: a percentage (read with the runs)
+                bare = {"十": 10.0, "百": 100.0, "千": 1000.0, "万": 10000.0}
+                den = bare.get(m.group("den")) or _cn2an(m.group("den"))
+                num = _cn2an(m.group("num"))
+                if not den or num is None:
+                    continue
+                v, d = sign * num / den, 4
+            elif rx is _ZH_DECIMAL:
+                v0 = _cn2an(f"{m.group('int')}点{m.group('frac')}")
+                if v0 is None:
+                    continue
+                v, d = sign * v0, len(m.group("frac"))
+            else:
+                v0 = _cn2an(m.group("int"))
+                if v0 is None:
+                    continue
+                v, d = -v0, len(m.group("int").partition("点")[2])
+            out.append(Number(m.start(), m.end(), v, d, False, s[m.start():m.end()], "chinese"))
+            for k in range(m.start(), m.end()):
+                blocked[k] = True
+    return out
+
+
 def _chinese(text: str, masked: list[bool]) -> list[Number]:
     s = text.translate(_ZH_TRAD)
     try:
@@ -405,6 +468,7 @@ def _chinese(text: str, masked: list[bool]) -> list[Number]:
     except Exception:  # noqa: BLE001 — OpenCC unavailable: read the text as it is
         pass
     blocked = list(masked)
+    compound = _zh_compound(s, blocked)   # before the words: 三分之一 is a number, though 之一 is "one of"
     for m in _ZH_LEX_RE.finditer(s):
         for k in range(m.start(), m.end()):
             blocked[k] = True
@@ -444,7 +508,7 @@ def _chinese(text: str, masked: list[bool]) -> list[Number]:
         if n.start >= 3 and s[n.start - 3:n.start] == "百分之":
             n = Number(n.start - 3, n.end, n.value, 0, True, s[n.start - 3:n.end], "chinese")
         result.append(n)
-    return result
+    return sorted(result + compound, key=lambda n: n.start)
 
 
 # -- English number words ---------------------------------------------------------------------------------------------
@@ -504,7 +568,8 @@ def _scan(text: str, chinese: bool, english: bool) -> tuple[list[Number], list[t
     t = _char_fold(text)
     masked = [False] * len(t)
     compounds: list[tuple[int, int, str]] = []
-    for rx, kind in ((_DATE_WORDS, "date"), (_PHONE, "phone"), (_ZH_DATE, "date"), (_LIST_MARKER, "marker")):
+    for rx, kind in ((_DATE_WORDS, "date"), (_PHONE, "phone"), (_ZH_DATE, "date"), (_LIST_MARKER, "marker"),
+                     (_ENUMERATOR, "marker")):
         for m in rx.finditer(t):
             compounds.append((m.start(), m.end(), kind))
             for k in range(m.start(), m.end()):

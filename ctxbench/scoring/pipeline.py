@@ -9,6 +9,8 @@ in order. Every benchmark's chain is :data:`DEFAULT_FILTERS` followed by the fil
 ``scores.extracted_answer``, so what is stored is exactly what was scored. No matcher extracts answers itself.
 
 Default chain
+    0. ``strip_format_chars`` — invisible format characters (Unicode category Cf: zero-width space, joiners, BOM,
+       direction marks; the soft hyphen) removed: ``6\u200b1`` is ``61``.
     1. ``drop_reasoning_field`` — the provider's separate reasoning field (``responses.reasoning``) repeated inside
        the visible reply (servers and proxies that return it in both) is removed.
     2. ``strip_reasoning`` — reasoning written inline is removed, whichever delimiters the model uses:
@@ -30,19 +32,29 @@ Default chain
        dropped like any other. Role headers at its start (``<|im_start|>assistant``, ``<start_of_turn>model``,
        ``<|start_header_id|>assistant<|end_header_id|>``) and any other token of these forms (``<|…|>``,
        ``<｜…｜>``, ``<s>``, ``[INST]``) are removed.
+    3b. ``cut_repetition`` — a reply that degenerates into repetition loses every copy of the repeated block
+       (:func:`repetition_start`; note ``degenerate_repetition``).
     4. ``final_answer`` — the final answer, when the reply marks one: the content of the last answer block
        (``<answer>…</answer>``, Granite's ``<response>``, Reflection's ``<output>``, ``<|begin_of_solution|>``,
        Apriel's ``[BEGIN FINAL RESPONSE]``), else the text after the last final-answer label (a line starting with
        ``Answer:``, ``Final answer:``, ``**Answer:**``, ``### Answer:``, ``答案：``, ``答：``, ``最终答案：``,
        ``回答：``, GSM8K's ``####`` or a heading line that is the label alone, e.g.
        ``**Final Answer**``; else the last inline ``answer:`` / ``the (final) answer is`` / ``答案是``),
-       else the last ``\\boxed{…}``, else the whole reply.
+       else the last ``\\boxed{…}``, else the whole reply. When the output budget ended the reply (finish reason
+       ``length``…) only a finished answer counts, else there is none (note ``cut_off``).
+    4b. ``last_statement`` — without a final-answer marker, what the end of the reply asserts (the list that ends
+       it, else its last sentence): steps, list numbers and values quoted before it are not the answer.
+    4c. ``drop_ruled_out`` — values the answer rules out removed (``17 (not 42)`` → ``17``, ``六十（而非七十三）`` →
+       ``六十``).
     5. ``tidy`` — Unicode NFC; ``\\boxed{x}``, ``\\text{x}``, ``$x$`` math delimiters and Markdown emphasis
        (``**x**``, ``__x__``, backticks around the whole answer) unwrapped; spaces collapsed and blank lines at the
        ends removed (line breaks kept: list matchers split on them).
 
 Filters a track may add (``Track.answer_filters``): ``first_line`` (the first non-empty line), ``fold_width``
-(NFKC: full-width letters, digits and punctuation to ASCII), ``strip_trailing_period``.
+(NFKC: full-width letters, digits and punctuation to ASCII), ``strip_trailing_period``; ``-name`` removes a
+default filter (needles and LaRA: ``-last_statement``). ``strip_code_fences`` serves the judges
+(:func:`ctxbench.scoring.judge.judge_text`). :meth:`AnswerChain.extract` adds what the stored response says
+besides its text: status ``cut_off``, the finish reason, and the reasoning field when the content is empty.
 
 Versions: each filter has a ``version``; :meth:`AnswerChain.fingerprint` hashes the names, versions and code of the
 chain's filters, so ``score`` reruns when a filter changes (:mod:`ctxbench.scoring.versions`).
@@ -53,22 +65,29 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from ..errors import InputError
 from .matchers import MatchResult
 
-__all__ = ["DEFAULT_FILTERS", "AnswerChain", "AnswerContext", "AnswerFilter", "MatcherError", "Scored", "answer_chain",
-           "chain_for", "filter_names", "get_filter", "register_filter", "score_reply"]
+__all__ = ["DEFAULT_FILTERS", "AnswerChain", "AnswerContext", "AnswerFilter", "Extraction", "MatcherError", "Scored",
+           "answer_chain", "chain_for", "drop_ruled_out_values", "filter_names", "finish_kind", "get_filter",
+           "gold_rows", "last_statement", "no_credit", "register_filter", "repetition_start", "score_reply",
+           "sentences", "strip_invisible"]
 
 
 @dataclass(frozen=True)
 class AnswerContext:
     """What a filter may look at besides the text: the provider's separate reasoning field of the response
-    (``responses.reasoning``), None where there is none."""
+    (``responses.reasoning``, None where there is none) and the server's finish reason as stored
+    (``responses.finish_reason``: ``stop``, ``length``, ``MAX_TOKENS``…; None where unknown). ``notes``: what
+    filters observed on the way (``degenerate_repetition``, ``ruled_out``…), which ``score`` adds to the row's
+    tags."""
 
     reasoning: str | None = None
+    finish_reason: str | None = None
+    notes: set = field(default_factory=set, compare=False)
 
 
 @dataclass(frozen=True)
@@ -111,6 +130,23 @@ def get_filter(name: str) -> AnswerFilter:
 def filter_names() -> list[str]:
     """Every registered filter name, sorted."""
     return sorted(_FILTERS)
+
+
+# -- 0. invisible characters -----------------------------------------------------------------------------------------
+
+def strip_invisible(text: str) -> str:
+    """``text`` without Unicode format characters (category Cf: zero-width space U+200B, joiners U+200C/D, word
+    joiner U+2060, BOM U+FEFF, bidirectional marks, soft hyphen U+00AD…): they are invisible, so ``6\u200b1``
+    reads as ``61``. Every matcher's input and every gold comparison passes through it."""
+    if text.isascii():
+        return text
+    return "".join(c for c in text if unicodedata.category(c) != "Cf")
+
+
+@register_filter("strip_format_chars")
+def strip_format_chars(text: str, ctx: AnswerContext) -> str:
+    """Remove invisible format characters (Unicode category Cf, soft hyphen): :func:`strip_invisible`."""
+    return strip_invisible(text)
 
 
 # -- 1. the reasoning field repeated in the reply ---------------------------------------------------------------------
@@ -257,7 +293,8 @@ def strip_chat_tokens(text: str, ctx: AnswerContext) -> str:
 
 # -- 4. the final answer ---------------------------------------------------------------------------------------------
 
-_ANSWER_BLOCKS = [re.compile(o + r"(.*?)(?:" + c + r"|\Z)", re.IGNORECASE | re.DOTALL) for o, c in (
+# group 1: the block's content; group 2: its closing tag ("" for a block the end of the reply closed)
+_ANSWER_BLOCKS = [re.compile(o + r"(.*?)(" + c + r"|\Z)", re.IGNORECASE | re.DOTALL) for o, c in (
     (r"<answer(?:\s[^>]*)?>", r"</answer\s*>"),
     (r"<response(?:\s[^>]*)?>", r"</response\s*>"),
     (r"<output(?:\s[^>]*)?>", r"</output\s*>"),
@@ -289,31 +326,282 @@ def _brace_content(text: str, start: int) -> tuple[str, int] | None:
     return None
 
 
-@register_filter("final_answer", version="2")
+# finish reasons (as servers spell them: OpenAI/vLLM/SGLang/llama.cpp/Ollama ``length``, Anthropic ``max_tokens``,
+# Gemini ``MAX_TOKENS``, Responses API ``max_output_tokens``, TGI ``length``) saying the output budget ended the reply
+_LENGTH_FINISH = frozenset({"length", "max_tokens", "max_output_tokens", "max_new_tokens", "model_length",
+                            "finish_reason_max_tokens", "max_length", "token_limit"})
+# finish reasons saying the model ended its turn itself
+_STOP_FINISH = frozenset({"stop", "end_turn", "stop_sequence", "eos", "eos_token", "stop_token", "finish_reason_stop",
+                          "complete", "completed", "end", "stopped", "tool_calls", "function_call"})
+
+
+def finish_kind(finish_reason: str | None) -> str | None:
+    """``"length"`` when a stored finish reason says the output budget ended the reply (``length``, ``max_tokens``,
+    ``MAX_TOKENS``, ``max_output_tokens``…, any case), ``"stop"`` when the model ended its turn (``stop``,
+    ``end_turn``, ``STOP``, ``eos``, ``stop_sequence``…), None when unknown or absent."""
+    if not finish_reason:
+        return None
+    f = str(finish_reason).strip().lower().replace("-", "_")
+    if f in _LENGTH_FINISH or "max_token" in f or f.endswith("length"):
+        return "length"
+    if f in _STOP_FINISH:
+        return "stop"
+    return None
+
+
+# a line that starts what follows the answer: an explanation, a note, the reasoning given after it
+_AFTER_ANSWER = re.compile(r"^[ \t]*(?:[*_#>]+[ \t]*)*(?:explanation|reasoning|rationale|justification|note|notes|"
+                           r"because|reason|source|evidence|解释|说明|理由|注|备注|原因)\b[ \t]*[*_]*[ \t]*[:：]?",
+                           re.IGNORECASE)
+
+
+def _answer_paragraph(after: str) -> str:
+    """The answer that follows a final-answer label: its paragraph (the label's line and the lines under it, e.g.
+    a list, up to a blank line; lines right after a label alone on its line skip blank lines first), ending before
+    a line that starts an explanation (``Explanation:``, ``Note:``, ``Because``, ``解释：``…). Text after the final
+    answer is not the answer: ``Answer: 17\n\nThe table also lists 42`` is ``17``."""
+    lines = after.split("\n")
+    out: list[str] = []
+    for i, ln in enumerate(lines):
+        if not ln.strip():
+            if any(x.strip() for x in out):
+                break
+            out.append(ln)
+            continue
+        if _AFTER_ANSWER.match(ln) and any(x.strip() for x in out):
+            break
+        out.append(ln)
+    return "\n".join(out) if len(out) < len(lines) else after
+
+
+def _complete_lines(text: str) -> str:
+    """``text`` up to its last line break: a reply the output budget cut keeps only its finished lines."""
+    i = text.rfind("\n")
+    return "" if i < 0 else text[:i]
+
+
+@register_filter("final_answer", version="3")
 def final_answer(text: str, ctx: AnswerContext) -> str:
     """The final answer: the last answer block, else the text after the last final-answer label, else the last
-    ``\\boxed{}``, else the whole reply."""
+    ``\\boxed{}``, else the whole reply (which ``last_statement`` then narrows). When the output budget ended the
+    reply (``ctx.finish_reason`` ``length``…) only a finished answer counts: a closed block or box, or the
+    complete lines after the label; a reply cut before its answer has none (``""``, note ``cut_off``)."""
+    cut = finish_kind(ctx.finish_reason) == "length"
     for rx in _ANSWER_BLOCKS:
         last = None
         for last in rx.finditer(text):
             pass
         if last is not None:
+            if cut and not last.group(2):
+                ctx.notes.add("cut_off")      # an answer block the budget ended before it closed
+                return ""
             return last.group(1).strip()
     last = None
     for last in _LABEL_LINE.finditer(text):
         pass
+    if last is None:
+        for last in _LABEL_INLINE.finditer(text):
+            pass
     if last is not None:
-        return text[last.end():].strip()
-    for last in _LABEL_INLINE.finditer(text):
-        pass
-    if last is not None:
-        return text[last.end():].strip()
+        rest = text[last.end():]
+        after = _answer_paragraph(rest)
+        if cut and after is rest:           # the answer runs to where the budget cut: its finished lines only
+            after = _complete_lines(after)
+            if not after.strip():
+                ctx.notes.add("cut_off")
+        return after.strip()
     boxed = None
     for m in _BOXED.finditer(text):
         boxed = _brace_content(text, m.end()) or boxed
     if boxed is not None:
         return boxed[0].strip()
+    if cut:
+        ctx.notes.add("cut_off")   # ended by the budget with no final answer: whatever it quoted is not one
+        return ""
+    ctx.notes.add("_unmarked")
     return text.strip()
+
+
+# -- 4b. the last statement of a reply without a final-answer marker ---------------------------------------------------
+
+# a line of a list or table: a bullet, "1." / "1)" / "(1)" / "[1]" / "a)" marker, or a table row
+_LIST_LINE = re.compile(r"^\s*(?:[-*•·‣◦]|\(?\d{1,3}[.)、]|\[\d{1,3}\]|\(?[a-zA-Z][.)](?=\s)|\|)\s*\S")
+_PLEASANTRY = re.compile(r"^\s*(?:i hope|hope this|let me know|feel free|if you (?:have|need|want|would)|please let|"
+                         r"is there anything|happy to help|good luck|i'?m happy|glad to help|希望|如有|如果您?还有)",
+                         re.IGNORECASE)
+_ABBREV = frozenset("e.g i.e vs etc mr mrs ms dr no st fig al approx ca jr sr inc ltd co cf resp vol pp p".split())
+_SENT_BREAK = re.compile(r"[.!?]+[\"'”’)\]]*\s+|[。！？]+[”’」』）]*")
+
+
+def sentences(text: str) -> list[str]:
+    """``text`` split into sentences: after ``.``, ``!``, ``?`` followed by a space (not after an abbreviation such as
+    ``e.g.``, ``Dr.`` or an initial ``J.``; a decimal point is never followed by a space) and after ``。！？``.
+    Line breaks end sentences too. Empty pieces are dropped."""
+    out: list[str] = []
+    for line in text.splitlines():
+        pos = 0
+        for m in _SENT_BREAK.finditer(line):
+            if m.group(0)[0] == ".":
+                word = re.search(r"([A-Za-z][A-Za-z.]*)\.*$", line[:m.start()])
+                w = word.group(1).lower().rstrip(".") if word else ""
+                if w in _ABBREV or (word and len(word.group(1)) == 1 and word.group(1).isupper()):
+                    continue
+            piece = line[pos:m.end()].strip()
+            if piece:
+                out.append(piece)
+            pos = m.end()
+        if line[pos:].strip():
+            out.append(line[pos:].strip())
+    return out
+
+
+def last_statement(text: str) -> str:
+    """What the end of a reply without a final-answer marker asserts: the list (or table) that ends it, whole
+    (with no line that only introduces it), else its last sentence; closing pleasantries ("I hope this helps",
+    "Let me know…") skipped. Steps, lists and values quoted before it are evidence, not the answer."""
+    blocks = [b for b in re.split(r"\n[ \t]*\n", text.strip()) if b.strip()]
+    while len(blocks) > 1 and _PLEASANTRY.match(blocks[-1]):
+        blocks.pop()
+    if not blocks:
+        return ""
+    lines = [ln for ln in blocks[-1].splitlines() if ln.strip()]
+    k = len(lines)
+    while k > 0 and _LIST_LINE.match(lines[k - 1]):
+        k -= 1
+    if k < len(lines) and (len(lines) - k >= 2 or k == 0 or lines[k - 1].rstrip().endswith((":", "："))):
+        return "\n".join(ln.strip() for ln in lines[k:])
+    sents = sentences("\n".join(lines))
+    while len(sents) > 1 and (_PLEASANTRY.match(sents[-1]) or not re.search(r"\w", sents[-1])):
+        sents.pop()
+    return sents[-1] if sents else ""
+
+
+@register_filter("last_statement")
+def last_statement_filter(text: str, ctx: AnswerContext) -> str:
+    """Without a final-answer marker (no label, block or box: ``final_answer`` kept the whole reply), the answer
+    is what the reply's end asserts (:func:`last_statement`); a marked answer passes unchanged."""
+    if "_unmarked" not in ctx.notes:
+        return text
+    return last_statement(text)
+
+
+# -- 4c. values the answer rules out --------------------------------------------------------------------------------
+
+# cues that rule a value out. Bare "not" only after a separator ("17 (not 42)", "17, not 42", "17 and not 42"):
+# "is not mentioned" is a statement, not a value ruled out; the other cues anywhere
+_RULE_OUT_EN = re.compile(
+    r"(?P<open>[(\[（【]\s*)?"
+    r"(?:(?:(?<=[(\[（【,，;；:：—–.!?。])|(?<=\s[-—–])|(?<=^))\s*(?:but\s+|and\s+)?not\b|(?<![\w])(?:but|and)\s+not\b"
+    r"|(?<![\w])(?:rather\s+than|instead\s+of|as\s+opposed\s+to|excluding|except(?:\s+for)?|as\s+distinct\s+from|"
+    r"in\s+place\s+of)\b)"
+    r"(?P<body>[^)）\]】,，;；。!?！？\n]*?)"
+    r"(?=\s*(?:$|[)）\]】,，;；。!?！？\n]|\.(?:\s|$)|\bbut\b))(?P<close>\s*[)）\]】])?",
+    re.IGNORECASE | re.MULTILINE)
+_RULE_OUT_ZH = re.compile(
+    r"(?P<open>[(（【\[]\s*)?(?:而非|而不是|并非|并不是|也不是|(?<!是)不是|而并非|而绝非|绝非)"
+    r"(?P<body>[^)）\]】,，;；。!?！？\n]*?)(?=$|[)）\]】,，;；。!?！？\n]|而是)(?P<close>[)）\]】])?", re.MULTILINE)
+
+
+def drop_ruled_out_values(text: str) -> str:
+    """``text`` without the values it rules out: a cue (``not`` after a separator, ``rather than``, ``instead
+    of``, ``as opposed to``, ``excluding``, ``except``, ``而非``, ``而不是``, ``不是``, ``并非``…) and what follows
+    it up to the end of its clause or bracket. ``Answer: 17 (not 42)`` → ``17``; ``六十（而非七十三）`` → ``六十``;
+    ``不是七十三而是六十`` → ``而是六十``. A refusal (``not mentioned``) is a statement and is kept."""
+    from .refusal import is_refusal
+
+    def drop(m: re.Match) -> str:
+        body = m.group("body")
+        if not body.strip() or is_refusal(m.group(0)):
+            return m.group(0)
+        if m.group("open") and not m.group("close"):
+            return m.group(0)       # a bracket opened before the cue and not closed by it: leave it
+        return " "
+
+    out = _RULE_OUT_EN.sub(drop, text)
+    out = _RULE_OUT_ZH.sub(drop, out)
+    if out == text:
+        return text
+    out = re.sub(r"[(\[（【]\s*[)\]）】]", " ", out)          # brackets left empty
+    out = re.sub(r"[ \t]*[—–-][ \t]*(?=[,，;；.。!?！？]|[ \t]*$)", "", out, flags=re.MULTILINE)  # a dash left dangling
+    out = re.sub(r"\s*[,，;；]\s*(?=[,，;；.。)）]|$)", "", out, flags=re.MULTILINE)  # a separator left dangling
+    out = re.sub(r"[ \t]+([,，;；.。!?！？])", r"\1", out)
+    out = re.sub(r"([.。!?！？])(?:[ \t]*[.。])+", r"\1", out)          # "17. Not 42." → "17."
+    return re.sub(r"[ \t]{2,}", " ", out).strip()
+
+
+@register_filter("drop_ruled_out")
+def drop_ruled_out(text: str, ctx: AnswerContext) -> str:
+    """Remove the values the answer rules out (:func:`drop_ruled_out_values`): the answer is the value asserted."""
+    out = drop_ruled_out_values(text)
+    if out != text:
+        ctx.notes.add("ruled_out")
+    return out
+
+
+# -- 4d. degenerate repetition --------------------------------------------------------------------------------------
+
+_UNIT_MARKER = re.compile(r"^\s*(?:[-*•·]|\(?\d{1,3}[.)、]|\[\d{1,3}\])\s*")
+
+
+def _units(text: str) -> list[tuple[int, int]]:
+    """Spans of the text's units for repetition: lines, and sentences within a line."""
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    for line in text.splitlines(keepends=True):
+        start = pos
+        for m in _SENT_BREAK.finditer(line):
+            if line[start - pos:m.end()].strip():
+                spans.append((start, pos + m.end()))
+            start = pos + m.end()
+        if text[start:pos + len(line)].strip():
+            spans.append((start, pos + len(line)))
+        pos += len(line)
+    return spans
+
+
+def repetition_start(text: str, cut: bool = False) -> tuple[int, int] | None:
+    """Where a reply that degenerates into repetition starts repeating: ``(start of the first copy, end of the
+    first copy)`` in characters, or None. A block of 1–8 units (lines or sentences, compared with list markers and
+    spacing ignored, so ``1. 2013-1-13: x`` / ``2. 2013-1-13: x`` are copies) that ends the reply at least 4 times
+    in a row over at least 240 characters, or 8 times, or 3 times when the output budget ended the reply (``cut``);
+    the last copy may be unfinished."""
+    spans = _units(text)
+    keys = [" ".join(_UNIT_MARKER.sub("", text[a:b]).split()).casefold() for a, b in spans]
+    n = len(keys)
+    best: tuple[int, int] | None = None
+    for p in range(1, 9):
+        if n < 3 * p:
+            break
+        m = n
+        if keys[n - 1] != keys[n - 1 - p] and keys[n - 1 - p].startswith(keys[n - 1]):
+            m = n - 1                                    # the last copy is unfinished
+        j = m - p
+        while j - p >= 0 and keys[j - p:j] == keys[j:j + p]:
+            j -= p
+        copies = (m - j) // p
+        if copies < 2 or not any(keys[j:j + p]):
+            continue
+        chars = spans[n - 1][1] - spans[j][0]
+        if (copies >= 4 and chars >= 240) or copies >= 8 or (cut and copies >= 3):
+            if best is None or spans[j][0] < best[0]:
+                best = (spans[j][0], spans[j + p - 1][1])
+    return best
+
+
+@register_filter("cut_repetition")
+def cut_repetition(text: str, ctx: AnswerContext) -> str:
+    """A reply that degenerates into repetition (:func:`repetition_start`) loses the repeated block, every copy
+    (junk repeated until the budget ran out earns nothing), note ``degenerate_repetition``; one copy is kept when
+    it holds a final-answer label (``Answer: 42`` repeated)."""
+    rep = repetition_start(text, cut=finish_kind(ctx.finish_reason) == "length")
+    if rep is None:
+        return text
+    ctx.notes.add("degenerate_repetition")
+    start, end = rep
+    first = text[start:end]
+    if _LABEL_LINE.search(first) or _LABEL_INLINE.search(first) or any(rx.search(first) for rx in _ANSWER_BLOCKS):
+        return text[:end]
+    return text[:start].rstrip()
 
 
 # -- 5. tidy ---------------------------------------------------------------------------------------------------------
@@ -395,6 +683,18 @@ def tidy(text: str, ctx: AnswerContext) -> str:
     return "\n".join(lines)
 
 
+# -- code fences (judge replies) ------------------------------------------------------------------------------------
+
+_FENCE = re.compile(r"```[ \t]*[\w+-]*[ \t]*\n?(.*?)(?:```|\Z)", re.DOTALL)
+
+
+@register_filter("strip_code_fences")
+def strip_code_fences(text: str, ctx: AnswerContext) -> str:
+    """Markdown code fences unwrapped (````json\n{…}\n````→ ``{…}``), the text around them kept: what a judge that
+    fences its JSON means."""
+    return _FENCE.sub(lambda m: m.group(1), text).strip()
+
+
 # -- filters a track may add -----------------------------------------------------------------------------------------
 
 @register_filter("first_line")
@@ -418,8 +718,9 @@ def strip_trailing_period(text: str, ctx: AnswerContext) -> str:
     return re.sub(r"[.。]+\s*$", "", text)
 
 
-DEFAULT_FILTERS: tuple[str, ...] = ("drop_reasoning_field", "strip_reasoning", "strip_chat_tokens", "final_answer",
-                                    "tidy")
+DEFAULT_FILTERS: tuple[str, ...] = ("strip_format_chars", "drop_reasoning_field", "strip_reasoning",
+                                    "strip_chat_tokens", "cut_repetition", "final_answer", "last_statement",
+                                    "drop_ruled_out", "tidy")
 
 
 @dataclass(frozen=True)
@@ -433,18 +734,60 @@ class AnswerChain:
         for n in self.names:
             get_filter(n)
 
-    def __call__(self, response: str | None, reasoning: str | None = None) -> str:
-        return self.trace(response, reasoning)[-1][1]
+    def __call__(self, response: str | None, reasoning: str | None = None, finish_reason: str | None = None) -> str:
+        return self.trace(response, reasoning, finish_reason)[-1][1]
 
-    def trace(self, response: str | None, reasoning: str | None = None) -> list[tuple[str, str]]:
-        """``[("input", text), (filter name, text after it), ...]``: each step's output, for debugging a score."""
-        ctx = AnswerContext(reasoning)
+    def trace(self, response: str | None, reasoning: str | None = None, finish_reason: str | None = None,
+              ctx: AnswerContext | None = None) -> list[tuple[str, str]]:
+        """``[("input", text), (filter name, text after it), ...]``: each step's output, for debugging a score.
+        ``ctx`` (optional) collects the filters' notes."""
+        ctx = ctx if ctx is not None else AnswerContext(reasoning, finish_reason)
         text = "" if response is None else str(response)
         steps = [("input", text)]
         for n in self.names:
             text = get_filter(n).fn(text, ctx) if text else ""
             steps.append((n, text))
         return steps
+
+    def extract(self, response: str | None, reasoning: str | None = None, finish_reason: str | None = None,
+                status: str | None = "ok") -> Extraction:
+        """The answer a stored response gives, with what ``score`` tags on its rows (:class:`Extraction`):
+
+        * status ``cut_off`` (the output budget ended the reply before its answer), or a reply the budget ended
+          (finish reason ``length``, ``max_tokens``, ``MAX_TOKENS``…) with no finished final answer, or one that
+          stops in mid-sentence without a final-answer marker (its last word one that ends no sentence: "…but
+          first I should check whether"): no answer, tag ``cut_off``;
+        * empty visible content with the reply in the reasoning field (``content: null``, ``reasoning_content``)
+          and a finished reply (finish reason ``stop``…; where the finish reason is unknown, only a reasoning that
+          marks its final answer): the answer is taken from the reasoning text through this same chain, tag
+          ``answer_from_reasoning``;
+        * otherwise this chain on the reply; the filters' notes become tags (``degenerate_repetition``,
+          ``ruled_out``)."""
+        kind = finish_kind(finish_reason)
+        if status == "cut_off":
+            return Extraction("", ("cut_off",), "content")
+        source = "content"
+        text, field_reasoning = response, reasoning
+        if not strip_invisible(str(response or "")).strip() and strip_invisible(str(reasoning or "")).strip():
+            if kind == "length":
+                return Extraction("", ("cut_off",), "reasoning")
+            source, text, field_reasoning = "reasoning", reasoning, None
+        ctx = AnswerContext(field_reasoning, finish_reason)
+        answer = self.trace(text, field_reasoning, finish_reason, ctx)[-1][1]
+        notes = set(ctx.notes)
+        if source == "reasoning":
+            if kind != "stop" and "_unmarked" in notes:
+                answer = ""                     # finish unknown: only a marked final answer counts
+            notes.add("answer_from_reasoning")
+        if ("_unmarked" in notes and kind != "stop" and "last_statement" in self.names
+                and _ENDS_MID_SENTENCE.search(answer)):
+            answer = ""
+            notes.add("cut_off")
+        if kind == "length" and not answer:
+            notes.add("cut_off")                # the budget ended a reply that holds no answer
+        if "cut_off" in notes:
+            answer = ""
+        return Extraction(answer, tuple(sorted(n for n in notes if not n.startswith("_"))), source)
 
     def fingerprint(self) -> list[list[str]]:
         """``[[filter name, "version:code hash"], ...]`` in chain order: what makes stored answers current."""
@@ -453,11 +796,35 @@ class AnswerChain:
         return [[n, f"{get_filter(n).version}:{code_hash(get_filter(n).fn)}"] for n in self.names]
 
 
+# a reply stopped in mid-sentence: its last word is one no English sentence ends with
+_ENDS_MID_SENTENCE = re.compile(r"(?<![\w-])(?:whether|the|a|an|and|or|but|of|to|in|on|at|that|which|who|if|because|"
+                                r"with|for|from|by|is|are|was|were|than|then|so|as|its|their|whose|into|since)\s*$",
+                                re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """What :meth:`AnswerChain.extract` read from a stored response: the answer (``""`` for none), the tags its
+    score rows get (``cut_off``, ``answer_from_reasoning``, ``degenerate_repetition``, ``ruled_out``) and where the
+    answer came from (``content`` or ``reasoning``)."""
+
+    answer: str
+    tags: tuple[str, ...] = ()
+    source: str = "content"
+
+
 @lru_cache(maxsize=64)
 def answer_chain(extra: Sequence[str] = ()) -> AnswerChain:
-    """The default chain followed by ``extra`` filter names (a track's ``answer_filters``). Raises InputError for
-    an unknown name."""
-    return AnswerChain(DEFAULT_FILTERS + tuple(extra))
+    """The default chain followed by ``extra`` filter names (a track's ``answer_filters``); a name written
+    ``-name`` removes that filter of the default chain instead (a track whose paper scores the whole reply, e.g.
+    needles' substring rule, declares ``-last_statement``). Raises InputError for an unknown name and for removing
+    a filter the default chain does not hold."""
+    drop = {n[1:] for n in extra if n.startswith("-")}
+    for n in drop:
+        if n not in DEFAULT_FILTERS:
+            raise InputError(f"answer filter -{n}: {n!r} is not in the default chain ({', '.join(DEFAULT_FILTERS)})")
+    return AnswerChain(tuple(n for n in DEFAULT_FILTERS if n not in drop)
+                       + tuple(n for n in extra if not n.startswith("-")))
 
 
 def chain_for(benchmark: str | None) -> AnswerChain:
@@ -474,36 +841,66 @@ def chain_for(benchmark: str | None) -> AnswerChain:
 
 @dataclass(frozen=True)
 class Scored:
-    """One matcher's result on one reply and the answer it scored (the answer chain's output)."""
+    """One matcher's result on one reply, the answer it scored (the answer chain's output) and the extraction's
+    tags (``cut_off``, ``answer_from_reasoning``, ``degenerate_repetition``…: already among ``result.tags``)."""
 
     matcher: str
     result: MatchResult
     answer: str
+    extraction: Extraction = Extraction("")
+
+
+def gold_rows(instance: dict) -> list:
+    """The gold rows of an instance (``gold``: a list of rows, each a list of values; a bare value is one row)."""
+    gold = instance.get("gold")
+    if not isinstance(gold, list):
+        return [[gold]]
+    return [r if isinstance(r, list) else [r] for r in gold]
+
+
+def no_credit(instance: dict, tags: Sequence[str]) -> MatchResult:
+    """The result of a reply that earns no credit whatever the matcher (a reply the output budget ended before
+    its answer): 0 for every gold row, ``tags``."""
+    rows = gold_rows(instance)
+    return MatchResult(0.0, [0.0] * len(rows), list(tags),
+                       [{"gold": r, "credit": 0.0, "text": None} for r in rows])
 
 
 def score_reply(response: str | None, instance: dict, reasoning: str | None = None,
-                names: Sequence[str] | None = None, errors: list | None = None) -> list[Scored]:
-    """Score one stored reply the way ``score`` does: the instance's benchmark's answer chain (:func:`chain_for`),
-    then each of its matchers (``names``, default all, the primary first) on that answer. ``instance``: the
-    ``instances.parquet`` row with ``gold`` and ``accepted_answers`` parsed from JSON, without ``context``
-    (``score`` never loads contexts). Raises InputError for an unregistered benchmark or an unknown matcher
-    (:mod:`ctxbench.scoring.registry`). A matcher that raises is a :class:`MatcherError` (naming the track, the
-    matcher, the instance and the line that raised): raised, or with ``errors`` (a list) appended to it while the
-    other matchers still score the reply (``score`` sets that one response aside and goes on)."""
+                names: Sequence[str] | None = None, errors: list | None = None, finish_reason: str | None = None,
+                status: str | None = "ok") -> list[Scored]:
+    """Score one stored reply the way ``score`` does: the instance's benchmark's answer chain (:func:`chain_for`,
+    :meth:`AnswerChain.extract`: ``finish_reason`` and ``status`` as stored in ``responses``), then each of its
+    matchers (``names``, default all, the primary first) on that answer. A reply cut off by the output budget
+    (status ``cut_off``, or :meth:`AnswerChain.extract` finds it so) earns 0 from every matcher, tag ``cut_off``.
+    The extraction's other tags (``answer_from_reasoning``, ``degenerate_repetition``, ``ruled_out``) are added to
+    each result's tags. ``instance``: the ``instances.parquet`` row with ``gold`` and ``accepted_answers`` parsed
+    from JSON, without ``context`` (``score`` never loads contexts). Raises InputError for an unregistered
+    benchmark or an unknown matcher (:mod:`ctxbench.scoring.registry`). A matcher that raises is a
+    :class:`MatcherError` (naming the track, the matcher, the instance and the line that raised): raised, or with
+    ``errors`` (a list) appended to it while the other matchers still score the reply (``score`` sets that one
+    response aside and goes on)."""
     from .registry import matcher, matchers_for
 
     bench = instance.get("benchmark")
-    answer = chain_for(bench)(response, reasoning)
+    ex = chain_for(bench).extract(response, reasoning, finish_reason, status)
+    answer = ex.answer
     out = []
     for n in (names or matchers_for(bench)):
         fn = matcher(n, bench)
+        if "cut_off" in ex.tags:
+            out.append(Scored(n, no_credit(instance, ex.tags), answer, ex))
+            continue
         try:
-            out.append(Scored(n, fn(answer, instance), answer))
+            res = fn(strip_invisible(answer), instance)
         except Exception as e:  # a matcher's bug: name the track, matcher, instance and the failing line
             err = MatcherError(_matcher_failure(n, bench, instance, e), n, instance.get("instance_id"))
             if errors is None:
                 raise err from e
             errors.append(err)
+            continue
+        res.tags = list(dict.fromkeys([*res.tags, *ex.tags]))
+        out.append(Scored(n, res, answer, ex))
     return out
 
 

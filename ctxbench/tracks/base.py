@@ -58,7 +58,9 @@ Fields of a track (class attributes; the contract other layers rely on):
 * ``answer_filters`` — names of answer filters this track adds after the default filter chain (reasoning blocks and
   chat tokens removed, final answer taken, tidied) before its matchers and the judge see a response: filters
   registered with :func:`ctxbench.scoring.pipeline.register_filter` (``first_line``, ``fold_width``,
-  ``strip_trailing_period``, or the track's own). An unknown name is an error naming the track when it is scored.
+  ``strip_trailing_period``, or the track's own); ``-name`` removes a filter of the default chain instead (needles
+  and LaRA declare ``-last_statement``: their papers score the whole reply). An unknown name is an error naming the
+  track when it is scored.
 * ``judge_prompts`` — ``{prompt name: "module:object"}``: judging prompts this track adds (a
   :class:`ctxbench.scoring.judge.JudgePrompt` instance or subclass whose ``name`` is the key, a lower-case
   identifier), used by ``score --judge MODEL --judge-prompt NAME`` beside the built-in row judge (``rows``, the

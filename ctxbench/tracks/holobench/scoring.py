@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import re
 
+from ...scoring.lists import split_spans
 from ...scoring.matchers import MatchResult
 from ...scoring.normalize import normalize_text, text_matches
 from ...scoring.numbers import Number, gold_number, number_matches, read_numbers
+from ...scoring.pipeline import strip_invisible
 
 __all__ = ["row_match", "row_match_instance"]
 
@@ -34,25 +36,56 @@ def _value_in(v, answer_norm: str, nums: list[Number]) -> bool:
     return text_matches(str(v), answer_norm)
 
 
+def _where(v, answer: str, nums: list[Number]) -> int | None:
+    """The character offset in the answer of the text that states gold value ``v`` (None when not found)."""
+    g = gold_number(v) if v is not None else None
+    if g is not None:
+        for n in nums:
+            if number_matches(g, [n]):
+                return n.start
+        return None
+    words = normalize_text("none" if v is None else str(v)).split()
+    if not words:
+        return None
+    m = re.search(r"\W+".join(map(re.escape, words)), answer, re.IGNORECASE)
+    return None if m is None else m.start()
+
+
+def _evidence(answer: str, spans: list[tuple[int, int]], at: list[int]) -> str | None:
+    """The answer items (:func:`ctxbench.scoring.lists.split_spans`) holding the offsets ``at``, joined by
+    ``" | "``; the answer itself when no item holds them."""
+    if not at:
+        return None
+    hit = [answer[a:b] for a, b in spans if any(a <= k < b for k in at)]
+    return " | ".join(dict.fromkeys(hit)) if hit else answer
+
+
 def row_match(answer: str | None, gold: list[list]) -> MatchResult:
     """Score an answer (the answer pipeline's output) against gold rows (list of rows, values in SELECT order).
-    An empty answer scores 0 with the tag ``null_answer``."""
+    An empty answer scores 0 with the tag ``null_answer``. ``details``: per gold row its credit and the answer
+    items (the one list splitter's) that state its values."""
     answer = answer or ""
     tags: list[str] = []
     if not answer.strip():
-        return MatchResult(0.0, [0.0] * len(gold), ["null_answer"])
+        return MatchResult(0.0, [0.0] * len(gold), ["null_answer"],
+                           [{"gold": row, "credit": 0.0, "text": None} for row in gold])
+    answer = strip_invisible(answer)
     norm = normalize_text(answer)
     nums = read_numbers(answer)
-    verdicts = []
+    spans = split_spans(answer, keep=[str(v) for row in gold for v in row if isinstance(v, str)])
+    verdicts, details = [], []
     for row in gold:
         hits = [_value_in(v, norm, nums) for v in row]
-        verdicts.append(1.0 if all(hits) else 0.5 if any(hits) else 0.0)
+        credit = 1.0 if all(hits) else 0.5 if any(hits) else 0.0
+        verdicts.append(credit)
+        at = [k for v, h in zip(row, hits) if h and (k := _where(v, answer, nums)) is not None]
+        details.append({"gold": row, "credit": credit, "text": _evidence(answer, spans, at) if credit else None})
     score = sum(verdicts) / len(verdicts) if verdicts else 0.0
     if len(gold) > 1 and 0 < score < 1:
         tags.append("partial_list")
     if any(v == 0.5 for v in verdicts):
         tags.append("wrong_attribute")
-    return MatchResult(score, verdicts, tags)
+    return MatchResult(score, verdicts, tags, details)
 
 
 def row_match_instance(answer: str | None, instance: dict) -> MatchResult:

@@ -14,9 +14,11 @@ the paper the judge sees the question, the reference answer and the prediction (
 pipeline extracted: never the reasoning), not the context.
 
 Differences from the released script, both so that a verdict is never guessed: the judge is asked at temperature
-0; a reply is read as a verdict only when its first or last word is one (``True``/``False``, also ``Yes``/``No``,
-``Correct``/``Incorrect``; reasoning blocks and chat tokens removed first, Markdown and a ``Verdict:`` label
-allowed), where the script counts any reply without the word "true" as wrong. An unreadable reply is asked for
+0; a reply is read as a verdict only when its first or last word is one (``True``/``False``, ``Correct``/
+``Incorrect``, and ``Yes``/``No`` with the polarity of the question the prompt asks: under the hallucination
+prompt "No, the assistant did not hallucinate." is correct; :data:`HALLUCINATION_POLARITY`) or a declared phrase
+says it ("did not hallucinate"); reasoning blocks and chat tokens removed first, Markdown and a ``Verdict:`` label
+allowed, where the script counts any reply without the word "true" as wrong. An unreadable reply is asked for
 once more with a repair prompt, then counted as unscored (:mod:`ctxbench.scoring.judge`).
 """
 
@@ -24,8 +26,7 @@ from __future__ import annotations
 
 import re
 
-from ...scoring.judge import JudgePrompt
-from ...scoring.pipeline import answer_chain
+from ...scoring.judge import JudgePrompt, Polarity, judge_text
 
 SYSTEM = "You judge whether the answers an AI assistant gives to questions are correct."
 _ASK = "Reply with one word only: True if the AI assistant's answer is correct, False if it is not."
@@ -38,11 +39,19 @@ HALLUCINATION = ("Below are a question, its ground-truth answer and the answer o
                  "not hallucinate) when it agrees with the ground-truth answer, that is, when it says that the text "
                  "does not mention what is asked; it is incorrect when it answers the question anyway. " + _ASK)
 
-_TRUE = {"true", "yes", "correct"}
-_FALSE = {"false", "no", "incorrect", "wrong"}
-_WORD = re.compile(r"[A-Za-z]+")
-_LABEL = re.compile(r"^\s*(?:(?:final\s+)?(?:verdict|judg(?:e)?ment|decision|output|evaluation|result)\s*[:：]\s*)+",
-                    re.IGNORECASE)
+# what each prompt's verdict words mean. Both ask for True (correct) or False; a judge that answers the question
+# in its own words instead says Yes/No to the question the prompt asks: "is the answer correct?" (general) or "did
+# the assistant hallucinate?" (hallucination), where "No" means correct
+GENERAL_POLARITY = Polarity(correct=frozenset({"true", "yes", "correct", "right"}),
+                            incorrect=frozenset({"false", "no", "incorrect", "wrong"}),
+                            correct_phrases=(r"\b(?:is|was)\s+correct\b(?!\s*\?)",),
+                            incorrect_phrases=(r"\b(?:is|was)\s+(?:not\s+correct|incorrect|wrong)\b",))
+HALLUCINATION_POLARITY = Polarity(
+    correct=frozenset({"true", "correct", "no", "right"}),
+    incorrect=frozenset({"false", "incorrect", "yes", "wrong"}),
+    correct_phrases=(r"\b(?:did|does|has|have|is|was)\s*(?:not|n[o']t)\s+(?:\w+\s+)?hallucinat\w*",
+                     r"\bno\s+hallucination", r"\bnot\s+(?:a\s+)?hallucinat\w*", r"\bwithout\s+hallucinat\w*"),
+    incorrect_phrases=(r"\bhallucinat\w*",))
 
 
 def reference_answer(instance: dict) -> str:
@@ -50,22 +59,20 @@ def reference_answer(instance: dict) -> str:
     return " ".join(str(v) for row in instance["gold"] for v in row if v is not None)
 
 
-def read_verdict(reply: str | None) -> bool | None:
+def polarity(instance: dict) -> Polarity:
+    """The verdict words of the prompt an instance gets: the hallucination prompt's for hallucination questions
+    (``No`` = did not hallucinate = correct), the general prompt's otherwise (``No`` = incorrect)."""
+    return HALLUCINATION_POLARITY if instance.get("skill") == "hallucination" else GENERAL_POLARITY
+
+
+def read_verdict(reply: str | None, instance: dict | None = None) -> bool | None:
     """The verdict of a judge's reply: True (correct), False (incorrect) or None (no verdict: neither its first
-    nor its last word is a verdict word, the last word is negated ("not true"), or the reply offers both ("True or
-    False")). Reasoning blocks and chat tokens are removed first (the answer pipeline's default chain: a reasoning
-    judge's draft is never read), then a ``Verdict:`` / ``Judgment:`` label."""
-    text = answer_chain()(reply)
-    text = _LABEL.sub("", text)
-    words = [w.lower() for w in _WORD.findall(text)]
-    if not words:
-        return None
-    verdicts = _TRUE | _FALSE
-    if words[0] in verdicts:          # "True", "False. The answer ...": unless "True or False"
-        return None if words[1:2] == ["or"] else words[0] in _TRUE
-    if words[-1] in verdicts and (len(words) < 2 or words[-2] not in ("not", "or")):
-        return words[-1] in _TRUE     # "... so the answer is correct: True"
-    return None
+    nor its last word is a verdict word nor does a declared phrase say it, the last word is negated ("not true"),
+    or the reply offers both ("True or False")). The reply passes the answer pipeline's judge filters first
+    (:func:`ctxbench.scoring.judge.judge_text`: a reasoning judge's draft is never read), then a ``Verdict:`` /
+    ``Judgment:`` label is skipped; the words are read with the polarity of the prompt the instance got
+    (:func:`polarity`: under the hallucination prompt "No, the assistant did not hallucinate." is correct)."""
+    return polarity(instance or {}).read(judge_text(reply))
 
 
 class LaraJudge(JudgePrompt):
@@ -73,7 +80,7 @@ class LaraJudge(JudgePrompt):
     prompt, location, reasoning and comparison questions the general one; the verdict True scores 1, False 0."""
 
     name = "lara"
-    version = "1"
+    version = "2"
     title = "LaRA's correctness judge by task type (section 3.4, appendix C)"
 
     def messages(self, instance: dict, answer: str) -> list[dict]:
@@ -85,7 +92,7 @@ class LaraJudge(JudgePrompt):
 
     def parse(self, reply: str | None, instance: dict) -> str | None:
         """``"correct"``, ``"incorrect"`` or None (:func:`read_verdict`)."""
-        v = read_verdict(reply)
+        v = read_verdict(reply, instance)
         return None if v is None else "correct" if v else "incorrect"
 
     def score(self, verdict: str, instance: dict) -> float:
@@ -97,4 +104,5 @@ class LaraJudge(JudgePrompt):
 
 LARA_JUDGE = LaraJudge()
 
-__all__ = ["GENERAL", "HALLUCINATION", "LARA_JUDGE", "SYSTEM", "LaraJudge", "read_verdict", "reference_answer"]
+__all__ = ["GENERAL", "GENERAL_POLARITY", "HALLUCINATION", "HALLUCINATION_POLARITY", "LARA_JUDGE", "SYSTEM",
+           "LaraJudge", "polarity", "read_verdict", "reference_answer"]

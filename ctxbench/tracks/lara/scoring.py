@@ -24,6 +24,7 @@ from collections import Counter
 
 from ...scoring.matchers import MatchResult
 from ...scoring.normalize import tokens
+from ...scoring.pipeline import strip_invisible
 from ...scoring.refusal import is_refusal
 
 __all__ = ["containment", "containment_instance", "f1_instance", "lara_fallback", "token_f1"]
@@ -70,28 +71,37 @@ def _reference(instance: dict) -> str:
 
 def f1_instance(answer: str | None, instance: dict) -> MatchResult:
     """:func:`token_f1` of the answer against the reference (matcher ``f1``)."""
-    a = (answer or "").strip()
+    a = strip_invisible(answer or "").strip()
     if not a:
-        return MatchResult(0.0, [], ["null_answer"])
-    return MatchResult(token_f1(a, _reference(instance)))
+        return MatchResult(0.0, [], ["null_answer"], _details(instance, 0.0, None))
+    v = token_f1(a, _reference(instance))
+    return MatchResult(v, [], [], _details(instance, v, a if v else None))
 
 
 def containment_instance(answer: str | None, instance: dict) -> MatchResult:
     """:func:`containment` of the reference in the answer (matcher ``containment``)."""
-    a = (answer or "").strip()
+    a = strip_invisible(answer or "").strip()
     if not a:
-        return MatchResult(0.0, [], ["null_answer"])
-    return MatchResult(containment(a, _reference(instance)))
+        return MatchResult(0.0, [], ["null_answer"], _details(instance, 0.0, None))
+    v = containment(a, _reference(instance))
+    return MatchResult(v, [], [], _details(instance, v, a if v else None))
+
+
+def _details(instance: dict, credit: float, text: str | None) -> list[dict]:
+    """``details`` of a free-text matcher: the one reference answer, its credit and the answer that earned it."""
+    return [{"gold": _reference(instance), "credit": credit, "text": text}]
 
 
 def lara_fallback(answer: str | None, instance: dict) -> MatchResult:
     """The primary fallback score (module docstring): refusal for hallucination, else containment."""
-    a = (answer or "").strip()
+    a = strip_invisible(answer or "").strip()
     if not a:
-        return MatchResult(0.0, [], ["null_answer"])
+        return MatchResult(0.0, [], ["null_answer"], _details(instance, 0.0, None))
     refused = is_refusal(a)
     if instance.get("skill") == "hallucination":
-        return MatchResult(1.0 if refused else 0.0, [], [] if refused else ["fabrication"])
+        v = 1.0 if refused else 0.0
+        return MatchResult(v, [], [] if refused else ["fabrication"], _details(instance, v, a if refused else None))
     if refused:
-        return MatchResult(0.0, [], ["refusal"])
-    return MatchResult(containment(a, _reference(instance)))
+        return MatchResult(0.0, [], ["refusal"], _details(instance, 0.0, None))
+    v = containment(a, _reference(instance))
+    return MatchResult(v, [], [], _details(instance, v, a if v else None))

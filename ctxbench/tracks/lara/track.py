@@ -29,3 +29,5 @@ class Lara(Track):
                 "f1": "ctxbench.tracks.lara.scoring:f1_instance",
                 "containment": "ctxbench.tracks.lara.scoring:containment_instance"}
     fallback_matchers = frozenset({"lara_fallback", "f1", "containment"})
+    # free-text answers, judged whole (LaRA section 3.4): no narrowing to the reply's last sentence
+    answer_filters = ("-last_statement",)

@@ -354,18 +354,19 @@ def judge_failure_messages(question: str, instance: dict, facts: dict[str, Needl
     return [{"role": "system", "content": JUDGE_FAILURE_SYSTEM}, {"role": "user", "content": "\n".join(lines)}]
 
 
-def parse_failure_mode(text: str | None) -> str | None:
-    """The mode from a judge reply (JSON ``{"mode": ...}``, possibly inside other text), or None."""
-    if not text:
-        return None
-    import re
+def parse_failure_mode(text: str | None, reasoning: str | None = None) -> str | None:
+    """The mode from a judge reply (JSON ``{"mode": ...}``, possibly inside other text), or None. The reply passes
+    the answer pipeline's judge filters first (:func:`ctxbench.scoring.judge.judge_text`: a reasoning judge's
+    ``<think>`` draft, chat tokens and code fences removed; the reasoning field read when the reply is empty); the
+    mode is that of the last JSON object holding one."""
+    from ...scoring.judge import _json_objects, judge_text
 
-    m = re.search(r"\{.*\}", text, re.DOTALL)
-    try:
-        mode = str(json.loads(m.group(0) if m else text)["mode"]).strip().lower()
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return None
-    return mode if mode in FAILURE_MODES else None
+    text = judge_text(text, reasoning)
+    for obj in reversed(_json_objects(text)):
+        if isinstance(obj, dict) and "mode" in obj:
+            mode = str(obj["mode"]).strip().lower()
+            return mode if mode in FAILURE_MODES else None
+    return None
 
 
 @dataclass
@@ -404,7 +405,7 @@ def tag_failures(rows: list[dict], instances: dict[str, dict], responses: dict[s
                             parse=lambda i, t: parse_failure_mode(t),
                             repair=lambda i, t: ('Your reply could not be read. Reply with JSON only: {"mode": M} '
                                                  f"with M one of {', '.join(FAILURE_MODES)}."))
-        judged = {id(x): parse_failure_mode(c.text) for x, c in zip(cand, outs)}
+        judged = {id(x): parse_failure_mode(c.text, getattr(c, "reasoning", None)) for x, c in zip(cand, outs)}
     for x in cand:
         detail = json.loads(x.get("detail") or "{}")
         detail["rule_tags"] = rule[id(x)]

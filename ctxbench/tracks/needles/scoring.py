@@ -37,6 +37,7 @@ from functools import lru_cache
 from ...scoring.matchers import MatchResult
 from ...scoring.normalize import CJK_RE, fold, normalize_text, text_matches
 from ...scoring.numbers import Number, number_matches, read_numbers
+from ...scoring.pipeline import strip_invisible
 
 __all__ = ["Reply", "expected_found", "expected_values", "prepare", "substring_match"]
 
@@ -133,8 +134,24 @@ def substring_match(answer: str | None, instance: dict) -> MatchResult:
     """Matcher ``substring``: 1.0 when any expected value (gold or accepted answer) is stated in the answer (the
     answer pipeline's output), else 0.0. An empty answer is tagged ``null_answer``; failure-mode tags of wrong
     answers are added by :func:`ctxbench.tracks.needles.analysis.tag_failures` once the whole build is known."""
-    if not answer or not answer.strip():
-        return MatchResult(0.0, [0.0], ["null_answer"])
+    gold = (instance.get("gold") or [[None]])[0]
+    answer = strip_invisible(answer or "")
+    if not answer.strip():
+        return MatchResult(0.0, [0.0], ["null_answer"], [{"gold": gold, "credit": 0.0, "text": None}])
     r = prepare(answer)
-    hit = any(expected_found(e, r) for e in expected_values(instance))
-    return MatchResult(1.0 if hit else 0.0, [1.0 if hit else 0.0], [])
+    found = next((e for e in expected_values(instance) if expected_found(e, r)), None)
+    hit = found is not None
+    return MatchResult(1.0 if hit else 0.0, [1.0 if hit else 0.0], [],
+                       [{"gold": gold, "credit": 1.0 if hit else 0.0, "text": _stated(found, r) if hit else None}])
+
+
+def _stated(expected, r: Reply) -> str:
+    """The answer's (folded) text that states ``expected``: the number of the same value, else the expected text."""
+    if isinstance(expected, (int, float)) and not isinstance(expected, bool):
+        n = next((n for n in r.numbers if number_matches(float(expected), [n])), None)
+        return r.folded[n.start:n.end] if n else str(expected)
+    fe, es = _expected_form(str(expected))
+    if len(es) == 1 and es[0].start == 0 and es[0].end == len(fe):
+        n = next((n for n in r.numbers if number_matches(es[0], [n])), None)
+        return r.folded[n.start:n.end] if n else str(expected)
+    return str(expected)

@@ -27,6 +27,8 @@ class Needles(Track):
         Stage("write", f"{_P}:write_stage", ("loaded", "asm", "checked"), retries=2),
     )
     matchers = {"substring": "ctxbench.tracks.needles.scoring:substring_match"}
+    # the paper scores the expected value anywhere in the reply (section 3.6): no narrowing to its last sentence
+    answer_filters = ("-last_statement",)
     tagger = "ctxbench.tracks.needles.analysis:tag_failures"
     report_sections = ("ctxbench.tracks.needles.report:needles_section",)
     report_options = {"regime": "ctxbench.tracks.needles.analysis:check_threshold_overrides"}

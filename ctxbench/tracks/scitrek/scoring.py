@@ -4,8 +4,9 @@
 The gold answer (rows of values) is flattened row by row into items; the reply's final answer is split into items
 after the output-format normalisation that SciTrek appendix D motivates (models answer with bullet or numbered lists,
 one item per line, "A, B and C", brackets or quotes, trailing full stops): items are separated by commas,
-semicolons or line breaks (also ``，``, ``、``, ``；``), list markers and a leading "and" are removed, a comma inside a gold item (titles hold
-commas) does not split it, and neither does a comma inside a number (``1,234`` is one item, 1234, as the one number
+semicolons, line breaks, "and" / "&" between items (also ``，``, ``、``, ``；``, 和/及/与) by the one list splitter
+(:mod:`ctxbench.scoring.lists`), list markers and a leading "and" removed; a comma or "and" inside a gold item
+(titles hold commas) does not split it, and neither does a comma inside a number (``1,234`` is one item, 1234, as the one number
 reader reads it: :mod:`ctxbench.scoring.numbers`). The answer is the answer pipeline's output
 (:mod:`ctxbench.scoring.pipeline`: reasoning and chat tokens removed, the text after the final-answer label).
 
@@ -32,11 +33,11 @@ import re
 from ...questions.sqlinfo import sql_is_ordered
 from ...scoring.matchers import MatchResult
 from ...scoring.normalize import normalize_text
-from ...scoring.numbers import gold_number, number_matches, read_number, read_numbers
+from ...scoring.lists import split_list
+from ...scoring.numbers import gold_number, number_matches, read_number
 
 __all__ = ["exact_match", "f1", "gold_items", "split_items"]
 
-_MARKER = re.compile(r"^\s*(?:[-*•]|\(?\d{1,3}[.)]|\[\d{1,3}\])\s+")
 _NULLS = {"null", "none", "n a", "nothing", "no result", "no results", "empty", "no such article",
           "no such articles"}
 _NEG_SQL = re.compile(r"\bNOT\b|<>|!=", re.IGNORECASE)
@@ -69,8 +70,9 @@ def _equal(g: tuple, p: tuple) -> bool:
     return g[1] == p[1]
 
 
-def _pairing(gkeys: list[tuple], pkeys: list[tuple]) -> int:
-    """Size of the largest pairing of equal gold and answer items (augmenting paths; lists are short)."""
+def _pairing(gkeys: list[tuple], pkeys: list[tuple], pairs: dict[int, int] | None = None) -> int:
+    """Size of the largest pairing of equal gold and answer items (augmenting paths; lists are short); ``pairs``
+    (a dict) receives gold item index → answer item index of the pairing."""
     match: dict[int, int] = {}                # answer item index -> gold item index
 
     def augment(gi: int, seen: set[int]) -> bool:
@@ -83,7 +85,10 @@ def _pairing(gkeys: list[tuple], pkeys: list[tuple]) -> int:
                 return True
         return False
 
-    return sum(augment(gi, set()) for gi in range(len(gkeys)))
+    n = sum(augment(gi, set()) for gi in range(len(gkeys)))
+    if pairs is not None:
+        pairs.update({gi: pi for pi, gi in match.items()})
+    return n
 
 
 def gold_items(gold: list[list]) -> list:
@@ -92,57 +97,15 @@ def gold_items(gold: list[list]) -> list:
 
 
 def split_items(answer: str, gold: list) -> tuple[list[str], bool]:
-    """Items of a final answer (module docstring) and whether it was a one-line list without commas (several
-    numbers separated by spaces, e.g. ``3 5 7``)."""
-    a = answer.strip()
-    if a.startswith("[") and a.endswith("]"):
-        a = a[1:-1]
-    lines = [ln for ln in (x.strip() for x in a.splitlines()) if ln]
-    parts: list[str] = []
-    for ln in lines:
-        ln = _MARKER.sub("", ln)
-        parts.extend(_split_outside_numbers(ln))
-    # rejoin pieces that together form a gold item holding commas (titles)
-    comma_golds = {normalize_text(str(g)): str(g).count(",") for g in gold
-                   if isinstance(g, str) and "," in g}
-    items, i = [], 0
-    while i < len(parts):
-        for g, k in comma_golds.items():
-            if i + k < len(parts) and normalize_text(",".join(parts[i:i + k + 1])) == g:
-                items.append(",".join(parts[i:i + k + 1]))
-                i += k + 1
-                break
-        else:
-            items.append(parts[i])
-            i += 1
-    out = []
-    for it in items:
-        it = re.sub(r"^\s*(?:and|&)\s+", "", it.strip(), flags=re.IGNORECASE).strip()
-        if it:
-            out.append(it)
+    """Items of a final answer by the one list splitter (:func:`ctxbench.scoring.lists.split_list`: commas,
+    semicolons, "and", "&", 、/和/及/与, bullet and numbered lines; a gold item holding commas or "and" stays whole)
+    and whether it was a one-line list without separators (several numbers separated by spaces, ``3 5 7``)."""
+    out = split_list(answer.strip(), keep=[str(g) for g in gold if isinstance(g, str)])
     spaced = len(out) == 1 and len(re.findall(r"\d+", out[0])) > 1 and re.fullmatch(r"[\d\s.]+", out[0]) is not None
     return out, spaced
 
 
-def _split_outside_numbers(line: str) -> list[str]:
-    """``line`` split at commas and semicolons (also the CJK ``，`` ``、`` ``；``), except commas inside a number
-    (``1,234``, ``1.234,5``, ``１，２３４``)."""
-    inside = [False] * len(line)
-    for n in read_numbers(line):
-        for k in range(n.start, n.end):
-            inside[k] = True
-    parts, cur = [], []
-    for k, c in enumerate(line):
-        if c in ",;，、；" and not inside[k]:
-            parts.append("".join(cur))
-            cur = []
-        else:
-            cur.append(c)
-    parts.append("".join(cur))
-    return parts
-
-
-def _score(answer: str | None, instance: dict) -> tuple[float, float, list[str]]:
+def _score(answer: str | None, instance: dict) -> tuple[float, float, list[str], list[dict]]:
     gold = gold_items(instance["gold"])
     gkeys = [_gold_key(v) for v in gold]
     items, spaced = split_items(answer or "", gold)
@@ -151,11 +114,12 @@ def _score(answer: str | None, instance: dict) -> tuple[float, float, list[str]]
     ordered = sql_is_ordered(instance.get("sql"))
     gold_null = all(v is None for v in gold)
     overlap = 0
+    pairs: dict[int, int] = {}
     if gold_null:
         exact = 1.0 if is_null else 0.0
         f1 = exact
     else:
-        overlap = _pairing(gkeys, pkeys)
+        overlap = _pairing(gkeys, pkeys, pairs)
         same = (all(_equal(g, p) for g, p in zip(gkeys, pkeys)) if ordered else overlap == len(gkeys))
         exact = 1.0 if len(pkeys) == len(gkeys) and same else 0.0
         p = overlap / len(pkeys) if pkeys else 0.0
@@ -173,16 +137,23 @@ def _score(answer: str | None, instance: dict) -> tuple[float, float, list[str]]
                 tags.append("partial_list")
         if _NEG_SQL.search(instance.get("sql") or "") or _NEG_Q.search(instance.get("question") or ""):
             tags.append("negation")
-    return exact, f1, tags
+    if gold_null:
+        details = [{"gold": None, "credit": exact, "text": items[0] if items else None}]
+    else:
+        details = [{"gold": g, "credit": 1.0 if gi in pairs else 0.0,
+                    "text": items[pairs[gi]] if gi in pairs else None} for gi, g in enumerate(gold)]
+    return exact, f1, tags, details
 
 
 def exact_match(answer: str | None, instance: dict) -> MatchResult:
-    """1 when the answer's items equal the gold items (in order where the SQL orders them), else 0."""
-    exact, _, tags = _score(answer, instance)
-    return MatchResult(exact, [exact], tags)
+    """1 when the answer's items equal the gold items (in order where the SQL orders them), else 0. ``details``:
+    per gold item whether an answer item equals it (1/0) and that item."""
+    exact, _, tags, details = _score(answer, instance)
+    return MatchResult(exact, [exact], tags, details)
 
 
 def f1(answer: str | None, instance: dict) -> MatchResult:
-    """F1 of the largest pairing of equal items between the answer's items and the gold items."""
-    _, f, tags = _score(answer, instance)
-    return MatchResult(f, [f], tags)
+    """F1 of the largest pairing of equal items between the answer's items and the gold items. ``details``: per
+    gold item whether it is paired (1/0) and the answer item it is paired with."""
+    _, f, tags, details = _score(answer, instance)
+    return MatchResult(f, [f], tags, details)
