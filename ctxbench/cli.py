@@ -1040,6 +1040,10 @@ def questions_import_cmd(
     db_dir: Path = typer.Option(..., exists=True, file_okay=False, help="directory holding <db_id>/<db_id>.sqlite"),
     out: Path = typer.Option(..., file_okay=False,
                              help="directory for <db_id>.yaml query sets and import_report.jsonl"),
+    integer_division: str = typer.Option(
+        "exact", help="'exact': reject a question whose answer SQLite's integer division truncates (SUM(x)/COUNT(x) "
+                      "over 3, 3, 1, 2 is 2, a reader computes 2.25); 'sqlite': keep SQLite's integer result, to "
+                      "reproduce a question set published that way (recorded in each query set's source)"),
 ) -> None:
     """Import Spider-format questions whose answer is unambiguous as query sets for `build holobench --queries`.
     Exit status 0 when at least one question was written to a query set, 1 when none was (the report is written
@@ -1047,7 +1051,7 @@ def questions_import_cmd(
     from .questions.importer import REPORT, import_questions
 
     try:
-        r = import_questions(spider, db_dir, out)
+        r = import_questions(spider, db_dir, out, integer_division=integer_division)
     except USER_ERRORS as e:
         _fail(e)
     c = r.counts

@@ -300,7 +300,7 @@ def _null_sensitive(col: exp.Column) -> str | None:
     while node is not None and not isinstance(node, (exp.Select, exp.SetOperation)):
         if isinstance(node, exp.NEQ):
             return node.sql(dialect="sqlite")
-        if isinstance(node, exp.Not):
+        if isinstance(node, exp.Not) or node.args.get("negate"):  # NOT ..., or x NOT LIKE / NOT IN (negate)
             return node.sql(dialect="sqlite")
         if isinstance(node, (exp.Is, exp.NullSafeEQ, exp.NullSafeNEQ)):
             return node.sql(dialect="sqlite")
@@ -317,8 +317,8 @@ def _null_sensitive(col: exp.Column) -> str | None:
         up = sel.parent
         while isinstance(up, (exp.Subquery, exp.Paren)):
             up = up.parent
-        if isinstance(up, exp.In) and isinstance(up.parent, exp.Not):
-            return up.parent.sql(dialect="sqlite")
+        if isinstance(up, exp.In) and (isinstance(up.parent, exp.Not) or up.args.get("negate")):
+            return (up if up.args.get("negate") else up.parent).sql(dialect="sqlite")
     return None
 
 
@@ -352,14 +352,15 @@ def _null_comparison_issue(tr: Transpiled, null_columns: dict[str, int]) -> tupl
 
 # --- integer division -------------------------------------------------------------------------------------------
 
-def _exact_division(tree: exp.Expression) -> exp.Expression | None:
-    """``tree`` with every ``a / b`` written ``CAST(a AS REAL) / b`` (the exact quotient), or None when it has no
-    division."""
+def _exact_division(tree: exp.Expression, only: int | None = None) -> exp.Expression | None:
+    """``tree`` with every ``a / b`` (or only the ``only``-th, in ``find_all`` order) written ``CAST(a AS REAL) /
+    b`` (the exact quotient), or None when it has no division."""
     if not any(True for _ in tree.find_all(exp.Div)):
         return None
     q = tree.copy()
-    for d in list(q.find_all(exp.Div)):
-        d.set("this", exp.cast(d.this.copy(), exp.DType.DOUBLE))
+    for k, d in enumerate(list(q.find_all(exp.Div))):
+        if only is None or k == only:
+            d.set("this", exp.cast(d.this.copy(), exp.DType.DOUBLE))
     return q
 
 
@@ -841,13 +842,23 @@ def compute_gold(sql: str, tables: Tables, seed: int = 0, strict_order: bool = F
             except sqlite3.Error:
                 real = None
             if real is not None and not same(lite, real):
-                divs = [d.sql(dialect="sqlite") for d in parse_sqlite(sql).find_all(exp.Div)]
-                return GoldResult(None, False, f"integer division: `{divs[0]}` divides integers, and SQLite "
+                tree = parse_sqlite(sql)
+                divs = [d.sql(dialect="sqlite") for d in tree.find_all(exp.Div)]
+                culprit = divs[0]
+                for k, d in enumerate(divs):  # the division whose exact quotient changes the answer
+                    try:
+                        one = norm_rows(con.execute(_exact_division(tree, k).sql(dialect="sqlite")).fetchall())
+                    except sqlite3.Error:
+                        continue
+                    if not same(lite, one):
+                        culprit = d
+                        break
+                return GoldResult(None, False, f"integer division: `{culprit}` divides integers, and SQLite "
                                                f"truncates the quotient (answer {lite[:3]}; with the exact quotient "
                                                f"{real[:3]}), while a reader of the context computes the exact "
                                                f"value; write CAST(x AS REAL) (or 1.0 * x) in the SQL, or keep "
                                                f"SQLite's integer result on purpose (--integer-division sqlite)",
-                                  {"sqlite": lite[:20], "exact": real[:20], "divisions": divs})
+                                  {"sqlite": lite[:20], "exact": real[:20], "divisions": divs, "division": culprit})
     for order in ("reverse", "shuffle"):
         other = norm_rows(engines.sqlite(order).execute(sql).fetchall())
         if not same(lite, other):
