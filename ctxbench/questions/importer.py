@@ -73,6 +73,7 @@ REASON_KINDS = [
     ("gold answer is NULL", "null_answer"),
     ("NULL comparison", "null_comparison"),
     ("integer division", "integer_division"),
+    ("value rule changes the answer: stripped text", "stripped_text"),
     ("value rule changes the answer", "value_rule"),
     ("SQLite and DuckDB disagree", "engines_disagree"),
     ("SQLite cannot run", "sql_error"),
@@ -300,10 +301,22 @@ def check_original(sql: str, gold: list[list[Any]], db: PreparedDatabase) -> str
         return (f"numbers stored as text: sqlite3 on the original file compares {', '.join(converted)} as text "
                 f"(answer {shown}{'...' if len(orig) > 3 else ''}, {len(orig)} row(s)), the value rule's database as "
                 f"numbers ({gold[:3]}, {len(gold)} row(s)); CAST the column in the SQL to ask for the numbers")
+    # a difference no column explains is named below
+    orig_txt = f"{shown}{'...' if len(orig) > 3 else ''} ({len(orig)} row(s))"
+    gold_txt = f"{gold[:3]}{'...' if len(gold) > 3 else ''} ({len(gold)} row(s))"
     nulled = sorted(k for k in db.made_null if k.lower() in read)
-    return (f"value rule changes the answer: sqlite3 on the original file gives {shown}"
-            f"{'...' if len(orig) > 3 else ''} ({len(orig)} row(s)), the database after the value rule {gold[:3]} "
-            f"({len(gold)} row(s))" + (f"; the rule made values of {', '.join(nulled)} NULL" if nulled else ""))
+    if nulled:
+        return (f"NULL comparison: {', '.join(nulled)}: the value rule made empty text (or 'NULL' text) NULL, and the "
+                f"SQL reads it otherwise than sqlite3 reads the text on the original file {db.path.name} (sqlite3: "
+                f"{orig_txt}; after the rule: {gold_txt})")
+    padded = sorted(k for k in db.normalized[0].provenance.get("stripped", {}) if k.lower() in read)
+    if padded:
+        return (f"value rule changes the answer: stripped text: {', '.join(padded)} hold(s) text with leading or "
+                f"trailing spaces in {db.path.name} (' APG'), which the value rule strips, so the SQL matches rows "
+                f"that sqlite3 does not match on the original file (sqlite3: {orig_txt}; after the rule: {gold_txt}); "
+                f"compare with TRIM(column) in the SQL")
+    return (f"value rule changes the answer: sqlite3 on the original file {db.path.name} gives {orig_txt}, the "
+            f"database after the value rule (floats rounded to 4 places, whitespace stripped) {gold_txt}")
 
 
 def parse_ordered(sql: str) -> bool:

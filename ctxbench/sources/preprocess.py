@@ -201,7 +201,8 @@ def normalize_database(db: Database) -> tuple[Database, list[dict], list[dict]]:
     """``db`` with the value rule applied to every cell and numbers stored as text converted (module docstring):
     every table, column and row kept, keys unchanged (the full database the SQL of an imported question runs on).
     Returns (database, conversions, kept) as :func:`convert_numeric_text` describes them; the database's provenance
-    gains ``made_null`` (``{"table.column": values the rule made NULL}``) and ``binary_values``.
+    gains ``made_null`` (``{"table.column": values the rule made NULL}``), ``stripped`` (``{"table.column": text
+    values whose surrounding whitespace was stripped}``) and ``binary_values``.
 
     Key columns (primary keys, foreign keys and the columns they reference) are identifiers: one stored as text is
     converted only when a key it is linked to holds numbers (SQLite then compares the two as numbers), so
@@ -211,6 +212,7 @@ def normalize_database(db: Database) -> tuple[Database, list[dict], list[dict]]:
     tables: dict[str, Table] = {}
     binary: list[dict] = []
     made_null: dict[str, int] = {}
+    stripped: dict[str, int] = {}
     for name, t in db.tables.items():
         rows = [tuple(normalize_value(v) for v in r) for r in t.rows]
         tables[name] = Table(name, list(t.columns), rows, list(t.types), list(t.primary_key))
@@ -221,6 +223,9 @@ def normalize_database(db: Database) -> tuple[Database, list[dict], list[dict]]:
             m = sum(1 for r, nr in zip(t.rows, rows) if r[i] is not None and nr[i] is None)
             if m:
                 made_null[f"{name}.{c}"] = m
+            k = sum(1 for r, nr in zip(t.rows, rows) if isinstance(r[i], str) and nr[i] is not None and nr[i] != r[i])
+            if k:
+                stripped[f"{name}.{c}"] = k
     links: dict[tuple[str, str], set[tuple[str, str]]] = {}
     keys = {(n, c.lower()) for n, t in tables.items() for c in t.primary_key}
     for fk in db.foreign_keys:
@@ -249,6 +254,8 @@ def normalize_database(db: Database) -> tuple[Database, list[dict], list[dict]]:
         prov["binary_values"] = binary  # table.column -> binary (non-text BLOB) values made NULL
     if made_null:
         prov["made_null"] = made_null  # table.column -> values the value rule made NULL (empty text, 'NULL', ...)
+    if stripped:
+        prov["stripped"] = stripped  # table.column -> text values stripped of leading/trailing whitespace
     return Database(db.db_id, tables, list(db.foreign_keys), prov), conversions, kept
 
 
