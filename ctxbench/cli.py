@@ -215,12 +215,17 @@ def _progress() -> Progress:
 
 
 @app.command("sql-info")
-def sql_info_cmd(sql: str = typer.Argument(..., help="one SQL SELECT statement")) -> None:
-    """Print tables, columns, query types and difficulty (HoloBench A.3) of an SQL query as JSON."""
-    from .questions.sqlinfo import sql_info
+def sql_info_cmd(sql: str = typer.Argument(..., help="one SQL SELECT statement"),
+                 db: Path = typer.Option(None, exists=True, dir_okay=False,
+                                         help="database the SQL reads: resolve each column in it or in its "
+                                              "preprocessed view (the columns `questions generate` writes, e.g. "
+                                              "DestAirport_airportname)")) -> None:
+    """Print tables, columns, query types and difficulty (HoloBench A.3) of an SQL query as JSON; with --db also
+    where each column is (`resolved`: database or preprocessed view, what a name column stands for) and `unknown`."""
+    from .questions.sqlinfo import sql_info, sql_info_on_db
 
     try:
-        out_console.print_json(json.dumps(sql_info(sql)))
+        out_console.print_json(json.dumps(sql_info_on_db(sql, db) if db is not None else sql_info(sql)))
     except USER_ERRORS as e:
         _fail(e)
 

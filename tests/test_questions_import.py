@@ -358,3 +358,18 @@ def test_question_on_binary_blob_column_is_rejected_with_its_column(tmp_path):
     assert [x["accepted"] for x in res.report] == [False, True]
     assert res.report[0]["reason_kind"] == "binary_column" and "picture.image" in res.report[0]["reason"]
     assert res.report[1]["answer"] == [["Picture 10"]]
+
+
+def test_dev_accepted_answers_equal_sqlite3_on_the_original_files(dev_import, shared_data):
+    """bench/check_original.py, an independent checker: every accepted dev answer equals the sqlite3 module's answer on
+    Spider's own file, up to how projected values are shown (issue 22)."""
+    import subprocess
+    import sys
+
+    _, out, res = dev_import
+    script = Path(__file__).resolve().parents[1] / "bench" / "check_original.py"
+    p = subprocess.run([sys.executable, str(script), str(out / REPORT), "--db-dir",
+                        str(shared_data / "spider" / "database")], capture_output=True, text=True, timeout=600)
+    n = sum(r["accepted"] for r in res.report)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    assert f"{n} accepted answer(s) of {len(res.report)} checked" in p.stdout and ": 0 differ" in p.stdout
