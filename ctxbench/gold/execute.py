@@ -294,8 +294,9 @@ class GoldEngines:
 def _null_sensitive(col: exp.Column) -> str | None:
     """The SQL around ``col`` that answers differently for NULL than for the value the rule made NULL (``''``):
     ``!=``/``<>``, anything under NOT (``NOT IN``, ``NOT LIKE``, ``NOT (x = ...)``), ``IS``/``IS NOT``,
-    ``COALESCE``/``IFNULL``/``NULLIF``, ``COUNT(x)``, ``MIN``/``MAX``/``GROUP_CONCAT``, ``length``; None
-    when no such context holds it (``x = 'a'``, ``x LIKE ...``, ``x IN (...)`` read NULL as ``''`` is read)."""
+    ``COALESCE``/``IFNULL``/``NULLIF``, ``COUNT(x)``, ``MIN``/``MAX``/``GROUP_CONCAT``, ``length``, ``||``, and
+    ``<``/``>``/BETWEEN (``''`` sorts before every text and after every number in sqlite3); None when no such
+    context holds it (``x = 'a'``, ``x LIKE ...``, ``x IN (...)`` read NULL as ``''`` is read)."""
     node, child = col.parent, col
     while node is not None and not isinstance(node, (exp.Select, exp.SetOperation)):
         if isinstance(node, exp.NEQ):
@@ -304,7 +305,10 @@ def _null_sensitive(col: exp.Column) -> str | None:
             return node.sql(dialect="sqlite")
         if isinstance(node, (exp.Is, exp.NullSafeEQ, exp.NullSafeNEQ)):
             return node.sql(dialect="sqlite")
-        if isinstance(node, (exp.Coalesce, exp.Nullif, exp.Length, exp.GroupConcat)):
+        if isinstance(node, (exp.Coalesce, exp.Nullif, exp.Length, exp.GroupConcat, exp.DPipe, exp.Concat)):
+            return node.sql(dialect="sqlite")
+        if isinstance(node, (exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Between)):
+            # '' sorts before every text and after every number: x < 'F' or x > 5 holds for it in sqlite3
             return node.sql(dialect="sqlite")
         if isinstance(node, (exp.Count, exp.Min, exp.Max)) and not isinstance(child, exp.Star):
             return node.sql(dialect="sqlite")
