@@ -215,12 +215,17 @@ def _progress() -> Progress:
 
 
 @app.command("sql-info")
-def sql_info_cmd(sql: str = typer.Argument(..., help="one SQL SELECT statement")) -> None:
-    """Print tables, columns, query types and difficulty (HoloBench A.3) of an SQL query as JSON."""
-    from .questions.sqlinfo import sql_info
+def sql_info_cmd(sql: str = typer.Argument(..., help="one SQL SELECT statement"),
+                 db: Path = typer.Option(None, exists=True, dir_okay=False,
+                                         help="database the SQL reads: resolve each column in it or in its "
+                                              "preprocessed view (the columns `questions generate` writes, e.g. "
+                                              "DestAirport_airportname)")) -> None:
+    """Print tables, columns, query types and difficulty (HoloBench A.3) of an SQL query as JSON; with --db also
+    where each column is (`resolved`: database or preprocessed view, what a name column stands for) and `unknown`."""
+    from .questions.sqlinfo import sql_info, sql_info_on_db
 
     try:
-        out_console.print_json(json.dumps(sql_info(sql)))
+        out_console.print_json(json.dumps(sql_info_on_db(sql, db) if db is not None else sql_info(sql)))
     except USER_ERRORS as e:
         _fail(e)
 
@@ -1148,6 +1153,10 @@ def questions_import_cmd(
     db_dir: Path = typer.Option(..., exists=True, file_okay=False, help="directory holding <db_id>/<db_id>.sqlite"),
     out: Path = typer.Option(..., file_okay=False,
                              help="directory for <db_id>.yaml query sets and import_report.jsonl"),
+    integer_division: str = typer.Option(
+        "exact", help="'exact': reject a question whose answer SQLite's integer division truncates (SUM(x)/COUNT(x) "
+                      "over 3, 3, 1, 2 is 2, a reader computes 2.25); 'sqlite': keep SQLite's integer result, to "
+                      "reproduce a question set published that way (recorded in each query set's source)"),
 ) -> None:
     """Import Spider-format questions whose answer is unambiguous as query sets for `build holobench --queries`.
     Exit status 0 when at least one question was written to a query set, 1 when none was (the report is written
@@ -1155,7 +1164,7 @@ def questions_import_cmd(
     from .questions.importer import REPORT, import_questions
 
     try:
-        r = import_questions(spider, db_dir, out)
+        r = import_questions(spider, db_dir, out, integer_division=integer_division)
     except USER_ERRORS as e:
         _fail(e)
     c = r.counts

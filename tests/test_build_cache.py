@@ -314,7 +314,8 @@ def test_compiled_templates_give_the_text_of_str_format():
     rows = [(1, 2.0, "s", None, 3), (True, 2.5, "{b}", "sp", 1.0), (-0.0, 10**20, "é", 1e-7, 2)]
     for i, row in enumerate(rows * 10):
         k = ts.choose("t", i + 1, 0)
-        values = {c: format_value(v) for c, v in zip(cols, row)}
+        # a NULL states the missing phrase, "not recorded" by default (issue 22)
+        values = {c: "not recorded" if v is None else format_value(v) for c, v in zip(cols, row)}
         if "{x.real}" in ts.templates["t"][k]:
             with pytest.raises(AttributeError):  # str has no .real: the same error as before
                 ts.verbalize("t", cols, row, i + 1, 0)

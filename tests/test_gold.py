@@ -15,15 +15,21 @@ PEOPLE = {"t": (["name", "v", "g"], ["TEXT", "INTEGER", "TEXT"],
 
 def test_integer_division_is_sqlite_integer_division():
     # the SQL is SQLite's: SUM 3 / COUNT 2 is 1 (DuckDB's own '/' would say 1.5; the transpilation keeps it integer)
+    # (kept with integer_division="sqlite"; by default a truncated quotient is rejected, issue 22)
     tables = {"t": (["v"], ["INTEGER"], [(1,), (2,)])}
-    r = compute_gold("SELECT SUM(v) / COUNT(*) FROM t", tables)
+    r = compute_gold("SELECT SUM(v) / COUNT(*) FROM t", tables, integer_division="sqlite")
     assert r.ok, r.reason
     assert r.rows == [[1]]
+    r = compute_gold("SELECT SUM(v) / COUNT(*) FROM t", tables)
+    assert not r.ok and r.reason.startswith("integer division: `SUM(v) / COUNT(*)`") and r.detail["exact"] == [[1.5]]
     # truncated toward zero, as SQLite does: -7 / 2 = -3; a REAL operand makes it real division
     tables = {"t": (["v", "w"], ["INTEGER", "REAL"], [(-7, 2.0)])}
-    r = compute_gold("SELECT v / 2, v / w, 7 / 2, v / 0 FROM t", tables)
+    r = compute_gold("SELECT v / 2, v / w, 7 / 2, v / 0 FROM t", tables, integer_division="sqlite")
     assert r.ok, r.reason
     assert r.rows == [[-3, -3.5, 3, None]]
+    # the division named is the one that truncates (v / w is real division)
+    r = compute_gold("SELECT v / w, v / 2 FROM t", tables)
+    assert not r.ok and r.reason.startswith("integer division: `v / 2`"), r.reason
 
 
 def test_integer_division_on_real_wine_rows(spider_db):
@@ -34,7 +40,7 @@ def test_integer_division_on_real_wine_rows(spider_db):
     total = sum(c for _, _, c in rows)
     assert total % len(rows) != 0  # so integer and real division differ
     tables = {"wine": (["Name", "Price", "Cases"], ["TEXT", "INTEGER", "INTEGER"], rows)}
-    r = compute_gold("SELECT SUM(Cases) / COUNT(*) FROM wine", tables)
+    r = compute_gold("SELECT SUM(Cases) / COUNT(*) FROM wine", tables, integer_division="sqlite")
     assert r.ok, r.reason
     assert r.rows == [[total // len(rows)]]
     # written as real division, both engines agree on total / n

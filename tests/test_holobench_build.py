@@ -220,9 +220,12 @@ def test_quarantine_and_layout(density_build):
     rows = q.to_pylist()
     assert rows == [r for r in rows if r["stage"] and r["reason"]]
     assert density_build.n_quarantined == len(rows)
-    # Spider's wine.Cases 'NULL' strings make 14 incomplete rows, which are dropped and quarantined
-    verb = [r for r in rows if r["stage"] == "verbalize" and r["input"] == "wine_1.wine"]
-    assert len(verb) == 1 and "14" in verb[0]["reason"]
+    # Spider's wine.Cases 'NULL' strings are NULL by the value rule: the 14 rows are kept and verbalized
+    # ("not recorded"), not dropped (issue 22); the manifest counts the rows verbalized per table
+    assert not [r for r in rows if r["stage"] == "verbalize" and r["input"] == "wine_1.wine"]
+    pre = json.loads((out / "manifest.json").read_text())["preprocessing"]
+    assert pre["rows_verbalized"]["wine"] == {"rows": 500, "verbalized": 500, "left_out": {}}
+    assert pre["made_null"]["wine.Cases"] == 14 and pre["integer_division"] == "exact"
     for r in rows:
         if r["stage"] == "gold":
             assert json.loads(r["detail"])["question_id"].startswith("wine_1-")
@@ -236,8 +239,17 @@ def test_source_sqlite_holds_preprocessed_values(density_build, wine):
     try:
         n_raw = raw.execute("SELECT COUNT(*) FROM wine").fetchone()[0]
         n_null = raw.execute("SELECT COUNT(*) FROM wine WHERE Cases = 'NULL'").fetchone()[0]
-        assert con.execute("SELECT COUNT(*) FROM wine").fetchone()[0] == n_raw - n_null
-        assert con.execute("SELECT COUNT(*) FROM wine WHERE Cases IS NULL OR typeof(Cases) != 'integer'").fetchone()[0] == 0
+        assert (n_raw, n_null) == (500, 14)
+        assert con.execute("SELECT COUNT(*) FROM wine").fetchone()[0] == n_raw  # every row kept (issue 22)
+        assert con.execute("SELECT COUNT(*) FROM wine WHERE Cases IS NULL").fetchone()[0] == n_null
+        assert con.execute("SELECT COUNT(*) FROM wine WHERE Cases IS NOT NULL AND typeof(Cases) != 'integer'"
+                           ).fetchone()[0] == 0
+        from ctxbench.verbalize.templates import load_templates
+        ts = load_templates("wine_1")
+        cols = [r[1] for r in con.execute('PRAGMA table_info("wine")')]
+        rid, *row = con.execute('SELECT rowid, * FROM wine WHERE Cases IS NULL LIMIT 1').fetchone()
+        assert ts.missing_phrase("wine", "Cases") == "an unrecorded number of"
+        assert "an unrecorded number of cases" in ts.verbalize("wine", cols, tuple(row), rid, 0)
         for t in _source_tables(density_build.out / "source.sqlite"):
             cols = [r[1] for r in con.execute(f'PRAGMA table_info("{t}")')]
             for c in cols:

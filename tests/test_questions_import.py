@@ -22,7 +22,7 @@ from ctxbench.tracks.holobench import HoloBenchConfig, build_holobench
 
 # rejection classes that are real ambiguities of the answer (never a dialect artefact or an engine gap)
 AMBIGUITIES = {"tie", "null_order", "empty", "null_answer", "nondeterministic", "bare_column", "row_order",
-               "numbers_as_text"}
+               "numbers_as_text", "null_comparison", "stripped_text", "integer_division"}
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +51,9 @@ def test_dev_acceptance_and_reasons(dev_import, shared_data):
     mine = [r for r in res.report if r["db_id"] in present]
     assert {r["db_id"] for r in mine} == {"world_1", "car_1", "flight_2"}
     accepted = sum(r["accepted"] for r in mine)
-    assert accepted / len(mine) >= 0.85, (accepted, len(mine))
+    # 204 of 292 (69.9%) since issue 22: an answer must equal sqlite3's on the original file, so flight_2's padded
+    # codes (' APG') and car_1's numbers stored as text are rejected (46 + 8 + 4 of the 88 rejections)
+    assert accepted / len(mine) >= 0.65, (accepted, len(mine))
     # every rejection on a present database is a real ambiguity, with its reason
     kinds = {r["reason_kind"] for r in mine if not r["accepted"]}
     assert kinds <= AMBIGUITIES, kinds
@@ -78,16 +80,25 @@ def test_dev_answers_worked_out_with_sqlite3(dev_import, spider_db):
     n150 = con.execute("SELECT count(*) FROM CARS_DATA WHERE horsepower != 'null' AND "
                        "CAST(horsepower AS INTEGER) > 150").fetchone()[0]
     con.close()
-    # Horsepower is stored as text: ordered and compared as numbers (as text, '97' would beat '110')
+    # Horsepower is stored as text: sqlite3 on the original file orders and compares it as text ('97' beats '110'),
+    # the value rule's database as numbers; the answers differ, so the questions are rejected (issue 22)
     assert (hp, make, n150) == (110, "mazda rx-4", 49)
-    assert _line(res, "SELECT T2.horsepower ,  T1.Make FROM CAR_NAMES AS T1 JOIN CARS_DATA AS T2 ON T1.MakeId  =  "
-                      "T2.Id WHERE T2.cylinders  =  3 ORDER BY T2.horsepower DESC LIMIT 1;")["answer"] == [[hp, make]]
-    assert _line(res, "SELECT count(*) FROM CARS_DATA WHERE horsepower  >  150;")["answer"] == [[n150]]
+    r = _line(res, "SELECT T2.horsepower ,  T1.Make FROM CAR_NAMES AS T1 JOIN CARS_DATA AS T2 ON T1.MakeId  =  "
+                   "T2.Id WHERE T2.cylinders  =  3 ORDER BY T2.horsepower DESC LIMIT 1;")
+    assert not r["accepted"] and r["reason_kind"] == "numbers_as_text", r["reason"]
+    assert "cars_data.Horsepower" in r["reason"] and "[['97', 'mazda rx2 coupe']]" in r["reason"]
+    # `horsepower > 150`: the six 'null' texts the rule made NULL are greater than 150 for sqlite3 (text after
+    # numbers; 281 on the file): a NULL comparison
+    r = _line(res, "SELECT count(*) FROM CARS_DATA WHERE horsepower  >  150;")
+    assert not r["accepted"] and r["reason"].startswith("NULL comparison: cars_data.horsepower"), r["reason"]
     con = sqlite3.connect(spider_db("flight_2"))
     nos = [r[0] for r in con.execute("SELECT FlightNo FROM flights WHERE trim(SourceAirport) = 'APG' ORDER BY FlightNo")]
+    plain = con.execute("SELECT count(*) FROM flights WHERE SourceAirport = 'APG'").fetchone()[0]
     con.close()
-    # ' APG' is padded in Spider's file; the value rule strips it
-    assert _line(res, 'SELECT FlightNo FROM FLIGHTS WHERE SourceAirport  =  "APG"')["answer"] == [[n] for n in nos]
+    # ' APG' is padded in Spider's file: sqlite3 matches no row, the stripped value 11; rejected as stripped text
+    assert (len(nos), plain) == (11, 0)
+    r = _line(res, 'SELECT FlightNo FROM FLIGHTS WHERE SourceAirport  =  "APG"')
+    assert not r["accepted"] and r["reason_kind"] == "stripped_text" and "flights.SourceAirport" in r["reason"]
     # a tie at LIMIT 1 (every airline has 100 flights) is rejected as a tie
     r = _line(res, "SELECT T1.Airline FROM AIRLINES AS T1 JOIN FLIGHTS AS T2 ON T1.uid  =  T2.Airline GROUP BY "
                    "T1.Airline ORDER BY count(*) DESC LIMIT 1")
@@ -136,10 +147,18 @@ def test_import_cli_then_build(spider_db, tmp_path):
     qfile = tmp_path / "mine.json"
     qfile.write_text(json.dumps(WINE_QUESTIONS))
     out = tmp_path / "out"
+    # "in whole dollars": SQLite's integer division is what the question asks for, kept with the flag
     res = CliRunner().invoke(app, ["questions", "import", "--spider", str(qfile), "--db-dir", str(Path(wine).parent.parent),
-                                   "--out", str(out)])
+                                   "--out", str(out), "--integer-division", "sqlite"])
     assert res.exit_code == 0, res.output
     assert "4 accepted, 5 rejected" in " ".join(res.output.split())
+    assert yaml.safe_load((out / "wine_1.yaml").read_text())["source"]["integer_division"] == "sqlite"
+    # by default the truncated average is rejected, naming the division (SUM(Price) / COUNT(*) is not whole)
+    assert total % n
+    exact = import_questions(qfile, Path(wine).parent.parent, tmp_path / "exact")
+    assert exact.report[3]["reason"].startswith("integer division: `SUM(Price) / COUNT(*)`"), exact.report[3]
+    assert exact.report[3]["reason_kind"] == "integer_division"
+    assert yaml.safe_load((tmp_path / "exact" / "wine_1.yaml").read_text())["source"]["integer_division"] == "exact"
     lines = [json.loads(x) for x in (out / REPORT).read_text().splitlines()]
     assert [x["accepted"] for x in lines] == [True, True, False, True, True, False, False, False, False]
     assert lines[0]["answer"] == [[n90]] and lines[4]["answer"] == [[n90]]
@@ -191,9 +210,10 @@ FLIGHT_QUESTIONS = [
     # reads a column the generated templates leave out (airlines.Country): the templates must state it
     {"db_id": "flight_2", "question": "How many airlines are based in the USA?",
      "query": "SELECT count(*) FROM airlines WHERE Country = 'USA'"},
-    # reads flights.DestAirport, a foreign key the build resolves to the airport's name (the column is renamed)
+    # reads flights.DestAirport, a foreign key the build resolves to the airport's name (the column is renamed);
+    # TRIM: the file pads the codes (' APG'), and without it sqlite3 on the file matches no row (stripped_text)
     {"db_id": "flight_2", "question": "How many flights arrive at APG?",
-     "query": "SELECT count(*) FROM flights WHERE DestAirport = 'APG'"},
+     "query": "SELECT count(*) FROM flights WHERE TRIM(DestAirport) = 'APG'"},
 ]
 
 
@@ -340,3 +360,18 @@ def test_question_on_binary_blob_column_is_rejected_with_its_column(tmp_path):
     assert [x["accepted"] for x in res.report] == [False, True]
     assert res.report[0]["reason_kind"] == "binary_column" and "picture.image" in res.report[0]["reason"]
     assert res.report[1]["answer"] == [["Picture 10"]]
+
+
+def test_dev_accepted_answers_equal_sqlite3_on_the_original_files(dev_import, shared_data):
+    """bench/check_original.py, an independent checker: every accepted dev answer equals the sqlite3 module's answer on
+    Spider's own file, up to how projected values are shown (issue 22)."""
+    import subprocess
+    import sys
+
+    _, out, res = dev_import
+    script = Path(__file__).resolve().parents[1] / "bench" / "check_original.py"
+    p = subprocess.run([sys.executable, str(script), str(out / REPORT), "--db-dir",
+                        str(shared_data / "spider" / "database")], capture_output=True, text=True, timeout=600)
+    n = sum(r["accepted"] for r in res.report)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    assert f"{n} accepted answer(s) of {len(res.report)} checked" in p.stdout and ": 0 differ" in p.stdout

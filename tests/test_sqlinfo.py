@@ -202,3 +202,29 @@ def test_double_quoted_names_resolve_against_the_schema():
     assert sql_info('SELECT "name" FROM t')["columns"] == ["t.name"]
     # a SELECT alias is a name in scope
     assert sql_info('SELECT count(*) AS "n" FROM t ORDER BY "n"', schema)["columns"] == []
+
+
+def test_sql_info_db_resolves_columns_of_the_preprocessed_view(spider_db):
+    """`ctxbench sql-info --db` (issue 22): a generated question's name column (flights.DestAirport replaced by the
+    airport's name, as `questions generate` writes it) resolves to the preprocessed view and says what it stands
+    for; a column of the file resolves to the database; a column in neither is listed as unknown."""
+    import json as _json
+
+    from typer.testing import CliRunner
+
+    from ctxbench.cli import app
+
+    db = spider_db("flight_2")
+    sql = ("SELECT count(*) FROM flights WHERE DestAirport_airportname = 'Municipal' AND Airline = 1 "
+           "AND flights.nosuch = 2")
+    r = CliRunner().invoke(app, ["sql-info", "--db", str(db), sql])
+    assert r.exit_code == 0, r.output
+    out = _json.loads(r.output)
+    assert out["resolved"]["flights.destairport_airportname"] == {
+        "in": "preprocessed view", "column": "DestAirport_airportname",
+        "stands_for": "flights.DestAirport -> airports.AirportName (the referenced row's name)"}
+    assert out["resolved"]["flights.airline"] == {"in": "database", "column": "Airline"}
+    assert out["unknown"] == ["flights.nosuch"]
+    # without --db the object is sql-info's usual one
+    plain = _json.loads(CliRunner().invoke(app, ["sql-info", sql]).output)
+    assert "resolved" not in plain and plain["columns"] == out["columns"]

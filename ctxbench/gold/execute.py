@@ -48,7 +48,8 @@ from sqlglot.optimizer.scope import walk_in_scope
 
 from ..errors import InputError
 from ..sources.database import looks_numeric, quote_ident
-from .dialect import SQLITE_UDFS, Transpiled, bare_columns, parse_expression, scope_index, source_table, transpile
+from .dialect import (SQLITE_UDFS, Transpiled, bare_columns, parse_expression, parse_sqlite, scope_index, source_table,
+                      transpile)
 
 REL_TOL = 1e-6
 _DUCK_TYPES = {"INTEGER": pa.int64(), "REAL": pa.float64(), "TEXT": pa.string()}
@@ -122,6 +123,7 @@ Tables = dict[str, tuple[list[str], list[str], list[tuple]]]
 def _sqlite_con(tables: Tables, order: str, seed: int) -> sqlite3.Connection:
     con = sqlite3.connect(":memory:", check_same_thread=False)
     for name, (cols, types, rows) in tables.items():
+        types = list(types) + [""] * (len(cols) - len(types))
         con.execute(f"CREATE TABLE {quote_ident(name)} "
                     f"({', '.join(f'{quote_ident(c)} {t}' for c, t in zip(cols, types))})")
         rs = list(rows)
@@ -134,16 +136,34 @@ def _sqlite_con(tables: Tables, order: str, seed: int) -> sqlite3.Connection:
     return con
 
 
-def _duck_value(v: Any, ty: str) -> Any:
-    # a TEXT column keeps numbers as text, as SQLite's TEXT affinity stores them (a column mixing 94107 and
-    # '94040-1724' is text in both engines)
-    if ty == "TEXT" and v is not None and not isinstance(v, str):
-        if isinstance(v, bytes):
-            return v.decode("utf-8", errors="replace")
-        return str(int(v)) if isinstance(v, bool) else str(v)
-    if ty == "INTEGER" and isinstance(v, float):
-        return int(v) if v.is_integer() else v
-    return v
+def _storage_kind(values: list) -> str:
+    """The DuckDB form of one column from the storage classes SQLite gave its values (read back from SQLite, so
+    type affinity has been applied as sqlite3 applies it): ``INTEGER``, ``REAL``, ``TEXT``, or ``MIXED_INTEGER`` /
+    ``MIXED_REAL`` for a column holding numbers and text (``trip.zip_code`` declared INTEGER holding ``94107`` and
+    ``'nil'``)."""
+    kinds = {type(v) for v in values if v is not None}
+    num = kinds & {int, float}
+    text = bool(kinds & {str, bytes})
+    if not kinds:
+        return "TEXT"
+    if num and text:
+        return "MIXED_REAL" if float in num else "MIXED_INTEGER"
+    if num:
+        return "REAL" if float in num else "INTEGER"
+    return "TEXT"
+
+
+def _column_kinds(con: sqlite3.Connection, tables: Tables) -> dict[str, dict[str, str]]:
+    """table -> column -> storage kind (:func:`_storage_kind`) of the tables as SQLite stores them."""
+    out = {}
+    for name, (cols, _, _) in tables.items():
+        got = con.execute(f"SELECT {', '.join(quote_ident(c) for c in cols)} FROM {quote_ident(name)}").fetchall()
+        out[name] = {c: _storage_kind([r[i] for r in got]) for i, c in enumerate(cols)}
+    return out
+
+
+def _text(v: Any) -> str:
+    return v.decode("utf-8", errors="replace") if isinstance(v, bytes) else v
 
 
 _UDF_LITE = sqlite3.connect(":memory:", check_same_thread=False)
@@ -165,20 +185,42 @@ def _sqlite_function(name: str, arity: int):
     return fixed[arity]
 
 
-def _duck_con(tables: Tables) -> duckdb.DuckDBPyConnection:
+_UNION = {"MIXED_INTEGER": "UNION(n BIGINT, s VARCHAR)", "MIXED_REAL": "UNION(n DOUBLE, s VARCHAR)"}
+
+
+def _duck_con(lite: sqlite3.Connection, tables: Tables, kinds: dict[str, dict[str, str]]) -> duckdb.DuckDBPyConnection:
+    """DuckDB over the tables with the values SQLite stores (``lite``: the insert-order copy), each column in the
+    form its storage classes need (:func:`_storage_kind`): a column of numbers and text is DuckDB's UNION of a
+    number and a text, which compares, sorts, joins and intersects as SQLite does (every number before every text;
+    a number never equals a text: "Datatypes In SQLite" section 4.1)."""
     con = duckdb.connect(":memory:")
     con.execute("SET threads TO 1")  # one thread: the same input gives the same row order, run after run
-    for name, (cols, types, rows) in tables.items():
-        arrays = []
-        for i in range(len(cols)):
-            ty = types[i] if types[i] in _DUCK_TYPES else "TEXT"
-            vals = [_duck_value(r[i], ty) for r in rows]
-            if ty == "INTEGER" and any(isinstance(v, float) for v in vals):
-                ty = "REAL"
-            arrays.append(pa.array(vals, type=_DUCK_TYPES[ty]))
-        at = pa.Table.from_arrays(arrays, names=cols)
+    for name, (cols, _, _) in tables.items():
+        got = lite.execute(f"SELECT {', '.join(quote_ident(c) for c in cols)} FROM {quote_ident(name)} "
+                           f"ORDER BY rowid").fetchall()
+        arrays, names, select = [], [], []
+        for i, c in enumerate(cols):
+            k = kinds[name][c]
+            vals = [r[i] for r in got]
+            if k in _UNION:
+                num = pa.array([v if isinstance(v, (int, float)) else None for v in vals],
+                               type=pa.float64() if k == "MIXED_REAL" else pa.int64())
+                txt = pa.array([_text(v) if isinstance(v, (str, bytes)) else None for v in vals], type=pa.string())
+                arrays += [num, txt]
+                names += [f"__n{i}", f"__s{i}"]
+                select.append(f"CASE WHEN __n{i} IS NOT NULL THEN CAST(__n{i} AS {_UNION[k]}) "
+                              f"WHEN __s{i} IS NOT NULL THEN CAST(__s{i} AS {_UNION[k]}) END AS {quote_ident(c)}")
+                continue
+            if k == "TEXT":
+                vals = [_text(v) for v in vals]
+            elif k == "REAL":
+                vals = [float(v) if v is not None else None for v in vals]
+            arrays.append(pa.array(vals, type=_DUCK_TYPES[k]))
+            names.append(f"__c{i}")
+            select.append(f"__c{i} AS {quote_ident(c)}")
+        at = pa.Table.from_arrays(arrays, names=names) if arrays else pa.table({})
         con.register("__t", at)
-        con.execute(f"CREATE TABLE {quote_ident(name)} AS SELECT * FROM __t")
+        con.execute(f"CREATE TABLE {quote_ident(name)} AS SELECT {', '.join(select)} FROM __t")
         con.unregister("__t")
     return con
 
@@ -197,6 +239,19 @@ class GoldEngines:
         self._lite: dict[str, sqlite3.Connection] = {}
         self._duck: duckdb.DuckDBPyConnection | None = None
         self._udfs: set[tuple[str, int]] = set()
+        self._kinds: dict[str, dict[str, str]] | None = None
+
+    def kinds(self) -> dict[str, dict[str, str]]:
+        """table -> column -> storage kind of its values as SQLite stores them under the declared types
+        (``INTEGER``, ``REAL``, ``TEXT``, ``MIXED_INTEGER``, ``MIXED_REAL``), computed once."""
+        if self._kinds is None:
+            self._kinds = _column_kinds(self.sqlite("insert"), self.tables)
+        return self._kinds
+
+    def schema(self) -> dict[str, dict[str, str]]:
+        """table -> column -> the SQLite type the SQL is read with (INTEGER, REAL or TEXT): the storage class of
+        its values; a column of numbers and text reads as its numbers' type (its declared affinity is numeric)."""
+        return {t: {c: k.replace("MIXED_", "") for c, k in cols.items()} for t, cols in self.kinds().items()}
 
     def sqlite(self, order: str = "insert") -> sqlite3.Connection:
         """SQLite over the tables, rows inserted in ``order`` (insert, reverse or shuffle)."""
@@ -208,7 +263,7 @@ class GoldEngines:
         """DuckDB over the tables, with SQLite's date and time functions ``udfs`` ((name, arity), computed by
         SQLite: ctxbench.gold.dialect) registered."""
         if self._duck is None:
-            self._duck = _duck_con(self.tables)
+            self._duck = _duck_con(self.sqlite("insert"), self.tables, self.kinds())
         for name, arity in udfs:
             if (name, arity) not in self._udfs:
                 self._duck.create_function(f"sqlite_{name}_{arity}", _sqlite_function(name, arity),
@@ -225,6 +280,7 @@ class GoldEngines:
             self._duck.close()
             self._duck = None
         self._udfs.clear()
+        self._kinds = None
 
     def __enter__(self) -> "GoldEngines":
         return self
@@ -233,9 +289,86 @@ class GoldEngines:
         self.close()
 
 
-def _schema(tables: Tables) -> dict[str, dict[str, str]]:
-    return {name: {c: (t if t in _DUCK_TYPES else "TEXT") for c, t in zip(cols, types)}
-            for name, (cols, types, _) in tables.items()}
+# --- NULL comparison: the value rule's NULLs under a comparison that treats NULL apart ---------------------------
+
+def _null_sensitive(col: exp.Column) -> str | None:
+    """The SQL around ``col`` that answers differently for NULL than for the value the rule made NULL (``''``):
+    ``!=``/``<>``, anything under NOT (``NOT IN``, ``NOT LIKE``, ``NOT (x = ...)``), ``IS``/``IS NOT``,
+    ``COALESCE``/``IFNULL``/``NULLIF``, ``COUNT(x)``, ``MIN``/``MAX``/``GROUP_CONCAT``, ``length``, ``||``, and
+    ``<``/``>``/BETWEEN (``''`` sorts before every text and after every number in sqlite3); None when no such
+    context holds it (``x = 'a'``, ``x LIKE ...``, ``x IN (...)`` read NULL as ``''`` is read)."""
+    node, child = col.parent, col
+    while node is not None and not isinstance(node, (exp.Select, exp.SetOperation)):
+        if isinstance(node, exp.NEQ):
+            return node.sql(dialect="sqlite")
+        if isinstance(node, exp.Not) or node.args.get("negate"):  # NOT ..., or x NOT LIKE / NOT IN (negate)
+            return node.sql(dialect="sqlite")
+        if isinstance(node, (exp.Is, exp.NullSafeEQ, exp.NullSafeNEQ)):
+            return node.sql(dialect="sqlite")
+        if isinstance(node, (exp.Coalesce, exp.Nullif, exp.Length, exp.GroupConcat, exp.DPipe, exp.Concat)):
+            return node.sql(dialect="sqlite")
+        if isinstance(node, (exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Between)):
+            # '' sorts before every text and after every number: x < 'F' or x > 5 holds for it in sqlite3
+            return node.sql(dialect="sqlite")
+        if isinstance(node, (exp.Count, exp.Min, exp.Max)) and not isinstance(child, exp.Star):
+            return node.sql(dialect="sqlite")
+        if isinstance(node, exp.Subquery):
+            break
+        node, child = node.parent, node
+    # NOT IN (SELECT col ...): the subquery's NULL makes NOT IN unknown for every row
+    sel = node if isinstance(node, exp.Select) else None
+    if sel is not None and col in [e.this if isinstance(e, exp.Alias) else e for e in sel.expressions]:
+        up = sel.parent
+        while isinstance(up, (exp.Subquery, exp.Paren)):
+            up = up.parent
+        if isinstance(up, exp.In) and (isinstance(up.parent, exp.Not) or up.args.get("negate")):
+            return (up if up.args.get("negate") else up.parent).sql(dialect="sqlite")
+    return None
+
+
+def _null_comparison_issue(tr: Transpiled, null_columns: dict[str, int]) -> tuple[str, dict] | None:
+    """``NULL comparison: ...`` when the SQL reads a column holding NULLs made by the value rule (``null_columns``:
+    lower-case ``table.column`` -> values made NULL) in a NULL-sensitive context (:func:`_null_sensitive`): its
+    answer would leave out (or count apart) the rows whose value was empty text in the source, which sqlite3 keeps
+    on the original file."""
+    if not null_columns:
+        return None
+    idx = scope_index(tr.qualified)
+    for col in tr.qualified.find_all(exp.Column):
+        base = _base_column(col, idx)
+        if base is None:
+            continue
+        key = f"{base[0]}.{base[1]}".lower()
+        n = null_columns.get(key)
+        if not n:
+            continue
+        ctx = _null_sensitive(col)
+        if ctx is None:
+            continue
+        return (f"NULL comparison: {base[0]}.{base[1]} holds {n} value(s) that the value rule made NULL (empty text "
+                f"or 'NULL' text; a verbalized row says \"not recorded\"), and `{ctx.replace(chr(34), '')}` treats "
+                f"NULL apart from every value, so those rows would leave the answer while sqlite3 keeps them on the "
+                f"source database; ask with =, IN or LIKE (which read a missing value as no match, as sqlite3 reads "
+                f"empty text)",
+                {"column": f"{base[0]}.{base[1]}", "values_made_null": n})
+    return None
+
+
+# --- integer division -------------------------------------------------------------------------------------------
+
+def _exact_division(tree: exp.Expression, only: int | None = None) -> exp.Expression | None:
+    """``tree`` with every ``a / b`` (or only the ``only``-th, in ``find_all`` order) written ``CAST(a AS REAL) /
+    b`` (the exact quotient), or None when it has no division."""
+    if not any(True for _ in tree.find_all(exp.Div)):
+        return None
+    q = tree.copy()
+    for k, d in enumerate(list(q.find_all(exp.Div))):
+        if only is None or k == only:
+            d.set("this", exp.cast(d.this.copy(), exp.DType.DOUBLE))
+    return q
+
+
+INTEGER_DIVISION = ("exact", "sqlite")
 
 
 # --- 2. numbers stored as text ---------------------------------------------------------------------------------
@@ -331,8 +464,8 @@ def _values_used(select: exp.Expression, col: exp.Column, con: sqlite3.Connectio
         return None
 
 
-def _numeric_text_issue(tr: Transpiled, tables: Tables, con: sqlite3.Connection | None = None
-                        ) -> tuple[str, dict] | None:
+def _numeric_text_issue(tr: Transpiled, tables: Tables, con: sqlite3.Connection | None = None,
+                        kinds: dict[str, dict[str, str]] | None = None) -> tuple[str, dict] | None:
     q = tr.qualified
     idx = scope_index(q)
     low = {n.lower(): (cols, types, rows) for n, (cols, types, rows) in tables.items()}
@@ -372,7 +505,10 @@ def _numeric_text_issue(tr: Transpiled, tables: Tables, con: sqlite3.Connection 
         ci = next((i for i, c in enumerate(cols) if c.lower() == base[1].lower()), None)
         if ci is None:
             continue
-        text_col = ci < len(types) and types[ci] not in ("INTEGER", "REAL")
+        if kinds is not None and tname in kinds:   # the storage class SQLite gives the column's values
+            text_col = kinds[tname].get(cols[ci]) == "TEXT"
+        else:
+            text_col = ci < len(types) and types[ci] not in ("INTEGER", "REAL")
         used = _values_used(select, col, con) if select is not None else None
         values = [r[ci] for r in rows] if used is None else used
         items: set[tuple[str, float]] = set()
@@ -619,24 +755,37 @@ def _bare_issue(tr: Transpiled, con: sqlite3.Connection) -> tuple[str, dict] | N
 
 
 def compute_gold(sql: str, tables: Tables, seed: int = 0, strict_order: bool = False,
-                 engines: GoldEngines | None = None) -> GoldResult:
-    """Execute ``sql`` (SQLite SQL) over ``tables`` (name -> (columns, SQLite types, rows)) and run the checks
-    above.
+                 engines: GoldEngines | None = None, null_columns: dict[str, int] | None = None,
+                 integer_division: str = "exact") -> GoldResult:
+    """Execute ``sql`` (SQLite SQL) over ``tables`` (name -> (columns, declared SQLite types, rows)) and run the
+    checks above.
+
+    The declared types are the columns' types as the database declares them: SQLite applies their type affinity
+    to the rows (a word in an INTEGER column stays text, a number stays a number, "Datatypes In SQLite" section
+    3), and DuckDB reads the values SQLite stored (a column of numbers and text is a UNION there).
 
     Returns a GoldResult whose ``rows`` is DuckDB's answer (numbers as int/float, text as str, NULL as None).
     Never raises for a bad answer: a rejected instance has ``ok=False`` and a reason naming the check (reasons
-    start with ``non-deterministic SQL``, ``numbers stored as text``, ``tie``, ``answer depends on NULL
-    ordering``, ``bare column``, ``SQLite and DuckDB disagree``, ``answer depends on the order of rows``,
-    ``empty gold answer``, ``gold answer is NULL``, or say which engine cannot run the SQL).
-    ``strict_order`` adds the in-answer tie check (check 3). ``engines``: the engines already loaded with
+    start with ``non-deterministic SQL``, ``numbers stored as text``, ``NULL comparison``, ``integer division``,
+    ``tie``, ``answer depends on NULL ordering``, ``bare column``, ``SQLite and DuckDB disagree``, ``answer
+    depends on the order of rows``, ``empty gold answer``, ``gold answer is NULL``, or say which engine cannot run
+    the SQL). ``strict_order`` adds the in-answer tie check (check 3). ``engines``: the engines already loaded with
     ``tables`` (:class:`GoldEngines`, made with the same ``seed``), shared by the queries over the same rows; the
-    answer is the one engines loaded for this query alone give.
+    answer is the one engines loaded for this query alone give. ``null_columns``: lower-case ``table.column`` ->
+    number of values the value rule made NULL (:func:`ctxbench.sources.preprocess.normalize_database` records
+    them); the SQL may not compare them in a NULL-sensitive way (``NULL comparison``). ``integer_division``:
+    ``"exact"`` (default) rejects an answer that changes when every ``a / b`` is the exact quotient (SQLite
+    truncates integer division: ``SUM(score)/COUNT(score)`` over 3, 3, 1, 2 is 2, a reader computes 2.25);
+    ``"sqlite"`` keeps SQLite's integer result (to reproduce a question set published that way, e.g. SciTrek's).
+    Raises InputError for another ``integer_division``.
     """
+    if integer_division not in INTEGER_DIVISION:
+        raise InputError(f"integer_division {integer_division!r}: use one of {', '.join(INTEGER_DIVISION)}")
     if engines is None:
         with GoldEngines(tables, seed) as eng:
-            return compute_gold(sql, tables, seed, strict_order, eng)
+            return compute_gold(sql, tables, seed, strict_order, eng, null_columns, integer_division)
     try:
-        tr = transpile(sql, _schema(tables))
+        tr = transpile(sql, engines.schema())
     except InputError as e:
         return GoldResult(None, False, str(e))
     if tr.nondeterministic:
@@ -647,7 +796,8 @@ def compute_gold(sql: str, tables: Tables, seed: int = 0, strict_order: bool = F
     except sqlite3.Error as e:
         return GoldResult(None, False, f"SQLite cannot run the SQL: {e}")
     window: dict = {}
-    for check in (lambda: _numeric_text_issue(tr, tables, con), lambda: _order_issue(tr, con, strict_order, window),
+    for check in (lambda: _null_comparison_issue(tr, {k.lower(): v for k, v in (null_columns or {}).items()}),
+                  lambda: _numeric_text_issue(tr, tables, con, engines.kinds()), lambda: _order_issue(tr, con, strict_order, window),
                   lambda: _bare_issue(tr, con)):
         issue = check()
         if issue is not None:
@@ -688,6 +838,31 @@ def compute_gold(sql: str, tables: Tables, seed: int = 0, strict_order: bool = F
     if not same(duck, lite):
         return GoldResult(None, False, tie or "SQLite and DuckDB disagree on the answer",
                           {"duckdb": duck[:20], "sqlite": lite[:20], "duckdb_sql": tr.duckdb})
+    if integer_division == "exact":
+        exact = _exact_division(parse_sqlite(sql))
+        if exact is not None:
+            try:
+                real = norm_rows(con.execute(exact.sql(dialect="sqlite")).fetchall())
+            except sqlite3.Error:
+                real = None
+            if real is not None and not same(lite, real):
+                tree = parse_sqlite(sql)
+                divs = [d.sql(dialect="sqlite") for d in tree.find_all(exp.Div)]
+                culprit = divs[0]
+                for k, d in enumerate(divs):  # the division whose exact quotient changes the answer
+                    try:
+                        one = norm_rows(con.execute(_exact_division(tree, k).sql(dialect="sqlite")).fetchall())
+                    except sqlite3.Error:
+                        continue
+                    if not same(lite, one):
+                        culprit = d
+                        break
+                return GoldResult(None, False, f"integer division: `{culprit}` divides integers, and SQLite "
+                                               f"truncates the quotient (answer {lite[:3]}; with the exact quotient "
+                                               f"{real[:3]}), while a reader of the context computes the exact "
+                                               f"value; write CAST(x AS REAL) (or 1.0 * x) in the SQL, or keep "
+                                               f"SQLite's integer result on purpose (--integer-division sqlite)",
+                                  {"sqlite": lite[:20], "exact": real[:20], "divisions": divs, "division": culprit})
     for order in ("reverse", "shuffle"):
         other = norm_rows(engines.sqlite(order).execute(sql).fetchall())
         if not same(lite, other):

@@ -51,10 +51,11 @@ from typing import Any
 import yaml
 
 from ..errors import InputError
-from ..gold import compute_gold
+from ..gold import GoldEngines, compute_gold
+from ..gold.execute import INTEGER_DIVISION, _sort_key
 from ..sources import load_database
-from ..sources.database import Database, sql_type, write_sqlite
-from ..sources.preprocess import DatabaseSpec, normalize_database, preprocess
+from ..sources.database import Database, looks_numeric, sql_type, write_sqlite
+from ..sources.preprocess import DatabaseSpec, normalize_database, normalize_value, preprocess
 from .queryset import Question, check_question, check_runs
 from .sqlinfo import sql_info
 
@@ -70,6 +71,10 @@ REASON_KINDS = [
     ("answer depends on the order of rows", "row_order"),
     ("empty gold answer", "empty"),
     ("gold answer is NULL", "null_answer"),
+    ("NULL comparison", "null_comparison"),
+    ("integer division", "integer_division"),
+    ("value rule changes the answer: stripped text", "stripped_text"),
+    ("value rule changes the answer", "value_rule"),
     ("SQLite and DuckDB disagree", "engines_disagree"),
     ("SQLite cannot run", "sql_error"),
     ("SQL does not parse", "sql_error"),
@@ -179,23 +184,158 @@ def asked_text(question: str, evidence: Any) -> str:
 
 
 def gold_tables_of(db: Database) -> dict[str, tuple[list[str], list[str], list[tuple]]]:
-    """A database in the shape :func:`ctxbench.gold.compute_gold` takes (types from the values, as the tracks do)."""
-    return {n: (t.columns, [sql_type([r[i] for r in t.rows]) for i in range(len(t.columns))], t.rows)
+    """A database in the shape :func:`ctxbench.gold.compute_gold` takes: each column's declared type (SQLite's
+    type affinity then stores its values as sqlite3 does: ``trip.zip_code`` INTEGER keeps ``94107`` a number and
+    ``'nil'`` text), the type of its values where none is declared."""
+    return {n: (t.columns, [t.types[i] if i < len(t.types) and t.types[i] else sql_type([r[i] for r in t.rows])
+                            for i in range(len(t.columns))], t.rows)
             for n, t in db.tables.items()}
 
 
-def _load(db_dir: Path, db_id: str) -> tuple[dict | None, str | None, dict]:
+@dataclass
+class PreparedDatabase:
+    """One database prepared once for every question of an import that reads it: the source as loaded (``raw``),
+    its value-rule form (``normalized``: :func:`normalize_database`'s triple), the gold engines loaded with it
+    (``engines``, shared by the questions) and a read-only sqlite3 connection to the original file
+    (``original``), on which every accepted answer is checked."""
+
+    path: Path
+    raw: Database
+    normalized: tuple[Database, list[dict], list[dict]]
+    tables: dict
+    engines: GoldEngines
+    original: sqlite3.Connection
+    views: dict[str, str]
+
+    @property
+    def made_null(self) -> dict[str, int]:
+        return self.normalized[0].provenance.get("made_null", {})
+
+    def close(self) -> None:
+        self.engines.close()
+        self.original.close()
+
+
+def _load(db_dir: Path, db_id: str, seed: int = 0) -> tuple[PreparedDatabase | None, str | None]:
     path = db_dir / db_id / f"{db_id}.sqlite"
     if not path.is_file():
-        return None, f"database {path} not found (expected DIR/<db_id>/<db_id>.sqlite)", {}
+        return None, f"database {path} not found (expected DIR/<db_id>/<db_id>.sqlite)"
     try:
         raw = load_database(path)
-        db, conversions, kept = normalize_database(raw)
+        normalized = normalize_database(raw)
     except InputError as e:
-        return None, f"database {path} cannot be read: {e}", {}
-    return gold_tables_of(db), None, {"numbers_from_text": conversions, "numeric_text_kept": kept,
-                                      "views": _views(path), "binary": db.provenance.get("binary_values", []),
-                                      "raw": raw}
+        return None, f"database {path} cannot be read: {e}"
+    tables = gold_tables_of(normalized[0])
+    original = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True, check_same_thread=False)
+    return PreparedDatabase(path, raw, normalized, tables, GoldEngines(tables, seed), original, _views(path)), None
+
+
+# how far an answer on the value rule's database may be from sqlite3's on the original file: floats are rounded to
+# 4 decimal places by the value rule, so an aggregate over them moves by about that much
+ORIGINAL_TOL = 1e-4
+ORIGINAL_TIMEOUT_S = 60.0
+
+
+def _shown(v: Any) -> Any:
+    """A value of sqlite3's answer on the original file as the value rule shows it (text stripped, ``''`` and
+    ``'NULL'`` text as NULL, floats to 4 places, numeric text as its number): only how a value is shown differs."""
+    v = normalize_value(v)
+    if isinstance(v, str) and looks_numeric(v):
+        n = float(v)
+        return int(n) if n.is_integer() and abs(n) < 2**53 else n
+    return v
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    a, b = _shown(a), _shown(b)
+    if a is None or b is None:
+        return a is None and b is None
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return math.isclose(float(a), float(b), rel_tol=ORIGINAL_TOL, abs_tol=ORIGINAL_TOL)
+    return str(a) == str(b)
+
+
+def same_as_original(gold: list[list[Any]], original: list[tuple], ordered: bool) -> bool:
+    """Whether ``gold`` (the accepted answer) equals ``original`` (sqlite3's rows on the original database file)
+    except in how projected values are shown (:func:`_shown`), as lists when ``ordered`` else as multisets; numbers
+    within a relative (or absolute) 1e-4."""
+    if len(gold) != len(original):
+        return False
+    a = [[_shown(v) for v in r] for r in gold]
+    b = [[_shown(v) for v in r] for r in original]
+    if not ordered:
+        a, b = sorted(a, key=_sort_key), sorted(b, key=_sort_key)
+    return all(len(x) == len(y) and all(_same_value(p, q) for p, q in zip(x, y)) for x, y in zip(a, b))
+
+
+def original_answer(con: sqlite3.Connection, sql: str, timeout_s: float = ORIGINAL_TIMEOUT_S) -> list[tuple]:
+    """sqlite3's answer to ``sql`` on the original database file (``con``: read-only). Raises sqlite3.Error when
+    sqlite3 cannot run it (or it runs longer than ``timeout_s``: interrupted)."""
+    import time
+    end = time.monotonic() + timeout_s
+    con.set_progress_handler(lambda: 1 if time.monotonic() > end else 0, 100_000)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.set_progress_handler(None, 0)
+
+
+def check_original(sql: str, gold: list[list[Any]], db: PreparedDatabase) -> str | None:
+    """None when the accepted ``gold`` answer equals sqlite3's on the original file (:func:`same_as_original`),
+    else the rejection reason: ``numbers stored as text: ...`` when the SQL reads a column the value rule turned
+    from numeric text into numbers (sqlite3 compares the text), ``value rule changes the answer: ...`` otherwise."""
+    try:
+        orig = original_answer(db.original, sql)
+    except sqlite3.Error as e:
+        return f"value rule changes the answer: sqlite3 cannot run the SQL on the original file {db.path.name} ({e})"
+    try:
+        ordered = parse_ordered(sql)
+    except InputError:
+        ordered = False
+    if same_as_original(gold, orig, ordered):
+        return None
+    read = _columns_read(sql, db.tables)
+    converted = sorted(c["column"] for c in db.normalized[1] if c["column"].lower() in read)
+    shown = [list(r) for r in orig[:3]]
+    if converted:
+        return (f"numbers stored as text: sqlite3 on the original file compares {', '.join(converted)} as text "
+                f"(answer {shown}{'...' if len(orig) > 3 else ''}, {len(orig)} row(s)), the value rule's database as "
+                f"numbers ({gold[:3]}, {len(gold)} row(s)); CAST the column in the SQL to ask for the numbers")
+    # a difference no column explains is named below
+    orig_txt = f"{shown}{'...' if len(orig) > 3 else ''} ({len(orig)} row(s))"
+    gold_txt = f"{gold[:3]}{'...' if len(gold) > 3 else ''} ({len(gold)} row(s))"
+    nulled = sorted(k for k in db.made_null if k.lower() in read)
+    if nulled:
+        return (f"NULL comparison: {', '.join(nulled)}: the value rule made empty text (or 'NULL' text) NULL, and the "
+                f"SQL reads it otherwise than sqlite3 reads the text on the original file {db.path.name} (sqlite3: "
+                f"{orig_txt}; after the rule: {gold_txt})")
+    padded = sorted(k for k in db.normalized[0].provenance.get("stripped", {}) if k.lower() in read)
+    if padded:
+        return (f"value rule changes the answer: stripped text: {', '.join(padded)} hold(s) text with leading or "
+                f"trailing spaces in {db.path.name} (' APG'), which the value rule strips, so the SQL matches rows "
+                f"that sqlite3 does not match on the original file (sqlite3: {orig_txt}; after the rule: {gold_txt}); "
+                f"compare with TRIM(column) in the SQL")
+    return (f"value rule changes the answer: sqlite3 on the original file {db.path.name} gives {orig_txt}, the "
+            f"database after the value rule (floats rounded to 4 places, whitespace stripped) {gold_txt}")
+
+
+def parse_ordered(sql: str) -> bool:
+    """Whether the SQL's answer is ordered (a top-level ORDER BY). Raises InputError when it does not parse."""
+    from ..gold.dialect import parse_sqlite
+    return parse_sqlite(sql).args.get("order") is not None
+
+
+def _columns_read(sql: str, tables: dict) -> set[str]:
+    """Lower-case ``table.column`` of every column the SQL reads (every table it reads for an unqualified one)."""
+    try:
+        info = sql_info(sql, {n: cols for n, (cols, _, _) in tables.items()})
+    except InputError:
+        return set()
+    out = set()
+    for c in info["columns"]:
+        out |= {c.lower()} if "." in c else {f"{t}.{c}".lower() for t in info["tables"]}
+    low = {n.lower(): n for n in tables}
+    return {f"{low.get(x.split('.', 1)[0], x.split('.', 1)[0])}.{x.split('.', 1)[1]}".lower() for x in out}
 
 
 def _binary_read(sql: str, tables: dict, binary: list[dict]) -> str | None:
@@ -233,17 +373,6 @@ def _view_read(reason: str | None, views: dict[str, str]) -> str | None:
     return low.get(m.group(1).strip().lower()) if m else None
 
 
-def _tables_read(sql: str, tables: dict) -> dict:
-    """Only the tables the SQL names (copying a large unread table into both engines for every question is the
-    import's main cost); all of them when the SQL does not parse (the engine then says why)."""
-    try:
-        names = set(sql_info(sql)["tables"])
-    except InputError:
-        return tables
-    picked = {n: t for n, t in tables.items() if n.lower() in names}
-    return picked or tables
-
-
 def _finite(rows: list[list[Any]]) -> list[list[Any]]:
     """Rows with non-finite floats written as text (JSON has no NaN or infinity)."""
     return [[str(v) if isinstance(v, float) and not math.isfinite(v) else v for v in r] for r in rows]
@@ -253,7 +382,8 @@ def _yaml_dump(data: Any) -> str:
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120)
 
 
-def _templates_for(raw: Database, spec: DatabaseSpec, qs: list[dict]) -> tuple[Any, dict[str, list[str]] | None]:
+def _templates_for(raw: Database, spec: DatabaseSpec, qs: list[dict], normalized: tuple | None = None
+                   ) -> tuple[Any, dict[str, list[str]] | None]:
     """(TemplateSet the build will use, generated templates to write or None when the database ships its own)."""
     from ..config import assets_dir
     from ..verbalize.generate import generate_templates, table_templates
@@ -262,7 +392,7 @@ def _templates_for(raw: Database, spec: DatabaseSpec, qs: list[dict]) -> tuple[A
     if (assets_dir() / "templates" / f"{raw.db_id}.yaml").exists():
         return load_templates(raw.db_id), None
     gen = generate_templates(raw, spec)
-    full = preprocess(raw, None, spec).db
+    full = preprocess(raw, None, spec, normalized=normalized).db
     low = {n.lower(): n for n in full.tables}
     cols: dict[str, set[str]] = {n: set(c) for n, c in gen.columns.items()}
     for q in qs:
@@ -291,20 +421,22 @@ def _templates_for(raw: Database, spec: DatabaseSpec, qs: list[dict]) -> tuple[A
     return TemplateSet(raw.db_id, templates, path="the templates: section"), templates
 
 
-def _buildable(raw: Database, qs: list[dict], seed: int) -> tuple[dict[str, list[str]] | None, dict[str, str]]:
-    """Check the accepted questions of one database (``raw``: as loaded, before the value rule) as the build will
+def _buildable(db: PreparedDatabase, qs: list[dict], seed: int, integer_division: str = "exact"
+               ) -> tuple[dict[str, list[str]] | None, dict[str, str]]:
+    """Check the accepted questions of one database (prepared once: :class:`PreparedDatabase`) as the build will
     (module docstring). Returns the generated templates (None when the database ships its own) and ``{question id:
     why it cannot be built}``."""
     import tempfile
 
+    raw = db.raw
     spec = DatabaseSpec.load(raw.db_id)
-    ts, generated = _templates_for(raw, spec, qs)
-    pre = preprocess(raw, {t: ts.columns(t) for t in ts.templates if t in raw.tables}, spec)
+    ts, generated = _templates_for(raw, spec, qs, db.normalized)
+    pre = preprocess(raw, {t: ts.columns(t) for t in ts.templates if t in raw.tables}, spec, normalized=db.normalized)
     ts.check({n: t.columns for n, t in pre.db.tables.items()})
     tables = {n: t.columns for n, t in pre.db.tables.items()}
     gold_tables = gold_tables_of(pre.db)
     why: dict[str, str] = {}
-    with tempfile.TemporaryDirectory() as d:
+    with tempfile.TemporaryDirectory() as d, GoldEngines(gold_tables, seed) as engines:
         write_sqlite(pre.db, Path(d) / "source.sqlite")
         con = sqlite3.connect(Path(d) / "source.sqlite")
         try:
@@ -316,7 +448,8 @@ def _buildable(raw: Database, qs: list[dict], seed: int) -> tuple[dict[str, list
                 except InputError as e:
                     why[q["id"]] = str(e).replace(f"question {q['id']!r}: ", "", 1)
                     continue
-                g = compute_gold(q["sql"], _tables_read(q["sql"], gold_tables), seed=seed)
+                g = compute_gold(q["sql"], gold_tables, seed=seed, engines=engines, null_columns=pre.made_null,
+                                 integer_division=integer_division)
                 if not g.ok:
                     why[q["id"]] = f"on the database as the build prepares it: {g.reason}"
         finally:
@@ -324,96 +457,141 @@ def _buildable(raw: Database, qs: list[dict], seed: int) -> tuple[dict[str, list
     return generated, why
 
 
-def import_questions(spider: str | Path, db_dir: str | Path, out: str | Path, seed: int = 0) -> ImportResult:
+def import_questions(spider: str | Path, db_dir: str | Path, out: str | Path, seed: int = 0,
+                     integer_division: str = "exact") -> ImportResult:
     """Import the Spider/BIRD question file ``spider`` for the databases under ``db_dir`` into ``out`` (module
     docstring). Returns the report and the query sets written.
 
-    Raises InputError when the question file cannot be read or ``db_dir`` is not a directory; a bad question, a
-    missing database or an SQL the engines reject is a report line with its reason (the rest goes on).
+    Each database is prepared once (:class:`PreparedDatabase`: loaded, the value rule applied, the gold engines
+    loaded) and shared by all its questions. ``integer_division``: ``"exact"`` rejects an answer SQLite's integer
+    division truncates, ``"sqlite"`` keeps it (:func:`ctxbench.gold.compute_gold`); recorded in each query set's
+    ``source``. Raises InputError when the question file cannot be read, ``db_dir`` is not a directory or
+    ``integer_division`` is unknown; a bad question, a missing database or an SQL the engines reject is a report
+    line with its reason (the rest goes on).
     """
     spider, db_dir, out = Path(spider), Path(db_dir), Path(out)
+    if integer_division not in INTEGER_DIVISION:
+        raise InputError(f"--integer-division {integer_division!r}: use one of {', '.join(INTEGER_DIVISION)}")
     items = read_question_file(spider)
     if not db_dir.is_dir():
         raise InputError(f"--db-dir {db_dir} is not a directory: pass the directory holding <db_id>/<db_id>.sqlite")
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out} is a file: pass a directory for the query sets and the report")
     stem = re.sub(r"[^A-Za-z0-9]+", "_", spider.stem).strip("_") or "q"
-    dbs: dict[str, tuple[dict | None, str | None, dict]] = {}
+    dbs: dict[str, tuple[PreparedDatabase | None, str | None]] = {}
+    try:
+        return _import(items, spider, db_dir, out, seed, integer_division, stem, dbs)
+    finally:
+        for db, _ in dbs.values():
+            if db is not None:
+                db.close()
+
+
+def _import(items: list, spider: Path, db_dir: Path, out: Path, seed: int, integer_division: str, stem: str,
+            dbs: dict) -> ImportResult:
     report: list[dict] = []
     sets: dict[str, list[dict]] = {}
     texts: dict[tuple[str, str], str] = {}
-    for i, item in enumerate(items):
-        db_id, question, sql, problem = _fields(item)
-        line = {"db_id": db_id, "question": question, "sql": sql, "accepted": False, "reason": problem,
-                "answer": None, "index": i, "id": None, "reason_kind": "bad_input" if problem else None}
-        evidence = item.get("evidence") if isinstance(item, dict) else None
-        if isinstance(evidence, str) and evidence.strip():
-            line["evidence"] = evidence
-        report.append(line)
-        if problem is not None:
-            continue
-        if db_id not in dbs:
-            dbs[db_id] = _load(db_dir, db_id)
-        tables, why, _ = dbs[db_id]
-        if tables is None:
-            line.update(reason=why, reason_kind="missing_database")
-            continue
-        blob = _binary_read(sql, tables, dbs[db_id][2]["binary"]) if isinstance(sql, str) else None
-        if blob:
-            line.update(reason=f"SQL reads column {blob!r}, which holds binary data (BLOB values that are not "
-                               f"text): a verbalized context cannot state them; ask about another column",
-                        reason_kind="binary_column")
-            continue
-        g = compute_gold(sql, _tables_read(sql, tables), seed=seed)
-        if not g.ok:
-            view = _view_read(g.reason, dbs[db_id][2].get("views", {}))
-            if view:
-                line.update(reason=f"SQL reads view {view!r}: the import reads the database's tables only (a "
-                                   f"verbalized database states table rows); rewrite the SQL over the tables of the "
-                                   f"view's definition: {dbs[db_id][2]['views'][view]}", reason_kind="view")
-            else:
-                line.update(reason=g.reason, reason_kind=reason_kind(g.reason))
-            continue
-        info = sql_info(sql, {n: cols for n, (cols, _, _) in tables.items()})
-        line.update(accepted=True, answer=_finite(g.rows))
-        asked = asked_text(question, evidence)
-        key = (db_id, " ".join(asked.split()))
-        if key in texts:
-            line["note"] = f"same question text as {texts[key]}: written once"
-            continue
-        qid = f"{db_id}-{stem}-{i:04d}"
-        texts[key] = line["id"] = qid
-        sets.setdefault(db_id, []).append({"id": qid, "question": asked, "sql": sql,
-                                           "query_types": info["query_types"], "difficulty": info["difficulty"]})
+    written: dict[str, Path] = {}
     out.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha256(spider.read_bytes()).hexdigest()
-    by_id = {line["id"]: line for line in report if line["id"]}
-    written = {}
-    for db_id, qs in sets.items():
+    by_id: dict[str, dict] = {}
+    last = {}
+    for i, item in enumerate(items):
+        last[_fields(item)[0]] = i
+
+    def written_db(db_id: str) -> None:
+        """Check one database's accepted questions as the build will, write its query set, free the database."""
+        qs = sets.pop(db_id, [])
+        db = dbs[db_id][0]
+        if qs:
+            try:
+                generated, why = _buildable(db, qs, seed, integer_division)
+            except InputError as e:  # the database cannot be prepared as a build prepares it: none is buildable
+                generated, why = None, {q["id"]: f"the build cannot prepare database {db_id!r}: {e}" for q in qs}
+            for qid, reason in why.items():
+                by_id[qid].update(id=None, note=f"not buildable: {reason}")
+            qs = [q for q in qs if q["id"] not in why]
+        if qs:
+            doc = {"db_id": db_id,
+                   "source": {"file": spider.name, "sha256": digest, "format": "spider/bird", "imported_by":
+                              "ctxbench questions import", "numbers_from_text": db.normalized[1],
+                              "integer_division": integer_division},
+                   "questions": qs}
+            if generated:
+                doc["templates"] = generated
+            head = (f"# Questions imported from {spider.name} for {db_id}: accepted when their answer on the full "
+                    f"database is\n# unambiguous and equals sqlite3's on the original file (ctxbench.questions."
+                    f"importer); SQL exactly as given, read as SQLite SQL.\n"
+                    + ("# Templates generated from the schema (templates: below): review them before publishing "
+                       "results.\n" if generated else ""))
+            p = out / f"{db_id}.yaml"
+            tmp = p.with_name(p.name + ".tmp")
+            tmp.write_text(head + _yaml_dump(doc), encoding="utf-8")
+            tmp.replace(p)
+            written[db_id] = p
+        if db is not None:
+            db.close()
+        dbs[db_id] = (None, "closed")
+
+    for i, item in enumerate(items):
         try:
-            generated, why = _buildable(dbs[db_id][2]["raw"], qs, seed)
-        except InputError as e:  # the database cannot be prepared as a build prepares it: no question is buildable
-            generated, why = None, {q["id"]: f"the build cannot prepare database {db_id!r}: {e}" for q in qs}
-        for qid, reason in why.items():
-            by_id[qid].update(id=None, note=f"not buildable: {reason}")
-        qs = [q for q in qs if q["id"] not in why]
-        if not qs:
-            continue
-        doc = {"db_id": db_id,
-               "source": {"file": spider.name, "sha256": digest, "format": "spider/bird", "imported_by":
-                          "ctxbench questions import", "numbers_from_text": dbs[db_id][2]["numbers_from_text"]},
-               "questions": qs}
-        if generated:
-            doc["templates"] = generated
-        head = (f"# Questions imported from {spider.name} for {db_id}: accepted when their answer on the full database is\n"
-                f"# unambiguous (ctxbench.questions.importer); SQL exactly as given, read as SQLite SQL.\n"
-                + ("# Templates generated from the schema (templates: below): review them before publishing results.\n"
-                   if generated else ""))
-        p = out / f"{db_id}.yaml"
-        tmp = p.with_name(p.name + ".tmp")
-        tmp.write_text(head + _yaml_dump(doc), encoding="utf-8")
-        tmp.replace(p)
-        written[db_id] = p
+            db_id, question, sql, problem = _fields(item)
+            line = {"db_id": db_id, "question": question, "sql": sql, "accepted": False, "reason": problem,
+                    "answer": None, "index": i, "id": None, "reason_kind": "bad_input" if problem else None}
+            evidence = item.get("evidence") if isinstance(item, dict) else None
+            if isinstance(evidence, str) and evidence.strip():
+                line["evidence"] = evidence
+            report.append(line)
+            if problem is not None:
+                continue
+            if db_id not in dbs:
+                dbs[db_id] = _load(db_dir, db_id, seed)
+            db, why = dbs[db_id]
+            if db is None:
+                line.update(reason=why, reason_kind="missing_database")
+                continue
+            tables = db.tables
+            blob = _binary_read(sql, tables, db.normalized[0].provenance.get("binary_values", [])) \
+                if isinstance(sql, str) else None
+            if blob:
+                line.update(reason=f"SQL reads column {blob!r}, which holds binary data (BLOB values that are not "
+                                   f"text): a verbalized context cannot state them; ask about another column",
+                            reason_kind="binary_column")
+                continue
+            g = compute_gold(sql, tables, seed=seed, engines=db.engines, null_columns=db.made_null,
+                             integer_division=integer_division)
+            if g.ok:
+                differs = check_original(sql, g.rows, db)
+                if differs:
+                    g = type(g)(None, False, differs)
+            if not g.ok:
+                view = _view_read(g.reason, db.views)
+                if view:
+                    line.update(reason=f"SQL reads view {view!r}: the import reads the database's tables only (a "
+                                       f"verbalized database states table rows); rewrite the SQL over the tables of the "
+                                       f"view's definition: {db.views[view]}", reason_kind="view")
+                else:
+                    line.update(reason=g.reason, reason_kind=reason_kind(g.reason))
+                continue
+            info = sql_info(sql, {n: cols for n, (cols, _, _) in tables.items()})
+            line.update(accepted=True, answer=_finite(g.rows))
+            asked = asked_text(question, evidence)
+            key = (db_id, " ".join(asked.split()))
+            if key in texts:
+                line["note"] = f"same question text as {texts[key]}: written once"
+                continue
+            qid = f"{db_id}-{stem}-{i:04d}"
+            texts[key] = line["id"] = qid
+            by_id[qid] = line
+            sets.setdefault(db_id, []).append({"id": qid, "question": asked, "sql": sql,
+                                               "query_types": info["query_types"], "difficulty": info["difficulty"]})
+        finally:  # a database's last question: its query set is written and the database freed
+            if last.get(db_id) == i and db_id in dbs and dbs[db_id][0] is not None:
+                written_db(db_id)
+
+    for db_id in [d for d, (db, _) in dbs.items() if db is not None]:
+        written_db(db_id)
     rp = out / REPORT
     tmp = rp.with_name(rp.name + ".tmp")
     with tmp.open("w", encoding="utf-8") as f:

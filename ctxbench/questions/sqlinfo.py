@@ -230,3 +230,42 @@ def sql_is_ordered(sql: str | None) -> bool:
     except sqlglot.errors.SqlglotError:
         return False
     return isinstance(tree, exp.Select) and bool(tree.args.get("order"))
+
+
+def sql_info_on_db(sql: str, db: Any) -> dict[str, Any]:
+    """:func:`sql_info` with each column resolved against a database (``ctxbench sql-info --db FILE``): the database
+    as stored, and its preprocessed view (:func:`ctxbench.sources.preprocess.preprocess`: identifiers replaced by
+    the referenced row's name, e.g. ``flights.DestAirport`` becomes ``DestAirport_airportname``), in which the
+    questions of ``ctxbench questions generate`` are written. ``db``: a path :func:`ctxbench.sources.load_database`
+    reads, or a loaded :class:`~ctxbench.sources.Database`.
+
+    Returns sql_info's object plus ``resolved`` (``{"table.column": {"in": "database" | "preprocessed view",
+    "column": its spelling there, "stands_for": "flights.DestAirport -> airports.AirportName" for a replaced
+    identifier}}``) and ``unknown`` (the ``table.column`` names found in neither). Raises InputError when the SQL
+    does not parse or the database cannot be read."""
+    from ..sources import Database, load_database
+    from ..sources.preprocess import DatabaseSpec, preprocess
+
+    raw = db if isinstance(db, Database) else load_database(db)
+    view = preprocess(raw, None, DatabaseSpec.load(raw.db_id))
+    stands = {f"{r['table']}.{r['as']}".lower(): f"{r['table']}.{r['column']} -> {r['ref_table']}."
+              f"{'+'.join(r['name_columns'])} (the referenced row's name)" for r in view.replaced}
+    schema: dict[str, list[str]] = {n: list(t.columns) for n, t in raw.tables.items()}
+    for n, t in view.db.tables.items():
+        schema.setdefault(n, [])
+        schema[n] += [c for c in t.columns if c not in schema[n]]
+    info = sql_info(sql, schema)
+    raw_cols = {f"{n}.{c}".lower(): c for n, t in raw.tables.items() for c in t.columns}
+    view_cols = {f"{n}.{c}".lower(): c for n, t in view.db.tables.items() for c in t.columns}
+    resolved, unknown = {}, []
+    for c in info["columns"]:
+        if "." not in c:
+            unknown.append(c)
+        elif c in raw_cols:
+            resolved[c] = {"in": "database", "column": raw_cols[c]}
+        elif c in view_cols:
+            resolved[c] = {"in": "preprocessed view", "column": view_cols[c], **(
+                {"stands_for": stands[c]} if c in stands else {})}
+        else:
+            unknown.append(c)
+    return {**info, "resolved": resolved, "unknown": unknown}

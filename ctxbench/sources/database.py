@@ -111,7 +111,9 @@ def write_sqlite(db: Database, path: str | Path) -> None:
     con = sqlite3.connect(tmp)
     try:
         for t in db.tables.values():
-            types = t.types or [sql_type([r[i] for r in t.rows]) for i in range(len(t.columns))]
+            # declared types as given (SQLite applies their affinity to the rows); from the values where none is
+            types = [(t.types[i] if i < len(t.types) and t.types[i] else sql_type([r[i] for r in t.rows]))
+                     for i in range(len(t.columns))]
             cols = ", ".join(f"{quote_ident(c)} {ty}" for c, ty in zip(t.columns, types))
             con.execute(f"CREATE TABLE {quote_ident(t.name)} ({cols})")
             ph = ", ".join("?" for _ in t.columns)

@@ -19,8 +19,13 @@ written form (leading zeros ``'02134'``, a leading ``+``: codes, not quantities)
 (the referenced table's name column(s), declared in ``assets/databases/<db_id>.yaml`` or detected: a column called
 ``name``, else columns containing ``name``, else ``title``). A pointer to a missing row becomes NULL.
 
-**Incomplete rows**: a row is dropped when a column used by its table's templates is NULL; columns no template
-uses are dropped from ``source.sqlite`` and never make a row incomplete.
+**No row is dropped**: every row of a verbalized table reaches ``source.sqlite``; a template slot whose value is
+NULL states the template file's ``missing:`` phrase for that column (default "not recorded":
+:func:`ctxbench.verbalize.templates.missing_phrase`). Columns no template uses are dropped from ``source.sqlite``.
+The values the rule made NULL are counted per column (:attr:`Preprocessed.made_null`, the provenance's
+``made_null``): the gold engine rejects SQL comparing them in a NULL-sensitive way (``NULL comparison``), since
+sqlite3 on the source file reads them as empty text. Declared column types are kept (SQLite's type affinity: a
+word in an INTEGER column stays text, a number a number); an identifier replaced by a name is TEXT.
 
 **Identifier-only tables** (every column a key or a name) and tables without templates are left out.
 """
@@ -181,7 +186,11 @@ class Preprocessed:
 
     db: Database
     replaced: list[dict] = field(default_factory=list)
-    dropped_incomplete: dict[str, int] = field(default_factory=dict)
+    dropped_incomplete: dict[str, int] = field(default_factory=dict)  # rows left out per table (now always 0)
+    # table.column (preprocessed names) -> values the value rule (or a pointer to a missing row) made NULL
+    made_null: dict[str, int] = field(default_factory=dict)
+    # table -> {"rows": source rows, "verbalized": rows in source.sqlite, "left_out": {reason: rows}}
+    rows_report: dict[str, dict] = field(default_factory=dict)
     excluded_tables: dict[str, str] = field(default_factory=dict)
     # numbers stored as text, converted (convert_numeric_text) and left as text with the reason
     numbers_from_text: list[dict] = field(default_factory=list)
@@ -191,7 +200,9 @@ class Preprocessed:
 def normalize_database(db: Database) -> tuple[Database, list[dict], list[dict]]:
     """``db`` with the value rule applied to every cell and numbers stored as text converted (module docstring):
     every table, column and row kept, keys unchanged (the full database the SQL of an imported question runs on).
-    Returns (database, conversions, kept) as :func:`convert_numeric_text` describes them.
+    Returns (database, conversions, kept) as :func:`convert_numeric_text` describes them; the database's provenance
+    gains ``made_null`` (``{"table.column": values the rule made NULL}``), ``stripped`` (``{"table.column": text
+    values whose surrounding whitespace was stripped}``) and ``binary_values``.
 
     Key columns (primary keys, foreign keys and the columns they reference) are identifiers: one stored as text is
     converted only when a key it is linked to holds numbers (SQLite then compares the two as numbers), so
@@ -200,13 +211,21 @@ def normalize_database(db: Database) -> tuple[Database, list[dict], list[dict]]:
     """
     tables: dict[str, Table] = {}
     binary: list[dict] = []
+    made_null: dict[str, int] = {}
+    stripped: dict[str, int] = {}
     for name, t in db.tables.items():
-        tables[name] = Table(name, list(t.columns), [tuple(normalize_value(v) for v in r) for r in t.rows],
-                             list(t.types), list(t.primary_key))
+        rows = [tuple(normalize_value(v) for v in r) for r in t.rows]
+        tables[name] = Table(name, list(t.columns), rows, list(t.types), list(t.primary_key))
         for i, c in enumerate(t.columns):
             n = sum(1 for r in t.rows if isinstance(r[i], bytes) and blob_text(r[i]) is None)
             if n:
                 binary.append({"column": f"{name}.{c}", "values": n})
+            m = sum(1 for r, nr in zip(t.rows, rows) if r[i] is not None and nr[i] is None)
+            if m:
+                made_null[f"{name}.{c}"] = m
+            k = sum(1 for r, nr in zip(t.rows, rows) if isinstance(r[i], str) and nr[i] is not None and nr[i] != r[i])
+            if k:
+                stripped[f"{name}.{c}"] = k
     links: dict[tuple[str, str], set[tuple[str, str]]] = {}
     keys = {(n, c.lower()) for n, t in tables.items() for c in t.primary_key}
     for fk in db.foreign_keys:
@@ -233,23 +252,30 @@ def normalize_database(db: Database) -> tuple[Database, list[dict], list[dict]]:
     prov = dict(db.provenance)
     if binary:
         prov["binary_values"] = binary  # table.column -> binary (non-text BLOB) values made NULL
+    if made_null:
+        prov["made_null"] = made_null  # table.column -> values the value rule made NULL (empty text, 'NULL', ...)
+    if stripped:
+        prov["stripped"] = stripped  # table.column -> text values stripped of leading/trailing whitespace
     return Database(db.db_id, tables, list(db.foreign_keys), prov), conversions, kept
 
 
-def preprocess(db: Database, template_columns: dict[str, set[str]] | None, spec: DatabaseSpec | None = None) -> Preprocessed:
-    """Normalise values, replace identifiers by names, drop incomplete rows, leave out identifier-only tables.
+def preprocess(db: Database, template_columns: dict[str, set[str]] | None, spec: DatabaseSpec | None = None,
+               normalized: tuple[Database, list[dict], list[dict]] | None = None) -> Preprocessed:
+    """Normalise values, replace identifiers by names, leave out identifier-only tables; every row is kept.
 
     ``template_columns`` maps each table to verbalize to the set of columns its templates use (after renaming);
     ``None`` describes the database instead: every column kept, no row dropped (for writing templates).
     Returns a new :class:`Database` whose tables hold only those columns, in their original order.
+    ``normalized``: :func:`normalize_database` of ``db`` when already computed (it is not computed again).
     Raises InputError when a template names a column the preprocessed table does not have.
     """
     spec = spec or DatabaseSpec.load(db.db_id)
     # 1. value rule on every cell; numbers stored as text become numbers
-    normalized, conversions, kept = normalize_database(db)
+    normalized, conversions, kept = normalized or normalize_database(db)
     norm: dict[str, Table] = normalized.tables
     out = Preprocessed(db=Database(db.db_id, {}, list(db.foreign_keys), dict(db.provenance)),
                        numbers_from_text=conversions, numeric_text_kept=kept)
+    out.made_null = dict(normalized.provenance.get("made_null", {}))
     key_cols: dict[str, set[str]] = {n: {c.lower() for c in t.primary_key} for n, t in norm.items()}
     name_cols: dict[str, set[str]] = {n: set() for n in norm}
     # 2. identifiers -> names (mappings built from the full normalised tables, before any row is dropped)
@@ -281,59 +307,56 @@ def preprocess(db: Database, template_columns: dict[str, set[str]] | None, spec:
         t = new_tables[fk.table]
         ci = t.column_index(fk.column)
         identity = [c.lower() for c in ncols] == [fk.ref_column.lower()]
+        lost = 0
         for row in t.rows:
             v = row[ci]
             row[ci] = (None if v is None else mapping.get(_fk_key(v)) if not identity
                        else (v if _fk_key(v) in mapping else None))
+            lost += v is not None and row[ci] is None
         new_name = spec.rename.get(f"{fk.table}.{fk.column}") or (
             fk.column if identity else f"{_base_name(fk.column, fk.ref_table)}_{'_'.join(c.lower() for c in ncols)}")
+        old = f"{fk.table}.{t.columns[ci]}"
+        lost += out.made_null.pop(old, 0)
+        if lost:
+            out.made_null[f"{fk.table}.{new_name}"] = lost
         t.columns[ci] = new_name
+        if not identity and ci < len(t.types):
+            t.types[ci] = "TEXT"  # a name now
         name_cols[fk.table].add(new_name.lower())
         out.replaced.append({"table": fk.table, "column": fk.column, "as": new_name, "ref_table": fk.ref_table,
                              "name_columns": ncols})
-    # 3. leave out tables; keep template columns; drop incomplete rows
+    # 3. leave out tables; keep template columns; keep every row
     for name, t in new_tables.items():
         if name in spec.exclude_tables:
             out.excluded_tables[name] = "excluded in assets/databases"
-            continue
-        others = [c for c in t.columns if c.lower() not in key_cols[name] | name_cols[name]
-                  and not re.search(r"(_id|id)$", c, flags=re.IGNORECASE)]
-        if not others:
+        elif not [c for c in t.columns if c.lower() not in key_cols[name] | name_cols[name]
+                  and not re.search(r"(_id|id)$", c, flags=re.IGNORECASE)]:
             out.excluded_tables[name] = "holds only identifiers and names"
-            continue
-        if template_columns is None:
-            out.db.tables[name] = Table(name, list(t.columns), [tuple(r) for r in t.rows], [], [])
-            continue
-        if name not in template_columns:
+        elif not t.rows:
+            out.excluded_tables[name] = "empty table"
+        elif template_columns is None:
+            out.db.tables[name] = Table(name, list(t.columns), [tuple(r) for r in t.rows], list(t.types), [])
+        elif name not in template_columns:
             out.excluded_tables[name] = "no verbalization templates"
-            continue
-        used = template_columns[name]
-        low = {c.lower(): i for i, c in enumerate(t.columns)}
-        missing = sorted(c for c in used if c.lower() not in low)
-        if missing:
-            raise InputError(f"templates for table {name!r} use column(s) {missing} that the preprocessed table "
-                             f"lacks (columns: {', '.join(t.columns)}): fix assets/templates/{db.db_id}.yaml")
-        keep = [i for i, c in enumerate(t.columns) if c in used or c.lower() in {u.lower() for u in used}]
-        rows = []
-        dropped = 0
-        for r in t.rows:
-            vals = tuple(r[i] for i in keep)
-            if any(v is None for v in vals):
-                dropped += 1
-            else:
-                rows.append(vals)
-        out.dropped_incomplete[name] = dropped
-        # column types are inferred from the values when written (declared Spider types can be wrong after
-        # identifiers became names)
-        out.db.tables[name] = Table(name, [t.columns[i] for i in keep], rows, [], [])
-    # an empty table, or one whose every row lacks a value its templates state (e.g. an all-NULL column), is left
-    # out and recorded; the questions reading it are quarantined by the track (only a database with no table left
-    # is an error)
-    for name in [n for n, t in out.db.tables.items() if not t.rows]:
-        out.excluded_tables[name] = ("empty table" if not db.tables[name].rows else
-                                     f"no complete row after preprocessing ({out.dropped_incomplete.get(name, 0)} "
-                                     f"incomplete: a column its templates state is NULL in every row)")
-        del out.db.tables[name]
+        else:
+            used = template_columns[name]
+            low = {c.lower(): i for i, c in enumerate(t.columns)}
+            missing = sorted(c for c in used if c.lower() not in low)
+            if missing:
+                raise InputError(f"templates for table {name!r} use column(s) {missing} that the preprocessed table "
+                                 f"lacks (columns: {', '.join(t.columns)}): fix assets/templates/{db.db_id}.yaml")
+            keep = [i for i, c in enumerate(t.columns) if c in used or c.lower() in {u.lower() for u in used}]
+            out.dropped_incomplete[name] = 0
+            types = [t.types[i] if i < len(t.types) else "" for i in keep]
+            out.db.tables[name] = Table(name, [t.columns[i] for i in keep], [tuple(r[i] for i in keep) for r in t.rows],
+                                        types, [])
+        n = len(db.tables[name].rows)
+        if name in out.db.tables:
+            out.rows_report[name] = {"rows": n, "verbalized": n, "left_out": {}}
+        else:
+            out.rows_report[name] = {"rows": n, "verbalized": 0, "left_out": {out.excluded_tables[name]: n} if n else {}}
+    kept_cols = {f"{n}.{c}".lower() for n, t in out.db.tables.items() for c in t.columns}
+    out.made_null = {k: v for k, v in out.made_null.items() if k.lower() in kept_cols}
     if not out.db.tables:
         raise InputError(f"database {db.db_id!r}: no table is left to verbalize after preprocessing "
                          f"({out.excluded_tables}); fill the tables or add templates in "

@@ -7,12 +7,15 @@ need, with identifiers replaced by names (appendix A.2.1). Here the same is deri
    foreign keys resolved to the referenced row's name); every column is **profiled** (:func:`profile_database`):
    its kind (integer, real, number stored as text, date, text), distinct values, NULL share and role —
    ``label`` (the row's name), ``key`` (identifiers: primary and foreign keys, ``*_id``, numbers that point into
-   another table), ``ref`` (a foreign key resolved to a name), ``measure`` (a number), ``number`` (a numbered
-   identifier such as ``FlightNo``: compared and ranked, never summed), ``category`` (text with few values),
-   ``date``, ``text`` or ``constant``.
+   another table, and code columns linked by name and values to the table they name where no foreign key is
+   declared: ``sales.store_code`` → ``stores.store_code``), ``ref`` (a foreign key resolved to a name),
+   ``measure`` (a number), ``number`` (a numbered identifier such as ``FlightNo``), ``code`` (zip and postal
+   codes, phone numbers, codes with leading zeros: :func:`is_code_column`), ``category`` (text with few values),
+   ``date``, ``text`` or ``constant``. Only measures are summed, averaged, compared and ranked by generated
+   questions; codes and identifiers never are.
 2. Each table's **columns** (:func:`template_columns`): its label, the columns that join it to other tables, then
    measures and categories in turn, then numbers, other names, dates and text, at most ``MAX_COLUMNS``, adding a
-   column only while at least ``MIN_COMPLETE`` of the rows stay complete (a NULL in a template column drops the row).
+   column only while at least ``MIN_COMPLETE`` of the rows have a value (a NULL states the missing phrase).
 3. **Five templates** per table over exactly those columns (every template states every column, so a question may
    use any of them), worded from the identifiers (:mod:`ctxbench.verbalize.words`): ``SurfaceArea`` → "surface
    area", a resolved ``CountryCode`` → "country". Deterministic: the same database gives the same templates.
@@ -39,6 +42,22 @@ _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2})?)?$")
 # case ``CustomerId``/``AirportID`` (case-sensitive: ``paid``, ``valid``, ``fluid`` are words, not identifiers)
 _ID_NAME = re.compile(r"(?i:(?:^|[_\s-])u?id)$|[a-z0-9](?:Id|ID)$")
 _NUMBERED = ("number", "code")
+# codes and identifiers by name: never summed, averaged, compared with < / > or ranked (issue 22); a zip of 94107
+# is no quantity. Matched against the column's words.
+_CODE_WORDS = {"zip", "zipcode", "postal", "postcode", "phone", "telephone", "fax", "mobile", "isbn", "issn", "ssn",
+               "iban", "code", "codes", "id", "ids", "uid", "key"}
+_LEADING_ZERO = re.compile(r"^0\d")
+
+
+def is_code_column(name: str, words_: str, values: list) -> bool:
+    """Whether a column holds codes or identifiers, not quantities: its name says so (zip, postal code, phone,
+    fax, ISBN, code, id: :data:`_CODE_WORDS`), or its text values are digit strings with leading zeros
+    (``'02134'``)."""
+    toks = {t.lower() for t in re.split(r"[\s_\-]+", f"{name} {words_}") if t}
+    if toks & _CODE_WORDS or _ID_NAME.search(name):
+        return True
+    texts = [v for v in values if isinstance(v, str)]
+    return bool(texts) and any(_LEADING_ZERO.match(v.strip()) and v.strip().isdigit() for v in texts)
 _FIELD_OK = re.compile(r"^[^{}\[\].:!]+$")
 
 
@@ -153,6 +172,9 @@ def profile_database(raw: Database, pre: Preprocessed) -> tuple[dict[str, TableP
     fks = {(f.table, f.column): f for f in raw.foreign_keys}
     # integer single-column primary keys, for undeclared references
     int_pks: dict[str, tuple[str, set]] = {}
+    # code columns that tell every row of their table apart (a declared primary key or not): a text code of
+    # another table named after it links to them by name and values (sales.store_code -> stores.store_code)
+    code_keys: dict[str, list[tuple[str, set]]] = {}
     for n, t in tables.items():
         rt = raw.tables.get(n)
         if rt and len(rt.primary_key) == 1 and rt.primary_key[0] in t.columns:
@@ -160,6 +182,11 @@ def profile_database(raw: Database, pre: Preprocessed) -> tuple[dict[str, TableP
             vals = [r[i] for r in t.rows]
             if vals and all(isinstance(v, int) for v in vals) and len(set(vals)) == len(vals):
                 int_pks[n] = (rt.primary_key[0], set(vals))
+        for i, c in enumerate(t.columns):
+            vals = [r[i] for r in t.rows]
+            if (vals and None not in vals and len(set(vals)) == len(vals)
+                    and (c in (rt.primary_key if rt else []) or is_code_column(c, words(c, vocab), vals))):
+                code_keys.setdefault(n, []).append((c, set(vals)))
     profiles: dict[str, TableProfile] = {}
     edges: list[JoinEdge] = []
     for n, t in tables.items():
@@ -190,8 +217,13 @@ def profile_database(raw: Database, pre: Preprocessed) -> tuple[dict[str, TableP
             elif kind == "int" and not (c in pk and len(cnt) == len(vals)) and (
                     target := _undeclared_ref(c, set(nn), int_pks, n, vocab)) is not None:
                 role, ref = "key", target if target[1] else None
+            elif (n, c) not in fks and (c not in pk or len(cnt) < len(vals)) and (
+                    target := _code_ref(c, set(nn), code_keys, n, vocab)) is not None:
+                role, ref = "key", target  # an undeclared link by name and values (no foreign key declared)
             elif c in pk or _ID_NAME.search(c):
                 role = "key"
+            elif is_code_column(c, w, nn):
+                role = "code"  # zip, postal code, phone, a code with leading zeros: never summed or compared
             elif kind in ("int", "real", "numtext"):
                 last = w.split()[-1].lower() if w.split() else ""
                 role = "number" if last in _NUMBERED else "measure"
@@ -234,6 +266,25 @@ def profile_database(raw: Database, pre: Preprocessed) -> tuple[dict[str, TableP
     return profiles, edges
 
 
+def _code_ref(column: str, values: set, code_keys: dict[str, list[tuple[str, set]]], table: str,
+              vocab: frozenset[str]) -> tuple[str, str] | None:
+    """Where a code column points into another table without a declared foreign key: the other table is named by
+    the column (``store_code`` -> table ``stores``; or both columns have the same name) and holds every value in
+    one of its code columns that tell its rows apart. Returns (table, column), or None."""
+    if not values:
+        return None
+    w = singular(words(column, vocab).lower())
+    base = re.sub(r"\s+(id|code|key|number|no)$", "", w)
+    for other, cands in sorted(code_keys.items()):
+        if other == table:
+            continue
+        named = base in (singular(words(other, vocab).lower()), singular(other.lower()))
+        for oc, keys in cands:
+            if (named or oc.lower() == column.lower()) and values <= keys:
+                return (other, oc)
+    return None
+
+
 def _undeclared_ref(column: str, values: set, int_pks: dict[str, tuple[str, set]], table: str,
                     vocab: frozenset[str]) -> tuple[str, str] | None:
     """Where an integer column points into another table without a declared foreign key: every value is a key
@@ -262,7 +313,7 @@ def template_columns(tp: TableProfile, edges: list[JoinEdge], rows: list[tuple],
                   key=lambda c: (cols[c].distinct, columns.index(c)))[:3]
     alternating = [x for pair in zip(measures, cats) for x in pair]
     alternating += measures[len(cats):] + cats[len(measures):]
-    rest = by_nulls("number") + [c for c in by_nulls("ref") if c not in cats][:2] + by_nulls("date")[:2]
+    rest = by_nulls("number") + by_nulls("code") + [c for c in by_nulls("ref") if c not in cats][:2] + by_nulls("date")[:2]
     order = list(dict.fromkeys([*tp.label, *sorted(joins, key=columns.index), *alternating, *rest]))
     idx = {c: columns.index(c) for c in columns}
     chosen: list[str] = []

@@ -3,13 +3,20 @@
 Templates live in ``assets/templates/<db_id>.yaml`` as ``table: [template, ...]``; a template is a Python
 format string whose fields are column names of the *preprocessed* table, e.g.
 ``"{airline} flight {flight} left {origin_airport} on {year}-{month}-{day}."``.
+
+**Missing values.** A field whose value is NULL (SQL NULL in the source, or a value the value rule made NULL:
+empty text, ``'NULL'`` text) states a phrase instead: the file's optional ``missing:`` key, ``{table: {column:
+phrase}}``, or :data:`DEFAULT_MISSING` ("not recorded"). So no row is dropped for a missing value, and the
+sentence says that the value is not recorded, which is what the gold SQL reads (NULL matches no ``=``, ``IN`` or
+``LIKE``; SQL that compares such a column in a NULL-sensitive way is rejected, ``NULL comparison``).
+:func:`missing_phrase` gives the phrase for (templates, table, column).
 """
 
 from __future__ import annotations
 
 import hashlib
 import string
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +26,8 @@ from ..config import assets_dir
 from ..errors import InputError
 
 MIN_TEMPLATES = 5
+DEFAULT_MISSING = "not recorded"
+MISSING_KEY = "missing"
 
 
 def format_value(v: Any) -> str:
@@ -58,6 +67,13 @@ class TemplateSet:
     db_id: str
     templates: dict[str, list[str]]
     path: str = ""
+    # table -> column -> phrase stated for a NULL value (the file's ``missing:`` key); DEFAULT_MISSING otherwise
+    missing: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def missing_phrase(self, table: str, column: str) -> str:
+        """The phrase a template states for a NULL ``column`` of ``table``: the ``missing:`` key's phrase, else
+        "not recorded" (:data:`DEFAULT_MISSING`)."""
+        return self.missing.get(table, {}).get(column, DEFAULT_MISSING)
 
     def columns(self, table: str) -> set[str]:
         """Union of the columns used by the table's templates."""
@@ -90,12 +106,13 @@ class TemplateSet:
         k = self.choose(table, rowid, seed)
         compiled = self._compiled(table, tuple(columns))[k]
         if compiled is None:  # a field that is not a plain column name: str.format's own lookup (and its errors)
-            values = {c: format_value(v) for c, v in zip(columns, row)}
+            values = {c: self.missing_phrase(table, c) if v is None else format_value(v) for c, v in zip(columns, row)}
             return self.templates[table][k].format(**values)
         fmt, idx = compiled
         # format_value inlined for the common cell types (text, integers): the same strings, fewer calls
-        return fmt.format(*[v if (t := type(v)) is str else str(v) if t is int else format_value(v)
-                            for v in map(row.__getitem__, idx)])
+        return fmt.format(*[v if (t := type(v)) is str else str(v) if t is int else
+                            self.missing_phrase(table, columns[i]) if v is None else format_value(v)
+                            for i, v in zip(idx, map(row.__getitem__, idx))])
 
     def verbalize_many(self, table: str, columns: list[str], rows: list[tuple], rowids: list[int],
                        seed: int) -> list[str]:
@@ -107,12 +124,13 @@ class TemplateSet:
         n = len(compiled)
         prefix = f"{seed}|{table}|".encode()
         sha256, from_bytes, fv = hashlib.sha256, int.from_bytes, format_value
+        phrases = [self.missing_phrase(table, c) for c in columns]
         out = []
         for row, rowid in zip(rows, rowids):
             # choose(): SHA-256 of "seed|table|rowid", first 8 bytes big-endian, modulo the template count
             fmt, idx = compiled[from_bytes(sha256(prefix + str(rowid).encode()).digest()[:8], "big") % n]
-            out.append(fmt.format(*[v if (t := type(v)) is str else str(v) if t is int else fv(v)
-                                    for v in map(row.__getitem__, idx)]))
+            out.append(fmt.format(*[v if (t := type(v)) is str else str(v) if t is int else
+                                    phrases[i] if v is None else fv(v) for i, v in zip(idx, map(row.__getitem__, idx))]))
         return out
 
     def _compiled(self, table: str, columns: tuple[str, ...]) -> list[tuple[str, list[int]] | None]:
@@ -156,6 +174,14 @@ def load_templates(db_id: str, path: str | Path | None = None) -> TemplateSet:
     return templates_from_mapping(data, db_id, str(p))
 
 
+def missing_phrase(templates: TemplateSet | str | Path, table: str, column: str) -> str:
+    """The phrase a template of ``table`` states where ``column`` is NULL: the ``missing:`` key of the templates
+    (a :class:`TemplateSet`, or the path of a templates file), else "not recorded". Raises InputError for a file
+    that :func:`load_templates` cannot read."""
+    ts = templates if isinstance(templates, TemplateSet) else load_templates("", templates)
+    return ts.missing_phrase(table, column)
+
+
 def templates_from_mapping(data: Any, db_id: str, where: str) -> TemplateSet:
     """A TemplateSet from a mapping ``table -> [template, ...]`` read from ``where`` (a templates file, or the
     ``templates:`` section of a generated query set). Raises InputError naming ``where`` when it is not such a
@@ -163,6 +189,18 @@ def templates_from_mapping(data: Any, db_id: str, where: str) -> TemplateSet:
     if not isinstance(data, dict) or not data:
         raise InputError(f"{where}: expected a mapping table -> list of templates")
     temps: dict[str, list[str]] = {}
+    missing = data.get(MISSING_KEY)
+    if isinstance(missing, dict):
+        for table, cols in missing.items():
+            if not isinstance(cols, dict) or not all(isinstance(p, str) and p.strip() for p in cols.values()):
+                raise InputError(f"{where}: missing: {table!r} must map columns to phrases ({{table: {{column: "
+                                 f"phrase}}}}, e.g. missing: {{weather: {{events: no event recorded}}}})")
+        data = {k: v for k, v in data.items() if k != MISSING_KEY}
+        missing = {str(t): {str(c): p.strip() for c, p in cols.items()} for t, cols in missing.items()}
+    else:
+        missing = {}
+    if not data:
+        raise InputError(f"{where}: expected a mapping table -> list of templates")
     for table, lst in data.items():
         if not isinstance(lst, list) or not all(isinstance(x, str) for x in lst):
             raise InputError(f"{where}: table {table!r} must map to a list of template strings")
@@ -171,4 +209,4 @@ def templates_from_mapping(data: Any, db_id: str, where: str) -> TemplateSet:
         for t in lst:
             template_fields(t)
         temps[str(table)] = [x.strip() for x in lst]
-    return TemplateSet(db_id=db_id, templates=temps, path=where)
+    return TemplateSet(db_id=db_id, templates=temps, path=where, missing=missing)

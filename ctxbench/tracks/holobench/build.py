@@ -10,6 +10,7 @@ same tables share a context (and a provider's prompt cache).
 
 from __future__ import annotations
 
+import warnings
 from bisect import bisect_right
 from dataclasses import dataclass
 from functools import lru_cache
@@ -37,6 +38,7 @@ from ..common import asset_hash as _asset_hash
 from .source import PreparedSource, load_database_header, prepare_source_cached
 
 MAX_TOKENS = MAX_CONTEXT_TOKENS
+ROWS_LOST_WARN = 0.01  # a table whose rows are more than 1% left out of the verbalization is warned about
 
 
 class HoloBenchConfig(BaseModel):
@@ -55,6 +57,10 @@ class HoloBenchConfig(BaseModel):
     positions: list[str] = Field(default_factory=lambda: ["uniform"],
                                  description="beginning|middle|end|uniform|bimodal, or several")
     seed: int = Field(0, description="seed of the row sampling")
+    integer_division: Literal["exact", "sqlite"] = Field(
+        "exact", description="'exact': reject a question whose answer SQLite's integer division truncates (a reader "
+                             "computes 2.25, SQLite 2); 'sqlite': keep SQLite's integer result (a published set "
+                             "computed that way)")
     question_ids: list[str] | None = Field(None, description="only these question ids of the query set")
 
     @field_validator("lengths")
@@ -283,7 +289,8 @@ def gold_stage(loaded: Loaded, asm: Assembled) -> tuple[list[dict], list[dict]]:
         included, gold_tables, engines, spans_json, included_json, text_json = shared[key]
         iid = stable_hash(cfg_for_id, db_id, q.question, q.sql, text_json, length=24)
         try:
-            g = compute_gold(q.sql, gold_tables, seed=cfg.seed, engines=engines)
+            g = compute_gold(q.sql, gold_tables, seed=cfg.seed, engines=engines, null_columns=src.pre.made_null,
+                             integer_division=cfg.integer_division)
         finally:
             if last_use[key] == i:  # the last question over this context: its engines are closed
                 engines.close()
@@ -304,10 +311,12 @@ def gold_stage(loaded: Loaded, asm: Assembled) -> tuple[list[dict], list[dict]]:
         })
         instances[-1].update(difficulty_columns(instances[-1]))
         instances[-1].update(language_columns(instances[-1]))
-    for t, n in src.pre.dropped_incomplete.items():
-        if n:
-            quarantine.append({"input": f"{db_id}.{t}", "stage": "verbalize",
-                               "reason": f"{n} incomplete row(s) dropped (NULL in a template column)", "detail": None})
+    for t, rep in src.pre.rows_report.items():
+        lost = rep["rows"] - rep["verbalized"]
+        if rep["rows"] and lost / rep["rows"] > ROWS_LOST_WARN:
+            why = "; ".join(f"{n} {r}" for r, n in rep["left_out"].items())
+            warnings.warn(f"table {db_id}.{t}: {lost} of {rep['rows']} rows ({lost / rep['rows']:.1%}) are not "
+                          f"verbalized ({why})", stacklevel=2)
     for qid, why in src.skipped_questions:
         quarantine.append({"input": qid, "stage": "question", "reason": why, "detail": None})
     for t, n in (src.raw.provenance.get("non_utf8_text") or {}).items():
@@ -341,6 +350,8 @@ def write_stage(loaded: Loaded, src: PreparedSource, instances: list[dict], quar
         tokenizer=get_tokenizer(cfg.tokenizer), counts={"contexts": n_contexts},
         details={"db_id": db_id, "source": src.raw.provenance,
                  "preprocessing": {"replaced": src.pre.replaced, "dropped_incomplete": src.pre.dropped_incomplete,
+                                   "rows_verbalized": src.pre.rows_report, "made_null": src.pre.made_null,
+                                   "integer_division": cfg.integer_division,
                                    "excluded_tables": src.pre.excluded_tables,
                                    "numbers_from_text": src.numbers_from_text,
                                    "numeric_text_kept": src.numeric_text_kept,

@@ -62,10 +62,11 @@ class PreparedSource:
         return self.pre.numeric_text_kept
 
     def column_types(self) -> dict[str, list[str]]:
-        """SQLite type of every column of every prepared table (``sql_type`` of its values), computed once."""
+        """SQLite type of every column of every prepared table as ``source.sqlite`` declares it (the source's
+        declared type; ``sql_type`` of its values where none is declared), computed once."""
         if self._types is None:
-            self._types = {n: [sql_type([r[i] for r in t.rows]) for i in range(len(t.columns))]
-                           for n, t in self.db.tables.items()}
+            self._types = {n: [t.types[i] if i < len(t.types) and t.types[i] else sql_type([r[i] for r in t.rows])
+                               for i in range(len(t.columns))] for n, t in self.db.tables.items()}
         return self._types
 
 

@@ -598,6 +598,7 @@ def write_stage(loaded: Loaded, conv: Converted, col: Collected, instances: list
                        "articles": len(loaded.articles), "pdfs_found": len(loaded.paths),
                        "sources": loaded.source_counts},
             "assets": {"templates": asset_hash(sq.templates_path())},
+            "gold": {"integer_division": sq.INTEGER_DIVISION},
             "collections": {"built": len(col.collections), "rejected_overlap": col.rejected_overlap,
                             "shortfall_tokens": {c.collection_id: c.shortfall_tokens for c in col.collections}},
             "articles": {"converted": len(conv.article_rows), "kept": len(conv.texts), "duplicates": conv.duplicates,

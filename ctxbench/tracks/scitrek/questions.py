@@ -188,14 +188,20 @@ def fill(tpl: SqlTemplate, vals: dict) -> Instantiated:
     return Instantiated(tpl, sql, question, vals)
 
 
+# SciTrek's released answers were computed by SQLite, whose integer division truncates (7 / 2 = 3): kept, so that the
+# released question set is reproduced (recorded in the build manifest as gold.integer_division)
+INTEGER_DIVISION = "sqlite"
+
+
 def gold_answer(sql: str, db: Database, seed: int = 0, engines: GoldEngines | None = None) -> GoldResult:
     """The gold answer of ``sql`` on the collection database: DuckDB and SQLite must agree, the answer must not
     depend on row order, ties at LIMIT or NULL sort keys, rows with equal ORDER BY keys must not differ (answers
     are scored as ordered lists), and it must not be empty (:func:`ctxbench.gold.compute_gold`). ``engines``:
     the engines loaded with ``gold_tables(db)`` and ``seed``, shared by the questions on one collection."""
     if engines is not None:
-        return compute_gold(sql, engines.tables, seed=seed, strict_order=True, engines=engines)
-    return compute_gold(sql, gold_tables(db), seed=seed, strict_order=True)
+        return compute_gold(sql, engines.tables, seed=seed, strict_order=True, engines=engines,
+                            integer_division=INTEGER_DIVISION)
+    return compute_gold(sql, gold_tables(db), seed=seed, strict_order=True, integer_division=INTEGER_DIVISION)
 
 
 def render_tables(db: Database) -> str:

@@ -1,0 +1,106 @@
+"""Check an import against sqlite3 on the original files (issue 22): every accepted answer of an
+``import_report.jsonl`` must equal what the sqlite3 module answers for the same SQL on the user's own database file,
+except in how projected values are shown (text stripped of surrounding spaces, ``''`` or ``'NULL'`` text shown as
+null, floats to 4 places, numeric text shown as its number). Independent of the import's own check: the file is
+opened read-only here, the SQL run as given, and values compared after only that display normalisation. Prints one
+line per difference and a summary; exits 1 when any accepted answer differs.
+
+    python bench/check_original.py REPORT.jsonl [--db-dir DIR] [--sample N] [--seed S]
+
+Default DIR: Spider's databases under $CTXBENCH_SHARED_DATA (../shared/data/spider/database). ``--sample N``
+checks N accepted answers drawn with the seed (hashlib), all of them by default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import re
+import sqlite3
+import sys
+from pathlib import Path
+
+_NUMBER = re.compile(r"\s*[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?\s*\Z")
+
+
+def shown(v):
+    """A value as a context shows it: stripped text, '' / 'NULL' text as null, floats to 4 places, numbers."""
+    if isinstance(v, bytes):
+        try:
+            v = v.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    if isinstance(v, str):
+        v = v.strip()
+        if v.lower() in ("", "null"):
+            return None
+        if _NUMBER.match(v):
+            n = float(v)
+            return int(n) if n.is_integer() and abs(n) < 2**53 else n
+        return v
+    if isinstance(v, float):
+        if math.isnan(v) or math.isinf(v):
+            return None
+        return int(v) if v.is_integer() and abs(v) < 2**53 else round(v, 4)
+    return v
+
+
+def _key(row):
+    return tuple((0, 0.0, "") if v is None else (1, float(v), "") if isinstance(v, (int, float)) else (2, 0.0, str(v))
+                 for v in row)
+
+
+def _eq(a, b) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return math.isclose(float(a), float(b), rel_tol=1e-4, abs_tol=1e-4)
+    return str(a) == str(b)
+
+
+def same(gold, orig, ordered: bool) -> bool:
+    a = [[shown(v) for v in r] for r in gold]
+    b = [[shown(v) for v in r] for r in orig]
+    if len(a) != len(b):
+        return False
+    if not ordered:
+        a, b = sorted(a, key=_key), sorted(b, key=_key)
+    return all(len(x) == len(y) and all(_eq(p, q) for p, q in zip(x, y)) for x, y in zip(a, b))
+
+
+def _ordered(sql: str) -> bool:
+    import sqlglot
+    return sqlglot.parse_one(sql, read="sqlite").args.get("order") is not None
+
+
+def main() -> None:
+    shared = Path(os.environ.get("CTXBENCH_SHARED_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
+    ap = argparse.ArgumentParser()
+    ap.add_argument("report", type=Path)
+    ap.add_argument("--db-dir", type=Path, default=shared / "spider" / "database")
+    ap.add_argument("--sample", type=int)
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args()
+    lines = [json.loads(x) for x in a.report.read_text(encoding="utf-8").splitlines() if x.strip()]
+    acc = [x for x in lines if x["accepted"]]
+    if a.sample is not None:
+        acc = sorted(acc, key=lambda x: hashlib.sha256(f"{a.seed}|{x['index']}".encode()).hexdigest())[:a.sample]
+    cons: dict[str, sqlite3.Connection] = {}
+    bad = 0
+    for x in acc:
+        db = x["db_id"]
+        if db not in cons:
+            cons[db] = sqlite3.connect(f"file:{a.db_dir / db / f'{db}.sqlite'}?mode=ro", uri=True)
+        orig = cons[db].execute(x["sql"]).fetchall()
+        if not same(x["answer"], orig, _ordered(x["sql"])):
+            bad += 1
+            print(f"DIFFERS #{x['index']} {db}: {x['sql']}\n  accepted {x['answer'][:5]}\n  sqlite3  {orig[:5]}")
+    print(f"{len(acc)} accepted answer(s) of {len(lines)} checked against sqlite3 on the original files: {bad} differ")
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()
