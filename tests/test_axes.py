@@ -129,3 +129,124 @@ def test_table_predicates_from_sql():
                          cols)
     assert p == {"flights": ('"month" = 1',), "airports": ('"name" LIKE \'J%\'',)}
     assert table_predicates("SELECT MAX(month) FROM flights", {"flights": cols["flights"]}) == {}
+
+
+# ---------------------------------------------------------------- look-alike needles, lexical overlap
+
+@pytest.fixture(scope="module")
+def zh_corpus(shared_data) -> Path:
+    from conftest import require_path
+
+    return require_path(shared_data / "classical" / "songyuan_xuean" / "volumes", "宋元學案 volumes")
+
+
+@pytest.fixture(scope="module")
+def lookalike_build(zh_corpus, tmp_path_factory):
+    from ctxbench.tracks.needles import NeedlesConfig, build_needles
+
+    out = tmp_path_factory.mktemp("lk") / "b"
+    cfg = NeedlesConfig(corpus=str(zh_corpus), models=["gpt-4.1"], lengths=[6000], output_budget=512,
+                        distractor_needles=3, depths=[0.5], chains=True)
+    build_needles(cfg, out)
+    return out
+
+
+def test_lookalikes_planted_and_never_answer(lookalike_build):
+    import tiktoken
+    import yaml
+
+    ns = yaml.safe_load((Path(__file__).resolve().parent.parent / "assets/needles/zh-classical.yaml")
+                        .read_text(encoding="utf-8"))
+    by_id = {n["id"]: n for n in ns["needles"]}
+    enc = tiktoken.get_encoding("o200k_base")
+    rows = pq.read_table(lookalike_build / "instances.parquet").to_pylist()
+    singles = [r for r in rows if r["variant"] != "chain"]
+    assert singles and all(r["distractor_needles"] == 3 for r in singles)
+    assert all(r["distractor_needles"] == 0 and r["distractor_spans"] is None for r in rows if r["variant"] == "chain")
+    for r in singles:
+        n = by_id[r["needle_id"]]
+        ids = enc.encode(r["context"], disallowed_special=())
+        spans = json.loads(r["distractor_spans"])
+        assert len(spans) == 3
+        (es, ee), = json.loads(r["evidence_spans"])
+        gold = json.loads(r["gold"])[0][0]
+        forms = [gold, *json.loads(r["accepted_answers"] or "[]")]
+        own = [n["subject"], *n.get("subject_aliases", [])]
+        texts = [enc.decode(ids[s:e]).strip() for s, e in spans]
+        for (s, e), t in zip(spans, texts):
+            assert e <= es or s >= ee  # apart from the needle
+            assert t in r["context"]
+            # the needle's form (its tail after the value), about another subject, with another value
+            assert any(name in t for name in ns["lookalike_subjects"])
+            assert not any(x in t for x in own)
+            assert not any(f in t for f in forms)
+        assert len(set(texts)) == 3
+        # exactly one statement in the context answers: the needle's own (subject and value in one sentence)
+        needle = n["statement"].format(value=gold)
+        assert r["context"].count(needle) == 1
+        # spread over the haystack: the look-alikes lie in different thirds of the context
+        assert sorted(int(3 * s / len(ids)) for s, _ in spans) == [0, 1, 2]
+
+
+def test_lookalikes_are_seeded_and_checked():
+    from ctxbench.errors import InputError
+    from ctxbench.tracks.needles.questions import load_needle_set
+
+    ns = load_needle_set("zh-classical")
+    n1 = next(n for n in ns.needles if n["id"] == "N1")
+    a = ns.lookalikes(n1, "real", 3, (0.5,))
+    assert a == ns.lookalikes(n1, "real", 3, (0.5,))
+    # 鶴山先生魏了翁 becomes one look-alike name; the real value 六十 is never used, nor 六十一-like forms of it
+    assert all("先生" not in x and "魏了翁" not in x and "六十" not in x for x in a)
+    assert all(x.endswith("卒於家，年七十三。") for x in a)
+    with pytest.raises(InputError, match="look-alike subjects"):
+        ns.lookalikes(n1, "real", 9)
+
+
+def test_lexical_overlap_worked_examples():
+    from ctxbench.analysis.overlap import content_terms, lexical_overlap
+
+    # English: stop words (what, did, the, in, of) dropped; question terms {city, charles, darwin, die}
+    q = "In what city did Charles Darwin die?"
+    assert content_terms(q) == {"city", "charles", "darwin", "die"}
+    # sentence 1 holds charles, darwin (2 of 4); sentence 2 holds darwin and city (2 of 4), the 3rd nothing
+    assert lexical_overlap(q, ["Charles Darwin died at Down House.", "Darwin left the city.", "Nothing here."]) \
+        == 0.5
+    assert lexical_overlap(q, ["Charles Darwin would die in the city of Downe."]) == 1.0
+    assert lexical_overlap(q, []) == 0.0
+    # CJK: character bigrams inside runs; 魏了翁去世 → 魏了 了翁 翁去 去世; 根據文中記載 → 5 bigrams; 享年幾歲 → 3
+    q = "根據文中記載，魏了翁去世時享年幾歲？"
+    terms = content_terms(q)
+    assert len(terms) == 5 + len("魏了翁去世時享年幾歲") - 1 == 14
+    # 鶴山先生魏了翁卒於家，年六十。: shares 魏了 and 了翁 only (年六 is not 享年): 2 of 14
+    assert lexical_overlap(q, ["鶴山先生魏了翁卒於家，年六十。"]) == round(2 / 14, 6)
+    # a bigram never spans punctuation: 記載，魏 gives no 載魏
+    assert "載魏" not in terms
+    # a one-character run is its own term
+    assert content_terms("鶴。") == {"鶴"}
+
+
+def test_low_overlap_set_and_max_overlap(zh_corpus, tmp_path):
+    from ctxbench.analysis.overlap import lexical_overlap
+    from ctxbench.errors import InputError
+    from ctxbench.tracks.needles import NeedlesConfig, build_needles
+    from ctxbench.tracks.needles.questions import load_needle_set
+
+    low = load_needle_set("zh-classical-low-overlap")
+    assert len(low.needles) >= 20
+    for n in low.needles:
+        for v in ("real", "altered"):
+            assert lexical_overlap(n["question"], [n["statement"].format(value=n[v]["value"])]) <= 0.05
+    # the default set's questions name their subject: 0.09 to 0.18 (worked out as in the examples above)
+    base = load_needle_set("zh-classical")
+    assert all(lexical_overlap(n["question"], [n["statement"].format(value=n["real"]["value"])]) > 0.05
+               for n in base.needles)
+    with pytest.raises(InputError, match="--max-overlap"):
+        build_needles(NeedlesConfig(corpus=str(zh_corpus), models=["gpt-4.1"], lengths=[6000], output_budget=512,
+                                    max_overlap=0.05, depths=[0.5]), tmp_path / "none")
+    r = build_needles(NeedlesConfig(corpus=str(zh_corpus), models=["gpt-4.1"], lengths=[6000], output_budget=512,
+                                    needles="zh-classical-low-overlap", max_overlap=0.05, depths=[0.5],
+                                    variants=["real"], distractor_needles=2), tmp_path / "low")
+    rows = pq.read_table(r.out / "instances.parquet").to_pylist()
+    assert len(rows) == len(low.needles)
+    assert all(x["lexical_overlap"] <= 0.05 and x["distractor_needles"] == 2 for x in rows)

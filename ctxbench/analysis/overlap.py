@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-_CJK = "\u2e80-\u9fff\uf900-\ufaff\u3040-\u30ff\u31f0-\u31ff\uac00-\ud7af\U00020000-\U0003134f"
+_CJK = "\u2e80-\u2fff\u3040-\u9fff\uf900-\ufaff\u3040-\u30ff\u31f0-\u31ff\uac00-\ud7af\U00020000-\U0003134f"
 _CJK_RUN = re.compile(f"[{_CJK}]+")
 _WORD = re.compile(rf"(?:[^\W_]|['’])+", re.UNICODE)
 _LANG_LISTS = {"da": "STOPWORDS_DANISH", "nl": "STOPWORDS_DUTCH", "fr": "STOPWORDS_FRENCH",
