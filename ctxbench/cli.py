@@ -460,6 +460,17 @@ def _rag_opts(mode, rag_tokens, chunk_tokens, chunk_overlap, top_k, retriever, e
             "embedding_model": embedding_model}
 
 
+def _efforts(value: Optional[str]) -> Optional[str]:
+    """--reasoning-effort: comma-separated efforts of ctxbench.models.effort.EFFORTS."""
+    from .models.effort import parse_efforts
+
+    try:
+        parse_efforts(value)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    return value
+
+
 @app.command("evaluate")
 def evaluate_cmd(
     build: Path = typer.Option(..., exists=True, file_okay=False, help="build directory"),
@@ -505,6 +516,12 @@ def evaluate_cmd(
     batch_poll: float = typer.Option(30.0, min=0.01, help="--batch: seconds between polls"),
     batch_wait: Optional[float] = typer.Option(None, min=0.0, help="--batch: stop waiting after N seconds (exit 75; "
                                                                    "rerun to collect); default: until the batches end"),
+    reasoning_effort: Optional[str] = typer.Option(None, callback=_efforts,
+                                                   help="reasoning efforts, one run each: any of none,low,medium,high "
+                                                        "(OpenAI reasoning_effort, Anthropic thinking, Gemini "
+                                                        "thinkingBudget, chat_template_kwargs.enable_thinking)"),
+    thinking_budget: Optional[int] = typer.Option(None, min=0, help="reasoning tokens allowed (Anthropic "
+                                                                    "budget_tokens, Gemini thinkingBudget)"),
 ) -> None:
     """Evaluate a model on a build; appends to BUILD/responses.parquet (reruns make no stored call again)."""
     from .evaluate import evaluate_build
@@ -516,6 +533,7 @@ def evaluate_cmd(
                         min_context_tokens=min_context_tokens, max_context_tokens=max_context_tokens,
                         exclude_closed_book=exclude_closed_book, max_retry_after_s=max_retry_after,
                         batch=batch, batch_poll_s=batch_poll, batch_wait_s=batch_wait,
+                        reasoning_effort=reasoning_effort, thinking_budget=thinking_budget,
                         **_rag_opts(mode, rag_tokens, chunk_tokens, chunk_overlap, top_k, retriever, embedding_model))
         if dry_run:
             from .dryrun import estimate

@@ -30,6 +30,7 @@ from typing import Any
 
 from ..errors import InputError
 from ..scoring.metrics import length_averages_ci
+from ..models.effort import display_model, effort_labels
 from .core import INSTANCE_COLUMNS, group_scores, primary_rows, score_rows
 
 AVERAGES = (("Avg", "avg"), ("wAvg(inc)", "wavg_inc"), ("wAvg(dec)", "wavg_dec"))  # (name, column prefix)
@@ -154,14 +155,23 @@ def leaderboard(con, builds: list[dict]) -> Leaderboard:
                 seen.add(k)
                 scores.append(r)
         rag = "rag_tokens" in have_resp
+        eff = "reasoning_effort" in have_resp
         responses = _rows(con, f"SELECT build_dir, request_key, model, instance_id, mode, status"
-                               f"{', rag_tokens' if rag else ', NULL AS rag_tokens'} FROM responses "
+                               f"{', rag_tokens' if rag else ', NULL AS rag_tokens'}"
+                               f"{', reasoning_effort' if eff else ', NULL AS reasoning_effort'} FROM responses "
                                f"WHERE build_dir IN ({marks})", dirs)
         budget = {r["request_key"]: r["rag_tokens"] for r in responses if r["rag_tokens"] is not None}
-        rows = primary_rows(score_rows(inst, scores, budget))
+        effort = effort_labels(responses)
+        base_of: dict[str, str] = {}
+        for r in responses:  # a run at a reasoning effort is its own column: model@effort (display label only)
+            label = display_model(r["model"], r["reasoning_effort"])
+            base_of[label] = r["model"]
+            r["model"] = label
+        rows = primary_rows(score_rows(inst, scores, budget, effort))
         models = sorted({r["model"] for r in responses} | {r["model"] for r in rows})
         all_models |= set(models)
-        per_group[key] = {"builds": bs, "inst": inst, "rows": rows, "responses": responses, "models": models}
+        per_group[key] = {"builds": bs, "inst": inst, "rows": rows, "responses": responses, "models": models,
+                          "base_of": base_of}
     evaluated_on: dict[str, list[str]] = defaultdict(list)
     for (bench, bh), g in sorted(per_group.items()):
         for m in g["models"]:
@@ -176,7 +186,7 @@ def leaderboard(con, builds: list[dict]) -> Leaderboard:
                           "is_latest": any(b["is_latest"] for b in bs), "lengths": lengths, "models": g["models"],
                           "instances": len(inst)})
         base = {"benchmark": bench, "build_hash": bh, "build": label}
-        selected = {m: _selected(bs[0]["build_dir"], m) for m in g["models"]}
+        selected = {m: _selected(bs[0]["build_dir"], g["base_of"].get(m, m)) for m in g["models"]}
         variants = sorted({(r["mode"], r["matcher"]) for r in rows}) or [("lc", None)]
         for mode, matcher in variants:
             mine = [r for r in rows if (r["mode"], r["matcher"]) == (mode, matcher)]

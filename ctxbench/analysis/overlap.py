@@ -82,3 +82,32 @@ def lexical_overlap(question: str, sentences: list[str] | tuple[str, ...]) -> fl
         if best == len(q):
             break
     return round(best / len(q), 6)
+
+
+def span_sentences(context: str, spans: list[list[int]], tokenizer: str) -> list[str]:
+    """The text of each evidence span (``[start, end)`` token offsets in ``context`` of the registered
+    ``tokenizer``): the evidence sentences of a track that stores spans but no sentence (a plugin track).
+    Raises TokenizerError when the tokenizer cannot be loaded."""
+    from ..tokenizers import get_tokenizer
+
+    if not spans:
+        return []
+    _ids, starts = get_tokenizer(tokenizer).char_starts(context)
+    starts = list(starts) + [len(context)]
+    return [context[starts[min(a, len(starts) - 1)]:starts[min(b, len(starts) - 1)]] for a, b in spans]
+
+
+def fill_lexical_overlap(rows: list[dict]) -> None:
+    """Set ``lexical_overlap`` on every instance row that lacks it (the column is never null): from its evidence
+    spans decoded with its tokenizer (:func:`span_sentences`), 0.0 without spans. Tracks that know their evidence
+    sentences set it themselves."""
+    import json
+
+    for r in rows:
+        if r.get("lexical_overlap") is not None:
+            continue
+        spans = r.get("evidence_spans")
+        spans = json.loads(spans) if isinstance(spans, str) else (spans or [])
+        sentences = span_sentences(r.get("context") or "", spans, r["tokenizer"]) if spans and r.get("tokenizer") \
+            else []
+        r["lexical_overlap"] = lexical_overlap(r.get("question") or "", sentences)
