@@ -250,3 +250,95 @@ def test_low_overlap_set_and_max_overlap(zh_corpus, tmp_path):
     rows = pq.read_table(r.out / "instances.parquet").to_pylist()
     assert len(rows) == len(low.needles)
     assert all(x["lexical_overlap"] <= 0.05 and x["distractor_needles"] == 2 for x in rows)
+
+
+# ---------------------------------------------------------------- reasoning effort: each provider's field
+
+def test_effort_fields_in_each_providers_documented_shape():
+    from ctxbench.models.effort import apply_effort, native_fields, provider_of
+
+    assert provider_of("gpt-4o") == "openai" and provider_of("o3-mini") == "openai"
+    assert provider_of("claude-sonnet-4-20250514") == "anthropic"
+    assert provider_of("anthropic/claude-sonnet-4-20250514", "http://127.0.0.1:9/") == "anthropic"
+    assert provider_of("gemini/gemini-2.5-flash") == "gemini" and provider_of("vertex_ai/gemini-2.5-pro") == "gemini"
+    assert provider_of("Qwen/Qwen3-8B", "http://127.0.0.1:8000/v1") == "openai_compatible"
+    assert provider_of("gpt-4o", "https://api.openai.com/v1") == "openai"
+    # OpenAI Chat Completions: reasoning_effort, a string
+    assert native_fields("openai", "low") == {"reasoning_effort": "low"}
+    assert native_fields("openai", None, 4096) == {}  # OpenAI has no token budget
+    # Anthropic Messages: thinking {type: enabled, budget_tokens}; disabled for none
+    assert native_fields("anthropic", "medium") == {"thinking": {"type": "enabled", "budget_tokens": 2048}}
+    assert native_fields("anthropic", "high", 8000) == {"thinking": {"type": "enabled", "budget_tokens": 8000}}
+    assert native_fields("anthropic", "none", 8000) == {"thinking": {"type": "disabled"}}
+    # Gemini generateContent: generationConfig.thinkingConfig.thinkingBudget (0 = off)
+    assert native_fields("gemini", "low") == {"generationConfig": {"thinkingConfig": {"thinkingBudget": 1024}}}
+    assert native_fields("gemini", "none") == {"generationConfig": {"thinkingConfig": {"thinkingBudget": 0}}}
+    # vLLM / SGLang chat templates: chat_template_kwargs.enable_thinking, and OpenAI's field beside it
+    assert native_fields("openai_compatible", "none") == {"chat_template_kwargs": {"enable_thinking": False},
+                                                          "reasoning_effort": "none"}
+    assert native_fields("openai_compatible", "high")["chat_template_kwargs"] == {"enable_thinking": True}
+    # no effort: the sampling dict is the same object (request keys of earlier runs unchanged)
+    s = {"temperature": 0.0, "seed": 0}
+    assert apply_effort(s, "gpt-4o", None, None) is s
+    # Anthropic refuses a temperature with thinking on: not sent then
+    a = apply_effort(s, "anthropic/claude-sonnet-4-20250514", None, "low")
+    assert "temperature" not in a and a["thinking"] == {"type": "enabled", "budget_tokens": 1024}
+    assert apply_effort(s, "anthropic/claude-sonnet-4-20250514", None, "none")["temperature"] == 0.0
+
+
+def test_gemini_thinking_reaches_generation_config_through_litellm():
+    from ctxbench.models import quiet_litellm
+    from ctxbench.models.effort import apply_effort
+
+    quiet_litellm()
+    from litellm.llms.vertex_ai.gemini.transformation import _transform_request_body
+    from litellm.utils import get_optional_params
+
+    for effort, budget in (("medium", 2048), ("none", 0)):
+        sent = apply_effort({}, "gemini/gemini-2.5-flash", None, effort)
+        params = get_optional_params(model="gemini-2.5-flash", custom_llm_provider="gemini", **sent)
+        body = _transform_request_body(messages=[{"role": "user", "content": "q"}], model="gemini-2.5-flash",
+                                       optional_params=params, custom_llm_provider="gemini", litellm_params={},
+                                       cached_content=None)
+        assert body["generationConfig"]["thinkingConfig"]["thinkingBudget"] == budget
+
+
+def test_anthropic_thinking_sent_by_litellm_and_the_batch_api():
+    import asyncio
+
+    from fakeserver import FakeOpenAIServer
+
+    from ctxbench.models.batch import anthropic_params, openai_line
+    from ctxbench.models.effort import apply_effort
+    from ctxbench.models.gateway import Gateway, RetryPolicy
+
+    sampling = apply_effort({"temperature": 0.0}, "anthropic/claude-sonnet-4-20250514", None, "high")
+    with FakeOpenAIServer() as srv:  # litellm's anthropic provider posts to <api_base>/v1/messages
+        gw = Gateway("anthropic/claude-sonnet-4-20250514", srv.base_url[:-len("/v1")], 1,
+                     RetryPolicy(max_retries=0, timeout_s=120), backend="litellm")
+
+        async def go():
+            try:
+                return await gw.complete([{"role": "user", "content": "Say hi"}], 8192, sampling)
+            finally:
+                await gw.aclose()
+
+        res = asyncio.run(go())
+        body = srv.requests[-1]
+    assert res.status == "ok"
+    assert body["thinking"] == {"type": "enabled", "budget_tokens": 4096} and "temperature" not in body
+    assert anthropic_params("anthropic/claude-x", [{"role": "user", "content": "q"}], 8192, sampling)["thinking"] \
+        == {"type": "enabled", "budget_tokens": 4096}
+    o = apply_effort({"temperature": 0.0}, "o3-mini", None, "low")
+    assert openai_line("k", "o3-mini", [{"role": "user", "content": "q"}], 100, o)["body"]["reasoning_effort"] == "low"
+
+
+def test_anthropic_budget_checked_before_any_call(wine, tmp_path):
+    from ctxbench.errors import InputError
+    from ctxbench.evaluate import EvalConfig, plan_requests
+    from ctxbench.models.cache import ResponseCache
+
+    b = build_holobench(HoloBenchConfig(db=wine, lengths=[512], question_ids=["wine_1-q06"]), tmp_path / "b").out
+    with pytest.raises(InputError, match="not below the output budget"):
+        plan_requests(b, EvalConfig(model="anthropic/claude-sonnet-4-20250514", reasoning_effort=["high"],
+                                    max_tokens=1000), ResponseCache(tmp_path / "c"))

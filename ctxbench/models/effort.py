@@ -57,10 +57,15 @@ def parse_efforts(value: Any) -> list[str] | None:
 
 
 def provider_of(model: str, base_url: str | None = None) -> str:
-    """The request shape a call of ``model`` takes: ``openai_compatible`` for a ``--base-url`` server that is not
-    a provider's own API host, else the provider litellm resolves the name to (``openai``, ``anthropic``,
+    """The request shape a call of ``model`` takes: ``anthropic`` / ``gemini`` for a name with that provider prefix;
+    ``openai_compatible`` for a ``--base-url`` server that is not a provider's own API host; else the provider
+    litellm resolves the name to (``openai``, ``anthropic``,
     ``gemini``; Vertex AI's Gemini is ``gemini``), ``other`` for any other provider (litellm maps
     ``reasoning_effort`` there)."""
+    low = model.lower()
+    for prefix, p in (("anthropic/", "anthropic"), ("gemini/", "gemini")):
+        if low.startswith(prefix):  # the provider's own protocol (litellm, batch APIs), also at a base URL
+            return p
     if base_url:
         from urllib.parse import urlsplit
 
