@@ -342,3 +342,57 @@ def test_anthropic_budget_checked_before_any_call(wine, tmp_path):
     with pytest.raises(InputError, match="not below the output budget"):
         plan_requests(b, EvalConfig(model="anthropic/claude-sonnet-4-20250514", reasoning_effort=["high"],
                                     max_tokens=1000), ResponseCache(tmp_path / "c"))
+
+
+def test_two_efforts_end_to_end_through_a_local_server_report_and_compare(wine, tmp_path, monkeypatch):
+    """A small build answered by a local OpenAI-compatible server at efforts none and high: the server reads the
+    effort from the request body and answers right only when thinking is on; the report and compare show
+    model@none and model@high, the stored model stays the name given."""
+    from fakeserver import FakeOpenAIServer, message_text
+
+    from ctxbench.evaluate import EvalConfig, evaluate_build
+    from ctxbench.report import build_report
+    from ctxbench.report.compare import compare_runs
+    from ctxbench.score import score_build
+
+    monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
+    b = build_holobench(HoloBenchConfig(db=wine, lengths=[512, 1024], distractors="near-miss",
+                                        question_ids=["wine_1-q06", "wine_1-q07", "wine_1-q08"]),
+                        tmp_path / "b").out
+    inst = pq.read_table(b / "instances.parquet").to_pylist()
+    # the gold answer of the instance whose context and question the prompt holds (each tier has its own rows)
+    gold = [(r["question"], r["context"], json.loads(r["gold"])[0][0]) for r in inst]
+
+    def answer(body):
+        text = "\n".join(message_text(m["content"]) for m in body["messages"])
+        [g] = [g for q, c, g in gold if q in text and c.strip() in text]
+        thinking = body.get("chat_template_kwargs", {}).get("enable_thinking")
+        return f"Answer: {g}" if thinking else "Answer: I do not know"
+
+    with FakeOpenAIServer(answer_fn=answer) as srv:
+        cfg = EvalConfig(model="openai/fake", base_url=srv.base_url, reasoning_effort="none,high", concurrency=2)
+        s = evaluate_build(b, cfg)
+        bodies = list(srv.requests)
+        assert s.calls == 2 * len(inst) and len(bodies) == 2 * len(inst)
+        assert sorted(x["reasoning_effort"] for x in bodies) == ["high"] * len(inst) + ["none"] * len(inst)
+        assert all(x["chat_template_kwargs"] == {"enable_thinking": x["reasoning_effort"] != "none"} for x in bodies)
+        again = evaluate_build(b, cfg)  # the effort is in the request key: a rerun calls nothing
+        assert again.calls == 0 and len(srv.requests) == len(bodies)
+    resp = pq.read_table(b / "responses.parquet").to_pylist()
+    assert {r["model"] for r in resp} == {"openai/fake"}
+    assert sorted(r["reasoning_effort"] for r in resp) == ["high"] * len(inst) + ["none"] * len(inst)
+    assert len({r["request_key"] for r in resp}) == 2 * len(inst)
+    score_build(b)
+    report = build_report(b).read_text(encoding="utf-8")
+    assert "openai/fake@high" in report and "openai/fake@none" in report and "Reasoning effort" in report
+    eff = {r["label"]: r for r in pq.read_table(b / "report" / "by_effort.parquet").to_pylist()}
+    assert eff["openai/fake@high"]["score"] == 1.0 and eff["openai/fake@none"]["score"] == 0.0
+    assert eff["openai/fake@high"]["responses"] == len(inst) and eff["openai/fake@none"]["cut_off"] == 0
+    by_len = pq.read_table(b / "report" / "by_length.parquet").to_pylist()
+    assert {r["model"] for r in by_len} == {"openai/fake@high", "openai/fake@none"}
+    compare_runs([b], tmp_path / "board")
+    cells = pq.read_table(tmp_path / "board" / "leaderboard.parquet").to_pylist()
+    got = {(c["model"], c["context_length"]): c["score"] for c in cells}
+    assert got == {("openai/fake@high", 512): 1.0, ("openai/fake@high", 1024): 1.0,
+                   ("openai/fake@none", 512): 0.0, ("openai/fake@none", 1024): 0.0}
+    assert "openai/fake@high" in (tmp_path / "board" / "index.html").read_text(encoding="utf-8")

@@ -150,7 +150,8 @@ def leaderboard(con, builds: list[dict]) -> Leaderboard:
         for r in sorted(_rows(con, f"SELECT build_dir, model, mode, matcher, instance_id, sample, score, request_key "
                                    f"FROM scores WHERE build_dir IN ({marks})", dirs),
                         key=lambda r: order[r["build_dir"]]):
-            k = (r["model"], r["mode"], r["matcher"], r["instance_id"], r["sample"])
+            # the response's request key: answers at two reasoning efforts share model, instance and sample
+            k = (r["model"], r["mode"], r["matcher"], r["instance_id"], r["sample"], r["request_key"])
             if k not in seen:  # the same build hash in two directories: one score per response
                 seen.add(k)
                 scores.append(r)
