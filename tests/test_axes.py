@@ -396,3 +396,58 @@ def test_two_efforts_end_to_end_through_a_local_server_report_and_compare(wine, 
     assert got == {("openai/fake@high", 512): 1.0, ("openai/fake@high", 1024): 1.0,
                    ("openai/fake@none", 512): 0.0, ("openai/fake@none", 1024): 0.0}
     assert "openai/fake@high" in (tmp_path / "board" / "index.html").read_text(encoding="utf-8")
+
+
+# ---------------------------------------------------------------- the axes in the CLI, the Prefect forms, the regression
+
+def test_axes_in_the_cli_and_the_prefect_forms():
+    from prefect.utilities.callables import parameter_schema
+    from typer.testing import CliRunner
+
+    from ctxbench.cli import app
+    from pipelines.flows import evaluate_flow, get_build_flow
+
+    r = CliRunner()
+    for args, words in ((["build", "holobench", "--help"], ["--distractors", "near-miss"]),
+                        (["build", "needles", "--help"], ["--distractor-needles", "--max-overlap"]),
+                        (["evaluate", "--help"], ["--reasoning-effort", "--thinking-budget"])):
+        out = r.invoke(app, args, env={"COLUMNS": "300", "TERMINAL_WIDTH": "300"}).output
+        assert all(w in out for w in words), (args, out[-800:])
+    bad = r.invoke(app, ["evaluate", "--build", ".", "--model", "m", "--reasoning-effort", "low,extreme"])
+    assert bad.exit_code == 2 and "extreme" in bad.output
+    hb = parameter_schema(get_build_flow("holobench").fn).definitions["HoloBenchConfig"]["properties"]
+    assert hb["distractors"]["enum"] == ["random", "near-miss"]
+    nd = parameter_schema(get_build_flow("needles").fn).definitions["NeedlesConfig"]["properties"]
+    assert {"distractor_needles", "max_overlap"} <= set(nd)
+    ev = parameter_schema(evaluate_flow.fn).definitions["EvalConfig"]["properties"]
+    assert {"reasoning_effort", "thinking_budget"} <= set(ev)
+
+
+def test_regression_enters_the_axes_where_they_vary():
+    import random
+
+    from ctxbench.analysis.regression import fit_difficulty
+
+    rng = random.Random(3)
+    rows = []
+    for q in range(40):
+        scope, disp, depth = rng.uniform(.05, .5), rng.uniform(.1, .9), rng.choice([1, 2, 3])
+        overlap = rng.uniform(0, 1)
+        for L in (1024, 4096):
+            iid = f"i{q}-{L}"
+            for e, eff in enumerate(("none", "high")):
+                # effort raises the score, lexical overlap has no effect; look-alike count constant (not entered)
+                p = 0.25 + 0.5 * e - 0.05 * (L == 4096)
+                rows.append({"instance_id": iid, "obs": f"{iid}|{eff}", "question": f"q{q}", "task": "t/a",
+                             "model": "m", "score": min(1.0, max(0.0, p + rng.uniform(-.2, .2))),
+                             "context_length": float(L), "scope": scope, "dispersion": disp,
+                             "reasoning_depth": float(depth), "lexical_overlap": overlap, "lookalike_count": 3.0,
+                             "near_miss_share": None, "reasoning_effort": float(2 * e + (e and 1))})
+    out = fit_difficulty(rows, interactions=False)
+    assert out["estimable"], out["reason"]
+    f = {x["factor"]: x for x in out["factors"]}
+    assert set(f) == {"lexical_overlap", "reasoning_effort"}
+    assert f["reasoning_effort"]["matters"] and f["reasoning_effort"]["coef"] > 0
+    assert f["reasoning_effort"]["ci_low"] > 0
+    assert not f["lexical_overlap"]["matters"]
+    assert any("lookalike_count not entered: constant" in n for n in out["notes"])
