@@ -23,9 +23,9 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-_CJK = "\u2e80-\u2fff\u3040-\u9fff\uf900-\ufaff\u3040-\u30ff\u31f0-\u31ff\uac00-\ud7af\U00020000-\U0003134f"
+_CJK = "\u2e80-\u2fff\u3040-\u9fff\uf900-\ufaff\uac00-\ud7af\U00020000-\U0003134f"  # CJK punctuation (U+3000-303F) excluded
 _CJK_RUN = re.compile(f"[{_CJK}]+")
-_WORD = re.compile(rf"(?:[^\W_]|['’])+", re.UNICODE)
+_WORD = re.compile(r"(?:[^\W_]|['’])+", re.UNICODE)
 _LANG_LISTS = {"da": "STOPWORDS_DANISH", "nl": "STOPWORDS_DUTCH", "fr": "STOPWORDS_FRENCH",
                "de": "STOPWORDS_GERMAN", "it": "STOPWORDS_ITALIAN", "no": "STOPWORDS_NORWEGIAN",
                "pt": "STOPWORDS_PORTUGUESE", "ru": "STOPWORDS_RUSSIAN", "es": "STOPWORDS_SPANISH",
