@@ -476,6 +476,17 @@ def _price_option(value: str | None) -> str | None:
     return value
 
 
+def _efforts(value: Optional[str]) -> Optional[str]:
+    """--reasoning-effort: comma-separated efforts of ctxbench.models.effort.EFFORTS."""
+    from .models.effort import parse_efforts
+
+    try:
+        parse_efforts(value)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    return value
+
+
 @app.command("evaluate")
 def evaluate_cmd(
     build: Path = typer.Option(..., exists=True, file_okay=False, help="build directory"),
@@ -531,6 +542,12 @@ def evaluate_cmd(
     target_ci: Optional[float] = typer.Option(None, min=0.0, max=0.5,
                                               help="ask instances in a seeded random order and stop once the 95% "
                                                    "anytime-valid interval's half-width per context length is <= W"),
+    reasoning_effort: Optional[str] = typer.Option(None, callback=_efforts,
+                                                   help="reasoning efforts, one run each: any of none,low,medium,high "
+                                                        "(OpenAI reasoning_effort, Anthropic thinking, Gemini "
+                                                        "thinkingBudget, chat_template_kwargs.enable_thinking)"),
+    thinking_budget: Optional[int] = typer.Option(None, min=0, help="reasoning tokens allowed (Anthropic "
+                                                                    "budget_tokens, Gemini thinkingBudget)"),
 ) -> None:
     """Evaluate a model on a build; appends to BUILD/responses.parquet (reruns make no stored call again)."""
     from .evaluate import evaluate_build
@@ -543,6 +560,7 @@ def evaluate_cmd(
                         exclude_closed_book=exclude_closed_book, max_retry_after_s=max_retry_after,
                         batch=batch, batch_poll_s=batch_poll, batch_wait_s=batch_wait, max_cost=max_cost,
                         price=_price(price, max_cost), target_ci=target_ci,
+                        reasoning_effort=reasoning_effort, thinking_budget=thinking_budget,
                         **_rag_opts(mode, rag_tokens, chunk_tokens, chunk_overlap, top_k, retriever, embedding_model))
         if dry_run:
             from .dryrun import estimate

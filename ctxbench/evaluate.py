@@ -81,6 +81,18 @@ class EvalConfig(BaseModel):
     price: tuple[float, float] | None = Field(None, description="(input, output) USD per million tokens (--price)")
     target_ci: float | None = Field(None, gt=0.0, le=0.5, description="stop once the 95% confidence-sequence "
                                                                        "half-width per context length is <= this")
+    # reasoning effort (issue 25, ctxbench.models.effort): one run per effort, part of the request key
+    reasoning_effort: list[str] | None = Field(None, description="reasoning efforts, one run each: any of none, "
+                                               "low, medium, high (comma-separated); mapped to each provider's field")
+    thinking_budget: int | None = Field(None, ge=0, description="reasoning tokens allowed (Anthropic budget_tokens, "
+                                        "Gemini thinkingBudget); default: each effort's")
+
+    @field_validator("reasoning_effort", mode="before")
+    @classmethod
+    def _efforts(cls, v: Any) -> list[str] | None:
+        from .models.effort import parse_efforts
+
+        return parse_efforts(v)
 
     @field_validator("mode")
     @classmethod
@@ -265,6 +277,14 @@ def plan_requests(build_dir: str | Path, cfg: EvalConfig, cache: ResponseCache) 
                     if s in WINDOW_DEPENDENT}
     variants: list[tuple[str, Any]] = [(m, rc) for m in cfg.modes
                                        for rc in ([None] if m == "lc" else cfg.retrieval_configs())]
+    from .models.effort import apply_effort, check_budget, provider_of
+
+    efforts: list[str | None] = list(cfg.reasoning_effort or [None])
+    for eff in efforts:  # a budget the provider refuses stops the run before any call
+        try:
+            check_budget(provider_of(cfg.model, cfg.base_url), eff, cfg.thinking_budget, max_tokens)
+        except ValueError as e:
+            raise InputError(str(e)) from None
     todo, check, already, seen, kept = [], [], 0, set(), []
     for row in tbl.to_pylist():
         iid, ctx, q = row["instance_id"], row["context"], row["question"]
@@ -283,8 +303,10 @@ def plan_requests(build_dir: str | Path, cfg: EvalConfig, cache: ResponseCache) 
                                    benchmark=row.get("benchmark"), context_format=row.get("context_format"))
             ctx_hash = hashlib.sha256(text.encode()).hexdigest()
             prefix = hashlib.sha256(shared_prefix(msgs, text).encode()).hexdigest()  # the provider-cacheable part
-            for k in range(K):
-                sampling = {"temperature": temperature, "seed": k}
+            for eff, k in ((e, k) for e in efforts for k in range(K)):
+                # the effort's provider fields join the sampling parameters (so the request key): none, none added
+                sampling = apply_effort({"temperature": temperature, "seed": k}, cfg.model, cfg.base_url, eff,
+                                        cfg.thinking_budget)
                 key = request_key(cfg.model, msgs, sampling, max_tokens, k, keyed)
                 if key in seen:  # e.g. two budgets that both retrieve the whole context: one request
                     continue
@@ -292,6 +314,8 @@ def plan_requests(build_dir: str | Path, cfg: EvalConfig, cache: ResponseCache) 
                 t = {"request_key": key, "instance_id": iid, "model": cfg.model, "mode": mode, "sample": k,
                      "build_hash": bhash, "prompt_variant": cfg.prompt_variant, **extra, "_messages": msgs,
                      "_sampling": sampling, "_ctx": ctx_hash, "_prefix": prefix, "_context": text}
+                if eff is not None or cfg.thinking_budget is not None:
+                    t.update(reasoning_effort=eff, thinking_budget=cfg.thinking_budget)
                 if key in stored:
                     already += 1
                     kept.append(t)

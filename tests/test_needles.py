@@ -272,7 +272,8 @@ def test_haystacks_for_three_tokenizers_recounted(zh_build, zh_corpus, tiktoken_
         by_model.setdefault(row["sizing_model"], row)
     assert len({len(x["context"]) for x in by_model.values()}) == 3
     assert {h["tokenizer"] for h in man["haystacks"]} == {"o200k_base", "qwen2.5", "deepseek-v3"}
-    assert man["absence_check"]["names"] == 15 and sorted(man["corpus"]["excluded"]) == [
+    # 15 fictional chain names and the 8 look-alike subjects of zh-classical.yaml, each checked absent
+    assert man["absence_check"]["names"] == 15 + 8 and sorted(man["corpus"]["excluded"]) == [
         "063_第063卷_卷六十三", "080_第080卷_卷八十", "081_第081卷_卷八十一"]
 
 

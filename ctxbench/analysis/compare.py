@@ -30,6 +30,7 @@ from typing import Any
 
 from ..errors import InputError
 from ..scoring.metrics import length_averages_ci
+from ..models.effort import display_model, effort_labels
 from .core import INSTANCE_COLUMNS, group_scores, primary_rows, score_rows
 from .decide import effective_rows, pair_rows
 
@@ -153,20 +154,29 @@ def leaderboard(con, builds: list[dict]) -> Leaderboard:
         for r in sorted(_rows(con, f"SELECT build_dir, model, mode, matcher, instance_id, sample, score, request_key "
                                    f"FROM scores WHERE build_dir IN ({marks})", dirs),
                         key=lambda r: order[r["build_dir"]]):
-            k = (r["model"], r["mode"], r["matcher"], r["instance_id"], r["sample"])
+            # the response's request key: answers at two reasoning efforts share model, instance and sample
+            k = (r["model"], r["mode"], r["matcher"], r["instance_id"], r["sample"], r["request_key"])
             if k not in seen:  # the same build hash in two directories: one score per response
                 seen.add(k)
                 scores.append(r)
         rag = "rag_tokens" in have_resp
+        eff = "reasoning_effort" in have_resp
         responses = _rows(con, f"SELECT build_dir, request_key, model, instance_id, mode, status"
-                               f"{', rag_tokens' if rag else ', NULL AS rag_tokens'} FROM responses "
+                               f"{', rag_tokens' if rag else ', NULL AS rag_tokens'}"
+                               f"{', reasoning_effort' if eff else ', NULL AS reasoning_effort'} FROM responses "
                                f"WHERE build_dir IN ({marks})", dirs)
         budget = {r["request_key"]: r["rag_tokens"] for r in responses if r["rag_tokens"] is not None}
-        rows = primary_rows(score_rows(inst, scores, budget))
+        effort = effort_labels(responses)
+        base_of: dict[str, str] = {}
+        for r in responses:  # a run at a reasoning effort is its own column: model@effort (display label only)
+            label = display_model(r["model"], r["reasoning_effort"])
+            base_of[label] = r["model"]
+            r["model"] = label
+        rows = primary_rows(score_rows(inst, scores, budget, effort))
         models = sorted({r["model"] for r in responses} | {r["model"] for r in rows})
         all_models |= set(models)
         per_group[key] = {"builds": bs, "inst": inst, "rows": rows, "responses": responses, "models": models,
-                          "ctx_of": ctx_of}
+                          "ctx_of": ctx_of, "base_of": base_of}
     evaluated_on: dict[str, list[str]] = defaultdict(list)
     for (bench, bh), g in sorted(per_group.items()):
         for m in g["models"]:
@@ -181,7 +191,7 @@ def leaderboard(con, builds: list[dict]) -> Leaderboard:
                           "is_latest": any(b["is_latest"] for b in bs), "lengths": lengths, "models": g["models"],
                           "instances": len(inst)})
         base = {"benchmark": bench, "build_hash": bh, "build": label}
-        selected = {m: _selected(bs[0]["build_dir"], m) for m in g["models"]}
+        selected = {m: _selected(bs[0]["build_dir"], g["base_of"].get(m, m)) for m in g["models"]}
         variants = sorted({(r["mode"], r["matcher"]) for r in rows}) or [("lc", None)]
         for mode, matcher in variants:
             mine = [r for r in rows if (r["mode"], r["matcher"]) == (mode, matcher)]

@@ -34,25 +34,38 @@ def instance_scores(build_dir: str | Path) -> tuple[list[dict], dict[str, dict]]
     resp = read_table(build_dir / "responses.parquet", "responses")
     budget = ({r["request_key"]: r["rag_tokens"] for r in resp.select(["request_key", "rag_tokens"]).to_pylist()
                if r["rag_tokens"] is not None} if "rag_tokens" in resp.column_names else {})
-    return score_rows(inst, sc, budget), inst
+    from ..models.effort import effort_labels
+
+    return score_rows(inst, sc, budget, effort_labels(resp)), inst
 
 
-def score_rows(inst: dict[str, dict], scores: Iterable[dict], budget: dict[str, int]) -> list[dict]:
+def score_rows(inst: dict[str, dict], scores: Iterable[dict], budget: dict[str, int],
+               effort: dict[str, str] | None = None) -> list[dict]:
     """The rows of :func:`instance_scores` from loaded tables: ``inst`` (instance id -> its row, with the columns of
-    :data:`INSTANCE_COLUMNS` it has), ``scores`` (rows of ``scores.parquet``) and ``budget`` (request key -> the
-    RAG retrieval budget in tokens, for RAG responses with one). Scores of instances not in ``inst`` are left
-    out."""
+    :data:`INSTANCE_COLUMNS` it has), ``scores`` (rows of ``scores.parquet``), ``budget`` (request key -> the
+    RAG retrieval budget in tokens, for RAG responses with one) and ``effort`` (request key -> reasoning effort,
+    for responses of ``evaluate --reasoning-effort``: their ``model`` is the display label ``model@effort``,
+    :func:`ctxbench.models.effort.display_model`, and ``reasoning_effort`` is set). Scores of instances not in
+    ``inst`` are left out."""
+    from ..models.effort import display_model
+
+    effort = effort or {}
     per: dict[tuple, list[float]] = defaultdict(list)
+    efforts: dict[str, str | None] = {}
     for r in scores:
         b = budget.get(r.get("request_key"))
         mode = r["mode"] if b is None else f"{r['mode']}@{b}"
-        per[(r["model"], mode, r["matcher"], r["instance_id"])].append(r["score"])
+        e = effort.get(r.get("request_key"))
+        label = display_model(r["model"], e)
+        efforts[label] = e
+        per[(label, mode, r["matcher"], r["instance_id"])].append(r["score"])
     out = []
     for (model, mode, matcher, iid), vals in sorted(per.items()):
         i = inst.get(iid)
         if i is None:
             continue
-        out.append({"model": model, "mode": mode, "matcher": matcher, "instance_id": iid,
+        out.append({"model": model, "reasoning_effort": efforts.get(model), "mode": mode, "matcher": matcher,
+                    "instance_id": iid,
                     "benchmark": i.get("benchmark"), "question_id": i.get("question_id") or i["question"],
                     "target_tokens": i["target_tokens"], "position": i.get("position"), "setting": i.get("setting"),
                     "difficulty": i.get("difficulty"), "query_types": json.loads(i.get("query_types") or "[]"),
@@ -130,11 +143,13 @@ def breakdowns(rows: list[dict]) -> dict[str, list[dict]]:
 
 def call_counts(build_dir: str | Path) -> list[dict]:
     """Calls per model × mode: ok, over-length, failed, refused, cached, retries."""
+    from ..models.effort import display_model
+
     resp = read_table(Path(build_dir) / "responses.parquet", "responses").to_pylist()
     counts: dict[tuple, dict] = defaultdict(lambda: {"calls": 0, "ok": 0, "over_length": 0, "failed": 0,
                                                       "refused": 0, "cached": 0, "retries": 0})
     for r in resp:
-        c = counts[(r["model"], r["mode"])]
+        c = counts[(display_model(r["model"], r.get("reasoning_effort")), r["mode"])]
         c["calls"] += 1
         c["ok"] += r["status"] == "ok"
         c["over_length"] += r["status"] == "over_length"

@@ -44,6 +44,14 @@ import numpy as np
 
 PREDICTORS = ("context_length", "scope", "dispersion", "reasoning_depth")
 ATTRIBUTES = PREDICTORS[1:]
+# issue 25's axes, entered where they vary: instance columns (near-miss share, look-alike count, lexical overlap) and
+# the response's reasoning effort (none 0 < low 1 < medium 2 < high 3), each standardised linearly (no log: shares,
+# counts and an ordinal scale); an observation without the factor (a question without predicates, a run without an
+# effort, an older build) holds it at its mean (z = 0)
+FACTORS = ("near_miss_share", "lookalike_count", "lexical_overlap", "reasoning_effort")
+_FACTOR_COLUMN = {"near_miss_share": "near_miss_share", "lookalike_count": "distractor_needles",
+                  "lexical_overlap": "lexical_overlap"}
+OBSERVATION_LEVEL = frozenset({"reasoning_effort"})  # varies between answers to one instance
 _COLUMN = {"context_length": "context_tokens", "scope": "scope", "dispersion": "dispersion",
            "reasoning_depth": "reasoning_depth"}
 MAX_ABS_COEF = 15.0  # |logit coefficient| beyond this (a probability ratio of e^15 per SD) signals divergence
@@ -108,27 +116,33 @@ def observations(build_dir: str | Path, mode: str = "lc", matcher: str | None = 
     ipath = build_dir / "instances.parquet"
     have = set(pq.read_schema(ipath).names)
     cols = [c for c in ("instance_id", "question_id", "question", "benchmark", "skill", "source_id",
-                        "context_tokens", "scope", "dispersion", "reasoning_depth") if c in have]
+                        "context_tokens", "scope", "dispersion", "reasoning_depth", *_FACTOR_COLUMN.values())
+            if c in have]
     inst = {r["instance_id"]: r for r in pq.read_table(ipath, columns=cols).to_pylist()}
     null = {i for i, r in inst.items() if any(r.get(_COLUMN[p]) is None for p in ATTRIBUTES)}
     labels = mode_labels(build_dir)
-    per: dict[tuple[str, str], list[float]] = defaultdict(list)
+    from ..models.effort import EFFORTS, effort_labels
+
+    efforts = effort_labels(read_table(build_dir / "responses.parquet", "responses"))
+    per: dict[tuple, list[float]] = defaultdict(list)
     for s in read_table(build_dir / "scores.parquet", "scores").to_pylist():
         r = inst.get(s["instance_id"])
         if r is None or labels.get(s.get("request_key"), s["mode"]) != mode or s["score"] is None:
             continue
         want = matcher or matchers_for(r.get("benchmark"))[0]
         if s["matcher"] == want:
-            per[(s["instance_id"], s["model"])].append(float(s["score"]))
+            per[(s["instance_id"], s["model"], efforts.get(s.get("request_key")) or "")].append(float(s["score"]))
     rows, dropped = [], 0
-    for (iid, model), vals in sorted(per.items()):
+    for (iid, model, effort), vals in sorted(per.items()):
         r = inst[iid]
         if iid in null:
             dropped += 1
             continue
-        rows.append({"instance_id": iid, "question": r.get("question_id") or r["question"], "task": task_of(r),
-                     "model": model, "score": sum(vals) / len(vals),
-                     **{p: float(r[_COLUMN[p]]) for p in PREDICTORS}})
+        f = {k: (None if r.get(c) is None else float(r[c])) for k, c in _FACTOR_COLUMN.items()}
+        f["reasoning_effort"] = float(EFFORTS.index(effort)) if effort in EFFORTS else None
+        rows.append({"instance_id": iid, "obs": f"{iid}|{effort}", "question": r.get("question_id") or r["question"],
+                     "task": task_of(r), "model": model, "score": sum(vals) / len(vals),
+                     **{p: float(r[_COLUMN[p]]) for p in PREDICTORS}, **f})
     return rows, {"null_properties": dropped, "instances_null": len(null), "instances": len(inst)}
 
 
@@ -158,7 +172,7 @@ class _Design:
         """X with some predictors' standardised values replaced (arrays over rows)."""
         n = len(self.rows)
         cols = [np.ones(n)]
-        vals = {p: np.array([self.z[p][r["instance_id"]] for r in self.rows]) for p in self.preds}
+        vals = {p: np.array([self.z[p][_zkey(p, r)] for r in self.rows]) for p in self.preds}
         for p, v in (override or {}).items():
             vals[p] = v
         cols += [vals[p] for p in self.preds]
@@ -169,12 +183,30 @@ class _Design:
         return np.column_stack(cols)
 
 
+def _zkey(pred: str, r: dict) -> str:
+    """The key of an observation's standardised value of ``pred``: its instance, or for a predictor that varies
+    between answers to one instance (the reasoning effort) the observation (instance and effort)."""
+    return r.get("obs", r["instance_id"]) if pred in OBSERVATION_LEVEL else r["instance_id"]
+
+
+def standardise_factor(values: list[float | None]) -> tuple[list[float] | None, str | None]:
+    """An issue-25 factor standardised linearly (mean 0, population variance 1 over the known values; a missing
+    value is 0, the mean). ``(None, reason)`` when no value is known or the known ones are constant."""
+    known = np.array([v for v in values if v is not None], dtype=float)
+    if known.size == 0:
+        return None, "unknown for every analysed observation"
+    sd = known.std()
+    if not np.isfinite(sd) or sd <= 1e-12 * max(1.0, abs(known.mean())):
+        return None, f"constant: every analysed observation has the value {known[0]:g}"
+    return [0.0 if v is None else float((v - known.mean()) / sd) for v in values], None
+
+
 def _quartiles(rows: list[dict], z: dict[str, dict[str, float]], pred: str) -> tuple[np.ndarray, np.ndarray]:
-    """Within-task 25th and 75th percentiles of a standardised predictor (over the task's instances, each once),
-    one value per observation row."""
+    """Within-task 25th and 75th percentiles of a standardised predictor (over the task's instances, each once;
+    observations for an observation-level one), one value per observation row."""
     by_task: dict[str, dict[str, float]] = defaultdict(dict)
     for r in rows:
-        by_task[r["task"]][r["instance_id"]] = z[pred][r["instance_id"]]
+        by_task[r["task"]][_zkey(pred, r)] = z[pred][_zkey(pred, r)]
     q = {t: np.percentile(list(v.values()), [25, 75]) for t, v in by_task.items()}
     return np.array([q[r["task"]][0] for r in rows]), np.array([q[r["task"]][1] for r in rows])
 
@@ -258,7 +290,7 @@ def fit_difficulty(rows: list[dict], cov: str = "cluster", interactions: bool = 
     it is inestimable). ``cov`` is ``cluster`` (by question) or ``naive`` (robust to heteroskedasticity, HC0, but
 treating every observation as independent; for comparison).
     """
-    out: dict[str, Any] = {"estimable": False, "reason": None, "notes": [], "coefficients": [], "wald": [],
+    out: dict[str, Any] = {"estimable": False, "reason": None, "notes": [], "coefficients": [], "wald": [], "factors": [],
                            "contrasts": [], "interactions": [], "cov": cov}
     rows, notes, reason = _prepare(list(rows))
     out["notes"] = notes
@@ -278,9 +310,25 @@ treating every observation as independent; for comparison).
             bad[p] = why
         else:
             z[p] = dict(zip(ids, vals))
+    # issue 25's factors where present and varying (their absence is no note: an older build or another track)
+    factor_notes = []
+    for p in FACTORS:
+        keys = sorted({_zkey(p, r) for r in rows})
+        val = {_zkey(p, r): r.get(p) for r in rows}
+        if all(v is None for v in val.values()):
+            continue
+        vals, why = standardise_factor([val[k] for k in keys])
+        if vals is None:
+            factor_notes.append(f"{p} not entered: {why}")
+            continue
+        missing = sum(val[k] is None for k in keys)
+        if missing:
+            factor_notes.append(f"{p}: {missing} of {len(keys)} observations without it are held at its mean")
+        z[p] = dict(zip(keys, vals))
+    out["notes"] += factor_notes
     # predictors collinear with the fixed effects and the predictors before them
     preds: list[str] = []
-    for p in PREDICTORS:
+    for p in (*PREDICTORS, *(f for f in FACTORS if f in z)):
         if p in bad:
             continue
         X = _Design(rows, z, preds + [p]).matrix()
@@ -342,6 +390,12 @@ treating every observation as independent; for comparison).
         w["p_holm"] = ph
     for c in coefs:
         c["p_holm"] = next((w["p_holm"] for w in wald if w["test"] == c["term"]), None)
+    # issue 25's factors: their own Holm family
+    fac = [c for c in coefs if c["term"] in FACTORS and c["estimable"]]
+    for c, ph in zip(fac, holm([c["p"] for c in fac])):
+        c["p_holm"] = ph
+    out["factors"] = [{"factor": c["term"], "coef": c["coef"], "ci_low": c["ci_low"], "ci_high": c["ci_high"],
+                       "p": c["p"], "p_holm": c["p_holm"], "matters": bool(c["p_holm"] < 0.05)} for c in fac]
     out["coefficients"], out["wald"] = coefs, wald
     # within-task interquartile contrasts
     for p in preds:

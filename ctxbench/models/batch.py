@@ -155,7 +155,8 @@ def openai_line(key: str, model: str, messages: list[dict], max_tokens: int, sam
 
 def anthropic_params(model: str, messages: list[dict], max_tokens: int, sampling: dict) -> dict:
     """The Messages API parameters of a chat request: system messages joined into ``system`` (their content blocks,
-    with ``cache_control``, kept), the other messages as they are, ``temperature`` / ``top_p`` / ``top_k`` kept and
+    with ``cache_control``, kept), the other messages as they are, ``temperature`` / ``top_p`` / ``top_k`` /
+    ``thinking`` kept and
     parameters Anthropic lacks (``seed``) dropped, the model without its ``anthropic/`` prefix."""
     system = [m["content"] for m in messages if m.get("role") == "system"]
     out: dict[str, Any] = {"model": model.split("/", 1)[1] if model.startswith("anthropic/") else model,
@@ -165,7 +166,9 @@ def anthropic_params(model: str, messages: list[dict], max_tokens: int, sampling
     if system:
         out["system"] = (system[0] if len(system) == 1 and isinstance(system[0], str)
                          else [b for s in system for b in ([{"type": "text", "text": s}] if isinstance(s, str) else s)])
-    out.update({k: v for k, v in sampling.items() if k in ("temperature", "top_p", "top_k", "stop_sequences")})
+    # ``thinking``: extended thinking (evaluate --reasoning-effort, ctxbench.models.effort)
+    out.update({k: v for k, v in sampling.items()
+                if k in ("temperature", "top_p", "top_k", "stop_sequences", "thinking")})
     return out
 
 

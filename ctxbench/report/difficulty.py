@@ -20,6 +20,20 @@ from .plots import contrasts, figure_div
 from .render import labelled_table
 
 
+def _factors_block(res: dict) -> str:
+    """Issue 25's factors (near-miss share, look-alike count, lexical overlap, reasoning effort) that varied in the
+    fit: which matter (Holm-adjusted p < 0.05 over these factors), with β per SD and its clustered 95% interval."""
+    fac = res.get("factors") or []
+    if not fac:
+        return ""
+    said = [f"{f['factor']} ({'matters' if f['matters'] else 'no clear effect'}: β = {f['coef']:+.3f} per SD, "
+            f"95% CI {f['ci_low']:+.3f} to {f['ci_high']:+.3f}, p (Holm) = {f['p_holm']:.3g})" for f in fac]
+    return ("<p><strong>Harder axes</strong> (entered where they vary; linear z-scores, a missing value at the "
+            "mean; Holm over these factors): " + html.escape("; ".join(said)) + ".</p>"
+            + labelled_table(fac, [("factor", "factor"), ("coef", "β"), ("ci_low", "CI low"), ("ci_high", "CI high"),
+                                   ("p", "p"), ("p_holm", "p (Holm)"), ("matters", "matters")]))
+
+
 def _regression_block(res: dict) -> str:
     mode = html.escape(str(res["mode"]))
     head = (f"<h3>Mode {mode}</h3><p>{res['n_obs']} instance × model observations ({res['n_instances']} instances, "
@@ -39,6 +53,7 @@ def _regression_block(res: dict) -> str:
                        ("ci_high", "CI high"), ("p", "p"), ("p_holm", "p (Holm)"), ("reason", "inestimable")])
         + labelled_table(res["wald"], [("test", "Wald test"), ("stat", "χ²"), ("df", "df"), ("p", "p"),
                              ("p_holm", "p (Holm)")])
+        + _factors_block(res)
         + "<p>Within-task interquartile contrasts Δ25→75 (percentage points of score).</p>"
         + figure_div(contrasts(res["contrasts"], title=f"Difficulty contrasts Δ25→75, mode {res['mode']}"))
         + labelled_table(res["contrasts"], [("predictor", "predictor"), ("pp", "Δ pp"), ("ci_low_pp", "CI low"),

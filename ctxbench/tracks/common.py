@@ -282,6 +282,9 @@ class BuildWriter:
         for name, rows in (tables or {}).items():
             write_parquet(rows if isinstance(rows, pa.Table) else to_table(name, rows), out / f"{name}.parquet")
         write_parquet(to_table("quarantine", quarantine), out / "quarantine.parquet")
+        from ..analysis.overlap import fill_lexical_overlap
+
+        fill_lexical_overlap(instances)  # never null: a track that did not measure it gets it from its spans
         write_parquet(to_table("instances", instances), out / "instances.parquet")
 
         def rec(t: Any) -> TokenizerRecord:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import warnings
 from bisect import bisect_right
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Literal
@@ -35,6 +35,8 @@ from ...tokenizers.counts import counter_for, flush_all
 from ...validate import validate_build
 from ..common import BuildResult, BuildWriter, check_lengths
 from ..common import asset_hash as _asset_hash
+from ...analysis.overlap import lexical_overlap
+from .nearmiss import near_miss_share
 from .source import PreparedSource, load_database_header, prepare_source_cached
 
 MAX_TOKENS = MAX_CONTEXT_TOKENS
@@ -62,6 +64,9 @@ class HoloBenchConfig(BaseModel):
                              "computes 2.25, SQLite 2); 'sqlite': keep SQLite's integer result (a published set "
                              "computed that way)")
     question_ids: list[str] | None = Field(None, description="only these question ids of the query set")
+    distractors: Literal["random", "near-miss"] = Field(
+        "random", description="non-matching rows of the queried tables: random, or near-miss (rows failing exactly "
+                              "one predicate of the question's WHERE, preferred; ctxbench.tracks.holobench.nearmiss)")
 
     @field_validator("lengths")
     @classmethod
@@ -81,7 +86,7 @@ def build_hash_of(cfg: HoloBenchConfig, raw: Database, tok_sha: str) -> str:
     """Content hash of the inputs and configuration (paths excluded): source data, templates, queries, dummy
     documents, database spec, tokenizer file, configuration, ctxbench version."""
     db_id = raw.db_id
-    cfgd = cfg.model_dump()
+    cfgd = _config_dump(cfg)
     cfgd.pop("db")
     cfgd["queries"] = None
     inputs = {
@@ -93,6 +98,15 @@ def build_hash_of(cfg: HoloBenchConfig, raw: Database, tok_sha: str) -> str:
         "tokenizer": tok_sha or cfg.tokenizer,
     }
     return stable_hash("holobench", db_id, cfgd, inputs, __version__, length=20)
+
+
+def _config_dump(cfg: HoloBenchConfig, **kw) -> dict:
+    """``cfg.model_dump(**kw)`` without ``distractors`` at its default (``random``): a build made before the field
+    existed keeps its build hash and instance ids."""
+    d = cfg.model_dump(**kw)
+    if d.get("distractors") == "random":
+        d.pop("distractors")
+    return d
 
 
 class _Rows:
@@ -134,16 +148,22 @@ class _Rows:
                 out[j] = Unit(text, relevant, (t, rowid))
         return out
 
-    def units(self, rng) -> SampledUnits:
-        """The pool's rows in random order (sampled without replacement from ``rng``)."""
-        return SampledUnits(self.n, rng, self.unit, self.unit_list)
+    def units(self, rng, remap=None) -> SampledUnits:
+        """The pool's rows in random order (sampled without replacement from ``rng``); ``remap`` (a
+        :class:`~ctxbench.tracks.holobench.nearmiss.NearMissPool`) replaces the non-matching draws."""
+        if remap is None:
+            return SampledUnits(self.n, rng, self.unit, self.unit_list)
+        return SampledUnits(self.n, rng, lambda k: self.unit(remap.remap([k])[0]),
+                            lambda ks: self.unit_list(remap.remap(ks)))
 
 
 def draw_relevant(src: PreparedSource, cfg: HoloBenchConfig, tables: list[str], target: int, position: str,
-                  tok) -> tuple[list[Unit], int, object]:
+                  tok, near_miss: dict[str, tuple[int, ...]] | None = None) -> tuple[list[Unit], int, object]:
     """The relevant rows of the context for ``tables`` at ``target`` tokens, drawn first from the context's seeded
     RNG (returned too, for the distractors): (units, tokens used, rng). The question generator simulates contexts
-    with it. Raises InputError when, in the amount setting, the relevant amount exceeds the target length."""
+    with it. ``near_miss``: per table, each row's miss count of the question's predicates (``--distractors
+    near-miss``: the non-matching draws are filled with one-predicate misses first, :mod:`.nearmiss`). Raises
+    InputError when, in the amount setting, the relevant amount exceeds the target length."""
     rng = seeded_rng(cfg.seed, src.raw.db_id, sorted(tables), target, cfg.setting, position,
                      cfg.amount_tokens, cfg.density)
     if cfg.setting == "amount":
@@ -155,17 +175,25 @@ def draw_relevant(src: PreparedSource, cfg: HoloBenchConfig, tables: list[str], 
         rel_budget = int(cfg.density * target)
     # unit counts kept across tiers, positions and builds (ctxbench.tokenizers.counts)
     counter = counter_for(tok, f"holobench/{src.raw.db_id}")
-    relevant, used = take_until(_Rows(src, tables, True, cfg.seed).units(rng), rel_budget, counter)
+    pool = _Rows(src, tables, True, cfg.seed)
+    remap = None
+    if near_miss is not None:
+        from .nearmiss import NearMissPool
+
+        remap = NearMissPool(pool.offsets, tables, near_miss, (cfg.seed, src.raw.db_id, sorted(tables), target,
+                                                               position), pool.n)
+    relevant, used = take_until(pool.units(rng, remap), rel_budget, counter)
     return relevant, used, rng
 
 
 def build_context(src: PreparedSource, cfg: HoloBenchConfig, tables: list[str], target: int, position: str,
-                  tok) -> PackedContext:
-    """One context for the relevant ``tables`` at ``target`` tokens (module docstring).
+                  tok, near_miss: dict[str, tuple[int, ...]] | None = None) -> PackedContext:
+    """One context for the relevant ``tables`` at ``target`` tokens (module docstring); ``near_miss`` as in
+    :func:`draw_relevant`.
 
     Raises InputError when, in the amount setting, the relevant amount exceeds the target length.
     """
-    relevant, used, rng = draw_relevant(src, cfg, tables, target, position, tok)
+    relevant, used, rng = draw_relevant(src, cfg, tables, target, position, tok, near_miss)
     counter = counter_for(tok, f"holobench/{src.raw.db_id}")
     others = [t for t in src.db.tables if t not in tables]
     dis_pool = _Rows(src, others, False, cfg.seed)
@@ -191,11 +219,16 @@ class Loaded:
 
 @dataclass
 class Assembled:
-    """Stage ``assemble``: one context per (relevant tables, tier, position), and the (question, key) pairs."""
+    """Stage ``assemble``: one context per (relevant tables, tier, position, predicates), and the (question, key)
+    pairs; a key's predicates are None with ``--distractors random`` (questions over the same tables share a
+    context), else the question's (:func:`.nearmiss.table_predicates`). ``predicates``/``miss_counts``: per
+    question id, its predicates per table and each table's rows' miss counts (for ``near_miss_share``)."""
 
     src: PreparedSource
     contexts: dict[tuple, PackedContext]
     pairs: list[tuple]
+    predicates: dict = field(default_factory=dict)
+    miss_counts: dict = field(default_factory=dict)
 
 
 def hash_inputs(cfg: HoloBenchConfig) -> tuple[Database, str]:
@@ -238,11 +271,25 @@ def assemble_stage(loaded: Loaded, src: PreparedSource, progress: Callable[[int,
         qs = [q for q in qs if q.id in set(cfg.question_ids)]
     low = {n.lower(): n for n in src.db.tables}
     pairs = []
+    from .nearmiss import MissCounter, table_predicates
+
+    types = src.column_types()
+    counts: dict[tuple, tuple[int, ...]] = {}  # (table, predicates) -> miss count of each row
+    preds_of: dict[str, dict] = {}
+    mc = MissCounter()
     for q in qs:
         tables = tuple(sorted(low[t] for t in q.info["tables"]))
+        preds = table_predicates(q.sql, {t: list(src.db.tables[t].columns) for t in tables})
+        preds_of[q.id] = preds
+        for t, ps in preds.items():
+            if (t, ps) not in counts:
+                tb = src.db.tables[t]
+                counts[(t, ps)] = mc.counts(t, list(tb.columns), types[t], tb.rows, ps)
+        sig = tuple(sorted(preds.items())) if cfg.distractors == "near-miss" and preds else None
         for target in cfg.lengths:
             for position in cfg.positions:
-                pairs.append((q, (tables, target, position)))
+                pairs.append((q, (tables, target, position, sig)))
+    mc.close()
     keys = list(dict.fromkeys(key for _, key in pairs))
     # contexts are independent (each draws from its own seeded RNG) and their tokenizing releases the GIL: built on
     # several threads, kept in the order of their first question
@@ -250,13 +297,16 @@ def assemble_stage(loaded: Loaded, src: PreparedSource, progress: Callable[[int,
     first = {}
     for i, (_, key) in enumerate(pairs):
         first.setdefault(key, i)
-    built = ordered_map(lambda key: build_context(src, cfg, list(key[0]), key[1], key[2], tok), keys)
+    built = ordered_map(lambda key: build_context(
+        src, cfg, list(key[0]), key[1], key[2], tok,
+        None if key[3] is None else {t: counts[(t, ps)] for t, ps in key[3]}), keys)
     for k, (key, ctx) in enumerate(zip(keys, built)):
         contexts[key] = ctx
         if progress:  # the pairs up to the next context's first question have their contexts
             progress(first[keys[k + 1]] if k + 1 < len(keys) else len(pairs), len(pairs))
     flush_all()  # the unit counts made here, for the next build
-    return Assembled(src, contexts, pairs)
+    miss = {qid: {t: counts[(t, ps)] for t, ps in preds.items()} for qid, preds in preds_of.items()}
+    return Assembled(src, contexts, pairs, preds_of, miss)
 
 
 def gold_stage(loaded: Loaded, asm: Assembled) -> tuple[list[dict], list[dict]]:
@@ -265,14 +315,14 @@ def gold_stage(loaded: Loaded, asm: Assembled) -> tuple[list[dict], list[dict]]:
     cfg, src, bhash = loaded.cfg, asm.src, loaded.build_hash
     db_id = src.raw.db_id
     types = src.column_types()
-    cfg_for_id = cfg.model_dump(exclude={"db", "queries", "question_ids"})
+    cfg_for_id = _config_dump(cfg, exclude={"db", "queries", "question_ids"})
     instances, quarantine = [], []
     # languages detected beside this process (ctxbench.sidecar) while the gold answers are computed here
     prefetch_languages([asm.contexts[key].text for _, key in asm.pairs] + [q.question for q, _ in asm.pairs])
     last_use = {key: i for i, (_, key) in enumerate(asm.pairs)}
     shared: dict[tuple, tuple] = {}  # per context: included rows, their tables and the engines loaded with them
     for i, (q, key) in enumerate(asm.pairs):
-        tables, target, position = key
+        tables, target, position = key[:3]
         ctx = asm.contexts[key]
         if key not in shared:
             included: dict[str, list[int]] = {}
@@ -307,7 +357,9 @@ def gold_stage(loaded: Loaded, asm: Assembled) -> tuple[list[dict], list[dict]]:
             "context_format": "full_text", "position": position,
             "query_types": canonical_json(q.info["query_types"]), "difficulty": q.info["difficulty"],
             "evidence_spans": spans_json, "included_rows": included_json,
-            "relevant_tokens": ctx.relevant_tokens, "build_hash": bhash,
+            "relevant_tokens": ctx.relevant_tokens, "build_hash": bhash, "distractors": cfg.distractors,
+            "near_miss_share": near_miss_share(included, asm.predicates.get(q.id, {}), asm.miss_counts.get(q.id, {})),
+            "lexical_overlap": lexical_overlap(q.question, evidence_sentences(ctx)),
         })
         instances[-1].update(difficulty_columns(instances[-1]))
         instances[-1].update(language_columns(instances[-1]))
@@ -327,6 +379,11 @@ def gold_stage(loaded: Loaded, asm: Assembled) -> tuple[list[dict], list[dict]]:
         quarantine.append({"input": f"{db_id}.{t}", "stage": "verbalize", "reason": f"table left out: {why}",
                            "detail": None})
     return instances, quarantine
+
+
+def evidence_sentences(ctx: PackedContext) -> list[str]:
+    """The evidence sentences of a context: the verbalized relevant rows (one sentence each)."""
+    return [u.text for u in ctx.units if u.relevant]
 
 
 def validate_stage(loaded: Loaded, src: PreparedSource, instances: list[dict]) -> None:

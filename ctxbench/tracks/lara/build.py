@@ -148,7 +148,8 @@ def instances_stage(loaded: Loaded) -> tuple[list[dict], list[dict]]:
             "context": text, "tokenizer": tokenizer, "target_tokens": n, "source_tier": name["tier"],
             "context_tokens": n, "context_format": "full_text", "query_types": "[]", "skill": task,
             "evidence_spans": "[]", "answer_segment": seg, "n_segments": nseg if seg is not None else None,
-            "context_type": name["ctype"], "build_hash": build_hash})
+            "context_type": name["ctype"], "build_hash": build_hash,
+            "lexical_overlap": 0.0})  # no evidence sentence is known (evidence_spans empty)
         instances[-1].update(difficulty_columns(instances[-1]))  # scope/dispersion null: spans unknown
         prefetch_languages([text, rec["question"]])  # detected beside this process while the loop goes on
     for row in instances:

@@ -38,6 +38,7 @@ from pydantic import BaseModel, Field, field_validator
 from ... import __version__
 from ...analysis.difficulty import difficulty_columns
 from ...analysis.language import language_columns, prefetch_languages
+from ...analysis.overlap import lexical_overlap
 from ...config import assets_dir, ordered_map
 from ...contexts.packer import MAX_CONTEXT_TOKENS
 from ...errors import InputError
@@ -94,6 +95,11 @@ class NeedlesConfig(BaseModel):
                                 description="needle variants: real, altered")
     chains: bool = Field(True, description="plant the needle set's multi-hop chains too")
     output_budget: int | None = Field(None, ge=1, description="output tokens reserved (default: each model's registry value)")
+    distractor_needles: int = Field(0, ge=0, le=32, description="look-alike statements planted besides each needle "
+                                    "(the needle's form, other subjects and values; none answers the question)")
+    max_overlap: float | None = Field(None, ge=0, le=1, description="keep only needles and chains whose question's "
+                                      "lexical overlap with its statements is at most this (0..1; "
+                                      "ctxbench.analysis.overlap), e.g. 0.2 with --needles zh-classical-low-overlap")
 
     @field_validator("lengths")
     @classmethod
@@ -215,12 +221,37 @@ def load_stage(cfg: NeedlesConfig, out: str | Path, force: bool = False, version
         "models": _models_yaml_entries(cfg.models),
         "tokenizers": {m: t.file_sha256 or t.name for m, (_, t) in models.items()},
     }
-    cfgd = cfg.model_dump()
+    cfgd = _config_dump(cfg)
     cfgd.pop("corpus")
     bhash = stable_hash("needles", cfgd, inputs, __version__, PLACEMENT, length=20)
     w = BuildWriter(out, bhash, force, versioned)
     ex = BuildResult(**w.existing.__dict__) if w.existing is not None else None
     return Loaded(cfg, w.dir, corpus, ns, language, models, bhash, ex, w)
+
+
+def _config_dump(cfg: NeedlesConfig, **kw) -> dict:
+    """``cfg.model_dump(**kw)`` without the issue-25 fields at their defaults (no look-alikes, no overlap cap): a
+    build made before they existed keeps its build hash and instance ids."""
+    d = cfg.model_dump(**kw)
+    if d.get("distractor_needles") == 0:
+        d.pop("distractor_needles")
+    if d.get("max_overlap") is None:
+        d.pop("max_overlap", None)
+    return d
+
+
+def lookalike_depths(k: int, needle_depth: float) -> list[float]:
+    """Depths of ``k`` look-alike statements spread over the haystack: the midpoints ``(i + 0.5) / k``, each
+    moved a quarter of the spacing away from the needle's depth where it falls within that of it (so a look-alike
+    never sits on the needle)."""
+    out = []
+    gap = 1 / (4 * k) if k else 0
+    for i in range(k):
+        d = (i + 0.5) / k
+        if abs(d - needle_depth) < gap:
+            d = min(1.0, d + gap) if d >= needle_depth else max(0.0, d - gap)
+        out.append(round(d, 6))
+    return out
 
 
 def verify_stage(loaded: Loaded) -> dict:
@@ -294,7 +325,10 @@ def _instance(loaded: Loaded, hs: Haystack, tok, paras: list[str], counts: list[
     token depth is off its label by more than the tolerance (``DEPTH_TOLERANCE`` or the sentence it falls in)."""
     cfg = loaded.cfg
     base = paras[: hs.k]
-    st_tokens = [tok.count(s + "\n") for s in item.statements]
+    n_ev = len(item.statements)  # the evidence statements come first; look-alikes after them
+    statements = [*item.statements, *item.lookalikes]
+    depths = [*item.depths, *lookalike_depths(len(item.lookalikes), item.depths[0])]
+    st_tokens = [tok.count(s + "\n") for s in statements]
     starts: dict[int, list[int]] = {}
 
     def token_offset(j: int, c: int) -> int:  # tokens of paragraph j before its character c
@@ -303,7 +337,7 @@ def _instance(loaded: Loaded, hs: Haystack, tok, paras: list[str], counts: list[
         return bisect_left(starts[j], c)
 
     while True:
-        ins = plan_token_insertions(base, counts[: len(base)], item.statements, st_tokens, item.depths,
+        ins = plan_token_insertions(base, counts[: len(base)], statements, st_tokens, depths,
                                     cfg.boundary, token_offset)
         result, where, origin = apply_insertions(base, ins)
         text = "".join(p + "\n" for p in result)
@@ -329,10 +363,12 @@ def _instance(loaded: Loaded, hs: Haystack, tok, paras: list[str], counts: list[
         _ids, st = tok.char_starts(text)
         spans = [list(tok.token_span(st, a, b)) for a, b in char_offsets]
     n_par = len(base)
+    lookalike_spans, spans = spans[n_ev:], spans[:n_ev]
+    ins = ins[:n_ev]
     first = min(range(len(ins)), key=lambda i: spans[i][0])
     achieved = [round(s / n_tokens, 6) for s, _ in spans]
     allowed = [round(max(DEPTH_TOLERANCE, x.unit_tokens / n_tokens), 6) for x in ins]
-    cfg_for_id = cfg.model_dump(exclude={"corpus", "models", "lengths", "exclude"})
+    cfg_for_id = _config_dump(cfg, exclude={"corpus", "models", "lengths", "exclude"})
     iid = stable_hash(cfg_for_id, loaded.corpus.corpus_id, hs.model, hs.tier, item.needle_id, item.variant,
                       item.depths, item.question, stable_hash(text, length=64), length=24)
     off = [i for i, (d, a, t) in enumerate(zip(item.depths, achieved, allowed)) if abs(a - d) > t + 1e-9]
@@ -370,6 +406,9 @@ def _instance(loaded: Loaded, hs: Haystack, tok, paras: list[str], counts: list[
         "needle_depths_paragraphs": canonical_json([round(x.j / n_par, 6) if n_par else 0.0 for x in ins]),
         "haystack_budget_tokens": hs.budget, "haystack_paragraphs": n_par,
         "sizing_approximate": hs.approximate,
+        "distractor_needles": len(item.lookalikes),
+        "distractor_spans": canonical_json(lookalike_spans) if item.lookalikes else None,
+        "lexical_overlap": lexical_overlap(item.question, item.statements),
     }
     row.update(difficulty_columns(row))
     prefetch_languages([text, item.question])  # detected beside this process; the columns are added by the stage
@@ -392,9 +431,18 @@ def assemble_stage(loaded: Loaded, counts: dict[str, list[int]],
     cfg = loaded.cfg
     paras = loaded.corpus.paragraphs()
     chars = [0, *accumulate(len(p) + 1 for p in paras)]
-    items = loaded.needle_set.items(cfg.depths, cfg.chain_depths, tuple(cfg.variants))
+    items = loaded.needle_set.items(cfg.depths, cfg.chain_depths, tuple(cfg.variants), cfg.distractor_needles)
     if not cfg.chains:
         items = [i for i in items if i.variant != "chain"]
+    if cfg.max_overlap is not None:
+        kept = [i for i in items if lexical_overlap(i.question, i.statements) <= cfg.max_overlap + 1e-12]
+        if not kept:
+            lows = sorted({(round(lexical_overlap(i.question, i.statements), 3), i.needle_id) for i in items})[:5]
+            raise InputError(f"--max-overlap {cfg.max_overlap}: no needle or chain of the set has a question whose "
+                             f"lexical overlap with its statements is that low (lowest: "
+                             f"{', '.join(f'{n} {o}' for o, n in lows)}): raise it, or use --needles "
+                             f"zh-classical-low-overlap")
+        items = kept
     if not items:
         raise InputError("nothing to plant: the needle set has no needles for these variants and chains are off")
     instances, quarantine, haystacks = [], [], []
@@ -413,7 +461,7 @@ def assemble_stage(loaded: Loaded, counts: dict[str, list[int]],
         overhead = _overhead(model, tok, [i.question for i in items], out_budget)
         # the planted statements' tokens are reserved in the sizing (with a newline each, and a little slack for
         # a sentence glued into a paragraph)
-        reserve = max(sum(tok.count(s + "\n") + 2 for s in i.statements) for i in items)
+        reserve = max(sum(tok.count(s + "\n") + 2 for s in [*i.statements, *i.lookalikes]) for i in items)
         for tier in cfg.lengths:
             hs = size_haystack(model, info, tok, tier, prefix, cfg.fill, overhead, reserve, chars,
                                more_paragraphs=len(c) < len(paras))

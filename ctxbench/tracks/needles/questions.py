@@ -50,6 +50,7 @@ class PlantItem:
     question: str
     answer: str
     accepted: list[str]
+    lookalikes: list[str] = field(default_factory=list)  # look-alike statements (distractors), none answering
 
 
 @dataclass
@@ -62,14 +63,60 @@ class NeedleSet:
     needles: list[dict]
     chains: list[dict]
     exclude_volumes: dict[str, dict[str, str]] = field(default_factory=dict)
+    lookalike_subjects: list[str] = field(default_factory=list)
+
+    def lookalikes(self, needle: dict, variant: str, k: int, seed_parts: tuple = ()) -> list[str]:
+        """``k`` look-alike statements for ``needle``'s ``variant`` (issue 25; Context Rot's similar distractors):
+        its statement with another subject in the place of the subject and every alias (the needle's own
+        ``lookalike_subjects``, else the set's), each with a value other than the needle's (the other variant's
+        and the values of the set's other needles of the same attribute) that neither holds nor is held by any
+        accepted form of the answer. So each is of the needle's form but about another subject, and none answers
+        the question. Subjects and values are chosen from a seed (``seed_parts``, hashlib). Raises InputError when
+        there are fewer than ``k`` look-alike subjects or no other value."""
+        from ...hashing import seeded_rng
+
+        if k <= 0:
+            return []
+        subjects = [str(x) for x in (needle.get("lookalike_subjects") or self.lookalike_subjects)]
+        own = [needle["subject"], *needle.get("subject_aliases", [])]
+        subjects = [x for x in dict.fromkeys(subjects) if x not in own]
+        if len(subjects) < k:
+            raise InputError(f"{self.path}: needle {needle['id']}: {k} look-alike needles need {k} look-alike "
+                             f"subjects, the set has {len(subjects)}: add names to lookalike_subjects or lower "
+                             f"--distractor-needles")
+        forms = [str(needle[variant]["value"]), *map(str, needle[variant].get("accepted", []))]
+        pool = [needle[v]["value"] for v in VARIANTS if v != variant]
+        pool += [n[v]["value"] for n in self.needles if n is not needle and n.get("attribute") == needle.get("attribute")
+                 for v in VARIANTS]
+        values = [str(v) for v in dict.fromkeys(map(str, pool))
+                  if not any(f in str(v) or str(v) in f for f in forms)]
+        if not values:
+            raise InputError(f"{self.path}: needle {needle['id']}: no value for a look-alike other than the answer "
+                             f"(add a needle of attribute {needle.get('attribute')!r} or change a value)")
+        rng = seeded_rng("lookalikes", needle["id"], variant, k, *seed_parts)
+        chosen = rng.sample(subjects, k)
+        rng.shuffle(values)
+        names = sorted(own, key=len, reverse=True)
+        pat = re.compile("|".join(re.escape(x) for x in names))
+        out = []
+        for i, subj in enumerate(chosen):
+            st = pat.sub(lambda m: subj, needle["statement"])
+            st = re.sub(f"(?:{re.escape(subj)})(?:\\s*{re.escape(subj)})+", subj, st)  # 鶴山先生魏了翁 → one name
+            st = st.format(value=values[i % len(values)])
+            if any(x in st for x in own) or any(f in st for f in forms):  # never answers the question
+                raise InputError(f"{self.path}: needle {needle['id']}: look-alike {st!r} still names the subject or "
+                                 f"holds the answer: change its statement or lookalike_subjects")
+            out.append(st)
+        return out
 
     def exclusions_for(self, corpus_id: str) -> list[str]:
         return list((self.exclude_volumes or {}).get(corpus_id, {}) or {})
 
     def items(self, depths: list[float], chain_depths: list[float] | None = None,
-              variants: tuple[str, ...] = VARIANTS) -> list[PlantItem]:
+              variants: tuple[str, ...] = VARIANTS, lookalikes: int = 0) -> list[PlantItem]:
         """Every (needle × variant × depth) and every chain (at ``chain_depths``, default evenly spaced
-        ``(i + 1) / (hops + 1)``: 25/50/75% for three statements)."""
+        ``(i + 1) / (hops + 1)``: 25/50/75% for three statements); ``lookalikes``: look-alike statements per
+        needle (:meth:`lookalikes`; chains get none)."""
         out = []
         for n in self.needles:
             for v in variants:
@@ -77,7 +124,8 @@ class NeedleSet:
                 st = n["statement"].format(value=val)
                 for d in depths:
                     out.append(PlantItem(n["id"], v, n.get("attribute", ""), [st], [d], n["question"], val,
-                                         _dedupe(n[v].get("accepted", []), val)))
+                                         _dedupe(n[v].get("accepted", []), val),
+                                         self.lookalikes(n, v, lookalikes, (d,))))
         for c in self.chains:
             k = len(c["statements"])
             cd = list(chain_depths) if chain_depths else [round((i + 1) / (k + 1), 6) for i in range(k)]
@@ -144,7 +192,7 @@ def load_needle_set(name_or_path: str) -> NeedleSet:
     if not needles and not chains:
         raise InputError(f"{p}: no needles and no chains")
     return NeedleSet(p, file_sha256(p), str(d.get("language", "")), needles, chains,
-                     d.get("exclude_volumes") or {})
+                     d.get("exclude_volumes") or {}, [str(x) for x in d.get("lookalike_subjects") or []])
 
 
 def corpus_language(text: str) -> str:
@@ -211,6 +259,13 @@ def verify_absent(text: str, ns: NeedleSet, where: str = "the haystack") -> dict
                             f"fact or exclude the volume holding it")
                     i = low.find(sf, i + 1)
         checked["subject_mentions"][n["id"]] = mentions // len(VARIANTS)
+    for nm in ns.lookalike_subjects:
+        checked["names"] += 1
+        k = low.find(nm.casefold())
+        if k >= 0:
+            a, b = _sentence_at(low, k, k + len(nm))
+            raise InputError(f"look-alike subject {nm!r} occurs in {where}: {text[a:b].strip()!r} (character {k}); "
+                             f"choose another name in lookalike_subjects")
     for c in ns.chains:
         for nm in c["names"]:
             checked["names"] += 1

@@ -546,6 +546,7 @@ def instances_stage(loaded: Loaded, col: Collected, questions: list[Question]) -
                 "difficulty": info["difficulty"], "skill": qu.template.skill, "evidence_spans": "[]",
                 "build_hash": loaded.build_hash, "question_source": qu.source,
                 "sampling": c.sampling, "topic": qu.template.topic, "n_articles": len(c.article_ids),
+                "lexical_overlap": 0.0,  # no evidence sentence is known (evidence_spans empty)
             })
             rows[-1].update(difficulty_columns(rows[-1]))  # scope/dispersion null (spans unknown), depth from SQL
             prefetch_languages([ctx, qu.question])  # detected beside this process while the loop goes on
