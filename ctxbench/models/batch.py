@@ -35,7 +35,7 @@ from typing import Any
 
 from ..errors import InputError
 from .gateway import (CallResult, ErrorInfo, PermanentError, TransientError, classify, classify_error,
-                      completion_result, cost_usd, error_in_body, is_refusal_finish, reply_result, usage_counts)
+                      error_in_body, reply_result)
 
 TERMINAL = ("completed", "failed", "expired", "cancelled")  # a batch in one of these states runs no more
 RESEND_CODES = ("batch_expired", "batch_cancelled")  # per-request errors that only mean "not run": send again

@@ -849,7 +849,7 @@ def completion_result(model: str, choice: dict, msg: dict, usage: Any, zeros_mea
     error, empty_reply = None, False
     if is_refusal_finish(finish):
         status = "refused_by_provider"
-    elif empty and (is_length_finish(finish) or finish is None) and not ct and not msg.get("tool_calls"):
+    elif empty and is_length_finish(finish) and not ct and not msg.get("tool_calls"):
         status, empty_reply = "error", True
         error = (f"empty reply: the server answered 200 with no text, finish_reason {finish!r} and "
                  f"{'0' if ct == 0 else 'no'} completion tokens: it dropped the prompt without generating (e.g. "
