@@ -327,8 +327,8 @@ class CallRunner:
                                f"Last error: {res.error}")
         elif res.status != "config_error":
             self._streak = 0  # an answer (over_length, truncated and permanent errors included): the server is up
-        if res.status == "config_error" and not res.transient_failure:
-            self._config_streak += 1
+        if res.status == "config_error" and not res.transient_failure and self._opened is not None:
+            self._config_streak += 1  # direct calls only: a batch refused whole already stops with its reason
             if self._config_streak >= CONFIG_STOP_AFTER and not self.paused:
                 self.stop_for_config(self._config_reason(self._config_streak, res))
         elif not (res.error or "").startswith(NOT_ATTEMPTED):
@@ -476,6 +476,7 @@ class CallRunner:
 
         client = batch_client(self.model, self.base_url, self.api_key_env, self.backend, self.policy.timeout_s)
         self._stop = asyncio.Event()
+        self._opened = None  # no start gate: the batch's own validation refuses a bad configuration whole
         self._counts.clear()
         out: list[Outcome | None] = [None] * len(requests)
         index = {r.key: i for i, r in enumerate(requests)}
