@@ -85,11 +85,14 @@ CONFIG_RE = re.compile(r"LLM Provider NOT provided|model .{0,80}does not exist|m
                        re.IGNORECASE)
 # Credentials missing or refused, worded by the client library itself (no HTTP status, or litellm's APIError 500
 # around the openai client's complaint): never retried, at any status. openai ("The api_key client option must be
-# set either by passing api_key to the client or by setting the OPENAI_API_KEY environment variable"), litellm
+# set either by passing api_key to the client or by setting the OPENAI_API_KEY environment variable"; newer: "Missing
+# credentials. Please pass an `api_key`, ... or set the `OPENAI_API_KEY` ... environment variable", which litellm
+# raises as an InternalServerError), litellm
 # ("Missing Anthropic API Key", "api_key not set", "AuthenticationError"), Anthropic's SDK ("Could not resolve
 # authentication method. Expected either api_key or auth_token to be set"), Google ("API key not valid. Please pass
 # a valid API key", "API_KEY_INVALID"), Mistral ("Unauthorized" on 401, handled by status).
-CREDENTIALS_RE = re.compile(r"api_key client option must be set|[A-Z]+_API_KEY environment variable"
+CREDENTIALS_RE = re.compile(r"api_key client option must be set|_API_KEY\b.{0,80}environment variable"
+                            r"|missing credentials|set the `?[A-Z]+_API_KEY"
                             r"|missing (?:\w+ )?api[ _]?key|api[ _]key (?:is )?(?:not set|required|missing)"
                             r"|no api[ _]key (?:was )?(?:provided|found)|could not resolve authentication method"
                             r"|\bAPI_KEY_INVALID\b|\bAuthenticationError\b|authentication_error|invalid_api_key"
@@ -161,7 +164,7 @@ ERROR_TABLE: tuple[ErrorRule, ...] = (
     ErrorRule("config_error", pattern=OUTPUT_BUDGET_RE, why="max tokens above the model's output limit"),
     ErrorRule("config_error", exceptions=frozenset({"AuthenticationError", "PermissionDeniedError"}),
               why="credentials refused (litellm's and openai's exception classes, whatever status they carry)"),
-    ErrorRule("config_error", statuses=frozenset({400, 401, 403, 500, 200, None}), pattern=CREDENTIALS_RE,
+    ErrorRule("config_error", pattern=CREDENTIALS_RE,
               why="credentials missing or refused, in the client's or the server's words (never retried)"),
     ErrorRule("transient", statuses=frozenset({429}), pattern=_RETRY_TEXT,
               why="a limit the server says when to retry (Gemini's per-minute quota words it as a quota)"),
@@ -273,7 +276,7 @@ def setting_to_change(text: str) -> str:
     if re.search(r"chat[ _]template", t, re.I):
         return ("configuration error: the server has no chat template for this model: start it with one (vLLM "
                 "--chat-template FILE, llama.cpp --jinja / --chat-template) or serve an instruct model")
-    if CREDENTIALS_RE.search(t) or re.search(r"HTTP 40[13]\b|unauthori[sz]ed|forbidden", t, re.I):
+    if CREDENTIALS_RE.search(t) or re.search(r"HTTP 40[13]\b|\bunauthori[sz]ed\b|\bforbidden\b", t, re.I):
         return ("configuration error: the credentials: set the provider's API key variable (OPENAI_API_KEY, "
                 "ANTHROPIC_API_KEY, GEMINI_API_KEY, ...), or --api-key-env NAME for a --base-url")
     if CONFIG_RE.search(t) or re.search(r"HTTP 404\b", t):
