@@ -68,7 +68,7 @@ OUTPUT_BUDGET_RE = re.compile(
     r"|max_tokens: \d+ > \d+, which is the maximum allowed number of output tokens"
     r"|(?<!\+ )`max_new_tokens` must be <= \d+", re.IGNORECASE)
 # account limits that no retry lifts: exhausted quota or credit, a single request over the tokens-per-minute limit
-QUOTA_RE = re.compile(r"insufficient_quota|exceeded your current quota|credit balance is too low"
+QUOTA_RE = re.compile(r"insufficient_quota|exceeded your current quota|credit balance is too low|insufficient balance"
                       r"|billing|Request too large for .{0,80}tokens per min", re.IGNORECASE)
 CONTENT_FILTER_RE = re.compile(r"content[_ ]?(?:filter|policy|management policy)|safety (?:system|filter)"
                                r"|responsible ?ai|flagged as potentially violating|violat\w* (?:our |the )?usage "
@@ -580,14 +580,7 @@ class Gateway:
         except (httpx.TimeoutException, httpx.TransportError) as e:
             raise classify(e) from None
         lat = time.perf_counter() - t0
-        if r.status_code >= 400:
-            raise classify_error(ErrorInfo(r.status_code, f"HTTP {r.status_code}: {r.text[:2000]}",
-                                           headers=r.headers))
-        try:
-            d = r.json()
-        except ValueError:  # not JSON (a proxy's page, a body cut in transit): worth one more try
-            raise TransientError(f"malformed response body: {r.text[:200]}") from None
-        res = reply_result(self.model, d, max_tokens, status=r.status_code, headers=r.headers)
+        res = http_result(self.model, r.status_code, r.text, r.headers, max_tokens)
         res.latency_s = lat
         return res
 
@@ -795,6 +788,21 @@ def reply_parts(body: Any) -> tuple[dict, dict, Any] | None:
                 {"content": msg.get("content"), "reasoning": msg.get("thinking") or msg.get("reasoning")},
                 usage or None)
     return None
+
+
+def http_result(model: str, status: int, text: str, headers: Any = None, max_tokens: int | None = None
+                ) -> CallResult:
+    """One HTTP answer of an OpenAI-compatible ``/chat/completions`` (``status``, the body's ``text``, its
+    ``headers``) as the gateway reads it: a status of 400 or more goes through the error table (raises
+    TransientError or PermanentError); a body that is not JSON is a TransientError (a proxy's page, a body cut in
+    transit); else :func:`reply_result`."""
+    if status >= 400:
+        raise classify_error(ErrorInfo(status, f"HTTP {status}: {text[:2000]}", headers=headers))
+    try:
+        d = json.loads(text)
+    except ValueError:
+        raise TransientError(f"malformed response body: {text[:200]}") from None
+    return reply_result(model, d, max_tokens, status=status, headers=headers)
 
 
 def reply_result(model: str, body: Any, max_tokens: int | None = None, status: int = 200, headers: Any = None,
