@@ -205,3 +205,39 @@ def test_finish_reasons_are_stored_as_sent_through_litellm(tmp_path):
         res = asyncio.run(go())
     assert res.status == "cut_off" and res.finish_reason == "length" and res.completion_tokens == 32
     assert json.loads(json.dumps(res.payload()))["finish_reason"] == "length"
+
+
+def test_the_default_output_budget_rule():
+    """1/8 of a known window in 2,048..8,192 (instruct), 1/4 in 8,192..32,768 (reasoning); 4,096 / 16,384 unknown."""
+    from ctxbench.models.registry import default_output_budget, model_info
+
+    assert default_output_budget(128000, False) == 8192     # 16,000 clamped
+    assert default_output_budget(32768, False) == 4096      # 32,768 / 8
+    assert default_output_budget(8192, False) == 2048       # 1,024 raised to the floor
+    assert default_output_budget(200000, True) == 32768     # 50,000 clamped
+    assert default_output_budget(65536, True) == 16384      # 65,536 / 4
+    assert default_output_budget(None, False) == 4096 and default_output_budget(None, True) == 16384
+    # unregistered names: by their name (was 1,024 for every unregistered model)
+    assert model_info("openai/fake").max_output_tokens == 4096
+    assert model_info("openai/o4-mini").max_output_tokens == 16384
+    assert model_info("hosted_vllm/deepseek-r1-distill-qwen-7b").max_output_tokens == 16384
+    assert model_info("ollama/qwq").reasoning and not model_info("openai/gpt-4o-2024-08-06").reasoning
+    # a registry entry's own budget wins
+    assert model_info("gpt-4o").max_output_tokens == 4096 and model_info("o3-mini").max_output_tokens == 16384
+
+
+def test_a_config_stop_later_in_a_run_says_calls_in_a_row(tmp_path):
+    """After answers, 3 config errors in a row (e.g. the quota runs out) stop the run too."""
+    build = make_toy_build(tmp_path / "b", 10)
+    n = {"i": 0}
+
+    def rule(body):
+        n["i"] += 1
+        return None if n["i"] <= 2 else {"status": 429, "body": {"error": {
+            "message": "You exceeded your current quota, please check your plan and billing details.",
+            "type": "insufficient_quota", "code": "insufficient_quota"}}}
+
+    with FakeOpenAIServer(answer_fn=reader, rule=rule) as srv:
+        s = evaluate_build(build, EvalConfig(model="openai/fake", base_url=srv.base_url, concurrency=1))
+        assert s.status == "config_error" and srv.count == 5
+    assert "3 calls in a row" in s.notes[0] and "quota" in s.notes[0]

@@ -241,16 +241,16 @@ class CallRunner:
             return
         self._start_failures.append(kind)
         if len(self._start_failures) >= CONFIG_STOP_AFTER:
-            self.stop_for_config(self._config_reason(len(self._start_failures), res))
+            self.stop_for_config(self._config_reason(f"the first {len(self._start_failures)} calls", res))
 
     @staticmethod
-    def _config_reason(n: int, res: CallResult) -> str:
+    def _config_reason(which: str, res: CallResult) -> str:
         from .gateway import setting_to_change
 
         err = res.error or ""
         advice = err if err.startswith("configuration error") else f"{setting_to_change(err)}: {err}"
         status = f"HTTP {res.http_status}" if res.http_status else "the same error"
-        return (f"stopped: the first {n} calls all failed alike ({status}), so every call would: {advice[:700]} "
+        return (f"stopped: {which} all failed alike ({status}), so every call would: {advice[:700]} "
                 f"-- nothing else was called; fix the setting and rerun the same command (the failed calls are "
                 f"asked again, their error rows replaced)")
 
@@ -330,7 +330,10 @@ class CallRunner:
         if res.status == "config_error" and not res.transient_failure and self._opened is not None:
             self._config_streak += 1  # direct calls only: a batch refused whole already stops with its reason
             if self._config_streak >= CONFIG_STOP_AFTER and not self.paused:
-                self.stop_for_config(self._config_reason(self._config_streak, res))
+                first = self._opened is not None and not self._opened.is_set()
+                self.stop_for_config(self._config_reason(
+                    f"the first {self._config_streak} calls" if first else f"{self._config_streak} calls in a row",
+                    res))
         elif not (res.error or "").startswith(NOT_ATTEMPTED):
             self._config_streak = 0
         return res
