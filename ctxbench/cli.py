@@ -598,16 +598,33 @@ def _price(value: str | None, max_cost: float | None) -> tuple[float, float] | N
 
 def _report_evaluation(s, build: Path, prefix: str = "") -> int:
     """Print an evaluation's summary (:class:`ctxbench.evaluate.EvalSummary`); returns the exit status: 1 when it
-    selected no instance (saying which selection or filter emptied it) or left calls unfinished, 75 when paused by a
-    provider outage or (``--batch``) when batches still run (both resumable), else 0."""
+    selected no instance (saying which selection or filter emptied it), left calls unfinished, or stopped because
+    its first calls were all refused alike (a configuration error, naming the setting to change); 75 when paused
+    by a provider outage or (``--batch``) when batches still run (both resumable); else 0, also when some replies
+    are per-instance outcomes (over length, cut off by the output budget, truncated, refused, failed), which the
+    summary names."""
     if s.selected == 0:
         console.print(f"{prefix}error: no instance selected: {s.empty_reason}", markup=False)
         return 1
     out_console.print(f"{prefix}{s.selected} instances selected; {s.calls} calls made, {s.from_cache} from cache, "
-                      f"{s.already_stored} already stored; {s.over_length} over length, "
-                      f"{s.truncated} truncated by the server (not scored), {s.errors} failed, "
+                      f"{s.already_stored} already stored"
+                      + (f" ({s.replaced_errors} error rows asked again)" if s.replaced_errors else "")
+                      + f"; {s.over_length} over length, {s.cut_off} cut off by the output budget, "
+                      f"{s.truncated} truncated by the server, {s.refused} refused by the provider (none of them "
+                      f"scored), {s.errors} failed, "
                       f"{s.unfinished} unfinished (rerun to retry); {s.retries} retries "
                       f"({s.retry_delay_s:.1f} s waited); {s.new_rows} rows added to {build / 'responses.parquet'}")
+    if s.cut_off:
+        more = (s.max_tokens or 0) * 4 or 16384
+        console.print(f"{prefix}cut off: {s.cut_off} replies ended at the output budget of {s.max_tokens} tokens "
+                      f"before they finished (finish_reason length, max_tokens, MAX_TOKENS, ...): they are stored "
+                      f"with status cut_off and not scored. Raise the budget with --max-tokens (e.g. --max-tokens "
+                      f"{more}) or the model's max_output_tokens in assets/models.yaml, and rerun: the new budget is "
+                      f"a new request, so only these calls' answers change", markup=False)
+    if s.unrecognised or s.empty_replies:
+        console.print(f"{prefix}not answers: {s.unrecognised} replies of a shape ctxbench does not recognise, "
+                      f"{s.empty_replies} empty 200 replies after one more try (the server dropped the prompt): "
+                      f"stored as error rows, not scored; the same command asks them again", markup=False)
     if s.batches:
         out_console.print(f"{prefix}batches: {', '.join(s.batches)} (recorded in {build / 'batches.json'})")
     if s.spent_usd is not None:
@@ -617,6 +634,10 @@ def _report_evaluation(s, build: Path, prefix: str = "") -> int:
     if s.status == "budget":  # --max-cost: stopped before a call could pass the cap; a larger cap asks the rest
         console.print(f"{prefix}status: stopped at the spend cap ({s.not_asked} calls not sent)", markup=False)
         return 3
+    if s.status == "config_error":  # every call would fail alike: stop, name the setting, exit non-zero
+        console.print(f"{prefix}status: configuration error ({s.unfinished} calls not made); fix the setting "
+                      f"named above and rerun the same command", markup=False)
+        return 1
     if s.status == "pending":  # --batch-wait ran out while batches run: a rerun polls them
         console.print(f"{prefix}status: pending ({s.unfinished} requests in running batches); rerun the same "
                       f"command to collect them", markup=False)

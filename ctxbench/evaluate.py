@@ -127,13 +127,20 @@ class EvalSummary:
     calls: int = 0
     over_length: int = 0
     truncated: int = 0  # answers of a server that read fewer prompt tokens than were sent (stored, not scored)
+    cut_off: int = 0    # replies the output budget ended (finish_reason length-like): stored, not scored
+    refused: int = 0    # refused_by_provider (a content filter): stored, not scored
     errors: int = 0
+    unrecognised: int = 0   # errors: 200 answers of a shape the gateway does not know (counted in errors too)
+    empty_replies: int = 0  # errors: 200 answers with no reply after one more try (counted in errors too)
+    replaced_errors: int = 0  # stored error rows asked again by this run (their new rows replace them)
+    max_tokens: int | None = None  # the output budget the requests asked for
     unfinished: int = 0
     retries: int = 0
     retry_delay_s: float = 0.0
     new_rows: int = 0
     # complete | incomplete (calls left unfinished: rerun) | paused (provider outage) | pending (--batch: batches
-    # still running when --batch-wait ran out: rerun to collect)
+    # still running when --batch-wait ran out: rerun to collect) | config_error (the first calls were all refused
+    # alike: the run stopped; notes[0] names the setting to change)
     status: str = "complete"
     taken_by_others: int = 0  # answers another worker sharing the cache called for (stored here as cached rows)
     notes: list[str] = field(default_factory=list)
@@ -219,8 +226,9 @@ def instance_filter(cfg: EvalConfig) -> InstanceFilter:
 
 @dataclass
 class Plan:
-    """Requests of an evaluation (:func:`plan_requests`): those not yet stored, split into cache hits (rows to
-    append as they are) and ``pending`` (calls to make, through the runner); ``verify``: stored over-length or
+    """Requests of an evaluation (:func:`plan_requests`): those not yet answered (no row, or an ``error`` row, which
+    the new row replaces: ``_replaces_error``), split into cache hits (rows to append as they are) and ``pending``
+    (calls to make, through the runner); ``verify``: stored over-length or
     truncated rows of a server at a base URL, asked again when the server's window has changed since (their rows
     are then replaced); ``endpoint``: the endpoint keyed in the request keys."""
 
@@ -234,6 +242,7 @@ class Plan:
     endpoint: str | None = None
     empty_reason: str | None = None  # selected == 0: why (:func:`why_empty`)
     stored: list[dict] = field(default_factory=list)  # the requests already stored (``--target-ci`` counts them)
+    error_keys: set = field(default_factory=set)  # request keys of stored error rows asked again (replaced)
 
 
 def plan_requests(build_dir: str | Path, cfg: EvalConfig, cache: ResponseCache) -> Plan:
@@ -267,7 +276,11 @@ def plan_requests(build_dir: str | Path, cfg: EvalConfig, cache: ResponseCache) 
     empty = why_empty(build_dir, every.num_rows, n_model, cfg.model, instance_filter(cfg)) if not tbl.num_rows \
         else None
     stored_rows = read_table(build_dir / "responses.parquet", "responses")
-    stored = set(stored_rows.column("request_key").to_pylist())
+    # an error row is never an answer: the same command asks it again and the new row replaces it
+    st_all = stored_rows.column("status").to_pylist() if stored_rows.num_rows else []
+    keys_all = stored_rows.column("request_key").to_pylist() if stored_rows.num_rows else []
+    failed = {k for k, st in zip(keys_all, st_all) if st == "error"}
+    stored = set(keys_all) - failed
     windowed = {}  # stored over-length / truncated rows of a server at a base URL: checked against its window
     if endpoint is not None and stored_rows.num_rows:
         st = stored_rows.column("status").to_pylist()
@@ -322,6 +335,8 @@ def plan_requests(build_dir: str | Path, cfg: EvalConfig, cache: ResponseCache) 
                     if key in windowed:
                         check.append({**t, "_replaces": windowed[key]})
                     continue
+                if key in failed:
+                    t["_replaces_error"] = True
                 todo.append(t)
     found = cache.get_many([t["request_key"] for t in todo + check])
     hits, pending = [], []
@@ -334,7 +349,8 @@ def plan_requests(build_dir: str | Path, cfg: EvalConfig, cache: ResponseCache) 
         else:
             hits.append({**_public(t), **hit, "cached": True, "retries": 0})
     verify = [t for t in check if t["request_key"] in found]  # answered by the server (not a registry pre-check)
-    return Plan(tbl.num_rows, already, hits, pending, max_tokens, todo, verify, endpoint, empty, kept)
+    return Plan(tbl.num_rows, already, hits, pending, max_tokens, todo, verify, endpoint, empty, kept,
+                {t["request_key"] for t in todo if t.get("_replaces_error")})
 
 
 def unanswered_calls(build_dir: str | Path, cfg: EvalConfig, cache: ResponseCache | None = None) -> int:
@@ -376,9 +392,13 @@ def evaluate_build(build_dir: str | Path, cfg: EvalConfig, count_tokens: Callabl
     plan = plan_requests(build_dir, cfg, cache)
     s = EvalSummary(selected=plan.selected, already_stored=plan.already_stored, from_cache=len(plan.hits),
                     empty_reason=plan.empty_reason)
+    s.max_tokens = plan.max_tokens
+    s.cut_off += sum(1 for h in plan.hits if h.get("status") == "cut_off")
+    s.replaced_errors = sum(1 for t in plan.todo if t.get("_replaces_error"))
     out = TableAppender(rpath, "responses")  # each flush one part file; merged into the table at the end
     try:
-        s.new_rows += out.append(plan.hits)
+        s.new_rows += out.append(plan.hits, replace={h["request_key"] for h in plan.hits
+                                                     if h["request_key"] in plan.error_keys})
         if not plan.pending and not plan.verify:
             emit("calls", f"{cfg.model}: every answer stored or cached", 0, 0)
             return s
@@ -399,6 +419,7 @@ def _call_pending(plan: Plan, cfg: EvalConfig, info, count_tokens, cache, out: T
                   progress, flush_every, base_url: str | None = None, concurrency: int | None = None,
                   window: int | None = None) -> None:
     rows, calls = [], []
+    pre_replace: set[str] = set()
     counted: dict[int, int] = {}
     for t in plan.pending + plan.verify:
         n = None
@@ -411,13 +432,15 @@ def _call_pending(plan: Plan, cfg: EvalConfig, info, count_tokens, cache, out: T
             limit = int(info.window * (1 - info.safety_margin)) - plan.max_tokens
             if n > limit:
                 s.over_length += 1
+                if t.get("_replaces_error"):
+                    pre_replace.add(t["request_key"])
                 rows.append({**_public(t), "status": "over_length", "cached": False, "retries": 0,
                              "prompt_tokens": n,
                              "error": f"prompt of {n} tokens + {plan.max_tokens} output tokens exceeds the window "
                                       f"of {info.window} tokens of {cfg.model}"})
                 continue
         calls.append(t)
-    s.new_rows += out.append(rows)
+    s.new_rows += out.append(rows, replace=pre_replace)
     if calls:
         calls.sort(key=lambda t: (t["_ctx"], t["sample"]))  # calls sharing a context run together
         _run_calls(calls, cfg, plan, cache, out, s, progress, flush_every, base_url or cfg.base_url,
@@ -468,6 +491,8 @@ def _run_calls(calls: list[dict], cfg: EvalConfig, plan: Plan, cache: ResponseCa
                 elif not t.get("_replaces"):
                     s.taken_by_others += 1  # another worker answered it
                 row = {**base, **res.payload(), "cached": True, "retries": 0}
+                if res.status == "cut_off":
+                    s.cut_off += 1
         else:
             s.retries += res.retries
             s.retry_delay_s += res.retry_delay_s
@@ -483,13 +508,20 @@ def _run_calls(calls: list[dict], cfg: EvalConfig, plan: Plan, cache: ResponseCa
                 elif res.status == "truncated":
                     s.truncated += 1
                     s.notes.append(f"{t['instance_id']} (sample {t['sample']}): {res.error}")
+                elif res.status == "cut_off":
+                    s.cut_off += 1
+                elif res.status == "refused_by_provider":
+                    s.refused += 1
                 elif res.status == "error":
                     s.errors += 1
+                    err = res.error or ""
+                    s.unrecognised += err.startswith("unrecognised reply shape")
+                    s.empty_replies += err.startswith("empty reply")
                     s.notes.append(f"{t['instance_id']} (sample {t['sample']}): {res.error}")
                 row = {**base, **res.payload(), "cached": False, "retries": res.retries}
         if row is not None:
             buf.append(row)
-            if t.get("_replaces"):
+            if t.get("_replaces") or t.get("_replaces_error"):
                 replace.add(t["request_key"])
         if len(buf) >= flush_every:
             flush()
@@ -513,7 +545,10 @@ def _run_calls(calls: list[dict], cfg: EvalConfig, plan: Plan, cache: ResponseCa
     finally:
         flush()
         s.batches = runner.batches_resumed + runner.batches_submitted
-        if runner.paused:
+        if runner.status == "config_error":
+            s.status = "config_error"
+            s.notes.insert(0, runner.pause_reason or "stopped: configuration error")
+        elif runner.paused:
             s.status = "paused"
             s.notes.insert(0, runner.pause_reason or "paused")
         elif runner.status == "waiting":

@@ -15,7 +15,14 @@ Behaviours: ``ok``, ``429_retry_after`` (429 with ``Retry-After: <retry_after>``
 (``retry-after-ms`` header), ``429`` (no Retry-After), ``500``, ``503``, ``reset`` (socket closed without a
 response), ``delay`` (sleeps ``delay_s`` before answering ok: longer than the client timeout), ``ctx400`` (400 with
 an OpenAI-style ``context_length_exceeded`` body), ``400`` (plain 400 ``invalid_request_error``),
-``content_filter`` (200 with ``finish_reason: content_filter``), ``401`` (a bad API key); and any response given as a
+``content_filter`` (200 with ``finish_reason: content_filter``), ``401`` (a bad API key); issue 21's replies:
+``cut_off`` (the answer's first half, ``finish_reason: length``, ``completion_tokens`` = the request's max_tokens),
+``empty_length`` (content ``""``, ``finish_reason: length``, 0 completion tokens: the server dropped the prompt),
+``reasoning_only`` (content null, the whole answer in ``reasoning_content``, ``finish_reason: stop``),
+``unknown_shape`` (a 200 whose JSON holds no chat completion), ``temperature400`` (OpenAI's "Unsupported value:
+'temperature'"), ``seed422`` (Mistral's pydantic ``extra_forbidden`` on ``seed``), ``no_template400`` (vLLM without
+a chat template), ``invalid_model400`` (a LiteLLM proxy's "Invalid model name"), ``prompt_too_long500`` (vLLM's
+"Input prompt (N tokens) is too long and exceeds limit of M" as a 500); and any response given as a
 dict ``{"status": 500, "body": {...} or "text", "headers": {...}}`` (a server's own error, e.g. the entries of
 tests/data/tricky_inputs.yaml's ``server_errors``; ``status`` 200 with an error body included).
 
@@ -71,6 +78,22 @@ CTX_ERROR = {"error": {"message": "This model's maximum context length is 8192 t
                        "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}
 PLAIN_400 = {"error": {"message": "Invalid value for 'temperature': expected a number between 0 and 2.",
                        "type": "invalid_request_error", "param": "temperature", "code": "invalid_value"}}
+# issue 21's configuration errors, in their servers' shapes (OpenAI, Mistral, vLLM, a LiteLLM proxy)
+CONFIG_ERRORS = {
+    "temperature400": (400, {"error": {"message": "Unsupported value: 'temperature' does not support 0.0 with this "
+                                                  "model. Only the default (1) value is supported.",
+                                       "type": "invalid_request_error", "param": "temperature",
+                                       "code": "unsupported_value"}}),
+    "seed422": (422, {"object": "error", "message": {"detail": [{"type": "extra_forbidden", "loc": ["body", "seed"],
+                                                                 "msg": "Extra inputs are not permitted", "input": 0}]},
+                      "type": "invalid_request_error", "param": None, "code": None}),
+    "no_template400": (400, {"object": "error", "message": "As of transformers v4.44, default chat template is no "
+                             "longer allowed, so you must provide a chat template if the tokenizer does not define "
+                             "one.", "type": "BadRequestError", "param": None, "code": 400}),
+    "invalid_model400": (400, {"error": {"message": "/chat/completions: Invalid model name passed in model=fake. "
+                                                    "Call `/v1/models` to view available models for your key.",
+                                         "type": "None", "param": "None", "code": "400"}}),
+}
 
 
 def message_text(content: Any) -> str:
@@ -220,13 +243,19 @@ class FakeOpenAIServer:
         keep = self.truncate_to(body) if callable(self.truncate_to) else self.truncate_to
         return min(pt, keep) if keep else pt
 
-    def completion(self, body: dict, finish_reason: str = "stop") -> dict:
+    def completion(self, body: dict, finish_reason: str = "stop", kind: str = "ok") -> dict:
         answer = self.answer_fn(body)
         pt, ct = self.prompt_tokens(body), token_count(answer)
+        msg: dict = {"role": "assistant", "content": answer}
+        if kind == "cut_off":  # the budget ended the reply half-way
+            msg["content"], ct = answer[:max(1, len(answer) // 2)], int(body.get("max_tokens") or ct)
+        elif kind == "empty_length":
+            msg["content"], ct = "", 0
+        elif kind == "reasoning_only":
+            msg = {"role": "assistant", "content": None, "reasoning_content": answer}
         out = {"id": f"chatcmpl-{len(self.requests)}", "object": "chat.completion", "created": int(time.time()),
                "model": body.get("model", ""), "system_fingerprint": "fp_fake",
-               "choices": [{"index": 0, "message": {"role": "assistant", "content": answer},
-                            "logprobs": None, "finish_reason": finish_reason}]}
+               "choices": [{"index": 0, "message": msg, "logprobs": None, "finish_reason": finish_reason}]}
         if self.usage:
             out["usage"] = {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct}
             if self.prompt_cache:
@@ -539,6 +568,17 @@ class FakeOpenAIServer:
                     self._send(200, owner.completion(body))
                 elif b == "content_filter":
                     self._send(200, owner.completion(body, "content_filter"))
+                elif b in ("cut_off", "empty_length"):
+                    self._send(200, owner.completion(body, "length", b))
+                elif b == "reasoning_only":
+                    self._send(200, owner.completion(body, "stop", b))
+                elif b == "unknown_shape":
+                    self._send(200, {"id": "x", "object": "text_completion.v9", "output": [owner.answer_fn(body)]})
+                elif b in CONFIG_ERRORS:
+                    self._send(*CONFIG_ERRORS[b])
+                elif b == "prompt_too_long500":
+                    self._send(500, {"object": "error", "message": "Input prompt (5300 tokens) is too long and "
+                                     "exceeds limit of 4096", "type": "BadRequestError", "param": None, "code": 500})
                 elif b == "429_retry_after":
                     self._send(429, {"error": {"message": "Rate limit reached", "type": "requests",
                                                "code": "rate_limit_exceeded"}}, {"Retry-After": owner.retry_after})

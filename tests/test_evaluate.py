@@ -242,16 +242,19 @@ def test_permanent_errors_are_stored_not_retried_not_scored(tmp_path):
         assert n == len(sc) == 8
         assert {r["instance_id"] for r in sc} == {f"inst-{i:02d}" for i in range(8)}
 
-        # a rerun calls nothing: the error and over-length rows are stored
+        # a rerun asks the error row again (an error is never an answer, issue 21) and replaces it; the over-length
+        # row is an outcome and is not asked again
         srv.reset_counts()
-        evaluate_build(build, cfg(srv))
-        assert srv.count == 0
+        s2 = evaluate_build(build, cfg(srv))
+        assert srv.count == 1 and s2.replaced_errors == 1 and s2.errors == 1
+        assert len(read_rows(build)) == 10
 
         p = build_report(build)
         assert p.exists()
         counts = pq.read_table(build / "report" / "counts.parquet").to_pylist()
         assert counts == [{"model": "openai/fake", "mode": "lc", "calls": 10, "ok": 8, "over_length": 1,
-                           "failed": 1, "refused": 0, "cached": 0, "retries": 0}]
+                           "failed": 1, "refused": 0, "cached": 0, "retries": 0, "cut_off": 0,
+                           "truncated": 0}]
 
 
 def test_retry_budget_exhausted_leaves_no_row_and_rerun_retries(tmp_path):

@@ -206,14 +206,19 @@ def test_first_call_per_context_runs_first_and_later_ones_hit_the_provider_cache
         qs = [f"Which shelf holds entry {q + 1} of ledger {c}?" for q in range(3)]
         lead = min(qs, key=lambda q: arrived[q])
         assert all(answered[lead] <= arrived[q] for q in qs if q != lead)  # the others waited for the first
-    # the two contexts' first calls ran at the same time (concurrency kept across contexts)
-    leads = sorted((min(arrived[f"Which shelf holds entry {q + 1} of ledger {c}?"] for q in range(3)))
-                   for c in range(2))
-    assert leads[1] - leads[0] < 0.25
+    # concurrency kept across contexts: the run's very first call goes alone (the start gate, which stops a run
+    # whose first calls are all refused alike: issue 21); once it is answered, the other context's first call runs
+    # at the same time as the first context's followers, not after them
+    firsts = sorted(((min(arrived[f"Which shelf holds entry {q + 1} of ledger {c}?"] for q in range(3))), c)
+                    for c in range(2))
+    followers = [arrived[f"Which shelf holds entry {q + 1} of ledger {firsts[0][1]}?"] for q in range(3)]
+    followers.remove(firsts[0][0])
+    assert firsts[1][0] - min(followers) < 0.25 and firsts[1][0] - firsts[0][0] < 0.3 + 0.25
     by_cached = sorted(r["cached_prompt_tokens"] for r in rows)
     assert by_cached[:2] == [0, 0] and all(v >= 1024 for v in by_cached[2:])  # 4 of 6 read the cached prefix
-    # the request key is the plain one: model, endpoint, the plain messages, sampling, output budget, sample
+    # the request key is the plain one: model, endpoint, the plain messages, sampling, output budget (4,096: the
+    # default of an unregistered instruct model, docs/replies.md), sample
     r = next(r for r in rows if r["instance_id"] == "c1q2")
     msgs = render_messages(_context(1), "Which shelf holds entry 3 of ledger 1?", "cot", "openai/fake")
-    assert r["request_key"] == request_key("openai/fake", msgs, {"temperature": 0.0, "seed": 0}, 1024, 0,
+    assert r["request_key"] == request_key("openai/fake", msgs, {"temperature": 0.0, "seed": 0}, 4096, 0,
                                            endpoint)

@@ -210,21 +210,23 @@ def test_the_window_each_server_reports_is_read(style):
 
 @pytest.mark.parametrize("kind", ["over_length", "truncated"])
 def test_an_outcome_of_a_window_is_not_replayed_after_the_window_changes(tmp_path, kind):
-    """Recorded under the server's 4096-token window: a rerun (and another build sharing the cache) makes no call
+    """Recorded under the server's small window (4096 tokens for the context error; 8 for the truncation, since a
+    window that holds the prompt rules truncation out): a rerun (and another build sharing the cache) makes no call
     while the window holds; once the server reports 32768, the call is made again and its row replaced."""
     build = make_toy_build(tmp_path / "b", 3)
     small = {"w": True}
+    w0 = 4096 if kind == "over_length" else 8
 
     def rule(body):
         return "ctx400" if kind == "over_length" and small["w"] and item(body) == 1 else None
 
-    with FakeOpenAIServer(answer_fn=reader, rule=rule, window=4096,
+    with FakeOpenAIServer(answer_fn=reader, rule=rule, window=w0,
                           truncate_to=lambda body: 6 if kind == "truncated" and small["w"] and item(body) == 1
                           else None) as srv:
         cfg = EvalConfig(model="openai/fake", base_url=srv.base_url)
         evaluate_build(build, cfg)
         rows = {r["instance_id"]: r for r in pq.read_table(build / "responses.parquet").to_pylist()}
-        assert rows["inst-01"]["status"] == kind and rows["inst-01"]["server_window"] == 4096
+        assert rows["inst-01"]["status"] == kind and rows["inst-01"]["server_window"] == w0
         srv.reset_counts()
         s = evaluate_build(build, cfg)  # same window: nothing is called
         other = evaluate_build(make_toy_build(tmp_path / "b2", 3), cfg)  # a new build: replayed from the cache
@@ -338,7 +340,7 @@ def test_every_model_call_goes_through_the_runner():
 def test_the_stored_contract_names_the_truncated_status():
     cols = {c["name"]: c for c in json.loads((Path(__file__).resolve().parent.parent / "schemas" /
                                                "responses.schema.json").read_text())["columns"]}
-    assert cols["status"]["values"] == ["ok", "over_length", "truncated", "refused_by_provider", "error"]
+    assert cols["status"]["values"] == ["ok", "over_length", "truncated", "cut_off", "refused_by_provider", "error"]
     assert cols["server_window"]["type"] == cols["expected_prompt_tokens"]["type"] == "int64"
 
 
@@ -401,16 +403,19 @@ def test_litellm_provider_exceptions_through_the_table():
     ("content_filter", "refused_by_provider"), ("content-filter", "refused_by_provider"),
     ("refusal", "refused_by_provider"), ("SAFETY", "refused_by_provider"), ("RECITATION", "refused_by_provider"),
     ("PROHIBITED_CONTENT", "refused_by_provider"), ("blocklist", "refused_by_provider"),
-    ("stop", "ok"), ("STOP", "ok"), ("length", "ok"), ("MAX_TOKENS", "ok"), ("end_turn", "ok"), (None, "ok"),
+    ("stop", "ok"), ("STOP", "ok"), ("length", "cut_off"), ("MAX_TOKENS", "cut_off"), ("max_tokens", "cut_off"),
+    ("end_turn", "ok"), (None, "ok"),
 ])
 def test_refusal_finish_reasons_in_every_spelling(reason, status):
     """A reply the provider withheld for its content policy is refused_by_provider whatever the server calls the
-    finish (OpenAI/vLLM content_filter, Anthropic's refusal stop, Gemini's SAFETY family); a normal or length finish
-    is an answer (truncation is judged from the token counts, not here)."""
+    finish (OpenAI/vLLM content_filter, Anthropic's refusal stop, Gemini's SAFETY family); a normal finish is an
+    answer, a length finish (the output budget ended the reply, issue 21) is cut_off; the finish reason is stored as
+    sent (truncation of the prompt is judged from the token counts, not here)."""
     from ctxbench.models.batch import anthropic_result
     from ctxbench.models.gateway import completion_result
 
-    r = completion_result("openai/x", {"finish_reason": reason}, {"content": ""}, None)
-    assert r.status == status
-    a = anthropic_result("anthropic/x", {"content": [{"type": "text", "text": ""}], "stop_reason": reason})
-    assert a.status == status
+    r = completion_result("openai/x", {"finish_reason": reason}, {"content": "The total is"}, None)
+    assert r.status == status and r.finish_reason == reason
+    a = anthropic_result("anthropic/x", {"content": [{"type": "text", "text": "The total is"}],
+                                         "stop_reason": reason})
+    assert a.status == status and a.finish_reason == reason

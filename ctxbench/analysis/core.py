@@ -142,12 +142,14 @@ def breakdowns(rows: list[dict]) -> dict[str, list[dict]]:
 
 
 def call_counts(build_dir: str | Path) -> list[dict]:
-    """Calls per model × mode: ok, over-length, failed, refused, cached, retries."""
+    """Calls per model × mode: ok, over-length, failed (error rows), refused, cached, retries, and the replies
+    stored but not scored: cut off by the output budget (``cut_off``) and truncated by the server."""
     from ..models.effort import display_model
 
     resp = read_table(Path(build_dir) / "responses.parquet", "responses").to_pylist()
     counts: dict[tuple, dict] = defaultdict(lambda: {"calls": 0, "ok": 0, "over_length": 0, "failed": 0,
-                                                      "refused": 0, "cached": 0, "retries": 0})
+                                                      "refused": 0, "cached": 0, "retries": 0, "cut_off": 0,
+                                                      "truncated": 0})
     for r in resp:
         c = counts[(display_model(r["model"], r.get("reasoning_effort")), r["mode"])]
         c["calls"] += 1
@@ -155,6 +157,8 @@ def call_counts(build_dir: str | Path) -> list[dict]:
         c["over_length"] += r["status"] == "over_length"
         c["failed"] += r["status"] == "error"
         c["refused"] += r["status"] == "refused_by_provider"
+        c["cut_off"] += r["status"] == "cut_off"
+        c["truncated"] += r["status"] == "truncated"
         c["cached"] += bool(r["cached"])
         c["retries"] += r["retries"] or 0
     return [{"model": m, "mode": md, **c} for (m, md), c in sorted(counts.items())]

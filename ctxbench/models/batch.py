@@ -35,7 +35,7 @@ from typing import Any
 
 from ..errors import InputError
 from .gateway import (CallResult, ErrorInfo, PermanentError, TransientError, classify, classify_error,
-                      completion_result, cost_usd, error_in_body, is_refusal_finish, usage_counts)
+                      error_in_body, reply_result)
 
 TERMINAL = ("completed", "failed", "expired", "cancelled")  # a batch in one of these states runs no more
 RESEND_CODES = ("batch_expired", "batch_cancelled")  # per-request errors that only mean "not run": send again
@@ -86,16 +86,11 @@ def batch_protocol(model: str, base_url: str | None, backend: str = "auto") -> t
 # -- what comes back ---------------------------------------------------------------------------------------------
 
 def anthropic_result(model: str, message: dict, batch: bool = True) -> CallResult:
-    """A :class:`CallResult` from an Anthropic Messages API answer: text blocks joined as the reply, ``thinking``
-    blocks as the reasoning, usage with cache reads and writes (:func:`usage_counts`), a ``refusal`` stop as
-    ``refused_by_provider``."""
-    blocks = message.get("content") or []
-    text = "".join(b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text")
-    thinking = "".join(b.get("thinking", "") for b in blocks if isinstance(b, dict) and b.get("type") == "thinking")
-    pt, ct, cached, written = usage_counts(message.get("usage"))
-    status = "refused_by_provider" if is_refusal_finish(message.get("stop_reason")) else "ok"
-    return CallResult(status, text, thinking or None, pt, ct, None, cost_usd(model, pt, ct, cached, written, batch),
-                      cached_prompt_tokens=cached if pt is not None else None)
+    """A :class:`CallResult` from an Anthropic Messages API answer (:func:`~ctxbench.models.gateway.reply_result`):
+    text blocks joined as the reply, ``thinking`` blocks as the reasoning, usage with cache reads and writes
+    (:func:`usage_counts`), ``stop_reason`` stored as ``finish_reason``, a ``refusal`` stop as
+    ``refused_by_provider``, a ``max_tokens`` stop as ``cut_off``."""
+    return reply_result(model, {**message, "type": "message", "content": message.get("content") or []}, batch=batch)
 
 
 def line_result(model: str, protocol: str, line: dict | None) -> CallResult | TransientError:
@@ -134,11 +129,7 @@ def line_result(model: str, protocol: str, line: dict | None) -> CallResult | Tr
         bad = error_in_body(body)
         if bad is not None:
             raise classify_error(ErrorInfo(bad[0], f"HTTP 200 with an error body in the batch: {bad[1][:2000]}"))
-        try:
-            choice = body["choices"][0]
-            return completion_result(model, choice, choice.get("message") or {}, body.get("usage"), batch=True)
-        except (KeyError, IndexError, TypeError, AttributeError):
-            return TransientError(f"malformed answer in the batch: {text[:200]}")
+        return reply_result(model, body, batch=True)
     except TransientError as e:
         return e
     except PermanentError as e:

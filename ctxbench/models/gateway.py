@@ -50,7 +50,15 @@ CONTEXT_LENGTH_RE = re.compile(
     r"|(?:input|prompt)s?`? tokens \+ `?max_new_tokens`? must be"
     r"|`?inputs`? must have less than \d+ tokens|above the allowed maximum"
     r"|reduce the length of the (?:messages|input|prompt)|max_tokens must be at least 1, got -\d+"
-    r"|exceeds? (?:the )?context limit",
+    r"|exceeds? (?:the )?context limit"
+    # vLLM v0's scheduler ("Input prompt (5300 tokens) is too long and exceeds limit of 4096"), vLLM's "This
+    # model's maximum context length is N tokens. However, you requested M tokens", llama.cpp's
+    # "exceed_context_size_error" / "the request exceeds the available context size", Ollama's "input exceeds
+    # context length" / "input length exceeds the maximum", Mistral's "Prompt contains N tokens ... too large for
+    # model with M maximum context length", DeepSeek's "This model's maximum context length is 65536 tokens"
+    r"|(?:prompt|input)s? \(\d+ tokens?\) (?:is |are )?too long|too long and exceeds (?:the )?limit of \d+"
+    r"|exceeds (?:the )?(?:available )?(?:context|KV cache|kv-cache)|maximum (?:context|input) (?:length|size|tokens)"
+    r"|prompt contains \d+ tokens|exceeds the maximum number of tokens|longer than the maximum (?:model|input) length",
     re.IGNORECASE)
 # an output budget over the model's limit: every call of the run fails alike, so it is the run's configuration
 # (OpenAI "max_tokens is too large: N. This model supports at most M completion tokens", Anthropic "max_tokens: N >
@@ -60,7 +68,7 @@ OUTPUT_BUDGET_RE = re.compile(
     r"|max_tokens: \d+ > \d+, which is the maximum allowed number of output tokens"
     r"|(?<!\+ )`max_new_tokens` must be <= \d+", re.IGNORECASE)
 # account limits that no retry lifts: exhausted quota or credit, a single request over the tokens-per-minute limit
-QUOTA_RE = re.compile(r"insufficient_quota|exceeded your current quota|credit balance is too low"
+QUOTA_RE = re.compile(r"insufficient_quota|exceeded your current quota|credit balance is too low|insufficient balance"
                       r"|billing|Request too large for .{0,80}tokens per min", re.IGNORECASE)
 CONTENT_FILTER_RE = re.compile(r"content[_ ]?(?:filter|policy|management policy)|safety (?:system|filter)"
                                r"|responsible ?ai|flagged as potentially violating|violat\w* (?:our |the )?usage "
@@ -68,8 +76,42 @@ CONTENT_FILTER_RE = re.compile(r"content[_ ]?(?:filter|policy|management policy)
                                re.IGNORECASE)
 CONFIG_RE = re.compile(r"LLM Provider NOT provided|model .{0,80}does not exist|model_not_found|unknown model"
                        r"|invalid[_ ]api[_ ]key|incorrect api key|api key not valid|invalid x-api-key"
-                       r"|\b(?:authentication|permission|not_found)_error\b|model .{0,80}not found, try pulling",
+                       r"|\b(?:authentication|permission|not_found)_error\b|model .{0,80}not found, try pulling"
+                       # LiteLLM proxy ("Invalid model name passed in model=X. Call `/v1/models` ..."), vLLM
+                       # ("The model `X` does not exist."), TGI / Ollama / llama.cpp model names, Gemini
+                       # ("models/X is not found for API version v1beta"), Mistral ("Invalid model: X")
+                       r"|invalid model name passed in|invalid model(?: name)?:|model .{0,80}is not found"
+                       r"|no (?:such|matching) model|model .{0,40}is not (?:available|supported|served)",
                        re.IGNORECASE)
+# Credentials missing or refused, worded by the client library itself (no HTTP status, or litellm's APIError 500
+# around the openai client's complaint): never retried, at any status. openai ("The api_key client option must be
+# set either by passing api_key to the client or by setting the OPENAI_API_KEY environment variable"; newer: "Missing
+# credentials. Please pass an `api_key`, ... or set the `OPENAI_API_KEY` ... environment variable", which litellm
+# raises as an InternalServerError), litellm
+# ("Missing Anthropic API Key", "api_key not set", "AuthenticationError"), Anthropic's SDK ("Could not resolve
+# authentication method. Expected either api_key or auth_token to be set"), Google ("API key not valid. Please pass
+# a valid API key", "API_KEY_INVALID"), Mistral ("Unauthorized" on 401, handled by status).
+CREDENTIALS_RE = re.compile(r"api_key client option must be set|_API_KEY\b.{0,80}environment variable"
+                            r"|missing credentials|set the `?[A-Z]+_API_KEY"
+                            r"|missing (?:\w+ )?api[ _]?key|api[ _]key (?:is )?(?:not set|required|missing)"
+                            r"|no api[ _]key (?:was )?(?:provided|found)|could not resolve authentication method"
+                            r"|\bAPI_KEY_INVALID\b|\bAuthenticationError\b|authentication_error|invalid_api_key"
+                            r"|incorrect api key provided|api key not valid", re.IGNORECASE)
+# A request parameter or setting the server refuses (a bad request that every call of the run makes alike): OpenAI
+# ("Unsupported value: 'temperature' does not support 0.0 with this model. Only the default (1) value is
+# supported.", "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens'
+# instead.", "Unrecognized request argument supplied: seed", "Unknown parameter: 'x'"), Mistral (422 pydantic
+# "extra_forbidden" / "Extra inputs are not permitted" with its "loc": ["body", "seed"]), vLLM without a chat
+# template ("As of transformers v4.44, default chat template is no longer allowed, so you must provide a chat
+# template if the tokenizer does not define one.", "Cannot use chat template functions because
+# tokenizer.chat_template is not set"), Anthropic ("temperature: range: 0..1"), Gemini ("Invalid JSON payload
+# received. Unknown name \"seed\"").
+PARAMETER_RE = re.compile(r"unsupported (?:value|parameter)s?\b|\bunsupported_(?:value|parameter)\b"
+                          r"|unrecognized request arguments? supplied|unknown (?:parameter|name|field)s?\b"
+                          r"|\bextra_forbidden\b|extra (?:inputs|fields) (?:are )?not permitted"
+                          r"|chat[ _]template|does not support (?:the )?(?:parameter|\w+ parameter)"
+                          r"|is not supported (?:with|by|for) this model|not supported when using"
+                          r"|\b\w+: range: -?\d", re.IGNORECASE)
 # a transient failure named in the error text where the status does not say so: an error object inside a 200
 # answer (a proxy relaying a stream's error event) or a gateway's own status (Anthropic's error types
 # overloaded_error / rate_limit_error / api_error, Gemini's RESOURCE_EXHAUSTED / UNAVAILABLE)
@@ -120,6 +162,10 @@ NOT_ATTEMPTED = "not attempted"  # the error of a call a paused run did not star
 # over_length whatever its status (a 500 from vLLM v1 or llama.cpp, a 200 with an error body), before the 5xx rule.
 ERROR_TABLE: tuple[ErrorRule, ...] = (
     ErrorRule("config_error", pattern=OUTPUT_BUDGET_RE, why="max tokens above the model's output limit"),
+    ErrorRule("config_error", exceptions=frozenset({"AuthenticationError", "PermissionDeniedError"}),
+              why="credentials refused (litellm's and openai's exception classes, whatever status they carry)"),
+    ErrorRule("config_error", pattern=CREDENTIALS_RE,
+              why="credentials missing or refused, in the client's or the server's words (never retried)"),
     ErrorRule("transient", statuses=frozenset({429}), pattern=_RETRY_TEXT,
               why="a limit the server says when to retry (Gemini's per-minute quota words it as a quota)"),
     ErrorRule("config_error", pattern=QUOTA_RE, why="quota, credit or per-minute token limit of the account"),
@@ -131,8 +177,10 @@ ERROR_TABLE: tuple[ErrorRule, ...] = (
     ErrorRule("refused_by_provider", exceptions=frozenset({"ContentPolicyViolationError"}), why="content filter"),
     ErrorRule("refused_by_provider", statuses=frozenset({400, 403, 422, 200, None}), pattern=CONTENT_FILTER_RE,
               why="content filter"),
-    ErrorRule("config_error", statuses=frozenset({400, 200, None}), pattern=CONFIG_RE,
+    ErrorRule("config_error", statuses=frozenset({400, 404, 422, 200, None}), pattern=CONFIG_RE,
               why="credentials or model name named in the error text"),
+    ErrorRule("config_error", statuses=frozenset({400, 422, 200, None}), pattern=PARAMETER_RE,
+              why="a request parameter or server setting the server refuses (every call of the run alike)"),
     ErrorRule("transient", statuses=frozenset({200, None}), pattern=TRANSIENT_RE,
               why="overloaded, rate limited or an internal error, in an error object without its status"),
     ErrorRule("transient", statuses=frozenset({408, 409, 425}) | _5XX, why="server error or timeout"),
@@ -179,15 +227,68 @@ class ErrorInfo:
 def classify_error(info: ErrorInfo) -> "TransientError | PermanentError":
     """The outcome of one failure by the first matching row of :data:`ERROR_TABLE`: a TransientError (retried,
     with the server's Retry-After) or a PermanentError whose ``status`` is ``over_length``, ``config_error``,
-    ``refused_by_provider`` or ``error``. The message keeps the first 500 characters of the error text."""
+    ``refused_by_provider`` or ``error``. The message keeps the first 500 characters of the error text; a
+    ``config_error`` message starts with the setting to change (:func:`setting_to_change`). ``http_status`` of a
+    PermanentError is the status the server sent (None without one)."""
     msg = info.text[:500]
     for rule in ERROR_TABLE:
         if rule.matches(info.status, info.text, info.exceptions):
             if rule.outcome == "transient":
                 hint = retry_after_s(info.headers)
                 return TransientError(msg, hint if hint is not None else retry_hint_in_text(info.text))
-            return PermanentError(msg, rule.outcome)
-    return PermanentError(msg)  # unreachable: the last row matches everything
+            if rule.outcome == "config_error":
+                msg = f"{setting_to_change(info.text)}: {msg}"
+            return PermanentError(msg, rule.outcome, info.status)
+    return PermanentError(msg, http_status=info.status)  # unreachable: the last row matches everything
+
+
+_PARAM_RES = (re.compile(r"""["']param["']\s*:\s*["'](\w+)["']"""),
+              re.compile(r"""unsupported (?:value|parameter):\s*'(\w+)'""", re.I),
+              re.compile(r"""["']loc["']\s*:\s*\[\s*["']body["']\s*,\s*["'](\w+)["']"""),
+              re.compile(r"""\\?["']loc\\?["']\s*:\s*\[\s*\\?["']body\\?["']\s*,\s*\\?["'](\w+)"""),
+              re.compile(r"unrecognized request arguments? supplied:\s*(\w+)", re.I),
+              re.compile(r"""unknown (?:parameter|name|field):?\s*\\?["'](\w+)""", re.I),
+              re.compile(r"\b(temperature|top_p|seed|max_tokens|max_completion_tokens)\b: range", re.I))
+_SETTING = {
+    "temperature": "the server refuses the parameter `temperature`: pass `--temperature` with a value the model "
+                   "takes, or set `fixed_temperature` for the model in assets/models.yaml (reasoning models such "
+                   "as o1/o3/gpt-5 take only 1)",
+    "seed": "the server refuses the parameter `seed` (ctxbench sends the sample index as the seed): call the model "
+            "through its litellm provider (e.g. --model mistral/<name> without --base-url), which renames or drops "
+            "it, or serve it behind a proxy that accepts seed",
+    "max_tokens": "the server refuses the parameter `max_tokens`: set the model's max_output_tokens in "
+                  "assets/models.yaml or pass --max-tokens with a value it takes (a model that wants "
+                  "max_completion_tokens: call it through litellm, without --base-url)",
+}
+_SETTING["max_completion_tokens"] = _SETTING["max_tokens"]
+
+
+def setting_to_change(text: str) -> str:
+    """The parameter or setting a configuration error's text names, as advice: the refused request parameter
+    (OpenAI's ``param``, ``Unsupported value: 'temperature'``, Mistral's pydantic ``loc``), the server's chat
+    template, the model name, the credentials, the account's quota, or the output budget; a generic sentence
+    otherwise. Never raises."""
+    t = text or ""
+    if OUTPUT_BUDGET_RE.search(t):
+        return "configuration error: the output budget is over the model's limit: lower --max-tokens"
+    if QUOTA_RE.search(t):
+        return "configuration error: the account's quota or credit is used up: add credit or raise the limit"
+    if re.search(r"chat[ _]template", t, re.I):
+        return ("configuration error: the server has no chat template for this model: start it with one (vLLM "
+                "--chat-template FILE, llama.cpp --jinja / --chat-template) or serve an instruct model")
+    if CREDENTIALS_RE.search(t) or re.search(r"HTTP 40[13]\b|\bunauthori[sz]ed\b|\bforbidden\b", t, re.I):
+        return ("configuration error: the credentials: set the provider's API key variable (OPENAI_API_KEY, "
+                "ANTHROPIC_API_KEY, GEMINI_API_KEY, ...), or --api-key-env NAME for a --base-url")
+    if CONFIG_RE.search(t) or re.search(r"HTTP 404\b", t):
+        return ("configuration error: the model name: check --model against the server's /v1/models (or the "
+                "provider's model list); a litellm name needs its provider prefix")
+    for rx in _PARAM_RES:
+        m = rx.search(t)
+        if m and m.group(1).lower() not in ("none", "null", "messages", "model"):
+            p = m.group(1)
+            return "configuration error: " + _SETTING.get(p.lower(), f"the server refuses the request parameter "
+                                                                  f"`{p}`: change or drop it and rerun")
+    return "configuration error: the server refuses every request alike: change the setting its message names"
 
 
 def error_in_body(body: Any) -> tuple[int | None, str] | None:
@@ -233,6 +334,9 @@ class CallResult:
     retry_after_s: float | None = None
     cached_prompt_tokens: int | None = None
     batch_id: str | None = None
+    finish_reason: str | None = None  # the server's finish (stop) reason exactly as sent
+    http_status: int | None = None    # the HTTP status of a permanent error (not stored): the configuration stop
+    empty_reply: bool = False         # a 200 without a reply (the server dropped the prompt): asked once more
 
     def __post_init__(self) -> None:
         # a reply is stored as UTF-8 text whatever the server sent: content blocks joined, other JSON values as
@@ -253,7 +357,8 @@ class CallResult:
 
 
 PAYLOAD_FIELDS = ("status", "response", "reasoning", "prompt_tokens", "completion_tokens", "latency_s", "cost_usd",
-                  "error", "server_window", "expected_prompt_tokens", "cached_prompt_tokens", "batch_id")
+                  "error", "server_window", "expected_prompt_tokens", "cached_prompt_tokens", "batch_id",
+                  "finish_reason")
 
 
 def usage_counts(usage: Any) -> tuple[int | None, int | None, int, int]:
@@ -282,6 +387,13 @@ def usage_counts(usage: Any) -> tuple[int | None, int | None, int, int]:
             or num(u.get("prompt_cache_hit_tokens"))
         pt, ct = u.get("prompt_tokens"), u.get("completion_tokens")
         return (pt if isinstance(pt, int) else None), (ct if isinstance(ct, int) else None), cached, written
+    if "promptTokenCount" in u or "candidatesTokenCount" in u:  # Gemini's usageMetadata
+        cached = num(u.get("cachedContentTokenCount"))
+        pt, ct = u.get("promptTokenCount"), num(u.get("candidatesTokenCount")) + num(u.get("thoughtsTokenCount"))
+        return (pt if isinstance(pt, int) else None), ct, cached, written
+    if "prompt_eval_count" in u or "eval_count" in u:  # Ollama's own API (the uncached prompt tokens only)
+        pt, ct = u.get("prompt_eval_count"), u.get("eval_count")
+        return (pt if isinstance(pt, int) else None), (ct if isinstance(ct, int) else None), 0, 0
     if "input_tokens" in u or "output_tokens" in u:  # Anthropic's Messages API
         cached = num(u.get("cache_read_input_tokens"))
         pt = num(u.get("input_tokens")) + cached + written if "input_tokens" in u else None
@@ -318,9 +430,10 @@ class PermanentError(Exception):
     """A failure no retry changes; ``status`` is the stored outcome (``over_length``, ``refused_by_provider``,
     ``error``) or ``config_error``."""
 
-    def __init__(self, msg: str, status: str = "error"):
+    def __init__(self, msg: str, status: str = "error", http_status: int | None = None):
         super().__init__(msg)
         self.status = status
+        self.http_status = http_status
 
 
 def retry_after_s(headers: Any) -> float | None:
@@ -467,24 +580,7 @@ class Gateway:
         except (httpx.TimeoutException, httpx.TransportError) as e:
             raise classify(e) from None
         lat = time.perf_counter() - t0
-        if r.status_code >= 400:
-            raise classify_error(ErrorInfo(r.status_code, f"HTTP {r.status_code}: {r.text[:2000]}",
-                                           headers=r.headers))
-        try:
-            d = r.json()
-        except ValueError:
-            raise TransientError(f"malformed response body: {r.text[:200]}") from None
-        err = error_in_body(d)
-        if err is not None:  # a 200 whose body is an error object
-            code, text = err
-            raise classify_error(ErrorInfo(code, f"HTTP {r.status_code} with an error body: {text[:2000]}",
-                                           headers=r.headers))
-        try:
-            choice = d["choices"][0]
-            msg = choice.get("message") or {}
-        except (KeyError, IndexError, TypeError, AttributeError):
-            raise TransientError(f"malformed response body: {r.text[:200]}") from None
-        res = completion_result(self.model, choice, msg, d.get("usage"))
+        res = http_result(self.model, r.status_code, r.text, r.headers, max_tokens)
         res.latency_s = lat
         return res
 
@@ -507,12 +603,12 @@ class Gateway:
             raise classify_error(ErrorInfo(err[0] if err else None,
                                            f"no answer in the response: {(err[1] if err else str(body))[:2000]}"))
         choice = choices[0]
-        msg = choice.message
-        res = completion_result(self.model, {"finish_reason": choice.finish_reason},
+        msg = getattr(choice, "message", None)
+        res = completion_result(self.model, {"finish_reason": getattr(choice, "finish_reason", None)},
                                 {"content": getattr(msg, "content", None),
                                  "reasoning_content": getattr(msg, "reasoning_content", None),
                                  "reasoning": getattr(msg, "reasoning", None)},
-                                getattr(r, "usage", None), zeros_mean_none=True)
+                                getattr(r, "usage", None), zeros_mean_none=True, max_tokens=max_tokens)
         res.latency_s = lat
         return res
 
@@ -527,7 +623,7 @@ class Gateway:
         A Retry-After longer than the policy's ``max_retry_after_s`` ends the retries at once (``retry_after_s``
         set, ``transient_failure`` true, the hint in ``error``): the caller's outage pause takes over."""
         rng = rng or random.Random(0)
-        retries, waited = 0, 0.0
+        retries, waited, empties = 0, 0.0, 0
         async with self._semaphore():
             while True:
                 if self.stop is not None and self.stop.is_set():
@@ -535,12 +631,17 @@ class Gateway:
                                       retries=retries, retry_delay_s=waited, transient_failure=True)
                 try:
                     res = await asyncio.wait_for(self._once(messages, max_tokens, sampling), self.policy.timeout_s)
+                    if res.empty_reply and empties < EMPTY_REPLY_RETRIES:  # the server dropped the prompt: once more
+                        empties += 1
+                        retries += 1
+                        continue
                     res.retries, res.retry_delay_s = retries, waited
                     return res
                 except Exception as e:  # noqa: BLE001
                     err = e if isinstance(e, (TransientError, PermanentError)) else classify(e)
                     if isinstance(err, PermanentError):
-                        return CallResult(err.status, error=str(err), retries=retries, retry_delay_s=waited)
+                        return CallResult(err.status, error=str(err), retries=retries, retry_delay_s=waited,
+                                          http_status=err.http_status)
                     if err.retry_after is not None and err.retry_after > self.policy.max_retry_after_s:
                         return CallResult("error", error=f"the server asked to wait {_duration(err.retry_after)} "
                                           f"(Retry-After) before a retry, over the cap of "
@@ -610,21 +711,173 @@ def is_refusal_finish(reason: Any) -> bool:
     return isinstance(reason, str) and reason.strip().lower().replace("-", "_") in REFUSAL_FINISH_REASONS
 
 
+# Finish reasons meaning the output budget ended the reply, however a server spells them (compared lower-cased):
+# OpenAI / Azure / vLLM / SGLang / TGI / llama.cpp / Ollama / DeepSeek / Mistral ``length``, Anthropic's
+# ``max_tokens`` (its stop_reason), Gemini's ``MAX_TOKENS`` (finishReason), OpenAI's Responses API
+# ``max_output_tokens`` (incomplete_details.reason), Mistral's ``model_length``, TGI's native ``Length`` and
+# Bedrock's ``max_tokens`` / ``length``.
+LENGTH_FINISH_REASONS = frozenset({"length", "max_tokens", "max_output_tokens", "model_length",
+                                   "max_length", "max_new_tokens", "token_limit"})
+EMPTY_REPLY_RETRIES = 1  # a 200 that holds no reply (the server dropped the prompt) is asked once more
+
+
+def is_length_finish(reason: Any) -> bool:
+    """Whether a finish (stop) reason says the output budget ended the reply (:data:`LENGTH_FINISH_REASONS`, any
+    case, ``-`` as ``_``)."""
+    return isinstance(reason, str) and reason.strip().lower().replace("-", "_") in LENGTH_FINISH_REASONS
+
+
+def finish_text(reason: Any) -> str | None:
+    """A finish reason as stored: the string exactly as sent; another JSON value as JSON; None stays None."""
+    if reason is None or isinstance(reason, str):
+        return reason
+    return json.dumps(reason, ensure_ascii=False, default=str)
+
+
+def _blocks_text(v: Any, kind: str = "text") -> str | None:
+    """The text of content blocks of one kind (``text`` or ``thinking``), joined; a string as it is."""
+    if v is None or isinstance(v, str):
+        return v
+    if isinstance(v, list):
+        parts = [b.get(kind) if isinstance(b, dict) and (b.get("type") in (kind, None)) else None for b in v]
+        parts = [p for p in parts if isinstance(p, str)]
+        return "".join(parts) if parts or not v else None
+    return None
+
+
+def reply_parts(body: Any) -> tuple[dict, dict, Any] | None:
+    """``(choice, message, usage)`` of a 200 body in any shape a chat server answers: OpenAI's chat completion
+    (``choices[0].message``, every OpenAI-compatible server), OpenAI's legacy completion (``choices[0].text``),
+    Anthropic's Messages API (``content`` blocks, ``stop_reason``), Gemini's ``generateContent`` (``candidates[0]
+    .content.parts``, ``finishReason``; ``thought`` parts as reasoning) and Ollama's own ``/api/chat``
+    (``message``, ``done_reason``, ``prompt_eval_count``). ``choice`` holds ``finish_reason`` as sent; ``message``
+    holds ``content`` and ``reasoning_content``/``reasoning``. None for a shape none of these is."""
+    if not isinstance(body, dict):
+        return None
+    ch = body.get("choices")
+    if isinstance(ch, list) and ch and isinstance(ch[0], dict):
+        c = ch[0]
+        msg = c.get("message")
+        if msg is None and "delta" in c:
+            msg = c.get("delta")
+        if msg is None and "text" in c:
+            msg = {"content": c.get("text")}
+        if not isinstance(msg, dict):
+            return None
+        if "content" not in msg and not any(k in msg for k in ("reasoning_content", "reasoning", "tool_calls",
+                                                                  "refusal")):
+            return None
+        return {"finish_reason": c.get("finish_reason", c.get("stop_reason"))}, msg, body.get("usage")
+    if body.get("type") == "message" and isinstance(body.get("content"), list):  # Anthropic
+        blocks = body["content"]
+        return ({"finish_reason": body.get("stop_reason")},
+                {"content": _blocks_text(blocks, "text") or "", "reasoning": _blocks_text(blocks, "thinking")},
+                body.get("usage"))
+    cands = body.get("candidates")
+    if isinstance(cands, list) and cands and isinstance(cands[0], dict):  # Gemini
+        c = cands[0]
+        parts = ((c.get("content") or {}).get("parts") or []) if isinstance(c.get("content"), dict) else []
+        text = "".join(p.get("text", "") for p in parts if isinstance(p, dict) and not p.get("thought"))
+        thought = "".join(p.get("text", "") for p in parts if isinstance(p, dict) and p.get("thought"))
+        return {"finish_reason": c.get("finishReason")}, {"content": text, "reasoning": thought or None}, \
+            body.get("usageMetadata")
+    msg = body.get("message")
+    if isinstance(msg, dict) and ("done" in body or "done_reason" in body):  # Ollama's /api/chat
+        usage = {k: body[k] for k in ("prompt_eval_count", "eval_count") if k in body}
+        return ({"finish_reason": body.get("done_reason")},
+                {"content": msg.get("content"), "reasoning": msg.get("thinking") or msg.get("reasoning")},
+                usage or None)
+    return None
+
+
+def http_result(model: str, status: int, text: str, headers: Any = None, max_tokens: int | None = None
+                ) -> CallResult:
+    """One HTTP answer of an OpenAI-compatible ``/chat/completions`` (``status``, the body's ``text``, its
+    ``headers``) as the gateway reads it: a status of 400 or more goes through the error table (raises
+    TransientError or PermanentError); a body that is not JSON is a TransientError (a proxy's page, a body cut in
+    transit); else :func:`reply_result`."""
+    if status >= 400:
+        raise classify_error(ErrorInfo(status, f"HTTP {status}: {text[:2000]}", headers=headers))
+    try:
+        d = json.loads(text)
+    except ValueError:
+        raise TransientError(f"malformed response body: {text[:200]}") from None
+    return reply_result(model, d, max_tokens, status=status, headers=headers)
+
+
+def reply_result(model: str, body: Any, max_tokens: int | None = None, status: int = 200, headers: Any = None,
+                 batch: bool = False) -> CallResult:
+    """The :class:`CallResult` of one 200 answer's parsed JSON ``body`` (a direct call or a batch line): an
+    error object in the body goes through the error table (raises TransientError or PermanentError, as an HTTP
+    error would); a body of no known shape (:func:`reply_parts`) is status ``error`` naming it, never scored;
+    else :func:`completion_result`."""
+    err = error_in_body(body)
+    if err is not None:  # a 200 whose body is an error object
+        code, text = err
+        raise classify_error(ErrorInfo(code, f"HTTP {status} with an error body: {text[:2000]}", headers=headers))
+    parts = reply_parts(body)
+    if parts is None:
+        shown = json.dumps(body, ensure_ascii=False, default=str)[:300]
+        return CallResult("error", error=f"unrecognised reply shape: HTTP {status} whose body holds no chat "
+                                         f"completion ctxbench knows (OpenAI choices[0].message, Anthropic "
+                                         f"content blocks, Gemini candidates, Ollama message): {shown}")
+    choice, msg, usage = parts
+    return completion_result(model, choice, msg, usage, batch=batch, max_tokens=max_tokens)
+
+
 def completion_result(model: str, choice: dict, msg: dict, usage: Any, zeros_mean_none: bool = False,
-                      batch: bool = False) -> CallResult:
+                      batch: bool = False, max_tokens: int | None = None) -> CallResult:
     """The :class:`CallResult` of one chat completion (OpenAI's shape: a choice with its ``finish_reason``, its
     ``message`` and the response's ``usage``), for a direct call and for a line of a batch's output alike: the
-    reply, the reasoning field (``reasoning_content`` or ``reasoning``), token counts (:func:`usage_counts`) and the
-    cost (at batch prices with ``batch``). ``zeros_mean_none``: litellm writes zeros where the server reported no
-    usage. Status ``refused_by_provider`` for a refusal finish (:func:`is_refusal_finish`: ``content_filter``,
-    ``refusal``, Gemini's ``SAFETY`` ...), else ``ok``."""
+    reply, the reasoning field (``reasoning_content`` or ``reasoning``), token counts (:func:`usage_counts`), the
+    cost (at batch prices with ``batch``) and ``finish_reason`` exactly as sent. ``zeros_mean_none``: litellm
+    writes zeros where the server reported no usage. ``max_tokens``: the output budget the request asked for.
+
+    Status, in this order (docs/replies.md):
+
+    - ``refused_by_provider`` for a refusal finish (:func:`is_refusal_finish`: ``content_filter``, ``refusal``,
+      Gemini's ``SAFETY`` ...);
+    - ``error`` with ``empty_reply`` set when the reply is empty (no content, no reasoning), the finish is
+      length-like and no completion token was generated (0 or unreported): the server dropped the prompt (e.g.
+      vLLM's "Input prompt is too long" warning, which answers an empty ``length`` completion); the gateway asks
+      once more;
+    - ``cut_off`` when the finish reason is length-like (:func:`is_length_finish`), or, where the server sent no
+      finish reason, the completion tokens reached ``max_tokens``: the budget ended the reply, so whether its
+      final answer was whole cannot be known (a list may stop after two of five items, "Answer: 9" may have been
+      going to be "96"), and it is not scored;
+    - else ``ok``; a reply whose content is empty but whose reasoning field holds the reply (a reasoning parser
+      that put everything in ``reasoning_content``) stays ``ok`` with ``response`` empty and the text in
+      ``reasoning``: the answer pipeline takes the final answer from it."""
     pt, ct, cached, written = usage_counts(usage)
     if zeros_mean_none and not pt and not ct:
         pt = ct = None
-    status = "refused_by_provider" if is_refusal_finish(choice.get("finish_reason")) else "ok"
-    return CallResult(status, msg.get("content"), msg.get("reasoning_content") or msg.get("reasoning"), pt, ct,
-                      None, cost_usd(model, pt, ct, cached, written, batch=batch),
-                      cached_prompt_tokens=cached if pt is not None else None)
+    finish = choice.get("finish_reason")
+    content = _blocks_text(msg.get("content"))
+    if content is None and msg.get("content") is not None:  # content blocks of other kinds: keep them as JSON
+        content = msg.get("content")
+    reasoning = msg.get("reasoning_content") or msg.get("reasoning") or msg.get("thinking")
+    empty = not (content or "").strip() and not (clean_text(reasoning) or "").strip()
+    error, empty_reply = None, False
+    if is_refusal_finish(finish):
+        status = "refused_by_provider"
+    elif empty and is_length_finish(finish) and not ct and not msg.get("tool_calls"):
+        status, empty_reply = "error", True
+        error = (f"empty reply: the server answered 200 with no text, finish_reason {finish!r} and "
+                 f"{'0' if ct == 0 else 'no'} completion tokens: it dropped the prompt without generating (e.g. "
+                 f"vLLM's 'Input prompt is too long' warning, a server out of KV cache); asked once more, it "
+                 f"answered the same. Not scored; the same command asks it again.")
+    elif is_length_finish(finish) or (finish is None and ct is not None and max_tokens and ct >= max_tokens):
+        status = "cut_off"
+        where = "its reasoning" if not (content or "").strip() else "the reply"
+        error = (f"cut off: the output budget of {max_tokens if max_tokens else '?'} tokens ended {where} "
+                 f"(finish_reason {finish!r}, {ct if ct is not None else '?'} completion tokens) before it was "
+                 f"finished; not scored. Raise the budget with --max-tokens (or the model's max_output_tokens in "
+                 f"assets/models.yaml) and rerun.")
+    else:
+        status = "ok"
+    return CallResult(status, content, reasoning, pt, ct, None, cost_usd(model, pt, ct, cached, written, batch=batch),
+                      error=error, cached_prompt_tokens=cached if pt is not None else None,
+                      finish_reason=finish_text(finish), empty_reply=empty_reply)
 
 
 def cost_usd(model: str, prompt_tokens: int | None, completion_tokens: int | None, cached_tokens: int = 0,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -12,18 +13,48 @@ from ..config import assets_dir
 
 @dataclass
 class ModelInfo:
-    """What ctxbench knows of a model. ``window`` None means unknown (a name outside the registry)."""
+    """What ctxbench knows of a model. ``window`` None means unknown (a name outside the registry).
+    ``max_output_tokens``: the default output budget (:func:`default_output_budget` where the registry names none);
+    ``reasoning``: a model that reasons at length before its answer (registry ``reasoning: true``, or its name)."""
 
     name: str
     tokenizer: str | None = None
     window: int | None = None
-    max_output_tokens: int = 1024
+    max_output_tokens: int = 4096
     approximate: bool = False
     safety_margin: float = 0.0
     fixed_temperature: float | None = None
     default_samples: int = 1
     local: bool = False
     registered: bool = True
+    reasoning: bool = False
+
+
+# Names of models that reason at length before answering (their replies spend thousands of tokens first): OpenAI's
+# o-series and gpt-5, DeepSeek-R1 / deepseek-reasoner, Qwen's QwQ and Qwen3, anything named *thinking* / *reasoner*
+# / *reasoning*, Mistral's Magistral, gpt-oss, Gemini 2.5, Grok 3 mini / Grok 4, Phi-4-reasoning, EXAONE Deep.
+REASONING_NAME_RE = re.compile(
+    r"(?:^|[/_:-])o[134](?:-|$)|gpt-5|gpt-oss|deepseek[-_]?r1|\br1[-_]|reasoner|reasoning|thinking|\bqwq|qwen3"
+    r"|magistral|gemini-2\.5|grok-(?:3-mini|4)|exaone-deep", re.IGNORECASE)
+BUDGET_PLAIN = (2048, 8192, 4096)       # (least, most, window unknown): an instruct model's reply with its steps
+BUDGET_REASONING = (8192, 32768, 16384)  # the same for a reasoning model
+
+
+def is_reasoning_model(name: str) -> bool:
+    """Whether ``name`` names a model that reasons at length before answering (:data:`REASONING_NAME_RE`)."""
+    return bool(REASONING_NAME_RE.search(name or ""))
+
+
+def default_output_budget(window: int | None, reasoning: bool) -> int:
+    """The default output budget (tokens) of a model the registry gives none: one eighth of a known ``window``
+    for an instruct model, clamped to 2,048 … 8,192 (4,096 when the window is unknown), and one quarter for a
+    reasoning model, clamped to 8,192 … 32,768 (16,384 when unknown), so that the default chain-of-thought prompt's
+    reply (its steps, then "Answer:") fits. A budget that ends a reply stores it as ``cut_off``
+    (docs/replies.md); ``--max-tokens`` overrides it."""
+    least, most, unknown = BUDGET_REASONING if reasoning else BUDGET_PLAIN
+    if not window:
+        return unknown
+    return max(least, min(most, window // (4 if reasoning else 8)))
 
 
 @lru_cache(maxsize=1)
@@ -51,12 +82,15 @@ def model_info(name: str) -> ModelInfo:
         low = {k.lower(): k for k in reg}
         key = low.get(name.lower()) or low.get(name.split("/", 1)[-1].lower())
     if key is None:
-        return ModelInfo(name=name, registered=False)
+        r = is_reasoning_model(name)
+        return ModelInfo(name=name, registered=False, reasoning=r, max_output_tokens=default_output_budget(None, r))
     e = reg[key]
+    r = bool(e.get("reasoning", is_reasoning_model(key)))
     return ModelInfo(name=name, tokenizer=e.get("tokenizer"), window=e.get("window"),
-                     max_output_tokens=e.get("max_output_tokens", 1024), approximate=bool(e.get("approximate")),
+                     max_output_tokens=e.get("max_output_tokens") or default_output_budget(e.get("window"), r),
+                     approximate=bool(e.get("approximate")),
                      safety_margin=float(e.get("safety_margin", 0.0)), fixed_temperature=e.get("fixed_temperature"),
-                     default_samples=int(e.get("default_samples", 1)), local=bool(e.get("local")))
+                     default_samples=int(e.get("default_samples", 1)), local=bool(e.get("local")), reasoning=r)
 
 
 def check_sizing_model(name: str) -> ModelInfo:

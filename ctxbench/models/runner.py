@@ -16,14 +16,17 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from .cache import ResponseCache, claim_owner, endpoint_id, key_endpoint, request_key
-from .gateway import CallResult, Gateway, PermanentError, RetryPolicy, TransientError, cost_usd
+from .gateway import NOT_ATTEMPTED, CallResult, Gateway, PermanentError, RetryPolicy, TransientError, cost_usd
 
-STORED_STATUSES = ("ok", "over_length", "truncated", "refused_by_provider")  # cached answers; the rest are retried
+# cached answers; the rest are retried (an ``error`` row is never an answer: the same command asks it again)
+STORED_STATUSES = ("ok", "over_length", "truncated", "cut_off", "refused_by_provider")
+CONFIG_STOP_AFTER = 3  # the first calls of a run failing alike with a permanent 4xx (or a config_error): stop
 WINDOW_DEPENDENT = ("over_length", "truncated")  # outcomes that change with the server's context window
 CLAIM_LEASE_S = 60.0  # a worker's claim on a request key lapses this long after its last heartbeat
 BATCH_ROUNDS = 3  # batches a request is sent in at most (the first, then its transient errors and expiries)
@@ -78,11 +81,25 @@ class TruncationCheck:
 
         return self.count(messages_text(messages))
 
-    def is_truncated(self, reported: int | None, expected: int | None) -> bool:
-        """True when the server's ``reported`` prompt count is below ``expected`` beyond the tolerance."""
+    def is_truncated(self, reported: int | None, expected: int | None, cached: int | None = None,
+                     window: int | None = None) -> bool:
+        """True when the server's ``reported`` prompt count is below ``expected`` beyond the tolerance, and neither
+        ``cached`` (prompt tokens the server says it served from its cache: a server that counts only the
+        uncached part, as Ollama's ``prompt_eval_count`` does, reports the rest) nor ``window`` (the server's own
+        context window in tokens, where it reports one) explains the shortfall: a window that holds the prompt
+        even if this check's count is low by its whole tolerance rules truncation out."""
         if not reported or expected is None:  # no usage (litellm fills a missing one with zeros)
             return False
-        return reported < expected * (1.0 - self.tolerance) - self.slack
+        floor = expected * (1.0 - self.tolerance) - self.slack
+        if reported >= floor or reported + (cached or 0) >= floor:
+            return False
+        return not self.fits(expected, window)
+
+    def fits(self, expected: int, window: int | None) -> bool:
+        """Whether a server ``window`` (tokens) holds a prompt counted ``expected`` here, allowing this check's
+        tolerance the other way (the prompt may be up to ``1 / (1 - tolerance)`` times longer in the server's
+        tokenizer). False for an unknown window."""
+        return bool(window) and window >= expected / max(1.0 - self.tolerance, 1e-6) + self.slack
 
 
 TOLERANCE_EXACT = 0.05        # the model's own tokenizer: a few percent for how the server joins messages
@@ -148,6 +165,10 @@ class CallRunner:
         self._window_lock: asyncio.Lock | None = None
         self._counts: dict[int, int] = {}
         self._gw: Gateway | None = None
+        self._opened: asyncio.Event | None = None  # set once a call of this run got an answer (the start gate)
+        self._probe: asyncio.Lock | None = None
+        self._start_failures: list[tuple] = []     # (kind, status, text) of the first calls, while they all fail
+        self._config_streak = 0
         self.batches_submitted: list[str] = []  # batch ids sent by arun_batch
         self.batches_resumed: list[str] = []    # batch ids of earlier runs that arun_batch polled
 
@@ -180,7 +201,58 @@ class CallRunner:
 
     @property
     def paused(self) -> bool:
-        return self.status == "paused"
+        """True once no new call starts: a provider outage (``status`` ``paused``) or a configuration error
+        (``config_error``: every call would fail alike)."""
+        return self.status in ("paused", "config_error")
+
+    def stop_for_config(self, reason: str) -> None:
+        """Start no new call because the run's configuration is refused (``status`` ``config_error``)."""
+        if self.status != "config_error":
+            self.status, self.pause_reason = "config_error", reason
+        if self._stop is not None:
+            self._stop.set()
+
+    @staticmethod
+    def _failure_kind(res: CallResult) -> tuple | None:
+        """What a permanent refusal of the request looks like, for comparing the run's first calls: a
+        ``config_error``, or an ``error`` the server answered with a 4xx status (its text with digits masked);
+        None for anything else (an answer, a transient failure, an error without a 4xx status)."""
+        if res.transient_failure:
+            return None
+        if res.status == "config_error":
+            return ("config_error",)
+        if res.status == "error" and res.http_status is not None and 400 <= res.http_status < 500:
+            return ("error", res.http_status, re.sub(r"\d+", "#", res.error or "")[:300])
+        return None
+
+    def _starting(self, res: CallResult) -> None:
+        """The start gate: the run's calls go one at a time until one is answered. When the first
+        :data:`CONFIG_STOP_AFTER` calls all fail with the same permanent refusal (:meth:`_failure_kind`), the
+        run's configuration is wrong (a parameter, the model name, the credentials, a server setting): the run
+        stops (:meth:`stop_for_config`) naming the setting to change. A transient failure past its retry budget
+        keeps the gate shut (the outage pause decides); a different failure or any answer opens it."""
+        kind = self._failure_kind(res)
+        if kind is None:
+            if not res.transient_failure:
+                self._opened.set()  # type: ignore[union-attr]
+            return
+        if self._start_failures and self._start_failures[0] != kind:
+            self._opened.set()  # type: ignore[union-attr]  # different refusals: per-request errors
+            return
+        self._start_failures.append(kind)
+        if len(self._start_failures) >= CONFIG_STOP_AFTER:
+            self.stop_for_config(self._config_reason(f"the first {len(self._start_failures)} calls", res))
+
+    @staticmethod
+    def _config_reason(which: str, res: CallResult) -> str:
+        from .gateway import setting_to_change
+
+        err = res.error or ""
+        advice = err if err.startswith("configuration error") else f"{setting_to_change(err)}: {err}"
+        status = f"HTTP {res.http_status}" if res.http_status else "the same error"
+        return (f"stopped: {which} all failed alike ({status}), so every call would: {advice[:700]} "
+                f"-- nothing else was called; fix the setting and rerun the same command (the failed calls are "
+                f"asked again, their error rows replaced)")
 
     async def window_now(self) -> int | None:
         """The server's context window now (asked once per run), or None when unknown."""
@@ -222,10 +294,18 @@ class CallRunner:
                     exp = await asyncio.to_thread(check.expected, req.messages)
                     self._counts[id(req.messages)] = exp
             res.expected_prompt_tokens = exp
-            if check.is_truncated(res.prompt_tokens, exp):
+            short = check.is_truncated(res.prompt_tokens, exp, res.cached_prompt_tokens)
+            if short and self.endpoint is not None:  # the server's own window may rule it out (asked once)
+                res.server_window = await self.window_now()
+                short = check.is_truncated(res.prompt_tokens, exp, res.cached_prompt_tokens, res.server_window)
+            if short:
                 res.status = "truncated"
-                res.error = (f"the server read {res.prompt_tokens} prompt tokens of the {exp} sent (counted in "
-                             f"{check.tokenizer}{'' if check.exact else ', an estimate'}): it cut the prompt to "
+                res.error = (f"the server read {res.prompt_tokens} prompt tokens"
+                             f"{f' (+{res.cached_prompt_tokens} cached)' if res.cached_prompt_tokens else ''} of "
+                             f"the {exp} sent (counted in "
+                             f"{check.tokenizer}{'' if check.exact else ', an estimate'}"
+                             f"{f'; its window: {res.server_window}' if res.server_window else ''}): it cut the "
+                             f"prompt to "
                              f"fit its context window (e.g. Ollama's num_ctx, a llama.cpp server's -c); the reply "
                              f"is kept but not scored. Start the server with a larger window and rerun.")
         if res.status in WINDOW_DEPENDENT and self.endpoint is not None:
@@ -247,6 +327,15 @@ class CallRunner:
                                f"Last error: {res.error}")
         elif res.status != "config_error":
             self._streak = 0  # an answer (over_length, truncated and permanent errors included): the server is up
+        if res.status == "config_error" and not res.transient_failure and self._opened is not None:
+            self._config_streak += 1  # direct calls only: a batch refused whole already stops with its reason
+            if self._config_streak >= CONFIG_STOP_AFTER and not self.paused:
+                first = self._opened is not None and not self._opened.is_set()
+                self.stop_for_config(self._config_reason(
+                    f"the first {self._config_streak} calls" if first else f"{self._config_streak} calls in a row",
+                    res))
+        elif not (res.error or "").startswith(NOT_ATTEMPTED):
+            self._config_streak = 0
         return res
 
     # -- running ------------------------------------------------------------------------------------------------
@@ -259,6 +348,14 @@ class CallRunner:
             async with slots:
                 state = self.claim(req.key)
                 if state == "claimed":
+                    if self._opened is not None and not self._opened.is_set():
+                        async with self._probe:  # type: ignore[union-attr]  # the start gate: one at a time
+                            if not self._opened.is_set():
+                                res = await self._gw.complete(req.messages, req.max_tokens,  # type: ignore
+                                                              req.sampling, random.Random(req.key))
+                                res = await self.finish(req, res)
+                                self._starting(res)
+                                return Outcome(req, res, "call")
                     res = await self._gw.complete(req.messages, req.max_tokens, req.sampling,  # type: ignore
                                                   random.Random(req.key))
                     return Outcome(req, await self.finish(req, res), "call")
@@ -283,6 +380,7 @@ class CallRunner:
         ``on_outcome`` is called as each one ends. Returns the outcomes in request order."""
         self._stop = asyncio.Event()
         self._counts.clear()  # prompt counts by id(messages): ids are reused once a run's requests are gone
+        self._opened, self._probe, self._start_failures = asyncio.Event(), asyncio.Lock(), []
         if self.paused:
             self._stop.set()
         self._gw = Gateway(self.model, self.base_url, self.concurrency, self.policy, api_key_env=self.api_key_env,
@@ -381,6 +479,7 @@ class CallRunner:
 
         client = batch_client(self.model, self.base_url, self.api_key_env, self.backend, self.policy.timeout_s)
         self._stop = asyncio.Event()
+        self._opened = None  # no start gate: the batch's own validation refuses a bad configuration whole
         self._counts.clear()
         out: list[Outcome | None] = [None] * len(requests)
         index = {r.key: i for i, r in enumerate(requests)}
@@ -571,7 +670,10 @@ def complete_all(messages: list[list[dict]], model: str, base_url: str | None = 
                  pause_after: int = 3) -> list[Completion]:
     """One completion per message list through a :class:`CallRunner` (cache, claims, retries, outage pause; keyed
     by model, endpoint, messages, sampling and max tokens, so a rerun pays nothing). Returns one
-    :class:`Completion` per message list, in order.
+    :class:`Completion` per message list, in order. A reply the output budget cut (``cut_off``) is not a
+    completion: status ``failed`` with its reason (a judge counts it unscored, never as a verdict). Raises
+    InputError naming the setting to change when the runner stops for a configuration error (the first calls all
+    refused alike: a parameter, the model name, the credentials).
 
     With ``parse(i, text)`` (None for an unreadable reply) and ``repair(i, text)`` (the follow-up user message), a
     reply that does not parse is asked for once more, the bad reply and the repair prompt appended to the
@@ -595,12 +697,18 @@ def complete_all(messages: list[list[dict]], model: str, base_url: str | None = 
             r = o.result
             if r is None or r.status not in STORED_STATUSES:
                 res.append(Completion(None, False, "failed", error=r.error if r else runner.pause_reason))
+            elif r.status == "cut_off":  # the budget ended the reply: not a verdict, not an answer
+                res.append(Completion(None, o.source == "cache", "failed", error=r.error))
             else:
                 res.append(Completion(r.response, o.source == "cache", r.status, error=r.error,
                                       reasoning=getattr(r, "reasoning", None)))
         return res
 
     out = run_round(messages)
+    if runner.status == "config_error":
+        from ..errors import InputError
+
+        raise InputError(f"{model}{f' at {base_url}' if base_url else ''}: {runner.pause_reason}")
     if parse is not None and repair is not None and not runner.paused:
         bad = [i for i, c in enumerate(out) if c.status == "ok" and parse(i, c.text) is None]
         if bad:

@@ -1,7 +1,8 @@
-"""The report's section on answers that are stored but not scored because of the server or the judge (issue 13):
-silently truncated prompts (status ``truncated``: the server read fewer prompt tokens than were sent) and judge
-verdicts left unscored (unparseable after one repair prompt, or failed calls; ``BUILD/judge_unscored.parquet``).
-Empty for a build with neither."""
+"""The report's section on answers that are stored but not scored because of the server or the judge (issues 13,
+21): silently truncated prompts (status ``truncated``: the server read fewer prompt tokens than were sent), replies
+the output budget cut off (``cut_off``: a length-like ``finish_reason``), 200 answers that were no answer (``error``
+rows of an unrecognised reply shape or an empty reply), and judge verdicts left unscored (unparseable after one
+repair prompt, or failed calls; ``BUILD/judge_unscored.parquet``). Empty for a build with none."""
 
 from __future__ import annotations
 
@@ -20,7 +21,9 @@ def call_issues_section(ctx: ReportContext) -> str:
     parts = []
     rt = read_table(build_dir / "responses.parquet", "responses")
     if rt.num_rows:
-        resp = rt.select(["model", "mode", "status", "prompt_tokens", "error"]).to_pylist()
+        cols = ["model", "mode", "status", "prompt_tokens", "error"] + \
+            [c for c in ("finish_reason", "completion_tokens") if c in rt.column_names]
+        resp = rt.select(cols).to_pylist()
         trunc = [r for r in resp if r["status"] == "truncated"]
         if trunc:
             n = Counter((r["model"], r["mode"]) for r in resp)
@@ -35,6 +38,34 @@ def call_issues_section(ctx: ReportContext) -> str:
                          "the server with a larger context window and rerun <code>evaluate</code>. Example: "
                          f"{html.escape(trunc[0]['error'] or '')}</p>"
                          + table(rows, ["model", "mode", "responses", "truncated", "server read at most"]))
+        cut = [r for r in resp if r["status"] == "cut_off"]
+        if cut:
+            n = Counter((r["model"], r["mode"]) for r in resp)
+            t = Counter((r["model"], r["mode"]) for r in cut)
+            rows = [{"model": m, "mode": md, "responses": n[(m, md)], "cut off": c,
+                     "finish reasons": ", ".join(sorted({str(r.get("finish_reason")) for r in cut
+                                                         if (r["model"], r["mode"]) == (m, md)})),
+                     "longest reply (tokens)": max(r.get("completion_tokens") or 0 for r in cut
+                                                   if (r["model"], r["mode"]) == (m, md))}
+                    for (m, md), c in sorted(t.items())]
+            parts.append("<h3>Replies cut off by the output budget</h3><p>The server ended these replies at the "
+                         "output budget (<code>finish_reason</code> <code>length</code>, <code>max_tokens</code>, "
+                         "<code>MAX_TOKENS</code>, ...) before they finished: they are stored with status "
+                         "<code>cut_off</code> and left out of every score (a value quoted on the way is not an "
+                         "answer). Raise the budget with <code>evaluate --max-tokens</code> and rerun.</p>"
+                         + table(rows, ["model", "mode", "responses", "cut off", "finish reasons",
+                                        "longest reply (tokens)"]))
+        bad = [r for r in resp if r["status"] == "error" and (r["error"] or "").startswith(
+            ("unrecognised reply shape", "empty reply"))]
+        if bad:
+            c = Counter((r["model"], r["mode"], "unrecognised reply shape" if r["error"].startswith("unrec")
+                         else "empty reply (the server dropped the prompt)") for r in bad)
+            rows = [{"model": m, "mode": md, "reason": why, "responses": k} for (m, md, why), k in sorted(c.items())]
+            parts.append("<h3>Answers that were no answer</h3><p>HTTP 200 bodies that held no reply ctxbench "
+                         "recognises, or an empty reply with a length finish and no completion token (asked once "
+                         "more): stored as <code>error</code> rows, never scored; the same <code>evaluate</code> "
+                         "asks them again. Example: " + html.escape(bad[0]["error"][:300]) + "</p>"
+                         + table(rows, ["model", "mode", "reason", "responses"]))
     up = build_dir / "judge_unscored.parquet"
     if up.exists():
         un = pq.read_table(up).to_pylist()
@@ -45,4 +76,5 @@ def call_issues_section(ctx: ReportContext) -> str:
                          "verdict, also after one repair prompt, or calls that failed: these responses have no "
                          "judge score (they are not counted as wrong).</p>"
                          + table(rows, ["judge", "model", "reason", "responses"]))
-    return ("<h2>Answers not scored (server truncation, judge)</h2>" + "".join(parts)) if parts else ""
+    return ("<h2>Answers not scored (server truncation, output budget, judge)</h2>" + "".join(parts)) if parts \
+        else ""
