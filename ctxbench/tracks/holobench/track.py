@@ -22,7 +22,8 @@ class HoloBench(Track):
         Stage("assemble", f"{_P}:assemble_stage", ("loaded", "src", "progress"), ("asm",)),
         Stage("gold", f"{_P}:gold_stage", ("loaded", "asm"), ("instances", "quarantine")),
         Stage("validate", f"{_P}:validate_stage", ("loaded", "src", "instances")),
-        Stage("write", f"{_P}:write_stage", ("loaded", "src", "instances", "quarantine", "asm"), retries=2),
+        Stage("write", f"{_P}:write_stage", ("loaded", "src", "instances", "quarantine", "asm"), ("result",), retries=2),
+        Stage("certify", "ctxbench.verify:certify_stage", ("result",)),
     )
     matchers = {"row_match": "ctxbench.tracks.holobench.scoring:row_match_instance"}
     scoring_note = ("Scores use the deterministic row matcher (row_match): each gold row is an exact (1), partial "

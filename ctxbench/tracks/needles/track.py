@@ -24,8 +24,10 @@ class Needles(Track):
         Stage("count", f"{_P}:count_stage", ("loaded",), ("counts",)),
         Stage("assemble", f"{_P}:assemble_stage", ("loaded", "counts", "progress"), ("asm",)),
         Stage("validate", f"{_P}:validate_stage", ("asm",)),
-        Stage("write", f"{_P}:write_stage", ("loaded", "asm", "checked"), retries=2),
+        Stage("write", f"{_P}:write_stage", ("loaded", "asm", "checked"), ("result",), retries=2),
+        Stage("certify", "ctxbench.verify:certify_stage", ("result",)),
     )
+    verifier = "ctxbench.verify.needles:certify"
     matchers = {"substring": "ctxbench.tracks.needles.scoring:substring_match"}
     tagger = "ctxbench.tracks.needles.analysis:tag_failures"
     report_sections = ("ctxbench.tracks.needles.report:needles_section",)
