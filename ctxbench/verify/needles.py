@@ -177,39 +177,35 @@ def certify(build_dir: Path, instances: list[dict], manifest: Any) -> tuple[list
             fail("stored gold, accepted_answers or evidence_spans is not the JSON SCHEMA.md describes")
             continue
         forms = {str(gold), *map(str, accepted)}
+        why: list[str] = []  # every check that no longer holds, in order
         if sorted(map(list, recorded)) != sorted(spans):
-            fail(f"needle text is at token span(s) {spans} in {tok.name}, the instance records {recorded}")
-            continue
+            why.append(f"needle text is at token span(s) {spans} in {tok.name}, the instance records {recorded}")
         if inst.get("context_tokens") is not None and int(inst["context_tokens"]) != n_tokens:
-            fail(f"context holds {n_tokens} tokens of {tok.name}, the instance records {inst['context_tokens']}")
-            continue
+            why.append(f"context holds {n_tokens} tokens of {tok.name}, the instance records "
+                       f"{inst['context_tokens']}")
         if variant == "chain":
             if not any(f in statements[-1] for f in forms):
-                fail(f"stored gold {gold!r} (or an accepted form) is not stated in the chain's last hop "
-                     f"{statements[-1]!r}")
-                continue
-        else:
-            if derived not in forms:
-                fail(f"stored gold {gold!r} (accepted {sorted(forms - {str(gold)})}) differs from the value the "
-                     f"needle text states: {derived!r}")
-                continue
-            if variant == "altered":
-                real = {str(n["real"]["value"]), *map(str, n["real"].get("accepted") or [])}
-                if derived in real or str(gold) in real:
-                    fail(f"altered needle {nid} states {derived!r}, the real fact's value")
-                    continue
-        # 4. no competing value elsewhere in the haystack
-        if variant == "chain":
+                why.append(f"stored gold {gold!r} (or an accepted form) is not stated in the chain's last hop "
+                           f"{statements[-1]!r}")
             planted = "".join(statements)
             bad = next((nm for nm in c["names"] if text.count(nm) != planted.count(nm)), None)
             if bad:
-                fail(f"chain name {bad!r} occurs {text.count(bad)} times in the context, {planted.count(bad)} "
-                     f"in the chain's statements")
-                continue
+                why.append(f"chain name {bad!r} occurs {text.count(bad)} times in the context, "
+                           f"{planted.count(bad)} in the chain's statements")
         else:
-            why = _competing(text, n, variant, forms | {derived}, offsets)
-            if why:
-                fail(why)
-                continue
+            if derived not in forms:
+                why.append(f"stored gold {gold!r} (accepted {sorted(forms - {str(gold)})}) differs from the value "
+                           f"the needle text states: {derived!r}")
+            if variant == "altered":
+                real = {str(n["real"]["value"]), *map(str, n["real"].get("accepted") or [])}
+                if derived in real or str(gold) in real:
+                    why.append(f"altered needle {nid} states {derived!r}, the real fact's value")
+            # 4. no competing value elsewhere in the haystack
+            comp = _competing(text, n, variant, forms | {derived}, offsets)
+            if comp:
+                why.append(comp)
+        if why:
+            fail("; ".join(why))
+            continue
         certs.append(Certificate(iid, "certified", "", METHOD))
     return certs, notes
