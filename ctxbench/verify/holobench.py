@@ -279,7 +279,7 @@ def _parse_context(g: Grammar, text: str, memo: dict) -> tuple[list[tuple[str, t
 def certify(build_dir: Path, instances: list[dict], manifest: Any) -> tuple[list[Certificate], list[str]]:
     """Certificates of a HoloBench build's instances (module docstring). Notes: the templates file's hash when it
     differs from the one the manifest records."""
-    from ..gold import compute_gold
+    from ..gold import GoldEngines, compute_gold
     from ..gold.execute import results_equal
     from ..tracks.common import asset_hash
     from ..verbalize.templates import format_value
@@ -309,8 +309,16 @@ def certify(build_dir: Path, instances: list[dict], manifest: Any) -> tuple[list
     src_rows: dict[str, dict[int, tuple]] = {}
     con = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
     certs = []
+    loaded: dict[tuple, tuple] = {}
+    last_use: dict[tuple, int] = {}
+    for k, inst in enumerate(instances):
+        tabs = sql_tables(inst.get("sql") or "", list(g.columns))
+        last_use[(inst.get("context") or "", tuple(tabs or ()))] = k + 1
+    n_done = 0
+    compared: dict[tuple, str | None] = {}
     try:
         for inst in instances:
+            n_done += 1
             iid, text, sql = inst["instance_id"], inst.get("context") or "", inst.get("sql") or ""
             if text not in parsed:
                 parsed[text] = _parse_context(g, text, memo)
@@ -323,17 +331,23 @@ def certify(build_dir: Path, instances: list[dict], manifest: Any) -> tuple[list
                 certs.append(Certificate(iid, "failed", f"the SQL reads no table of {db_id}: {sql[:120]!r}", METHOD))
                 continue
             key = (text, sql)
+            tkey = (text, tuple(tabs))
             if key not in answers:
-                tables = {}
-                for t in tabs:
-                    cols, tys = g.columns[t], g.types[t]
-                    recs = []
-                    for tb, vals in rows:
-                        if tb == t:
-                            d = dict(vals)
-                            recs.append(tuple(_typed(d.get(c), ty) for c, ty in zip(cols, tys)))
-                    tables[t] = (cols, tys, recs)
-                answers[key] = (compute_gold(sql, tables, seed=seed), tables)
+                if tkey not in loaded:  # the recovered tables and the engines loaded with them, per context
+                    tables = {}
+                    for t in tabs:
+                        cols, tys = g.columns[t], g.types[t]
+                        recs = []
+                        for tb, vals in rows:
+                            if tb == t:
+                                d = dict(vals)
+                                recs.append(tuple(_typed(d.get(c), ty) for c, ty in zip(cols, tys)))
+                        tables[t] = (cols, tys, recs)
+                    loaded[tkey] = (tables, GoldEngines(tables, seed))
+                tables, eng = loaded[tkey]
+                answers[key] = (compute_gold(sql, tables, seed=seed, engines=eng), tables)
+            if last_use.get(tkey) == n_done and tkey in loaded:
+                loaded.pop(tkey)[1].close()  # the last question over these rows: its engines are closed
             res, tables = answers[key]
             if not res.ok:
                 certs.append(Certificate(iid, "failed", f"the SQL over the rows recovered from the context has no "
@@ -352,13 +366,18 @@ def certify(build_dir: Path, instances: list[dict], manifest: Any) -> tuple[list
                     certs.append(Certificate(iid, "failed", f"stored gold {_short(gold)} differs from the answer "
                                              f"re-derived from the context {_short(res.rows)}", METHOD))
                     continue
-            why = _rows_mismatch(inst.get("included_rows"), rows, g, seed, con, src_rows, format_value)
+            ck = (text, inst.get("included_rows"))
+            if ck not in compared:  # instances sharing a context share its rows
+                compared[ck] = _rows_mismatch(inst.get("included_rows"), rows, g, seed, con, src_rows, format_value)
+            why = compared[ck]
             if why:
                 certs.append(Certificate(iid, "failed", why, METHOD))
                 continue
             certs.append(Certificate(iid, "certified", "", METHOD))
     finally:
         con.close()
+        for _, eng in loaded.values():
+            eng.close()
     return certs, notes
 
 
