@@ -225,3 +225,39 @@ def test_verify_cli_exits_nonzero_on_a_failed_instance(holobench, tmp_path):
     assert pq.read_table(d / "certificates.parquet").num_rows == len(rows)
     ok = CliRunner().invoke(app, ["verify", "--build", str(holobench)])
     assert ok.exit_code == 0, ok.output
+
+
+@pytest.mark.parametrize("needle_set, other, competing", [
+    ("zh-classical", "魏了翁晚歲病卒，年五十九。", "五十九"),
+    ("zh-classical", "鶴山以疾卒，年五十八。", "五十八"),      # a pen name listed in `aliases`
+    ("zh-classical", "鶴山卒時兩家子弟皆至。", None),           # a numeral not led by the statement's 年
+    ("zh-classical", "魏了翁為學，年七十三矣。", None),          # no attribute keyword (卒)
+    ("en", "Darwin died at the age of sixty.", "sixty"),
+    ("en", "Darwin died in 1882 after two years.", None),
+    ("en", "Ada Lovelace was the only legitimate daughter of William Wordsworth, some say.", None),  # another needle
+])
+def test_competing_value_sentences(needle_set, other, competing):
+    from ctxbench.tracks.needles.questions import load_needle_set
+    from ctxbench.verify.needles import _competing
+
+    n = load_needle_set(needle_set).needles[0]
+    st = n["statement"].format(value=n["real"]["value"])
+    text = f"Intro.\n{other}\nMore text. {st}\n"
+    got = _competing(text, n, "real", {n["real"]["value"], *n["real"]["accepted"]},
+                     [(text.index(st), text.index(st) + len(st))])
+    if competing is None:
+        assert got is None
+    else:
+        assert got is not None and f"competing value {competing!r}" in got
+
+
+def test_competing_known_value_of_a_text_answer():
+    from ctxbench.tracks.needles.questions import load_needle_set
+    from ctxbench.verify.needles import _competing
+
+    n = load_needle_set("en").needles[2]  # Ada Lovelace, kinship: real Lord Byron, altered William Wordsworth
+    st = n["statement"].format(value=n["altered"]["value"])
+    text = f"It is said that Lovelace was the daughter of Lord Byron.\n{st}\n"
+    got = _competing(text, n, "altered", {n["altered"]["value"], *n["altered"]["accepted"]},
+                     [(text.index(st), text.index(st) + len(st))])
+    assert got is not None and "competing value 'Lord Byron'" in got

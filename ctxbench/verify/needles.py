@@ -13,8 +13,9 @@ From the needle definitions (``assets/needles/<set>.yaml``, the file the manifes
 3. **Altered differs.** An ``altered`` instance's value is neither the real value nor one of its accepted forms.
 4. **No competing value.** No other sentence of the haystack names the needle's subject or one of its aliases
    (``subject_aliases`` and ``aliases``, e.g. a pen name) together with an attribute keyword (``fact_terms``) and a
-   value of the answer's type other than the gold: a number (digits, Chinese or English numerals) for a numeric
-   answer, else another value the definition knows (the other variant's value and accepted forms). A chain's
+   value of the answer's type other than the gold: for a numeric answer a number (digits, Chinese or English
+   numerals) led by the statement's own words before ``{value}`` (年 in "年{value}"), else another value the
+   definition knows (the other variant's value and accepted forms). A chain's
    fictional names occur nowhere but in its statements.
 """
 
@@ -62,6 +63,15 @@ def _competing(text: str, n: dict, variant: str, gold_forms: set[str], spans: li
             known |= {str(n[v]["value"]), *map(str, n[v].get("accepted") or [])}
     others = sorted(known - gold_forms, key=len, reverse=True)
     low_terms = [t.casefold() for t in terms]
+    # a number is a value of the answer's type where the statement's own words lead to it: the text just before
+    # {value} (its last character in CJK script, else its last word), e.g. 年 in "年{value}", "of " in "age of {value}"
+    pre = str(n.get("statement", "")).partition("{value}")[0]
+    if pre and re.match(r"[\u3400-\u9fff\uf900-\ufaff]", pre[-1]):
+        word = pre[-1]
+    else:
+        m = re.search(r"\S+\s*$", pre)
+        word = m.group() if m else ""
+    lead = re.compile(re.escape(word) + rf"({NUMBER.pattern})", re.I)
     seen: set[int] = set()
     for name in names:
         i = text.find(name)
@@ -74,7 +84,7 @@ def _competing(text: str, n: dict, variant: str, gold_forms: set[str], spans: li
                 low = sent.casefold()
                 if not low_terms or any(t in low for t in low_terms):
                     rest = sent.replace(name, " ")
-                    vals = [m.group() for m in NUMBER.finditer(rest)] if numeric else []
+                    vals = [m.group(1) for m in lead.finditer(rest)] if numeric else []
                     vals = [v for v in vals if v not in gold_forms and not any(v in f for f in gold_forms)]
                     vals += [o for o in others if o in rest and not any(o in f for f in gold_forms if o != f)]
                     if vals:
