@@ -261,3 +261,14 @@ def test_competing_known_value_of_a_text_answer():
     got = _competing(text, n, "altered", {n["altered"]["value"], *n["altered"]["accepted"]},
                      [(text.index(st), text.index(st) + len(st))])
     assert got is not None and "competing value 'Lord Byron'" in got
+
+
+def test_report_section_shows_the_certified_share_per_track(holobench, tmp_path):
+    from types import SimpleNamespace
+
+    from ctxbench.report.certificates import certificates_section
+
+    n = pq.read_metadata(holobench / "instances.parquet").num_rows
+    out = certificates_section(SimpleNamespace(build_dir=holobench))
+    assert "Answerability certificates" in out and "100.0%" in out and f"<td>{n}</td>" in out
+    assert certificates_section(SimpleNamespace(build_dir=tmp_path)) == ""
