@@ -272,3 +272,58 @@ def test_report_section_shows_the_certified_share_per_track(holobench, tmp_path)
     out = certificates_section(SimpleNamespace(build_dir=holobench))
     assert "Answerability certificates" in out and "100.0%" in out and f"<td>{n}</td>" in out
     assert certificates_section(SimpleNamespace(build_dir=tmp_path)) == ""
+
+
+def _scitrek_build(tmp_path):
+    d = tmp_path / "b"
+    (d / "collections").mkdir(parents=True)
+    con = sqlite3.connect(d / "collections" / "c1.sqlite")
+    con.execute("CREATE TABLE articles (article_id TEXT, article_title TEXT, title_word_count INTEGER, "
+                "author_count INTEGER, reference_count INTEGER)")
+    con.execute("CREATE TABLE article_author (relation_id INTEGER, article_id TEXT, author_name TEXT, "
+                "author_position INTEGER)")
+    con.execute("CREATE TABLE citing_cited (relation_id INTEGER, article_id_citing TEXT, article_id_cited TEXT)")
+    con.executemany("INSERT INTO articles VALUES (?, ?, ?, ?, ?)",
+                    [("a", "Deep Nets for Cats", 4, 2, 30), ("b", "Shallow Trees", 2, 1, 12)])
+    con.executemany("INSERT INTO article_author VALUES (?, ?, ?, ?)",
+                    [(1, "a", "Ann Lee", 0), (2, "a", "Bo Chen", 1), (3, "b", "Cy Diaz", 0)])
+    con.commit()
+    con.close()
+    return d
+
+
+def test_scitrek_facts_found_in_text_or_uncertifiable(tmp_path):
+    from ctxbench.verify.scitrek import certify
+
+    d = _scitrek_build(tmp_path)
+    good = "# Deep  Nets for cats\nAnn Lee, Bo Chen\nText.\n# Shallow Trees\nCy Diaz\n"
+    swapped = "# Deep Nets for Cats\nBo Chen, Ann Lee\nText.\n# Shallow Trees\nCy Diaz\n"
+    lost = "# Deep Nets for Cats\nAnn Lee, Bo Chen\nText.\n"
+    sql_auth = "SELECT author_name FROM article_author WHERE author_position = 0"
+    sql_ref = "SELECT SUM(reference_count) FROM articles"
+    rows = [{"instance_id": i, "source_id": "c1", "sql": q, "context": c}
+            for i, q, c in (("ok", sql_auth, good), ("order", sql_auth, swapped), ("title", sql_auth, lost),
+                            ("refs", sql_ref, good))]
+    st = {c.instance_id: c for c in certify(d, rows, None)[0]}
+    assert st["ok"].status == "certified"
+    assert st["order"].status == "failed" and "author 'Bo Chen' of 'Deep Nets for Cats'" in st["order"].reason
+    assert st["title"].status == "failed" and "'Shallow Trees' is not in the context" in st["title"].reason
+    assert st["refs"].status == "uncertifiable" and "reference_count" in st["refs"].reason
+
+
+def test_lara_supporting_passage(tmp_path, monkeypatch):
+    from ctxbench.verify.lara import ENV, certify
+
+    q = tmp_path / "lara" / "queries"
+    q.mkdir(parents=True)
+    (q / "32k_book_location.jsonl").write_text(
+        json.dumps({"question": "Q1", "answer": "A", "context": "the  loose matches"}) + "\n"
+        + json.dumps({"question": "Q2", "answer": "B"}) + "\n", encoding="utf-8")
+    rows = [{"instance_id": "i1", "question_id": "32k_book_location.jsonl:1", "context": "He found the loose\nmatches."},
+            {"instance_id": "i2", "question_id": "32k_book_location.jsonl:1", "context": "He found nothing."},
+            {"instance_id": "i3", "question_id": "32k_book_location.jsonl:2", "context": "Anything."}]
+    monkeypatch.delenv(ENV, raising=False)
+    assert {c.status for c in certify(tmp_path, rows, None)[0]} == {"uncertifiable"}
+    monkeypatch.setenv(ENV, str(tmp_path / "lara"))
+    st = {c.instance_id: c.status for c in certify(tmp_path, rows, None)[0]}
+    assert st == {"i1": "certified", "i2": "failed", "i3": "uncertifiable"}
