@@ -907,6 +907,35 @@ def plan_cmd(accuracy: Optional[float] = typer.Option(None, min=0.0, max=1.0,
                           f"with cached input {usd(tot['cost_batch_cached'])}")
 
 
+@app.command("verify")
+def verify_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help="build directory"),
+               lara_data: Optional[Path] = typer.Option(None, exists=True, file_okay=False,
+                                                        help="LaRA data directory (queries/, corpora/): the "
+                                                             "supporting passages of a LaRA import")) -> None:
+    """Re-derive every gold answer from the context alone; writes BUILD/certificates.parquet, prints counts per
+    track and status, exits 1 when an instance fails."""
+    import os
+
+    from .verify import CERTIFICATES, verify_build
+    from .verify.lara import ENV
+
+    if lara_data is not None:
+        os.environ[ENV] = str(lara_data)
+    try:
+        res = verify_build(build)
+    except USER_ERRORS as e:
+        _fail(e)
+    for line in res.summary_lines():
+        out_console.print(line, markup=False)
+    out_console.print(f"{len(res.certificates)} certificates → {build / CERTIFICATES}", markup=False)
+    if res.failed:
+        for c in res.failed[:10]:
+            console.print(f"failed: {c.instance_id}: {c.reason}", markup=False)
+        if len(res.failed) > 10:
+            console.print(f"... and {len(res.failed) - 10} more failed (see {build / CERTIFICATES})", markup=False)
+        raise typer.Exit(1)
+
+
 @app.command("report")
 def report_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help="build directory"),
                regime: Optional[list[str]] = typer.Option(

@@ -12,11 +12,12 @@ from ctxbench.tracks.base import Stage, Track, check_track, get_track, register_
 def test_the_four_built_in_tracks_are_registered_with_their_stages_and_matchers():
     assert track_names()[:4] == ["holobench", "scitrek", "needles", "lara"]
     d = {n: get_track(n).describe() for n in ("holobench", "scitrek", "needles", "lara")}
-    assert d["holobench"]["stages"] == ["load", "verbalize", "assemble", "gold", "validate", "write"]
-    assert d["needles"]["stages"] == ["load", "verify", "count", "assemble", "validate", "write"]
+    assert d["holobench"]["stages"] == ["load", "verbalize", "assemble", "gold", "validate", "write",
+                                        "certify"]
+    assert d["needles"]["stages"] == ["load", "verify", "count", "assemble", "validate", "write", "certify"]
     assert d["scitrek"]["stages"] == ["fetch-s2", "fetch", "convert", "database", "collections", "questions",
-                                      "instances", "validate", "write"]
-    assert d["lara"]["stages"] == ["load", "instances", "validate", "write"] and "import" in d["lara"]["verbs"]
+                                      "instances", "validate", "write", "certify"]
+    assert d["lara"]["stages"] == ["load", "instances", "validate", "write", "certify"] and "import" in d["lara"]["verbs"]
     assert [d[n]["primary_matcher"] for n in d] == ["row_match", "exact_match", "substring", "lara_fallback"]
     assert d["needles"]["tagger"] == "ctxbench.tracks.needles.analysis:tag_failures"
 
@@ -126,7 +127,7 @@ def test_tracks_command_lists_stages_and_matchers_and_wrong_verbs_are_named():
     assert r.exit_code == 0, r.output
     d = {x["name"]: x for x in json.loads(r.output)}
     assert d["needles"]["matchers"] == ["substring"] and d["lara"]["verbs"] == ["build", "import"]
-    assert d["holobench"]["stages"][0] == "load" and d["holobench"]["stages"][-1] == "write"
+    assert d["holobench"]["stages"][0] == "load" and d["holobench"]["stages"][-2:] == ["write", "certify"]
     r = CliRunner().invoke(app, ["import", "holobench"])
     assert r.exit_code == 2 and "not offered by `ctxbench import`" in r.output
     r = CliRunner().invoke(app, ["build", "needels"])

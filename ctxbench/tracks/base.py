@@ -83,6 +83,9 @@ Fields of a track (class attributes; the contract other layers rely on):
   the checks its CLI word implies (:mod:`ctxbench.config_options`); ``report_options`` — ``{report option:
   "module:function"}`` checks of the ``ctxbench report`` options a report section reads (the list of values).
 * ``template_keys`` — columns naming an instance's template or question (exports keep train and test apart on them).
+* ``verifier`` — ``"module:function"`` or None: re-derives each instance's gold answer from its context alone,
+  ``fn(build_dir, instances, manifest) -> (certificates, notes)`` (:mod:`ctxbench.verify`; ``ctxbench verify`` and
+  the ``certify`` stage that ends every build); a track without one has its instances ``uncertifiable``.
 * :meth:`Track.select_for_model` — which instances a model answers (default: all), and :meth:`Track.result_lines`
   — extra lines the CLI prints after a build.
 
@@ -198,6 +201,7 @@ class Track:
     report_options: ClassVar[Mapping[str, str]] = {}
     template_keys: ClassVar[tuple[str, ...]] = ("template_id", "question_id")
     default_out: ClassVar[str | None] = None  # default --out (out/<name>)
+    verifier: ClassVar[str | None] = None  # "module:function" certifying instances (ctxbench.verify)
 
     # ---------------------------------------------------------------------------------------------- hooks
     def select_for_model(self, build_dir: Path, model: str) -> set[str] | None:

@@ -22,10 +22,12 @@ class HoloBench(Track):
         Stage("assemble", f"{_P}:assemble_stage", ("loaded", "src", "progress"), ("asm",)),
         Stage("gold", f"{_P}:gold_stage", ("loaded", "asm"), ("instances", "quarantine")),
         Stage("validate", f"{_P}:validate_stage", ("loaded", "src", "instances")),
-        Stage("write", f"{_P}:write_stage", ("loaded", "src", "instances", "quarantine", "asm"), retries=2),
+        Stage("write", f"{_P}:write_stage", ("loaded", "src", "instances", "quarantine", "asm"), ("result",), retries=2),
+        Stage("certify", "ctxbench.verify:certify_stage", ("result",)),
     )
     matchers = {"row_match": "ctxbench.tracks.holobench.scoring:row_match_instance"}
     scoring_note = ("Scores use the deterministic row matcher (row_match): each gold row is an exact (1), partial "
                     "(0.5) or no match (0); an instance scores the mean over its gold rows.")
+    verifier = "ctxbench.verify.holobench:certify"
     cli_names = {"positions": "position"}
     cli_hidden = frozenset({"question_ids"})

@@ -21,10 +21,12 @@ class Lara(Track):
         Stage("load", f"{_P}:load_stage", ("cfg", "out", "force", "versioned"), ("loaded",)),
         Stage("instances", f"{_P}:instances_stage", ("loaded",), ("instances", "quarantine")),
         Stage("validate", f"{_P}:validate_stage", ("instances",)),
-        Stage("write", f"{_P}:write_stage", ("loaded", "instances", "quarantine"), retries=2),
+        Stage("write", f"{_P}:write_stage", ("loaded", "instances", "quarantine"), ("result",), retries=2),
+        Stage("certify", "ctxbench.verify:certify_stage", ("result",)),
     )
     # deterministic fallback first; LaRA's own LLM judge: score --judge MODEL --judge-prompt lara
     judge_prompts = {"lara": "ctxbench.tracks.lara.judge:LARA_JUDGE"}
+    verifier = "ctxbench.verify.lara:certify"
     matchers = {"lara_fallback": "ctxbench.tracks.lara.scoring:lara_fallback",
                 "f1": "ctxbench.tracks.lara.scoring:f1_instance",
                 "containment": "ctxbench.tracks.lara.scoring:containment_instance"}

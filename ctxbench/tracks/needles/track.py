@@ -24,8 +24,10 @@ class Needles(Track):
         Stage("count", f"{_P}:count_stage", ("loaded",), ("counts",)),
         Stage("assemble", f"{_P}:assemble_stage", ("loaded", "counts", "progress"), ("asm",)),
         Stage("validate", f"{_P}:validate_stage", ("asm",)),
-        Stage("write", f"{_P}:write_stage", ("loaded", "asm", "checked"), retries=2),
+        Stage("write", f"{_P}:write_stage", ("loaded", "asm", "checked"), ("result",), retries=2),
+        Stage("certify", "ctxbench.verify:certify_stage", ("result",)),
     )
+    verifier = "ctxbench.verify.needles:certify"
     matchers = {"substring": "ctxbench.tracks.needles.scoring:substring_match"}
     # the paper scores the expected value anywhere in the reply (section 3.6): no narrowing to its last sentence
     answer_filters = ("-last_statement",)

@@ -29,8 +29,10 @@ class SciTrek(Track):
         Stage("instances", f"{_P}:instances_stage", ("loaded", "col", "questions"), ("instances",)),
         Stage("validate", f"{_P}:validate_stage", ("loaded", "col", "instances")),
         Stage("write", f"{_P}:write_stage", ("loaded", "conv", "col", "instances", "convert_quarantine",
-                                             "question_quarantine", "counts"), retries=2),
+                                             "question_quarantine", "counts"), ("result",), retries=2),
+        Stage("certify", "ctxbench.verify:certify_stage", ("result",)),
     )
+    verifier = "ctxbench.verify.scitrek:certify"
     matchers = {"exact_match": "ctxbench.tracks.scitrek.scoring:exact_match",
                 "f1": "ctxbench.tracks.scitrek.scoring:f1"}
     scoring_note = "Exact match and F1 over the answer's items (SciTrek section 4)."

@@ -1,0 +1,200 @@
+"""Answerability certificates (issue 23): every gold answer re-derived from the text the model reads.
+
+``ctxbench verify --build DIR`` (and the ``certify`` stage that ends every build) reads ``instances.parquet`` as
+stored and, for each instance, re-derives its gold answer from ``context`` alone, using only what its track declares
+about how its text is written (verbalization templates, needle definitions, the SQL). The builder's bookkeeping
+(``included_rows``, ``evidence_spans``, ``gold``) is read only to compare with at the end, never while deriving.
+Each instance gets one :class:`Certificate` in ``certificates.parquet`` (SCHEMA.md): ``status`` ``certified``,
+``failed`` (``reason`` names what no longer holds) or ``uncertifiable`` (``reason`` says which fact the text cannot
+carry), and ``method`` (how it was checked).
+
+A track's verifier is the ``"module:function"`` named by its :attr:`~ctxbench.tracks.base.Track.verifier`,
+``fn(build_dir: Path, instances: list[dict], manifest: BuildManifest) -> (certificates, notes)``: ``instances``
+are ``instances.parquet`` rows with every column (``gold``/``accepted_answers`` as stored JSON text);
+``certificates`` one :class:`Certificate` per instance; ``notes`` build-level findings (an asset whose hash differs
+from the manifest's: reported, the per-instance checks go on). The built-in verifiers are in
+:mod:`ctxbench.verify.holobench`, :mod:`ctxbench.verify.needles`, :mod:`ctxbench.verify.scitrek` and
+:mod:`ctxbench.verify.lara`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+STATUSES = ("certified", "failed", "uncertifiable")
+CERTIFICATES = "certificates.parquet"
+
+
+@dataclass
+class Certificate:
+    """One instance's certificate: ``status`` in :data:`STATUSES`; ``reason`` ("" when certified); ``method``."""
+
+    instance_id: str
+    status: str
+    reason: str
+    method: str
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"certificate status {self.status!r} is not one of {STATUSES}")
+
+
+@dataclass
+class VerifyResult:
+    """What a verification found: ``certificates`` (one per instance), ``tracks`` (instance id → track name),
+    ``notes`` (build-level findings such as an asset hash mismatch)."""
+
+    build_dir: Path
+    certificates: list[Certificate]
+    tracks: dict[str, str]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[Certificate]:
+        return [c for c in self.certificates if c.status == "failed"]
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        """``{track: {status: count}}`` (every status present, zero where none)."""
+        out: dict[str, Counter] = {}
+        for c in self.certificates:
+            out.setdefault(self.tracks.get(c.instance_id, "?"), Counter())[c.status] += 1
+        return {t: {s: int(n[s]) for s in STATUSES} for t, n in sorted(out.items())}
+
+    def summary_lines(self) -> list[str]:
+        """One line per track: counts per status and the certified share; then the notes."""
+        lines = []
+        for t, n in self.counts().items():
+            total = sum(n.values())
+            share = n["certified"] / total if total else 0.0
+            lines.append(f"{t}: {n['certified']} certified, {n['failed']} failed, {n['uncertifiable']} "
+                         f"uncertifiable of {total} ({share:.1%} certified)")
+        lines += [f"note: {x}" for x in self.notes]
+        return lines
+
+
+def certificates_table(certs: list[Certificate]):
+    """``certificates.parquet``'s Arrow table (schemas/certificates.schema.json)."""
+    from ..storage import to_table
+
+    return to_table("certificates", [asdict(c) for c in certs])
+
+
+def verify_rows(build_dir: str | Path, instances: list[dict], manifest: Any) -> VerifyResult:
+    """Certificates of ``instances`` (rows of one build, every column) by each row's track verifier
+    (``benchmark`` names the track). A track without a verifier makes its instances ``uncertifiable``; a verifier
+    that raises makes its instances ``failed`` with the error (the other tracks' certificates stand)."""
+    from ..tracks.base import get_track, resolve
+
+    build_dir = Path(build_dir)
+    by_track: dict[str, list[dict]] = {}
+    for r in instances:
+        by_track.setdefault(str(r["benchmark"]), []).append(r)
+    certs: list[Certificate] = []
+    notes: list[str] = []
+    tracks: dict[str, str] = {}
+    for name, rows in by_track.items():
+        for r in rows:
+            tracks[r["instance_id"]] = name
+        try:
+            track = get_track(name)
+            ref = getattr(track, "verifier", None)
+        except Exception as e:  # noqa: BLE001 - an unknown track: its instances cannot be certified here
+            ref, why = None, f"track {name!r} is not registered ({e})"
+        else:
+            why = f"track {name!r} declares no verifier (Track.verifier)"
+        if ref is None:
+            certs += [Certificate(r["instance_id"], "uncertifiable", why, "none") for r in rows]
+            continue
+        try:
+            got, found = resolve(ref, f"track {name} verifier")(build_dir, rows, manifest)
+        except Exception as e:  # noqa: BLE001 - reported per instance, the other tracks go on
+            certs += [Certificate(r["instance_id"], "failed", f"the {name} verifier raised "
+                                  f"{type(e).__name__}: {e}", "error") for r in rows]
+            continue
+        certs += got
+        notes += found
+    order = {r["instance_id"]: i for i, r in enumerate(instances)}
+    certs.sort(key=lambda c: order.get(c.instance_id, len(order)))
+    return VerifyResult(build_dir, certs, tracks, notes)
+
+
+def manifest_notes(build_dir: Path, instances: list[dict], manifest: Any) -> list[str]:
+    """Build-level checks of the manifest against the instances: the ``build_hash`` each row carries and the
+    instance count. Reported; they never stop the per-instance checks."""
+    notes = []
+    bh = getattr(manifest, "build_hash", None)
+    other = Counter(r.get("build_hash") for r in instances if r.get("build_hash") not in (None, bh))
+    if other:
+        notes.append(f"manifest hash mismatch: {sum(other.values())} instance(s) carry build_hash "
+                     f"{', '.join(map(str, other))}, the manifest says {bh}")
+    n = (getattr(manifest, "counts", None) or {}).get("instances")
+    if n is not None and n != len(instances):
+        notes.append(f"manifest counts {n} instances, instances.parquet holds {len(instances)}")
+    return notes
+
+
+def verify_build(build_dir: str | Path, write: bool = True) -> VerifyResult:
+    """Verify an existing build directory: read ``manifest.json`` and ``instances.parquet`` as stored, certify
+    every instance (:func:`verify_rows`) and, with ``write``, write ``certificates.parquet`` into it. Raises
+    InputError when the directory holds no build."""
+    import pyarrow.parquet as pq
+
+    from ..errors import InputError
+    from ..tracks.common import read_manifest
+
+    d = Path(build_dir)
+    p = d / "instances.parquet"
+    if not p.exists():
+        raise InputError(f"--build {d}: no instances.parquet there (give a build directory: ctxbench build ... "
+                         f"--out DIR)")
+    manifest = read_manifest(d)
+    rows = pq.read_table(p).to_pylist()
+    res = verify_rows(d, rows, manifest)
+    res.notes[:0] = manifest_notes(d, rows, manifest)
+    if write:
+        from ..storage import write_parquet
+
+        write_parquet(certificates_table(res.certificates), d / CERTIFICATES)
+    return res
+
+
+def certify_stage(result: Any) -> Any:
+    """Build stage ``certify`` (every track, after ``write``): verify the written build; a ``failed`` instance is
+    moved from ``instances.parquet`` into ``quarantine.parquet`` (stage ``verify``, the certificate's reason);
+    ``certificates.parquet`` keeps every certificate, failed ones included; the manifest's counts follow. Returns
+    the BuildResult with its counts updated."""
+    import json
+
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from ..hashing import canonical_json
+    from ..progress import emit
+    from ..storage import to_table, write_json, write_parquet
+
+    d = Path(result.out)
+    res = verify_build(d)
+    for line in res.summary_lines():
+        emit("build", f"certify: {line}")
+    failed = {c.instance_id: c for c in res.failed}
+    if not failed:
+        return result
+    inst = pq.read_table(d / "instances.parquet")
+    keep = pc.invert(pc.is_in(inst["instance_id"], value_set=__import__("pyarrow").array(list(failed))))
+    kept = inst.filter(keep)
+    quar = pq.read_table(d / "quarantine.parquet").to_pylist()
+    quar += [{"input": i, "stage": "verify", "reason": c.reason,
+              "detail": canonical_json({"method": c.method, "track": res.tracks.get(i)})} for i, c in failed.items()]
+    write_parquet(to_table("quarantine", quar), d / "quarantine.parquet")
+    write_parquet(kept, d / "instances.parquet")
+    mp = d / "manifest.json"
+    m = json.loads(mp.read_text(encoding="utf-8"))
+    m.setdefault("counts", {}).update(instances=kept.num_rows, quarantined=len(quar))
+    write_json(m, mp)
+    for k, v in (("n_instances", kept.num_rows), ("n_quarantined", len(quar))):
+        if hasattr(result, k):
+            setattr(result, k, v)
+    return result

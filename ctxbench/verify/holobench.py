@@ -1,0 +1,440 @@
+"""Certificates of verbalized-database instances (HoloBench, Maekawa et al., sections 3.2-3.3): the context is
+parsed back into rows by inverting the table's verbalization templates, the question's SQL runs over the recovered
+rows, and the answer is compared with the stored gold.
+
+1. **Parse.** The context is the rows' sentences and dummy documents, one per line (the packer's separator). A
+   template of a table is a pattern with typed slots: the slot of an INTEGER column matches ``-?\\d+``, of a REAL
+   column a float as :func:`~ctxbench.verbalize.templates.format_value` writes it, of a TEXT column any text; each
+   slot also matches the template file's missing-value phrase (``missing: {table: {column: phrase}}``, default
+   ``"not recorded"``), read as NULL; a column a template does not state is NULL in that row. A line must be a
+   dummy document of the database (``assets/dummy``) or match templates; a line matching no template, or templates
+   giving different rows, is an error. A template parses a line in one way only when its leftmost-shortest and
+   leftmost-longest parses agree (two different parses differ in the vector of slot end positions, whose
+   lexicographic minimum the lazy pattern finds and maximum the greedy one), so an ambiguous sentence is detected,
+   never resolved by chance.
+2. **Answer.** The recovered rows of the tables the SQL reads are loaded into SQLite and DuckDB with the source's
+   schema (``source.sqlite``'s declared column types) and the SQL is answered by
+   :func:`ctxbench.gold.compute_gold`, the engine and checks that accepted the stored gold; the answers are compared
+   with :func:`ctxbench.gold.execute.results_equal` (numbers within 1e-6), as lists when the SQL orders its answer
+   (as multisets where the engine itself finds rows tied inside an ordered answer).
+3. **Rows.** Only then is the builder's ``included_rows`` read: the multiset of recovered rows (table, stated
+   columns and values) must equal that of the rows ``included_rows`` names, each as its template states it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sqlite3
+import string
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..config import assets_dir
+from . import Certificate
+
+DEFAULT_MISSING = "not recorded"
+METHOD = "templates inverted, SQL re-run over recovered rows"
+_INT = r"-?\d+"
+_REAL = r"-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|-?inf|nan"
+
+
+@dataclass
+class _Template:
+    table: str
+    index: int
+    fields: list[str]          # columns in slot order (a column may repeat)
+    lazy: re.Pattern
+    greedy: re.Pattern
+    anchor: str                # the longest literal part: a line without it cannot match
+    literals: list[str]        # literal text before each slot and after the last (len(fields) + 1)
+    slot_patterns: list[re.Pattern]
+    kinds: list[str]           # int | real | text, per slot
+
+
+@dataclass
+class Grammar:
+    """The inverted templates of one database: parse a line into (table, {column: text or None})."""
+
+    templates: list[_Template]
+    dummies: frozenset[str]
+    missing: dict[str, dict[str, str]]
+    columns: dict[str, list[str]]
+    types: dict[str, list[str]]
+    source: Path
+    domains: dict = field(default_factory=dict)
+    disambiguated: int = 0
+
+    def parse(self, line: str) -> tuple[str, tuple] | str | None:
+        """``(table, ((column, value text or None), ...))`` sorted by column; None for a dummy document; an error
+        message (str) when the line matches no template, is ambiguous, or templates disagree."""
+        if line in self.dummies:
+            return None
+        found: dict[tuple, int] = {}
+        for t in self.templates:
+            if t.anchor not in line:
+                continue
+            m = t.lazy.fullmatch(line)
+            if m is None:
+                continue
+            g = t.greedy.fullmatch(line)
+            a, b = m.groups(), g.groups() if g is not None else None
+            if a != b:
+                a = self._disambiguate(t, line)
+                if isinstance(a, str):
+                    return a
+            miss = self.missing.get(t.table, {})
+            vals: dict[str, str | None] = {}
+            for col, v in zip(t.fields, a):
+                v = None if v == miss.get(col, DEFAULT_MISSING) else v
+                if col in vals and vals[col] != v:
+                    break  # a column stated twice with two values: not this template
+                vals[col] = v
+            else:
+                found.setdefault((t.table, tuple(sorted(vals.items()))), t.index)
+        if not found:
+            return f"sentence matches no template: {line[:160]!r}"
+        if len(found) > 1:
+            what = "; ".join(f"{tb} template {i + 1}" for (tb, _), i in found.items())
+            return f"sentence matches templates giving different rows ({what}): {line[:160]!r}"
+        return next(iter(found))
+
+
+    def _domain(self, table: str, column: str) -> frozenset[str]:
+        """The values of a TEXT column in ``source.sqlite`` (as text), loaded once."""
+        key = (table, column)
+        if key not in self.domains:
+            con = sqlite3.connect(f"file:{self.source}?mode=ro", uri=True)
+            try:
+                self.domains[key] = frozenset(str(r[0]) for r in con.execute(
+                    f'SELECT DISTINCT "{column}" FROM "{table}" WHERE "{column}" IS NOT NULL'))
+            finally:
+                con.close()
+        return self.domains[key]
+
+    def _disambiguate(self, t: _Template, line: str) -> tuple | str:
+        """The one parse of ``line`` by ``t`` whose text slots all hold values of their columns in the source
+        (a sentence such as "a BOEING 737-824" where two adjacent text slots meet at a space), or an error naming
+        the parses when none or several remain."""
+        parses = _all_parses(t, line, limit=64)
+        ok = [p for p in parses if all(v in self._domain(t.table, c) for c, v, k in zip(t.fields, p, t.kinds)
+                                       if k == "text" and v != self.missing.get(t.table, {}).get(c, DEFAULT_MISSING))]
+        if len(set(ok)) == 1:
+            self.disambiguated += 1
+            return ok[0]
+        shown = " / ".join(_show(t, p) for p in (ok or parses)[:3])
+        return (f"ambiguous sentence: template {t.index + 1} of {t.table} parses it in {len(set(ok or parses))} "
+                f"ways{' with source values' if ok else ''} ({shown}): {line[:160]!r}")
+
+
+def _all_parses(t: _Template, line: str, limit: int) -> list[tuple]:
+    """Every way ``t`` parses ``line`` (up to ``limit``): slot end positions tried in turn, each slot's text
+    checked against its typed pattern, each literal matched where it stands."""
+    out: list[tuple] = []
+    lits, slots = t.literals, t.slot_patterns
+    if not line.startswith(lits[0]):
+        return out
+
+    def go(i: int, pos: int, acc: list) -> None:
+        if len(out) >= limit:
+            return
+        if i == len(slots):
+            if pos == len(line):
+                out.append(tuple(acc))
+            return
+        nxt = lits[i + 1]
+        last = i + 1 == len(slots)
+        ends = [len(line) - len(nxt)] if last else range(pos, len(line) - len(nxt) + 1)
+        for e in ends:
+            if e < pos or not line.startswith(nxt, e) or not slots[i].fullmatch(line, pos, e):
+                continue
+            go(i + 1, e + len(nxt), acc + [line[pos:e]])
+
+    go(0, len(lits[0]), [])
+    return out
+
+
+def _show(t: _Template, groups: tuple) -> str:
+    return ", ".join(f"{c}={v!r}" for c, v in zip(t.fields, groups))
+
+
+def _kind(ty: str) -> str:
+    ty = (ty or "").upper()
+    if "INT" in ty:
+        return "int"
+    return "real" if any(k in ty for k in ("REAL", "FLOA", "DOUB")) else "text"
+
+
+def _slot(ty: str, missing: str, lazy: bool) -> str:
+    q = "?" if lazy else ""
+    ty = (ty or "").upper()
+    if "INT" in ty:
+        body = rf"-?\d+{q}"
+    elif any(k in ty for k in ("REAL", "FLOA", "DOUB")):
+        body = rf"-?(?:\d+{q}(?:\.\d*{q})?|\.\d+{q})(?:[eE][-+]?\d+{q})?|-?inf|nan"
+    else:
+        return f"(.*{q})"
+    return f"((?:{body})|{re.escape(missing)})"
+
+
+def load_grammar(db_id: str, source_sqlite: Path, templates_path: Path | None = None) -> Grammar:
+    """The inverted templates of ``db_id`` (``assets/templates/<db_id>.yaml`` or ``templates_path``) over the
+    tables of ``source_sqlite`` with their declared types. Raises InputError for a missing or malformed file."""
+    from ..errors import InputError
+    from ..tracks.holobench.source import load_dummy_documents
+    from ..verbalize.templates import templates_from_mapping
+
+    p = templates_path or assets_dir() / "templates" / f"{db_id}.yaml"
+    if not p.exists():
+        raise InputError(f"no verbalization templates for {db_id!r} at {p}")
+    data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    missing = data.pop("missing", None) if isinstance(data, dict) else None
+    missing = {str(t): {str(c): str(v) for c, v in (cols or {}).items()} for t, cols in (missing or {}).items()}
+    ts = templates_from_mapping(data, db_id, str(p))
+    con = sqlite3.connect(f"file:{source_sqlite}?mode=ro", uri=True)
+    try:
+        names = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        columns, types = {}, {}
+        for n in names:
+            info = con.execute(f'PRAGMA table_info("{n}")').fetchall()
+            columns[n] = [r[1] for r in info]
+            types[n] = [r[2] or "TEXT" for r in info]
+    finally:
+        con.close()
+    temps = []
+    for table, lst in ts.templates.items():
+        if table not in columns:
+            continue  # a table preprocessing left out: none of its rows is verbalized
+        ty = dict(zip(columns[table], types[table]))
+        miss = missing.get(table, {})
+        for i, tpl in enumerate(lst):
+            fields, lits, lazy, greedy = [], [], [], []
+            for lit, fname, _, _ in string.Formatter().parse(tpl):
+                lits.append(lit)
+                lazy.append(re.escape(lit))
+                greedy.append(re.escape(lit))
+                if fname is None:
+                    continue
+                fields.append(fname)
+                m = miss.get(fname, DEFAULT_MISSING)
+                lazy.append(_slot(ty.get(fname, "TEXT"), m, True))
+                greedy.append(_slot(ty.get(fname, "TEXT"), m, False))
+            if len(lits) == len(fields):
+                lits.append("")
+            kinds = [_kind(ty.get(f, "TEXT")) for f in fields]
+            slot_pats = [re.compile(_slot(ty.get(f, "TEXT"), miss.get(f, DEFAULT_MISSING), False), re.S)
+                         for f in fields]
+            temps.append(_Template(table, i, fields, re.compile("".join(lazy), re.S), re.compile("".join(greedy), re.S),
+                                   max(lits, key=len), lits, slot_pats, kinds))
+    return Grammar(temps, frozenset(load_dummy_documents(db_id)), missing, columns, types, Path(source_sqlite))
+
+
+def _typed(text: str | None, ty: str) -> Any:
+    """A slot's text as the value SQLite stores in a column of type ``ty`` (None stays NULL)."""
+    if text is None:
+        return None
+    ty = ty.upper()
+    try:
+        if "INT" in ty:
+            return int(text)
+        if any(k in ty for k in ("REAL", "FLOA", "DOUB")):
+            return float(text)
+    except ValueError:
+        return text
+    return text
+
+
+def sql_tables(sql: str, names: list[str]) -> list[str] | None:
+    """The tables of ``names`` the SQL reads (case-insensitive), or None when it does not parse."""
+    from sqlglot import exp, parse_one
+
+    try:
+        tree = parse_one(sql, read="sqlite")
+    except Exception:  # noqa: BLE001
+        return None
+    low = {n.lower(): n for n in names}
+    return sorted({low[t.name.lower()] for t in tree.find_all(exp.Table) if t.name.lower() in low})
+
+
+def _parse_context(g: Grammar, text: str, memo: dict) -> tuple[list[tuple[str, tuple]], str | None]:
+    rows, lines = [], text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    for k, line in enumerate(lines):
+        r = memo.get(line, memo)
+        if r is memo:
+            r = memo[line] = g.parse(line)
+        if isinstance(r, str):
+            return rows, f"line {k + 1}: {r}"
+        if r is not None:
+            rows.append(r)
+    return rows, None
+
+
+def certify(build_dir: Path, instances: list[dict], manifest: Any) -> tuple[list[Certificate], list[str]]:
+    """Certificates of a HoloBench build's instances (module docstring). Notes: the templates file's hash when it
+    differs from the one the manifest records."""
+    from ..gold import GoldEngines, compute_gold
+    from ..gold.execute import results_equal
+    from ..tracks.common import asset_hash
+    from ..verbalize.templates import format_value
+
+    extra = getattr(manifest, "model_extra", None) or {}
+    db_id = extra.get("db_id") or (instances[0]["source_id"] if instances else "")
+    seed = int(getattr(manifest, "seed", None) or 0)
+    src = build_dir / "source.sqlite"
+    notes: list[str] = []
+    if not src.exists():
+        why = f"source.sqlite is missing from {build_dir} (the schema the SQL runs against)"
+        return [Certificate(r["instance_id"], "uncertifiable", why, METHOD) for r in instances], notes
+    from ..errors import InputError
+
+    try:
+        g = load_grammar(db_id, src)
+    except InputError as e:
+        return [Certificate(r["instance_id"], "uncertifiable", str(e), METHOD) for r in instances], notes
+    tpath = assets_dir() / "templates" / f"{db_id}.yaml"
+    recorded = (extra.get("assets") or {}).get("templates")
+    if recorded and asset_hash(tpath) != recorded:
+        notes.append(f"manifest hash mismatch: {tpath} has changed since the build (sha256 {asset_hash(tpath)[:12]}, "
+                     f"the manifest records {recorded[:12]}); contexts are parsed with the current templates")
+    memo: dict = {}
+    parsed: dict[str, tuple] = {}   # context text -> (rows, error)
+    answers: dict[tuple, Any] = {}  # (context, sql) -> GoldResult
+    src_rows: dict[str, dict[int, tuple]] = {}
+    con = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
+    certs = []
+    loaded: dict[tuple, tuple] = {}
+    last_use: dict[tuple, int] = {}
+    for k, inst in enumerate(instances):
+        tabs = sql_tables(inst.get("sql") or "", list(g.columns))
+        last_use[(inst.get("context") or "", tuple(tabs or ()))] = k + 1
+    n_done = 0
+    compared: dict[tuple, str | None] = {}
+    try:
+        for inst in instances:
+            n_done += 1
+            iid, text, sql = inst["instance_id"], inst.get("context") or "", inst.get("sql") or ""
+            if text not in parsed:
+                parsed[text] = _parse_context(g, text, memo)
+            rows, err = parsed[text]
+            if err:
+                certs.append(Certificate(iid, "failed", f"context does not parse into rows: {err}", METHOD))
+                continue
+            tabs = sql_tables(sql, list(g.columns))
+            if not tabs:
+                certs.append(Certificate(iid, "failed", f"the SQL reads no table of {db_id}: {sql[:120]!r}", METHOD))
+                continue
+            key = (text, sql)
+            tkey = (text, tuple(tabs))
+            if key not in answers:
+                if tkey not in loaded:  # the recovered tables and the engines loaded with them, per context
+                    tables = {}
+                    for t in tabs:
+                        cols, tys = g.columns[t], g.types[t]
+                        recs = []
+                        for tb, vals in rows:
+                            if tb == t:
+                                d = dict(vals)
+                                recs.append(tuple(_typed(d.get(c), ty) for c, ty in zip(cols, tys)))
+                        tables[t] = (cols, tys, recs)
+                    loaded[tkey] = (tables, GoldEngines(tables, seed))
+                tables, eng = loaded[tkey]
+                answers[key] = (compute_gold(sql, tables, seed=seed, engines=eng), tables)
+            if last_use.get(tkey) == n_done and tkey in loaded:
+                loaded.pop(tkey)[1].close()  # the last question over these rows: its engines are closed
+            res, tables = answers[key]
+            if not res.ok:
+                certs.append(Certificate(iid, "failed", f"the SQL over the rows recovered from the context has no "
+                                         f"accepted answer: {res.reason}", METHOD))
+                continue
+            # --- only now the builder's bookkeeping: the stored gold, then included_rows
+            try:
+                gold = json.loads(inst["gold"])
+            except (TypeError, ValueError):
+                certs.append(Certificate(iid, "failed", "stored gold is not JSON", METHOD))
+                continue
+            if not results_equal(res.rows, gold, True):
+                tied = (results_equal(res.rows, gold, False)
+                        and not compute_gold(sql, tables, seed=seed, strict_order=True).ok)
+                if not tied:
+                    certs.append(Certificate(iid, "failed", f"stored gold {_short(gold)} differs from the answer "
+                                             f"re-derived from the context {_short(res.rows)}", METHOD))
+                    continue
+            ck = (text, inst.get("included_rows"))
+            if ck not in compared:  # instances sharing a context share its rows
+                compared[ck] = _rows_mismatch(inst.get("included_rows"), rows, g, seed, con, src_rows, format_value)
+            why = compared[ck]
+            if why:
+                certs.append(Certificate(iid, "failed", why, METHOD))
+                continue
+            certs.append(Certificate(iid, "certified", "", METHOD))
+    finally:
+        con.close()
+        for _, eng in loaded.values():
+            eng.close()
+    return certs, notes
+
+
+def _short(rows: Any) -> str:
+    s = json.dumps(rows, ensure_ascii=False)
+    return s if len(s) <= 120 else s[:117] + "..."
+
+
+def _rows_mismatch(included_json: str | None, rows: list, g: Grammar, seed: int, con: sqlite3.Connection,
+                   cache: dict, format_value) -> str | None:
+    """Why the recovered rows differ from those ``included_rows`` names (None when they are the same multiset).
+    Each included row is compared as its chosen template states it (the columns and the values as written)."""
+    if included_json is None:
+        return "included_rows is empty: nothing to compare the recovered rows with"
+    try:
+        included = json.loads(included_json)
+    except ValueError:
+        return "included_rows is not JSON"
+    by_table: dict[str, list[_Template]] = {}
+    for t in g.templates:
+        by_table.setdefault(t.table, []).append(t)
+    want: Counter = Counter()
+    for table, ids in included.items():
+        if table not in g.columns or table not in by_table:
+            return f"included_rows names table {table!r}, which source.sqlite or the templates lack"
+        cols = g.columns[table]
+        have = cache.setdefault(table, {})
+        need = [i for i in ids if i not in have]
+        for k in range(0, len(need), 500):
+            part = need[k:k + 500]
+            q = f'SELECT rowid, * FROM "{table}" WHERE rowid IN ({",".join("?" * len(part))})'
+            for r in con.execute(q, part):
+                have[r[0]] = r[1:]
+        temps = by_table[table]
+        miss = g.missing.get(table, {})
+        for rid in ids:
+            if rid not in have:
+                return f"included_rows names {table} rowid {rid}, which source.sqlite lacks"
+            row = dict(zip(cols, have[rid]))
+            # the template the builder chose for this row (TemplateSet.choose: SHA-256 of "seed|table|rowid")
+            h = hashlib.sha256(f"{seed}|{table}|{rid}".encode()).digest()
+            t = temps[int.from_bytes(h[:8], "big") % len(temps)]
+            vals = {c: (None if row.get(c) is None else format_value(row.get(c))) for c in t.fields}
+            # a value written as the missing phrase reads back as NULL
+            vals = {c: (None if v == miss.get(c, DEFAULT_MISSING) else v) for c, v in vals.items()}
+            want[(table, tuple(sorted(vals.items())))] += 1
+    got = Counter(rows)
+    if got == want:
+        return None
+    lost, extra = want - got, got - want
+    parts = []
+    if lost:
+        (tb, vals), _ = next(iter(lost.items()))
+        parts.append(f"{sum(lost.values())} included row(s) not stated in the context (e.g. {tb} "
+                     f"{dict(vals)})")
+    if extra:
+        (tb, vals), _ = next(iter(extra.items()))
+        parts.append(f"{sum(extra.values())} row(s) in the context that included_rows lacks (e.g. {tb} "
+                     f"{dict(vals)})")
+    return "recovered rows differ from included_rows: " + "; ".join(parts)

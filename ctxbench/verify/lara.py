@@ -1,0 +1,59 @@
+"""Certificates of LaRA imports (LaRA, Li et al., ICML 2025, section 3): the reference answer's supporting passage,
+where LaRA provides one (the ``context`` field of a query record, e.g. its 32k novel location queries), must be
+present in the instance's context (whitespace-normalised); where LaRA provides none the instance is
+``uncertifiable``: its answer is free text written from a segment, which nothing in the text can re-derive.
+
+The LaRA data directory is not part of a build (paths are never hashed or stored): give it as ``ctxbench verify
+--lara-data DIR`` or ``CTXBENCH_LARA_DATA``; without it every instance is ``uncertifiable`` saying so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from . import Certificate
+
+METHOD = "LaRA supporting passage searched in the context"
+ENV = "CTXBENCH_LARA_DATA"
+_WS = re.compile(r"\s+")
+
+
+def _norm(s: str) -> str:
+    return _WS.sub(" ", s).strip()
+
+
+def certify(build_dir: Path, instances: list[dict], manifest: Any) -> tuple[list[Certificate], list[str]]:
+    """Certificates of a LaRA import's instances (module docstring)."""
+    data = os.environ.get(ENV)
+    if not data or not (Path(data) / "queries").is_dir():
+        why = (f"LaRA data directory not given ({ENV} or ctxbench verify --lara-data DIR): the supporting passages "
+               f"are in LaRA's query files")
+        return [Certificate(r["instance_id"], "uncertifiable", why, METHOD) for r in instances], []
+    files: dict[str, list[str]] = {}
+    certs = []
+    for r in instances:
+        qfile, _, ln = str(r.get("question_id") or "").rpartition(":")
+        if qfile not in files:
+            p = Path(data) / "queries" / qfile
+            files[qfile] = p.read_text(encoding="utf-8").splitlines() if p.is_file() else []
+        lines = files[qfile]
+        try:
+            rec = json.loads(lines[int(ln) - 1])
+        except (ValueError, IndexError):
+            certs.append(Certificate(r["instance_id"], "uncertifiable", f"query {r.get('question_id')!r} not found "
+                                     f"in {data}/queries", METHOD))
+            continue
+        passage = rec.get("context")
+        if not isinstance(passage, str) or not passage.strip():
+            certs.append(Certificate(r["instance_id"], "uncertifiable", "LaRA provides no supporting passage for "
+                                     "this query (free-text answer written from a segment)", METHOD))
+        elif _norm(passage) in _norm(r.get("context") or ""):
+            certs.append(Certificate(r["instance_id"], "certified", "", METHOD))
+        else:
+            certs.append(Certificate(r["instance_id"], "failed", f"LaRA's supporting passage is not in the context: "
+                                     f"{_norm(passage)[:100]!r}", METHOD))
+    return certs, []

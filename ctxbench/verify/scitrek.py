@@ -1,0 +1,100 @@
+"""Certificates of scientific-article instances (SciTrek, section 3.2 and appendix A): every metadata fact the
+question's SQL reads, and that the article text carries, must be found in the rendered collection (the context).
+
+The collection's metadata database (``collections/<collection_id>.sqlite``: ``articles``, ``article_author``,
+``citing_cited``) is what the SQL reads; its columns map to the text as follows:
+
+* ``article_title`` and ``title_word_count``: each article's title is found in the context (case and whitespace
+  folded);
+* ``author_name``, ``author_position`` and ``author_count``: each author's name is found, and an article's authors
+  occur in the order of their positions after its title;
+* ``citing_cited``: each cited article's title occurs in the context again besides its own title (a reference
+  entry); an edge not found that way makes the instance ``uncertifiable`` (the edge comes from the metadata);
+* ``reference_count``: the number of an article's references is a count the metadata holds (the S2 API's, aligned
+  with the converted text where the build could) and no sentence of the text states: such instances are
+  ``uncertifiable`` with that reason.
+
+A fact that should be in the text and is not makes the instance ``failed``.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from . import Certificate
+
+METHOD = "metadata facts the SQL reads found in the rendered collection"
+_WS = re.compile(r"\s+")
+METADATA_ONLY = {"reference_count": "reference_count (the article's number of references) comes from the "
+                                    "metadata database, not from a statement of the text"}
+
+
+def _fold(s: str) -> str:
+    return _WS.sub(" ", str(s)).strip().casefold()
+
+
+def certify(build_dir: Path, instances: list[dict], manifest: Any) -> tuple[list[Certificate], list[str]]:
+    """Certificates of a SciTrek build's instances (module docstring)."""
+    from ..questions.sqlinfo import sql_info
+
+    certs = []
+    folded: dict[str, str] = {}
+    for r in instances:
+        iid, sql = r["instance_id"], r.get("sql") or ""
+        db = build_dir / "collections" / f"{r.get('source_id')}.sqlite"
+        if not db.exists():
+            certs.append(Certificate(iid, "uncertifiable", f"collection database {db.name} is missing", METHOD))
+            continue
+        try:
+            cols = {c.split(".")[-1] for c in sql_info(sql)["columns"]}
+            tables = set(sql_info(sql)["tables"])
+        except Exception as e:  # noqa: BLE001
+            certs.append(Certificate(iid, "failed", f"the SQL does not parse: {e}", METHOD))
+            continue
+        only = [why for c, why in METADATA_ONLY.items() if c in cols]
+        text = r.get("context") or ""
+        if text not in folded:
+            folded[text] = _fold(text)
+        ft = folded[text]
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            titles = dict(con.execute("SELECT article_id, article_title FROM articles").fetchall())
+            why = None
+            for aid, title in titles.items():
+                if _fold(title) not in ft:
+                    why = f"article title {title!r} is not in the context"
+                    break
+            if why is None and ("article_author" in tables or cols & {"author_count", "author_name",
+                                                                      "author_position"}):
+                for aid, title in titles.items():
+                    names = [n for (n,) in con.execute("SELECT author_name FROM article_author WHERE article_id = ? "
+                                                       "ORDER BY author_position", (aid,))]
+                    pos = ft.find(_fold(title))
+                    for nm in names:
+                        k = ft.find(_fold(nm), pos)
+                        if k < 0:
+                            why = (f"author {nm!r} of {title!r} is not in the context after its title "
+                                   f"(or not in author order)")
+                            break
+                        pos = k + 1
+                    if why:
+                        break
+            if why is None and "citing_cited" in tables:
+                for a, b in con.execute("SELECT article_id_citing, article_id_cited FROM citing_cited"):
+                    t = _fold(titles.get(b, ""))
+                    if t and ft.count(t) < 2:
+                        only.append(f"citation {titles.get(a)!r} → {titles.get(b)!r} is not found as a reference "
+                                    f"entry in the text (the edge comes from the metadata)")
+                        break
+        finally:
+            con.close()
+        if why:
+            certs.append(Certificate(iid, "failed", why, METHOD))
+        elif only:
+            certs.append(Certificate(iid, "uncertifiable", only[0], METHOD))
+        else:
+            certs.append(Certificate(iid, "certified", "", METHOD))
+    return certs, []

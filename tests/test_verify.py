@@ -1,0 +1,329 @@
+"""Answerability certificates (ctxbench verify, issue 23): default-style builds certify fully, and each kind of
+tampering (an edited gold, a removed relevant sentence, a removed needle, a duplicated competing value, an alias of
+the subject) is caught in the edited instance only."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+
+import pyarrow.parquet as pq
+import pytest
+
+from ctxbench.storage import write_parquet
+from ctxbench.verify import verify_build
+
+from conftest import require_path
+
+
+def _edit(src, dst, fn):
+    """A copy of build ``src`` at ``dst`` whose instances pass through ``fn(rows) -> rows``."""
+    shutil.copytree(src, dst)
+    t = pq.read_table(dst / "instances.parquet")
+    rows = fn(t.to_pylist())
+    write_parquet(t.from_pylist(rows, schema=t.schema), dst / "instances.parquet")
+    return dst
+
+
+def _statuses(res):
+    return {c.instance_id: c for c in res.certificates}
+
+
+@pytest.fixture(scope="module")
+def holobench(tmp_path_factory):
+    from ctxbench.tracks.base import get_track
+
+    out = tmp_path_factory.mktemp("hb") / "b"
+    get_track("holobench").build({"lengths": [2048], "db": "nycflights13"}, out)
+    return out
+
+
+def test_holobench_build_certifies_every_instance_and_writes_certificates(holobench):
+    # the certify stage ran inside the build
+    certs = pq.read_table(holobench / "certificates.parquet").to_pylist()
+    n = pq.read_metadata(holobench / "instances.parquet").num_rows
+    assert len(certs) == n > 0
+    assert {c["status"] for c in certs} == {"certified"}
+    res = verify_build(holobench, write=False)
+    assert res.counts() == {"holobench": {"certified": n, "failed": 0, "uncertifiable": 0}}
+
+
+def test_edited_holobench_gold_fails_that_instance_only(holobench, tmp_path):
+    rows = pq.read_table(holobench / "instances.parquet").to_pylist()
+    victim = rows[0]["instance_id"]
+
+    def edit(rs):
+        for r in rs:
+            if r["instance_id"] == victim:
+                g = json.loads(r["gold"])
+                g[0][0] = (g[0][0] + 1) if isinstance(g[0][0], (int, float)) else str(g[0][0]) + "x"
+                r["gold"] = json.dumps(g)
+        return rs
+
+    res = verify_build(_edit(holobench, tmp_path / "b", edit), write=False)
+    st = _statuses(res)
+    assert st[victim].status == "failed" and "stored gold" in st[victim].reason
+    assert all(c.status == "certified" for i, c in st.items() if i != victim)
+
+
+def _relevant_line(r):
+    """A line of the instance's context that states a row of a table its SQL reads (found with sqlite3)."""
+    from ctxbench.verify.holobench import sql_tables
+
+    tables = sql_tables(r["sql"], ["flights", "weather", "airports", "planes"])
+    words = {"flights": " flight ", "weather": " humidity", "airports": "latitude", "planes": " seats"}
+    return next(ln for ln in r["context"].split("\n") if any(words[t] in ln for t in tables))
+
+
+def test_removed_relevant_sentence_fails_that_instance_only(holobench, tmp_path):
+    rows = pq.read_table(holobench / "instances.parquet").to_pylist()
+    victim = rows[1]["instance_id"]
+
+    def edit(rs):
+        for r in rs:
+            if r["instance_id"] == victim:
+                line = _relevant_line(r)
+                r["context"] = r["context"].replace(line + "\n", "", 1)
+        return rs
+
+    res = verify_build(_edit(holobench, tmp_path / "b", edit), write=False)
+    st = _statuses(res)
+    assert st[victim].status == "failed"
+    # either the answer changes or, when the SQL's answer survives the loss, the row set no longer matches
+    assert "stored gold" in st[victim].reason or "included row(s) not stated" in st[victim].reason
+    assert all(c.status == "certified" for i, c in st.items() if i != victim)
+
+
+def test_garbled_sentence_and_manifest_mismatch(holobench, tmp_path):
+    rows = pq.read_table(holobench / "instances.parquet").to_pylist()
+    victim = rows[2]["instance_id"]
+
+    def edit(rs):
+        for r in rs:
+            if r["instance_id"] == victim:
+                line = _relevant_line(r)
+                r["context"] = r["context"].replace(line, line.replace(" ", "  ", 1), 1)
+        return rs
+
+    d = _edit(holobench, tmp_path / "b", edit)
+    m = json.loads((d / "manifest.json").read_text())
+    m["build_hash"] = "0" * 20
+    (d / "manifest.json").write_text(json.dumps(m))
+    res = verify_build(d, write=False)
+    st = _statuses(res)
+    assert st[victim].status == "failed" and "matches no template" in st[victim].reason
+    assert all(c.status == "certified" for i, c in st.items() if i != victim)
+    assert any("manifest hash mismatch" in n for n in res.notes)
+
+
+def test_grammar_reads_missing_phrase_as_null_and_finds_ambiguity(tmp_path):
+    from ctxbench.verify.holobench import load_grammar
+
+    db = tmp_path / "source.sqlite"
+    con = sqlite3.connect(db)
+    con.execute('CREATE TABLE "t" ("name" TEXT, "kind" TEXT, "n" INTEGER, "x" REAL)')
+    con.executemany("INSERT INTO t VALUES (?, ?, ?, ?)", [("BOEING", "737-824", 3, 1.5),
+                                                         ("AIRBUS INDUSTRIE", "A320", None, 2.0)])
+    con.commit()
+    con.close()
+    tpl = tmp_path / "x.yaml"
+    tpl.write_text("missing:\n  t:\n    n: unknown\nt:\n" + "".join(
+        f"  - \"{p}\"\n" for p in ["{name} {kind} has {n} seats and weighs {x} t.",
+                                   "Item {name}: kind {kind}, {n} seats, {x} t.",
+                                   "{kind} by {name} seats {n}, {x} t.",
+                                   "Seats {n} in {kind} ({name}), {x} t.",
+                                   "Weight {x} t for {name} {kind} ({n} seats)."]), encoding="utf-8")
+    g = load_grammar("nodb", db, tpl)
+    # an integer slot holding the missing phrase reads as NULL; the real slot reads as written
+    assert g.parse("Item AIRBUS INDUSTRIE: kind A320, unknown seats, 2 t.") == (
+        "t", (("kind", "A320"), ("n", None), ("name", "AIRBUS INDUSTRIE"), ("x", "2")))
+    # "{name} {kind}": two parses; the source's values leave one
+    assert g.parse("AIRBUS INDUSTRIE A320 has 3 seats and weighs 2.0 t.") == (
+        "t", (("kind", "A320"), ("n", "3"), ("name", "AIRBUS INDUSTRIE"), ("x", "2.0")))
+    assert g.disambiguated == 1
+    # values the source lacks cannot settle it: an error naming the ambiguity
+    err = g.parse("FOKKER F 100 has 3 seats and weighs 2.0 t.")
+    assert isinstance(err, str) and err.startswith("ambiguous sentence")
+    # a non-number in an integer slot matches no template
+    assert "matches no template" in g.parse("Item BOEING: kind 737-824, three seats, 1.5 t.")
+
+
+# ------------------------------------------------------------------------------------------------ needles
+
+@pytest.fixture(scope="module")
+def needles(tmp_path_factory, shared_data):
+    from ctxbench.tracks.base import get_track
+
+    corpus = require_path(shared_data / "classical" / "songyuan_xuean" / "volumes", "宋元學案 volumes")
+    out = tmp_path_factory.mktemp("nd") / "b"
+    get_track("needles").build({"corpus": str(corpus), "models": ["gpt-4.1"], "lengths": [8192],
+                                "depths": [0.25, 0.75], "output_budget": 256}, out)
+    return out
+
+
+def test_needles_build_certifies_every_instance(needles):
+    certs = pq.read_table(needles / "certificates.parquet").to_pylist()
+    assert certs and {c["status"] for c in certs} == {"certified"}
+
+
+@pytest.mark.parametrize("tamper", ["remove_needle", "competing_value", "alias_competing", "edit_gold",
+                                    "duplicate_hop"])
+def test_needles_tampering_is_caught_in_the_edited_instance_only(needles, tmp_path, tamper):
+    rows = pq.read_table(needles / "instances.parquet").to_pylist()
+    pick = {"remove_needle": ("N1", "real"), "competing_value": ("N1", "real"), "alias_competing": ("N1", "altered"),
+            "edit_gold": ("N2", "real"), "duplicate_hop": ("C1", "chain")}[tamper]
+    victim = next(r["instance_id"] for r in rows if (r["needle_id"], r["variant"]) == pick)
+
+    def edit(rs):
+        for r in rs:
+            if r["instance_id"] != victim:
+                continue
+            text = r["context"]
+            cut = text.index("\n") + 1  # after the first paragraph, far from the needle at 25%/75%
+            if tamper == "remove_needle":
+                r["context"] = text.replace("鶴山先生魏了翁卒於家，年六十。", "")
+            elif tamper == "competing_value":
+                r["context"] = text[:cut] + "魏了翁晚歲病卒，年五十九。\n" + text[cut:]
+            elif tamper == "alias_competing":  # 鶴山 is listed only in `aliases`
+                r["context"] = text[:cut] + "鶴山以疾卒，年五十八。\n" + text[cut:]
+            elif tamper == "edit_gold":
+                r["gold"] = json.dumps([["婺州蘭溪"]], ensure_ascii=False)
+            elif tamper == "duplicate_hop":
+                hop = "甄子敬少從葛元方學，終身師事之。"
+                r["context"] = text[:cut] + hop + "\n" + text[cut:]
+        return rs
+
+    res = verify_build(_edit(needles, tmp_path / "b", edit), write=False)
+    st = _statuses(res)
+    want = {"remove_needle": "occurs 0 times", "competing_value": "competing value '五十九'",
+            "alias_competing": "competing value '五十八' for 鶴山", "edit_gold": "differs from the value the needle "
+            "text states: '建州浦城'", "duplicate_hop": "occurs 2 times"}[tamper]
+    assert st[victim].status == "failed" and want in st[victim].reason, st[victim].reason
+    assert all(c.status == "certified" for i, c in st.items() if i != victim)
+
+
+def test_verify_cli_exits_nonzero_on_a_failed_instance(holobench, tmp_path):
+    from typer.testing import CliRunner
+
+    from ctxbench.cli import app
+
+    rows = pq.read_table(holobench / "instances.parquet").to_pylist()
+    victim = rows[0]["instance_id"]
+
+    def edit(rs):
+        for r in rs:
+            if r["instance_id"] == victim:
+                r["gold"] = "[[null]]"
+        return rs
+
+    d = _edit(holobench, tmp_path / "b", edit)
+    out = CliRunner().invoke(app, ["verify", "--build", str(d)])
+    assert out.exit_code == 1
+    assert f"holobench: {len(rows) - 1} certified, 1 failed, 0 uncertifiable of {len(rows)}" in out.output
+    assert f"failed: {victim}" in out.output
+    assert pq.read_table(d / "certificates.parquet").num_rows == len(rows)
+    ok = CliRunner().invoke(app, ["verify", "--build", str(holobench)])
+    assert ok.exit_code == 0, ok.output
+
+
+@pytest.mark.parametrize("needle_set, other, competing", [
+    ("zh-classical", "魏了翁晚歲病卒，年五十九。", "五十九"),
+    ("zh-classical", "鶴山以疾卒，年五十八。", "五十八"),      # a pen name listed in `aliases`
+    ("zh-classical", "鶴山卒時兩家子弟皆至。", None),           # a numeral not led by the statement's 年
+    ("zh-classical", "魏了翁為學，年七十三矣。", None),          # no attribute keyword (卒)
+    ("en", "Darwin died at the age of sixty.", "sixty"),
+    ("en", "Darwin died in 1882 after two years.", None),
+    ("en", "Ada Lovelace was the only legitimate daughter of William Wordsworth, some say.", None),  # another needle
+])
+def test_competing_value_sentences(needle_set, other, competing):
+    from ctxbench.tracks.needles.questions import load_needle_set
+    from ctxbench.verify.needles import _competing
+
+    n = load_needle_set(needle_set).needles[0]
+    st = n["statement"].format(value=n["real"]["value"])
+    text = f"Intro.\n{other}\nMore text. {st}\n"
+    got = _competing(text, n, "real", {n["real"]["value"], *n["real"]["accepted"]},
+                     [(text.index(st), text.index(st) + len(st))])
+    if competing is None:
+        assert got is None
+    else:
+        assert got is not None and f"competing value {competing!r}" in got
+
+
+def test_competing_known_value_of_a_text_answer():
+    from ctxbench.tracks.needles.questions import load_needle_set
+    from ctxbench.verify.needles import _competing
+
+    n = load_needle_set("en").needles[2]  # Ada Lovelace, kinship: real Lord Byron, altered William Wordsworth
+    st = n["statement"].format(value=n["altered"]["value"])
+    text = f"It is said that Lovelace was the daughter of Lord Byron.\n{st}\n"
+    got = _competing(text, n, "altered", {n["altered"]["value"], *n["altered"]["accepted"]},
+                     [(text.index(st), text.index(st) + len(st))])
+    assert got is not None and "competing value 'Lord Byron'" in got
+
+
+def test_report_section_shows_the_certified_share_per_track(holobench, tmp_path):
+    from types import SimpleNamespace
+
+    from ctxbench.report.certificates import certificates_section
+
+    n = pq.read_metadata(holobench / "instances.parquet").num_rows
+    out = certificates_section(SimpleNamespace(build_dir=holobench))
+    assert "Answerability certificates" in out and "100.0%" in out and f"<td>{n}</td>" in out
+    assert certificates_section(SimpleNamespace(build_dir=tmp_path)) == ""
+
+
+def _scitrek_build(tmp_path):
+    d = tmp_path / "b"
+    (d / "collections").mkdir(parents=True)
+    con = sqlite3.connect(d / "collections" / "c1.sqlite")
+    con.execute("CREATE TABLE articles (article_id TEXT, article_title TEXT, title_word_count INTEGER, "
+                "author_count INTEGER, reference_count INTEGER)")
+    con.execute("CREATE TABLE article_author (relation_id INTEGER, article_id TEXT, author_name TEXT, "
+                "author_position INTEGER)")
+    con.execute("CREATE TABLE citing_cited (relation_id INTEGER, article_id_citing TEXT, article_id_cited TEXT)")
+    con.executemany("INSERT INTO articles VALUES (?, ?, ?, ?, ?)",
+                    [("a", "Deep Nets for Cats", 4, 2, 30), ("b", "Shallow Trees", 2, 1, 12)])
+    con.executemany("INSERT INTO article_author VALUES (?, ?, ?, ?)",
+                    [(1, "a", "Ann Lee", 0), (2, "a", "Bo Chen", 1), (3, "b", "Cy Diaz", 0)])
+    con.commit()
+    con.close()
+    return d
+
+
+def test_scitrek_facts_found_in_text_or_uncertifiable(tmp_path):
+    from ctxbench.verify.scitrek import certify
+
+    d = _scitrek_build(tmp_path)
+    good = "# Deep  Nets for cats\nAnn Lee, Bo Chen\nText.\n# Shallow Trees\nCy Diaz\n"
+    swapped = "# Deep Nets for Cats\nBo Chen, Ann Lee\nText.\n# Shallow Trees\nCy Diaz\n"
+    lost = "# Deep Nets for Cats\nAnn Lee, Bo Chen\nText.\n"
+    sql_auth = "SELECT author_name FROM article_author WHERE author_position = 0"
+    sql_ref = "SELECT SUM(reference_count) FROM articles"
+    rows = [{"instance_id": i, "source_id": "c1", "sql": q, "context": c}
+            for i, q, c in (("ok", sql_auth, good), ("order", sql_auth, swapped), ("title", sql_auth, lost),
+                            ("refs", sql_ref, good))]
+    st = {c.instance_id: c for c in certify(d, rows, None)[0]}
+    assert st["ok"].status == "certified"
+    assert st["order"].status == "failed" and "author 'Bo Chen' of 'Deep Nets for Cats'" in st["order"].reason
+    assert st["title"].status == "failed" and "'Shallow Trees' is not in the context" in st["title"].reason
+    assert st["refs"].status == "uncertifiable" and "reference_count" in st["refs"].reason
+
+
+def test_lara_supporting_passage(tmp_path, monkeypatch):
+    from ctxbench.verify.lara import ENV, certify
+
+    q = tmp_path / "lara" / "queries"
+    q.mkdir(parents=True)
+    (q / "32k_book_location.jsonl").write_text(
+        json.dumps({"question": "Q1", "answer": "A", "context": "the  loose matches"}) + "\n"
+        + json.dumps({"question": "Q2", "answer": "B"}) + "\n", encoding="utf-8")
+    rows = [{"instance_id": "i1", "question_id": "32k_book_location.jsonl:1", "context": "He found the loose\nmatches."},
+            {"instance_id": "i2", "question_id": "32k_book_location.jsonl:1", "context": "He found nothing."},
+            {"instance_id": "i3", "question_id": "32k_book_location.jsonl:2", "context": "Anything."}]
+    monkeypatch.delenv(ENV, raising=False)
+    assert {c.status for c in certify(tmp_path, rows, None)[0]} == {"uncertifiable"}
+    monkeypatch.setenv(ENV, str(tmp_path / "lara"))
+    st = {c.instance_id: c.status for c in certify(tmp_path, rows, None)[0]}
+    assert st == {"i1": "certified", "i2": "failed", "i3": "uncertifiable"}
