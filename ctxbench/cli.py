@@ -66,7 +66,8 @@ class _ImportGroup(_TrackGroup):
 class _RootGroup(TyperGroup):
     """The ``ctxbench`` group: a usage error (a bad option value, a missing option, an unknown command) is printed
     as one unwrapped line, ``error: Invalid value for '--db': ...`` after the usage, like every other error of the
-    CLI (:func:`_fail`), so paths in messages stay whole and logs can be searched; exit status 2."""
+    CLI (:func:`_fail`), so paths in messages stay whole and logs can be searched; exit status 2. A Ctrl-C prints
+    ``interrupted`` and exits 130 (128 + SIGINT), never a traceback."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         if not standalone_mode:
@@ -87,9 +88,15 @@ class _RootGroup(TyperGroup):
                                       markup=False, highlight=False)
                 console.print("[bold red]error:[/] " + escape(e.format_message()), highlight=False)
             sys.exit(getattr(e, "exit_code", 2))
-        except typer.Abort:
+        except typer.Abort as e:
+            if isinstance(e.__cause__, KeyboardInterrupt):  # Ctrl-C: the shell's 128 + SIGINT, no traceback
+                console.print("interrupted", markup=False)
+                sys.exit(130)
             console.print("Aborted!", markup=False)
             sys.exit(1)
+        except KeyboardInterrupt:  # a Ctrl-C outside click's own handler (e.g. while a result is printed)
+            console.print("interrupted", markup=False)
+            sys.exit(130)
         sys.exit(rv if isinstance(rv, int) else 0)
 
 
