@@ -138,4 +138,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from ctxbench.interrupt import run_main
+
+    run_main(main)  # Ctrl-C: exit 130, no traceback

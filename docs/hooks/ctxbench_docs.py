@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _cell(text: object) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ").strip()
+    return str(text).replace("\\[", "[").replace("|", "\\|").replace("\n", " ").strip()
 
 
 def _option_rows(cmd) -> list[str]:
