@@ -69,6 +69,13 @@ class _RootGroup(TyperGroup):
     CLI (:func:`_fail`), so paths in messages stay whole and logs can be searched; exit status 2. A Ctrl-C prints
     ``interrupted`` and exits 130 (128 + SIGINT), never a traceback."""
 
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:  # said here: Typer's own handler exits 130 without a word, older ones print
+            console.print("interrupted", markup=False)  # "Aborted!" and exit 1
+            raise typer.Exit(130) from None
+
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
@@ -526,6 +533,7 @@ def evaluate_cmd(
                         exclude_closed_book=exclude_closed_book, max_retry_after_s=max_retry_after,
                         batch=batch, batch_poll_s=batch_poll, batch_wait_s=batch_wait,
                         **_rag_opts(mode, rag_tokens, chunk_tokens, chunk_overlap, top_k, retriever, embedding_model))
+        _warn_unknown_model(model, base_url)
         if dry_run:
             from .dryrun import estimate
             from .errors import EmptySelection
@@ -546,6 +554,16 @@ def evaluate_cmd(
     except USER_ERRORS as e:
         _fail(e)
     raise typer.Exit(_report_evaluation(s, build))
+
+
+def _warn_unknown_model(model: str, base_url: str | None) -> None:
+    """Print :func:`ctxbench.models.registry.unknown_model_warning` (a misspelt name such as ``gtp-4o``) on
+    stderr; the command goes on."""
+    from .models.local_server import EMBEDDED_MODEL
+    from .models.registry import unknown_model_warning
+
+    if model != EMBEDDED_MODEL and (w := unknown_model_warning(model, base_url)):
+        console.print(w, markup=False)
 
 
 def _report_evaluation(s, build: Path, prefix: str = "") -> int:
@@ -609,6 +627,7 @@ def backfill_cmd(
                                              max_tokens, 0.0, api_key_env),
                              runs_root=str(runs),
                              benchmarks=[x.strip() for x in (benchmarks or "").split(",") if x.strip()])
+        _warn_unknown_model(model, base_url)
         builds = find_builds(cfg.runs_root, cfg.benchmarks)
         if not builds:
             found = sorted(build_benchmark(b) for b in find_builds(cfg.runs_root))
@@ -675,7 +694,10 @@ def label_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help
                       f"gold answer: c = correct, p = partial, i = incorrect, s = skip, q = quit.")
     labelled = 0
     for k, it in enumerate(items, 1):
-        gold = "\n".join("  " + " | ".join("NULL" if v is None else str(v) for v in row) for row in it["gold"])
+        from .scoring.numbers import display_number
+
+        gold = "\n".join("  " + " | ".join("NULL" if v is None else display_number(v) if isinstance(v, float)
+                                            else str(v) for v in row) for row in it["gold"])
         out_console.print(f"\n[{k}/{len(items)}] {it['instance_id']} ({it['model']}, {it['mode']})\n"
                           f"Question: {it['question']}\nGold answer:\n{gold}\nAnswer:\n{it['response']}")
         v = ""
@@ -1005,6 +1027,7 @@ def run_cmd(
         _fail(CtxbenchError(f"--engine {engine}: use prefect or luigi"))
     ls = _ints(lengths, "--lengths")
     model = model or EMBEDDED_MODEL
+    _warn_unknown_model(model, base_url)
     where = "the embedded model (served locally by llama.cpp)" if model == EMBEDDED_MODEL and not base_url else model
     console.print(f"ctxbench run ({engine}): building {db} at {', '.join(map(str, ls))} tokens (cl100k_base, 50% "
                   f"density, uniform), then evaluating a sample of {per_length} instances per length with {where}; "

@@ -179,8 +179,10 @@ def split_report(rows: list[dict], train: list[int], test: list[int]) -> dict:
 def _fmt_value(v) -> str:
     if v is None:
         return "NULL"
-    if isinstance(v, float) and v.is_integer():
-        return str(int(v))
+    if isinstance(v, float):  # no float noise: 1627.3, not 1627.3000000000009
+        from .scoring.numbers import display_number
+
+        return display_number(v)
     return str(v)
 
 
