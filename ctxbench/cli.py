@@ -946,16 +946,71 @@ def fetch_s2_cmd(
 class _RunProgress:
     """What ``ctxbench run`` shows while it works (:mod:`ctxbench.progress` events): one line per stage as it
     starts (build stages, model start, calls, score, report), prefixed by the time since the run began; calls with
-    their count, rate and ETA, at most every few seconds (in a terminal: one line updated in place)."""
+    their count, rate and ETA, at most every few seconds (in a terminal: one line updated in place); the forecast
+    of the calls' time from a measured probe (stage ``estimate``); every timeout and retry (stage ``retry``); and,
+    while calls are in flight and none finishes, a heartbeat every ``every_s`` seconds in a terminal
+    (``heartbeat_s`` in a log): the calls in flight, how long the oldest has run, and what the server says it is
+    doing where it says (the embedded server: tokens generated so far). Used as a context manager, which runs the
+    heartbeat thread."""
 
-    def __init__(self, every_s: float = 5.0):
+    def __init__(self, every_s: float = 5.0, heartbeat_s: float = 30.0):
+        import threading
         import time
 
         self.t0 = self._last = time.monotonic()
         self.every_s = every_s
         self.calls_t0: float | None = None
         self._live = console.is_terminal
+        self.heartbeat_s = every_s if self._live else heartbeat_s
         self._seen: set[tuple[str, str]] = set()
+        self._calls: tuple[str, int, int] | None = None  # (model, done, total) of the latest calls event
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> "_RunProgress":
+        import threading
+
+        self._thread = threading.Thread(target=self._beat, name="ctxbench-heartbeat", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+
+    def heartbeat(self) -> str | None:
+        """The heartbeat line now, or None when no call of the current model is in flight."""
+        import time
+
+        from .progress import clock, flights, server_status
+
+        if self._calls is None:
+            return None
+        model, done, total = self._calls
+        fl = flights()  # the gateway's model name may carry a provider prefix: every call in flight
+        if not fl:
+            return None
+        _, oldest, attempt = fl[0]
+        status = server_status(model)
+        tail = f"; {status}" if status else ""
+        tail += f" (retry {attempt})" if attempt else ""
+        eta = ""
+        if done and self.calls_t0 is not None:
+            rate = done / max(time.monotonic() - self.calls_t0, 1e-9)
+            eta = f", ETA {clock((total - done) / rate)}"
+        return (f"calls {model}: {done}/{total}, {len(fl)} in flight, the oldest for {clock(oldest)}{tail}{eta}")
+
+    def _beat(self) -> None:
+        import time
+
+        while not self._stop.wait(1.0):
+            if time.monotonic() - self._last < self.heartbeat_s:
+                continue
+            line = self.heartbeat()
+            if line:
+                self._last = time.monotonic()
+                self._line(line, update=True)
 
     def _line(self, text: str, update: bool = False) -> None:
         import time
@@ -970,6 +1025,10 @@ class _RunProgress:
     def __call__(self, ev) -> None:
         import time
 
+        if ev.stage in ("retry", "estimate"):  # every one is said, and stays on screen
+            self._line(f"{ev.stage} {ev.detail}", update=False)
+            self._last = time.monotonic()
+            return
         if ev.stage != "calls":
             if (ev.stage, ev.detail) not in self._seen:
                 self._seen.add((ev.stage, ev.detail))
@@ -979,6 +1038,7 @@ class _RunProgress:
         if not ev.total:
             self._line(f"calls {ev.detail}")
             return
+        self._calls = (ev.detail, ev.done or 0, ev.total)
         if ev.done == 0 or self.calls_t0 is None:
             self.calls_t0 = now
             self._line(f"calls {ev.detail}: 0/{ev.total}")
@@ -1030,8 +1090,12 @@ def run_cmd(
     _warn_unknown_model(model, base_url)
     where = "the embedded model (served locally by llama.cpp)" if model == EMBEDDED_MODEL and not base_url else model
     console.print(f"ctxbench run ({engine}): building {db} at {', '.join(map(str, ls))} tokens (cl100k_base, 50% "
-                  f"density, uniform), then evaluating a sample of {per_length} instances per length with {where}; "
-                  f"this takes a few minutes on 2 cores.", markup=False)
+                  f"density, uniform), then evaluating a sample of {per_length} instances per length with {where}.",
+                  markup=False)
+    if model == EMBEDDED_MODEL and not base_url:
+        console.print(f"{EMBEDDED_MODEL} is a 135M-parameter model: expect scores near zero. It is here to show the "
+                      f"pipeline, not to rank models (a real model: ctxbench run --model NAME [--base-url URL]).",
+                      markup=False)
     from .progress import listening
 
     try:
@@ -1043,7 +1107,7 @@ def run_cmd(
         cfg = default_track().config(db=db, lengths=ls)
         models = [EvalConfig(model=model, base_url=base_url, per_length=per_length, mode=mode,
                              rag_tokens=_ints(rag_tokens, "--rag-tokens") if rag_tokens else None)]
-        with listening(_RunProgress()):
+        with _RunProgress() as shown, listening(shown):
             if engine == "luigi":
                 from .extras import require
 

@@ -270,6 +270,9 @@ class LocalServer:
             # a 200 counts only from our server: another one may answer on the port ours is failing to bind
             if ok and self.proc.poll() is None and listens_on(self.proc.pid, self.port) is not False:
                 emit("model", f"{self.alias} ready on 127.0.0.1:{self.port} in {time.monotonic() - started:.1f} s")
+                from .. import progress
+
+                progress.set_server_status(self.alias, self.activity)
                 return True
             time.sleep(0.3)
         self.__exit__(None, None, None)
@@ -285,7 +288,28 @@ class LocalServer:
         r.raise_for_status()
         return len(r.json()["tokens"])
 
+    def activity(self) -> str | None:
+        """What the server is doing now, in words, for the run's heartbeat: llama.cpp's ``/slots`` (tokens
+        generated so far by the busy slot, or that it is reading the prompt); None where the server does not say
+        (llama-cpp-python) or does not answer within half a second."""
+        if self.runtime != "llama.cpp" or not self.port:
+            return None
+        try:
+            slots = httpx.get(f"http://127.0.0.1:{self.port}/slots", timeout=0.5).json()
+        except (httpx.HTTPError, ValueError):
+            return None
+        busy = [s for s in slots if isinstance(s, dict) and s.get("is_processing")] if isinstance(slots, list) else []
+        if not busy:
+            return None
+        nxt = busy[0].get("next_token")
+        nxt = nxt[0] if isinstance(nxt, list) and nxt else nxt
+        n = nxt.get("n_decoded") if isinstance(nxt, dict) else None
+        return f"{n} tokens generated" if n else "reading the prompt"
+
     def __exit__(self, *exc) -> None:
+        from .. import progress
+
+        progress.set_server_status(self.alias, None)
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:
