@@ -124,7 +124,8 @@ def speed(settings: list[dict], per_length: int = 1, decode_tokens: int = 64) ->
             if "runtime" in st and importlib.util.find_spec(RUNTIMES[st["runtime"]].module) is None:
                 print(f"{st}: skipped ({RUNTIMES[st['runtime']].module} is not installed)")
                 continue
-            srv_kw = {x: st[x] for x in ("runtime", "threads", "n_batch", "flash_attn") if x in st}
+            srv_kw = {x: st[x] for x in ("runtime", "threads", "threads_batch", "poll", "n_batch", "flash_attn")
+                      if x in st}
             with LocalServer(**srv_kw) as srv:
                 pre_tok = pre_s = dec_tok = dec_s = 0.0
                 for i, msgs in enumerate(prompts):
@@ -162,14 +163,37 @@ def main() -> None:
     ap.add_argument("--run", action="store_true")
     ap.add_argument("--speed", action="store_true")
     ap.add_argument("--all", action="store_true")
+    ap.add_argument("--threading", action="store_true",
+                    help="--speed over llama.cpp's thread count and polling (--threads, --threads-batch, --poll)")
+    ap.add_argument("--per-length", type=int, default=1, help="--threading: prompts per context length")
+    ap.add_argument("--load", type=int, default=0,
+                    help="busy-loop processes running during the measurement (a controlled extra CPU load)")
     ap.add_argument("run_args", nargs="*", help="extra `ctxbench run` options (after --)")
     a = ap.parse_args()
-    if not (a.install or a.run or a.speed or a.all):
+    if not (a.install or a.run or a.speed or a.all or a.threading):
         ap.error("say what to measure: --install, --run, --speed or --all")
     print(f"{os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f}")
     total = 0.0
     if a.install or a.all:
         total += install()
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(a.load)]
+    if busy:
+        print(f"{a.load} busy-loop process(es) running as extra load")
+    try:
+        _measure(a, total)
+    finally:
+        for b in busy:
+            b.kill()
+            b.wait()
+
+
+def _measure(a, total: float) -> None:
+    if a.threading:
+        # the embedded default first, then llama.cpp's own default polling, then one change at a time
+        speed([{"runtime": "llama.cpp", "threads": 2, "poll": 0}, {"runtime": "llama.cpp", "threads": 2, "poll": 50},
+               {"runtime": "llama.cpp", "threads": 1, "poll": 0},
+               {"runtime": "llama.cpp", "threads": 1, "threads_batch": 2, "poll": 0}], per_length=a.per_length)
+        return
     if a.speed or a.all:
         # the defaults first (llama.cpp's server, flash attention on), then one change at a time
         speed([{"runtime": "llama.cpp", "threads": 2}, {"runtime": "llama.cpp", "threads": 2, "flash_attn": False},

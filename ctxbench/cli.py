@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import os
@@ -221,6 +222,20 @@ def _why_no_instances(build: Path, n_quarantined: int) -> str:
     return (f"the build {build} has 0 instances: no question x context passed its checks; quarantine.parquet "
             f"holds {n_quarantined} row(s): " + "; ".join(f"{k} ({n})" for k, n in top)
             + f" (every reason in {build / 'quarantine.parquet'})")
+
+
+@contextlib.contextmanager
+def _said_retries(con):
+    """Print every timeout and retry of a model call (:func:`ctxbench.progress.retrying`) above the progress bar
+    while the block runs."""
+    from .progress import listening
+
+    def say(ev) -> None:
+        if ev.stage == "retry":
+            con.print(f"retry {ev.detail}", markup=False, highlight=False)
+
+    with listening(say):
+        yield
 
 
 def _progress() -> Progress:
@@ -547,7 +562,7 @@ def evaluate_cmd(
                 out_console.print(f"{k}: {v}")
             return
         local = model == EMBEDDED_MODEL and not base_url
-        with _progress() as p:
+        with _progress() as p, _said_retries(p.console):
             t = p.add_task(f"calling {model}", total=None)
             s = evaluate_build(build, cfg, progress=lambda d, n: p.update(t, completed=d, total=n),
                                server=LocalServer if local else None)
@@ -638,7 +653,7 @@ def backfill_cmd(
         local = model == EMBEDDED_MODEL and not base_url
         worst = 0
         for i, b in enumerate(builds, 1):
-            with _progress() as p:
+            with _progress() as p, _said_retries(p.console):
                 t = p.add_task(f"[{i}/{len(builds)}] {b}", total=None)
                 s = evaluate_build(b, cfg.model, progress=lambda d, n: p.update(t, completed=d, total=n),
                                    server=LocalServer if local else None)

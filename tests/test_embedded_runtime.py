@@ -62,14 +62,18 @@ def test_unknown_runtime_argument_is_refused_before_anything_starts(installed):
 
 def test_command_line_per_runtime(installed):
     """llama.cpp's server runs as ctxbench.models.embedded_serve with flash attention on (bench/first_run.py
-    --speed: 218 against 145 prefill tokens/s here), llama-cpp-python's as llama_cpp.server with it off, unless
-    asked otherwise."""
+    --speed: 218 against 145 prefill tokens/s here) and idle threads sleeping instead of spinning (poll 0,
+    bench/first_run.py --threading), llama-cpp-python's as llama_cpp.server with flash attention off, unless asked
+    otherwise."""
     installed.update({"xllamacpp", "llama_cpp"})
     cmd = ls.LocalServer(gguf="m.gguf", threads=2).command(5555)
     assert cmd[1:3] == ["-m", "ctxbench.models.embedded_serve"]
     opts = dict(zip(cmd[3::2], cmd[4::2]))
     assert opts == {"--model": "m.gguf", "--alias": ls.EMBEDDED_MODEL, "--port": "5555", "--n-ctx": "8192",
-                    "--threads": "2", "--n-batch": "512", "--flash-attn": "on"}
+                    "--threads": "2", "--threads-batch": "2", "--poll": "0", "--n-batch": "512", "--flash-attn": "on"}
+    cmd = ls.LocalServer(gguf="m.gguf", threads=1, threads_batch=2, poll=50).command(5555)
+    opts = dict(zip(cmd[3::2], cmd[4::2]))
+    assert (opts["--threads"], opts["--threads-batch"], opts["--poll"]) == ("1", "2", "50")
     cmd = ls.LocalServer(gguf="m.gguf", flash_attn=False).command(5555)
     assert cmd[cmd.index("--flash-attn") + 1] == "off"
     cmd = ls.LocalServer(gguf="m.gguf", runtime="llama-cpp-python").command(6666)

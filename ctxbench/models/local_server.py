@@ -36,6 +36,10 @@ EMBEDDED_MODEL = "smollm2-135m-instruct"
 EMBEDDED_WINDOW = 8192  # llama.context_length in the GGUF: the model's real window
 # prompt batch (logical = physical) of the embedded server: chosen by bench/first_run.py --speed
 EMBEDDED_BATCH = 512
+# llama.cpp's busy-wait of idle worker threads, 0-100 (its --poll; llama.cpp's own default is 50). 0 makes a thread
+# that waits for work sleep instead of spinning: on cores shared with other processes a spinning thread takes the
+# core the thread it waits for needs (measured with bench/first_run.py --speed --load N; docs/reference/embedded-model.md).
+EMBEDDED_POLL = 0
 
 
 class Runtime(NamedTuple):
@@ -183,12 +187,16 @@ class LocalServer:
 
     def __init__(self, gguf: Path | None = None, alias: str = EMBEDDED_MODEL, n_ctx: int = EMBEDDED_WINDOW,
                  threads: int | None = None, startup_timeout_s: float = 120.0, n_batch: int = EMBEDDED_BATCH,
-                 flash_attn: bool | None = None, runtime: str | None = None):
+                 flash_attn: bool | None = None, runtime: str | None = None, threads_batch: int | None = None,
+                 poll: int | None = None):
         self.gguf = gguf or embedded_gguf()
         self.runtime = runtime
         self.alias, self.n_ctx = alias, n_ctx
         self.n_batch, self.flash_attn = n_batch, flash_attn
-        self.threads = threads or max(1, min(os.cpu_count() or 2, 8))
+        self.threads = threads or int(os.environ.get("CTXBENCH_EMBEDDED_THREADS") or 0) or max(
+            1, min(os.cpu_count() or 2, 8))
+        self.threads_batch = threads_batch or self.threads  # prompt processing (llama.cpp's --threads-batch)
+        self.poll = poll if poll is not None else int(os.environ.get("CTXBENCH_EMBEDDED_POLL", EMBEDDED_POLL))
         self.startup_timeout_s = startup_timeout_s
         self.port = 0
         self.proc: subprocess.Popen | None = None
@@ -212,11 +220,12 @@ class LocalServer:
         if self.runtime == "llama.cpp":
             return [sys.executable, "-m", "ctxbench.models.embedded_serve", "--model", str(self.gguf),
                     "--alias", self.alias, "--port", str(port), "--n-ctx", str(self.n_ctx),
-                    "--threads", str(self.threads), "--n-batch", str(self.n_batch),
+                    "--threads", str(self.threads), "--threads-batch", str(self.threads_batch),
+                    "--poll", str(self.poll), "--n-batch", str(self.n_batch),
                     "--flash-attn", "on" if self.flash_attn else "off"]
         return [sys.executable, "-m", "llama_cpp.server", "--model", str(self.gguf), "--model_alias", self.alias,
                 "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(self.n_ctx),
-                "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads),
+                "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads_batch),
                 "--n_batch", str(self.n_batch), "--n_ubatch", str(self.n_batch),
                 "--flash_attn", str(self.flash_attn), "--verbose", "False"]
 
@@ -246,7 +255,8 @@ class LocalServer:
         """One start on a fresh port: True once it answers, False when it exited because the port was taken."""
         cmd = self.command(free_port())
         started = time.monotonic()
-        emit("model", f"starting {self.alias} ({self.runtime} server, {self.threads} threads, {self.n_ctx}-token "
+        emit("model", f"starting {self.alias} ({self.runtime} server, {self.threads} threads, poll {self.poll}, "
+                      f"{self.n_ctx}-token "
                       "window)")
         self._log = tempfile.NamedTemporaryFile(prefix="ctxbench-llama-", suffix=".log", delete=False)
         # its own session (a Ctrl-C in the terminal reaches ctxbench, which stops it in order), and it dies with its
