@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
@@ -36,10 +37,54 @@ EMBEDDED_MODEL = "smollm2-135m-instruct"
 EMBEDDED_WINDOW = 8192  # llama.context_length in the GGUF: the model's real window
 # prompt batch (logical = physical) of the embedded server: chosen by bench/first_run.py --speed
 EMBEDDED_BATCH = 512
-# llama.cpp's busy-wait of idle worker threads, 0-100 (its --poll; llama.cpp's own default is 50). 0 makes a thread
-# that waits for work sleep instead of spinning: on cores shared with other processes a spinning thread takes the
-# core the thread it waits for needs (measured with bench/first_run.py --speed --load N; docs/reference/embedded-model.md).
-EMBEDDED_POLL = 0
+
+
+@dataclass(frozen=True)
+class Threading:
+    """llama.cpp's threads for one server: ``threads`` generating tokens, ``threads_batch`` processing the prompt,
+    ``poll`` (0-100) how long an idle worker thread busy-waits for the next operation before it sleeps, and
+    ``why``, the rule that chose them, in words."""
+
+    threads: int
+    threads_batch: int
+    poll: int
+    why: str
+
+
+def choose_threading(cores: int | None = None, load: float | None = None) -> Threading:
+    """The embedded server's threads for this machine now (measured with ``bench/first_run.py --threading
+    --load 1``; figures in docs/reference/embedded-model.md). ``cores``: CPUs this process may use (default: its
+    affinity); ``load``: the 1-minute load average (default: the system's).
+
+    Idle (load below ``cores - 0.5``): every core for both phases, llama.cpp's own polling (50), the fastest
+    setting measured on idle cores. Loaded (other runnable processes on the cores): one thread generates tokens
+    (a token is hundreds of small operations, each a barrier where a second thread waits for a descheduled
+    partner) and idle threads sleep (poll 0) instead of spinning on a core another process needs; the prompt keeps
+    every core (its operations are large, 512-token batches). ``CTXBENCH_EMBEDDED_THREADS``,
+    ``CTXBENCH_EMBEDDED_THREADS_BATCH`` and ``CTXBENCH_EMBEDDED_POLL`` override the rule."""
+    if cores is None:
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            cores = os.cpu_count() or 2
+    cores = max(1, min(cores, 8))
+    if load is None:
+        try:
+            load = os.getloadavg()[0]
+        except OSError:
+            load = 0.0
+    if load < cores - 0.5 or cores == 1:
+        t = Threading(cores, cores, 50, f"idle cores (load {load:.1f} on {cores})")
+    else:
+        t = Threading(1, cores, 0, f"loaded cores (load {load:.1f} on {cores}): 1 generating thread, no spinning")
+    env = os.environ
+    return Threading(int(env.get("CTXBENCH_EMBEDDED_THREADS") or t.threads),
+                     int(env.get("CTXBENCH_EMBEDDED_THREADS_BATCH") or env.get("CTXBENCH_EMBEDDED_THREADS")
+                         or t.threads_batch),
+                     int(env.get("CTXBENCH_EMBEDDED_POLL") or t.poll),
+                     t.why + (" (overridden by CTXBENCH_EMBEDDED_*)" if any(
+                         k in env for k in ("CTXBENCH_EMBEDDED_THREADS", "CTXBENCH_EMBEDDED_THREADS_BATCH",
+                                            "CTXBENCH_EMBEDDED_POLL")) else ""))
 
 
 class Runtime(NamedTuple):
@@ -193,10 +238,12 @@ class LocalServer:
         self.runtime = runtime
         self.alias, self.n_ctx = alias, n_ctx
         self.n_batch, self.flash_attn = n_batch, flash_attn
-        self.threads = threads or int(os.environ.get("CTXBENCH_EMBEDDED_THREADS") or 0) or max(
-            1, min(os.cpu_count() or 2, 8))
-        self.threads_batch = threads_batch or self.threads  # prompt processing (llama.cpp's --threads-batch)
-        self.poll = poll if poll is not None else int(os.environ.get("CTXBENCH_EMBEDDED_POLL", EMBEDDED_POLL))
+        chosen = choose_threading()  # idle or loaded cores: measured rule (docs/reference/embedded-model.md)
+        self.threads = threads or chosen.threads
+        self.threads_batch = threads_batch or (self.threads if threads else chosen.threads_batch)
+        self.poll = poll if poll is not None else (50 if threads and "CTXBENCH_EMBEDDED_POLL" not in os.environ
+                                                   else chosen.poll)
+        self.threading_why = chosen.why if not threads else "as asked"
         self.startup_timeout_s = startup_timeout_s
         self.port = 0
         self.proc: subprocess.Popen | None = None
@@ -255,9 +302,9 @@ class LocalServer:
         """One start on a fresh port: True once it answers, False when it exited because the port was taken."""
         cmd = self.command(free_port())
         started = time.monotonic()
-        emit("model", f"starting {self.alias} ({self.runtime} server, {self.threads} threads, poll {self.poll}, "
-                      f"{self.n_ctx}-token "
-                      "window)")
+        emit("model", f"starting {self.alias} ({self.runtime} server, {self.threads} threads generating, "
+                      f"{self.threads_batch} on the prompt, poll {self.poll}: {self.threading_why}; "
+                      f"{self.n_ctx}-token window)")
         self._log = tempfile.NamedTemporaryFile(prefix="ctxbench-llama-", suffix=".log", delete=False)
         # its own session (a Ctrl-C in the terminal reaches ctxbench, which stops it in order), and it dies with its
         # parent however the parent ends (die_with_parent)
