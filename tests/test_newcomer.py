@@ -157,6 +157,55 @@ def test_every_bench_script_and_serve_use_the_ctrl_c_handler():
         assert "run_main(" in tail, f"{p} does not exit 130 on Ctrl-C"
 
 
+def test_start_sh_traps_ctrl_c_with_stand_ins(tmp_path):
+    """infra/start.sh's own Ctrl-C path, with a stand-in `prefect` (a health endpoint) and a stand-in serve.py that
+    waits as the real one does: SIGINT to the script's process group → exit 130, `interrupted`, no traceback, the
+    server stopped."""
+    import signal
+    import socket
+    import time
+
+    (tmp_path / "infra").mkdir()
+    shutil.copy(ROOT / "infra" / "start.sh", tmp_path / "infra" / "start.sh")
+    (tmp_path / "infra" / "serve.py").write_text(
+        "import time\nfrom ctxbench.interrupt import run_main\nrun_main(lambda: time.sleep(600))\n")
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "prefect").write_text(  # `prefect server start --host H --port P`: answers /api/health
+        "#!/usr/bin/env bash\nexec python3 -c 'import http.server as h, sys\n"
+        "class H(h.BaseHTTPRequestHandler):\n"
+        "    def do_GET(self):\n        self.send_response(200); self.end_headers(); self.wfile.write(b\"true\")\n"
+        "    def log_message(self, *a): pass\n"
+        "h.HTTPServer((\"127.0.0.1\", int(sys.argv[1])), H).serve_forever()' \"$6\"\n")
+    (bindir / "prefect").chmod(0o755)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "PREFECT_PORT": str(port), "PATH": f"{bindir}:{os.environ['PATH']}",
+           "PYTHONPATH": str(ROOT)}
+    log = tmp_path / "log"
+    with open(log, "wb") as f:
+        p = subprocess.Popen(["bash", str(tmp_path / "infra" / "start.sh")], stdout=f, stderr=subprocess.STDOUT,
+                             env=env, start_new_session=True)
+        try:
+            deadline = time.monotonic() + 120
+            while "Prefect UI" not in log.read_text(errors="replace"):
+                assert p.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")
+                time.sleep(0.2)
+            time.sleep(3)  # serve.py started and waiting
+            os.killpg(p.pid, signal.SIGINT)
+            rc = p.wait(60)
+        finally:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+    out = log.read_text(errors="replace")
+    assert rc == 130, out
+    assert "Traceback" not in out and "interrupted" in out, out
+    time.sleep(1)
+    with socket.socket() as s:  # the stand-in server was stopped by the trap
+        assert s.connect_ex(("127.0.0.1", port)) != 0, out
+
+
 @pytest.mark.slow
 def test_start_sh_exits_130_on_ctrl_c_without_traceback(tmp_path):
     """infra/start.sh with a real Prefect server: SIGINT to the script's process group (what a terminal's Ctrl-C
