@@ -14,7 +14,6 @@ import json
 import multiprocessing as mp
 import os
 import socket
-import sys
 import tempfile
 import time
 from pathlib import Path
