@@ -67,19 +67,22 @@ def test_heartbeat_while_a_slow_call_is_in_flight():
 
 
 def test_timeout_and_retry_are_said():
-    """A call whose first attempt gets no answer within the 0.5 s timeout and whose second gets a 503 is retried
-    twice, and each retry is an event saying why, which retry and the wait."""
+    """A call whose first attempt gets no answer within the 2 s timeout and whose second gets a 503 is retried,
+    and each retry is an event saying why, which retry and the wait (on busy cores a later attempt may time out
+    too: every retry is said, so the events count the call's retries)."""
     events: list[Event] = []
-    with FakeOpenAIServer(delay_s=3.0) as srv, listening(events.append):
+    with FakeOpenAIServer(delay_s=8.0) as srv, listening(events.append):
         srv.script(["delay", "503"])
         gw = Gateway("openai/fake", srv.base_url, concurrency=1,
-                     policy=RetryPolicy(timeout_s=0.5, max_retries=3, base_delay_s=0.01, max_delay_s=0.02))
+                     policy=RetryPolicy(timeout_s=2.0, max_retries=4, base_delay_s=0.01, max_delay_s=0.02))
         res = asyncio.run(gw.complete(MSG, 16, {"temperature": 0}, random.Random(0)))
-    assert res.status == "ok" and res.retries == 2
+    assert res.status == "ok" and res.retries >= 2
     retries = [e.detail for e in events if e.stage == "retry"]
-    assert len(retries) == 2, retries
-    assert retries[0].startswith("openai/fake: no answer within 0.5 s (the per-call timeout); retry 1 of 3 in ")
-    assert "503" in retries[1] and "; retry 2 of 3 in " in retries[1]
+    assert len(retries) == res.retries, retries
+    assert retries[0].startswith("openai/fake: no answer within 2 s (the per-call timeout); retry 1 of 4 in ")
+    assert [int(re.search(r"; retry (\d+) of 4 in \d+\.\d s$", r).group(1)) for r in retries] == \
+        list(range(1, len(retries) + 1))
+    assert any("503" in r for r in retries[1:]), retries
 
 
 def test_run_progress_prints_retries_and_the_estimate():
