@@ -14,7 +14,6 @@ import json
 import multiprocessing as mp
 import os
 import socket
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -129,7 +128,7 @@ def main() -> None:
         print(f"fully cached rerun: {cached:.2f} s = {cached / first:.3f} of the first run")
         t = run_inspect(a.n, base, a.concurrency)
         if t is None:
-            print("inspect_ai: not installed (pip install inspect-ai) — no comparison")
+            print("inspect_ai: not installed (pip install -e '.[bench]') — no comparison")
         else:
             r2 = a.n / t
             print(f"inspect_ai: {a.n} calls in {t:.2f} s = {r2:.1f} calls/s = {r2 / bound:.2f} of the bound; "
@@ -138,4 +137,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from ctxbench.interrupt import run_main
+
+    run_main(main)  # Ctrl-C: exit 130, no traceback

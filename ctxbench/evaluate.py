@@ -266,6 +266,10 @@ def plan_requests(build_dir: str | Path, cfg: EvalConfig, cache: ResponseCache) 
     except ValueError as e:
         raise InputError(str(e)) from None
     rag = "rag" in cfg.modes
+    if rag and cfg.retriever != "bm25":  # said before any index is built or any call made, not as a traceback
+        from .retrieval.dense import require_dense
+
+        require_dense(cfg.embedding_model, f"--mode {cfg.mode} --retriever {cfg.retriever}")
     cols = ["instance_id", "context", "question", "target_tokens"] + (["tokenizer", "evidence_spans"] if rag else [])
     have = set(pq.read_schema(ipath).names)
     cols += [c for c in ("benchmark", "context_format") if c in have]  # prompt per benchmark/format
@@ -441,10 +445,30 @@ def _call_pending(plan: Plan, cfg: EvalConfig, info, count_tokens, cache, out: T
                 continue
         calls.append(t)
     s.new_rows += out.append(rows, replace=pre_replace)
+    if calls and base_url is not None:  # a local server: forecast the calls' time from a measured probe
+        _forecast(calls, cfg, plan, base_url)
     if calls:
         calls.sort(key=lambda t: (t["_ctx"], t["sample"]))  # calls sharing a context run together
         _run_calls(calls, cfg, plan, cache, out, s, progress, flush_every, base_url or cfg.base_url,
                    concurrency or cfg.concurrency, window, count_tokens)
+
+
+def _forecast(calls: list[dict], cfg: EvalConfig, plan: Plan, base_url: str) -> None:
+    """Emit (progress stage ``estimate``) how long ``calls`` should take on the local server at ``base_url``,
+    from :func:`ctxbench.models.probe.probe_speed` on the first call's own prompt and the calls' prompt tokens;
+    only where someone listens (``ctxbench run``), and silent when the probe gets no figure."""
+    from . import progress
+    from .models.probe import probe_speed
+
+    if not progress.has_listeners():
+        return
+    first = messages_text(calls[0]["_messages"])
+    speed = probe_speed(base_url, cfg.model, first)
+    if speed is None:
+        return
+    tokens = sum(t["_prompt_tokens"] or len(messages_text(t["_messages"])) // 4 for t in calls)
+    progress.emit("estimate", progress.estimate_line(len(calls), tokens, plan.max_tokens, speed.prefill,
+                                                     speed.decode))
 
 
 def _run_calls(calls: list[dict], cfg: EvalConfig, plan: Plan, cache: ResponseCache, out: TableAppender,

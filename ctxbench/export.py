@@ -179,8 +179,10 @@ def split_report(rows: list[dict], train: list[int], test: list[int]) -> dict:
 def _fmt_value(v) -> str:
     if v is None:
         return "NULL"
-    if isinstance(v, float) and v.is_integer():
-        return str(int(v))
+    if isinstance(v, float):  # no float noise: 1627.3, not 1627.3000000000009
+        from .scoring.numbers import display_number
+
+        return display_number(v)
     return str(v)
 
 
@@ -273,6 +275,10 @@ def export_build(builds: list[str | Path] | str | Path, fmt: str, out: str | Pat
         raise InputError(f"unknown export format {fmt!r}: use {', '.join(FORMATS)}")
     builds = [Path(b) for b in ([builds] if isinstance(builds, (str, Path)) else builds)]
     out = Path(out)
+    if fmt == "hf":  # before anything is read or written
+        from .extras import require
+
+        require("datasets", "export --format hf")
     tbl, manifests = load_instances(builds)
     _check_out(out, builds, force)
     rows = tbl.to_pylist()
@@ -294,8 +300,9 @@ def export_build(builds: list[str | Path] | str | Path, fmt: str, out: str | Pat
             write_json(m, out / "manifests" / f"{m['build_hash']}.json")
         files = ["instances.parquet", "quarantine.parquet", *(f"manifests/{m['build_hash']}.json" for m in manifests)]
     elif fmt == "hf":
-        import datasets
+        from .extras import require
 
+        datasets = require("datasets", "export --format hf")
         datasets.disable_progress_bars()
         dd = datasets.DatasetDict({("test" if k == "all" else k): datasets.Dataset(tbl.take(idx))
                                    for k, idx in parts.items()})

@@ -41,6 +41,11 @@ def emit(stage: str, detail: str = "", done: int | None = None, total: int | Non
             pass
 
 
+def has_listeners() -> bool:
+    """Whether anyone listens (work done only to be shown, such as a speed probe, is skipped otherwise)."""
+    return bool(_listeners)
+
+
 @contextmanager
 def listening(fn: Callable[[Event], None]) -> Iterator[None]:
     """Call ``fn`` with every event emitted in this process while the block runs."""
@@ -51,3 +56,100 @@ def listening(fn: Callable[[Event], None]) -> Iterator[None]:
     finally:
         with _lock:
             _listeners.remove(fn)
+
+
+# --- calls in flight: what a heartbeat shows while no call has finished --------------------------------------------
+
+@dataclass
+class _Flight:
+    model: str
+    started: float
+    attempt: int = 0
+
+
+_flights: dict[int, _Flight] = {}
+_flight_ids = iter(range(1, 1 << 62))
+_server_status: dict[str, Callable[[], str | None]] = {}
+
+
+@contextmanager
+def in_flight(model: str, attempt: int = 0) -> Iterator[None]:
+    """Mark one model call as in flight for the block (the gateway wraps each attempt): :func:`flights` lists it
+    with its start time, so a listener can show a heartbeat (calls in flight, the oldest one's elapsed seconds)
+    while nothing finishes. Costs a dict insert and delete."""
+    import time
+
+    with _lock:
+        fid = next(_flight_ids)
+        _flights[fid] = _Flight(model, time.monotonic(), attempt)
+    try:
+        yield
+    finally:
+        with _lock:
+            _flights.pop(fid, None)
+
+
+def flights(model: str | None = None) -> list[tuple[str, float, int]]:
+    """The calls in flight now, oldest first: ``(model, seconds since it started, attempt)`` (attempt 0 is the
+    first try)."""
+    import time
+
+    now = time.monotonic()
+    with _lock:
+        fl = [f for f in _flights.values() if model is None or f.model == model]
+    return sorted(((f.model, now - f.started, f.attempt) for f in fl), key=lambda x: -x[1])
+
+
+def set_server_status(model: str, fn: Callable[[], str | None] | None) -> None:
+    """Register (or with None, remove) a function that says what the server of ``model`` is doing now, in a few
+    words (e.g. ``"57 tokens generated"``), for the heartbeat; it must be quick and never raise."""
+    with _lock:
+        if fn is None:
+            _server_status.pop(model, None)
+        else:
+            _server_status[model] = fn
+
+
+def server_status(model: str) -> str | None:
+    """What the registered status function of ``model``'s server says (None when there is none, or it fails)."""
+    fn = _server_status.get(model)
+    if fn is None:
+        return None
+    try:
+        return fn()
+    except Exception:  # noqa: BLE001  a status is a nicety: never the run's error
+        return None
+
+
+def clock(seconds: float) -> str:
+    """``m:ss`` (``h:mm:ss`` from an hour) of a duration in seconds."""
+    s = max(0, int(seconds))
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+
+
+def retrying(model: str, error: BaseException | str, attempt: int, max_retries: int, delay_s: float,
+             timeout_s: float | None = None) -> None:
+    """Say that a call failed transiently and is retried (stage ``retry``): the reason in words (a timeout says
+    it waited ``timeout_s`` for an answer), which retry of how many, and the wait before it."""
+    import asyncio
+
+    if isinstance(error, (asyncio.TimeoutError, TimeoutError)) or "Timeout" in type(error).__name__:
+        why = f"no answer within {timeout_s:g} s (the per-call timeout)" if timeout_s else "timed out"
+    else:
+        why = str(error).splitlines()[0][:200] if str(error) else type(error).__name__
+    emit("retry", f"{model}: {why}; retry {attempt} of {max_retries} in {delay_s:.1f} s")
+
+
+def estimate_line(calls: int, prompt_tokens: int, max_tokens: int, prefill_tps: float, decode_tps: float,
+                  typical_reply_tokens: int = 64) -> str:
+    """The run's forecast from a measured probe: ``calls`` calls holding ``prompt_tokens`` prompt tokens in all,
+    at ``prefill_tps`` prompt tokens/s and ``decode_tps`` generated tokens/s. The shortest forecast counts
+    ``typical_reply_tokens`` per reply, the longest ``max_tokens`` (the output budget); prompt prefixes a server
+    caches make it shorter still. Example: ``"8 calls, 16,400 prompt tokens: about 1:40 to 5:30 on this machine
+    (probe: prompt 210 tokens/s, generation 33 tokens/s)"``."""
+    pre = prompt_tokens / max(prefill_tps, 1e-9)
+    lo = pre + calls * min(typical_reply_tokens, max_tokens) / max(decode_tps, 1e-9)
+    hi = pre + calls * max_tokens / max(decode_tps, 1e-9)
+    return (f"{calls} calls, {prompt_tokens:,} prompt tokens: about {clock(lo)} to {clock(hi)} on this machine "
+            f"(probe: prompt {prefill_tps:.0f} tokens/s, generation {decode_tps:.0f} tokens/s; replies of "
+            f"{min(typical_reply_tokens, max_tokens)} to {max_tokens} tokens)")

@@ -11,8 +11,18 @@ from __future__ import annotations
 
 import inspect
 import os
+import signal
 import sys
 from pathlib import Path
+
+
+def _interrupted_while_importing(*_) -> None:  # Prefect's imports take seconds: a Ctrl-C then is no traceback
+    print("interrupted", file=sys.stderr, flush=True)
+    os._exit(130)
+
+
+if __name__ == "__main__":  # the script only: importing this module (tests) changes no signal handler
+    signal.signal(signal.SIGINT, _interrupted_while_importing)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `python infra/serve.py` from anywhere
 
@@ -40,4 +50,7 @@ def deployments() -> list:
 
 
 if __name__ == "__main__":
-    serve(*deployments())
+    from ctxbench.interrupt import run_main
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # from here a Ctrl-C is run_main's KeyboardInterrupt
+    run_main(lambda: serve(*deployments()))  # Ctrl-C: exit 130, no traceback

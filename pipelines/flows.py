@@ -123,7 +123,10 @@ def task_runner():
     cluster of ``CTXBENCH_DASK_WORKERS`` worker processes; else Prefect's default thread pool."""
     addr, n = os.environ.get("CTXBENCH_DASK_ADDRESS"), os.environ.get("CTXBENCH_DASK_WORKERS")
     if addr or n:
-        from prefect_dask import DaskTaskRunner
+        from ctxbench.extras import require
+
+        DaskTaskRunner = require("prefect_dask", "the Dask task runner (CTXBENCH_DASK_ADDRESS, "
+                                 "CTXBENCH_DASK_WORKERS)").DaskTaskRunner
 
         if addr:
             return DaskTaskRunner(address=addr)

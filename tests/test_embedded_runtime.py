@@ -62,14 +62,17 @@ def test_unknown_runtime_argument_is_refused_before_anything_starts(installed):
 
 def test_command_line_per_runtime(installed):
     """llama.cpp's server runs as ctxbench.models.embedded_serve with flash attention on (bench/first_run.py
-    --speed: 218 against 145 prefill tokens/s here), llama-cpp-python's as llama_cpp.server with it off, unless
-    asked otherwise."""
+    --speed: 218 against 145 prefill tokens/s here) and, with the threads given, llama.cpp's own polling (50),
+    llama-cpp-python's as llama_cpp.server with flash attention off, unless asked otherwise."""
     installed.update({"xllamacpp", "llama_cpp"})
     cmd = ls.LocalServer(gguf="m.gguf", threads=2).command(5555)
     assert cmd[1:3] == ["-m", "ctxbench.models.embedded_serve"]
     opts = dict(zip(cmd[3::2], cmd[4::2]))
     assert opts == {"--model": "m.gguf", "--alias": ls.EMBEDDED_MODEL, "--port": "5555", "--n-ctx": "8192",
-                    "--threads": "2", "--n-batch": "512", "--flash-attn": "on"}
+                    "--threads": "2", "--threads-batch": "2", "--poll": "50", "--n-batch": "512", "--flash-attn": "on"}
+    cmd = ls.LocalServer(gguf="m.gguf", threads=1, threads_batch=2, poll=50).command(5555)
+    opts = dict(zip(cmd[3::2], cmd[4::2]))
+    assert (opts["--threads"], opts["--threads-batch"], opts["--poll"]) == ("1", "2", "50")
     cmd = ls.LocalServer(gguf="m.gguf", flash_attn=False).command(5555)
     assert cmd[cmd.index("--flash-attn") + 1] == "off"
     cmd = ls.LocalServer(gguf="m.gguf", runtime="llama-cpp-python").command(6666)
@@ -305,3 +308,28 @@ def test_run_says_a_missing_runtime_before_building(installed, monkeypatch, tmp_
     r = CliRunner().invoke(app, ["run", "--out", str(tmp_path / "runs")])
     assert r.exit_code == 2 and "pip install -e '.[llama-cpp-python]'" in r.output, r.output
     assert not (tmp_path / "runs").exists()
+
+
+def test_threading_chosen_for_idle_and_loaded_cores(monkeypatch):
+    """Idle cores: every core, llama.cpp's own polling; loaded cores (load at or over the cores): one generating
+    thread, no spinning, the prompt on every core (bench/first_run.py --threading --load 1)."""
+    for k in ("CTXBENCH_EMBEDDED_THREADS", "CTXBENCH_EMBEDDED_THREADS_BATCH", "CTXBENCH_EMBEDDED_POLL"):
+        monkeypatch.delenv(k, raising=False)
+    t = ls.choose_threading(cores=2, load=0.3)
+    assert (t.threads, t.threads_batch, t.poll) == (2, 2, 50) and t.why.startswith("idle")
+    t = ls.choose_threading(cores=2, load=1.49)
+    assert (t.threads, t.threads_batch, t.poll) == (2, 2, 50)
+    t = ls.choose_threading(cores=2, load=1.5)
+    assert (t.threads, t.threads_batch, t.poll) == (1, 2, 0) and t.why.startswith("loaded")
+    t = ls.choose_threading(cores=16, load=40.0)
+    assert (t.threads, t.threads_batch, t.poll) == (1, 8, 0)  # at most 8 threads
+    monkeypatch.setenv("CTXBENCH_EMBEDDED_THREADS", "2")
+    monkeypatch.setenv("CTXBENCH_EMBEDDED_POLL", "10")
+    t = ls.choose_threading(cores=2, load=9.0)
+    assert (t.threads, t.threads_batch, t.poll) == (2, 2, 10) and "overridden" in t.why
+    monkeypatch.delenv("CTXBENCH_EMBEDDED_THREADS")
+    monkeypatch.delenv("CTXBENCH_EMBEDDED_POLL")
+    monkeypatch.setattr(ls, "choose_threading", lambda: ls.Threading(1, 2, 0, "loaded"))
+    cmd = ls.LocalServer(gguf="m.gguf").command(5555)
+    opts = dict(zip(cmd[3::2], cmd[4::2]))
+    assert (opts["--threads"], opts["--threads-batch"], opts["--poll"]) == ("1", "2", "0")

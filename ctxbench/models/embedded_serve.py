@@ -22,7 +22,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--n-ctx", type=int, required=True, help="context window per slot, tokens")
     ap.add_argument("--parallel", type=int, default=1, help="slots (requests decoded together)")
-    ap.add_argument("--threads", type=int, required=True)
+    ap.add_argument("--threads", type=int, required=True, help="threads generating tokens")
+    ap.add_argument("--threads-batch", type=int, default=None, help="threads processing the prompt (default: --threads)")
+    ap.add_argument("--poll", type=int, default=50, help="busy-wait of idle threads, 0-100 (llama.cpp's --poll)")
     ap.add_argument("--n-batch", type=int, default=512, help="prompt tokens per forward pass")
     ap.add_argument("--flash-attn", choices=("on", "off"), default="off")
     a = ap.parse_args(argv)
@@ -38,7 +40,9 @@ def main(argv: list[str] | None = None) -> None:
     p.n_ctx = a.n_ctx * a.parallel  # split evenly: every slot holds the model's whole window
     p.kv_unified = False
     p.n_batch = p.n_ubatch = a.n_batch
-    p.cpuparams.n_threads = p.cpuparams_batch.n_threads = a.threads
+    p.cpuparams.n_threads = a.threads
+    p.cpuparams_batch.n_threads = a.threads_batch or a.threads
+    p.cpuparams.poll = p.cpuparams_batch.poll = a.poll
     p.flash_attn_type = (xlc.llama_flash_attn_type.LLAMA_FLASH_ATTN_TYPE_ENABLED if a.flash_attn == "on"
                          else xlc.llama_flash_attn_type.LLAMA_FLASH_ATTN_TYPE_DISABLED)
     # the reply exactly as the model wrote it (ctxbench's answer pipeline reads reasoning blocks itself); the window

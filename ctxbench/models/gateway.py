@@ -26,6 +26,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import progress
+
 # -- the error table ---------------------------------------------------------------------------------------------
 # Context-length errors as servers word them (examples: tests/data/tricky_inputs.yaml, section server_errors):
 # OpenAI / Azure / Groq / DeepSeek / vLLM ("maximum context length is N tokens", "context_length_exceeded"),
@@ -630,7 +632,9 @@ class Gateway:
                     return CallResult("error", error=f"{NOT_ATTEMPTED}: the evaluation paused (provider outage)",
                                       retries=retries, retry_delay_s=waited, transient_failure=True)
                 try:
-                    res = await asyncio.wait_for(self._once(messages, max_tokens, sampling), self.policy.timeout_s)
+                    with progress.in_flight(self.model, retries):  # a heartbeat shows it while it runs
+                        res = await asyncio.wait_for(self._once(messages, max_tokens, sampling),
+                                                     self.policy.timeout_s)
                     if res.empty_reply and empties < EMPTY_REPLY_RETRIES:  # the server dropped the prompt: once more
                         empties += 1
                         retries += 1
@@ -654,6 +658,7 @@ class Gateway:
                     d = self.policy.delay(retries, err.retry_after, rng)
                     retries += 1
                     waited += d
+                    progress.retrying(self.model, e, retries, self.policy.max_retries, d, self.policy.timeout_s)
                     if self.stop is None:
                         await asyncio.sleep(d)
                     else:  # a pause cuts the backoff short

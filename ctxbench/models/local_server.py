@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
@@ -36,6 +37,54 @@ EMBEDDED_MODEL = "smollm2-135m-instruct"
 EMBEDDED_WINDOW = 8192  # llama.context_length in the GGUF: the model's real window
 # prompt batch (logical = physical) of the embedded server: chosen by bench/first_run.py --speed
 EMBEDDED_BATCH = 512
+
+
+@dataclass(frozen=True)
+class Threading:
+    """llama.cpp's threads for one server: ``threads`` generating tokens, ``threads_batch`` processing the prompt,
+    ``poll`` (0-100) how long an idle worker thread busy-waits for the next operation before it sleeps, and
+    ``why``, the rule that chose them, in words."""
+
+    threads: int
+    threads_batch: int
+    poll: int
+    why: str
+
+
+def choose_threading(cores: int | None = None, load: float | None = None) -> Threading:
+    """The embedded server's threads for this machine now (measured with ``bench/first_run.py --threading
+    --load 1``; figures in docs/reference/embedded-model.md). ``cores``: CPUs this process may use (default: its
+    affinity); ``load``: the 1-minute load average (default: the system's).
+
+    Idle (load below ``cores - 0.5``): every core for both phases, llama.cpp's own polling (50), the fastest
+    setting measured on idle cores. Loaded (other runnable processes on the cores): one thread generates tokens
+    (a token is hundreds of small operations, each a barrier where a second thread waits for a descheduled
+    partner) and idle threads sleep (poll 0) instead of spinning on a core another process needs; the prompt keeps
+    every core (its operations are large, 512-token batches). ``CTXBENCH_EMBEDDED_THREADS``,
+    ``CTXBENCH_EMBEDDED_THREADS_BATCH`` and ``CTXBENCH_EMBEDDED_POLL`` override the rule."""
+    if cores is None:
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            cores = os.cpu_count() or 2
+    cores = max(1, min(cores, 8))
+    if load is None:
+        try:
+            load = os.getloadavg()[0]
+        except OSError:
+            load = 0.0
+    if load < cores - 0.5 or cores == 1:
+        t = Threading(cores, cores, 50, f"idle cores (load {load:.1f} on {cores})")
+    else:
+        t = Threading(1, cores, 0, f"loaded cores (load {load:.1f} on {cores}): 1 generating thread, no spinning")
+    env = os.environ
+    return Threading(int(env.get("CTXBENCH_EMBEDDED_THREADS") or t.threads),
+                     int(env.get("CTXBENCH_EMBEDDED_THREADS_BATCH") or env.get("CTXBENCH_EMBEDDED_THREADS")
+                         or t.threads_batch),
+                     int(env.get("CTXBENCH_EMBEDDED_POLL") or t.poll),
+                     t.why + (" (overridden by CTXBENCH_EMBEDDED_*)" if any(
+                         k in env for k in ("CTXBENCH_EMBEDDED_THREADS", "CTXBENCH_EMBEDDED_THREADS_BATCH",
+                                            "CTXBENCH_EMBEDDED_POLL")) else ""))
 
 
 class Runtime(NamedTuple):
@@ -183,12 +232,18 @@ class LocalServer:
 
     def __init__(self, gguf: Path | None = None, alias: str = EMBEDDED_MODEL, n_ctx: int = EMBEDDED_WINDOW,
                  threads: int | None = None, startup_timeout_s: float = 120.0, n_batch: int = EMBEDDED_BATCH,
-                 flash_attn: bool | None = None, runtime: str | None = None):
+                 flash_attn: bool | None = None, runtime: str | None = None, threads_batch: int | None = None,
+                 poll: int | None = None):
         self.gguf = gguf or embedded_gguf()
         self.runtime = runtime
         self.alias, self.n_ctx = alias, n_ctx
         self.n_batch, self.flash_attn = n_batch, flash_attn
-        self.threads = threads or max(1, min(os.cpu_count() or 2, 8))
+        chosen = choose_threading()  # idle or loaded cores: measured rule (docs/reference/embedded-model.md)
+        self.threads = threads or chosen.threads
+        self.threads_batch = threads_batch or (self.threads if threads else chosen.threads_batch)
+        self.poll = poll if poll is not None else (50 if threads and "CTXBENCH_EMBEDDED_POLL" not in os.environ
+                                                   else chosen.poll)
+        self.threading_why = chosen.why if not threads else "as asked"
         self.startup_timeout_s = startup_timeout_s
         self.port = 0
         self.proc: subprocess.Popen | None = None
@@ -212,11 +267,12 @@ class LocalServer:
         if self.runtime == "llama.cpp":
             return [sys.executable, "-m", "ctxbench.models.embedded_serve", "--model", str(self.gguf),
                     "--alias", self.alias, "--port", str(port), "--n-ctx", str(self.n_ctx),
-                    "--threads", str(self.threads), "--n-batch", str(self.n_batch),
+                    "--threads", str(self.threads), "--threads-batch", str(self.threads_batch),
+                    "--poll", str(self.poll), "--n-batch", str(self.n_batch),
                     "--flash-attn", "on" if self.flash_attn else "off"]
         return [sys.executable, "-m", "llama_cpp.server", "--model", str(self.gguf), "--model_alias", self.alias,
                 "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(self.n_ctx),
-                "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads),
+                "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads_batch),
                 "--n_batch", str(self.n_batch), "--n_ubatch", str(self.n_batch),
                 "--flash_attn", str(self.flash_attn), "--verbose", "False"]
 
@@ -246,8 +302,9 @@ class LocalServer:
         """One start on a fresh port: True once it answers, False when it exited because the port was taken."""
         cmd = self.command(free_port())
         started = time.monotonic()
-        emit("model", f"starting {self.alias} ({self.runtime} server, {self.threads} threads, {self.n_ctx}-token "
-                      "window)")
+        emit("model", f"starting {self.alias} ({self.runtime} server, {self.threads} threads generating, "
+                      f"{self.threads_batch} on the prompt, poll {self.poll}: {self.threading_why}; "
+                      f"{self.n_ctx}-token window)")
         self._log = tempfile.NamedTemporaryFile(prefix="ctxbench-llama-", suffix=".log", delete=False)
         # its own session (a Ctrl-C in the terminal reaches ctxbench, which stops it in order), and it dies with its
         # parent however the parent ends (die_with_parent)
@@ -270,6 +327,9 @@ class LocalServer:
             # a 200 counts only from our server: another one may answer on the port ours is failing to bind
             if ok and self.proc.poll() is None and listens_on(self.proc.pid, self.port) is not False:
                 emit("model", f"{self.alias} ready on 127.0.0.1:{self.port} in {time.monotonic() - started:.1f} s")
+                from .. import progress
+
+                progress.set_server_status(self.alias, self.activity)
                 return True
             time.sleep(0.3)
         self.__exit__(None, None, None)
@@ -285,7 +345,28 @@ class LocalServer:
         r.raise_for_status()
         return len(r.json()["tokens"])
 
+    def activity(self) -> str | None:
+        """What the server is doing now, in words, for the run's heartbeat: llama.cpp's ``/slots`` (tokens
+        generated so far by the busy slot, or that it is reading the prompt); None where the server does not say
+        (llama-cpp-python) or does not answer within half a second."""
+        if self.runtime != "llama.cpp" or not self.port:
+            return None
+        try:
+            slots = httpx.get(f"http://127.0.0.1:{self.port}/slots", timeout=0.5).json()
+        except (httpx.HTTPError, ValueError):
+            return None
+        busy = [s for s in slots if isinstance(s, dict) and s.get("is_processing")] if isinstance(slots, list) else []
+        if not busy:
+            return None
+        nxt = busy[0].get("next_token")
+        nxt = nxt[0] if isinstance(nxt, list) and nxt else nxt
+        n = nxt.get("n_decoded") if isinstance(nxt, dict) else None
+        return f"{n} tokens generated" if n else "reading the prompt"
+
     def __exit__(self, *exc) -> None:
+        from .. import progress
+
+        progress.set_server_status(self.alias, None)
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:

@@ -93,6 +93,42 @@ def model_info(name: str) -> ModelInfo:
                      default_samples=int(e.get("default_samples", 1)), local=bool(e.get("local")), reasoning=r)
 
 
+def _litellm_names() -> set[str]:
+    """Model names litellm knows (its price table), without provider prefixes too; empty where it cannot load."""
+    try:
+        import litellm
+
+        names = set(litellm.model_cost)
+    except Exception:  # noqa: BLE001 - a broken litellm install only loses suggestions, never the run
+        return set()
+    return names | {n.split("/", 1)[-1] for n in names}
+
+
+def unknown_model_warning(name: str, base_url: str | None = None) -> str | None:
+    """A one-line warning where ``name`` looks misspelt, else None: it is in neither ``assets/models.yaml`` nor
+    litellm's model table (with or without a provider prefix, any case), and no ``base_url`` names a server whose
+    own model names are free. Suggests up to 3 close names (difflib, registry names first), e.g. for ``gtp-4o``:
+    ``warning: model 'gtp-4o' is in neither assets/models.yaml nor litellm's model list; did you mean gpt-4o,
+    ...?``. A model that is really new still runs: it gets an unknown window and cost."""
+    import difflib
+
+    if base_url or model_info(name).registered:
+        return None
+    bare = name.split("/", 1)[-1]
+    known = _litellm_names()
+    if {name, bare, name.lower(), bare.lower()} & known:
+        return None
+    reg = list(_registry())
+    close = difflib.get_close_matches(bare.lower(), [r.lower() for r in reg], n=3, cutoff=0.6)
+    close = [next(r for r in reg if r.lower() == c) for c in close]
+    if len(close) < 3:
+        close += [c for c in difflib.get_close_matches(bare, sorted(known), n=3, cutoff=0.75) if c not in close]
+    hint = f"; did you mean {', '.join(close[:3])}?" if close else ""
+    return (f"warning: model {name!r} is in neither assets/models.yaml nor litellm's model list{hint} "
+            f"(an unknown model runs with an unknown window and cost; with --base-url the server's own names are "
+            f"taken as given)")
+
+
 def check_sizing_model(name: str) -> ModelInfo:
     """The registry entry of a model that contexts can be sized for (in ``assets/models.yaml`` with a window and a
     ctxbench tokenizer), without loading the tokenizer. Raises InputError naming the model and the fix."""

@@ -160,6 +160,8 @@ def facet_columns(rows: Sequence[Mapping[str, Any]], columns: Iterable[str]) -> 
     """The instance columns the browser filters on (module docstring's rule), in ``columns`` order: ``[{"key",
     "label", "multi", "values"}]`` (``multi``: a JSON-list column, an instance matching any of its elements). A
     column with one value is kept (links may name it; the page shows no filter for it)."""
+    from ..analysis.order import value_order
+
     out = []
     n = len(rows)
     for c in columns:
@@ -177,7 +179,7 @@ def facet_columns(rows: Sequence[Mapping[str, Any]], columns: Iterable[str]) -> 
         if not 1 <= len(distinct) <= MAX_FACET_VALUES or len(distinct) > max(n / 2, 4):
             continue
         out.append({"key": c, "label": c.replace("_", " "), "multi": multi,
-                    "values": sorted(distinct, key=lambda v: (isinstance(v, str), v))})
+                    "values": sorted(distinct, key=value_order)})  # numbers, then easy/medium/hard...
     return out
 
 
@@ -207,8 +209,10 @@ def _gold_text(v: Any) -> str:
 
 
 def _cell(v: Any) -> str:
-    if isinstance(v, float) and v.is_integer():
-        return str(int(v))
+    if isinstance(v, float):  # no float noise: 1627.3, not 1627.3000000000009
+        from ..scoring.numbers import display_number
+
+        return display_number(v)
     return v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
 
 

@@ -182,7 +182,9 @@ def accuracy_by_category(rows: Sequence[Mapping[str, Any]], key: str, title: str
     rows = [r for r in rows if r.get(key) is not None]
     if not rows:
         return None
-    cats = sorted({str(r[key]) for r in rows})
+    from ..analysis.order import value_order
+
+    cats = sorted({str(r[key]) for r in rows}, key=value_order)  # easy, medium, hard: not the alphabet's order
     series: dict[str, dict[str, Mapping]] = defaultdict(dict)
     for r in rows:
         series[_series_label(r, series_keys)][str(r[key])] = r

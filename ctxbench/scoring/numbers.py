@@ -667,3 +667,16 @@ def number_matches(gold: float | Number, found: Iterable[Number]) -> bool:
             if abs(v - g) <= 0.5 * 10 ** (-dec) + 1e-9:
                 return True
     return False
+
+
+def display_number(v: float) -> str:
+    """A gold number as shown to people (report, instance browser, labelling, exports): float noise of the SQL
+    engines removed (``1627.3000000000009`` → ``1627.3``, ``0.30000000000000004`` → ``0.3``), integers without a
+    decimal point (``61.0`` → ``61``). It keeps 12 significant digits, far finer than :func:`number_matches`
+    compares (an answer's own decimal places), so an answer that copies the text shown always matches the gold."""
+    f = float(v)
+    if f != f or f in (float("inf"), float("-inf")):
+        return str(f)
+    if f.is_integer() and abs(f) < 1e16:
+        return str(int(f))
+    return repr(float(f"{f:.12g}"))

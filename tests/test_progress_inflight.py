@@ -1,0 +1,107 @@
+"""A slow model must not look like a hung one (issue 26 item 2): a heartbeat while a call is in flight, every
+timeout and retry said, and a forecast from a measured probe before the first call."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import re
+import time
+
+from ctxbench import progress
+from ctxbench.cli import _RunProgress
+from ctxbench.models.gateway import Gateway, RetryPolicy
+from ctxbench.progress import Event, clock, estimate_line, flights, in_flight, listening
+from fakeserver import FakeOpenAIServer
+
+MSG = [{"role": "user", "content": "How many?"}]
+
+
+def test_in_flight_lists_calls_oldest_first():
+    assert flights() == []
+    with in_flight("m1"):
+        time.sleep(0.05)
+        with in_flight("m2", attempt=1):
+            fl = flights()
+            assert [f[0] for f in fl] == ["m1", "m2"]
+            assert fl[0][1] >= 0.05 and fl[1][2] == 1
+            assert [f[0] for f in flights("m2")] == ["m2"]
+    assert flights() == []
+
+
+def test_clock():
+    assert [clock(s) for s in (0, 59.9, 61, 600, 3725)] == ["0:00", "0:59", "1:01", "10:00", "1:02:05"]
+
+
+def test_estimate_line_worked_example():
+    # 8 calls, 16,000 prompt tokens at 200 tokens/s = 80 s of prompt processing; replies of 64 tokens at 32/s add
+    # 8 × 2 s = 16 s (1:36 in all), of the 1,024-token budget 8 × 32 s = 256 s (5:36 in all)
+    line = estimate_line(8, 16000, 1024, 200.0, 32.0)
+    assert line.startswith("8 calls, 16,000 prompt tokens: about 1:36 to 5:36 on this machine")
+    assert "prompt 200 tokens/s, generation 32 tokens/s" in line
+
+
+def test_heartbeat_while_a_slow_call_is_in_flight():
+    """One call that takes 3.5 s: the heartbeat (every second here) says a call is in flight and for how long,
+    before the call's own line comes."""
+    shown = _RunProgress(every_s=1.0, heartbeat_s=1.0)
+    lines: list[str] = []
+    shown._line = lambda text, update=False: lines.append(text)  # what would be printed
+    progress.set_server_status("openai/fake", lambda: "57 tokens generated")
+    try:
+        with FakeOpenAIServer(latency_s=3.5) as srv, shown, listening(shown):
+            shown(Event("calls", "openai/fake", 0, 1))
+            gw = Gateway("openai/fake", srv.base_url, concurrency=1, policy=RetryPolicy(timeout_s=30))
+            res = asyncio.run(gw.complete(MSG, 16, {"temperature": 0}, random.Random(0)))
+            assert res.status == "ok"
+    finally:
+        progress.set_server_status("openai/fake", None)
+    beats = [ln for ln in lines if "in flight" in ln]
+    assert beats, lines
+    secs = []
+    for b in beats:
+        m = re.match(r"calls openai/fake: 0/1, 1 in flight, the oldest for (\d+):(\d\d); 57 tokens generated$", b)
+        assert m, b
+        secs.append(60 * int(m.group(1)) + int(m.group(2)))
+    assert secs[0] >= 1 and secs == sorted(secs), beats  # it moves while the call runs
+
+
+def test_timeout_and_retry_are_said():
+    """A call whose first attempt gets no answer within the 2 s timeout and whose second gets a 503 is retried,
+    and each retry is an event saying why, which retry and the wait (on busy cores a later attempt may time out
+    too: every retry is said, so the events count the call's retries)."""
+    events: list[Event] = []
+    with FakeOpenAIServer(delay_s=8.0) as srv, listening(events.append):
+        srv.script(["delay", "503"])
+        gw = Gateway("openai/fake", srv.base_url, concurrency=1,
+                     policy=RetryPolicy(timeout_s=2.0, max_retries=4, base_delay_s=0.01, max_delay_s=0.02))
+        res = asyncio.run(gw.complete(MSG, 16, {"temperature": 0}, random.Random(0)))
+    assert res.status == "ok" and res.retries >= 2
+    retries = [e.detail for e in events if e.stage == "retry"]
+    assert len(retries) == res.retries, retries
+    assert retries[0].startswith("openai/fake: no answer within 2 s (the per-call timeout); retry 1 of 4 in ")
+    assert [int(re.search(r"; retry (\d+) of 4 in \d+\.\d s$", r).group(1)) for r in retries] == \
+        list(range(1, len(retries) + 1))
+    assert any("503" in r for r in retries[1:]), retries
+
+
+def test_run_progress_prints_retries_and_the_estimate():
+    shown = _RunProgress()
+    lines: list[str] = []
+    shown._line = lambda text, update=False: lines.append(text)
+    shown(Event("estimate", "8 calls, 16,000 prompt tokens: about 1:36 to 5:36 on this machine"))
+    shown(Event("retry", "m: no answer within 600 s (the per-call timeout); retry 1 of 6 in 1.2 s"))
+    shown(Event("retry", "m: no answer within 600 s (the per-call timeout); retry 2 of 6 in 3.0 s"))
+    assert lines == ["estimate 8 calls, 16,000 prompt tokens: about 1:36 to 5:36 on this machine",
+                     "retry m: no answer within 600 s (the per-call timeout); retry 1 of 6 in 1.2 s",
+                     "retry m: no answer within 600 s (the per-call timeout); retry 2 of 6 in 3.0 s"]
+
+
+def test_probe_speed_times_a_server_without_timings():
+    from ctxbench.models.probe import probe_speed
+
+    with FakeOpenAIServer(latency_s=0.2) as srv:
+        sp = probe_speed(srv.base_url, "fake", "word " * 2000)
+        assert srv.count == 3  # one try for timings, then a 1-token and a longer request timed from outside
+    assert sp is not None and sp.prefill > 0 and sp.decode > 0
+    assert probe_speed("http://127.0.0.1:9/v1", "fake", "x", timeout_s=2) is None  # nothing there: no forecast
