@@ -955,18 +955,18 @@ def plan_cmd(accuracy: Optional[float] = typer.Option(None, min=0.0, max=1.0,
 
 @app.command("verify")
 def verify_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help="build directory"),
-               lara_data: Optional[Path] = typer.Option(None, exists=True, file_okay=False,
-                                                        help="LaRA data directory (queries/, corpora/): the "
-                                                             "supporting passages of a LaRA import")) -> None:
+               source_data: Optional[Path] = typer.Option(None, exists=True, file_okay=False,
+                                                          help="the data directory of an imported benchmark whose "
+                                                               "supporting passages are not in the build (LaRA's: "
+                                                               "queries/, corpora/)")) -> None:
     """Re-derive every gold answer from the context alone; writes BUILD/certificates.parquet, prints counts per
     track and status, exits 1 when an instance fails."""
     import os
 
-    from .verify import CERTIFICATES, verify_build
-    from .verify.lara import ENV
+    from .verify import CERTIFICATES, SOURCE_DATA_ENV, verify_build
 
-    if lara_data is not None:
-        os.environ[ENV] = str(lara_data)
+    if source_data is not None:
+        os.environ[SOURCE_DATA_ENV] = str(source_data)
     try:
         res = verify_build(build)
     except USER_ERRORS as e:

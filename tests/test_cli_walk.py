@@ -67,7 +67,7 @@ BY_FLAG = {
     "--max-cost": NUMBER, "--price": ["abc", "", "1", "-1,2", "1,2,3"], "--target-ci": FRACTION + ["0.7"],
     "--accuracy": FRACTION, "--mde": FRACTION, "--power": FRACTION, "--alpha": FRACTION, "--pilot": DIR_IN,
     "--distractors": CHOICE, "--integer-division": CHOICE, "--distractor-needles": COUNT, "--max-overlap": FRACTION,
-    "--reasoning-effort": ["nonesuch", "low,nonesuch"], "--thinking-budget": COUNT, "--lara-data": DIR_IN,
+    "--reasoning-effort": ["nonesuch", "low,nonesuch"], "--thinking-budget": COUNT, "--source-data": DIR_IN,
 }
 BY_COMMAND = {
     ("calibrate", "--out"): FILE_OUT, ("label", "--out"): FILE_OUT, ("questions generate", "--out"): FILE_OUT,

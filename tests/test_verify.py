@@ -69,7 +69,7 @@ def test_edited_holobench_gold_fails_that_instance_only(holobench, tmp_path):
 
 def _relevant_line(r):
     """A line of the instance's context that states a row of a table its SQL reads (found with sqlite3)."""
-    from ctxbench.verify.holobench import sql_tables
+    from ctxbench.tracks.holobench.verify import sql_tables
 
     tables = sql_tables(r["sql"], ["flights", "weather", "airports", "planes"])
     words = {"flights": " flight ", "weather": " humidity", "airports": "latitude", "planes": " seats"}
@@ -118,7 +118,7 @@ def test_garbled_sentence_and_manifest_mismatch(holobench, tmp_path):
 
 
 def test_grammar_reads_missing_phrase_as_null_and_finds_ambiguity(tmp_path):
-    from ctxbench.verify.holobench import load_grammar
+    from ctxbench.tracks.holobench.verify import load_grammar
 
     db = tmp_path / "source.sqlite"
     con = sqlite3.connect(db)
@@ -238,7 +238,7 @@ def test_verify_cli_exits_nonzero_on_a_failed_instance(holobench, tmp_path):
 ])
 def test_competing_value_sentences(needle_set, other, competing):
     from ctxbench.tracks.needles.questions import load_needle_set
-    from ctxbench.verify.needles import _competing
+    from ctxbench.tracks.needles.verify import _competing
 
     n = load_needle_set(needle_set).needles[0]
     st = n["statement"].format(value=n["real"]["value"])
@@ -253,7 +253,7 @@ def test_competing_value_sentences(needle_set, other, competing):
 
 def test_competing_known_value_of_a_text_answer():
     from ctxbench.tracks.needles.questions import load_needle_set
-    from ctxbench.verify.needles import _competing
+    from ctxbench.tracks.needles.verify import _competing
 
     n = load_needle_set("en").needles[2]  # Ada Lovelace, kinship: real Lord Byron, altered William Wordsworth
     st = n["statement"].format(value=n["altered"]["value"])
@@ -293,7 +293,7 @@ def _scitrek_build(tmp_path):
 
 
 def test_scitrek_facts_found_in_text_or_uncertifiable(tmp_path):
-    from ctxbench.verify.scitrek import certify
+    from ctxbench.tracks.scitrek.verify import certify
 
     d = _scitrek_build(tmp_path)
     good = "# Deep  Nets for cats\nAnn Lee, Bo Chen\nText.\n# Shallow Trees\nCy Diaz\n"
@@ -312,7 +312,7 @@ def test_scitrek_facts_found_in_text_or_uncertifiable(tmp_path):
 
 
 def test_lara_supporting_passage(tmp_path, monkeypatch):
-    from ctxbench.verify.lara import ENV, certify
+    from ctxbench.tracks.lara.verify import ENV, certify
 
     q = tmp_path / "lara" / "queries"
     q.mkdir(parents=True)

@@ -139,13 +139,14 @@ def _own_aggregates(e: exp.Expression | None) -> bool:
     return any(_own_aggregates(c) for c in e.iter_expressions())
 
 
-def _conjuncts(e: exp.Expression | None) -> list[exp.Expression]:
+def conjuncts(e: exp.Expression | None) -> list[exp.Expression]:
+    """The AND-ed predicates of a sqlglot condition (parentheses unwrapped, nested ANDs flattened); [] for None."""
     if e is None:
         return []
     if isinstance(e, exp.Paren):
-        return _conjuncts(e.this)
+        return conjuncts(e.this)
     if isinstance(e, exp.And):
-        return _conjuncts(e.left) + _conjuncts(e.right)
+        return conjuncts(e.left) + conjuncts(e.right)
     return [e]
 
 
@@ -193,7 +194,7 @@ class _Builder:
                 sources.append(self._source(s, ctes))
         for j in sel.args.get("joins") or []:
             sources.append(self._source(j.this, ctes))
-            join_conds.extend(_conjuncts(j.args.get("on")))
+            join_conds.extend(conjuncts(j.args.get("on")))
         names = {n: i for i, (ns, _) in enumerate(sources) for n in ns}
         heads = [node for _, node in sources]
 
@@ -215,7 +216,7 @@ class _Builder:
         # conditions on one source's rows are a filter on that branch, before any join
         post: list[exp.Expression] = []
         per_source: dict[int, list[exp.Expression]] = {}
-        conds = _conjuncts(sel.args["where"].this) if sel.args.get("where") is not None else []
+        conds = conjuncts(sel.args["where"].this) if sel.args.get("where") is not None else []
         for c, in_on in [(c, True) for c in join_conds] + [(c, False) for c in conds]:
             srcs = source_of(c)
             if not _direct_queries(c) and srcs is not None and len(srcs) == 1:

@@ -94,7 +94,9 @@ def _row_equal(a: list, b: list) -> bool:
     return len(a) == len(b) and all(_value_equal(x, y) for x, y in zip(a, b))
 
 
-def _sort_key(row: list) -> tuple:
+def sort_key(row: list) -> tuple:
+    """A total order key for a result row of mixed values (None first, then numbers, then text, as SQLite sorts
+    its storage classes), used to compare and store unordered answers canonically."""
     out = []
     for v in row:
         if v is None:
@@ -111,7 +113,7 @@ def results_equal(a: list[list[Any]], b: list[list[Any]], ordered: bool) -> bool
     if len(a) != len(b):
         return False
     if not ordered:
-        a, b = sorted(a, key=_sort_key), sorted(b, key=_sort_key)
+        a, b = sorted(a, key=sort_key), sorted(b, key=sort_key)
     return all(_row_equal(x, y) for x, y in zip(a, b))
 
 
@@ -635,7 +637,7 @@ def _order_issue(tr: Transpiled, con: sqlite3.Connection, strict_order: bool,
             first: dict = {}
             several = None
             for r in rows:
-                sk = _sort_key(r[nk:])
+                sk = sort_key(r[nk:])
                 if sk in first and several is None and not _row_equal(first[sk][:nk], r[:nk]):
                     several = (r[nk:], first[sk][:nk], r[:nk])
                 first.setdefault(sk, r)
@@ -869,7 +871,7 @@ def compute_gold(sql: str, tables: Tables, seed: int = 0, strict_order: bool = F
             return GoldResult(None, False, tie or "answer depends on the order of rows (an unordered choice of rows)",
                               {"insert": lite[:20], order: other[:20]})
     if not ordered or window.get("unordered"):
-        duck = sorted(duck, key=_sort_key)  # an unordered answer is stored in one canonical order
+        duck = sorted(duck, key=sort_key)  # an unordered answer is stored in one canonical order
     if not duck:
         return GoldResult([], False, "empty gold answer")
     if all(v is None for r in duck for v in r):

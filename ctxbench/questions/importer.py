@@ -52,7 +52,7 @@ import yaml
 
 from ..errors import InputError
 from ..gold import GoldEngines, compute_gold
-from ..gold.execute import INTEGER_DIVISION, _sort_key
+from ..gold.execute import INTEGER_DIVISION, sort_key
 from ..sources import load_database
 from ..sources.database import Database, looks_numeric, sql_type, write_sqlite
 from ..sources.preprocess import DatabaseSpec, normalize_database, normalize_value, preprocess
@@ -264,7 +264,7 @@ def same_as_original(gold: list[list[Any]], original: list[tuple], ordered: bool
     a = [[_shown(v) for v in r] for r in gold]
     b = [[_shown(v) for v in r] for r in original]
     if not ordered:
-        a, b = sorted(a, key=_sort_key), sorted(b, key=_sort_key)
+        a, b = sorted(a, key=sort_key), sorted(b, key=sort_key)
     return all(len(x) == len(y) and all(_same_value(p, q) for p, q in zip(x, y)) for x, y in zip(a, b))
 
 

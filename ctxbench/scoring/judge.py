@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import Any
 
 from ..models.cache import ResponseCache
+from .judge_base import JudgePrompt, Polarity
 
 VERDICT_SCORE = {"exact": 1.0, "partial": 0.5, "none": 0.0}
 JUDGE_SYSTEM = ("You grade answers against a gold answer given as rows of values. For each gold row say whether "
@@ -71,92 +71,6 @@ def judge_text(reply: str | None, reasoning: str | None = None) -> str:
     return text
 
 
-@dataclass(frozen=True)
-class Polarity:
-    """Which verdict words of a judge's reply mean correct and which incorrect, as a judge prompt declares them
-    (the question it asks decides: under "Did the assistant hallucinate?" the word ``No`` means correct).
-    ``correct`` / ``incorrect``: single words (lower case); ``correct_phrases`` / ``incorrect_phrases``: regular
-    expressions tried on the whole reply when neither its first nor its last word is a verdict word."""
-
-    correct: frozenset[str]
-    incorrect: frozenset[str]
-    correct_phrases: tuple[str, ...] = ()
-    incorrect_phrases: tuple[str, ...] = ()
-    labels: tuple[str, ...] = field(default=("verdict", "judgment", "judgement", "decision", "output", "evaluation",
-                                            "result", "answer"))
-
-    def read(self, text: str | None) -> bool | None:
-        """True (correct), False (incorrect) or None (no verdict) for a judge reply already through
-        :func:`judge_text`: its first word when that is a verdict word (unless it offers both, "True or False"),
-        else a declared phrase (a negated one first: "did not hallucinate" before "hallucinate"), else its last
-        word (not negated: "not true" is no verdict). A ``Verdict:`` / ``Judgment:`` label is skipped."""
-        t = (text or "").strip()
-        lab = re.compile(r"^\s*(?:[*_#>]+\s*)*(?:(?:final\s+)?(?:" + "|".join(self.labels) + r")\s*[*_]*\s*[:：]\s*)+",
-                         re.IGNORECASE)
-        t = lab.sub("", t)
-        words = [w.lower() for w in re.findall(r"[A-Za-z]+", t)]
-        if not words:
-            return None
-        vocab = self.correct | self.incorrect
-        if words[0] in vocab:
-            return None if words[1:2] == ["or"] else words[0] in self.correct
-        for rx in self.correct_phrases:
-            if re.search(rx, t, re.IGNORECASE):
-                return True
-        for rx in self.incorrect_phrases:
-            if re.search(rx, t, re.IGNORECASE):
-                return False
-        if words[-1] in vocab and (len(words) < 2 or words[-2] not in ("not", "or")):
-            return words[-1] in self.correct
-        return None
-
-
-class JudgePrompt:
-    """A judging prompt: subclass it, set ``name`` (a lower-case identifier: it becomes part of the matcher name)
-    and implement :meth:`messages`, :meth:`parse`, :meth:`score` and :meth:`repair`; bump ``version`` when the
-    prompt changes (its module's code is hashed too, so ``score`` reruns: :mod:`ctxbench.scoring.versions`).
-    ``sampling`` and ``max_tokens`` (tokens of the judge's reply) are part of every judge call's request key.
-
-    ``instance`` is the ``instances.parquet`` row with ``gold`` parsed from JSON; ``answer`` the extracted answer
-    (never empty: an empty answer scores 0 without a call)."""
-
-    name: ClassVar[str]
-    version: ClassVar[str] = "1"
-    title: ClassVar[str] = ""
-    sampling: ClassVar[Mapping[str, Any]] = {"temperature": 0.0}
-    max_tokens: ClassVar[int] = 256
-
-    def messages(self, instance: dict, answer: str) -> list[dict]:
-        """The chat messages asking the judge about ``answer``."""
-        raise NotImplementedError
-
-    def parse(self, reply: str | None, instance: dict) -> Any | None:
-        """The verdict read from the judge's reply, or None when it cannot be read."""
-        raise NotImplementedError
-
-    def score(self, verdict: Any, instance: dict) -> float:
-        """The score in [0, 1] of a parsed verdict."""
-        raise NotImplementedError
-
-    def repair(self, instance: dict, reply: str | None) -> str:
-        """The follow-up user message asked once when a reply cannot be parsed."""
-        raise NotImplementedError
-
-    def detail(self, verdict: Any) -> dict:
-        """What ``scores.detail`` stores of a verdict (besides ``repaired``)."""
-        return {"verdict": verdict}
-
-    def details(self, verdict: Any, instance: dict, answer: str) -> list[dict] | None:
-        """``scores.details`` of a judged answer: for each gold row its credit and the answer text that earned
-        it. The default: the whole gold as one row, credited with :meth:`score` (None for no verdict)."""
-        if verdict is None:
-            return None
-        credit = float(self.score(verdict, instance))
-        return [{"gold": instance.get("gold"), "credit": credit, "text": answer if credit else None}]
-
-
-# -- the row judge (the default prompt) ------------------------------------------------------------------------------
-
 def judge_messages(question: str, gold: list[list], response: str) -> list[dict]:
     """The row judge's prompt for one response (rows numbered from 1)."""
     rows = "\n".join(f"{i + 1}. " + " | ".join("NULL" if v is None else str(v) for v in r) for i, r in enumerate(gold))
@@ -177,7 +91,7 @@ VERDICT_WORDS = {"exact": "exact", "exact match": "exact", "exact_match": "exact
                  "no_match": "none", "no": "none"}
 
 
-def _json_objects(text: str) -> list:
+def json_objects(text: str) -> list:
     """Every JSON object in ``text``, in order (each ``{`` tried with a JSON decoder; nested ones inside a decoded
     object are not listed again)."""
     dec = json.JSONDecoder()
@@ -203,7 +117,7 @@ def parse_verdicts(text: str | None, n_rows: int) -> list[str] | None:
     text = judge_text(text)
     if not text:
         return None
-    for obj in reversed(_json_objects(text)):
+    for obj in reversed(json_objects(text)):
         if not isinstance(obj, dict) or not isinstance(obj.get("verdicts"), list):
             continue
         v = [VERDICT_WORDS.get(" ".join(str(x).strip().lower().split())) for x in obj["verdicts"]]

@@ -118,7 +118,7 @@ def judge_prompt(name: str):
     """The :class:`ctxbench.scoring.judge.JudgePrompt` registered as ``name``. Raises InputError for an unknown
     name (listing the registered ones), a name registered differently by two tracks, or a reference that does not
     name a JudgePrompt."""
-    from .judge import JudgePrompt
+    from .judge_base import JudgePrompt
 
     ref, owner = _judge_prompt_entry(name)
     obj = resolve(ref, f"judge prompt {name!r}" + (f" of track {owner}" if owner else ""))

@@ -186,7 +186,7 @@ class Preprocessed:
 
     db: Database
     replaced: list[dict] = field(default_factory=list)
-    dropped_incomplete: dict[str, int] = field(default_factory=dict)  # rows left out per table (now always 0)
+    dropped_incomplete: dict[str, int] = field(default_factory=dict)  # rows left out per table: every stated column NULL
     # table.column (preprocessed names) -> values the value rule (or a pointer to a missing row) made NULL
     made_null: dict[str, int] = field(default_factory=dict)
     # table -> {"rows": source rows, "verbalized": rows in source.sqlite, "left_out": {reason: rows}}
@@ -346,13 +346,22 @@ def preprocess(db: Database, template_columns: dict[str, set[str]] | None, spec:
                 raise InputError(f"templates for table {name!r} use column(s) {missing} that the preprocessed table "
                                  f"lacks (columns: {', '.join(t.columns)}): fix assets/templates/{db.db_id}.yaml")
             keep = [i for i, c in enumerate(t.columns) if c in used or c.lower() in {u.lower() for u in used}]
-            out.dropped_incomplete[name] = 0
-            types = [t.types[i] if i < len(t.types) else "" for i in keep]
-            out.db.tables[name] = Table(name, [t.columns[i] for i in keep], [tuple(r[i] for i in keep) for r in t.rows],
-                                        types, [])
+            # a row whose every stated column is missing says nothing (its sentence would be the same for every
+            # such row, so no reader could tell them apart): left out, counted with its reason
+            rows = [tuple(r[i] for i in keep) for r in t.rows]
+            stated = [tuple(v for v in r) for r in rows if any(v is not None for v in r)]
+            out.dropped_incomplete[name] = len(rows) - len(stated)
+            if not stated:
+                out.excluded_tables[name] = "NULL in every row: every column its templates state is missing"
+            else:
+                types = [t.types[i] if i < len(t.types) else "" for i in keep]
+                out.db.tables[name] = Table(name, [t.columns[i] for i in keep], stated, types, [])
         n = len(db.tables[name].rows)
         if name in out.db.tables:
-            out.rows_report[name] = {"rows": n, "verbalized": n, "left_out": {}}
+            blank = out.dropped_incomplete.get(name, 0)
+            out.rows_report[name] = {"rows": n, "verbalized": n - blank,
+                                     "left_out": {"every column its templates state is missing": blank} if blank
+                                     else {}}
         else:
             out.rows_report[name] = {"rows": n, "verbalized": 0, "left_out": {out.excluded_tables[name]: n} if n else {}}
     kept_cols = {f"{n}.{c}".lower() for n, t in out.db.tables.items() for c in t.columns}

@@ -24,6 +24,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+# where an imported benchmark's own data lives (``ctxbench verify --source-data DIR``): a track verifier that needs
+# files outside the build (LaRA's query files) reads it, or its own variable first
+SOURCE_DATA_ENV = "CTXBENCH_SOURCE_DATA"
+
 STATUSES = ("certified", "failed", "uncertifiable")
 CERTIFICATES = "certificates.parquet"
 

@@ -24,7 +24,7 @@ import sqlite3
 
 from sqlglot import exp
 
-from ...analysis.difficulty import _conjuncts
+from ...analysis.difficulty import conjuncts
 from ...hashing import seeded_rng
 
 DISTRACTORS = ("random", "near-miss")
@@ -58,7 +58,7 @@ def table_predicates(sql: str, tables: dict[str, list[str]]) -> dict[str, tuple[
             alias[s.name.lower()] = alias[s.alias_or_name.lower()] = t
             in_from.append(t)
     out: dict[str, list[str]] = {}
-    for c in _conjuncts(q.args["where"].this):
+    for c in conjuncts(q.args["where"].this):
         if c.find(exp.Select) is not None:
             continue
         owners = set()

@@ -28,6 +28,6 @@ class HoloBench(Track):
     matchers = {"row_match": "ctxbench.tracks.holobench.scoring:row_match_instance"}
     scoring_note = ("Scores use the deterministic row matcher (row_match): each gold row is an exact (1), partial "
                     "(0.5) or no match (0); an instance scores the mean over its gold rows.")
-    verifier = "ctxbench.verify.holobench:certify"
+    verifier = "ctxbench.tracks.holobench.verify:certify"
     cli_names = {"positions": "position"}
     cli_hidden = frozenset({"question_ids"})

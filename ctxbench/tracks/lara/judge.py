@@ -24,7 +24,6 @@ once more with a repair prompt, then counted as unscored (:mod:`ctxbench.scoring
 
 from __future__ import annotations
 
-import re
 
 from ...scoring.judge import JudgePrompt, Polarity, judge_text
 

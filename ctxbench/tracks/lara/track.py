@@ -26,7 +26,7 @@ class Lara(Track):
     )
     # deterministic fallback first; LaRA's own LLM judge: score --judge MODEL --judge-prompt lara
     judge_prompts = {"lara": "ctxbench.tracks.lara.judge:LARA_JUDGE"}
-    verifier = "ctxbench.verify.lara:certify"
+    verifier = "ctxbench.tracks.lara.verify:certify"
     matchers = {"lara_fallback": "ctxbench.tracks.lara.scoring:lara_fallback",
                 "f1": "ctxbench.tracks.lara.scoring:f1_instance",
                 "containment": "ctxbench.tracks.lara.scoring:containment_instance"}

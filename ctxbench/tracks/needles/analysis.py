@@ -359,10 +359,10 @@ def parse_failure_mode(text: str | None, reasoning: str | None = None) -> str | 
     the answer pipeline's judge filters first (:func:`ctxbench.scoring.judge.judge_text`: a reasoning judge's
     ``<think>`` draft, chat tokens and code fences removed; the reasoning field read when the reply is empty); the
     mode is that of the last JSON object holding one."""
-    from ...scoring.judge import _json_objects, judge_text
+    from ...scoring.judge import json_objects, judge_text
 
     text = judge_text(text, reasoning)
-    for obj in reversed(_json_objects(text)):
+    for obj in reversed(json_objects(text)):
         if isinstance(obj, dict) and "mode" in obj:
             mode = str(obj["mode"]).strip().lower()
             return mode if mode in FAILURE_MODES else None

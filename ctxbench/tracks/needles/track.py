@@ -27,7 +27,7 @@ class Needles(Track):
         Stage("write", f"{_P}:write_stage", ("loaded", "asm", "checked"), ("result",), retries=2),
         Stage("certify", "ctxbench.verify:certify_stage", ("result",)),
     )
-    verifier = "ctxbench.verify.needles:certify"
+    verifier = "ctxbench.tracks.needles.verify:certify"
     matchers = {"substring": "ctxbench.tracks.needles.scoring:substring_match"}
     # the paper scores the expected value anywhere in the reply (section 3.6): no narrowing to its last sentence
     answer_filters = ("-last_statement",)

@@ -32,7 +32,7 @@ class SciTrek(Track):
                                              "question_quarantine", "counts"), ("result",), retries=2),
         Stage("certify", "ctxbench.verify:certify_stage", ("result",)),
     )
-    verifier = "ctxbench.verify.scitrek:certify"
+    verifier = "ctxbench.tracks.scitrek.verify:certify"
     matchers = {"exact_match": "ctxbench.tracks.scitrek.scoring:exact_match",
                 "f1": "ctxbench.tracks.scitrek.scoring:f1"}
     scoring_note = "Exact match and F1 over the answer's items (SciTrek section 4)."

@@ -35,8 +35,8 @@ from typing import Any
 
 import yaml
 
-from ..config import assets_dir
-from . import Certificate
+from ...config import assets_dir
+from ...verify import Certificate
 
 DEFAULT_MISSING = "not recorded"
 METHOD = "templates inverted, SQL re-run over recovered rows"
@@ -185,9 +185,9 @@ def _slot(ty: str, missing: str, lazy: bool) -> str:
 def load_grammar(db_id: str, source_sqlite: Path, templates_path: Path | None = None) -> Grammar:
     """The inverted templates of ``db_id`` (``assets/templates/<db_id>.yaml`` or ``templates_path``) over the
     tables of ``source_sqlite`` with their declared types. Raises InputError for a missing or malformed file."""
-    from ..errors import InputError
-    from ..tracks.holobench.source import load_dummy_documents
-    from ..verbalize.templates import templates_from_mapping
+    from ...errors import InputError
+    from .source import load_dummy_documents
+    from ...verbalize.templates import templates_from_mapping
 
     p = templates_path or assets_dir() / "templates" / f"{db_id}.yaml"
     if not p.exists():
@@ -279,10 +279,10 @@ def _parse_context(g: Grammar, text: str, memo: dict) -> tuple[list[tuple[str, t
 def certify(build_dir: Path, instances: list[dict], manifest: Any) -> tuple[list[Certificate], list[str]]:
     """Certificates of a HoloBench build's instances (module docstring). Notes: the templates file's hash when it
     differs from the one the manifest records."""
-    from ..gold import GoldEngines, compute_gold
-    from ..gold.execute import results_equal
-    from ..tracks.common import asset_hash
-    from ..verbalize.templates import format_value
+    from ...gold import GoldEngines, compute_gold
+    from ...gold.execute import results_equal
+    from ..common import asset_hash
+    from ...verbalize.templates import format_value
 
     extra = getattr(manifest, "model_extra", None) or {}
     db_id = extra.get("db_id") or (instances[0]["source_id"] if instances else "")
@@ -292,7 +292,7 @@ def certify(build_dir: Path, instances: list[dict], manifest: Any) -> tuple[list
     if not src.exists():
         why = f"source.sqlite is missing from {build_dir} (the schema the SQL runs against)"
         return [Certificate(r["instance_id"], "uncertifiable", why, METHOD) for r in instances], notes
-    from ..errors import InputError
+    from ...errors import InputError
 
     try:
         g = load_grammar(db_id, src)

@@ -4,7 +4,7 @@ present in the instance's context (whitespace-normalised); where LaRA provides n
 ``uncertifiable``: its answer is free text written from a segment, which nothing in the text can re-derive.
 
 The LaRA data directory is not part of a build (paths are never hashed or stored): give it as ``ctxbench verify
---lara-data DIR`` or ``CTXBENCH_LARA_DATA``; without it every instance is ``uncertifiable`` saying so.
+--source-data DIR`` or ``CTXBENCH_LARA_DATA``; without it every instance is ``uncertifiable`` saying so.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from . import Certificate
+from ...verify import SOURCE_DATA_ENV, Certificate
 
 METHOD = "LaRA supporting passage searched in the context"
 ENV = "CTXBENCH_LARA_DATA"
@@ -28,9 +28,9 @@ def _norm(s: str) -> str:
 
 def certify(build_dir: Path, instances: list[dict], manifest: Any) -> tuple[list[Certificate], list[str]]:
     """Certificates of a LaRA import's instances (module docstring)."""
-    data = os.environ.get(ENV)
+    data = os.environ.get(ENV) or os.environ.get(SOURCE_DATA_ENV)
     if not data or not (Path(data) / "queries").is_dir():
-        why = (f"LaRA data directory not given ({ENV} or ctxbench verify --lara-data DIR): the supporting passages "
+        why = (f"LaRA data directory not given ({ENV} or ctxbench verify --source-data DIR): the supporting passages "
                f"are in LaRA's query files")
         return [Certificate(r["instance_id"], "uncertifiable", why, METHOD) for r in instances], []
     files: dict[str, list[str]] = {}

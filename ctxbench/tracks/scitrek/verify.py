@@ -24,7 +24,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from . import Certificate
+from ...verify import Certificate
 
 METHOD = "metadata facts the SQL reads found in the rendered collection"
 _WS = re.compile(r"\s+")
@@ -38,7 +38,7 @@ def _fold(s: str) -> str:
 
 def certify(build_dir: Path, instances: list[dict], manifest: Any) -> tuple[list[Certificate], list[str]]:
     """Certificates of a SciTrek build's instances (module docstring)."""
-    from ..questions.sqlinfo import sql_info
+    from ...questions.sqlinfo import sql_info
 
     certs = []
     folded: dict[str, str] = {}
