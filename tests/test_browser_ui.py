@@ -1,6 +1,6 @@
 """The report and its instance browser in a real browser (Playwright driving Debian's Chromium, no browser download),
 on a real small build: Spider's wine_1 as a HoloBench build (2,048 and 4,096 tokens, relevant rows at the beginning
-or the end: 70 instances), answered by two fake models through tests/fakeserver.py — one with a long name whose
+or the end: every instance the build keeps), answered by two fake models through tests/fakeserver.py — one with a long name whose
 replies carry ``<think>`` blocks holding HTML and a script, one whose replies end in a chat special token — then
 scored and reported with the CLI.
 
@@ -162,6 +162,13 @@ def page(chromium):
     p.close()
 
 
+def _n(build: Path) -> int:
+    """The build's instances: every question x context the wine_1 build kept (its quarantine holds the rest)."""
+    n = pq.read_table(build / "instances.parquet", columns=["instance_id"]).num_rows
+    assert n > 40  # 2 tiers x 2 positions of wine_1's questions, less the quarantined ones
+    return n
+
+
 def counts(page) -> tuple[int, int]:
     c = page.locator("#count")
     return int(c.get_attribute("data-instances")), int(c.get_attribute("data-answers"))
@@ -174,7 +181,7 @@ def _expected_visible(reply: str) -> str:
 def _check_every_answer(pg, build: Path, replies: dict) -> None:
     resp = pq.read_table(build / "responses.parquet", columns=["instance_id", "model"]).to_pylist()
     arts = pg.locator("article.ans")
-    assert arts.count() == len(resp) == 140
+    assert arts.count() == len(resp) == 2 * _n(build)
     shown = pg.evaluate("""() => Array.from(document.querySelectorAll('article.ans')).map(a =>
         [a.dataset.instance, a.dataset.model, a.querySelector('.reply pre').textContent,
          Array.from(a.querySelectorAll('details.reasoning pre')).map(p => p.textContent).join('\\n')])""")
@@ -193,7 +200,7 @@ def test_every_answer_is_shown_as_a_file_and_over_http(scored, page):
     build, replies, shots = scored
     pg = page.page
     pg.goto((build / "report" / "instances.html").as_uri())
-    assert counts(pg) == (70, 140)
+    assert counts(pg) == (_n(build), 2 * _n(build))
     _check_every_answer(pg, build, replies)
     pg.screenshot(path=str(shots / "1-browser-file.png"))
     # a reasoning block holding a script, opened: shown as text
@@ -213,7 +220,7 @@ def test_every_answer_is_shown_as_a_file_and_over_http(scored, page):
     t.start()
     try:
         pg.goto(f"http://127.0.0.1:{srv.server_address[1]}/instances.html")
-        assert counts(pg) == (70, 140)
+        assert counts(pg) == (_n(build), 2 * _n(build))
         _check_every_answer(pg, build, replies)
     finally:
         srv.shutdown()
@@ -230,12 +237,12 @@ def test_filters_sorting_and_the_address_keep_what_the_tables_count(scored, page
     pg.goto((build / "report" / "instances.html").as_uri())
 
     pg.select_option("#f-model", SMALL)
-    assert counts(pg) == (70, 70)
+    assert counts(pg) == (_n(build), _n(build))
     assert set(pg.evaluate("() => Array.from(document.querySelectorAll('article.ans')).map(a => a.dataset.model)")) \
         == {SMALL}
     wrong = {r["instance_id"] for r in sc if r["model"] == SMALL and r["score"] == 0}
     pg.select_option("#f-score", "wrong")
-    assert counts(pg) == (len(wrong), len(wrong)) and 0 < len(wrong) < 70
+    assert counts(pg) == (len(wrong), len(wrong)) and 0 < len(wrong) < _n(build)
     pg.select_option("#f-position", "end")
     want = {i for i in wrong if inst[i]["position"] == "end"}
     assert counts(pg) == (len(want), len(want)) and want
@@ -249,7 +256,7 @@ def test_filters_sorting_and_the_address_keep_what_the_tables_count(scored, page
 
     # a list-valued column (query_types) filters on any of its values
     pg.click("text=clear filters")
-    assert counts(pg) == (70, 140)
+    assert counts(pg) == (_n(build), 2 * _n(build))
     pg.select_option("#f-query_types", "Join")
     joins = [i for i, r in inst.items() if "Join" in json.loads(r["query_types"])]
     assert counts(pg) == (len(joins), 2 * len(joins)) and joins
@@ -263,7 +270,7 @@ def test_filters_sorting_and_the_address_keep_what_the_tables_count(scored, page
     pg.select_option("#f-sort", "score")
     order = pg.evaluate("() => Array.from(document.querySelectorAll('section.inst')).map(s => s.dataset.instance)")
     mean = {r["instance_id"]: r["score"] for r in sc if r["model"] == LONG}
-    assert [mean[i] for i in order] == sorted(mean[i] for i in order) and len(order) == 70
+    assert [mean[i] for i in order] == sorted(mean[i] for i in order) and len(order) == _n(build)
     pg.select_option("#f-sort", "-score")
     order = pg.evaluate("() => Array.from(document.querySelectorAll('section.inst')).map(s => s.dataset.instance)")
     assert [mean[i] for i in order] == sorted((mean[i] for i in order), reverse=True)

@@ -323,9 +323,9 @@ def check_build_dir(out: Path, ctx: str) -> dict:
         return {"files": []}
     names = sorted(os.listdir(out))
     pq_names = [n for n in names if n.endswith(".parquet")]
-    assert set(pq_names) <= {"instances.parquet", "quarantine.parquet"}, f"{ctx}: {names}"
+    assert set(pq_names) <= {"instances.parquet", "quarantine.parquet", "certificates.parquet"}, f"{ctx}: {names}"
     tables = {}
-    for t in ("instances", "quarantine"):
+    for t in ("instances", "quarantine", "certificates"):  # certificates: the build's last stage, certify
         p = out / f"{t}.parquet"
         if p.exists():
             try:
@@ -354,6 +354,9 @@ def check_build_dir(out: Path, ctx: str) -> dict:
         assert tables["instances"].num_rows == man["counts"]["instances"] > 0, ctx
         assert tables["quarantine"].num_rows == man["counts"]["quarantined"], ctx
         assert set(tables["instances"].column("build_hash").to_pylist()) == {man["build_hash"]}, ctx
+    if "certificates" in tables and "instances" in tables:  # every instance written has its certificate
+        assert set(tables["instances"].column("instance_id").to_pylist()) <= \
+            set(tables["certificates"].column("instance_id").to_pylist()), ctx
     return {"files": names, "manifest": m.exists()}
 
 
@@ -420,10 +423,11 @@ def test_build_killed_and_restarted_never_shows_a_half_written_file(tmp_path, sp
     info = check_build_dir(out, "[final]")
     m = re.search(r"(?:\bbuilt|already built \(same build hash\), nothing to do): (\d+) instances", final_log)
     assert m and int(m.group(1)) == json.loads((out / "manifest.json").read_text())["counts"]["instances"], final_log
-    assert info["manifest"] and set(visible_parquet(out)) == {"instances.parquet", "quarantine.parquet"}
+    assert info["manifest"] and set(visible_parquet(out)) == {"instances.parquet", "quarantine.parquet",
+                                                              "certificates.parquet"}
 
     # the restarted build equals the uninterrupted one
-    for t in ("instances", "quarantine"):
+    for t in ("instances", "quarantine", "certificates"):
         a = pq.read_table(out / f"{t}.parquet")
         b = pq.read_table(ref / f"{t}.parquet")
         assert a.equals(b), f"{t}.parquet of the killed-and-restarted build differs from an uninterrupted build"
