@@ -250,3 +250,34 @@ def test_target_ci_counts_a_cut_off_reply_as_score_0(tmp_path):
         n = srv.count
         r = run(build, srv, "--target-ci", "0.2")
         assert r.exit_code == 0 and srv.count == n, r.output
+
+
+@pytest.mark.parametrize("extra", [("--target-ci", "0.2"), ("--max-cost", "1", "--price", f"{PIN},{POUT}"),
+                                   ("--target-ci", "0.2", "--max-cost", "1", "--price", f"{PIN},{POUT}")])
+def test_refused_first_calls_stop_the_waves_and_the_same_command_replaces_the_error_rows(tmp_path, extra):
+    """The start gate under the wave paths: the first calls go one at a time; three alike permanent failures (an
+    unknown 400, stored as error rows) stop the run with exit 1 and nothing more is sent. The same command later asks
+    those three again and replaces their rows: one row per request key, every one ok, the stopping rule over them."""
+    per = 400 if "--target-ci" in extra else 10
+    build = make_build(tmp_path / "b", per_length=per)
+    refuse = {"on": True}
+    with FakeOpenAIServer(answer_fn=answer, rule=lambda b: "400" if refuse["on"] else None) as srv:
+        r = run(build, srv, *extra)
+        assert r.exit_code == 1, r.output
+        assert srv.count == 3, r.output
+        rows = stored(build)
+        assert len(rows) == 3 and {x["status"] for x in rows} == {"error"}
+        refuse["on"] = False
+        first = [json.dumps(b["messages"]) for b in srv.requests]
+        srv.reset_counts()
+        r = run(build, srv, *extra)
+        assert r.exit_code == 0, r.output
+        again = [json.dumps(b["messages"]) for b in srv.requests]
+        assert set(first) <= set(again)  # the error rows were asked again
+        rows = stored(build)
+        assert len(rows) == len({x["request_key"] for x in rows}) == srv.count
+        assert {x["status"] for x in rows} == {"ok"}
+        if "--target-ci" in extra:
+            _check_prefix_and_width(build, 0.2, per)
+        else:
+            assert srv.count == 2 * per
