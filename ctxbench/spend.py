@@ -246,6 +246,12 @@ def run_waves(reqs: list, send: Callable[[list, Callable], None], on_outcome: Ca
     budget_stop = None
     while remaining and not stopped():
         wave = target.next_wave(remaining, concurrency) if target is not None else remaining
+        if target is not None:
+            # stored error rows (contexts already in the asked prefix of the seeded order) are asked again whether or
+            # not their group has reached the target: the same command replaces them, as without --target-ci
+            again = [r for r in remaining if r.item.get("_replaces_error")]
+            if again:
+                wave = again
         if not wave:
             break
         if ledger is not None:

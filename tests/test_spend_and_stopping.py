@@ -281,3 +281,34 @@ def test_refused_first_calls_stop_the_waves_and_the_same_command_replaces_the_er
             _check_prefix_and_width(build, 0.2, per)
         else:
             assert srv.count == 2 * per
+
+
+def test_target_ci_rerun_replaces_error_rows_even_where_the_target_is_reached(tmp_path):
+    """Under --target-ci, calls failing with an unknown 400 (after the first answers) leave error rows in the asked
+    prefix; the same command later asks exactly those again and replaces them, though each group has reached its
+    target: one row per request key, no error left, the output's "asked again" count true."""
+    import itertools
+
+    build = make_build(tmp_path / "b", per_length=400)
+    fail, n = {"on": True}, itertools.count()
+
+    def bad(i):
+        return int(hashlib.sha256(f"err{i}".encode()).hexdigest(), 16) % 10 == 0
+
+    rule = lambda b: "400" if next(n) > 5 and fail["on"] and bad(_item(b)) else None  # noqa: E731
+    with FakeOpenAIServer(answer_fn=answer, rule=rule) as srv:
+        r = run(build, srv, "--target-ci", "0.2")
+        rows = stored(build)
+        errs = {x["request_key"] for x in rows if x["status"] == "error"}
+        assert errs, r.output
+        fail["on"] = False
+        srv.reset_counts()
+        r = run(build, srv, "--target-ci", "0.2")
+        assert r.exit_code == 0, r.output
+        assert f"{len(errs)} error rows asked again" in " ".join(r.output.split())
+        assert srv.count >= len(errs)
+        rows = stored(build)
+        assert len(rows) == len({x["request_key"] for x in rows})
+        assert not [x for x in rows if x["status"] == "error"]
+        assert errs <= {x["request_key"] for x in rows}
+        _check_prefix_and_width(build, 0.2, 400)
