@@ -144,16 +144,21 @@ class TargetCI:
         i = self._inst.get(t["instance_id"]) or {}
         return (t["mode"], t.get("rag_tokens"), i.get("source_tier") or i.get("target_tokens"))
 
-    def score(self, t: dict, status: str, response: str | None, reasoning: str | None) -> None:
-        """Record an answer: its primary-matcher score under its group and context (only ``ok`` answers score)."""
-        if status != "ok":
+    def score(self, t: dict, status: str, response: str | None, reasoning: str | None,
+              finish_reason: str | None = None) -> None:
+        """Record an answer: its primary-matcher score under its group and context, as ``score`` scores it. An
+        ``ok`` answer and a reply cut off by the output budget (status ``cut_off``, or an ``ok`` one whose
+        ``finish_reason`` the answer chain reads as cut) both count, the cut one as 0 (scoring gives it no credit);
+        a failed call (``error``, ``refused``, ``truncated``...) is no answer and is left out."""
+        if status not in ("ok", "cut_off"):
             return
         from .scoring.pipeline import score_reply
         from .scoring.registry import matchers_for
 
         inst = self._inst[t["instance_id"]]
         try:
-            [sc] = score_reply(response, inst, reasoning, names=matchers_for(inst.get("benchmark"))[:1])
+            [sc] = score_reply(response, inst, reasoning, names=matchers_for(inst.get("benchmark"))[:1],
+                               finish_reason=finish_reason, status=status)
         except InputError:
             return  # a matcher that raises: set aside here as score does
         self.scores[self.group(t)][t["_ctx"]].append(float(sc.result.score))
@@ -234,12 +239,19 @@ def run_waves(reqs: list, send: Callable[[list, Callable], None], on_outcome: Ca
         if ledger is not None:
             ledger.settle(o)
         if target is not None and o.result is not None and o.source in ("call", "cache"):
-            target.score(o.request.item, o.result.status, o.result.response, o.result.reasoning)
+            target.score(o.request.item, o.result.status, o.result.response, o.result.reasoning,
+                         getattr(o.result, "finish_reason", None))
         on_outcome(o)
 
     budget_stop = None
     while remaining and not stopped():
         wave = target.next_wave(remaining, concurrency) if target is not None else remaining
+        if target is not None:
+            # stored error rows (contexts already in the asked prefix of the seeded order) are asked again whether or
+            # not their group has reached the target: the same command replaces them, as without --target-ci
+            again = [r for r in remaining if r.item.get("_replaces_error")]
+            if again:
+                wave = again
         if not wave:
             break
         if ledger is not None:
@@ -287,14 +299,16 @@ def evaluate_in_waves(cfg, plan, build_dir: Path, reqs: list, runner, on_outcome
         keys = {t["request_key"]: t for t in plan.stored}
         if keys:
             resp = read_table(build_dir / "responses.parquet", "responses")
-            cols = [c for c in ("request_key", "status", "response", "reasoning") if c in resp.column_names]
+            cols = [c for c in ("request_key", "status", "response", "reasoning", "finish_reason")
+                    if c in resp.column_names]
             for r in resp.select(cols).to_pylist():
                 if (t := keys.get(r["request_key"])) is not None:
-                    target.score(t, r["status"], r.get("response"), r.get("reasoning"))
+                    target.score(t, r["status"], r.get("response"), r.get("reasoning"), r.get("finish_reason"))
         by_key = {t["request_key"]: t for t in plan.todo}
         for h in plan.hits:
             if (t := by_key.get(h["request_key"])) is not None:
-                target.score(t, h.get("status") or "ok", h.get("response"), h.get("reasoning"))
+                target.score(t, h.get("status") or "ok", h.get("response"), h.get("reasoning"),
+                             h.get("finish_reason"))
         target.arrange(reqs)  # the seeded order over every context of each group, answered or not
 
     if cfg.batch:

@@ -451,3 +451,55 @@ def test_regression_enters_the_axes_where_they_vary():
     assert f["reasoning_effort"]["ci_low"] > 0
     assert not f["lexical_overlap"]["matters"]
     assert any("lookalike_count not entered: constant" in n for n in out["notes"])
+
+
+def test_by_effort_counts_cut_off_replies_and_scores_them_0(wine, tmp_path, monkeypatch):
+    """At effort low the output budget ends every other reply half-way (finish_reason length: status cut_off); at
+    high every reply is whole. The by-effort table counts the cut replies (responses, ok, cut_off, share) and
+    scores them 0 (an observation of the mean, not left out), as ``score`` does."""
+    from fakeserver import FakeOpenAIServer, message_text
+
+    from ctxbench.analysis.effort import effort_rows
+    from ctxbench.evaluate import EvalConfig, evaluate_build
+    from ctxbench.score import score_build
+
+    monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
+    b = build_holobench(HoloBenchConfig(db=wine, lengths=[512, 1024],
+                                        question_ids=["wine_1-q06", "wine_1-q07", "wine_1-q08"]),
+                        tmp_path / "b").out
+    inst = pq.read_table(b / "instances.parquet").to_pylist()
+    gold = [(r["question"], r["context"], json.loads(r["gold"])[0][0]) for r in inst]
+    # instances whose low-effort reply is cut: the 512-token tier's
+    cut_q = {(r["question"], r["context"]) for r in inst if r["target_tokens"] == 512}
+
+    def find(body):
+        text = "\n".join(message_text(m["content"]) for m in body["messages"])
+        [(q, c, g)] = [(q, c, g) for q, c, g in gold if q in text and c.strip() in text]
+        return q, c, g
+
+    def answer(body):
+        return f"I count the matching rows one by one. Answer: {find(body)[2]}"
+
+    def rule(body):
+        q, c, _ = find(body)
+        return "cut_off" if body.get("reasoning_effort") == "low" and (q, c) in cut_q else None
+
+    with FakeOpenAIServer(answer_fn=answer, rule=rule) as srv:
+        s = evaluate_build(b, EvalConfig(model="openai/fake", base_url=srv.base_url, reasoning_effort="low,high",
+                                         concurrency=2))
+        assert s.calls == 2 * len(inst)
+    resp = pq.read_table(b / "responses.parquet").to_pylist()
+    n_cut = len([r for r in inst if r["target_tokens"] == 512])
+    assert 0 < n_cut < len(inst)
+    assert sorted(r["status"] for r in resp if r["reasoning_effort"] == "low") == \
+        ["cut_off"] * n_cut + ["ok"] * (len(inst) - n_cut)
+    assert {r["finish_reason"] for r in resp if r["status"] == "cut_off"} == {"length"}
+    score_build(b)
+    eff = {r["label"]: r for r in effort_rows(b)}
+    low, high = eff["openai/fake@low"], eff["openai/fake@high"]
+    assert (low["responses"], low["ok"], low["cut_off"]) == (len(inst), len(inst) - n_cut, n_cut)
+    assert low["cut_off_share"] == pytest.approx(n_cut / len(inst))
+    assert (high["responses"], high["ok"], high["cut_off"], high["cut_off_share"]) == (len(inst), len(inst), 0, 0.0)
+    # the cut replies are scored 0 and counted in n: the mean over instances is the uncut share
+    assert low["n"] == high["n"] == len(inst)
+    assert low["score"] == pytest.approx((len(inst) - n_cut) / len(inst)) and high["score"] == 1.0

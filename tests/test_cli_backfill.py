@@ -109,3 +109,45 @@ def test_a_build_with_no_instance_exits_non_zero_saying_why(tmp_path, spider_db,
     r = runner.invoke(app, ["build", "holobench", "--db", str(spider_db("wine_1")), "--queries", str(q),
                             "--lengths", "2048", "--out", str(out)])
     assert r.exit_code == 1 and "0 instances" in r.output
+
+
+def test_backfill_asks_a_stored_error_row_again_and_replaces_it(tmp_path, monkeypatch):
+    """A backfill whose server fails two instances (an unknown 400 after answers: error rows, not a configuration
+    stop) leaves their error rows; the same backfill later asks exactly those again and replaces them: one row per
+    request key, every one ok, the other model's rows untouched."""
+    from test_crash_safety import Q_RE
+
+    monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
+    runs = tmp_path / "runs"
+    b = make_toy_build(runs / "a", n=8)
+    bad = {"Q03", "Q06"}
+    fail = {"on": True}
+
+    def rule(body):
+        q = Q_RE.search(body["messages"][-1]["content"]).group(1)
+        return "400" if fail["on"] and body["model"] == "new" and q in bad else None
+
+    args = ["backfill", "--model", "openai/new", "--runs", str(runs), "--concurrency", "1"]
+    with FakeOpenAIServer(answer_fn=_reader, rule=rule) as srv:
+        evaluate_build(b, EvalConfig(model="openai/old", base_url=srv.base_url))
+        old = [x for x in pq.read_table(b / "responses.parquet").to_pylist()]
+        r = runner.invoke(app, args + ["--base-url", srv.base_url])
+        rows = pq.read_table(b / "responses.parquet").to_pylist()
+        new = {x["instance_id"]: x for x in rows if x["model"] == "openai/new"}
+        assert len(new) == 8, r.output
+        assert sorted(i for i, x in new.items() if x["status"] == "error") == ["inst-03", "inst-06"], r.output
+        fail["on"] = False
+        srv.reset_counts()
+        r = runner.invoke(app, args + ["--base-url", srv.base_url])
+        assert r.exit_code == 0, r.output
+        assert srv.count_by_model() == Counter({"new": 2})  # only the two error rows asked
+        asked = sorted(Q_RE.search(x["messages"][-1]["content"]).group(1) for x in srv.requests)
+        assert asked == ["Q03", "Q06"]
+        assert "2 error rows asked again" in " ".join(r.output.split())
+    rows = pq.read_table(b / "responses.parquet").to_pylist()
+    assert len(rows) == len({x["request_key"] for x in rows}) == 16
+    assert [x for x in rows if x["model"] == "openai/old"] == old
+    new = {x["instance_id"]: x for x in rows if x["model"] == "openai/new"}
+    assert {x["status"] for x in new.values()} == {"ok"}
+    # the same prompt as the old model's, the same reader: the same reply
+    assert all(new[x["instance_id"]]["response"] == x["response"] for x in old)

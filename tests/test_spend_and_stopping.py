@@ -202,3 +202,113 @@ def test_target_ci_stops_per_length_and_a_smaller_target_continues(tmp_path):
         n2 = srv.count
         r = run(build, srv, "--target-ci", "0.12")
         assert r.exit_code == 0 and srv.count == n2
+
+
+def cut(i: int) -> bool:
+    """The budget cuts the reply of every fifth item (by another hash) half-way: finish_reason length."""
+    return int(hashlib.sha256(f"cut{i}".encode()).hexdigest(), 16) % 5 == 0
+
+
+def _item(body: dict) -> int:
+    user = message_text([m for m in body["messages"] if m["role"] == "user"][-1]["content"])
+    return int(re.search(r"What is the code of item X(\d+)\?", user).group(1))
+
+
+def test_target_ci_counts_a_cut_off_reply_as_score_0(tmp_path):
+    """A reply cut by the output budget earns 0 from scoring (status cut_off), so --target-ci counts it as a 0, not
+    as no answer: the stopping point and the half-width are those of the 0/1 scores with cut replies as 0, and every
+    asked context is one of the observations the summary names."""
+    per = 400
+    build = make_build(tmp_path / "b", per_length=per)
+    with FakeOpenAIServer(answer_fn=answer, rule=lambda b: "cut_off" if cut(_item(b)) else None) as srv:
+        r = run(build, srv, "--target-ci", "0.2")
+        assert r.exit_code == 0, r.output
+        rows = stored(build)
+        assert {x["status"] for x in rows if cut(int(x["instance_id"][1:]))} == {"cut_off"}
+        inst = {x["instance_id"]: x for x in pq.read_table(build / "instances.parquet").to_pylist()}
+        answered = {x["instance_id"] for x in rows}
+        n_cut = 0
+        for L in (1024, 2048):
+            ctx = {hashlib.sha256(x["context"].encode()).hexdigest(): iid for iid, x in inst.items()
+                   if x["target_tokens"] == L}
+            order = [ctx[c] for c in _order(ctx)]
+            asked = [i for i in order if i in answered]
+            k = len(asked)
+            assert asked == order[:k] and 0 < k < per
+            xs = [0.0 if (wrong(int(i[1:])) or cut(int(i[1:]))) else 1.0 for i in asked]
+            n_cut += sum(cut(int(i[1:])) for i in asked)
+            seq = _cs_loop(xs)
+            hw = (seq[-1][1] - seq[-1][0]) / 2
+            assert hw <= 0.2
+            m = re.search(rf"at {L:,} tokens: half-width ([0-9.]+) over (\d+) contexts \(target reached\)",
+                          r.output.replace("\n", " "))
+            assert m, r.output
+            assert int(m.group(2)) == k  # the cut replies are observations too
+            assert abs(float(m.group(1)) - hw) < 1e-4
+        assert n_cut > 0
+        # a rerun with the same target counts the stored cut_off rows as 0 again and asks nothing
+        n = srv.count
+        r = run(build, srv, "--target-ci", "0.2")
+        assert r.exit_code == 0 and srv.count == n, r.output
+
+
+@pytest.mark.parametrize("extra", [("--target-ci", "0.2"), ("--max-cost", "1", "--price", f"{PIN},{POUT}"),
+                                   ("--target-ci", "0.2", "--max-cost", "1", "--price", f"{PIN},{POUT}")])
+def test_refused_first_calls_stop_the_waves_and_the_same_command_replaces_the_error_rows(tmp_path, extra):
+    """The start gate under the wave paths: the first calls go one at a time; three alike permanent failures (an
+    unknown 400, stored as error rows) stop the run with exit 1 and nothing more is sent. The same command later asks
+    those three again and replaces their rows: one row per request key, every one ok, the stopping rule over them."""
+    per = 400 if "--target-ci" in extra else 10
+    build = make_build(tmp_path / "b", per_length=per)
+    refuse = {"on": True}
+    with FakeOpenAIServer(answer_fn=answer, rule=lambda b: "400" if refuse["on"] else None) as srv:
+        r = run(build, srv, *extra)
+        assert r.exit_code == 1, r.output
+        assert srv.count == 3, r.output
+        rows = stored(build)
+        assert len(rows) == 3 and {x["status"] for x in rows} == {"error"}
+        refuse["on"] = False
+        first = [json.dumps(b["messages"]) for b in srv.requests]
+        srv.reset_counts()
+        r = run(build, srv, *extra)
+        assert r.exit_code == 0, r.output
+        again = [json.dumps(b["messages"]) for b in srv.requests]
+        assert set(first) <= set(again)  # the error rows were asked again
+        rows = stored(build)
+        assert len(rows) == len({x["request_key"] for x in rows}) == srv.count
+        assert {x["status"] for x in rows} == {"ok"}
+        if "--target-ci" in extra:
+            _check_prefix_and_width(build, 0.2, per)
+        else:
+            assert srv.count == 2 * per
+
+
+def test_target_ci_rerun_replaces_error_rows_even_where_the_target_is_reached(tmp_path):
+    """Under --target-ci, calls failing with an unknown 400 (after the first answers) leave error rows in the asked
+    prefix; the same command later asks exactly those again and replaces them, though each group has reached its
+    target: one row per request key, no error left, the output's "asked again" count true."""
+    import itertools
+
+    build = make_build(tmp_path / "b", per_length=400)
+    fail, n = {"on": True}, itertools.count()
+
+    def bad(i):
+        return int(hashlib.sha256(f"err{i}".encode()).hexdigest(), 16) % 10 == 0
+
+    rule = lambda b: "400" if next(n) > 5 and fail["on"] and bad(_item(b)) else None  # noqa: E731
+    with FakeOpenAIServer(answer_fn=answer, rule=rule) as srv:
+        r = run(build, srv, "--target-ci", "0.2")
+        rows = stored(build)
+        errs = {x["request_key"] for x in rows if x["status"] == "error"}
+        assert errs, r.output
+        fail["on"] = False
+        srv.reset_counts()
+        r = run(build, srv, "--target-ci", "0.2")
+        assert r.exit_code == 0, r.output
+        assert f"{len(errs)} error rows asked again" in " ".join(r.output.split())
+        assert srv.count >= len(errs)
+        rows = stored(build)
+        assert len(rows) == len({x["request_key"] for x in rows})
+        assert not [x for x in rows if x["status"] == "error"]
+        assert errs <= {x["request_key"] for x in rows}
+        _check_prefix_and_width(build, 0.2, 400)

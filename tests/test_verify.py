@@ -327,3 +327,53 @@ def test_lara_supporting_passage(tmp_path, monkeypatch):
     monkeypatch.setenv(ENV, str(tmp_path / "lara"))
     st = {c.instance_id: c.status for c in certify(tmp_path, rows, None)[0]}
     assert st == {"i1": "certified", "i2": "failed", "i3": "uncertifiable"}
+
+
+def test_query_set_templates_with_missing_values_are_certified(tmp_path):
+    """A database without shipped templates (a generated query set carries them in ``templates:``) whose
+    template-used columns hold NULL and empty text: the build keeps its templates (``templates.yaml``) and
+    every instance is certified, the custom and the default missing phrase both read back as NULL."""
+    from ctxbench.tracks.base import get_track
+
+    db = tmp_path / "gauges.sqlite"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE reading (day TEXT, site TEXT, level INTEGER, events TEXT)")
+    rows = []
+    for i in range(80):
+        events = ["", "Fog", "Rain", None][i % 4]  # '' and NULL: both NULL by the value rule
+        level = None if i % 9 == 0 else 100 + i
+        rows.append((f"2020-01-{i + 1:03d}", f"site {i % 5}", level, events))
+    con.executemany("INSERT INTO reading VALUES (?, ?, ?, ?)", rows)
+    con.commit()
+    con.close()
+    qs = tmp_path / "gauges.yaml"
+    tpls = ["On {day} at {site} the water level was {level} cm and the events were {events}.",
+            "Reading of {day} ({site}): level {level} cm; events {events}.",
+            "{site} recorded a level of {level} cm on {day}, events: {events}.",
+            "Events {events} at {site} on {day}, where the level stood at {level} cm.",
+            "Day {day}, site {site}: events {events}, water level {level} cm."]
+    qs.write_text("db_id: gauges\ntemplates:\n  reading:\n" + "".join(f"    - \"{t}\"\n" for t in tpls)
+                  + "  missing:\n    reading:\n      events: no event logged\n"
+                  "questions:\n"
+                  "  - id: g-q1\n    question: On how many days was fog recorded?\n"
+                  "    sql: SELECT COUNT(*) FROM reading WHERE events = 'Fog'\n"
+                  "  - id: g-q2\n    question: Which site recorded rain on the most days?\n"
+                  "    sql: SELECT site, COUNT(*) FROM reading WHERE events = 'Rain' GROUP BY site\n",
+                  encoding="utf-8")
+    out = tmp_path / "b"
+    get_track("holobench").build({"lengths": [2048], "db": str(db), "queries": str(qs)}, out)
+    assert (out / "templates.yaml").is_file()
+    inst = pq.read_table(out / "instances.parquet").to_pylist()
+    assert inst, pq.read_table(out / "quarantine.parquet").to_pylist()
+    ctx = "\n".join(r["context"] for r in inst)
+    assert "no event logged" in ctx and "not recorded cm" in ctx  # both phrases were verbalized
+    # the fog count in a context: its fog sentences (rows i % 4 == 1 that the context holds)
+    q1 = [r for r in inst if r["question_id"] == "g-q1"]
+    for r in q1:
+        days = {ln.split("2020-01-")[1][:3] for ln in r["context"].split("\n") if "Fog" in ln and "2020-01-" in ln}
+        assert json.loads(r["gold"]) == [[len(days)]]
+    certs = pq.read_table(out / "certificates.parquet").to_pylist()
+    assert [c["status"] for c in certs] == ["certified"] * len(inst), certs
+    assert not [q for q in pq.read_table(out / "quarantine.parquet").to_pylist() if q["stage"] == "verify"]
+    res = verify_build(out, write=False)
+    assert res.counts() == {"holobench": {"certified": len(inst), "failed": 0, "uncertifiable": 0}}

@@ -39,6 +39,9 @@ from ...analysis.overlap import lexical_overlap
 from .nearmiss import near_miss_share
 from .source import PreparedSource, load_database_header, prepare_source_cached
 
+# the build's copy of the templates when they came from the query set's ``templates:`` section (verify reads it)
+TEMPLATES_COPY = "templates.yaml"
+
 MAX_TOKENS = MAX_CONTEXT_TOKENS
 ROWS_LOST_WARN = 0.01  # a table whose rows are more than 1% left out of the verbalization is warned about
 
@@ -255,8 +258,19 @@ def load_stage(cfg: HoloBenchConfig, out: str | Path, force: bool = False, versi
 def verbalize_stage(loaded: Loaded) -> PreparedSource:
     """Preprocess the database, check templates and queries (or read them from the prepared-input cache), and
     stage ``source.sqlite`` (moved into place by the writer)."""
-    return prepare_source_cached(loaded.raw, loaded.writer.staged("source.sqlite"), loaded.cfg.queries,
-                                 reload=lambda: load_database(loaded.cfg.db))
+    src = prepare_source_cached(loaded.raw, loaded.writer.staged("source.sqlite"), loaded.cfg.queries,
+                                reload=lambda: load_database(loaded.cfg.db))
+    if not (assets_dir() / "templates" / f"{src.raw.db_id}.yaml").exists():
+        # templates read from the query set's ``templates:`` section (a generated query set): the build keeps a
+        # copy, ``templates.yaml``, so that ``ctxbench verify`` inverts the very templates the contexts were made of
+        import yaml
+
+        data: dict = {t: list(v) for t, v in src.templates.templates.items()}
+        if src.templates.missing:
+            data["missing"] = {t: dict(c) for t, c in src.templates.missing.items()}
+        loaded.writer.staged(TEMPLATES_COPY).write_text(
+            yaml.safe_dump(data, allow_unicode=True, sort_keys=False, width=10_000), encoding="utf-8")
+    return src
 
 
 def assemble_stage(loaded: Loaded, src: PreparedSource, progress: Callable[[int, int], None] | None = None) -> Assembled:

@@ -294,13 +294,17 @@ def certify(build_dir: Path, instances: list[dict], manifest: Any) -> tuple[list
         return [Certificate(r["instance_id"], "uncertifiable", why, METHOD) for r in instances], notes
     from ...errors import InputError
 
+    from ..tracks.holobench.build import TEMPLATES_COPY
+
+    # templates the build copied (they came from its query set's ``templates:`` section), else the shipped file
+    copy = build_dir / TEMPLATES_COPY
     try:
-        g = load_grammar(db_id, src)
+        g = load_grammar(db_id, src, copy if copy.is_file() else None)
     except InputError as e:
         return [Certificate(r["instance_id"], "uncertifiable", str(e), METHOD) for r in instances], notes
     tpath = assets_dir() / "templates" / f"{db_id}.yaml"
     recorded = (extra.get("assets") or {}).get("templates")
-    if recorded and asset_hash(tpath) != recorded:
+    if recorded and not copy.is_file() and asset_hash(tpath) != recorded:
         notes.append(f"manifest hash mismatch: {tpath} has changed since the build (sha256 {asset_hash(tpath)[:12]}, "
                      f"the manifest records {recorded[:12]}); contexts are parsed with the current templates")
     memo: dict = {}
