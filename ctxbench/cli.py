@@ -309,7 +309,19 @@ def main_options(plugin: Optional[list[str]] = typer.Option(
         None, "--plugin", help="module or .py file defining a track (repeatable; also $CTXBENCH_TRACKS, which "
                                "subprocesses inherit)")) -> None:
     """Build long-context benchmarks and evaluate models on them."""
+    import warnings
+
+    from .errors import DataWarning
     from .tracks.base import PLUGIN_ENV, load_tracks
+
+    plain = warnings.formatwarning
+
+    def one_line(message, category, filename, lineno, line=None):  # a data warning is one line, no source path
+        if issubclass(category, DataWarning):
+            return f"warning: {message}\n"
+        return plain(message, category, filename, lineno, line)
+
+    warnings.formatwarning = one_line
 
     if plugin:
         before = os.environ.get(PLUGIN_ENV)

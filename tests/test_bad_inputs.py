@@ -246,6 +246,27 @@ def test_empty_table_and_all_null_column(wine_src, reference, tmp_path):
     assert with_appellations
 
 
+def test_a_table_losing_more_than_1pct_of_its_rows_is_warned_about_in_one_line(wine_src, tmp_path):
+    """10 of wine_1's 500 wine rows with every column its templates state NULL: those 10 say nothing and are left
+    out (2.0% > 1%), so the build warns once, naming the table, the count and the reason; an identifier-only table
+    left out by design is not warned about."""
+    import warnings
+
+    from ctxbench.errors import DataWarning
+
+    stated = "Name = NULL, Winery = NULL, Grape = NULL, Price = NULL, Score = NULL, Year = NULL, Appelation = NULL, " \
+             "Cases = NULL"
+    db = _variant(wine_src, tmp_path / "db", f"UPDATE wine SET {stated} WHERE rowid <= 10")
+    with pytest.warns(DataWarning) as got:
+        r = _build(db, tmp_path / "b")
+    assert r.exit_code == 0, r.output
+    msgs = [str(w.message) for w in got if issubclass(w.category, DataWarning)]
+    assert msgs == ["table wine_1.wine: 10 of 500 rows (2.0%) are not verbalized (10 every column its templates "
+                    "state is missing)"]
+    # the CLI prints a data warning as one line, without the Python source path
+    assert warnings.formatwarning(DataWarning(msgs[0]), DataWarning, "x.py", 1) == f"warning: {msgs[0]}\n"
+
+
 @pytest.mark.parametrize("case,sql,expect", [
     ("all-tables-empty", ["DELETE FROM wine", "DELETE FROM grapes", "DELETE FROM appellations"], "every one is empty"),
     ("all-columns-null", ["UPDATE wine SET Name = NULL, Winery = NULL, Grape = NULL, Price = NULL, Score = NULL, "

@@ -13,8 +13,8 @@ A track's verifier is the ``"module:function"`` named by its :attr:`~ctxbench.tr
 are ``instances.parquet`` rows with every column (``gold``/``accepted_answers`` as stored JSON text);
 ``certificates`` one :class:`Certificate` per instance; ``notes`` build-level findings (an asset whose hash differs
 from the manifest's: reported, the per-instance checks go on). The built-in verifiers are in
-:mod:`ctxbench.verify.holobench`, :mod:`ctxbench.verify.needles`, :mod:`ctxbench.verify.scitrek` and
-:mod:`ctxbench.verify.lara`.
+:mod:`ctxbench.tracks.holobench.verify`, :mod:`ctxbench.tracks.needles.verify`, :mod:`ctxbench.tracks.scitrek.verify` and
+:mod:`ctxbench.tracks.lara.verify`.
 """
 
 from __future__ import annotations

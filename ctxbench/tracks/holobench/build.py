@@ -25,7 +25,7 @@ from ...analysis.difficulty import difficulty_columns
 from ...analysis.language import language_columns, prefetch_languages
 from ...contexts.packer import (MAX_CONTEXT_TOKENS, POSITIONS, ChainedUnits, CycledUnits, PackedContext,
                                 SampledUnits, Unit, pack, take_until)
-from ...errors import InputError
+from ...errors import DataWarning, InputError
 from ...gold import GoldEngines, compute_gold
 from ...hashing import Encoded, canonical_json, seeded_rng, stable_hash
 from ...sources import Database, load_database
@@ -43,6 +43,8 @@ from .source import PreparedSource, load_database_header, prepare_source_cached
 TEMPLATES_COPY = "templates.yaml"
 
 MAX_TOKENS = MAX_CONTEXT_TOKENS
+# tables the preprocessing leaves out on purpose, whatever their data: no row-loss warning for them
+DESIGNED_EXCLUSIONS = ("holds only identifiers and names", "excluded in assets/databases")
 ROWS_LOST_WARN = 0.01  # a table whose rows are more than 1% left out of the verbalization is warned about
 
 
@@ -378,11 +380,13 @@ def gold_stage(loaded: Loaded, asm: Assembled) -> tuple[list[dict], list[dict]]:
         instances[-1].update(difficulty_columns(instances[-1]))
         instances[-1].update(language_columns(instances[-1]))
     for t, rep in src.pre.rows_report.items():
+        if t in src.pre.excluded_tables and src.pre.excluded_tables[t] in DESIGNED_EXCLUSIONS:
+            continue  # left out by design (identifiers only, excluded in assets/databases): in quarantine, no warning
         lost = rep["rows"] - rep["verbalized"]
         if rep["rows"] and lost / rep["rows"] > ROWS_LOST_WARN:
             why = "; ".join(f"{n} {r}" for r, n in rep["left_out"].items())
-            warnings.warn(f"table {db_id}.{t}: {lost} of {rep['rows']} rows ({lost / rep['rows']:.1%}) are not "
-                          f"verbalized ({why})", stacklevel=2)
+            warnings.warn(DataWarning(f"table {db_id}.{t}: {lost} of {rep['rows']} rows ({lost / rep['rows']:.1%}) "
+                                      f"are not verbalized ({why})"), stacklevel=2)
     for qid, why in src.skipped_questions:
         quarantine.append({"input": qid, "stage": "question", "reason": why, "detail": None})
     for t, n in (src.raw.provenance.get("non_utf8_text") or {}).items():

@@ -294,7 +294,7 @@ def certify(build_dir: Path, instances: list[dict], manifest: Any) -> tuple[list
         return [Certificate(r["instance_id"], "uncertifiable", why, METHOD) for r in instances], notes
     from ...errors import InputError
 
-    from ..tracks.holobench.build import TEMPLATES_COPY
+    from .build import TEMPLATES_COPY
 
     # templates the build copied (they came from its query set's ``templates:`` section), else the shipped file
     copy = build_dir / TEMPLATES_COPY
