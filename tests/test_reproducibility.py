@@ -45,7 +45,7 @@ def two_builds(spider_db, tmp_path_factory):
 def test_two_builds_of_one_config_are_byte_identical(two_builds):
     a, b, _ = two_builds
     ta, tb = tree(a), tree(b)
-    assert set(ta) == {"instances.parquet", "quarantine.parquet", "source.sqlite", "manifest.json"}
+    assert set(ta) == {"instances.parquet", "quarantine.parquet", "source.sqlite", "manifest.json", "certificates.parquet"}
     assert ta == tb
 
 
