@@ -34,7 +34,7 @@ def decide_section(ctx: ReportContext) -> str:
     eff, pairs = [], []
     bh = str(ctx.manifest.get("build_hash") or "")
     for (bench, mode, matcher), by_len in sorted(tables.items(), key=lambda x: tuple(str(v) for v in x[0])):
-        base = {"benchmark": bench, "build_hash": bh, "build": ctx.build_dir.name, "mode": mode, "matcher": matcher}
+        base = {"benchmark": bench, "build_hash": bh, "build": bh[:12], "mode": mode, "matcher": matcher}
         models = sorted({m for per in by_len.values() for m in per})
         eff += effective_rows(by_len, models, base)
         pairs += pair_rows(by_len, models, base)
