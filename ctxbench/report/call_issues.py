@@ -25,8 +25,8 @@ def call_issues_section(ctx: ReportContext) -> str:
             [c for c in ("finish_reason", "completion_tokens") if c in rt.column_names]
         resp = rt.select(cols).to_pylist()
         trunc = [r for r in resp if r["status"] == "truncated"]
+        n = Counter((r["model"], r["mode"]) for r in resp)  # responses per model x mode, for both tables below
         if trunc:
-            n = Counter((r["model"], r["mode"]) for r in resp)
             t = Counter((r["model"], r["mode"]) for r in trunc)
             rows = [{"model": m, "mode": md, "responses": n[(m, md)], "truncated": c,
                      "server read at most": max(r["prompt_tokens"] or 0 for r in trunc
@@ -40,7 +40,6 @@ def call_issues_section(ctx: ReportContext) -> str:
                          + table(rows, ["model", "mode", "responses", "truncated", "server read at most"]))
         cut = [r for r in resp if r["status"] == "cut_off"]
         if cut:
-            n = Counter((r["model"], r["mode"]) for r in resp)
             t = Counter((r["model"], r["mode"]) for r in cut)
             rows = [{"model": m, "mode": md, "responses": n[(m, md)], "cut off": c,
                      "finish reasons": ", ".join(sorted({str(r.get("finish_reason")) for r in cut
@@ -51,8 +50,8 @@ def call_issues_section(ctx: ReportContext) -> str:
             parts.append("<h3>Replies cut off by the output budget</h3><p>The server ended these replies at the "
                          "output budget (<code>finish_reason</code> <code>length</code>, <code>max_tokens</code>, "
                          "<code>MAX_TOKENS</code>, ...) before they finished: they are stored with status "
-                         "<code>cut_off</code> and left out of every score (a value quoted on the way is not an "
-                         "answer). Raise the budget with <code>evaluate --max-tokens</code> and rerun.</p>"
+                         "<code>cut_off</code> and earn no credit from any matcher or judge (score 0, tag "
+                         "<code>cut_off</code>: a value quoted on the way is not an answer). Raise the budget with <code>evaluate --max-tokens</code> and rerun.</p>"
                          + table(rows, ["model", "mode", "responses", "cut off", "finish reasons",
                                         "longest reply (tokens)"]))
         bad = [r for r in resp if r["status"] == "error" and (r["error"] or "").startswith(

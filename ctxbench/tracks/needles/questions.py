@@ -259,21 +259,18 @@ def verify_absent(text: str, ns: NeedleSet, where: str = "the haystack") -> dict
                             f"fact or exclude the volume holding it")
                     i = low.find(sf, i + 1)
         checked["subject_mentions"][n["id"]] = mentions // len(VARIANTS)
-    for nm in ns.lookalike_subjects:
+    def absent(nm: str, what: str, fix: str) -> None:  # a fictional name must not occur in the corpus
         checked["names"] += 1
         k = low.find(nm.casefold())
         if k >= 0:
             a, b = _sentence_at(low, k, k + len(nm))
-            raise InputError(f"look-alike subject {nm!r} occurs in {where}: {text[a:b].strip()!r} (character {k}); "
-                             f"choose another name in lookalike_subjects")
+            raise InputError(f"{what} {nm!r} occurs in {where}: {text[a:b].strip()!r} (character {k}); {fix}")
+
+    for nm in ns.lookalike_subjects:
+        absent(nm, "look-alike subject", "choose another name in lookalike_subjects")
     for c in ns.chains:
         for nm in c["names"]:
-            checked["names"] += 1
-            k = low.find(nm.casefold())
-            if k >= 0:
-                a, b = _sentence_at(low, k, k + len(nm))
-                raise InputError(f"chain {c['id']}: the fictional name {nm!r} occurs in {where}: "
-                                 f"{text[a:b].strip()!r} (character {k}); choose another name")
+            absent(nm, f"chain {c['id']}: the fictional name", "choose another name")
         for st in c["statements"]:
             checked["statements"] += 1
             if st.casefold() in low:
