@@ -1266,8 +1266,8 @@ class _RunProgress:
 def run_cmd(
     out: Path = typer.Option(Path("runs/default"), file_okay=False, help="build directory to write"),
     lengths: str = typer.Option("2048,4096", callback=_positive_ints, help="tiers in tokens"),
-    per_length: int = typer.Option(4, min=1, help="instances evaluated per context length (4: about 4 minutes on 2 "
-                                                 "idle cores with the embedded model)"),
+    per_length: int = typer.Option(3, min=1, help="instances evaluated per context length (3: the whole run in "
+                                                 "about 4 minutes on 2 idle cores with the embedded model)"),
     mode: str = typer.Option("lc", callback=_mode,
                              help="lc, rag or lc,rag (RAG: hybrid retrieval of 600-token chunks, top 5; "
                                   "needs .\\[retrieval])"),
@@ -1297,9 +1297,13 @@ def run_cmd(
     ls = _ints(lengths, "--lengths")
     model = model or EMBEDDED_MODEL
     _warn_unknown_model(model, base_url)
-    where = "the embedded model (served locally by llama.cpp)" if model == EMBEDDED_MODEL and not base_url else model
+    embedded = model == EMBEDDED_MODEL and not base_url
+    where = "the embedded model (served locally by llama.cpp)" if embedded else model
+    # on 2 CPU cores the embedded model processes a 4,096-token context in about a minute: its sample shares one
+    # context per length, whose prefix the server keeps (each further question costs its own tokens only)
+    sample = (f"{per_length} questions per length on as few contexts as possible" if embedded else f"{per_length} instances per length")
     console.print(f"ctxbench run ({engine}): building {db} at {', '.join(map(str, ls))} tokens (cl100k_base, 50% "
-                  f"density, uniform), then evaluating a sample of {per_length} instances per length with {where}.",
+                  f"density, uniform), then evaluating a sample of {sample} with {where}.",
                   markup=False)
     if model == EMBEDDED_MODEL and not base_url:
         console.print(f"{EMBEDDED_MODEL} is a 135M-parameter model: expect scores near zero. It is here to show the "
@@ -1314,7 +1318,7 @@ def run_cmd(
             embedded_runtime()
             embedded_gguf()
         cfg = default_track().config(db=db, lengths=ls)
-        models = [EvalConfig(model=model, base_url=base_url, per_length=per_length, mode=mode,
+        models = [EvalConfig(model=model, base_url=base_url, per_length=per_length, mode=mode, share_contexts=embedded,
                              rag_tokens=_ints(rag_tokens, "--rag-tokens") if rag_tokens else None)]
         with _RunProgress() as shown, listening(shown):
             if engine == "luigi":

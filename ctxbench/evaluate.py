@@ -43,6 +43,9 @@ class EvalConfig(BaseModel):
     max_tokens: int | None = Field(None, ge=1)
     per_length: int | None = Field(None, ge=1, description="evaluate a sample of N instances per context length "
                                    "(per source tier where the build has one, e.g. LaRA's 32k/128k)")
+    share_contexts: bool = Field(False, description="draw the per-length sample from as few contexts as possible "
+                                 "(questions on one context share its prefix: a local server or a provider's prompt "
+                                 "cache processes the context once); off, the sample spreads over contexts")
     mode: str = Field("lc", description="lc (full context), rag (retrieved chunks) or lc,rag (both)")
     # RAG mode (ctxbench.retrieval): token counts in each instance's own tokenizer
     rag_tokens: list[int] | None = Field(None, description="retrieval budgets in tokens, one RAG run each "
@@ -150,22 +153,35 @@ class EvalSummary:
     spent_usd: float | None = None  # --max-cost: USD spent by this invocation (ctxbench.spend.Ledger)
 
 
-def select_instances(tbl: pa.Table, per_length: int | None, seed: int = 0) -> pa.Table:
+def select_instances(tbl: pa.Table, per_length: int | None, seed: int = 0, share_contexts: bool = False) -> pa.Table:
     """All instances, or ``per_length`` per context length chosen by SHA-256 of (seed, instance_id). The length
     of an instance is its ``source_tier`` where the build has one (an import whose files each have their own
     measured ``target_tokens``, e.g. LaRA's ``32k``/``128k``: the tier the report groups by, see
-    :mod:`ctxbench.analysis.rag`), else its ``target_tokens``."""
+    :mod:`ctxbench.analysis.rag`), else its ``target_tokens``.
+
+    ``share_contexts``: the sample of a length is drawn from as few contexts as possible: its contexts in
+    descending order of their instance count (ties by the smallest instance hash among theirs), each
+    context's instances by the hash above, until ``per_length`` are taken (the default run's embedded model then
+    processes each context once: the calls of a context run together and share its prefix)."""
     if not per_length:
         return tbl
     ids = tbl.column("instance_id").to_pylist()
     lens = tbl.column("target_tokens").to_pylist()
     if "source_tier" in tbl.column_names:
         lens = [t if t else n for t, n in zip(tbl.column("source_tier").to_pylist(), lens)]
-    by_len: dict[object, list[tuple[str, int]]] = {}
-    for i, (iid, L) in enumerate(zip(ids, lens)):
-        by_len.setdefault(L, []).append((hashlib.sha256(f"{seed}|{iid}".encode()).hexdigest(), i))
-    keep = sorted(i for L in by_len for _, i in sorted(by_len[L])[:per_length])
-    return tbl.take(keep)
+    ctxs = tbl.column("context").to_pylist() if share_contexts else [None] * len(ids)
+    by_len: dict[object, dict[object, list[tuple[str, int]]]] = {}
+    for i, (iid, L, c) in enumerate(zip(ids, lens, ctxs)):
+        key = hashlib.sha256(c.encode()).digest() if c is not None else i
+        by_len.setdefault(L, {}).setdefault(key, []).append((hashlib.sha256(f"{seed}|{iid}".encode()).hexdigest(), i))
+    keep = []
+    for groups in by_len.values():
+        if share_contexts:
+            order = sorted(groups.values(), key=lambda g: (-len(g), min(g)[0]))
+            keep += [i for g in order for _, i in sorted(g)][:per_length]
+        else:
+            keep += [i for _, i in sorted(g[0] for g in groups.values())][:per_length]
+    return tbl.take(sorted(keep))
 
 
 def select_for_model(build_dir: Path, tbl: pa.Table, model: str) -> pa.Table:
@@ -276,7 +292,8 @@ def plan_requests(build_dir: str | Path, cfg: EvalConfig, cache: ResponseCache) 
     every = pq.read_table(ipath, columns=cols)
     tbl = select_for_model(build_dir, every, cfg.model)
     n_model = tbl.num_rows
-    tbl = select_instances(filter_instances(build_dir, tbl, instance_filter(cfg)), cfg.per_length, cfg.seed)
+    tbl = select_instances(filter_instances(build_dir, tbl, instance_filter(cfg)), cfg.per_length, cfg.seed,
+                           cfg.share_contexts)
     empty = why_empty(build_dir, every.num_rows, n_model, cfg.model, instance_filter(cfg)) if not tbl.num_rows \
         else None
     stored_rows = read_table(build_dir / "responses.parquet", "responses")
@@ -445,10 +462,10 @@ def _call_pending(plan: Plan, cfg: EvalConfig, info, count_tokens, cache, out: T
                 continue
         calls.append(t)
     s.new_rows += out.append(rows, replace=pre_replace)
+    calls.sort(key=lambda t: (t["_ctx"], t["sample"]))  # calls sharing a context run together
     if calls and base_url is not None:  # a local server: forecast the calls' time from a measured probe
         _forecast(calls, cfg, plan, base_url)
     if calls:
-        calls.sort(key=lambda t: (t["_ctx"], t["sample"]))  # calls sharing a context run together
         _run_calls(calls, cfg, plan, cache, out, s, progress, flush_every, base_url or cfg.base_url,
                    concurrency or cfg.concurrency, window, count_tokens)
 
@@ -466,9 +483,25 @@ def _forecast(calls: list[dict], cfg: EvalConfig, plan: Plan, base_url: str) -> 
     speed = probe_speed(base_url, cfg.model, first)
     if speed is None:
         return
-    tokens = sum(t["_prompt_tokens"] or len(messages_text(t["_messages"])) // 4 for t in calls)
+    tokens = _tokens_to_process(calls)
     progress.emit("estimate", progress.estimate_line(len(calls), tokens, plan.max_tokens, speed.prefill,
                                                      speed.decode))
+
+
+def _tokens_to_process(calls: list[dict]) -> int:
+    """Prompt tokens a server with a prompt cache processes for ``calls`` in their order: the whole prompt of the
+    first call on a context, only the part after the shared prefix (:func:`~ctxbench.prompts.shared_prefix`,
+    counted in proportion to its characters) of each later call on the same prefix."""
+    seen: set[str] = set()
+    total = 0
+    for t in calls:
+        text = messages_text(t["_messages"])
+        n = t["_prompt_tokens"] or len(text) // 4
+        if t["_prefix"] in seen and text:
+            n = round(n * (len(text) - len(shared_prefix(t["_messages"], t["_context"]))) / len(text))
+        seen.add(t["_prefix"])
+        total += n
+    return total
 
 
 def _run_calls(calls: list[dict], cfg: EvalConfig, plan: Plan, cache: ResponseCache, out: TableAppender,

