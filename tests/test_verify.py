@@ -379,3 +379,28 @@ def test_query_set_templates_with_missing_values_are_certified(tmp_path):
     assert not [q for q in pq.read_table(out / "quarantine.parquet").to_pylist() if q["stage"] == "verify"]
     res = verify_build(out, write=False)
     assert res.counts() == {"holobench": {"certified": len(inst), "failed": 0, "uncertifiable": 0}}
+
+
+def test_gold_compared_as_the_sql_orders_it():
+    """SQLite's answer over the recovered rows certifies a gold equal to it: as a multiset when the SQL does not
+    order its answer (golds of unordered answers are stored in a canonical order), as a list when it does; any
+    other gold fails with both answers named (worked out by hand on 3 rows)."""
+    from ctxbench.gold import GoldEngines, compute_gold
+    from ctxbench.gold.execute import results_equal
+    from ctxbench.tracks.holobench.verify import _gold_mismatch, _sqlite_answer
+
+    tables = {"t": (["a", "b"], ["INTEGER", "TEXT"], [(3, "y"), (1, "x"), (2, "y")])}
+
+    def why(sql, gold):
+        with GoldEngines(tables, 0) as eng:
+            return _gold_mismatch({"gold": gold if isinstance(gold, str) else json.dumps(gold)}, sql,
+                                  _sqlite_answer(sql, eng), tables, 0, eng, compute_gold, results_equal)
+
+    assert why("SELECT a FROM t", [[1], [2], [3]]) is None  # SQLite gives 3, 1, 2: the same multiset
+    assert why("SELECT b FROM t WHERE a > 1", [["y"], ["y"]]) is None
+    assert why("SELECT a FROM t ORDER BY a DESC", [[3], [2], [1]]) is None
+    assert "stored gold [[1], [2], [3]] differs" in why("SELECT a FROM t ORDER BY a DESC", [[1], [2], [3]])
+    assert "differs from the answer re-derived from the context [[1], [2], [3]]" in why("SELECT a FROM t",
+                                                                                        [[1], [2], [4]])
+    assert why("SELECT a FROM t", "not json") == "stored gold is not JSON"
+    assert "no accepted answer" in why("SELECT nosuch FROM t", [[1]])
