@@ -313,6 +313,56 @@ def test_scitrek_facts_found_in_text_or_uncertifiable(tmp_path):
     assert st["refs"].status == "uncertifiable" and "reference_count" in st["refs"].reason
 
 
+TABLES = ("Table articles\narticle_id | article_title | title_word_count | author_count | reference_count\n"
+          "a | Deep Nets for Cats | 4 | 2 | 30\nb | Shallow Trees | 2 | 1 | 12\n\n"
+          "Table article_author\nrelation_id | article_id | author_name | author_position\n"
+          "1 | a | Ann Lee | 0\n2 | a | Bo Chen | 1\n3 | b | Cy Diaz | 0\n\n"
+          "Table citing_cited\nrelation_id | article_id_citing | article_id_cited\n")
+
+
+def test_scitrek_tables_context_is_read_back_and_its_sql_rerun(tmp_path):
+    """A D-* context (the metadata tables as text) is read back into tables and the SQL re-run over them: a
+    reference count the tables state is certified there (30 + 12 = 42, by hand); an edited gold, an edited row, a
+    table the SQL reads that the context lacks fail; a row that does not split into its columns is uncertifiable."""
+    from ctxbench.tracks.scitrek.verify import certify
+
+    d = _scitrek_build(tmp_path)
+    refs = "SELECT SUM(reference_count) FROM articles"
+    by_refs = "SELECT article_title FROM articles ORDER BY reference_count DESC"
+    first = "SELECT author_name FROM article_author WHERE author_position = 0"
+    no_authors = TABLES.split("\n\nTable article_author")[0] + "\n"
+    cases = {"refs": (refs, [[42]], TABLES), "ordered": (by_refs, [["Deep Nets for Cats"], ["Shallow Trees"]], TABLES),
+             "names": (first, [["Ann Lee"], ["Cy Diaz"]], TABLES),
+             "edited_gold": (refs, [[43]], TABLES), "edited_row": (refs, [[42]], TABLES.replace("| 30\n", "| 31\n")),
+             "swapped": (by_refs, [["Shallow Trees"], ["Deep Nets for Cats"]], TABLES),
+             "lacks": (first, [["Ann Lee"], ["Cy Diaz"]], no_authors),
+             "split": (refs, [[42]], TABLES.replace("Shallow Trees", "Shallow | Trees"))}
+    rows = [{"instance_id": i, "source_id": "c1", "sql": q, "gold": json.dumps(g), "context": c,
+             "context_format": "tables"} for i, (q, g, c) in cases.items()]
+    st = {c.instance_id: c for c in certify(d, rows, None)[0]}
+    assert {i for i, c in st.items() if c.status == "certified"} == {"refs", "ordered", "names"}
+    assert st["edited_gold"].status == "failed" and "stored gold [[43]] differs" in st["edited_gold"].reason
+    assert st["edited_row"].status == "failed" and "re-derived from the context [[43]]" in st["edited_row"].reason
+    assert st["swapped"].status == "failed" and "differs" in st["swapped"].reason
+    assert st["lacks"].status == "failed" and "lacks table article_author" in st["lacks"].reason
+    assert st["split"].status == "uncertifiable" and "row 2 of table articles" in st["split"].reason
+
+
+def test_scitrek_rendered_tables_read_back_whole(tmp_path):
+    """render_tables' text of a collection database reads back as that database, row for row."""
+    from ctxbench.sources.database import Database, Table
+    from ctxbench.tracks.scitrek.questions import SCHEMA, render_tables
+    from ctxbench.tracks.scitrek.verify import _read_tables
+
+    d = _scitrek_build(tmp_path)
+    con = sqlite3.connect(d / "collections" / "c1.sqlite")
+    db = Database("c1", {n: Table(n, cols, [tuple(r) for r in con.execute(f"SELECT * FROM {n}")], types, [])
+                         for n, (cols, types) in SCHEMA.items()}, [], {})
+    got = _read_tables(render_tables(db), d / "collections" / "c1.sqlite")
+    assert {n: rows for n, (_, _, rows) in got.items()} == {n: t.rows for n, t in db.tables.items()}
+    con.close()
+
+
 def test_lara_supporting_passage(tmp_path, monkeypatch):
     from ctxbench.tracks.lara.verify import ENV, certify
 
@@ -385,16 +435,15 @@ def test_gold_compared_as_the_sql_orders_it():
     """SQLite's answer over the recovered rows certifies a gold equal to it: as a multiset when the SQL does not
     order its answer (golds of unordered answers are stored in a canonical order), as a list when it does; any
     other gold fails with both answers named (worked out by hand on 3 rows)."""
-    from ctxbench.gold import GoldEngines, compute_gold
-    from ctxbench.gold.execute import results_equal
-    from ctxbench.tracks.holobench.verify import _gold_mismatch, _sqlite_answer
+    from ctxbench.gold import GoldEngines
+    from ctxbench.verify import gold_mismatch, sqlite_answer
 
     tables = {"t": (["a", "b"], ["INTEGER", "TEXT"], [(3, "y"), (1, "x"), (2, "y")])}
 
     def why(sql, gold):
         with GoldEngines(tables, 0) as eng:
-            return _gold_mismatch({"gold": gold if isinstance(gold, str) else json.dumps(gold)}, sql,
-                                  _sqlite_answer(sql, eng), tables, 0, eng, compute_gold, results_equal)
+            return gold_mismatch(gold if isinstance(gold, str) else json.dumps(gold), sql, sqlite_answer(sql, eng),
+                                 tables, 0, eng)
 
     assert why("SELECT a FROM t", [[1], [2], [3]]) is None  # SQLite gives 3, 1, 2: the same multiset
     assert why("SELECT b FROM t WHERE a > 1", [["y"], ["y"]]) is None

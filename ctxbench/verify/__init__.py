@@ -79,6 +79,73 @@ class VerifyResult:
         return lines
 
 
+def sqlite_answer(sql: str, eng) -> list | None:
+    """SQLite's answer to ``sql`` over the rows read back from a context (``eng``: a
+    :class:`ctxbench.gold.GoldEngines` loaded with them; SQLite is the engine a gold is stated for: every accepted
+    gold equals SQLite's answer on the rows it was computed from), rows as lists; None when SQLite cannot run it."""
+    import sqlite3
+
+    from ..gold.execute import norm_rows
+
+    try:
+        return norm_rows(eng.sqlite("insert").execute(sql).fetchall())
+    except sqlite3.Error:
+        return None
+
+
+def orders_answer(sql: str) -> bool:
+    """Whether the SQL's top-level query (or set operation) has an ORDER BY, as :func:`ctxbench.gold.compute_gold`
+    decides whether an answer is compared as a list; True when it does not parse (the stricter comparison)."""
+    from sqlglot import parse_one
+
+    try:
+        return parse_one(sql, read="sqlite").args.get("order") is not None
+    except Exception:  # noqa: BLE001
+        return True
+
+
+def _short(rows: Any) -> str:
+    import json
+
+    s = json.dumps(rows, ensure_ascii=False)
+    return s if len(s) <= 120 else s[:117] + "..."
+
+
+def gold_mismatch(gold_json: str | None, sql: str, fast: list | None, tables: dict, seed: int, eng,
+                  strict_order: bool = False, integer_division: str = "exact") -> str | None:
+    """Why the stored gold (``gold_json``, the instance's ``gold`` column) is not the answer re-derived from the
+    context (None when it is). ``fast``: :func:`sqlite_answer` over ``tables`` (name -> (columns, types, rows) read
+    back from the context), ``eng`` the engines loaded with them (None: made here when needed).
+
+    The gold is read only here, after the derivation. SQLite's answer equal to the gold certifies it (in order
+    when the SQL orders its answer, else as a multiset: unordered golds are stored in a canonical order);
+    otherwise the SQL goes through :func:`ctxbench.gold.compute_gold` (both engines and every check that accepted
+    the gold, with the build's ``strict_order`` and ``integer_division``) to say why: no accepted answer, or a
+    different one (rows tied inside an ordered answer may come in any order)."""
+    import json
+
+    from ..gold import compute_gold
+    from ..gold.execute import results_equal
+
+    try:
+        gold = json.loads(gold_json)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return "stored gold is not JSON"
+    if fast is not None and (results_equal(fast, gold, True)
+                             or (not orders_answer(sql) and results_equal(fast, gold, False))):
+        return None
+    res = compute_gold(sql, tables, seed=seed, strict_order=strict_order, engines=eng,
+                       integer_division=integer_division)
+    if not res.ok:
+        return f"the SQL over the rows read back from the context has no accepted answer: {res.reason}"
+    if results_equal(res.rows, gold, True):
+        return None
+    if results_equal(res.rows, gold, False) and not compute_gold(sql, tables, seed=seed, strict_order=True,
+                                                                 integer_division=integer_division).ok:
+        return None  # tied rows inside an ordered answer: any order of them is the answer
+    return f"stored gold {_short(gold)} differs from the answer re-derived from the context {_short(res.rows)}"
+
+
 def certificates_table(certs: list[Certificate]):
     """``certificates.parquet``'s Arrow table (schemas/certificates.schema.json)."""
     from ..storage import to_table

@@ -38,7 +38,7 @@ from typing import Any
 import yaml
 
 from ...config import assets_dir
-from ...verify import Certificate
+from ...verify import Certificate, gold_mismatch, sqlite_answer
 
 DEFAULT_MISSING = "not recorded"
 METHOD = "templates inverted, SQL re-run over recovered rows"
@@ -313,8 +313,7 @@ def _parse_context(g: Grammar, text: str, memo: dict) -> tuple[list[tuple[str, t
 def certify(build_dir: Path, instances: list[dict], manifest: Any) -> tuple[list[Certificate], list[str]]:
     """Certificates of a HoloBench build's instances (module docstring). Notes: the templates file's hash when it
     differs from the one the manifest records."""
-    from ...gold import GoldEngines, compute_gold
-    from ...gold.execute import results_equal
+    from ...gold import GoldEngines
     from ..common import asset_hash
     from ...verbalize.templates import format_value
 
@@ -381,13 +380,13 @@ def certify(build_dir: Path, instances: list[dict], manifest: Any) -> tuple[list
                         tables[t] = (cols, tys, list(zip(*columns)) if cols else [() for _ in stated])
                     loaded[tkey] = (tables, GoldEngines(tables, seed))
                 tables, eng = loaded[tkey]
-                answers[key] = (_sqlite_answer(sql, eng), tables)
+                answers[key] = (sqlite_answer(sql, eng), tables)
             fast, tables = answers[key]
             eng = loaded[tkey][1] if tkey in loaded else None
             if last_use.get(tkey) == n_done and tkey in loaded:
                 loaded.pop(tkey)  # the last question over these rows: its engines are closed below
             try:
-                why = _gold_mismatch(inst, sql, fast, tables, seed, eng, compute_gold, results_equal)
+                why = gold_mismatch(inst.get("gold"), sql, fast, tables, seed, eng)
             finally:
                 if eng is not None and tkey not in loaded:
                     eng.close()
@@ -407,52 +406,6 @@ def certify(build_dir: Path, instances: list[dict], manifest: Any) -> tuple[list
         for _, eng in loaded.values():
             eng.close()
     return certs, notes
-
-
-def _sqlite_answer(sql: str, eng) -> list | None:
-    """SQLite's answer to ``sql`` over the recovered rows (the engine the gold is stated for: every accepted gold
-    equals SQLite's answer on the rows it was computed from), None when SQLite cannot run it."""
-    from ...gold.execute import norm_rows
-
-    try:
-        return norm_rows(eng.sqlite("insert").execute(sql).fetchall())
-    except sqlite3.Error:
-        return None
-
-
-def _orders_answer(sql: str) -> bool:
-    """Whether the SQL's top-level query (or set operation) has an ORDER BY, as :func:`ctxbench.gold.compute_gold`
-    decides whether an answer is compared as a list; True when it does not parse (the stricter comparison)."""
-    from sqlglot import parse_one
-
-    try:
-        return parse_one(sql, read="sqlite").args.get("order") is not None
-    except Exception:  # noqa: BLE001
-        return True
-
-
-def _gold_mismatch(inst: dict, sql: str, fast: list | None, tables: dict, seed: int, eng, compute_gold,
-                   results_equal) -> str | None:
-    """Why the stored gold is not the answer re-derived from the context (None when it is). The gold is read only
-    here, after the derivation. SQLite's answer over the recovered rows equal to the gold certifies it (in order
-    when the SQL orders its answer, else as a multiset); otherwise the SQL goes through :func:`ctxbench.gold.compute_gold` (both engines and every check that
-    accepted the gold) to say why: no accepted answer, or a different one (rows tied inside an ordered answer may
-    come in another order)."""
-    try:
-        gold = json.loads(inst["gold"])
-    except (TypeError, ValueError):
-        return "stored gold is not JSON"
-    if fast is not None and (results_equal(fast, gold, True)
-                             or (not _orders_answer(sql) and results_equal(fast, gold, False))):
-        return None  # an answer the SQL does not order is the same multiset (stored in a canonical order)
-    res = compute_gold(sql, tables, seed=seed, engines=eng)
-    if not res.ok:
-        return f"the SQL over the rows recovered from the context has no accepted answer: {res.reason}"
-    if results_equal(res.rows, gold, True):
-        return None
-    if results_equal(res.rows, gold, False) and not compute_gold(sql, tables, seed=seed, strict_order=True).ok:
-        return None  # tied rows inside an ordered answer: any order of them is the answer
-    return f"stored gold {_short(gold)} differs from the answer re-derived from the context {_short(res.rows)}"
 
 
 def _written(values: list, format_value) -> list:
@@ -475,11 +428,6 @@ def _written(values: list, format_value) -> list:
             w = written[k] = format_value(v)
         out.append(w)
     return out
-
-
-def _short(rows: Any) -> str:
-    s = json.dumps(rows, ensure_ascii=False)
-    return s if len(s) <= 120 else s[:117] + "..."
 
 
 def _rows_mismatch(included_json: str | None, rows: list, g: Grammar, seed: int, con: sqlite3.Connection,

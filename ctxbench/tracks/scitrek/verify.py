@@ -15,6 +15,15 @@ The collection's metadata database (``collections/<collection_id>.sqlite``: ``ar
   ``uncertifiable`` with that reason.
 
 A fact that should be in the text and is not makes the instance ``failed``.
+
+An instance whose context is the metadata tables rendered as text (``context_format = tables``, SciTrek's D-*
+setting, :func:`ctxbench.tracks.scitrek.questions.render_tables`) is certified as a verbalized database is: the
+tables are read back from the context (a ``Table <name>`` line, the column names, one line per row with values
+separated by `` | ``, ``NULL`` for a missing value), typed by the collection database's declared column types,
+and the SQL is re-run over them (:func:`ctxbench.verify.gold_mismatch`, SciTrek's ordered comparison and SQLite
+integer division); reference counts are then facts the text states. A table the SQL reads that the context lacks,
+other columns than the database's, or a gold that differs make it ``failed``; a row that does not split into its
+columns (a value holding `` | `` or a line break) makes it ``uncertifiable``.
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ from typing import Any
 from ...verify import Certificate
 
 METHOD = "metadata facts the SQL reads found in the rendered collection"
+TABLES_METHOD = "metadata tables read back from the context, SQL re-run over them"
 _WS = re.compile(r"\s+")
 METADATA_ONLY = {"reference_count": "reference_count (the article's number of references) comes from the "
                                     "metadata database, not from a statement of the text"}
@@ -44,103 +54,192 @@ _TRAILING_NOTE = re.compile(r"\s*[(\[][^()\[\]]*[)\]]\s*$")
 
 def certify(build_dir: Path, instances: list[dict], manifest: Any) -> tuple[list[Certificate], list[str]]:
     """Certificates of a SciTrek build's instances (module docstring)."""
-    from ...questions.sqlinfo import sql_info
-
     certs = []
     folded: dict[str, str] = {}
-    for r in instances:
-        iid, sql = r["instance_id"], r.get("sql") or ""
-        db = build_dir / "collections" / f"{r.get('source_id')}.sqlite"
-        if not db.exists():
-            certs.append(Certificate(iid, "uncertifiable", f"collection database {db.name} is missing", METHOD))
-            continue
-        try:
-            cols = {c.split(".")[-1] for c in sql_info(sql)["columns"]}
-            tables = set(sql_info(sql)["tables"])
-        except Exception as e:  # noqa: BLE001
-            certs.append(Certificate(iid, "failed", f"the SQL does not parse: {e}", METHOD))
-            continue
-        only = [why for c, why in METADATA_ONLY.items() if c in cols]
-        text = r.get("context") or ""
-        if text not in folded:
-            folded[text] = _fold(text)
-        ft = folded[text]
-        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-        try:
-            titles = dict(con.execute("SELECT article_id, article_title FROM articles").fetchall())
-            why = None
-            located: dict[str, str] = {}  # article -> the folded title as the text carries it
-            for aid, title in titles.items():
-                if _fold(title) in ft:
-                    located[aid] = _fold(title)
-                    continue
-                # a metadata title with a trailing note the text does not carry ('… (3-page excerpt)'): the
-                # article is there; a gold holding the title cannot be read from the text verbatim
-                bare = _TRAILING_NOTE.sub("", title)
-                if bare != title and _fold(bare) in ft:
-                    located[aid] = _fold(bare)
-                    if "article_title" in cols:
-                        only.append(f"article title {title!r} is in the text only without its note "
-                                    f"{title[len(bare):].strip()!r} (the metadata adds it)")
-                    continue
-                why = f"article title {title!r} is not in the context"
-                break
-            if why is None and ("article_author" in tables or cols & {"author_count", "author_name",
-                                                                      "author_position"}):
-                for aid, title in titles.items():
-                    names = [n for (n,) in con.execute("SELECT author_name FROM article_author WHERE article_id = ? "
-                                                       "ORDER BY author_position", (aid,))]
-                    ftitle = located.get(aid, _fold(title))
-                    starts, at = [], ft.find(ftitle)
-                    while at >= 0:  # the title may stand in other articles' reference lists too: try each place
-                        starts.append(at)
-                        at = ft.find(ftitle, at + 1)
+    read_back: dict[tuple, tuple] = {}  # (context, database) -> (tables or error, engines)
+    seed = int(getattr(manifest, "seed", None) or 0)
+    try:
+        for r in instances:
+            iid = r["instance_id"]
+            db = build_dir / "collections" / f"{r.get('source_id')}.sqlite"
+            if not db.exists():
+                certs.append(Certificate(iid, "uncertifiable", f"collection database {db.name} is missing",
+                                         TABLES_METHOD if r.get("context_format") == "tables" else METHOD))
+                continue
+            if r.get("context_format") == "tables":
+                certs.append(_certify_tables(r, db, seed, read_back))
+                continue
+            certs.append(_certify_text(r, db, folded))
+    finally:
+        for _, eng in read_back.values():
+            if eng is not None:
+                eng.close()
+    return certs, []
 
-                    def in_order(pos: int) -> bool:
-                        for nm in names:
+
+def _read_tables(text: str, db: Path) -> dict | str:
+    """The tables of a D-* context (:func:`~ctxbench.tracks.scitrek.questions.render_tables`) as
+    ``{name: (columns, declared types, rows)}`` with values typed by ``db``'s declared types, or why they cannot
+    be read back (a string starting ``uncertifiable:`` or ``failed:``)."""
+    from .questions import SCHEMA
+
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        declared = {n: [(c[1], (c[2] or "TEXT").upper()) for c in con.execute(f'PRAGMA table_info("{n}")')]
+                    for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    finally:
+        con.close()
+    out: dict[str, tuple] = {}
+    for block in text.strip("\n").split("\n\n"):
+        lines = block.split("\n")
+        if not lines[0].startswith("Table ") or len(lines) < 2:
+            return f"failed: a block of the context is not a table (it starts {lines[0][:60]!r})"
+        name, cols = lines[0][len("Table "):], lines[1].split(" | ")
+        want = declared.get(name) or [(c, t) for c, t in zip(*SCHEMA.get(name, ([], [])))]
+        if [c for c, _ in want] != cols:
+            return f"failed: table {name}'s columns in the context ({', '.join(cols)}) are not the database's"
+        types = [t for _, t in want]
+        rows = []
+        for k, ln in enumerate(lines[2:]):
+            vals = ln.split(" | ")
+            if len(vals) != len(cols):
+                return (f"uncertifiable: row {k + 1} of table {name} does not split into its {len(cols)} columns "
+                        f"(a value holding ' | ' or a line break): {ln[:100]!r}")
+            rows.append(tuple(None if v == "NULL" else _typed(v, t) for v, t in zip(vals, types)))
+        out[name] = (cols, types, rows)
+    return out
+
+
+def _typed(text: str, ty: str) -> Any:
+    """A rendered value as SQLite stores it in a column of declared type ``ty`` (text that is not a number of an
+    INTEGER column stays text, as SQLite's affinity keeps it)."""
+    try:
+        if "INT" in ty:
+            return int(text)
+        if any(k in ty for k in ("REAL", "FLOA", "DOUB")):
+            return float(text)
+    except ValueError:
+        return text
+    return text
+
+
+def _certify_tables(r: dict, db: Path, seed: int, read_back: dict) -> Certificate:
+    """The certificate of a D-* instance (module docstring): its SQL re-run over the tables its context states."""
+    from ...gold import GoldEngines
+    from ...verify import gold_mismatch, sqlite_answer
+    from ...questions.sqlinfo import sql_info
+    from .questions import INTEGER_DIVISION
+
+    iid, sql, text = r["instance_id"], r.get("sql") or "", r.get("context") or ""
+    key = (text, str(db))
+    if key not in read_back:
+        tables = _read_tables(text, db)
+        read_back[key] = (tables, GoldEngines(tables, seed) if isinstance(tables, dict) else None)
+    tables, eng = read_back[key]
+    if isinstance(tables, str):
+        status, why = tables.split(": ", 1)
+        return Certificate(iid, status, why, TABLES_METHOD)
+    try:
+        reads = {t.lower() for t in sql_info(sql)["tables"]}
+    except Exception as e:  # noqa: BLE001
+        return Certificate(iid, "failed", f"the SQL does not parse: {e}", TABLES_METHOD)
+    lacking = sorted(reads - {t.lower() for t in tables})
+    if lacking:
+        return Certificate(iid, "failed", f"the context lacks table {lacking[0]}, which the SQL reads", TABLES_METHOD)
+    why = gold_mismatch(r.get("gold"), sql, sqlite_answer(sql, eng), tables, seed, eng, strict_order=True,
+                        integer_division=INTEGER_DIVISION)
+    return Certificate(iid, "failed" if why else "certified", why or "", TABLES_METHOD)
+
+
+def _certify_text(r: dict, db: Path, folded: dict) -> Certificate:
+    """The certificate of a full-text instance (module docstring): the facts its SQL reads found in the text."""
+    from ...questions.sqlinfo import sql_info
+
+    iid, sql = r["instance_id"], r.get("sql") or ""
+    try:
+        cols = {c.split(".")[-1] for c in sql_info(sql)["columns"]}
+        tables = set(sql_info(sql)["tables"])
+    except Exception as e:  # noqa: BLE001
+        return Certificate(iid, "failed", f"the SQL does not parse: {e}", METHOD)
+    only = [why for c, why in METADATA_ONLY.items() if c in cols]
+    text = r.get("context") or ""
+    if text not in folded:
+        folded[text] = _fold(text)
+    ft = folded[text]
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        titles = dict(con.execute("SELECT article_id, article_title FROM articles").fetchall())
+        why = None
+        located: dict[str, str] = {}  # article -> the folded title as the text carries it
+        for aid, title in titles.items():
+            if _fold(title) in ft:
+                located[aid] = _fold(title)
+                continue
+            # a metadata title with a trailing note the text does not carry ('… (3-page excerpt)'): the
+            # article is there; a gold holding the title cannot be read from the text verbatim
+            bare = _TRAILING_NOTE.sub("", title)
+            if bare != title and _fold(bare) in ft:
+                located[aid] = _fold(bare)
+                if "article_title" in cols:
+                    only.append(f"article title {title!r} is in the text only without its note "
+                                f"{title[len(bare):].strip()!r} (the metadata adds it)")
+                continue
+            why = f"article title {title!r} is not in the context"
+            break
+        if why is None and ("article_author" in tables or cols & {"author_count", "author_name",
+                                                                  "author_position"}):
+            for aid, title in titles.items():
+                names = [n for (n,) in con.execute("SELECT author_name FROM article_author WHERE article_id = ? "
+                                                   "ORDER BY author_position", (aid,))]
+                ftitle = located.get(aid, _fold(title))
+                starts, at = [], ft.find(ftitle)
+                while at >= 0:  # the title may stand in other articles' reference lists too: try each place
+                    starts.append(at)
+                    at = ft.find(ftitle, at + 1)
+
+                def in_order(pos: int) -> bool:
+                    for nm in names:
+                        k = ft.find(_fold(nm), pos, pos + HEAD_WINDOW)
+                        if k < 0:
+                            return False
+                        pos = k + 1
+                    return True
+
+                if names and not any(in_order(p) for p in starts):
+                    heads = [ft[p:p + HEAD_WINDOW] for p in starts]
+                    if any(all(_fold(nm) in h for nm in names) for h in heads):  # all there, out of order
+                        pos, bad = starts[0], names[0]
+                        for p, h in zip(starts, heads):
+                            if all(_fold(nm) in h for nm in names):
+                                pos = p
+                                break
+                        for nm in names:  # the first author not found after the ones before it
                             k = ft.find(_fold(nm), pos, pos + HEAD_WINDOW)
                             if k < 0:
-                                return False
+                                bad = nm
+                                break
                             pos = k + 1
-                        return True
-
-                    if names and not any(in_order(p) for p in starts):
-                        heads = [ft[p:p + HEAD_WINDOW] for p in starts]
-                        if any(all(_fold(nm) in h for nm in names) for h in heads):  # all there, out of order
-                            pos, bad = starts[0], names[0]
-                            for p, h in zip(starts, heads):
-                                if all(_fold(nm) in h for nm in names):
-                                    pos = p
-                                    break
-                            for nm in names:  # the first author not found after the ones before it
-                                k = ft.find(_fold(nm), pos, pos + HEAD_WINDOW)
-                                if k < 0:
-                                    bad = nm
-                                    break
-                                pos = k + 1
-                            # the text lists the authors in another order than the metadata (real collections
-                            # do: shared PDFs disagree with their metadata): not proof, not a failed build either
-                            only.append(f"author {bad!r} of {title!r} is not in the context after its title "
-                                        f"(or not in author order)")
-                        else:  # the aligner matched surnames; a name spelt otherwise in the text is no proof
-                            absent = next(nm for nm in names if not any(_fold(nm) in h for h in heads)) \
-                                if heads else names[0]
-                            only.append(f"author {absent!r} of {title!r} is not in the context as the metadata "
-                                        f"spells it, after its title")
-                        break
-            if why is None and "citing_cited" in tables:
-                for a, b in con.execute("SELECT article_id_citing, article_id_cited FROM citing_cited"):
-                    t = _fold(titles.get(b, ""))
-                    if t and ft.count(t) < 2:
-                        only.append(f"citation {titles.get(a)!r} → {titles.get(b)!r} is not found as a reference "
-                                    f"entry in the text (the edge comes from the metadata)")
-                        break
-        finally:
-            con.close()
-        if why:
-            certs.append(Certificate(iid, "failed", why, METHOD))
-        elif only:
-            certs.append(Certificate(iid, "uncertifiable", only[0], METHOD))
-        else:
-            certs.append(Certificate(iid, "certified", "", METHOD))
-    return certs, []
+                        # the text lists the authors in another order than the metadata (real collections
+                        # do: shared PDFs disagree with their metadata): not proof, not a failed build either
+                        only.append(f"author {bad!r} of {title!r} is not in the context after its title "
+                                    f"(or not in author order)")
+                    else:  # the aligner matched surnames; a name spelt otherwise in the text is no proof
+                        absent = next(nm for nm in names if not any(_fold(nm) in h for h in heads)) \
+                            if heads else names[0]
+                        only.append(f"author {absent!r} of {title!r} is not in the context as the metadata "
+                                    f"spells it, after its title")
+                    break
+        if why is None and "citing_cited" in tables:
+            for a, b in con.execute("SELECT article_id_citing, article_id_cited FROM citing_cited"):
+                t = _fold(titles.get(b, ""))
+                if t and ft.count(t) < 2:
+                    only.append(f"citation {titles.get(a)!r} → {titles.get(b)!r} is not found as a reference "
+                                f"entry in the text (the edge comes from the metadata)")
+                    break
+    finally:
+        con.close()
+    if why:
+        return Certificate(iid, "failed", why, METHOD)
+    if only:
+        return Certificate(iid, "uncertifiable", only[0], METHOD)
+    return Certificate(iid, "certified", "", METHOD)
