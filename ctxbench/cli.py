@@ -1172,6 +1172,7 @@ class _RunProgress:
         self.heartbeat_s = every_s if self._live else heartbeat_s
         self._seen: set[tuple[str, str]] = set()
         self._calls: tuple[str, int, int] | None = None  # (model, done, total) of the latest calls event
+        self._done_at = self.t0  # when the latest call ended
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -1205,8 +1206,11 @@ class _RunProgress:
         tail += f" (retry {attempt})" if attempt else ""
         eta = ""
         if done and self.calls_t0 is not None:
-            rate = done / max(time.monotonic() - self.calls_t0, 1e-9)
-            eta = f", ETA {clock((total - done) / rate)}"
+            # the mean time of the finished calls, counted down while this one runs; once it has run longer than
+            # that mean, the calls after it still take the mean each (the ETA no longer grows with a long call)
+            per_call = max(self._done_at - self.calls_t0, 1e-9) / done
+            left = max((total - done) * per_call - (time.monotonic() - self._done_at), (total - done - 1) * per_call)
+            eta = f", ETA {clock(max(left, 0.0))}"
         return (f"calls {model}: {done}/{total}, {len(fl)} in flight, the oldest for {clock(oldest)}{tail}{eta}")
 
     def _beat(self) -> None:
@@ -1246,6 +1250,8 @@ class _RunProgress:
         if not ev.total:
             self._line(f"calls {ev.detail}")
             return
+        if self._calls is None or (ev.done or 0) != self._calls[1]:
+            self._done_at = now  # when the latest call ended: the heartbeat's ETA counts down from it
         self._calls = (ev.detail, ev.done or 0, ev.total)
         if ev.done == 0 or self.calls_t0 is None:
             self.calls_t0 = now
@@ -1260,6 +1266,28 @@ class _RunProgress:
         tail = f"ETA {int(eta) // 60}:{int(eta) % 60:02d}" if ev.done < ev.total else "done"
         self._line(f"calls {ev.detail}: {ev.done}/{ev.total} ({60 * rate:.1f}/min), {tail}",
                    update=ev.done < ev.total)
+
+
+class _InterruptCrashFilter:
+    """Drops Prefect's records of a run stopped by Ctrl-C ("Crash detected! Execution was aborted by an interrupt
+    signal.", or a record carrying the KeyboardInterrupt): ctxbench says ``interrupted`` and exits 130 itself."""
+
+    def filter(self, rec) -> bool:
+        e = rec.exc_info[1] if rec.exc_info else None
+        return not (isinstance(e, KeyboardInterrupt) or "aborted by an interrupt signal" in rec.getMessage())
+
+
+def quiet_interrupt_crash() -> None:
+    """Install :class:`_InterruptCrashFilter` on Prefect's loggers and their handlers (every other record stays)."""
+    import logging
+
+    f = _InterruptCrashFilter()
+    names = ["prefect", *[n for n in logging.root.manager.loggerDict if n.startswith("prefect.")]]
+    for lg in [logging.getLogger(n) for n in names] + [logging.root]:
+        if lg is not logging.root:
+            lg.addFilter(f)
+        for h in lg.handlers:
+            h.addFilter(f)
 
 
 @app.command("run")
@@ -1332,6 +1360,8 @@ def run_cmd(
                 console.print("[0:00] engine starting Prefect's temporary API server", markup=False)
                 from pipelines.flows import nightly
                 from pipelines.temp_server import temporary_server
+
+                quiet_interrupt_crash()
 
                 with temporary_server():  # in a session of its own: a Ctrl-C reaches ctxbench only
                     nightly(build=cfg, out=str(out), models=models)

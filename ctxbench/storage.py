@@ -98,10 +98,12 @@ def pending_parts(path: str | Path) -> list[Path]:
 
 
 class _FileLock:
-    """``fcntl.flock`` on ``<table>.lock`` (exclusive for writers, shared for readers)."""
+    """``fcntl.flock`` on ``.<table>.lock`` beside the table (exclusive for writers, shared for readers). The file
+    stays after the lock is released (removing it would race another process locking it), hidden like the
+    table's ``.<name>.parts/``."""
 
     def __init__(self, path: Path, exclusive: bool = True):
-        self.file, self.exclusive = path.with_name(path.name + ".lock"), exclusive
+        self.file, self.exclusive = path.with_name(f".{path.name}.lock"), exclusive
 
     def __enter__(self):
         import fcntl

@@ -468,3 +468,29 @@ def test_docs_site_builds_strict_and_a_broken_link_fails_it(tmp_path):
     r = _mkdocs_build(copy, tmp_path / "site2")
     assert r.returncode != 0
     assert "no-such-page.md" in r.stdout + r.stderr
+
+
+def test_prefect_crash_record_of_a_ctrl_c_is_dropped():
+    """Ctrl-C in `ctxbench run` ends with ctxbench's own `interrupted` (exit 130): Prefect's "Crash detected! ...
+    interrupt signal" record is dropped, its other records stay."""
+    import logging
+
+    from ctxbench.cli import quiet_interrupt_crash
+
+    lg = logging.getLogger("prefect.flow_runs")
+    seen: list[str] = []
+    h = logging.Handler()
+    h.emit = lambda rec: seen.append(rec.getMessage())
+    lg.addHandler(h)
+    quiet_interrupt_crash()
+    try:
+        lg.error("Crash detected! Execution was aborted by an interrupt signal.")
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            lg.error("flow failed", exc_info=True)
+        lg.error("Crash detected! Execution was aborted by a termination signal.")
+        lg.error("a flow run's own error")
+    finally:
+        lg.removeHandler(h)
+    assert seen == ["Crash detected! Execution was aborted by a termination signal.", "a flow run's own error"]

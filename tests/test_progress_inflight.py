@@ -121,3 +121,21 @@ def test_probe_speed_times_a_server_without_timings():
         assert srv.count == 3  # one try for timings, then a 1-token and a longer request timed from outside
     assert sp is not None and sp.prefill > 0 and sp.decode > 0
     assert probe_speed("http://127.0.0.1:9/v1", "fake", "x", timeout_s=2) is None  # nothing there: no forecast
+
+
+def test_heartbeat_eta_counts_down_while_a_call_runs(monkeypatch):
+    """The heartbeat's ETA is the finished calls' mean time per call counted down from the latest finish, and never
+    less than the mean for each call after the one in flight: 3 calls, the first done in 60 s; 20 s into the second,
+    2 × 60 − 20 = 100 s (1:40); 140 s into it, the third still takes 60 s (1:00); worked out by hand."""
+    now = [1000.0]
+    monkeypatch.setattr("time.monotonic", lambda: now[0])
+    shown = _RunProgress(every_s=1.0, heartbeat_s=1.0)
+    shown._line = lambda text, update=False: None
+    shown(Event("calls", "m", 0, 3))
+    now[0] = 1060.0
+    shown(Event("calls", "m", 1, 3))
+    with in_flight("m"):
+        now[0] = 1080.0
+        assert shown.heartbeat().endswith(", ETA 1:40")
+        now[0] = 1200.0
+        assert shown.heartbeat().endswith(", ETA 1:00")

@@ -436,7 +436,7 @@ class BatchStore:
 
     def _update(self, fn) -> Any:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path.with_name(self.path.name + ".lock"), "a") as lock:
+        with open(self.path.with_name(f".{self.path.name}.lock"), "a") as lock:  # hidden, as storage's locks
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
                 recs = self._read()
