@@ -311,10 +311,12 @@ def plan_requests(build_dir: str | Path, cfg: EvalConfig, cache: ResponseCache) 
                     if s in WINDOW_DEPENDENT}
     variants: list[tuple[str, Any]] = [(m, rc) for m in cfg.modes
                                        for rc in ([None] if m == "lc" else cfg.retrieval_configs())]
-    from .models.effort import apply_effort, check_budget, provider_of
+    from .models.effort import apply_effort, budget_of, check_budget, provider_of
 
     efforts: list[str | None] = list(cfg.reasoning_effort or [None])
     for eff in efforts:  # a budget the provider refuses stops the run before any call
+        if budget_of(eff, cfg.thinking_budget) is None:
+            continue  # no reasoning budget: nothing to refuse (and no provider lookup: litellm takes 5 s to load)
         try:
             check_budget(provider_of(cfg.model, cfg.base_url), eff, cfg.thinking_budget, max_tokens)
         except ValueError as e:

@@ -148,7 +148,7 @@ def breakdowns(rows: list[dict]) -> dict[str, list[dict]]:
 def call_counts(build_dir: str | Path) -> list[dict]:
     """Calls per model × mode: ok, over-length, failed (error rows), refused, cached, retries, and the replies
     stored but not scored: cut off by the output budget (``cut_off``) and truncated by the server."""
-    from ..models.effort import display_model
+    from ..models.effort import display_model, is_cut_off
 
     resp = read_table(Path(build_dir) / "responses.parquet", "responses").to_pylist()
     counts: dict[tuple, dict] = defaultdict(lambda: {"calls": 0, "ok": 0, "over_length": 0, "failed": 0,
@@ -157,11 +157,12 @@ def call_counts(build_dir: str | Path) -> list[dict]:
     for r in resp:
         c = counts[(display_model(r["model"], r.get("reasoning_effort")), r["mode"])]
         c["calls"] += 1
-        c["ok"] += r["status"] == "ok"
+        cut = is_cut_off(r)  # the one rule every count uses (status cut_off, or a length finish reason)
+        c["ok"] += r["status"] == "ok" and not cut
         c["over_length"] += r["status"] == "over_length"
         c["failed"] += r["status"] == "error"
         c["refused"] += r["status"] == "refused_by_provider"
-        c["cut_off"] += r["status"] == "cut_off"
+        c["cut_off"] += cut
         c["truncated"] += r["status"] == "truncated"
         c["cached"] += bool(r["cached"])
         c["retries"] += r["retries"] or 0

@@ -171,14 +171,10 @@ def effort_labels(responses: Any) -> dict[str, str]:
     return {r["request_key"]: r["reasoning_effort"] for r in rows if r.get("reasoning_effort")}
 
 
-CUT_OFF_FINISH = frozenset({"length", "max_tokens", "max_output_tokens", "model_length"})
-
-
 def is_cut_off(row: dict) -> bool:
     """Whether a stored reply was cut off by the output budget: status ``cut_off``, or a length-like
     ``finish_reason`` (OpenAI ``length``, Anthropic ``max_tokens``, Gemini ``MAX_TOKENS``) where the table has
     one."""
-    if row.get("status") == "cut_off":
-        return True
-    fr = row.get("finish_reason")
-    return isinstance(fr, str) and fr.strip().lower() in CUT_OFF_FINISH
+    from .gateway import is_length_finish
+
+    return row.get("status") == "cut_off" or is_length_finish(row.get("finish_reason"))

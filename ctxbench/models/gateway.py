@@ -728,8 +728,13 @@ EMPTY_REPLY_RETRIES = 1  # a 200 that holds no reply (the server dropped the pro
 
 def is_length_finish(reason: Any) -> bool:
     """Whether a finish (stop) reason says the output budget ended the reply (:data:`LENGTH_FINISH_REASONS`, any
-    case, ``-`` as ``_``)."""
-    return isinstance(reason, str) and reason.strip().lower().replace("-", "_") in LENGTH_FINISH_REASONS
+    case, ``-`` as ``_``; also any other wording holding ``max_token`` or ending in ``length``). The one
+    definition the gateway's status, scoring (:func:`ctxbench.scoring.pipeline.finish_kind`) and every report
+    count (:func:`ctxbench.models.effort.is_cut_off`) use."""
+    if not isinstance(reason, str):
+        return False
+    f = reason.strip().lower().replace("-", "_")
+    return f in LENGTH_FINISH_REASONS or "max_token" in f or f.endswith("length")
 
 
 def finish_text(reason: Any) -> str | None:

@@ -317,9 +317,9 @@ def output_limit_ended(response: Mapping[str, Any]) -> bool:
     """Whether the output budget ended a stored reply: status ``cut_off``, or a finish reason that says so
     (``length``, ``max_tokens``, ``MAX_TOKENS``…: :func:`ctxbench.scoring.pipeline.finish_kind`). False for builds
     written before responses stored ``finish_reason``."""
-    from ..scoring.pipeline import finish_kind
+    from ..models.effort import is_cut_off
 
-    return response.get("status") == "cut_off" or finish_kind(response.get("finish_reason")) == "length"
+    return is_cut_off(response)
 
 
 def prompt_parts(instance: Mapping[str, Any], variant: str, rag: bool, model: str = "") -> dict:

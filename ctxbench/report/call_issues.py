@@ -11,6 +11,7 @@ from collections import Counter
 
 import pyarrow.parquet as pq
 
+from ..models.effort import is_cut_off
 from ..storage import read_table
 from .context import ReportContext
 
@@ -38,7 +39,7 @@ def call_issues_section(ctx: ReportContext) -> str:
                          "the server with a larger context window and rerun <code>evaluate</code>. Example: "
                          f"{html.escape(trunc[0]['error'] or '')}</p>"
                          + table(rows, ["model", "mode", "responses", "truncated", "server read at most"]))
-        cut = [r for r in resp if r["status"] == "cut_off"]
+        cut = [r for r in resp if is_cut_off(r)]  # the rule the calls and by-effort tables count by
         if cut:
             t = Counter((r["model"], r["mode"]) for r in cut)
             rows = [{"model": m, "mode": md, "responses": n[(m, md)], "cut off": c,

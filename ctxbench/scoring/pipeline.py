@@ -326,11 +326,9 @@ def _brace_content(text: str, start: int) -> tuple[str, int] | None:
     return None
 
 
-# finish reasons (as servers spell them: OpenAI/vLLM/SGLang/llama.cpp/Ollama ``length``, Anthropic ``max_tokens``,
-# Gemini ``MAX_TOKENS``, Responses API ``max_output_tokens``, TGI ``length``) saying the output budget ended the reply
-_LENGTH_FINISH = frozenset({"length", "max_tokens", "max_output_tokens", "max_new_tokens", "model_length",
-                            "finish_reason_max_tokens", "max_length", "token_limit"})
-# finish reasons saying the model ended its turn itself
+# finish reasons saying the output budget ended the reply: ctxbench.models.gateway.is_length_finish (OpenAI, vLLM,
+# SGLang, llama.cpp, Ollama, TGI ``length``, Anthropic ``max_tokens``, Gemini ``MAX_TOKENS``, Responses API
+# ``max_output_tokens``); finish reasons saying the model ended its turn itself:
 _STOP_FINISH = frozenset({"stop", "end_turn", "stop_sequence", "eos", "eos_token", "stop_token", "finish_reason_stop",
                           "complete", "completed", "end", "stopped", "tool_calls", "function_call"})
 
@@ -341,8 +339,10 @@ def finish_kind(finish_reason: str | None) -> str | None:
     ``end_turn``, ``STOP``, ``eos``, ``stop_sequence``…), None when unknown or absent."""
     if not finish_reason:
         return None
+    from ..models.gateway import is_length_finish
+
     f = str(finish_reason).strip().lower().replace("-", "_")
-    if f in _LENGTH_FINISH or "max_token" in f or f.endswith("length"):
+    if is_length_finish(f):
         return "length"
     if f in _STOP_FINISH:
         return "stop"
