@@ -390,6 +390,12 @@ def test_two_efforts_end_to_end_through_a_local_server_report_and_compare(wine, 
     assert eff["openai/fake@high"]["responses"] == len(inst) and eff["openai/fake@none"]["cut_off"] == 0
     by_len = pq.read_table(b / "report" / "by_length.parquet").to_pylist()
     assert {r["model"] for r in by_len} == {"openai/fake@high", "openai/fake@none"}
+    from ctxbench.report.browser import browser_data
+
+    data, _ = browser_data(b, tmp_path / "browser")  # the browser's model filter tells the two efforts apart
+    assert data["models"] == ["openai/fake@high", "openai/fake@none"]
+    assert sorted(a["model"] for a in data["answers"]) == ["openai/fake@high"] * len(inst) + [
+        "openai/fake@none"] * len(inst)
     compare_runs([b], tmp_path / "board")
     cells = pq.read_table(tmp_path / "board" / "leaderboard.parquet").to_pylist()
     got = {(c["model"], c["context_length"]): c["score"] for c in cells}

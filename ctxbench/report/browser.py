@@ -392,8 +392,10 @@ def browser_data(build_dir: str | Path, out: str | Path) -> tuple[dict, list[str
             "sql": r.get("sql"), "length": r.get("target_tokens"), "context_tokens": r.get("context_tokens"),
             "tokenizer": r.get("tokenizer"), "facets": fv, "context": c.get("context"), "chars": c.get("chars"),
             "spans": c.get("spans"), "primary": _primary(r.get("benchmark"), matchers_of.get(r["instance_id"], []))})
+    from ..models.effort import display_model
+
     answers = []
-    prompts: dict[str, dict] = {}
+    prompts: dict[str, dict] = {}  # the model filter names a run with a reasoning effort model@effort
     for r in sorted(resp, key=lambda r: (index.get(r["instance_id"], -1), r["model"], r["mode"], r["sample"],
                                          r["request_key"])):
         if r["instance_id"] not in index:
@@ -404,7 +406,7 @@ def browser_data(build_dir: str | Path, out: str | Path) -> tuple[dict, list[str
         extracted = {s["matcher"]: s.get("extracted_answer") for s in sc}
         pkey = _prompt_key(inst[index[r["instance_id"]]], r, prompts)
         answers.append({
-            "i": index[r["instance_id"]], "model": r["model"], "mode": mode_label(r["mode"], r.get("rag_tokens")),
+            "i": index[r["instance_id"]], "model": display_model(r["model"], r.get("reasoning_effort")), "mode": mode_label(r["mode"], r.get("rag_tokens")),
             "sample": r["sample"], "status": r["status"], "error": r.get("error"), "reply": r.get("response"),
             "visible": visible, "reasoning": blocks, "reasoning_field": r.get("reasoning"),
             "extracted": extracted, "scores": {s["matcher"]: _scalar(s["score"]) for s in sc},
