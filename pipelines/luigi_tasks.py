@@ -53,7 +53,12 @@ class BuildTask(luigi.Task):
 
 
 class EvaluateTask(luigi.Task):
-    """One model on the build: complete when every request of this configuration is stored."""
+    """One model on the build: complete when every request of this configuration is stored, or when this run
+    stopped by its own rule with requests left unasked: ``--max-cost`` reached (status ``budget``) or the
+    ``--target-ci`` half-width reached (a downstream task must not fail as "unfulfilled dependency"; luigi keeps one
+    instance per parameter set, so the score and report tasks see it)."""
+
+    stopped_by_rule = False
 
     track = luigi.Parameter(default="")
     cfg = luigi.Parameter()
@@ -67,6 +72,8 @@ class EvaluateTask(luigi.Task):
     def complete(self) -> bool:
         from ctxbench.evaluate import plan_requests
 
+        if self.stopped_by_rule:
+            return True
         if not self.requires().complete():
             return False
         plan = plan_requests(self.requires().build_dir(), EvalConfig.model_validate_json(self.eval_cfg), ResponseCache())
@@ -78,6 +85,8 @@ class EvaluateTask(luigi.Task):
         s = evaluate_build(self.requires().build_dir(), ec, server=LocalServer if local else None)
         if s.unfinished:
             raise RuntimeError(f"{s.unfinished} call(s) of {ec.model} did not finish: {s.notes[:3]}; rerun to retry")
+        # the spend cap or the target half-width ended it with calls not asked: done, as `ctxbench evaluate` says
+        self.stopped_by_rule = s.status == "budget" or (ec.target_ci is not None and s.not_asked > 0)
 
 
 class ScoreTask(luigi.Task):

@@ -65,3 +65,25 @@ def test_luigi_and_prefect_engines_write_identical_artifacts(spider_db, tmp_path
     assert ra.equals(rb) and ra.num_rows == 8
     sa, sb = (table(d / "scores.parquet", [("request_key", "ascending"), ("matcher", "ascending")]) for d in (a, b))
     assert sa.equals(sb) and sa.num_rows == 8
+
+
+@pytest.mark.parametrize("status,target,not_asked,done", [("budget", None, 5, True), ("complete", 0.1, 7, True),
+                                                            ("complete", None, 0, False)])
+def test_luigi_evaluate_stopped_by_its_own_rule_is_complete(tmp_path, monkeypatch, status, target, not_asked, done):
+    """--max-cost or --target-ci ending an evaluation with calls unasked completes the luigi task (else the score
+    task fails as an unfulfilled dependency); an evaluation with nothing unasked is judged by the stored requests."""
+    pytest.importorskip("luigi")
+    import pipelines.luigi_tasks as lt
+    from ctxbench.evaluate import EvalConfig, EvalSummary
+
+    summary = EvalSummary()
+    summary.status, summary.not_asked = status, not_asked
+    monkeypatch.setattr(lt, "evaluate_build", lambda *a, **k: summary)
+    cfg = EvalConfig(model="openai/fake", base_url="http://127.0.0.1:9", target_ci=target)
+    task = lt.EvaluateTask(track="holobench", cfg="{}", out=str(tmp_path / f"{status}-{target}"),
+                           eval_cfg=cfg.model_dump_json())
+    monkeypatch.setattr(lt.BuildTask, "build_dir", lambda self: tmp_path)
+    task.run()
+    assert task.stopped_by_rule is done
+    if done:
+        assert task.complete()  # without reading a build: the run itself said so
