@@ -11,6 +11,8 @@ for it in full (at the cache-write price where the provider bills writes: Anthro
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,4 +108,20 @@ def estimate(build: str | Path, cfg: EvalConfig) -> dict:
         out[f"estimated cost{label}"] = f"${plain:.4f}"
         out[f"estimated cost{label} with cached input"] = f"${cached:.4f}" + (
             "" if prices.cache_read is not None else " (no cached-input price: same as without)")
+    if cfg.max_cost is not None:  # what the spend cap lets through, at the prices and worst cases it counts
+        from .spend import ESTIMATE_MARGIN, cap_prices
+
+        cp = cap_prices(cfg.model, cfg.price, cfg.batch)
+        margin = ESTIMATE_MARGIN if est else 1.0
+        worst = [math.ceil(c.prompt * margin) * cp.input + c.output * cp.output for c in calls]
+        fit, total = 0, 0.0
+        for w in worst:
+            if total + w > cfg.max_cost + 1e-12:
+                break
+            fit, total = fit + 1, total + w
+        out["spend cap (--max-cost)"] = (
+            f"${cfg.max_cost:.4f}: the worst case of all {len(calls)} calls (input + whole output budget) is "
+            f"${sum(worst):.4f}; " + ("every call fits" if fit == len(calls) else
+                                      f"{fit} of {len(calls)} calls fit before the cap (the rest: a rerun with a "
+                                      f"larger --max-cost)"))
     return out

@@ -312,3 +312,28 @@ def test_target_ci_rerun_replaces_error_rows_even_where_the_target_is_reached(tm
         assert not [x for x in rows if x["status"] == "error"]
         assert errs <= {x["request_key"] for x in rows}
         _check_prefix_and_width(build, 0.2, 400)
+
+
+def test_dry_run_says_what_the_spend_cap_lets_through(tmp_path):
+    """--dry-run with --max-cost prints the cap against the worst case of every call (its prompt, counted in
+    cl100k_base with the 10% margin for a model without a tokenizer, plus its whole output budget): a cap above the
+    worst case of all fits every call, a cap below one call's output budget alone fits none, and a cap of exactly
+    the first k calls' worst case fits k (worked out from the printed input tokens: 4 calls, each with the same
+    token count)."""
+    build = make_build(tmp_path / "b", per_length=2, lengths=(1024,))
+
+    def dry(cap):
+        r = CliRunner().invoke(app, ["evaluate", "--build", str(build), "--model", "openai/fake", "--base-url",
+                                     "http://127.0.0.1:9", "--max-tokens", "100", "--dry-run", "--max-cost", str(cap),
+                                     "--price", "1,2"])
+        assert r.exit_code == 0, r.output
+        lines = dict(ln.split(": ", 1) for ln in r.output.splitlines() if ": " in ln)
+        return lines
+    big = dry(100)
+    assert big["calls to make"] == "2" and big["spend cap (--max-cost)"].endswith("every call fits")
+    n = int(big["input tokens"].split(" ")[0].replace(",", ""))  # both prompts together
+    per = -(-n * 11 // 20) * 1e-6 + 100 * 2e-6 if n % 2 == 0 else None  # ceil(n/2 × 1.1) tokens at $1/M + 100 × $2/M
+    assert per is not None
+    assert f"is ${2 * per:.4f}" in big["spend cap (--max-cost)"]
+    assert "0 of 2 calls fit" in dry(0.0001)["spend cap (--max-cost)"]  # 100 output tokens alone cost $0.0002
+    assert "1 of 2 calls fit" in dry(round(per * 1.5, 9))["spend cap (--max-cost)"]
