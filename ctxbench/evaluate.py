@@ -485,25 +485,42 @@ def _forecast(calls: list[dict], cfg: EvalConfig, plan: Plan, base_url: str) -> 
     speed = probe_speed(base_url, cfg.model, first)
     if speed is None:
         return
-    tokens = _tokens_to_process(calls)
-    progress.emit("estimate", progress.estimate_line(len(calls), tokens, plan.max_tokens, speed.prefill,
-                                                     speed.decode))
+    spans = _prompt_spans(calls)
+    typical = min(64, plan.max_tokens)
+    pre = sum(speed.prefill_seconds(a, b) for a, b in spans)
+    lo = pre + sum(speed.decode_seconds(b, typical) for _, b in spans)
+    hi = pre + sum(speed.decode_seconds(b, plan.max_tokens) for _, b in spans)
+    longest = max(b for _, b in spans)
+    slower = ""
+    if speed.prefill_slope or speed.decode_slope:  # the speeds where the longest prompt ends
+        p_at = (longest - 1) / max(speed.prefill_seconds(1, longest), 1e-9)
+        d_at = 1 / max(speed.decode_seconds(longest, 1), 1e-9)
+        slower = f"; at {longest:,} tokens of context {p_at:.0f} and {d_at:.0f}"
+    progress.emit("estimate", progress.forecast_line(len(calls), sum(b - a for a, b in spans), plan.max_tokens,
+                                                     lo, hi, speed.prefill, speed.decode, typical, slower))
 
 
-def _tokens_to_process(calls: list[dict]) -> int:
-    """Prompt tokens a server with a prompt cache processes for ``calls`` in their order: the whole prompt of the
-    first call on a context, only the part after the shared prefix (:func:`~ctxbench.prompts.shared_prefix`,
-    counted in proportion to its characters) of each later call on the same prefix."""
+def _prompt_spans(calls: list[dict]) -> list[tuple[int, int]]:
+    """The prompt positions a server with a prompt cache reads for each of ``calls`` in their order, as (start,
+    end) in tokens: the whole prompt (0, n) of the first call on a context; only the part after the shared prefix
+    (:func:`~ctxbench.prompts.shared_prefix`, counted in proportion to its characters) of each later call on the
+    same prefix."""
     seen: set[str] = set()
-    total = 0
+    spans = []
     for t in calls:
         text = messages_text(t["_messages"])
         n = t["_prompt_tokens"] or len(text) // 4
+        start = 0
         if t["_prefix"] in seen and text:
-            n = round(n * (len(text) - len(shared_prefix(t["_messages"], t["_context"]))) / len(text))
+            start = n - round(n * (len(text) - len(shared_prefix(t["_messages"], t["_context"]))) / len(text))
         seen.add(t["_prefix"])
-        total += n
-    return total
+        spans.append((start, n))
+    return spans
+
+
+def _tokens_to_process(calls: list[dict]) -> int:
+    """Prompt tokens a server with a prompt cache reads for ``calls`` in their order (:func:`_prompt_spans`)."""
+    return sum(b - a for a, b in _prompt_spans(calls))
 
 
 def _run_calls(calls: list[dict], cfg: EvalConfig, plan: Plan, cache: ResponseCache, out: TableAppender,

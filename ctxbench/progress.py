@@ -151,6 +151,14 @@ def estimate_line(calls: int, prompt_tokens: int, max_tokens: int, prefill_tps: 
     pre = prompt_tokens / max(prefill_tps, 1e-9)
     lo = pre + calls * min(typical_reply_tokens, max_tokens) / max(decode_tps, 1e-9)
     hi = pre + calls * max_tokens / max(decode_tps, 1e-9)
-    return (f"{calls} calls, {prompt_tokens:,} prompt tokens: about {clock(lo)} to {clock(hi)} on this machine "
-            f"(probe: prompt {prefill_tps:.0f} tokens/s, generation {decode_tps:.0f} tokens/s; replies of "
+    return forecast_line(calls, prompt_tokens, max_tokens, lo, hi, prefill_tps, decode_tps, typical_reply_tokens)
+
+
+def forecast_line(calls: int, prompt_tokens: int, max_tokens: int, lo_s: float, hi_s: float, prefill_tps: float,
+                  decode_tps: float, typical_reply_tokens: int = 64, slower: str = "") -> str:
+    """The forecast line from its figures: the calls' seconds from short replies (``lo_s``) to replies that use
+    the whole budget (``hi_s``), the probe's speeds, and ``slower``: how the speeds fall with the context where
+    the probe measured it (e.g. ``"; slower with the context: 75 and 11 at 5,222 tokens"``)."""
+    return (f"{calls} calls, {prompt_tokens:,} prompt tokens: about {clock(lo_s)} to {clock(hi_s)} on this machine "
+            f"(probe: prompt {prefill_tps:.0f} tokens/s, generation {decode_tps:.0f} tokens/s{slower}; replies of "
             f"{min(typical_reply_tokens, max_tokens)} to {max_tokens} tokens)")

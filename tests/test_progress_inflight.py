@@ -139,3 +139,56 @@ def test_heartbeat_eta_counts_down_while_a_call_runs(monkeypatch):
         assert shown.heartbeat().endswith(", ETA 1:40")
         now[0] = 1200.0
         assert shown.heartbeat().endswith(", ETA 1:00")
+
+
+def test_probe_measures_how_speed_falls_with_the_context():
+    """A llama.cpp-shaped server whose time per prompt token is 5 ms + 2 µs per earlier token and per generated
+    token 30 ms + 10 µs per token of context (a prompt token per 4 characters, the longest common prefix kept):
+    the two probes recover both lines, so 5,000 prompt tokens forecast 5 × 5,000 + 0.002 × 5,000² / 2 = 50 s, not
+    the 25.5 s a short probe's speed alone gives; 100 tokens after 5,000 of context 100 × (30 + 10 × 5.05) ms."""
+    import json as _json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from ctxbench.models.probe import probe_speed
+
+    kept = {"text": ""}
+
+    class H(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_POST(self):
+            body = _json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            text = body["messages"][-1]["content"]
+            common = 0
+            for x, y in zip(text, kept["text"]):
+                if x != y:
+                    break
+                common += 1
+            kept["text"] = text
+            n, start = len(text) // 4, common // 4
+            pms = sum(5.0 + 0.002 * p for p in range(start, n))
+            dn = body["max_tokens"]
+            dms = sum(30.0 + 0.010 * (n + k) for k in range(dn))
+            out = {"choices": [{"message": {"role": "assistant", "content": "ok"}, "finish_reason": "length"}],
+                   "usage": {"prompt_tokens": n, "completion_tokens": dn},
+                   "timings": {"prompt_n": n - start, "prompt_ms": pms, "prompt_per_second": 1000 * (n - start) / pms,
+                               "predicted_n": dn, "predicted_ms": dms, "predicted_per_second": 1000 * dn / dms}}
+            raw = _json.dumps(out).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        sp = probe_speed(f"http://127.0.0.1:{srv.server_address[1]}/v1", "m", "abcd" * 5000, chars=12000)
+    finally:
+        srv.shutdown()
+    assert sp is not None
+    assert abs(sp.prefill_slope - 2e-6) < 1e-7 and abs(sp.decode_slope - 1e-5) < 1e-7
+    assert abs(sp.prefill_seconds(0, 5000) - 50.0) < 0.1
+    assert abs(sp.decode_seconds(5000, 100) - 100 * (0.030 + 0.00001 * 5050)) < 0.01
