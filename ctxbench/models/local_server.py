@@ -302,9 +302,10 @@ class LocalServer:
         """One start on a fresh port: True once it answers, False when it exited because the port was taken."""
         cmd = self.command(free_port())
         started = time.monotonic()
-        emit("model", f"starting {self.alias} ({self.runtime} server, {self.threads} threads generating, "
-                      f"{self.threads_batch} on the prompt, poll {self.poll}: {self.threading_why}; "
-                      f"{self.n_ctx}-token window)")
+        poll = f"polling level {self.poll}" if self.poll else "no polling"
+        emit("model", f"starting {self.alias} ({self.runtime} server, {self.threads} "
+                      f"thread{'s' if self.threads != 1 else ''} generating, {self.threads_batch} on the prompt, "
+                      f"{poll}: {self.threading_why}; {self.n_ctx}-token window)")
         self._log = tempfile.NamedTemporaryFile(prefix="ctxbench-llama-", suffix=".log", delete=False)
         # its own session (a Ctrl-C in the terminal reaches ctxbench, which stops it in order), and it dies with its
         # parent however the parent ends (die_with_parent)
