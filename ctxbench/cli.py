@@ -314,14 +314,16 @@ def main_options(plugin: Optional[list[str]] = typer.Option(
     from .errors import DataWarning
     from .tracks.base import PLUGIN_ENV, load_tracks
 
-    plain = warnings.formatwarning
+    if not getattr(warnings.formatwarning, "_ctxbench_one_line", False):  # once per process, not once per command
+        plain = warnings.formatwarning
 
-    def one_line(message, category, filename, lineno, line=None):  # a data warning is one line, no source path
-        if issubclass(category, DataWarning):
-            return f"warning: {message}\n"
-        return plain(message, category, filename, lineno, line)
+        def one_line(message, category, filename, lineno, line=None):  # a data warning is one line, no source path
+            if issubclass(category, DataWarning):
+                return f"warning: {message}\n"
+            return plain(message, category, filename, lineno, line)
 
-    warnings.formatwarning = one_line
+        one_line._ctxbench_one_line = True  # type: ignore[attr-defined]
+        warnings.formatwarning = one_line
 
     if plugin:
         before = os.environ.get(PLUGIN_ENV)
@@ -1277,11 +1279,14 @@ class _InterruptCrashFilter:
         return not (isinstance(e, KeyboardInterrupt) or "aborted by an interrupt signal" in rec.getMessage())
 
 
+_CRASH_FILTER = _InterruptCrashFilter()
+
+
 def quiet_interrupt_crash() -> None:
     """Install :class:`_InterruptCrashFilter` on Prefect's loggers and their handlers (every other record stays)."""
     import logging
 
-    f = _InterruptCrashFilter()
+    f = _CRASH_FILTER  # one instance: logging's addFilter skips a filter already there, so repeated runs add none
     names = ["prefect", *[n for n in logging.root.manager.loggerDict if n.startswith("prefect.")]]
     for lg in [logging.getLogger(n) for n in names] + [logging.root]:
         if lg is not logging.root:

@@ -494,3 +494,24 @@ def test_prefect_crash_record_of_a_ctrl_c_is_dropped():
     finally:
         lg.removeHandler(h)
     assert seen == ["Crash detected! Execution was aborted by a termination signal.", "a flow run's own error"]
+
+
+def test_data_warning_formatter_is_installed_once_however_many_commands_run():
+    """Every `ctxbench` command installs the one-line data-warning formatter; a process running a thousand commands
+    (a test session) must not stack a thousand wrappers (a RecursionError once the stack is deeper than Python's
+    limit, as a full CI run met)."""
+    import warnings
+
+    from ctxbench.errors import DataWarning
+
+    before = warnings.formatwarning
+    try:
+        CliRunner().invoke(app, ["verify", "--help"])  # the group callback runs before the help
+        installed = warnings.formatwarning
+        for _ in range(3):
+            CliRunner().invoke(app, ["verify", "--help"])
+        assert warnings.formatwarning is installed  # no wrapper around the wrapper
+        assert warnings.formatwarning("x", DataWarning, "f.py", 1) == "warning: x\n"
+        assert "UserWarning" in warnings.formatwarning("y", UserWarning, "f.py", 1)
+    finally:
+        warnings.formatwarning = before
