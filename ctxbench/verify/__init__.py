@@ -79,6 +79,29 @@ class VerifyResult:
         return lines
 
 
+def number_type(declared: str):
+    """``int`` for a declared SQLite type with INTEGER affinity (``INT`` in it), ``float`` for REAL affinity
+    (``REAL``, ``FLOA``, ``DOUB``), None otherwise (text kept as text). Source: SQLite, "Datatypes In SQLite"
+    section 3.1."""
+    u = (declared or "").upper()
+    if "INT" in u:
+        return int
+    return float if any(k in u for k in ("REAL", "FLOA", "DOUB")) else None
+
+
+def typed_value(text: str | None, declared: str) -> Any:
+    """A value read back from a context as SQLite stores it in a column of type ``declared``: a number where the
+    column's affinity is numeric and the text is one, else the text (a word in an INTEGER column stays text, as
+    SQLite keeps it); None stays NULL."""
+    conv = number_type(declared)
+    if text is None or conv is None:
+        return text
+    try:
+        return conv(text)
+    except ValueError:
+        return text
+
+
 def sqlite_answer(sql: str, eng) -> list | None:
     """SQLite's answer to ``sql`` over the rows read back from a context (``eng``: a
     :class:`ctxbench.gold.GoldEngines` loaded with them; SQLite is the engine a gold is stated for: every accepted

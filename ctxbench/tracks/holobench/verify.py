@@ -38,7 +38,7 @@ from typing import Any
 import yaml
 
 from ...config import assets_dir
-from ...verify import Certificate, gold_mismatch, sqlite_answer
+from ...verify import Certificate, gold_mismatch, number_type, sqlite_answer, typed_value
 
 DEFAULT_MISSING = "not recorded"
 METHOD = "templates inverted, SQL re-run over recovered rows"
@@ -182,18 +182,16 @@ def _show(t: _Template, groups: tuple) -> str:
 
 
 def _kind(ty: str) -> str:
-    ty = (ty or "").upper()
-    if "INT" in ty:
-        return "int"
-    return "real" if any(k in ty for k in ("REAL", "FLOA", "DOUB")) else "text"
+    """``int``, ``real`` or ``text``: the slot kind of a column of declared type ``ty`` (its SQLite affinity)."""
+    return {int: "int", float: "real"}.get(number_type(ty), "text")
 
 
 def _slot(ty: str, missing: str, lazy: bool) -> str:
     q = "?" if lazy else ""
-    ty = (ty or "").upper()
-    if "INT" in ty:
+    kind = _kind(ty)
+    if kind == "int":
         body = rf"-?\d+{q}"
-    elif any(k in ty for k in ("REAL", "FLOA", "DOUB")):
+    elif kind == "real":
         body = rf"-?(?:\d+{q}(?:\.\d*{q})?|\.\d+{q})(?:[eE][-+]?\d+{q})?|-?inf|nan"
     else:
         return f"(.*{q})"
@@ -254,25 +252,10 @@ def load_grammar(db_id: str, source_sqlite: Path, templates_path: Path | None = 
     return Grammar(temps, frozenset(load_dummy_documents(db_id)), missing, columns, types, Path(source_sqlite))
 
 
-def _typed(text: str | None, ty: str) -> Any:
-    """A slot's text as the value SQLite stores in a column of type ``ty`` (None stays NULL)."""
-    if text is None:
-        return None
-    ty = ty.upper()
-    try:
-        if "INT" in ty:
-            return int(text)
-        if any(k in ty for k in ("REAL", "FLOA", "DOUB")):
-            return float(text)
-    except ValueError:
-        return text
-    return text
-
-
 def _typed_column(texts: list, ty: str) -> list:
-    """:func:`_typed` of every text of one column (None stays NULL), in bulk where every text converts."""
-    u = ty.upper()
-    conv = int if "INT" in u else float if any(k in u for k in ("REAL", "FLOA", "DOUB")) else None
+    """:func:`ctxbench.verify.typed_value` of every text of one column (None stays NULL), in bulk where every text
+    converts."""
+    conv = number_type(ty)
     if conv is None:
         return texts
     if None not in texts:
@@ -280,7 +263,7 @@ def _typed_column(texts: list, ty: str) -> list:
             return list(map(conv, texts))
         except ValueError:
             pass
-    return [_typed(x, ty) for x in texts]
+    return [typed_value(x, ty) for x in texts]
 
 
 def sql_tables(sql: str, names: list[str]) -> list[str] | None:

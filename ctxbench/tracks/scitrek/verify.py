@@ -33,7 +33,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from ...verify import Certificate
+from ...verify import Certificate, typed_value
 
 METHOD = "metadata facts the SQL reads found in the rendered collection"
 TABLES_METHOD = "metadata tables read back from the context, SQL re-run over them"
@@ -105,22 +105,9 @@ def _read_tables(text: str, db: Path) -> dict | str:
             if len(vals) != len(cols):
                 return (f"uncertifiable: row {k + 1} of table {name} does not split into its {len(cols)} columns "
                         f"(a value holding ' | ' or a line break): {ln[:100]!r}")
-            rows.append(tuple(None if v == "NULL" else _typed(v, t) for v, t in zip(vals, types)))
+            rows.append(tuple(None if v == "NULL" else typed_value(v, t) for v, t in zip(vals, types)))
         out[name] = (cols, types, rows)
     return out
-
-
-def _typed(text: str, ty: str) -> Any:
-    """A rendered value as SQLite stores it in a column of declared type ``ty`` (text that is not a number of an
-    INTEGER column stays text, as SQLite's affinity keeps it)."""
-    try:
-        if "INT" in ty:
-            return int(text)
-        if any(k in ty for k in ("REAL", "FLOA", "DOUB")):
-            return float(text)
-    except ValueError:
-        return text
-    return text
 
 
 def _certify_tables(r: dict, db: Path, seed: int, read_back: dict) -> Certificate:
