@@ -108,20 +108,19 @@ def estimate(build: str | Path, cfg: EvalConfig) -> dict:
         out[f"estimated cost{label}"] = f"${plain:.4f}"
         out[f"estimated cost{label} with cached input"] = f"${cached:.4f}" + (
             "" if prices.cache_read is not None else " (no cached-input price: same as without)")
-    if cfg.max_cost is not None:  # what the spend cap lets through, at the prices and worst cases it counts
-        from .spend import ESTIMATE_MARGIN, cap_prices
+    if cfg.max_cost is not None:  # what the spend cap lets through: the Ledger evaluate reserves with
+        from types import SimpleNamespace
 
-        cp = cap_prices(cfg.model, cfg.price, cfg.batch)
-        margin = ESTIMATE_MARGIN if est else 1.0
-        worst = [math.ceil(c.prompt * margin) * cp.input + c.output * cp.output for c in calls]
-        fit, total = 0, 0.0
-        for w in worst:
-            if total + w > cfg.max_cost + 1e-12:
-                break
-            fit, total = fit + 1, total + w
+        from .spend import ESTIMATE_MARGIN, Ledger, cap_prices
+
+        ledger = Ledger(cfg.max_cost, cap_prices(cfg.model, cfg.price, cfg.batch), tok.count)
+        margin = ESTIMATE_MARGIN if est else 1.0  # the prompts are counted above: the margin applied once here
+        reqs = [SimpleNamespace(expected_prompt_tokens=math.ceil(c.prompt * margin), max_tokens=c.output)
+                for c in calls]
+        fit = len(ledger.fit(reqs)[0])
         out["spend cap (--max-cost)"] = (
             f"${cfg.max_cost:.4f}: the worst case of all {len(calls)} calls (input + whole output budget) is "
-            f"${sum(worst):.4f}; " + ("every call fits" if fit == len(calls) else
+            f"${sum(map(ledger.worst_case, reqs)):.4f}; " + ("every call fits" if fit == len(calls) else
                                       f"{fit} of {len(calls)} calls fit before the cap (the rest: a rerun with a "
                                       f"larger --max-cost)"))
     return out
