@@ -477,7 +477,7 @@ def _forecast(calls: list[dict], cfg: EvalConfig, plan: Plan, base_url: str) -> 
     from :func:`ctxbench.models.probe.probe_speed` on the first call's own prompt and the calls' prompt tokens;
     only where someone listens (``ctxbench run``), and silent when the probe gets no figure."""
     from . import progress
-    from .models.probe import probe_speed
+    from .models.probe import forecast_seconds, probe_speed
 
     if not progress.has_listeners():
         return
@@ -486,10 +486,7 @@ def _forecast(calls: list[dict], cfg: EvalConfig, plan: Plan, base_url: str) -> 
     if speed is None:
         return
     spans = _prompt_spans(calls)
-    typical = min(64, plan.max_tokens)
-    pre = sum(speed.prefill_seconds(a, b) for a, b in spans)
-    lo = pre + sum(speed.decode_seconds(b, typical) for _, b in spans)
-    hi = pre + sum(speed.decode_seconds(b, plan.max_tokens) for _, b in spans)
+    lo, hi = forecast_seconds(speed, spans, plan.max_tokens)
     longest = max(b for _, b in spans)
     slower = ""
     if speed.prefill_slope or speed.decode_slope:  # the speeds where the longest prompt ends
@@ -497,7 +494,7 @@ def _forecast(calls: list[dict], cfg: EvalConfig, plan: Plan, base_url: str) -> 
         d_at = 1 / max(speed.decode_seconds(longest, 1), 1e-9)
         slower = f"; at {longest:,} tokens of context {p_at:.0f} and {d_at:.0f}"
     progress.emit("estimate", progress.forecast_line(len(calls), sum(b - a for a, b in spans), plan.max_tokens,
-                                                     lo, hi, speed.prefill, speed.decode, typical, slower))
+                                                     lo, hi, speed.prefill, speed.decode, 64, slower))
 
 
 def _prompt_spans(calls: list[dict]) -> list[tuple[int, int]]:
@@ -516,11 +513,6 @@ def _prompt_spans(calls: list[dict]) -> list[tuple[int, int]]:
         seen.add(t["_prefix"])
         spans.append((start, n))
     return spans
-
-
-def _tokens_to_process(calls: list[dict]) -> int:
-    """Prompt tokens a server with a prompt cache reads for ``calls`` in their order (:func:`_prompt_spans`)."""
-    return sum(b - a for a, b in _prompt_spans(calls))
 
 
 def _run_calls(calls: list[dict], cfg: EvalConfig, plan: Plan, cache: ResponseCache, out: TableAppender,

@@ -140,25 +140,14 @@ def retrying(model: str, error: BaseException | str, attempt: int, max_retries: 
     emit("retry", f"{model}: {why}; retry {attempt} of {max_retries} in {delay_s:.1f} s")
 
 
-def estimate_line(calls: int, prompt_tokens: int, max_tokens: int, prefill_tps: float, decode_tps: float,
-                  typical_reply_tokens: int = 64) -> str:
-    """The run's forecast from a measured probe: ``calls`` calls holding ``prompt_tokens`` prompt tokens in all,
-    at ``prefill_tps`` prompt tokens/s and ``decode_tps`` generated tokens/s. The shortest forecast counts
-    ``typical_reply_tokens`` per reply, the longest ``max_tokens`` (the output budget); prompt prefixes a server
-    caches make it shorter still (the caller counts a prefix the server keeps once: ``prompt_tokens`` are those to
-    process). Example: ``"8 calls, 16,400 prompt tokens: about 1:40 to 5:30 on this machine
-    (probe: prompt 210 tokens/s, generation 33 tokens/s)"``."""
-    pre = prompt_tokens / max(prefill_tps, 1e-9)
-    lo = pre + calls * min(typical_reply_tokens, max_tokens) / max(decode_tps, 1e-9)
-    hi = pre + calls * max_tokens / max(decode_tps, 1e-9)
-    return forecast_line(calls, prompt_tokens, max_tokens, lo, hi, prefill_tps, decode_tps, typical_reply_tokens)
-
-
 def forecast_line(calls: int, prompt_tokens: int, max_tokens: int, lo_s: float, hi_s: float, prefill_tps: float,
                   decode_tps: float, typical_reply_tokens: int = 64, slower: str = "") -> str:
-    """The forecast line from its figures: the calls' seconds from short replies (``lo_s``) to replies that use
-    the whole budget (``hi_s``), the probe's speeds, and ``slower``: how the speeds fall with the context where
-    the probe measured it (e.g. ``"; slower with the context: 75 and 11 at 5,222 tokens"``)."""
+    """The run's forecast line from a measured probe (:func:`ctxbench.models.probe.forecast_seconds`): ``calls``
+    calls reading ``prompt_tokens`` prompt tokens in all (a prefix the server keeps counted once), their seconds
+    from replies of ``typical_reply_tokens`` (``lo_s``) to replies that use the whole budget ``max_tokens``
+    (``hi_s``), the probe's speeds, and ``slower``: the speeds where the longest prompt ends, where the probe
+    measured their fall (e.g. ``"; at 5,265 tokens of context 87 and 12"``). Example: ``"6 calls, 8,502 prompt
+    tokens: about 1:57 to 3:16 on this machine (probe: prompt 153 tokens/s, generation 49 tokens/s; ...)"``."""
     return (f"{calls} calls, {prompt_tokens:,} prompt tokens: about {clock(lo_s)} to {clock(hi_s)} on this machine "
             f"(probe: prompt {prefill_tps:.0f} tokens/s, generation {decode_tps:.0f} tokens/s{slower}; replies of "
             f"{min(typical_reply_tokens, max_tokens)} to {max_tokens} tokens)")

@@ -11,7 +11,7 @@ import time
 from ctxbench import progress
 from ctxbench.cli import _RunProgress
 from ctxbench.models.gateway import Gateway, RetryPolicy
-from ctxbench.progress import Event, clock, estimate_line, flights, in_flight, listening
+from ctxbench.progress import Event, clock, flights, forecast_line, in_flight, listening
 from fakeserver import FakeOpenAIServer
 
 MSG = [{"role": "user", "content": "How many?"}]
@@ -33,10 +33,13 @@ def test_clock():
     assert [clock(s) for s in (0, 59.9, 61, 600, 3725)] == ["0:00", "0:59", "1:01", "10:00", "1:02:05"]
 
 
-def test_estimate_line_worked_example():
+def test_forecast_line_worked_example():
     # 8 calls, 16,000 prompt tokens at 200 tokens/s = 80 s of prompt processing; replies of 64 tokens at 32/s add
     # 8 × 2 s = 16 s (1:36 in all), of the 1,024-token budget 8 × 32 s = 256 s (5:36 in all)
-    line = estimate_line(8, 16000, 1024, 200.0, 32.0)
+    from ctxbench.models.probe import Speed, forecast_seconds
+
+    lo, hi = forecast_seconds(Speed(200.0, 32.0), [(0, 2000)] * 8, 1024)  # no fall with the context measured
+    line = forecast_line(8, 16000, 1024, lo, hi, 200.0, 32.0)
     assert line.startswith("8 calls, 16,000 prompt tokens: about 1:36 to 5:36 on this machine")
     assert "prompt 200 tokens/s, generation 32 tokens/s" in line
 

@@ -8,7 +8,7 @@ import hashlib
 
 import pyarrow as pa
 
-from ctxbench.evaluate import _tokens_to_process, select_instances
+from ctxbench.evaluate import _prompt_spans, select_instances
 from ctxbench.prompts import messages_text
 
 
@@ -63,5 +63,9 @@ def test_a_prefix_the_server_keeps_is_counted_once():
     text_b = messages_text(b["_messages"])
     # b shares everything up to the document's end: "S\nIntro\n\n<document>\n" + 300 x + "\n</document>"
     kept = len("S\nIntro\n\n<document>\n") + 300 + len("\n</document>")
-    assert _tokens_to_process([a, b, other]) == 100 + round(120 * (len(text_b) - kept) / len(text_b)) + 90
-    assert _tokens_to_process([a, other]) == 190  # different prefixes: each processed whole
+    def to_process(calls):
+        return sum(end - start for start, end in _prompt_spans(calls))
+
+    assert to_process([a, b, other]) == 100 + round(120 * (len(text_b) - kept) / len(text_b)) + 90
+    assert to_process([a, other]) == 190  # different prefixes: each processed whole
+    assert _prompt_spans([a, b])[1] == (120 - round(120 * (len(text_b) - kept) / len(text_b)), 120)

@@ -47,6 +47,17 @@ class Speed:
         return n * (a + self.decode_slope * (context + n / 2))
 
 
+def forecast_seconds(speed: Speed, spans: list[tuple[int, int]], max_tokens: int,
+                     typical_reply_tokens: int = 64) -> tuple[float, float]:
+    """Seconds the calls take at ``speed``: each call reads its prompt positions (``spans``: (start, end) in
+    tokens, a kept prefix starting later than 0) and generates after its prompt either ``typical_reply_tokens``
+    (the first figure) or its whole budget ``max_tokens`` (the second)."""
+    pre = sum(speed.prefill_seconds(a, b) for a, b in spans)
+    typical = min(typical_reply_tokens, max_tokens)
+    return (pre + sum(speed.decode_seconds(b, typical) for _, b in spans),
+            pre + sum(speed.decode_seconds(b, max_tokens) for _, b in spans))
+
+
 def _post(base_url: str, model: str, text: str, max_tokens: int, timeout_s: float) -> tuple[dict, float]:
     t0 = time.monotonic()
     r = httpx.post(f"{base_url.rstrip('/')}/chat/completions", timeout=timeout_s,
