@@ -137,10 +137,10 @@ def test_grammar_reads_missing_phrase_as_null_and_finds_ambiguity(tmp_path):
     g = load_grammar("nodb", db, tpl)
     # an integer slot holding the missing phrase reads as NULL; the real slot reads as written
     assert g.parse("Item AIRBUS INDUSTRIE: kind A320, unknown seats, 2 t.") == (
-        "t", (("kind", "A320"), ("n", None), ("name", "AIRBUS INDUSTRIE"), ("x", "2")))
+        "t", ("kind", "n", "name", "x"), ("A320", None, "AIRBUS INDUSTRIE", "2"))
     # "{name} {kind}": two parses; the source's values leave one
     assert g.parse("AIRBUS INDUSTRIE A320 has 3 seats and weighs 2.0 t.") == (
-        "t", (("kind", "A320"), ("n", "3"), ("name", "AIRBUS INDUSTRIE"), ("x", "2.0")))
+        "t", ("kind", "n", "name", "x"), ("A320", "3", "AIRBUS INDUSTRIE", "2.0"))
     assert g.disambiguated == 1
     # values the source lacks cannot settle it: an error naming the ambiguity
     err = g.parse("FOKKER F 100 has 3 seats and weighs 2.0 t.")

@@ -62,10 +62,27 @@ class _Template:
 
     def __post_init__(self) -> None:
         self.phrase_set = frozenset(self.phrases)
+        # the row's shape: the columns the template states, sorted (one shared tuple per template)
+        self.shape = tuple(sorted(set(self.fields)))
         if self.order is not None:
-            self.sorted_fields = tuple(self.fields[i] for i in self.order)
             get = operator.itemgetter(*self.order) if self.order else (lambda a: ())
             self.pick = get if len(self.order) != 1 else (lambda a, _g=get: (_g(a),))
+
+    def row(self, slots: tuple) -> tuple | None:
+        """The values of :attr:`shape`'s columns that a parse's slot texts state (a missing-value phrase read as
+        NULL), or None when a column stated twice has two values (then the template does not fit the line)."""
+        if self.order is not None:
+            if self.phrase_set.isdisjoint(slots):  # each column once, none missing: in C
+                return self.pick(slots)
+            ph = self.phrases
+            return tuple(None if slots[i] == ph[i] else slots[i] for i in self.order)
+        vals: dict[str, str | None] = {}
+        for col, v, phrase in zip(self.fields, slots, self.phrases):
+            v = None if v == phrase else v
+            if col in vals and vals[col] != v:
+                return None
+            vals[col] = v
+        return tuple(map(vals.__getitem__, self.shape))
 
 
 @dataclass
@@ -81,47 +98,42 @@ class Grammar:
     domains: dict = field(default_factory=dict)
     disambiguated: int = 0
 
-    def parse(self, line: str) -> tuple[str, tuple] | str | None:
-        """``(table, ((column, value text or None), ...))`` sorted by column; None for a dummy document; an error
+    def __post_init__(self) -> None:
+        # the templates that can fit a line, by the line's first character: a template opening with literal text
+        # fits only lines that open with it; one opening with a slot may fit any line (template order kept)
+        open_slot = [t for t in self.templates if not t.literals[0]]
+        self._any = open_slot
+        self._by_first = {c: [t for t in self.templates if not t.literals[0] or t.literals[0][0] == c]
+                          for c in {t.literals[0][0] for t in self.templates if t.literals[0]}}
+
+    def parse(self, line: str) -> tuple[str, tuple, tuple] | str | None:
+        """``(table, shape, values)``: the row a line states, ``shape`` the columns its template states (sorted),
+        ``values`` their texts as written (None: the missing-value phrase); None for a dummy document; an error
         message (str) when the line matches no template, is ambiguous, or templates disagree."""
         if line in self.dummies:
             return None
         found: dict[tuple, int] = {}
-        for t in self.templates:
+        for t in self._by_first.get(line[:1], self._any):
             if t.anchor not in line:
                 continue
             m = t.lazy.fullmatch(line)
             if m is None:
                 continue
             g = t.greedy.fullmatch(line)
-            a, b = m.groups(), g.groups() if g is not None else None
-            if a != b:
+            a = m.groups()
+            if g is None or a != g.groups():
                 a = self._disambiguate(t, line)
                 if isinstance(a, str):
                     return a
-            if t.order is not None and t.phrase_set.isdisjoint(a):  # each column once, none missing: in C
-                found.setdefault((t.table, tuple(zip(t.sorted_fields, t.pick(a)))), t.index)
-                continue
-            if t.order is not None:
-                ph = t.phrases
-                found.setdefault((t.table, tuple((t.fields[i], None if a[i] == ph[i] else a[i]) for i in t.order)),
-                                 t.index)
-                continue
-            vals: dict[str, str | None] = {}
-            for col, v, phrase in zip(t.fields, a, t.phrases):
-                v = None if v == phrase else v
-                if col in vals and vals[col] != v:
-                    break  # a column stated twice with two values: not this template
-                vals[col] = v
-            else:
-                found.setdefault((t.table, tuple(sorted(vals.items()))), t.index)
+            vals = t.row(a)
+            if vals is not None:
+                found.setdefault((t.table, t.shape, vals), t.index)
         if not found:
             return f"sentence matches no template: {line[:160]!r}"
         if len(found) > 1:
-            what = "; ".join(f"{tb} template {i + 1}" for (tb, _), i in found.items())
+            what = "; ".join(f"{k[0]} template {i + 1}" for k, i in found.items())
             return f"sentence matches templates giving different rows ({what}): {line[:160]!r}"
         return next(iter(found))
-
 
     def _domain(self, table: str, column: str) -> frozenset[str]:
         """The values of a TEXT column in ``source.sqlite`` (as text), loaded once."""
@@ -209,9 +221,8 @@ def load_grammar(db_id: str, source_sqlite: Path, templates_path: Path | None = 
     if not p.exists():
         raise InputError(f"no verbalization templates for {db_id!r} at {p}")
     data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-    missing = data.pop("missing", None) if isinstance(data, dict) else None
-    missing = {str(t): {str(c): str(v) for c, v in (cols or {}).items()} for t, cols in (missing or {}).items()}
-    ts = templates_from_mapping(data, db_id, str(p))
+    ts = templates_from_mapping(data, db_id, str(p))  # the builder's reading: templates and missing phrases stripped
+    missing = ts.missing
     con = sqlite3.connect(f"file:{source_sqlite}?mode=ro", uri=True)
     try:
         names = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
@@ -278,7 +289,9 @@ def sql_tables(sql: str, names: list[str]) -> list[str] | None:
     return sorted({low[t.name.lower()] for t in tree.find_all(exp.Table) if t.name.lower() in low})
 
 
-def _parse_context(g: Grammar, text: str, memo: dict) -> tuple[list[tuple[str, tuple]], str | None]:
+def _parse_context(g: Grammar, text: str, memo: dict) -> tuple[list[tuple[str, tuple, tuple]], str | None]:
+    """The rows a context states (:meth:`Grammar.parse`'s triples, in the context's order) and the first line's
+    parse error (None when every line parses)."""
     rows, lines = [], text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
@@ -291,6 +304,22 @@ def _parse_context(g: Grammar, text: str, memo: dict) -> tuple[list[tuple[str, t
         if r is not None:
             rows.append(r)
     return rows, None
+
+
+def _recovered_table(rows: list[tuple[str, tuple, tuple]], table: str, cols: list[str], tys: list[str]) -> list:
+    """The rows of ``table`` among a context's parsed ``rows`` as full tuples over ``cols`` (a column the row's
+    template does not state: NULL), each text typed as SQLite stores it under its declared type; context order."""
+    mine = [r for r in rows if r[0] == table]
+    shapes = {r[1] for r in mine}
+    if len(shapes) == 1:  # every template states the same columns: column by column, in C
+        shape = next(iter(shapes))
+        got = dict(zip(shape, zip(*map(operator.itemgetter(2), mine)))) if shape else {}
+        none = [None] * len(mine)
+        columns = [_typed_column(list(got.get(c, none)), ty) for c, ty in zip(cols, tys)]
+    else:
+        stated = [dict(zip(r[1], r[2])) for r in mine]
+        columns = [_typed_column([d.get(c) for d in stated], ty) for c, ty in zip(cols, tys)]
+    return list(zip(*columns)) if cols else [() for _ in mine]
 
 
 def certify(build_dir: Path, instances: list[dict], manifest: Any) -> tuple[list[Certificate], list[str]]:
@@ -354,13 +383,8 @@ def certify(build_dir: Path, instances: list[dict], manifest: Any) -> tuple[list
             tkey = (text, tuple(tabs))
             if key not in answers:
                 if tkey not in loaded:  # the recovered tables and the engines loaded with them, per context
-                    tables = {}
-                    for t in tabs:
-                        cols, tys = g.columns[t], g.types[t]
-                        stated = [dict(vals) for tb, vals in rows if tb == t]
-                        # column by column: each column's texts as SQLite stores them under its declared type
-                        columns = [_typed_column([d.get(c) for d in stated], ty) for c, ty in zip(cols, tys)]
-                        tables[t] = (cols, tys, list(zip(*columns)) if cols else [() for _ in stated])
+                    tables = {t: (g.columns[t], g.types[t], _recovered_table(rows, t, g.columns[t], g.types[t]))
+                              for t in tabs}
                     loaded[tkey] = (tables, GoldEngines(tables, seed))
                 tables, eng = loaded[tkey]
                 answers[key] = (sqlite_answer(sql, eng), tables)
@@ -413,10 +437,26 @@ def _written(values: list, format_value) -> list:
     return out
 
 
+def _source_rows(con: sqlite3.Connection, table: str, ids: list, cache: dict) -> dict[int, tuple]:
+    """``source.sqlite``'s rows of ``table`` by rowid (``{rowid: row}``), the rows of ``ids`` fetched into ``cache``
+    (``{table: {rowid: row}}``) once."""
+    have = cache.setdefault(table, {})
+    need = list(itertools.filterfalse(have.__contains__, ids))
+    rest = operator.itemgetter(slice(1, None))
+    for k in range(0, len(need), 500):
+        part = need[k:k + 500]
+        got = con.execute(f'SELECT rowid, * FROM "{table}" WHERE rowid IN ({",".join("?" * len(part))})',
+                          part).fetchall()
+        have.update(zip(map(operator.itemgetter(0), got), map(rest, got)))
+    return have
+
+
 def _rows_mismatch(included_json: str | None, rows: list, g: Grammar, seed: int, con: sqlite3.Connection,
                    cache: dict, format_value) -> str | None:
     """Why the recovered rows differ from those ``included_rows`` names (None when they are the same multiset).
-    Each included row is compared as its chosen template states it (the columns and the values as written)."""
+    Each included row is compared as its chosen template states it (the columns and the values as written).
+    ``cache`` holds, per table, the source rows fetched and each row's written form, for the build's other
+    contexts."""
     if included_json is None:
         return "included_rows is empty: nothing to compare the recovered rows with"
     try:
@@ -431,47 +471,49 @@ def _rows_mismatch(included_json: str | None, rows: list, g: Grammar, seed: int,
         if table not in g.columns or table not in by_table:
             return f"included_rows names table {table!r}, which source.sqlite or the templates lack"
         cols = g.columns[table]
-        have = cache.setdefault(table, {})
-        need = [i for i in ids if i not in have]
-        for k in range(0, len(need), 500):
-            part = need[k:k + 500]
-            q = f'SELECT rowid, * FROM "{table}" WHERE rowid IN ({",".join("?" * len(part))})'
-            for r in con.execute(q, part):
-                have[r[0]] = r[1:]
+        keys = cache.setdefault(("keys", table), {})  # rowid -> the row as its template states it, per build
+        new = list(itertools.filterfalse(keys.__contains__, dict.fromkeys(ids)))
+        have = _source_rows(con, table, new, cache)
         temps = by_table[table]
         miss = g.missing.get(table, {})
         pos = {c: i for i, c in enumerate(cols)}
-        # per template: its stated columns in sorted order (the shape of a parsed row), each with its position in
+        # per template: for each column it states (sorted: the shape of a parsed row), the column's position in
         # the source row (None: a column source.sqlite lacks, NULL) and its missing-value phrase
-        plan = [[(c, pos.get(c), miss.get(c, DEFAULT_MISSING)) for c in sorted(set(t.fields))] for t in temps]
-        chosen: dict[int, list[tuple]] = {}
-        for rid in ids:
+        plan = [[(pos.get(c), miss.get(c, DEFAULT_MISSING)) for c in t.shape] for t in temps]
+        chosen: dict[int, tuple[list, list]] = {}
+        prefix, n = f"{seed}|{table}|".encode(), len(temps)
+        sha256, from_bytes = hashlib.sha256, int.from_bytes
+        for rid in new:
             row = have.get(rid)
             if row is None:
                 return f"included_rows names {table} rowid {rid}, which source.sqlite lacks"
             # the template the builder chose for this row (TemplateSet.choose: SHA-256 of "seed|table|rowid")
-            h = hashlib.sha256(f"{seed}|{table}|{rid}".encode()).digest()
-            chosen.setdefault(int.from_bytes(h[:8], "big") % len(temps), []).append(row)
-        for ti, trows in chosen.items():  # column by column: each column's values written as the template does
+            rids, trows = chosen.setdefault(from_bytes(sha256(prefix + str(rid).encode()).digest()[:8], "big") % n,
+                                            ([], []))
+            rids.append(rid)
+            trows.append(row)
+        for ti, (rids, trows) in chosen.items():  # column by column: each value written as the template does
             parts = []
-            for c, i, phrase in plan[ti]:
+            for i, phrase in plan[ti]:
                 vals = [None] * len(trows) if i is None else _written(list(map(operator.itemgetter(i), trows)),
                                                                        format_value)
                 if phrase in vals:  # a value written as the missing phrase reads back as NULL
                     vals = [None if v == phrase else v for v in vals]
-                parts.append(zip(itertools.repeat(c), vals))
-            want.update(zip(itertools.repeat(table), zip(*parts)))
+                parts.append(vals)
+            keys.update(zip(rids, zip(itertools.repeat(table), itertools.repeat(temps[ti].shape),
+                                      zip(*parts) if parts else itertools.repeat((), len(trows)))))
+        want.update(map(keys.__getitem__, ids))
     got = Counter(rows)
     if dict.__eq__(got, want):  # both hold positive counts only: plain equality of the multisets
         return None
     lost, extra = want - got, got - want
     parts = []
     if lost:
-        (tb, vals), _ = next(iter(lost.items()))
+        (tb, shape, vals), _ = next(iter(lost.items()))
         parts.append(f"{sum(lost.values())} included row(s) not stated in the context (e.g. {tb} "
-                     f"{dict(vals)})")
+                     f"{dict(zip(shape, vals))})")
     if extra:
-        (tb, vals), _ = next(iter(extra.items()))
+        (tb, shape, vals), _ = next(iter(extra.items()))
         parts.append(f"{sum(extra.values())} row(s) in the context that included_rows lacks (e.g. {tb} "
-                     f"{dict(vals)})")
+                     f"{dict(zip(shape, vals))})")
     return "recovered rows differ from included_rows: " + "; ".join(parts)
