@@ -173,11 +173,11 @@ def certify(build_dir: Path, instances: list[dict], manifest: Any) -> tuple[list
             continue
         tok = toks[model]
         ek = (tok.name, text)
-        if ek not in encoded:
-            ids, starts = tok.char_starts(text)
+        if ek not in encoded:  # one encoding per distinct context, its token starts kept as an array
+            ids, starts = tok.encode_with_starts(text)
             encoded[ek] = (len(ids), starts)
         n_tokens, starts = encoded[ek]
-        spans = [list(tok.token_span(starts, a, b)) for a, b in offsets]
+        spans = tok.token_spans(starts, offsets)
         # --- the builder's bookkeeping, read only to compare
         try:
             gold = json.loads(inst["gold"])[0][0]
