@@ -453,3 +453,87 @@ def test_gold_compared_as_the_sql_orders_it():
                                                                                         [[1], [2], [4]])
     assert why("SELECT a FROM t", "not json") == "stored gold is not JSON"
     assert "no accepted answer" in why("SELECT nosuch FROM t", [[1]])
+
+
+def test_words_fractions_and_huge_numbers_in_integer_columns_are_certified(tmp_path):
+    """User databases keep words ('unknown', 'n/a'), fractions and integers beyond 64 bits in INTEGER columns
+    (SQLite keeps the words as text, 2.5 and 100000000000000000000 as REAL) and line breaks inside text. The build
+    states them, and verify reads them back as SQLite stores them: every instance is certified (before, a slot of
+    an INTEGER column read only digits, so each such row matched no template, and the huge integer overflowed
+    SQLite). The golds are worked out here from the rows, independently of the builder."""
+    from ctxbench.tracks.base import get_track
+
+    db = tmp_path / "shops.sqlite"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE shops (name TEXT, city TEXT, staff INTEGER, stock INTEGER, note TEXT)")
+    rows = []
+    for i in range(24):
+        staff = {3: "unknown", 7: "n/a", 11: 2.5}.get(i, 10 + i)
+        stock = "100000000000000000000" if i == 5 else 7 * i
+        note = "first line\nsecond line" if i == 9 else f"note {i}"
+        rows.append((f"Shop {i:02d}", ["Oslo", "Rome", "Lima"][i % 3], staff, stock, note))
+    con.executemany("INSERT INTO shops VALUES (?, ?, ?, ?, ?)", rows)
+    con.commit()
+    assert con.execute("SELECT typeof(staff), typeof(stock) FROM shops WHERE rowid IN (4, 6, 12)").fetchall() == [
+        ("text", "integer"), ("integer", "real"), ("real", "integer")]
+    con.close()
+    tpls = ["{name} in {city} has {staff} staff and {stock} items in stock; note: {note}.",
+            "Shop {name} ({city}): staff {staff}, stock {stock}, note {note}.",
+            "In {city}, {name} employs {staff} people and keeps {stock} items; note {note}.",
+            "With {stock} items and {staff} staff, {name} trades in {city}; note: {note}.",
+            "Note {note}: {name}, {city}, {staff} staff, {stock} in stock."]
+    qs = tmp_path / "shops.yaml"
+    qs.write_text("db_id: shops\ntemplates:\n  shops:\n" + "".join(f"    - \"{t}\"\n" for t in tpls)
+                  + "questions:\n"
+                  "  - id: s-q1\n    question: Which shops keep more than a trillion items?\n"
+                  "    sql: SELECT name FROM shops WHERE stock > 1000000000000\n"
+                  "  - id: s-q2\n    question: How many shops in Rome are there?\n"
+                  "    sql: SELECT COUNT(*) FROM shops WHERE city = 'Rome'\n"
+                  "  - id: s-q3\n    question: Which shops have staff recorded as unknown?\n"
+                  "    sql: SELECT name FROM shops WHERE staff = 'unknown'\n", encoding="utf-8")
+    out = tmp_path / "b"
+    get_track("holobench").build({"lengths": [2048], "db": str(db), "queries": str(qs)}, out)
+    inst = pq.read_table(out / "instances.parquet").to_pylist()
+    quar = pq.read_table(out / "quarantine.parquet").to_pylist()
+    assert not [q for q in quar if q["stage"] == "verify"], quar
+    by_q = {r["question_id"]: r for r in inst}
+    assert set(by_q) == {"s-q1", "s-q2", "s-q3"}, quar
+    for r in inst:  # the golds from the rows each context states (rowids in included_rows; 1-based)
+        ids = json.loads(r["included_rows"])["shops"]
+        want = {"s-q1": [[f"Shop {i - 1:02d}"] for i in ids if i - 1 == 5],
+                "s-q2": [[sum(1 for i in ids if (i - 1) % 3 == 1)]],
+                "s-q3": [[f"Shop {i - 1:02d}"] for i in ids if i - 1 == 3]}[r["question_id"]]
+        assert json.loads(r["gold"]) == want
+        assert "first line second line" in r["context"] or 10 not in ids  # the line break became a space
+    ctx = by_q["s-q1"]["context"]
+    assert "100000000000000000000" in ctx and "unknown" in ctx and "2.5" in ctx
+    res = verify_build(out)
+    assert res.counts() == {"holobench": {"certified": len(inst), "failed": 0, "uncertifiable": 0}}
+    assert any("shops.staff (INTEGER) as text" in n for n in res.notes), res.notes
+
+
+def test_verify_again_keeps_the_certificates_of_quarantined_instances(holobench, tmp_path):
+    """The certify stage quarantines a failed instance but certificates.parquet keeps its certificate; verifying
+    the build again on its own keeps it too (before, the file was rewritten from instances.parquet alone)."""
+    from ctxbench.verify import certify_stage
+
+    rows = pq.read_table(holobench / "instances.parquet").to_pylist()
+    victim = rows[0]["instance_id"]
+
+    def edit(rs):
+        for r in rs:
+            if r["instance_id"] == victim:
+                r["gold"] = json.dumps([["no such answer"]])
+        return rs
+
+    d = _edit(holobench, tmp_path / "b", edit)
+
+    class Built:  # what certify_stage needs of a BuildResult
+        out = d
+
+    certify_stage(Built())
+    assert victim not in {r["instance_id"] for r in pq.read_table(d / "instances.parquet").to_pylist()}
+    verify_build(d)
+    certs = {c["instance_id"]: c for c in pq.read_table(d / "certificates.parquet").to_pylist()}
+    assert len(certs) == len(rows)
+    assert certs[victim]["status"] == "failed" and "stored gold" in certs[victim]["reason"]

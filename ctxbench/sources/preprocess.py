@@ -1,7 +1,8 @@
 """Database preprocessing before verbalization (HoloBench appendix A.2.1), with ctxbench's value rule.
 
 **Value rule** (applied once, here, so the text a model reads and the SQL that computes the gold answer see the
-same value): text is stripped of leading and trailing whitespace; text that is then empty or is the literal
+same value): text is stripped of leading and trailing whitespace, and a line break inside it (with the spaces
+around it) becomes one space, since a context states one row per line; text that is then empty or is the literal
 string ``NULL`` (any case, a Spider quirk) becomes SQL NULL; floating-point values are rounded to 4 decimal places
 and NaN becomes NULL; a BLOB holding UTF-8 text is that text, binary data (images, hashes) is NULL (recorded per
 column as ``binary_values`` in the normalised database's provenance).
@@ -44,6 +45,9 @@ from ..errors import InputError
 from .database import Database, Table, looks_numeric, sqlite_numbers
 
 NULL_STRINGS = {"", "null"}
+# a line break inside a text, with the spaces around it (every separator str.splitlines knows): a context states
+# one row per line, so a value spanning lines would split its row's sentence in two
+_LINE_BREAK = re.compile(r"[ \t]*(?:\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029])\s*")
 
 
 def blob_text(v: bytes) -> str | None:
@@ -66,7 +70,9 @@ def normalize_value(v: Any) -> Any:
             return None
     if isinstance(v, str):
         s = v.strip()
-        return None if s.lower() in NULL_STRINGS else s
+        if s.lower() in NULL_STRINGS:
+            return None
+        return _LINE_BREAK.sub(" ", s) if _LINE_BREAK.search(s) else s
     if isinstance(v, float):
         if math.isnan(v) or math.isinf(v):
             return None
@@ -202,7 +208,7 @@ def normalize_database(db: Database) -> tuple[Database, list[dict], list[dict]]:
     every table, column and row kept, keys unchanged (the full database the SQL of an imported question runs on).
     Returns (database, conversions, kept) as :func:`convert_numeric_text` describes them; the database's provenance
     gains ``made_null`` (``{"table.column": values the rule made NULL}``), ``stripped`` (``{"table.column": text
-    values whose surrounding whitespace was stripped}``) and ``binary_values``.
+    values whose surrounding whitespace was stripped or whose line breaks became spaces}``) and ``binary_values``.
 
     Key columns (primary keys, foreign keys and the columns they reference) are identifiers: one stored as text is
     converted only when a key it is linked to holds numbers (SQLite then compares the two as numbers), so
@@ -263,7 +269,7 @@ def normalize_database(db: Database) -> tuple[Database, list[dict], list[dict]]:
     if made_null:
         prov["made_null"] = made_null  # table.column -> values the value rule made NULL (empty text, 'NULL', ...)
     if stripped:
-        prov["stripped"] = stripped  # table.column -> text values stripped of leading/trailing whitespace
+        prov["stripped"] = stripped  # table.column -> text values stripped of surrounding whitespace, line breaks
     return Database(db.db_id, tables, list(db.foreign_keys), prov), conversions, kept
 
 

@@ -19,6 +19,7 @@ from the manifest's: reported, the per-instance checks go on). The built-in veri
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -89,17 +90,45 @@ def number_type(declared: str):
     return float if any(k in u for k in ("REAL", "FLOA", "DOUB")) else None
 
 
+# the number literals read back as numbers: ASCII digits only (Python's int and float also take "1_000", " 5",
+# "infinity" and other scripts' digits, which SQLite keeps as text); an integer of up to 18 digits fits int64
+_INT_TEXT = re.compile(r"-?[0-9]{1,18}")
+_REAL_TEXT = re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|-?inf|nan")
+_INT_COLUMN = re.compile(r"(?:-?[0-9]{1,18}\n)*-?[0-9]{1,18}")
+_REAL_COLUMN = re.compile(r"(?:(?:-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|-?inf|nan)\n)*"
+                          r"(?:-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|-?inf|nan)")
+
+
 def typed_value(text: str | None, declared: str) -> Any:
-    """A value read back from a context as SQLite stores it in a column of type ``declared``: a number where the
-    column's affinity is numeric and the text is one, else the text (a word in an INTEGER column stays text, as
-    SQLite keeps it); None stays NULL."""
+    """A value read back from a context as it goes into a column of type ``declared``, so that SQLite stores
+    what the source stores (the gold engines insert it under the declared type, and type affinity does the rest):
+    under INTEGER affinity an integer literal that fits 64 bits is an int and any other number literal a float
+    (a too-large integer or a fraction, which SQLite keeps REAL: "100000000000000000000" is 1e20); under REAL
+    affinity a number literal (``inf``/``nan`` as :func:`~ctxbench.verbalize.templates.format_value` writes them
+    included) is a float; anything else is the text (a word in an INTEGER column stays text, as SQLite keeps it);
+    None stays NULL. Python's conversion of the literal is exact for every float ``repr`` writes. Source: SQLite,
+    "Datatypes In SQLite" section 3 (type affinity)."""
     conv = number_type(declared)
     if text is None or conv is None:
         return text
-    try:
-        return conv(text)
-    except ValueError:
-        return text
+    if conv is int and _INT_TEXT.fullmatch(text):
+        return int(text)
+    if _REAL_TEXT.fullmatch(text):
+        return float(text)
+    return text
+
+
+def typed_values(texts: list, declared: str) -> list:
+    """:func:`typed_value` of every text of one column (None stays NULL), in bulk (one pattern match over the
+    whole column, then C-level conversion) when every text is a number literal of the column's kind."""
+    conv = number_type(declared)
+    if conv is None or not texts:
+        return texts
+    if None not in texts:
+        joined = "\n".join(texts)  # a context line holds no newline, so neither does a value read from it
+        if (_INT_COLUMN if conv is int else _REAL_COLUMN).fullmatch(joined):
+            return list(map(conv, texts))
+    return [typed_value(x, declared) for x in texts]
 
 
 def sqlite_answer(sql: str, eng) -> list | None:
@@ -270,8 +299,27 @@ def verify_build(build_dir: str | Path, write: bool = True) -> VerifyResult:
     if write:
         from ..storage import write_parquet
 
-        write_parquet(certificates_table(res.certificates), d / CERTIFICATES)
+        write_parquet(certificates_table(res.certificates + _quarantined_certificates(d, res)), d / CERTIFICATES)
     return res
+
+
+def _quarantined_certificates(d: Path, res: VerifyResult) -> list[Certificate]:
+    """The certificates ``certificates.parquet`` already holds for instances the build's ``certify`` stage
+    quarantined (``quarantine.parquet`` rows of stage ``verify``): they are no longer in ``instances.parquet``, and
+    verifying the build again keeps their failed certificates rather than dropping them."""
+    import pyarrow.parquet as pq
+
+    old, quar = d / CERTIFICATES, d / "quarantine.parquet"
+    if not (old.exists() and quar.exists()):
+        return []
+    try:
+        gone = {r["input"] for r in pq.read_table(quar, columns=["input", "stage"]).to_pylist() if r["stage"] == "verify"}
+        kept = pq.read_table(old).to_pylist()
+    except (OSError, KeyError, ValueError):  # an unreadable earlier file is replaced, as before
+        return []
+    present = {c.instance_id for c in res.certificates}
+    return [Certificate(r["instance_id"], r["status"], r["reason"] or "", r["method"] or "") for r in kept
+            if r["instance_id"] in gone and r["instance_id"] not in present and r.get("status") in STATUSES]
 
 
 def certify_stage(result: Any) -> Any:

@@ -38,7 +38,7 @@ from typing import Any
 import yaml
 
 from ...config import assets_dir
-from ...verify import Certificate, gold_mismatch, number_type, sqlite_answer, typed_value
+from ...verify import Certificate, gold_mismatch, number_type, sqlite_answer, typed_values
 
 DEFAULT_MISSING = "not recorded"
 METHOD = "templates inverted, SQL re-run over recovered rows"
@@ -59,6 +59,7 @@ class _Template:
     kinds: list[str]           # int | real | text, per slot
     phrases: list[str] = field(default_factory=list)  # the missing-value phrase of each slot's column
     order: list[int] | None = None  # slot indices in column-name order, None when a column repeats
+    exhaustive: bool = False   # a missing phrase overlaps a number: uniqueness proved by listing the parses
 
     def __post_init__(self) -> None:
         self.phrase_set = frozenset(self.phrases)
@@ -97,6 +98,7 @@ class Grammar:
     source: Path
     domains: dict = field(default_factory=dict)
     disambiguated: int = 0
+    relaxed: dict = field(default_factory=dict)  # (table, column) -> slot kind by the values held, where not declared
 
     def __post_init__(self) -> None:
         # the templates that can fit a line, by the line's first character: a template opening with literal text
@@ -116,15 +118,21 @@ class Grammar:
         for t in self._by_first.get(line[:1], self._any):
             if t.anchor not in line:
                 continue
-            m = t.lazy.fullmatch(line)
-            if m is None:
-                continue
-            g = t.greedy.fullmatch(line)
-            a = m.groups()
-            if g is None or a != g.groups():
-                a = self._disambiguate(t, line)
-                if isinstance(a, str):
-                    return a
+            if t.exhaustive:
+                parses = _all_parses(t, line, limit=2)
+                if not parses:
+                    continue
+                a = parses[0] if len(parses) == 1 else self._disambiguate(t, line)
+            else:
+                m = t.lazy.fullmatch(line)
+                if m is None:
+                    continue
+                g = t.greedy.fullmatch(line)
+                a = m.groups()
+                if g is None or a != g.groups():
+                    a = self._disambiguate(t, line)
+            if isinstance(a, str):
+                return a
             vals = t.row(a)
             if vals is not None:
                 found.setdefault((t.table, t.shape, vals), t.index)
@@ -198,21 +206,61 @@ def _kind(ty: str) -> str:
     return {int: "int", float: "real"}.get(number_type(ty), "text")
 
 
-def _slot(ty: str, missing: str, lazy: bool) -> str:
+def _number(kind: str, lazy: bool) -> str:
+    """The number literal a slot of kind ``int`` or ``real`` reads (ASCII digits), as
+    :func:`~ctxbench.verbalize.templates.format_value` writes it; lazy: every quantifier and optional part lazy,
+    so that the pattern tries the literal's possible ends shortest first (greedy: longest first)."""
     q = "?" if lazy else ""
-    kind = _kind(ty)
     if kind == "int":
-        body = rf"-?\d+{q}"
-    elif kind == "real":
-        body = rf"-?(?:\d+{q}(?:\.\d*{q})?|\.\d+{q})(?:[eE][-+]?\d+{q})?|-?inf|nan"
-    else:
-        return f"(.*{q})"
-    return f"((?:{body})|{re.escape(missing)})"
+        return rf"-?[0-9]+{q}"
+    return rf"-?(?:[0-9]+{q}(?:\.[0-9]*{q}){q}?|\.[0-9]+{q})(?:[eE][-+]?[0-9]+{q}){q}?|-?inf|nan"
 
 
-def load_grammar(db_id: str, source_sqlite: Path, templates_path: Path | None = None) -> Grammar:
+def _slot(kind: str, missing: str, lazy: bool) -> str:
+    """The pattern of a slot of ``kind``: any text (``text``), or a number literal (:func:`_number`) or the
+    column's missing-value phrase."""
+    if kind == "text":
+        return f"(.*{'?' if lazy else ''})"
+    return f"((?:{_number(kind, lazy)})|{re.escape(missing)})"
+
+
+def _stored_kinds(con: sqlite3.Connection, table: str, cols: list[str], kinds: list[str]) -> list[str]:
+    """The slot kinds of ``table``'s columns by the values ``source.sqlite`` holds: a number column holding any
+    text (a word or an empty string in an INTEGER column) is read as text, an INTEGER column holding fractions or
+    numbers too large for 64 bits as real (one scan of the table)."""
+    num = [i for i, k in enumerate(kinds) if k != "text"]
+    if not num:
+        return kinds
+    q = ", ".join(f"max(typeof(\"{cols[i]}\") IN ('text', 'blob')), max(typeof(\"{cols[i]}\") = 'real')" for i in num)
+    got = con.execute(f'SELECT {q} FROM "{table}"').fetchone()
+    out = list(kinds)
+    for j, i in enumerate(num):
+        if got[2 * j]:
+            out[i] = "text"
+        elif got[2 * j + 1] and kinds[i] == "int":
+            out[i] = "real"
+    return out
+
+
+_NUMBER_PREFIX = re.compile(r"-?(?:[0-9]*(?:\.[0-9]*)?(?:[eE][-+]?[0-9]*)?|i|in|inf|n|na|nan)")
+
+
+def _phrase_overlaps(kind: str, phrase: str) -> bool:
+    """Whether a missing-value phrase and a number of the slot's kind can both match from one place with
+    different ends (the phrase ``-`` and the number ``-5``; ``0 (none)`` and ``0``): then a slot's lazy and
+    greedy patterns do not try its ends in order, and uniqueness is proved by listing the parses."""
+    if kind == "text":
+        return False
+    body = re.compile(_number(kind, False))
+    return bool(_NUMBER_PREFIX.fullmatch(phrase)) or any(body.fullmatch(phrase, 0, k) for k in range(1, len(phrase)))
+
+
+def load_grammar(db_id: str, source_sqlite: Path, templates_path: Path | None = None,
+                 stored_kinds: bool = False) -> Grammar:
     """The inverted templates of ``db_id`` (``assets/templates/<db_id>.yaml`` or ``templates_path``) over the
-    tables of ``source_sqlite`` with their declared types. Raises InputError for a missing or malformed file."""
+    tables of ``source_sqlite`` with their declared types; with ``stored_kinds``, each number column's slot kind
+    follows the values the table holds (:func:`_stored_kinds`: a word in an INTEGER column makes its slot text),
+    one scan per table. Raises InputError for a missing or malformed file."""
     from ...errors import InputError
     from .source import load_dummy_documents
     from ...verbalize.templates import templates_from_mapping
@@ -224,20 +272,25 @@ def load_grammar(db_id: str, source_sqlite: Path, templates_path: Path | None = 
     ts = templates_from_mapping(data, db_id, str(p))  # the builder's reading: templates and missing phrases stripped
     missing = ts.missing
     con = sqlite3.connect(f"file:{source_sqlite}?mode=ro", uri=True)
+    relaxed: dict[tuple[str, str], str] = {}
     try:
         names = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
-        columns, types = {}, {}
+        columns, types, slot_kinds = {}, {}, {}
         for n in names:
             info = con.execute(f'PRAGMA table_info("{n}")').fetchall()
             columns[n] = [r[1] for r in info]
             types[n] = [r[2] or "TEXT" for r in info]
+            declared = [_kind(t) for t in types[n]]
+            got = _stored_kinds(con, n, columns[n], declared) if stored_kinds and n in ts.templates else declared
+            relaxed.update(((n, c), k) for c, k, d in zip(columns[n], got, declared) if k != d)
+            slot_kinds[n] = dict(zip(columns[n], got))
     finally:
         con.close()
     temps = []
     for table, lst in ts.templates.items():
         if table not in columns:
             continue  # a table preprocessing left out: none of its rows is verbalized
-        ty = dict(zip(columns[table], types[table]))
+        kind_of = slot_kinds[table]
         miss = missing.get(table, {})
         for i, tpl in enumerate(lst):
             fields, lits, lazy, greedy = [], [], [], []
@@ -248,33 +301,20 @@ def load_grammar(db_id: str, source_sqlite: Path, templates_path: Path | None = 
                 if fname is None:
                     continue
                 fields.append(fname)
-                m = miss.get(fname, DEFAULT_MISSING)
-                lazy.append(_slot(ty.get(fname, "TEXT"), m, True))
-                greedy.append(_slot(ty.get(fname, "TEXT"), m, False))
+                k, m = kind_of.get(fname, "text"), miss.get(fname, DEFAULT_MISSING)
+                lazy.append(_slot(k, m, True))
+                greedy.append(_slot(k, m, False))
             if len(lits) == len(fields):
                 lits.append("")
-            kinds = [_kind(ty.get(f, "TEXT")) for f in fields]
-            slot_pats = [re.compile(_slot(ty.get(f, "TEXT"), miss.get(f, DEFAULT_MISSING), False), re.S)
-                         for f in fields]
+            kinds = [kind_of.get(f, "text") for f in fields]
+            phrases = [miss.get(f, DEFAULT_MISSING) for f in fields]
+            slot_pats = [re.compile(_slot(k, m, False), re.S) for k, m in zip(kinds, phrases)]
             order = sorted(range(len(fields)), key=fields.__getitem__) if len(set(fields)) == len(fields) else None
             temps.append(_Template(table, i, fields, re.compile("".join(lazy), re.S), re.compile("".join(greedy), re.S),
-                                   max(lits, key=len), lits, slot_pats, kinds,
-                                   [miss.get(f, DEFAULT_MISSING) for f in fields], order))
-    return Grammar(temps, frozenset(load_dummy_documents(db_id)), missing, columns, types, Path(source_sqlite))
-
-
-def _typed_column(texts: list, ty: str) -> list:
-    """:func:`ctxbench.verify.typed_value` of every text of one column (None stays NULL), in bulk where every text
-    converts."""
-    conv = number_type(ty)
-    if conv is None:
-        return texts
-    if None not in texts:
-        try:
-            return list(map(conv, texts))
-        except ValueError:
-            pass
-    return [typed_value(x, ty) for x in texts]
+                                   max(lits, key=len), lits, slot_pats, kinds, phrases, order,
+                                   any(map(_phrase_overlaps, kinds, phrases))))
+    return Grammar(temps, frozenset(load_dummy_documents(db_id)), missing, columns, types, Path(source_sqlite),
+                   relaxed=relaxed)
 
 
 def sql_tables(sql: str, names: list[str]) -> list[str] | None:
@@ -315,19 +355,17 @@ def _recovered_table(rows: list[tuple[str, tuple, tuple]], table: str, cols: lis
         shape = next(iter(shapes))
         got = dict(zip(shape, zip(*map(operator.itemgetter(2), mine)))) if shape else {}
         none = [None] * len(mine)
-        columns = [_typed_column(list(got.get(c, none)), ty) for c, ty in zip(cols, tys)]
+        columns = [typed_values(list(got.get(c, none)), ty) for c, ty in zip(cols, tys)]
     else:
         stated = [dict(zip(r[1], r[2])) for r in mine]
-        columns = [_typed_column([d.get(c) for d in stated], ty) for c, ty in zip(cols, tys)]
+        columns = [typed_values([d.get(c) for d in stated], ty) for c, ty in zip(cols, tys)]
     return list(zip(*columns)) if cols else [() for _ in mine]
 
 
 def certify(build_dir: Path, instances: list[dict], manifest: Any) -> tuple[list[Certificate], list[str]]:
     """Certificates of a HoloBench build's instances (module docstring). Notes: the templates file's hash when it
-    differs from the one the manifest records."""
-    from ...gold import GoldEngines
+    differs from the one the manifest records; the number columns read as text or fractions."""
     from ..common import asset_hash
-    from ...verbalize.templates import format_value
 
     extra = getattr(manifest, "model_extra", None) or {}
     db_id = extra.get("db_id") or (instances[0]["source_id"] if instances else "")
@@ -352,6 +390,24 @@ def certify(build_dir: Path, instances: list[dict], manifest: Any) -> tuple[list
     if recorded and not copy.is_file() and asset_hash(tpath) != recorded:
         notes.append(f"manifest hash mismatch: {tpath} has changed since the build (sha256 {asset_hash(tpath)[:12]}, "
                      f"the manifest records {recorded[:12]}); contexts are parsed with the current templates")
+    certs = _certify_with(g, instances, db_id, seed, src)
+    if any(c.status == "failed" for c in certs):
+        # a number column may hold words or fractions (user databases do): slots read by the values the source
+        # holds; an instance either grammar certifies is certified, the others keep the second reason
+        wide = load_grammar(db_id, src, copy if copy.is_file() else None, stored_kinds=True)
+        if wide.relaxed:
+            again = _certify_with(wide, instances, db_id, seed, src)
+            certs = [a if a.status == "certified" else b for a, b in zip(certs, again)]
+            notes.append("number columns read by the values source.sqlite holds: " + ", ".join(
+                f"{t}.{c} ({g.types[t][g.columns[t].index(c)]}) as {k}" for (t, c), k in sorted(wide.relaxed.items())))
+    return certs, notes
+
+
+def _certify_with(g: Grammar, instances: list[dict], db_id: str, seed: int, src: Path) -> list[Certificate]:
+    """:func:`certify`'s certificates of ``instances`` with the grammar ``g``."""
+    from ...gold import GoldEngines
+    from ...verbalize.templates import format_value
+
     memo: dict = {}
     parsed: dict[str, tuple] = {}   # context text -> (rows, error)
     answers: dict[tuple, Any] = {}  # (context, sql) -> GoldResult
@@ -412,7 +468,7 @@ def certify(build_dir: Path, instances: list[dict], manifest: Any) -> tuple[list
         con.close()
         for _, eng in loaded.values():
             eng.close()
-    return certs, notes
+    return certs
 
 
 def _written(values: list, format_value) -> list:
