@@ -10,8 +10,10 @@ rows, and the answer is compared with the stored gold.
    dummy document of the database (``assets/dummy``) or match templates; a line matching no template, or templates
    giving different rows, is an error. A template parses a line in one way only when its leftmost-shortest and
    leftmost-longest parses agree (two different parses differ in the vector of slot end positions, whose
-   lexicographic minimum the lazy pattern finds and maximum the greedy one), so an ambiguous sentence is detected,
-   never resolved by chance.
+   lexicographic minimum the lazy pattern finds and maximum the greedy one; each slot's pattern tries its ends in
+   order), so an ambiguous sentence is detected, never resolved by chance. Where the template's literals alone
+   fix every slot's end after the lazy parse (:meth:`_Template._unique_by`), that parse is the proof; where a
+   missing-value phrase overlaps a number, the parses are listed.
 2. **Answer.** The recovered rows of the tables the SQL reads are loaded into SQLite and DuckDB with the source's
    schema (``source.sqlite``'s declared column types) and the SQL is answered by
    :func:`ctxbench.gold.compute_gold`, the engine and checks that accepted the stored gold; the answers are compared
@@ -42,8 +44,8 @@ from ...verify import Certificate, gold_mismatch, number_type, sqlite_answer, ty
 
 DEFAULT_MISSING = "not recorded"
 METHOD = "templates inverted, SQL re-run over recovered rows"
-_INT = r"-?\d+"
-_REAL = r"-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|-?inf|nan"
+# the characters that can continue a number literal of each slot kind (conservatively)
+_CONTINUES = {"int": frozenset("0123456789"), "real": frozenset("0123456789.eE+-infa")}
 
 
 @dataclass
@@ -68,6 +70,27 @@ class _Template:
         if self.order is not None:
             get = operator.itemgetter(*self.order) if self.order else (lambda a: ())
             self.pick = get if len(self.order) != 1 else (lambda a, _g=get: (_g(a),))
+        self.unique_by = self._unique_by()
+
+    def _unique_by(self) -> tuple[tuple[int, str], ...] | None:
+        """When the lazy parse alone can prove itself the only parse: ``(group, literal)`` for each text slot
+        that is followed by a literal, None when the greedy parse is needed. A second parse would first differ
+        from the lazy (lexicographically least) one at some slot, ending it later: impossible for the last slot
+        (the line's end fixes it), for a number slot followed by a literal whose first character cannot continue
+        a number (a longer number would contain it, a shorter one would be followed by a digit of this one), and
+        for a text slot whose following literal does not occur again after the lazy end (the check, per line)."""
+        if self.exhaustive:
+            return None
+        checks = []
+        for j, kind in enumerate(self.kinds):
+            nxt = self.literals[j + 1]
+            if j == len(self.kinds) - 1:
+                break
+            if not nxt or (kind != "text" and nxt[0] in _CONTINUES[kind]):
+                return None
+            if kind == "text":
+                checks.append((j + 1, nxt))
+        return tuple(checks)
 
     def row(self, slots: tuple) -> tuple | None:
         """The values of :attr:`shape`'s columns that a parse's slot texts state (a missing-value phrase read as
@@ -127,10 +150,17 @@ class Grammar:
                 m = t.lazy.fullmatch(line)
                 if m is None:
                     continue
-                g = t.greedy.fullmatch(line)
                 a = m.groups()
-                if g is None or a != g.groups():
-                    a = self._disambiguate(t, line)
+                ub = t.unique_by
+                if ub is not None:
+                    for grp, lit in ub:
+                        if line.find(lit, m.end(grp) + 1) >= 0:
+                            ub = None  # the literal recurs: the greedy parse decides
+                            break
+                if ub is None:
+                    g = t.greedy.fullmatch(line)
+                    if g is None or a != g.groups():
+                        a = self._disambiguate(t, line)
             if isinstance(a, str):
                 return a
             vals = t.row(a)
@@ -416,9 +446,12 @@ def _certify_with(g: Grammar, instances: list[dict], db_id: str, seed: int, src:
     certs = []
     loaded: dict[tuple, tuple] = {}
     last_use: dict[tuple, int] = {}
+    read: dict[str, list[str] | None] = {}  # sql -> the tables it reads (one parse per distinct question)
     for k, inst in enumerate(instances):
-        tabs = sql_tables(inst.get("sql") or "", list(g.columns))
-        last_use[(inst.get("context") or "", tuple(tabs or ()))] = k + 1
+        sql = inst.get("sql") or ""
+        if sql not in read:
+            read[sql] = sql_tables(sql, list(g.columns))
+        last_use[(inst.get("context") or "", tuple(read[sql] or ()))] = k + 1
     n_done = 0
     compared: dict[tuple, str | None] = {}
     try:
@@ -431,7 +464,7 @@ def _certify_with(g: Grammar, instances: list[dict], db_id: str, seed: int, src:
             if err:
                 certs.append(Certificate(iid, "failed", f"context does not parse into rows: {err}", METHOD))
                 continue
-            tabs = sql_tables(sql, list(g.columns))
+            tabs = read[sql]
             if not tabs:
                 certs.append(Certificate(iid, "failed", f"the SQL reads no table of {db_id}: {sql[:120]!r}", METHOD))
                 continue
@@ -479,18 +512,10 @@ def _written(values: list, format_value) -> list:
         return values
     if kinds <= {int, type(None)}:
         return list(map(str, values)) if type(None) not in kinds else [None if v is None else str(v) for v in values]
-    written: dict[tuple, str] = {}  # each distinct (type, value) written once (0.0 and -0.0: each its own)
-    out = []
-    for v in values:
-        if v is None:
-            out.append(None)
-            continue
-        k = (type(v), v, v == 0 and repr(v))
-        w = written.get(k)
-        if w is None:
-            w = written[k] = format_value(v)
-        out.append(w)
-    return out
+    # each distinct value written once, then looked up in C: format_value depends on a number's value alone (3 and
+    # 3.0 both write "3", 0.0 and -0.0 both "0"), so values equal as dict keys share their written form
+    written = {v: None if v is None else format_value(v) for v in set(values)}
+    return list(map(written.__getitem__, values))
 
 
 def _source_rows(con: sqlite3.Connection, table: str, ids: list, cache: dict) -> dict[int, tuple]:
@@ -537,9 +562,14 @@ def _rows_mismatch(included_json: str | None, rows: list, g: Grammar, seed: int,
         # the source row (None: a column source.sqlite lacks, NULL) and its missing-value phrase
         plan = [[(pos.get(c), miss.get(c, DEFAULT_MISSING)) for c in t.shape] for t in temps]
         chosen: dict[int, tuple[list, list]] = {}
+        if len({t.shape for t in temps}) == 1:  # every template states the same columns: its choice changes nothing
+            trows = list(map(have.get, new))
+            if None in trows:
+                return f"included_rows names {table} rowid {new[trows.index(None)]}, which source.sqlite lacks"
+            chosen[0] = (new, trows)
         prefix, n = f"{seed}|{table}|".encode(), len(temps)
         sha256, from_bytes = hashlib.sha256, int.from_bytes
-        for rid in new:
+        for rid in new if not chosen else ():
             row = have.get(rid)
             if row is None:
                 return f"included_rows names {table} rowid {rid}, which source.sqlite lacks"
