@@ -137,7 +137,7 @@ class Grammar:
         message (str) when the line matches no template, is ambiguous, or templates disagree."""
         if line in self.dummies:
             return None
-        found: dict[tuple, int] = {}
+        first, first_i, found = None, 0, None  # the row, its template; every distinct row once a second one comes
         for t in self._by_first.get(line[:1], self._any):
             if t.anchor not in line:
                 continue
@@ -164,14 +164,19 @@ class Grammar:
             if isinstance(a, str):
                 return a
             vals = t.row(a)
-            if vals is not None:
+            if vals is None:
+                continue
+            if first is None:
+                first, first_i = (t.table, t.shape, vals), t.index
+            elif (t.table, t.shape, vals) != first:
+                found = found or {first: first_i}
                 found.setdefault((t.table, t.shape, vals), t.index)
-        if not found:
+        if first is None:
             return f"sentence matches no template: {line[:160]!r}"
-        if len(found) > 1:
+        if found:
             what = "; ".join(f"{k[0]} template {i + 1}" for k, i in found.items())
             return f"sentence matches templates giving different rows ({what}): {line[:160]!r}"
-        return next(iter(found))
+        return first
 
     def _domain(self, table: str, column: str) -> frozenset[str]:
         """The values of a TEXT column in ``source.sqlite`` (as text), loaded once."""
@@ -216,8 +221,15 @@ def _all_parses(t: _Template, line: str, limit: int) -> list[tuple]:
                 out.append(tuple(acc))
             return
         nxt = lits[i + 1]
-        last = i + 1 == len(slots)
-        ends = [len(line) - len(nxt)] if last else range(pos, len(line) - len(nxt) + 1)
+        if i + 1 == len(slots):
+            ends: Any = [len(line) - len(nxt)]
+        elif nxt:  # where the next literal stands
+            ends, e = [], line.find(nxt, pos)
+            while e >= 0:
+                ends.append(e)
+                e = line.find(nxt, e + 1)
+        else:
+            ends = range(pos, len(line) + 1)
         for e in ends:
             if e < pos or not line.startswith(nxt, e) or not slots[i].fullmatch(line, pos, e):
                 continue
