@@ -75,7 +75,7 @@ def load_dummy_documents(db_id: str) -> list[str]:
     p = assets_dir() / "dummy" / f"{db_id}.yaml"
     if not p.exists():
         p = assets_dir() / "dummy" / "generic.yaml"
-    docs = yaml.safe_load(p.read_text(encoding="utf-8")) or []
+    docs = yaml.load(p.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or []
     if isinstance(docs, dict):
         docs = docs.get("documents", [])
     return [" ".join(str(d).split()) for d in docs]

@@ -310,7 +310,8 @@ def load_grammar(db_id: str, source_sqlite: Path, templates_path: Path | None = 
     p = templates_path or assets_dir() / "templates" / f"{db_id}.yaml"
     if not p.exists():
         raise InputError(f"no verbalization templates for {db_id!r} at {p}")
-    data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    # libyaml's loader where PyYAML has it (the same documents, read in C)
+    data = yaml.load(p.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
     ts = templates_from_mapping(data, db_id, str(p))  # the builder's reading: templates and missing phrases stripped
     missing = ts.missing
     con = sqlite3.connect(f"file:{source_sqlite}?mode=ro", uri=True)

@@ -157,7 +157,7 @@ def load_needle_set(name_or_path: str) -> NeedleSet:
     without names."""
     p = needle_asset_path(name_or_path)
     try:
-        d = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+        d = yaml.load(p.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
     except (yaml.YAMLError, UnicodeDecodeError) as e:
         raise InputError(f"{p} is not readable YAML: {e}") from None
     if not isinstance(d, dict):
