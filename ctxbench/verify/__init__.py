@@ -91,12 +91,13 @@ def number_type(declared: str):
 
 
 # the number literals read back as numbers: ASCII digits only (Python's int and float also take "1_000", " 5",
-# "infinity" and other scripts' digits, which SQLite keeps as text); an integer of up to 18 digits fits int64
+# "infinity", "nan" and other scripts' digits, which SQLite keeps as text; the value rule makes every NaN and
+# infinite float NULL, so "nan" or "inf" in a context is a word); an integer of up to 18 digits fits int64
 _INT_TEXT = re.compile(r"-?[0-9]{1,18}")
-_REAL_TEXT = re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|-?inf|nan")
+_NUMBER = r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?"
+_REAL_TEXT = re.compile(_NUMBER)
 _INT_COLUMN = re.compile(r"(?:-?[0-9]{1,18}\n)*-?[0-9]{1,18}")
-_REAL_COLUMN = re.compile(r"(?:(?:-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|-?inf|nan)\n)*"
-                          r"(?:-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|-?inf|nan)")
+_REAL_COLUMN = re.compile(rf"(?:{_NUMBER}\n)*{_NUMBER}")
 
 
 def typed_value(text: str | None, declared: str) -> Any:
@@ -104,8 +105,8 @@ def typed_value(text: str | None, declared: str) -> Any:
     what the source stores (the gold engines insert it under the declared type, and type affinity does the rest):
     under INTEGER affinity an integer literal that fits 64 bits is an int and any other number literal a float
     (a too-large integer or a fraction, which SQLite keeps REAL: "100000000000000000000" is 1e20); under REAL
-    affinity a number literal (``inf``/``nan`` as :func:`~ctxbench.verbalize.templates.format_value` writes them
-    included) is a float; anything else is the text (a word in an INTEGER column stays text, as SQLite keeps it);
+    affinity a number literal is a float; anything else is the text (``nan`` and ``inf`` too: the value rule
+    leaves no NaN or infinite float in a source) (a word in an INTEGER column stays text, as SQLite keeps it);
     None stays NULL. Python's conversion of the literal is exact for every float ``repr`` writes. Source: SQLite,
     "Datatypes In SQLite" section 3 (type affinity)."""
     conv = number_type(declared)
