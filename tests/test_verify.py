@@ -537,3 +537,53 @@ def test_verify_again_keeps_the_certificates_of_quarantined_instances(holobench,
     certs = {c["instance_id"]: c for c in pq.read_table(d / "certificates.parquet").to_pylist()}
     assert len(certs) == len(rows)
     assert certs[victim]["status"] == "failed" and "stored gold" in certs[victim]["reason"]
+
+
+def test_gold_compared_exactly_for_integers_and_never_number_with_text():
+    """A stored gold near an integer answer (within the engines' 1e-6 float tolerance) or the answer's number
+    written as text is a tampered gold: verify compares integers exactly and a number never equals a text, and
+    19-digit integers (within 64 bits) are read back exactly (before: as floats, losing their last digits)."""
+    from ctxbench.gold import GoldEngines
+    from ctxbench.verify import gold_mismatch, sqlite_answer, typed_values
+
+    big = typed_values(["1234567890123456789", "1234567890123456790", "100000000000000000000"], "INTEGER")
+    assert big == [1234567890123456789, 1234567890123456790, 1e20] and type(big[2]) is float
+    tables = {"t": (["w", "b"], ["INTEGER", "INTEGER"],
+                    [(100000000 + 7 * i, b) for i, b in zip(range(3), big)])}
+
+    def why(sql, gold):
+        with GoldEngines(tables, 0) as eng:
+            return gold_mismatch(json.dumps(gold), sql, sqlite_answer(sql, eng), tables, 0, eng)
+
+    assert why("SELECT SUM(w) FROM t", [[300000021]]) is None  # 3 * 1e8 + 7 * (0 + 1 + 2)
+    assert "differs" in why("SELECT SUM(w) FROM t", [[300000071]])  # within 1e-6 of the answer
+    assert why("SELECT COUNT(*) FROM t", [[3]]) is None
+    assert "differs" in why("SELECT COUNT(*) FROM t", [["3"]])
+    assert why("SELECT b - 1234567890123456700 FROM t WHERE b < 1e19 ORDER BY b", [[89], [90]]) is None
+    assert "differs" in why("SELECT b FROM t WHERE b < 1e19 ORDER BY b", [[1234567890123456789],
+                                                                        [1234567890123456791]])
+
+
+def test_a_text_equal_to_its_missing_phrase_is_warned_about_at_build_time(tmp_path):
+    """A notes column holding the text 'not recorded' (its missing-value phrase) makes sentences that cannot say
+    whether the value is that text or NULL; the build names the column and the fix in one warning."""
+    from ctxbench.errors import DataWarning
+    from ctxbench.tracks.base import get_track
+
+    db = tmp_path / "n.sqlite"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE items (name TEXT, w INTEGER, note TEXT)")
+    con.executemany("INSERT INTO items VALUES (?, ?, ?)",
+                    [(f"Item {i:02d}", i, "not recorded" if i in (3, 8) else None if i == 5 else f"n{i}")
+                     for i in range(20)])
+    con.commit()
+    con.close()
+    tpls = ["{name} weighs {w} kg; note {note}.", "Item record {name}: {w} kg, note {note}.",
+            "{w} kg is the weight of {name} (note {note}).", "Note {note} for {name}, {w} kg.",
+            "The weight of {name} is {w} kg and its note is {note}."]
+    qs = tmp_path / "n.yaml"
+    qs.write_text("db_id: n\ntemplates:\n  items:\n" + "".join(f"    - \"{t}\"\n" for t in tpls)
+                  + "questions:\n  - id: n-q1\n    question: How heavy are the items altogether?\n"
+                    "    sql: SELECT SUM(w) FROM items\n", encoding="utf-8")
+    with pytest.warns(DataWarning, match=r"column note holds the text 'not recorded' in 2 row\(s\)"):
+        get_track("holobench").build({"lengths": [2048], "db": str(db), "queries": str(qs)}, tmp_path / "b")

@@ -90,8 +90,30 @@ def _value_equal(a: Any, b: Any) -> bool:
     return str(a) == str(b)
 
 
-def _row_equal(a: list, b: list) -> bool:
-    return len(a) == len(b) and all(_value_equal(x, y) for x, y in zip(a, b))
+def _value_equal_strict(a: Any, b: Any) -> bool:
+    """:func:`_value_equal` without its leniencies: two integers equal only exactly, a number never equals a
+    text ("10" is not 10), floats within the same tolerance."""
+    if a is None or b is None:
+        return a is None and b is None
+    na = isinstance(a, (int, float)) and not isinstance(a, bool)
+    nb = isinstance(b, (int, float)) and not isinstance(b, bool)
+    if na and nb:
+        if type(a) is int and type(b) is int:
+            return a == b
+        return math.isclose(float(a), float(b), rel_tol=REL_TOL, abs_tol=1e-9)
+    if na or nb:
+        return False
+    return type(a) is type(b) and a == b if isinstance(a, (str, bytes)) else str(a) == str(b)
+
+
+def _row_equal(a: list, b: list, eq=_value_equal) -> bool:
+    return len(a) == len(b) and all(eq(x, y) for x, y in zip(a, b))
+
+
+def _strict_key(row: list) -> tuple:
+    """:func:`sort_key` with each integer's exact value as a tie-break (integers beyond 2**53 that round to one
+    float still sort apart)."""
+    return tuple((k[0], k[1], v if type(v) is int else 0, k[2]) for k, v in zip(sort_key(row), row))
 
 
 def sort_key(row: list) -> tuple:
@@ -108,13 +130,18 @@ def sort_key(row: list) -> tuple:
     return tuple(out)
 
 
-def results_equal(a: list[list[Any]], b: list[list[Any]], ordered: bool) -> bool:
-    """Equal as lists (``ordered``) or as multisets; numbers within relative tolerance 1e-6."""
+def results_equal(a: list[list[Any]], b: list[list[Any]], ordered: bool, strict: bool = False) -> bool:
+    """Equal as lists (``ordered``) or as multisets; numbers within relative tolerance 1e-6. ``strict`` (a stored
+    gold against an answer re-derived by the same engine, :func:`ctxbench.verify.gold_mismatch`): integers equal
+    only exactly and a number never equals a text; floats keep the tolerance (a sum's last bits depend on the rows'
+    order)."""
     if len(a) != len(b):
         return False
     if not ordered:
-        a, b = sorted(a, key=sort_key), sorted(b, key=sort_key)
-    return all(_row_equal(x, y) for x, y in zip(a, b))
+        key = _strict_key if strict else sort_key
+        a, b = sorted(a, key=key), sorted(b, key=key)
+    eq = _value_equal_strict if strict else _value_equal
+    return all(_row_equal(x, y, eq) for x, y in zip(a, b))
 
 
 

@@ -37,6 +37,7 @@ from ..common import BuildResult, BuildWriter, check_lengths
 from ..common import asset_hash as _asset_hash
 from ...analysis.overlap import lexical_overlap
 from .nearmiss import near_miss_share
+from ...verbalize.templates import template_fields
 from .source import PreparedSource, load_database_header, prepare_source_cached
 
 # the build's copy of the templates when they came from the query set's ``templates:`` section (verify reads it)
@@ -85,6 +86,27 @@ class HoloBenchConfig(BaseModel):
             if p not in POSITIONS:
                 raise ValueError(f"unknown position {p!r}: use {', '.join(POSITIONS)}")
         return list(dict.fromkeys(v))
+
+
+def _phrase_values(src) -> list[tuple[str, str, str, int]]:
+    """``(table, column, phrase, rows)`` for each verbalized column holding, as text, the phrase its templates
+    state for NULL (``"not recorded"`` in a notes column): such a sentence cannot say which it is."""
+    import operator
+
+    out = []
+    for t, temps in src.templates.templates.items():
+        table = src.db.tables.get(t)
+        if table is None or not table.rows:
+            continue
+        used = {f for tpl in temps for f in template_fields(tpl)}
+        for i, c in enumerate(table.columns):
+            if c not in used:
+                continue
+            phrase = src.templates.missing_phrase(t, c)
+            n = list(map(operator.itemgetter(i), table.rows)).count(phrase)
+            if n:
+                out.append((t, c, phrase, n))
+    return out
 
 
 def build_hash_of(cfg: HoloBenchConfig, raw: Database, tok_sha: str) -> str:
@@ -387,6 +409,12 @@ def gold_stage(loaded: Loaded, asm: Assembled) -> tuple[list[dict], list[dict]]:
             why = "; ".join(f"{n} {r}" for r, n in rep["left_out"].items())
             warnings.warn(DataWarning(f"table {db_id}.{t}: {lost} of {rep['rows']} rows ({lost / rep['rows']:.1%}) "
                                       f"are not verbalized ({why})"), stacklevel=2)
+    for t, c, phrase, n in _phrase_values(src):
+        warnings.warn(DataWarning(
+            f"table {db_id}.{t}: column {c} holds the text {phrase!r} in {n} row(s), which is also its missing-value "
+            f"phrase: a sentence stating it reads as NULL, so questions reading {c} over those rows fail "
+            f"verification; give the column another phrase in the templates (missing: {{{t}: {{{c}: ...}}}})"),
+            stacklevel=2)
     for qid, why in src.skipped_questions:
         quarantine.append({"input": qid, "stage": "question", "reason": why, "detail": None})
     for t, n in (src.raw.provenance.get("non_utf8_text") or {}).items():
