@@ -3,8 +3,10 @@ parsed back into rows by inverting the table's verbalization templates, the ques
 rows, and the answer is compared with the stored gold.
 
 1. **Parse.** The context is the rows' sentences and dummy documents, one per line (the packer's separator). A
-   template of a table is a pattern with typed slots: the slot of an INTEGER column matches ``-?\\d+``, of a REAL
-   column a float as :func:`~ctxbench.verbalize.templates.format_value` writes it, of a TEXT column any text; each
+   template of a table is a pattern with typed slots: the slot of an INTEGER column matches ``-?[0-9]+``, of a REAL
+   column a float as :func:`~ctxbench.verbalize.templates.format_value` writes it, of a TEXT column any text (a
+   number column holding words or fractions in ``source.sqlite`` reads by the values it holds: any text, or any
+   number, :func:`_stored_kinds`); each
    slot also matches the template file's missing-value phrase (``missing: {table: {column: phrase}}``, default
    ``"not recorded"``), read as NULL; a column a template does not state is NULL in that row. A line must be a
    dummy document of the database (``assets/dummy``) or match templates; a line matching no template, or templates
@@ -16,9 +18,10 @@ rows, and the answer is compared with the stored gold.
    missing-value phrase overlaps a number, the parses are listed.
 2. **Answer.** The recovered rows of the tables the SQL reads are loaded into SQLite and DuckDB with the source's
    schema (``source.sqlite``'s declared column types) and the SQL is answered by
-   :func:`ctxbench.gold.compute_gold`, the engine and checks that accepted the stored gold; the answers are compared
-   with :func:`ctxbench.gold.execute.results_equal` (numbers within 1e-6), as lists when the SQL orders its answer
-   (as multisets where the engine itself finds rows tied inside an ordered answer).
+   :func:`ctxbench.gold.compute_gold`, the engine and checks that accepted the stored gold; SQLite's answer is
+   compared with :func:`ctxbench.gold.execute.results_equal` in its strict form (integers exactly, a number never
+   equal to a text, floats within 1e-6), as lists when the SQL orders its answer (as multisets where the engine
+   itself finds rows tied inside an ordered answer).
 3. **Rows.** Only then is the builder's ``included_rows`` read: the multiset of recovered rows (table, stated
    columns and values) must equal that of the rows ``included_rows`` names, each as its template states it.
 """
@@ -111,7 +114,7 @@ class _Template:
 
 @dataclass
 class Grammar:
-    """The inverted templates of one database: parse a line into (table, {column: text or None})."""
+    """The inverted templates of one database: :meth:`parse` reads a line as ``(table, columns, values)``."""
 
     templates: list[_Template]
     dummies: frozenset[str]
