@@ -587,3 +587,31 @@ def test_a_text_equal_to_its_missing_phrase_is_warned_about_at_build_time(tmp_pa
                     "    sql: SELECT SUM(w) FROM items\n", encoding="utf-8")
     with pytest.warns(DataWarning, match=r"column note holds the text 'not recorded' in 2 row\(s\)"):
         get_track("holobench").build({"lengths": [2048], "db": str(db), "queries": str(qs)}, tmp_path / "b")
+
+
+def test_two_tables_with_the_same_template_wording_are_warned_about(tmp_path):
+    """cats and dogs verbalized with the same five templates: no sentence can say which table its row belongs to,
+    so verify fails every instance stating one (sentence matches templates giving different rows); the build says
+    so up front, naming both tables and templates."""
+    from ctxbench.errors import DataWarning
+    from ctxbench.tracks.base import get_track
+
+    db = tmp_path / "pets.sqlite"
+    con = sqlite3.connect(db)
+    for t in ("cats", "dogs"):
+        con.execute(f"CREATE TABLE {t} (name TEXT, age INTEGER)")
+        con.executemany(f"INSERT INTO {t} VALUES (?, ?)", [(f"{t[:-1]} {i}", i % 15) for i in range(20)])
+    con.commit()
+    con.close()
+    tpls = ["{name} is {age} years old.", "The pet {name} is aged {age}.", "Aged {age}: {name}.",
+            "{name}, age {age}.", "At {age} years, {name} lives here."]
+    qs = tmp_path / "pets.yaml"
+    qs.write_text("db_id: pets\ntemplates:\n" + "".join(
+        f"  {t}:\n" + "".join(f"    - \"{x}\"\n" for x in tpls) for t in ("cats", "dogs"))
+        + "questions:\n  - id: p-q1\n    question: How many cats are there?\n    sql: SELECT COUNT(*) FROM cats\n",
+        encoding="utf-8")
+    with pytest.warns(DataWarning, match=r"tables pets.cats and pets.dogs have templates with the same wording "
+                                         r"\(cats template 1, dogs template 1\)"):
+        get_track("holobench").build({"lengths": [2048], "db": str(db), "queries": str(qs)}, tmp_path / "b")
+    quar = pq.read_table(tmp_path / "b" / "quarantine.parquet").to_pylist()
+    assert any(q["stage"] == "verify" and "templates giving different rows" in q["reason"] for q in quar), quar

@@ -88,6 +88,25 @@ class HoloBenchConfig(BaseModel):
         return list(dict.fromkeys(v))
 
 
+def _same_wording(src) -> list[tuple[tuple[str, int], tuple[str, int]]]:
+    """Pairs ``((table, index), (table, index))`` of templates of two verbalized tables with the same literal
+    text around their slots (``cats`` and ``dogs`` both "{name} is {age} years old."): a sentence of either
+    parses as a row of both."""
+    import string
+
+    seen: dict[tuple, tuple[str, int]] = {}
+    out = []
+    for t, temps in src.templates.templates.items():
+        if t not in src.db.tables:
+            continue
+        for i, tpl in enumerate(temps):
+            key = tuple(lit for lit, _, _, _ in string.Formatter().parse(tpl))
+            other = seen.setdefault(key, (t, i))
+            if other[0] != t:
+                out.append((other, (t, i)))
+    return out
+
+
 def _phrase_values(src) -> list[tuple[str, str, str, int]]:
     """``(table, column, phrase, rows)`` for each verbalized column holding, as text, the phrase its templates
     state for NULL (``"not recorded"`` in a notes column): such a sentence cannot say which it is."""
@@ -409,6 +428,11 @@ def gold_stage(loaded: Loaded, asm: Assembled) -> tuple[list[dict], list[dict]]:
             why = "; ".join(f"{n} {r}" for r, n in rep["left_out"].items())
             warnings.warn(DataWarning(f"table {db_id}.{t}: {lost} of {rep['rows']} rows ({lost / rep['rows']:.1%}) "
                                       f"are not verbalized ({why})"), stacklevel=2)
+    for (t1, i1), (t2, i2) in _same_wording(src):
+        warnings.warn(DataWarning(
+            f"tables {db_id}.{t1} and {db_id}.{t2} have templates with the same wording ({t1} template {i1 + 1}, "
+            f"{t2} template {i2 + 1}): their sentences cannot say which table a row belongs to, so instances "
+            f"stating them fail verification; reword one of them"), stacklevel=2)
     for t, c, phrase, n in _phrase_values(src):
         warnings.warn(DataWarning(
             f"table {db_id}.{t}: column {c} holds the text {phrase!r} in {n} row(s), which is also its missing-value "
