@@ -58,6 +58,7 @@ def certify(build_dir: Path, instances: list[dict], manifest: Any) -> tuple[list
     folded: dict[str, str] = {}
     read_back: dict[tuple, tuple] = {}  # (context, database) -> (tables or error, engines)
     seed = int(getattr(manifest, "seed", None) or 0)
+    infos: dict = {}  # sql -> its tables and columns; db -> its titles and authors (read once per build)
     try:
         for r in instances:
             iid = r["instance_id"]
@@ -67,9 +68,9 @@ def certify(build_dir: Path, instances: list[dict], manifest: Any) -> tuple[list
                                          TABLES_METHOD if r.get("context_format") == "tables" else METHOD))
                 continue
             if r.get("context_format") == "tables":
-                certs.append(_certify_tables(r, db, seed, read_back))
+                certs.append(_certify_tables(r, db, seed, read_back, infos))
                 continue
-            certs.append(_certify_text(r, db, folded))
+            certs.append(_certify_text(r, db, folded, infos))
     finally:
         for _, eng in read_back.values():
             if eng is not None:
@@ -110,11 +111,41 @@ def _read_tables(text: str, db: Path) -> dict | str:
     return out
 
 
-def _certify_tables(r: dict, db: Path, seed: int, read_back: dict) -> Certificate:
+def _sql_info(sql: str, infos: dict) -> dict:
+    """:func:`ctxbench.questions.sqlinfo.sql_info` of ``sql``, parsed once per build (instances share questions);
+    raises what it raises."""
+    from ...questions.sqlinfo import sql_info
+
+    if ("sql", sql) not in infos:
+        try:
+            infos[("sql", sql)] = sql_info(sql)
+        except Exception as e:  # noqa: BLE001 - kept, so that every instance of the question gets the error
+            infos[("sql", sql)] = e
+    got = infos[("sql", sql)]
+    if isinstance(got, Exception):
+        raise got
+    return got
+
+
+def _collection(con: sqlite3.Connection, db: Path, infos: dict) -> tuple[dict, dict, dict]:
+    """A collection database's titles (``{article_id: title}``), each title folded (and without a trailing
+    note), and each article's author names folded in position order: read once per build."""
+    key = ("db", str(db))
+    if key not in infos:
+        titles = dict(con.execute("SELECT article_id, article_title FROM articles").fetchall())
+        folded = {aid: (_fold(t), _fold(_TRAILING_NOTE.sub("", t))) for aid, t in titles.items()}
+        names: dict = {}
+        for aid, nm in con.execute("SELECT article_id, author_name FROM article_author "
+                                   "ORDER BY article_id, author_position"):
+            names.setdefault(aid, []).append(nm)
+        infos[key] = (titles, folded, names)
+    return infos[key]
+
+
+def _certify_tables(r: dict, db: Path, seed: int, read_back: dict, infos: dict) -> Certificate:
     """The certificate of a D-* instance (module docstring): its SQL re-run over the tables its context states."""
     from ...gold import GoldEngines
     from ...verify import gold_mismatch, sqlite_answer
-    from ...questions.sqlinfo import sql_info
     from .questions import INTEGER_DIVISION
 
     iid, sql, text = r["instance_id"], r.get("sql") or "", r.get("context") or ""
@@ -127,7 +158,7 @@ def _certify_tables(r: dict, db: Path, seed: int, read_back: dict) -> Certificat
         status, why = tables.split(": ", 1)
         return Certificate(iid, status, why, TABLES_METHOD)
     try:
-        reads = {t.lower() for t in sql_info(sql)["tables"]}
+        reads = {t.lower() for t in _sql_info(sql, infos)["tables"]}
     except Exception as e:  # noqa: BLE001
         return Certificate(iid, "failed", f"the SQL does not parse: {e}", TABLES_METHOD)
     lacking = sorted(reads - {t.lower() for t in tables})
@@ -138,14 +169,13 @@ def _certify_tables(r: dict, db: Path, seed: int, read_back: dict) -> Certificat
     return Certificate(iid, "failed" if why else "certified", why or "", TABLES_METHOD)
 
 
-def _certify_text(r: dict, db: Path, folded: dict) -> Certificate:
+def _certify_text(r: dict, db: Path, folded: dict, infos: dict) -> Certificate:
     """The certificate of a full-text instance (module docstring): the facts its SQL reads found in the text."""
-    from ...questions.sqlinfo import sql_info
-
     iid, sql = r["instance_id"], r.get("sql") or ""
     try:
-        cols = {c.split(".")[-1] for c in sql_info(sql)["columns"]}
-        tables = set(sql_info(sql)["tables"])
+        info = _sql_info(sql, infos)
+        cols = {c.split(".")[-1] for c in info["columns"]}
+        tables = set(info["tables"])
     except Exception as e:  # noqa: BLE001
         return Certificate(iid, "failed", f"the SQL does not parse: {e}", METHOD)
     only = [why for c, why in METADATA_ONLY.items() if c in cols]
@@ -155,18 +185,19 @@ def _certify_text(r: dict, db: Path, folded: dict) -> Certificate:
     ft = folded[text]
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
-        titles = dict(con.execute("SELECT article_id, article_title FROM articles").fetchall())
+        titles, ftitles, authors = _collection(con, db, infos)
         why = None
         located: dict[str, str] = {}  # article -> the folded title as the text carries it
         for aid, title in titles.items():
-            if _fold(title) in ft:
-                located[aid] = _fold(title)
+            whole, fbare = ftitles[aid]
+            if whole in ft:
+                located[aid] = whole
                 continue
             # a metadata title with a trailing note the text does not carry ('… (3-page excerpt)'): the
             # article is there; a gold holding the title cannot be read from the text verbatim
             bare = _TRAILING_NOTE.sub("", title)
-            if bare != title and _fold(bare) in ft:
-                located[aid] = _fold(bare)
+            if bare != title and fbare in ft:
+                located[aid] = fbare
                 if "article_title" in cols:
                     only.append(f"article title {title!r} is in the text only without its note "
                                 f"{title[len(bare):].strip()!r} (the metadata adds it)")
@@ -176,9 +207,8 @@ def _certify_text(r: dict, db: Path, folded: dict) -> Certificate:
         if why is None and ("article_author" in tables or cols & {"author_count", "author_name",
                                                                   "author_position"}):
             for aid, title in titles.items():
-                names = [n for (n,) in con.execute("SELECT author_name FROM article_author WHERE article_id = ? "
-                                                   "ORDER BY author_position", (aid,))]
-                ftitle = located.get(aid, _fold(title))
+                names = authors.get(aid, [])
+                ftitle = located.get(aid, ftitles[aid][0])
                 starts, at = [], ft.find(ftitle)
                 while at >= 0:  # the title may stand in other articles' reference lists too: try each place
                     starts.append(at)
