@@ -170,7 +170,9 @@ def _certify_tables(r: dict, db: Path, seed: int, read_back: dict, infos: dict) 
 
 
 def _certify_text(r: dict, db: Path, folded: dict, infos: dict) -> Certificate:
-    """The certificate of a full-text instance (module docstring): the facts its SQL reads found in the text."""
+    """The certificate of a full-text instance (module docstring): the facts its SQL reads found in the text
+    (what a context and its collection show is worked out once, :func:`_text_facts`, and shared by the questions
+    over that context)."""
     iid, sql = r["instance_id"], r.get("sql") or ""
     try:
         info = _sql_info(sql, infos)
@@ -180,83 +182,114 @@ def _certify_text(r: dict, db: Path, folded: dict, infos: dict) -> Certificate:
         return Certificate(iid, "failed", f"the SQL does not parse: {e}", METHOD)
     only = [why for c, why in METADATA_ONLY.items() if c in cols]
     text = r.get("context") or ""
-    if text not in folded:
-        folded[text] = _fold(text)
-    ft = folded[text]
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    try:
-        titles, ftitles, authors = _collection(con, db, infos)
-        why = None
-        located: dict[str, str] = {}  # article -> the folded title as the text carries it
-        for aid, title in titles.items():
-            whole, fbare = ftitles[aid]
+    key = ("facts", text, str(db))
+    if key not in infos:
+        if text not in folded:
+            folded[text] = _fold(text)
+        infos[key] = _TextFacts(folded[text], db, infos)
+    facts = infos[key]
+    if facts.missing:
+        return Certificate(iid, "failed", facts.missing, METHOD)
+    if "article_title" in cols:
+        only += facts.bare_notes
+    if "article_author" in tables or cols & {"author_count", "author_name", "author_position"}:
+        if facts.author_note():
+            only.append(facts.author_note())
+    if "citing_cited" in tables and facts.citation_note():
+        only.append(facts.citation_note())
+    if only:
+        return Certificate(iid, "uncertifiable", only[0], METHOD)
+    return Certificate(iid, "certified", "", METHOD)
+
+
+class _TextFacts:
+    """What one folded context ``ft`` shows of a collection's metadata: ``missing`` (why an article's title is
+    not in it, None when every title is), ``bare_notes`` (titles found only without a note the metadata adds),
+    and, worked out at their first use, the author and citation findings (None when they hold)."""
+
+    def __init__(self, ft: str, db: Path, infos: dict):
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            self.titles, self.ftitles, self.authors = _collection(con, db, infos)
+            self.edges = con.execute("SELECT article_id_citing, article_id_cited FROM citing_cited").fetchall()
+        finally:
+            con.close()
+        self.ft, self.missing, self.bare_notes = ft, None, []
+        self.located: dict[str, str] = {}  # article -> the folded title as the text carries it
+        self._author: list = []
+        self._citation: list = []
+        for aid, title in self.titles.items():
+            whole, fbare = self.ftitles[aid]
             if whole in ft:
-                located[aid] = whole
+                self.located[aid] = whole
                 continue
             # a metadata title with a trailing note the text does not carry ('… (3-page excerpt)'): the
             # article is there; a gold holding the title cannot be read from the text verbatim
             bare = _TRAILING_NOTE.sub("", title)
             if bare != title and fbare in ft:
-                located[aid] = fbare
-                if "article_title" in cols:
-                    only.append(f"article title {title!r} is in the text only without its note "
-                                f"{title[len(bare):].strip()!r} (the metadata adds it)")
+                self.located[aid] = fbare
+                self.bare_notes.append(f"article title {title!r} is in the text only without its note "
+                                       f"{title[len(bare):].strip()!r} (the metadata adds it)")
                 continue
-            why = f"article title {title!r} is not in the context"
+            self.missing = f"article title {title!r} is not in the context"
             break
-        if why is None and ("article_author" in tables or cols & {"author_count", "author_name",
-                                                                  "author_position"}):
-            for aid, title in titles.items():
-                names = authors.get(aid, [])
-                ftitle = located.get(aid, ftitles[aid][0])
-                starts, at = [], ft.find(ftitle)
-                while at >= 0:  # the title may stand in other articles' reference lists too: try each place
-                    starts.append(at)
-                    at = ft.find(ftitle, at + 1)
 
-                def in_order(pos: int) -> bool:
-                    for nm in names:
+    def author_note(self) -> str | None:
+        """Why an article's author list is not read from the text after its title, in position order (None:
+        every list is)."""
+        if not self._author:
+            self._author.append(self._find_author_note())
+        return self._author[0]
+
+    def _find_author_note(self) -> str | None:
+        ft = self.ft
+        for aid, title in self.titles.items():
+            names = self.authors.get(aid, [])
+            ftitle = self.located.get(aid, self.ftitles[aid][0])
+            starts, at = [], ft.find(ftitle)
+            while at >= 0:  # the title may stand in other articles' reference lists too: try each place
+                starts.append(at)
+                at = ft.find(ftitle, at + 1)
+
+            def in_order(pos: int) -> bool:
+                for nm in names:
+                    k = ft.find(_fold(nm), pos, pos + HEAD_WINDOW)
+                    if k < 0:
+                        return False
+                    pos = k + 1
+                return True
+
+            if names and not any(in_order(p) for p in starts):
+                heads = [ft[p:p + HEAD_WINDOW] for p in starts]
+                if any(all(_fold(nm) in h for nm in names) for h in heads):  # all there, out of order
+                    pos, bad = starts[0], names[0]
+                    for p, h in zip(starts, heads):
+                        if all(_fold(nm) in h for nm in names):
+                            pos = p
+                            break
+                    for nm in names:  # the first author not found after the ones before it
                         k = ft.find(_fold(nm), pos, pos + HEAD_WINDOW)
                         if k < 0:
-                            return False
+                            bad = nm
+                            break
                         pos = k + 1
-                    return True
+                    # the text lists the authors in another order than the metadata (real collections do:
+                    # shared PDFs disagree with their metadata): not proof, not a failed build either
+                    return f"author {bad!r} of {title!r} is not in the context after its title (or not in author order)"
+                # the aligner matched surnames; a name spelt otherwise in the text is no proof
+                absent = next(nm for nm in names if not any(_fold(nm) in h for h in heads)) if heads else names[0]
+                return f"author {absent!r} of {title!r} is not in the context as the metadata spells it, after its title"
+        return None
 
-                if names and not any(in_order(p) for p in starts):
-                    heads = [ft[p:p + HEAD_WINDOW] for p in starts]
-                    if any(all(_fold(nm) in h for nm in names) for h in heads):  # all there, out of order
-                        pos, bad = starts[0], names[0]
-                        for p, h in zip(starts, heads):
-                            if all(_fold(nm) in h for nm in names):
-                                pos = p
-                                break
-                        for nm in names:  # the first author not found after the ones before it
-                            k = ft.find(_fold(nm), pos, pos + HEAD_WINDOW)
-                            if k < 0:
-                                bad = nm
-                                break
-                            pos = k + 1
-                        # the text lists the authors in another order than the metadata (real collections
-                        # do: shared PDFs disagree with their metadata): not proof, not a failed build either
-                        only.append(f"author {bad!r} of {title!r} is not in the context after its title "
-                                    f"(or not in author order)")
-                    else:  # the aligner matched surnames; a name spelt otherwise in the text is no proof
-                        absent = next(nm for nm in names if not any(_fold(nm) in h for h in heads)) \
-                            if heads else names[0]
-                        only.append(f"author {absent!r} of {title!r} is not in the context as the metadata "
-                                    f"spells it, after its title")
+    def citation_note(self) -> str | None:
+        """Why a citation edge is not found as a reference entry in the text (None: every one is)."""
+        if not self._citation:
+            note = None
+            for a, b in self.edges:
+                t = _fold(self.titles.get(b, ""))
+                if t and self.ft.count(t) < 2:
+                    note = (f"citation {self.titles.get(a)!r} → {self.titles.get(b)!r} is not found as a reference "
+                            f"entry in the text (the edge comes from the metadata)")
                     break
-        if why is None and "citing_cited" in tables:
-            for a, b in con.execute("SELECT article_id_citing, article_id_cited FROM citing_cited"):
-                t = _fold(titles.get(b, ""))
-                if t and ft.count(t) < 2:
-                    only.append(f"citation {titles.get(a)!r} → {titles.get(b)!r} is not found as a reference "
-                                f"entry in the text (the edge comes from the metadata)")
-                    break
-    finally:
-        con.close()
-    if why:
-        return Certificate(iid, "failed", why, METHOD)
-    if only:
-        return Certificate(iid, "uncertifiable", only[0], METHOD)
-    return Certificate(iid, "certified", "", METHOD)
+            self._citation.append(note)
+        return self._citation[0]
