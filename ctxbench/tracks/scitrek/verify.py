@@ -37,13 +37,14 @@ from ...verify import Certificate, typed_value
 
 METHOD = "metadata facts the SQL reads found in the rendered collection"
 TABLES_METHOD = "metadata tables read back from the context, SQL re-run over them"
-_WS = re.compile(r"\s+")
 METADATA_ONLY = {"reference_count": "reference_count (the article's number of references) comes from the "
                                     "metadata database, not from a statement of the text"}
 
 
 def _fold(s: str) -> str:
-    return _WS.sub(" ", str(s)).strip().casefold()
+    """``s`` with each run of whitespace one space, trimmed, case-folded (``str.split`` and ``\\s`` agree on what
+    whitespace is: both use Py_UNICODE_ISSPACE; split and join do it in one C pass)."""
+    return " ".join(str(s).split()).casefold()
 
 
 # a bracketed note at the end of a metadata title: '(3-page excerpt)', '(page 9 only)'
