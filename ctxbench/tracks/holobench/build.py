@@ -428,11 +428,14 @@ def gold_stage(loaded: Loaded, asm: Assembled) -> tuple[list[dict], list[dict]]:
             why = "; ".join(f"{n} {r}" for r, n in rep["left_out"].items())
             warnings.warn(DataWarning(f"table {db_id}.{t}: {lost} of {rep['rows']} rows ({lost / rep['rows']:.1%}) "
                                       f"are not verbalized ({why})"), stacklevel=2)
+    pairs: dict[tuple[str, str], list[str]] = {}  # one warning per pair of tables, naming each pair of templates
     for (t1, i1), (t2, i2) in _same_wording(src):
+        pairs.setdefault((t1, t2), []).append(f"{t1} template {i1 + 1}, {t2} template {i2 + 1}")
+    for (t1, t2), which in pairs.items():
         warnings.warn(DataWarning(
-            f"tables {db_id}.{t1} and {db_id}.{t2} have templates with the same wording ({t1} template {i1 + 1}, "
-            f"{t2} template {i2 + 1}): their sentences cannot say which table a row belongs to, so instances "
-            f"stating them fail verification; reword one of them"), stacklevel=2)
+            f"tables {db_id}.{t1} and {db_id}.{t2} have templates with the same wording ({'; '.join(which)}): "
+            f"their sentences cannot say which table a row belongs to, so instances stating them fail "
+            f"verification; reword one of them"), stacklevel=2)
     for t, c, phrase, n in _phrase_values(src):
         warnings.warn(DataWarning(
             f"table {db_id}.{t}: column {c} holds the text {phrase!r} in {n} row(s), which is also its missing-value "
