@@ -616,3 +616,15 @@ def test_two_tables_with_the_same_template_wording_are_warned_about(tmp_path):
     assert sum("same wording" in str(x.message) for x in w) == 1  # one warning for the pair of tables
     quar = pq.read_table(tmp_path / "b" / "quarantine.parquet").to_pylist()
     assert any(q["stage"] == "verify" and "templates giving different rows" in q["reason"] for q in quar), quar
+
+
+def test_verify_on_a_runs_root_names_the_builds_under_it(holobench, tmp_path):
+    """``--build runs/default`` (the root, not a build): the error names the builds it holds."""
+    from ctxbench.errors import InputError
+
+    shutil.copytree(holobench, tmp_path / "root" / "3f2a")
+    with pytest.raises(InputError, match=r"no instances.parquet there; it holds the builds .*root/3f2a: give one"):
+        verify_build(tmp_path / "root")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InputError, match=r"runs/default/latest"):
+        verify_build(tmp_path / "empty")

@@ -297,8 +297,12 @@ def verify_build(build_dir: str | Path, write: bool = True) -> VerifyResult:
     d = Path(build_dir)
     p = d / "instances.parquet"
     if not p.exists():
-        raise InputError(f"--build {d}: no instances.parquet there (give a build directory: ctxbench build ... "
-                         f"--out DIR)")
+        # a runs root (ctxbench run's runs/default, a build's --out): the builds are the directories under it
+        inner = sorted(x for x in d.iterdir() if (x / "instances.parquet").exists()) if d.is_dir() else []
+        hint = (f"it holds the builds {', '.join(str(x) for x in inner[:3])}{' ...' if len(inner) > 3 else ''}: "
+                f"give one" if inner else "give a build directory (ctxbench run's runs/default/latest, or the --out "
+                                          "DIR of ctxbench build)")
+        raise InputError(f"--build {d}: no instances.parquet there; {hint}")
     manifest = read_manifest(d)
     # contexts read dictionary-encoded: instances sharing a context (most do) decode its pages once
     names = pq.read_schema(p).names
