@@ -82,3 +82,11 @@ def ordered_map(fn, items, threads: int | None = None):
         finally:
             for f in futures:
                 f.cancel()
+
+
+def load_yaml(text: str):
+    """PyYAML's safe loading of ``text`` (``yaml.safe_load``'s documents), read in C by libyaml's loader where
+    PyYAML was built with it. Raises ``yaml.YAMLError`` as ``safe_load`` does."""
+    import yaml
+
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))

@@ -494,7 +494,7 @@ def _forecast(calls: list[dict], cfg: EvalConfig, plan: Plan, base_url: str) -> 
         d_at = 1 / max(speed.decode_seconds(longest, 1), 1e-9)
         slower = f"; at {longest:,} tokens of context {p_at:.0f} and {d_at:.0f}"
     progress.emit("estimate", progress.forecast_line(len(calls), sum(b - a for a, b in spans), plan.max_tokens,
-                                                     lo, hi, speed.prefill, speed.decode, 64, slower))
+                                                     lo, hi, speed.prefill, speed.decode, slower=slower))
 
 
 def _prompt_spans(calls: list[dict]) -> list[tuple[int, int]]:

@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from ..config import assets_dir
+from ..config import assets_dir, load_yaml
 from ..errors import InputError
 
 MIN_TEMPLATES = 5
@@ -168,7 +168,7 @@ def load_templates(db_id: str, path: str | Path | None = None) -> TemplateSet:
                          f"set with templates: ctxbench questions generate --db DB --out FILE.yaml, then "
                          f"--queries FILE.yaml")
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+        data = load_yaml(p.read_text(encoding="utf-8")) or {}
     except (yaml.YAMLError, UnicodeDecodeError) as e:
         raise InputError(f"{p} is not readable YAML ({type(e).__name__}: {str(e).splitlines()[0]})") from None
     return templates_from_mapping(data, db_id, str(p))

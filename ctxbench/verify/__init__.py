@@ -93,11 +93,12 @@ def number_type(declared: str):
 # the number literals read back as numbers: ASCII digits only (Python's int and float also take "1_000", " 5",
 # "infinity", "nan" and other scripts' digits, which SQLite keeps as text; the value rule makes every NaN and
 # infinite float NULL, so "nan" or "inf" in a context is a word); an integer literal is an int when it fits int64
-_INT_TEXT = re.compile(r"-?[0-9]+")
-_INT64 = (-(2**63), 2**63 - 1)
+_INTEGER = r"-?[0-9]+"
 _NUMBER = r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?"
-_REAL_TEXT = re.compile(_NUMBER)
-_INT_COLUMN = re.compile(r"(?:-?[0-9]+\n)*-?[0-9]+")
+_INT64 = (-(2**63), 2**63 - 1)
+_INT_TEXT, _REAL_TEXT = re.compile(_INTEGER), re.compile(_NUMBER)
+# a whole column of such literals, one per line (typed_values' bulk path)
+_INT_COLUMN = re.compile(rf"(?:{_INTEGER}\n)*{_INTEGER}")
 _REAL_COLUMN = re.compile(rf"(?:{_NUMBER}\n)*{_NUMBER}")
 
 

@@ -40,8 +40,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ...config import assets_dir
 from ...verify import Certificate, gold_mismatch, number_type, sqlite_answer, typed_values
 
@@ -306,16 +304,10 @@ def load_grammar(db_id: str, source_sqlite: Path, templates_path: Path | None = 
     tables of ``source_sqlite`` with their declared types; with ``stored_kinds``, each number column's slot kind
     follows the values the table holds (:func:`_stored_kinds`: a word in an INTEGER column makes its slot text),
     one scan per table. Raises InputError for a missing or malformed file."""
-    from ...errors import InputError
     from .source import load_dummy_documents
-    from ...verbalize.templates import templates_from_mapping
+    from ...verbalize.templates import load_templates
 
-    p = templates_path or assets_dir() / "templates" / f"{db_id}.yaml"
-    if not p.exists():
-        raise InputError(f"no verbalization templates for {db_id!r} at {p}")
-    # libyaml's loader where PyYAML has it (the same documents, read in C)
-    data = yaml.load(p.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
-    ts = templates_from_mapping(data, db_id, str(p))  # the builder's reading: templates and missing phrases stripped
+    ts = load_templates(db_id, templates_path)  # the builder's reading: templates and missing phrases stripped
     missing = ts.missing
     con = sqlite3.connect(f"file:{source_sqlite}?mode=ro", uri=True)
     relaxed: dict[tuple[str, str], str] = {}

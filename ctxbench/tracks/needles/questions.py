@@ -27,7 +27,7 @@ from pathlib import Path
 
 import yaml
 
-from ...config import assets_dir
+from ...config import assets_dir, load_yaml
 from ...errors import InputError
 from ...hashing import file_sha256
 
@@ -157,7 +157,7 @@ def load_needle_set(name_or_path: str) -> NeedleSet:
     without names."""
     p = needle_asset_path(name_or_path)
     try:
-        d = yaml.load(p.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
+        d = load_yaml(p.read_text(encoding="utf-8")) or {}
     except (yaml.YAMLError, UnicodeDecodeError) as e:
         raise InputError(f"{p} is not readable YAML: {e}") from None
     if not isinstance(d, dict):
