@@ -60,7 +60,16 @@ CONTEXT_LENGTH_RE = re.compile(
     # model with M maximum context length", DeepSeek's "This model's maximum context length is 65536 tokens"
     r"|(?:prompt|input)s? \(\d+ tokens?\) (?:is |are )?too long|too long and exceeds (?:the )?limit of \d+"
     r"|exceeds (?:the )?(?:available )?(?:context|KV cache|kv-cache)|maximum (?:context|input) (?:length|size|tokens)"
-    r"|prompt contains \d+ tokens|exceeds the maximum number of tokens|longer than the maximum (?:model|input) length",
+    r"|prompt contains \d+ tokens|exceeds the maximum number of tokens|longer than the maximum (?:model|input) length"
+    # issue 30: vLLM's "decoder prompt of 5300 tokens is longer than the model's maximum length of 4096" (as a 500,
+    # a 400 or a 200 error body) and "The decoder prompt (length N) plus the number of requested output tokens (at
+    # least 1) is longer than the maximum model length of M"; Together / OpenAI-compatible gateways' "The input (N
+    # tokens) is longer than the model's context length (M tokens)"; OpenAI's Responses API "Input tokens exceed the
+    # configured limit of 272000 tokens"; GitHub Copilot's "prompt token count of N exceeds the limit of M"; "input
+    # length too long"; OpenAI's "string too long. Expected a string with maximum length N" (a message over 10 MB)
+    r"|longer than the model'?s? (?:maximum|max|context)(?: \w+)? length|requested output tokens \(at least 1\)"
+    r"|exceeds? the configured limit of \d+ tokens|token count of \d+ exceeds the limit"
+    r"|input length (?:is )?too long|expected a string with maximum length",
     re.IGNORECASE)
 # an output budget over the model's limit: every call of the run fails alike, so it is the run's configuration
 # (OpenAI "max_tokens is too large: N. This model supports at most M completion tokens", Anthropic "max_tokens: N >
@@ -339,6 +348,9 @@ class CallResult:
     finish_reason: str | None = None  # the server's finish (stop) reason exactly as sent
     http_status: int | None = None    # the HTTP status of a permanent error (not stored): the configuration stop
     empty_reply: bool = False         # a 200 without a reply (the server dropped the prompt): asked once more
+    inband_error: bool = False        # a 200 whose reply ends in an error (finish_reason "error"): retried
+    prefix_cache_hit: bool = False    # set by the runner: a short prompt count read as a prompt-cache hit (issue 30)
+    truncation_unclear: bool = False  # set by the runner: truncated, but a prompt-cache hit could not be ruled out
 
     def __post_init__(self) -> None:
         # a reply is stored as UTF-8 text whatever the server sent: content blocks joined, other JSON values as
@@ -606,10 +618,12 @@ class Gateway:
                                            f"no answer in the response: {(err[1] if err else str(body))[:2000]}"))
         choice = choices[0]
         msg = getattr(choice, "message", None)
-        res = completion_result(self.model, {"finish_reason": getattr(choice, "finish_reason", None)},
+        res = completion_result(self.model, litellm_choice(choice),
                                 {"content": getattr(msg, "content", None),
                                  "reasoning_content": getattr(msg, "reasoning_content", None),
-                                 "reasoning": getattr(msg, "reasoning", None)},
+                                 "reasoning": getattr(msg, "reasoning", None),
+                                 "refusal": getattr(msg, "refusal", None),
+                                 "tool_calls": getattr(msg, "tool_calls", None)},
                                 getattr(r, "usage", None), zeros_mean_none=True, max_tokens=max_tokens)
         res.latency_s = lat
         return res
@@ -638,6 +652,20 @@ class Gateway:
                     if res.empty_reply and empties < EMPTY_REPLY_RETRIES:  # the server dropped the prompt: once more
                         empties += 1
                         retries += 1
+                        continue
+                    if res.inband_error and retries < self.policy.max_retries:  # a provider failure on a 200
+                        d = self.policy.delay(retries, None, rng)
+                        retries += 1
+                        waited += d
+                        progress.retrying(self.model, res.error or "in-band error", retries,
+                                          self.policy.max_retries, d, self.policy.timeout_s)
+                        if self.stop is None:
+                            await asyncio.sleep(d)
+                        else:  # a pause cuts the backoff short
+                            try:
+                                await asyncio.wait_for(self.stop.wait(), d)
+                            except asyncio.TimeoutError:
+                                pass
                         continue
                     res.retries, res.retry_delay_s = retries, waited
                     return res
@@ -697,6 +725,26 @@ class Gateway:
             self._client = None
 
 
+def litellm_choice(choice: Any) -> dict:
+    """The finish of a litellm ``Choices`` as the gateway reads it. litellm maps every provider's finish reason to
+    OpenAI's (``end_turn`` and ``STOP`` to ``stop``, but also ``error``, ``ERROR``, ``network_error``,
+    ``MALFORMED_RESPONSE`` and any reason it does not know to ``stop``) and keeps the provider's own in
+    ``provider_specific_fields["native_finish_reason"]``: where that native reason is not a finished one
+    (:func:`is_finished`) it is the finish the gateway judges; an ``error`` object on the choice is kept."""
+    fin = getattr(choice, "finish_reason", None)
+    psf = getattr(choice, "provider_specific_fields", None)
+    native = psf.get("native_finish_reason") if isinstance(psf, dict) else None
+    out: dict = {"finish_reason": fin}
+    if isinstance(native, str) and native != fin:
+        out["native_finish_reason"] = native
+        if _finish_key(fin) == "stop" and not is_finished(native):
+            out["finish_reason"] = native  # litellm's default "stop" hides what the provider said
+    err = getattr(choice, "error", None)
+    if err:
+        out["error"] = err if isinstance(err, (dict, str)) else getattr(err, "__dict__", str(err))
+    return out
+
+
 def _duration(s: float) -> str:
     """``86400`` → ``86400 s (24.0 h)``."""
     return f"{s:.0f} s" + (f" ({s / 3600:.1f} h)" if s >= 3600 else f" ({s / 60:.1f} min)" if s >= 120 else "")
@@ -722,7 +770,34 @@ def is_refusal_finish(reason: Any) -> bool:
 # ``max_output_tokens`` (incomplete_details.reason), Mistral's ``model_length``, TGI's native ``Length`` and
 # Bedrock's ``max_tokens`` / ``length``.
 LENGTH_FINISH_REASONS = frozenset({"length", "max_tokens", "max_output_tokens", "model_length",
-                                   "max_length", "max_new_tokens", "token_limit"})
+                                   "max_length", "max_new_tokens", "token_limit", "model_context_window_exceeded"})
+# Finish reasons meaning a finished answer (compared lower-cased, '-' as '_'; issue 30: a reply is ``ok`` only with
+# one of these): OpenAI / Azure / vLLM / SGLang / llama.cpp / Ollama / Mistral / DeepSeek ``stop``, Gemini's
+# ``STOP``, Anthropic's and Bedrock's ``end_turn`` and ``stop_sequence`` (ctxbench sends no tools, so a stop sequence
+# ends an answer), TGI's native ``eos_token`` / ``stop_sequence``, Together's ``eos``, Cohere's ``COMPLETE`` and
+# ``STOP_SEQUENCE`` (the sets litellm's ``map_finish_reason`` maps to ``stop`` from a real finish).
+FINISHED_FINISH_REASONS = frozenset({"stop", "end_turn", "stop_sequence", "eos", "eos_token", "complete"})
+# Finish reasons meaning the provider failed while answering (a router's in-band error on a 200: OpenRouter's
+# ``error`` with ``native_finish_reason`` and ``choices[0].error``; Cohere's ``ERROR``; Zhipu GLM's
+# ``network_error``; vLLM's ``abort`` (the engine aborted the request); Gemini's ``MALFORMED_RESPONSE``). litellm
+# maps all of these to ``stop``; the gateway reads the native reason instead. Retried as a transient failure.
+ERROR_FINISH_REASONS = frozenset({"error", "network_error", "abort", "aborted", "malformed_response",
+                                  "server_error", "internal_error"})
+
+
+def _finish_key(reason: Any) -> str | None:
+    return reason.strip().lower().replace("-", "_") if isinstance(reason, str) else None
+
+
+def is_finished(reason: Any) -> bool:
+    """Whether a finish (stop) reason positively says the reply is a finished answer
+    (:data:`FINISHED_FINISH_REASONS`, any case, ``-`` as ``_``)."""
+    return _finish_key(reason) in FINISHED_FINISH_REASONS
+
+
+def is_error_finish(reason: Any) -> bool:
+    """Whether a finish reason says the provider failed while answering (:data:`ERROR_FINISH_REASONS`)."""
+    return _finish_key(reason) in ERROR_FINISH_REASONS
 EMPTY_REPLY_RETRIES = 1  # a 200 that holds no reply (the server dropped the prompt) is asked once more
 
 
@@ -744,24 +819,82 @@ def finish_text(reason: Any) -> str | None:
     return json.dumps(reason, ensure_ascii=False, default=str)
 
 
-def _blocks_text(v: Any, kind: str = "text") -> str | None:
-    """The text of content blocks of one kind (``text`` or ``thinking``), joined; a string as it is."""
-    if v is None or isinstance(v, str):
+_TEXT_PARTS = (None, "text", "output_text")
+_REASONING_PARTS = ("thinking", "reasoning", "reasoning_content", "reasoning_text")
+
+
+def _part_text(v: Any) -> str | None:
+    """The text of one part's value: a string, or (Mistral's Magistral ``thinking`` part) a list of text parts."""
+    if isinstance(v, str):
         return v
     if isinstance(v, list):
-        parts = [b.get(kind) if isinstance(b, dict) and (b.get("type") in (kind, None)) else None for b in v]
-        parts = [p for p in parts if isinstance(p, str)]
-        return "".join(parts) if parts or not v else None
+        got = [x if isinstance(x, str) else x.get("text") if isinstance(x, dict) else None for x in v]
+        got = [x for x in got if isinstance(x, str)]
+        return "".join(got) if got else None
     return None
+
+
+@dataclass
+class Parts:
+    """A message's content read part by part (:func:`read_content`): ``text`` (the text parts joined; None when
+    there is none), ``reasoning`` (thinking / reasoning parts joined), ``refusal`` (refusal parts joined) and
+    ``other`` (the types of parts that are none of these: images, tool calls, unknown kinds)."""
+
+    text: str | None = None
+    reasoning: str | None = None
+    refusal: str | None = None
+    other: tuple[str, ...] = ()
+
+
+def read_content(v: Any) -> Parts:
+    """A message's ``content`` in any shape providers send, read part by part: a string; None; a list of parts
+    (OpenAI's ``[{"type": "text", "text": ...}, {"type": "refusal", "refusal": ...}]``, the Responses API's
+    ``output_text``, Anthropic's ``text`` / ``thinking`` / ``redacted_thinking`` blocks, Mistral's Magistral
+    ``{"type": "thinking", "thinking": [{"type": "text", ...}]}``, a bare string part); one part as a dict. Text
+    parts are joined in order. Never raises."""
+    if v is None:
+        return Parts()
+    if isinstance(v, str):
+        return Parts(text=v)
+    items = v if isinstance(v, list) else [v] if isinstance(v, dict) else None
+    if items is None:
+        return Parts(text=json.dumps(v, ensure_ascii=False, default=str))
+    text, reasoning, refusal, other = [], [], [], []
+    for p in items:
+        if isinstance(p, str):
+            text.append(p)
+            continue
+        if not isinstance(p, dict):
+            other.append(type(p).__name__)
+            continue
+        kind = p.get("type")
+        if kind == "refusal":
+            r = _part_text(p.get("refusal", p.get("text")))
+            refusal.append(r or "")
+        elif kind in _REASONING_PARTS:
+            r = next((_part_text(p.get(k)) for k in ("thinking", "reasoning", "text", "content")
+                      if _part_text(p.get(k)) is not None), None)
+            if r is not None:
+                reasoning.append(r)
+        elif kind == "redacted_thinking":
+            continue
+        elif kind in _TEXT_PARTS and isinstance(p.get("text"), str):
+            text.append(p["text"])
+        else:
+            other.append(str(kind))
+    return Parts("".join(text) if text else None, "".join(reasoning) if reasoning else None,
+                 "\n".join(refusal) if refusal else None, tuple(other))
 
 
 def reply_parts(body: Any) -> tuple[dict, dict, Any] | None:
     """``(choice, message, usage)`` of a 200 body in any shape a chat server answers: OpenAI's chat completion
     (``choices[0].message``, every OpenAI-compatible server), OpenAI's legacy completion (``choices[0].text``),
     Anthropic's Messages API (``content`` blocks, ``stop_reason``), Gemini's ``generateContent`` (``candidates[0]
-    .content.parts``, ``finishReason``; ``thought`` parts as reasoning) and Ollama's own ``/api/chat``
-    (``message``, ``done_reason``, ``prompt_eval_count``). ``choice`` holds ``finish_reason`` as sent; ``message``
-    holds ``content`` and ``reasoning_content``/``reasoning``. None for a shape none of these is."""
+    .content.parts``, ``finishReason``; ``thought`` parts as reasoning; a prompt Gemini blocked, ``promptFeedback
+    .blockReason`` without candidates, as that finish) and Ollama's own ``/api/chat`` (``message``, ``done_reason``,
+    ``prompt_eval_count``). ``choice`` holds ``finish_reason`` as sent, and where the server sent them
+    ``native_finish_reason``, an in-band ``error`` object and Ollama's ``done``; ``message`` holds ``content``
+    (a string or parts), ``reasoning_content``/``reasoning`` and ``refusal``. None for a shape none of these is."""
     if not isinstance(body, dict):
         return None
     ch = body.get("choices")
@@ -772,17 +905,22 @@ def reply_parts(body: Any) -> tuple[dict, dict, Any] | None:
             msg = c.get("delta")
         if msg is None and "text" in c:
             msg = {"content": c.get("text")}
+        if msg is None and c.get("error"):  # an in-band error with no message at all
+            msg = {"content": None}
         if not isinstance(msg, dict):
             return None
         if "content" not in msg and not any(k in msg for k in ("reasoning_content", "reasoning", "tool_calls",
-                                                                  "refusal")):
+                                                                  "refusal")) and not c.get("error"):
             return None
-        return {"finish_reason": c.get("finish_reason", c.get("stop_reason"))}, msg, body.get("usage")
+        choice = {"finish_reason": c.get("finish_reason", c.get("stop_reason"))}
+        for k in ("native_finish_reason", "error"):
+            if c.get(k) is not None:
+                choice[k] = c[k]
+        return choice, msg, body.get("usage")
     if body.get("type") == "message" and isinstance(body.get("content"), list):  # Anthropic
-        blocks = body["content"]
+        blocks = read_content(body["content"])
         return ({"finish_reason": body.get("stop_reason")},
-                {"content": _blocks_text(blocks, "text") or "", "reasoning": _blocks_text(blocks, "thinking")},
-                body.get("usage"))
+                {"content": body["content"], "reasoning": blocks.reasoning}, body.get("usage"))
     cands = body.get("candidates")
     if isinstance(cands, list) and cands and isinstance(cands[0], dict):  # Gemini
         c = cands[0]
@@ -791,10 +929,14 @@ def reply_parts(body: Any) -> tuple[dict, dict, Any] | None:
         thought = "".join(p.get("text", "") for p in parts if isinstance(p, dict) and p.get("thought"))
         return {"finish_reason": c.get("finishReason")}, {"content": text, "reasoning": thought or None}, \
             body.get("usageMetadata")
+    fb = body.get("promptFeedback")
+    if isinstance(fb, dict) and fb.get("blockReason") and not cands:  # Gemini refused the prompt itself
+        return ({"finish_reason": fb["blockReason"], "blocked": True},
+                {"content": None}, body.get("usageMetadata"))
     msg = body.get("message")
     if isinstance(msg, dict) and ("done" in body or "done_reason" in body):  # Ollama's /api/chat
         usage = {k: body[k] for k in ("prompt_eval_count", "eval_count") if k in body}
-        return ({"finish_reason": body.get("done_reason")},
+        return ({"finish_reason": body.get("done_reason"), "done": body.get("done")},
                 {"content": msg.get("content"), "reasoning": msg.get("thinking") or msg.get("reasoning")},
                 usage or None)
     return None
@@ -835,59 +977,117 @@ def reply_result(model: str, body: Any, max_tokens: int | None = None, status: i
     return completion_result(model, choice, msg, usage, batch=batch, max_tokens=max_tokens)
 
 
+def inband_error(choice: dict) -> tuple[int | None, str] | None:
+    """``(code, message)`` when a 200's choice says the provider failed while answering: an error finish
+    (:func:`is_error_finish`) in ``finish_reason`` or ``native_finish_reason``, or an ``error`` object on the choice
+    (OpenRouter's ``choices[0].error``: ``{"code": 502, "message": ...}``); None otherwise."""
+    err = choice.get("error")
+    fin, native = choice.get("finish_reason"), choice.get("native_finish_reason")
+    if not err and not is_error_finish(fin) and not is_error_finish(native):
+        return None
+    code, text = None, ""
+    if isinstance(err, dict):
+        code = err.get("code")
+        code = int(code) if isinstance(code, str) and code.isdigit() else code if isinstance(code, int) else None
+        text = str(err.get("message") or json.dumps(err, ensure_ascii=False, default=str))
+    elif err:
+        text = str(err)
+    return code, (text or "no message")
+
+
 def completion_result(model: str, choice: dict, msg: dict, usage: Any, zeros_mean_none: bool = False,
                       batch: bool = False, max_tokens: int | None = None) -> CallResult:
     """The :class:`CallResult` of one chat completion (OpenAI's shape: a choice with its ``finish_reason``, its
     ``message`` and the response's ``usage``), for a direct call and for a line of a batch's output alike: the
-    reply, the reasoning field (``reasoning_content`` or ``reasoning``), token counts (:func:`usage_counts`), the
-    cost (at batch prices with ``batch``) and ``finish_reason`` exactly as sent. ``zeros_mean_none``: litellm
-    writes zeros where the server reported no usage. ``max_tokens``: the output budget the request asked for.
+    reply (content read part by part, :func:`read_content`), the reasoning field (``reasoning_content``,
+    ``reasoning`` or reasoning parts), token counts (:func:`usage_counts`), the cost (at batch prices with
+    ``batch``) and ``finish_reason`` exactly as sent. ``zeros_mean_none``: litellm writes zeros where the server
+    reported no usage. ``max_tokens``: the output budget the request asked for.
 
-    Status, in this order (docs/replies.md):
+    A reply is ``ok`` only when it is positively a finished answer (issue 30). Status, in this order
+    (docs/reference/replies.md):
 
-    - ``refused_by_provider`` for a refusal finish (:func:`is_refusal_finish`: ``content_filter``, ``refusal``,
-      Gemini's ``SAFETY`` ...);
+    - an in-band provider failure (:func:`inband_error`: ``finish_reason: "error"``, ``native_finish_reason``,
+      ``choices[0].error``): the provider's message through the error table; a context-length, content-filter or
+      configuration message gets that outcome, anything else is ``error`` with ``inband_error`` set (the gateway
+      retries it as a transient failure; if it persists it is stored as ``error``, never scored);
+    - ``refused_by_provider`` for a refusal finish (:func:`is_refusal_finish`), a blocked prompt, a
+      ``message.refusal`` or a ``refusal`` content part;
     - ``error`` with ``empty_reply`` set when the reply is empty (no content, no reasoning), the finish is
-      length-like and no completion token was generated (0 or unreported): the server dropped the prompt (e.g.
-      vLLM's "Input prompt is too long" warning, which answers an empty ``length`` completion); the gateway asks
-      once more;
+      length-like and no completion token was generated: the server dropped the prompt; asked once more;
     - ``cut_off`` when the finish reason is length-like (:func:`is_length_finish`), or, where the server sent no
-      finish reason, the completion tokens reached ``max_tokens``: the budget ended the reply, so whether its
-      final answer was whole cannot be known (a list may stop after two of five items, "Answer: 9" may have been
-      going to be "96"), and it is not scored;
-    - else ``ok``; a reply whose content is empty but whose reasoning field holds the reply (a reasoning parser
-      that put everything in ``reasoning_content``) stays ``ok`` with ``response`` empty and the text in
-      ``reasoning``: the answer pipeline takes the final answer from it."""
+      finish reason, the completion tokens reached ``max_tokens``;
+    - with a finished reason (:func:`is_finished`, or Ollama's ``done: true``): ``empty_reply`` when no text came
+      back although tokens were generated (``content`` null or blank, no reasoning, ``completion_tokens`` > 0, or
+      ``content`` null with no count: a reasoning parser that dropped its output), asked once more and never
+      scored; else ``ok`` (a reply whose content is empty but whose reasoning field holds it stays ``ok``);
+    - ``error`` "not a finished answer: ..." for any other finish reason (``tool_calls``, ``pause_turn``,
+      Gemini's ``OTHER``, no finish reason at all, or one ctxbench does not know), and for content parts of no
+      kind it reads (an image, a tool call): never scored, named in the run's summary."""
     pt, ct, cached, written = usage_counts(usage)
     if zeros_mean_none and not pt and not ct:
         pt = ct = None
     finish = choice.get("finish_reason")
-    content = _blocks_text(msg.get("content"))
-    if content is None and msg.get("content") is not None:  # content blocks of other kinds: keep them as JSON
-        content = msg.get("content")
-    reasoning = msg.get("reasoning_content") or msg.get("reasoning") or msg.get("thinking")
+    parts = read_content(msg.get("content"))
+    content = parts.text
+    reasoning = msg.get("reasoning_content") or msg.get("reasoning") or msg.get("thinking") or parts.reasoning
+    if not isinstance(reasoning, (str, type(None))):
+        reasoning = read_content(reasoning).text
+    refusal = msg.get("refusal")
+    refusal = (read_content(refusal).text if not isinstance(refusal, str) else refusal) or parts.refusal
     empty = not (content or "").strip() and not (clean_text(reasoning) or "").strip()
-    error, empty_reply = None, False
-    if is_refusal_finish(finish):
-        status = "refused_by_provider"
-    elif empty and is_length_finish(finish) and not ct and not msg.get("tool_calls"):
-        status, empty_reply = "error", True
-        error = (f"empty reply: the server answered 200 with no text, finish_reason {finish!r} and "
-                 f"{'0' if ct == 0 else 'no'} completion tokens: it dropped the prompt without generating (e.g. "
-                 f"vLLM's 'Input prompt is too long' warning, a server out of KV cache); asked once more, it "
-                 f"answered the same. Not scored; the same command asks it again.")
-    elif is_length_finish(finish) or (finish is None and ct is not None and max_tokens and ct >= max_tokens):
-        status = "cut_off"
+    cost = cost_usd(model, pt, ct, cached, written, batch=batch)
+
+    def result(status: str, error: str | None = None, **kw: Any) -> CallResult:
+        return CallResult(status, content, reasoning, pt, ct, None, cost, error=error,
+                          cached_prompt_tokens=cached if pt is not None else None,
+                          finish_reason=finish_text(finish), **kw)
+
+    bad = inband_error(choice)
+    if bad is not None:
+        code, text = bad
+        shown = finish_text(choice.get("native_finish_reason") or finish)
+        err = classify_error(ErrorInfo(code, f"in-band provider error (HTTP 200, finish_reason {finish!r}"
+                                             f"{f', native_finish_reason {shown!r}' if shown != finish else ''}): "
+                                             f"{text[:1500]}"))
+        if isinstance(err, PermanentError) and err.status != "error":
+            return result(err.status, str(err), http_status=err.http_status)
+        return result("error", f"{err} -- a provider failure inside a 200 answer: retried as a transient failure, "
+                               f"stored as error when it persists; never scored", inband_error=True)
+    if is_refusal_finish(finish) or choice.get("blocked") or (refusal or "").strip() \
+            or (parts.refusal is not None and not (content or "").strip()):
+        why = (refusal or "").strip() or f"finish_reason {finish!r}"
+        return result("refused_by_provider", f"refused by the provider: {why[:500]}")
+    if empty and is_length_finish(finish) and not ct and not msg.get("tool_calls"):
+        return result("error", f"empty reply: the server answered 200 with no text, finish_reason {finish!r} and "
+                               f"{'0' if ct == 0 else 'no'} completion tokens: it dropped the prompt without "
+                               f"generating (e.g. vLLM's 'Input prompt is too long' warning, a server out of KV "
+                               f"cache); asked once more, it answered the same. Not scored; the same command asks it "
+                               f"again.", empty_reply=True)
+    if is_length_finish(finish) or (finish is None and ct is not None and max_tokens and ct >= max_tokens):
         where = "its reasoning" if not (content or "").strip() else "the reply"
-        error = (f"cut off: the output budget of {max_tokens if max_tokens else '?'} tokens ended {where} "
-                 f"(finish_reason {finish!r}, {ct if ct is not None else '?'} completion tokens) before it was "
-                 f"finished; not scored. Raise the budget with --max-tokens (or the model's max_output_tokens in "
-                 f"assets/models.yaml) and rerun.")
-    else:
-        status = "ok"
-    return CallResult(status, content, reasoning, pt, ct, None, cost_usd(model, pt, ct, cached, written, batch=batch),
-                      error=error, cached_prompt_tokens=cached if pt is not None else None,
-                      finish_reason=finish_text(finish), empty_reply=empty_reply)
+        return result("cut_off", f"cut off: the output budget of {max_tokens if max_tokens else '?'} tokens ended "
+                                 f"{where} (finish_reason {finish!r}, {ct if ct is not None else '?'} completion "
+                                 f"tokens) before it was finished; not scored. Raise the budget with --max-tokens "
+                                 f"(or the model's max_output_tokens in assets/models.yaml) and rerun.")
+    if is_finished(finish) or (finish is None and choice.get("done") is True):
+        if parts.other and not (content or "").strip() and empty:
+            return result("error", f"not a finished answer: content parts of a kind ctxbench does not read "
+                                   f"({', '.join(parts.other)}), finish_reason {finish!r}; not scored")
+        if empty and not msg.get("tool_calls") and ((ct or 0) > 0 or msg.get("content") is None):
+            n = ct if ct is not None else "an unreported number of"
+            return result("empty_reply", f"empty reply: the server generated {n} completion tokens "
+                                         f"(finish_reason {finish!r}) but "
+                                         f"returned no text and no reasoning (a reasoning parser that dropped its "
+                                         f"output, a server fault); asked once more, it answered the same. Not "
+                                         f"scored; the same command asks it again.", empty_reply=True)
+        return result("ok")
+    what = "no finish reason" if finish is None else f"finish_reason {finish_text(finish)!r}"
+    why = ("a tool call (ctxbench sends no tools)" if _finish_key(finish) in ("tool_calls", "tool_use",
+                                                                               "function_call")
+           else "ctxbench does not know whether the reply is finished")
+    return result("error", f"not a finished answer: {what}: {why}; stored as error, not scored, named in the "
+                           f"run's summary")
 
 
 def cost_usd(model: str, prompt_tokens: int | None, completion_tokens: int | None, cached_tokens: int = 0,
