@@ -677,10 +677,25 @@ def _report_evaluation(s, build: Path, prefix: str = "") -> int:
                       f"with status cut_off and not scored. Raise the budget with --max-tokens (e.g. --max-tokens "
                       f"{more}) or the model's max_output_tokens in assets/models.yaml, and rerun: the new budget is "
                       f"a new request, so only these calls' answers change", markup=False)
-    if s.unrecognised or s.empty_replies:
+    unfinished_fr = getattr(s, "unfinished_finish", None) or {}
+    empty_gen, inband = getattr(s, "empty_generated", 0), getattr(s, "inband_errors", 0)
+    if s.unrecognised or s.empty_replies or unfinished_fr or empty_gen or inband:
+        named = ", ".join(f"{k} ×{v}" for k, v in sorted(unfinished_fr.items()))
         console.print(f"{prefix}not answers: {s.unrecognised} replies of a shape ctxbench does not recognise, "
-                      f"{s.empty_replies} empty 200 replies after one more try (the server dropped the prompt): "
-                      f"stored as error rows, not scored; the same command asks them again", markup=False)
+                      f"{s.empty_replies} empty 200 replies after one more try (the server dropped the prompt), "
+                      f"{empty_gen} empty replies with tokens generated but no text returned (status empty_reply: "
+                      f"a server fault, asked once more), {inband} provider errors inside a 200 answer "
+                      f"(finish_reason error) that persisted after their retries, "
+                      f"{sum(unfinished_fr.values())} replies whose finish reason does not mean a finished answer"
+                      + (f" ({named})" if named else "")
+                      + ": stored as error or empty_reply rows, not scored; the same command asks them again",
+                      markup=False)
+    if getattr(s, "prefix_cache_hits", 0) or getattr(s, "truncation_unclear", 0):
+        console.print(f"{prefix}truncation check: the server reports neither its context window nor cached "
+                      f"tokens; {s.prefix_cache_hits} replies whose prompt count fell by about the size of a prefix "
+                      f"already sent in this run were read as prompt-cache hits (not truncated); "
+                      f"{s.truncation_unclear} truncated replies could not be told apart from a cache hit of a "
+                      f"prefix sent before this run (rerun against a freshly started server to tell)", markup=False)
     if s.batches:
         out_console.print(f"{prefix}batches: {', '.join(s.batches)} (recorded in {build / 'batches.json'})")
     if s.spent_usd is not None:

@@ -24,7 +24,8 @@ from .errors import InputError
 from .hashing import canonical_json
 from .models.cache import ResponseCache, endpoint_id, key_endpoint, request_key
 from .models.gateway import NOT_ATTEMPTED, RetryPolicy
-from .models.runner import CLAIM_LEASE_S, WINDOW_DEPENDENT, CallRunner, Outcome, Request, truncation_check
+from .models.runner import (ASKED_AGAIN, CLAIM_LEASE_S, WINDOW_DEPENDENT, CallRunner, Outcome, Request,
+                            truncation_check)
 from .models.registry import model_info
 from .prompts import messages_text, render_messages, shared_prefix
 from .storage import TableAppender, build_hash_of_dir, consolidate, read_table, require_build
@@ -135,6 +136,11 @@ class EvalSummary:
     errors: int = 0
     unrecognised: int = 0   # errors: 200 answers of a shape the gateway does not know (counted in errors too)
     empty_replies: int = 0  # errors: 200 answers with no reply after one more try (counted in errors too)
+    empty_generated: int = 0  # empty_reply: tokens generated, no text returned, after one more try (issue 30)
+    inband_errors: int = 0    # errors: a provider failure inside a 200 (finish_reason error) that persisted
+    unfinished_finish: dict = field(default_factory=dict)  # errors: finish reason (as sent) -> replies not finished
+    prefix_cache_hits: int = 0   # short prompt counts read as prompt-cache hits of a prefix sent in this run
+    truncation_unclear: int = 0  # truncated rows where a prompt-cache hit could not be ruled out
     replaced_errors: int = 0  # stored error rows asked again by this run (their new rows replace them)
     max_tokens: int | None = None  # the output budget the requests asked for
     unfinished: int = 0
@@ -300,7 +306,7 @@ def plan_requests(build_dir: str | Path, cfg: EvalConfig, cache: ResponseCache) 
     # an error row is never an answer: the same command asks it again and the new row replaces it
     st_all = stored_rows.column("status").to_pylist() if stored_rows.num_rows else []
     keys_all = stored_rows.column("request_key").to_pylist() if stored_rows.num_rows else []
-    failed = {k for k, st in zip(keys_all, st_all) if st == "error"}
+    failed = {k for k, st in zip(keys_all, st_all) if st in ASKED_AGAIN}
     stored = set(keys_all) - failed
     windowed = {}  # stored over-length / truncated rows of a server at a base URL: checked against its window
     if endpoint is not None and stored_rows.num_rows:
@@ -515,6 +521,17 @@ def _prompt_spans(calls: list[dict]) -> list[tuple[int, int]]:
     return spans
 
 
+def _prefix_tokens(t: dict) -> int | None:
+    """Tokens of the shared prefix of one call's prompt (:func:`~ctxbench.prompts.shared_prefix`), in proportion to
+    its characters of the prompt's count (``_prompt_tokens``, else characters / 4), as :func:`_prompt_spans` counts
+    it; None for an empty prompt."""
+    text = messages_text(t["_messages"])
+    if not text:
+        return None
+    n = t.get("_prompt_tokens") or len(text) // 4
+    return round(n * len(shared_prefix(t["_messages"], t["_context"])) / len(text))
+
+
 def _run_calls(calls: list[dict], cfg: EvalConfig, plan: Plan, cache: ResponseCache, out: TableAppender,
                s: EvalSummary, progress, flush_every: int, base_url: str | None, concurrency: int,
                window: int | None, count_tokens, lease_s: float = CLAIM_LEASE_S) -> None:
@@ -575,6 +592,10 @@ def _run_calls(calls: list[dict], cfg: EvalConfig, plan: Plan, cache: ResponseCa
                     s.over_length += 1
                 elif res.status == "truncated":
                     s.truncated += 1
+                    s.truncation_unclear += res.truncation_unclear
+                    s.notes.append(f"{t['instance_id']} (sample {t['sample']}): {res.error}")
+                elif res.status == "empty_reply":
+                    s.empty_generated += 1
                     s.notes.append(f"{t['instance_id']} (sample {t['sample']}): {res.error}")
                 elif res.status == "cut_off":
                     s.cut_off += 1
@@ -585,7 +606,12 @@ def _run_calls(calls: list[dict], cfg: EvalConfig, plan: Plan, cache: ResponseCa
                     err = res.error or ""
                     s.unrecognised += err.startswith("unrecognised reply shape")
                     s.empty_replies += err.startswith("empty reply")
+                    s.inband_errors += res.inband_error
+                    if err.startswith("not a finished answer"):
+                        f = res.finish_reason if res.finish_reason is not None else "none sent"
+                        s.unfinished_finish[f] = s.unfinished_finish.get(f, 0) + 1
                     s.notes.append(f"{t['instance_id']} (sample {t['sample']}): {res.error}")
+                s.prefix_cache_hits += res.prefix_cache_hit
                 row = {**base, **res.payload(), "cached": False, "retries": res.retries}
         if row is not None:
             buf.append(row)
@@ -595,7 +621,7 @@ def _run_calls(calls: list[dict], cfg: EvalConfig, plan: Plan, cache: ResponseCa
             flush()
 
     reqs = [Request(t["request_key"], t["_messages"], t["_sampling"], plan.max_tokens, t.get("_prompt_tokens"), t,
-                    prefix=t["_prefix"]) for t in calls]
+                    prefix=t["_prefix"], prefix_tokens=_prefix_tokens(t)) for t in calls]
     if progress:
         progress(0, len(calls))
     try:

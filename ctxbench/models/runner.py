@@ -26,6 +26,8 @@ from .gateway import NOT_ATTEMPTED, CallResult, Gateway, PermanentError, RetryPo
 
 # cached answers; the rest are retried (an ``error`` row is never an answer: the same command asks it again)
 STORED_STATUSES = ("ok", "over_length", "truncated", "cut_off", "refused_by_provider")
+# stored rows that are no answer: the same command asks them again, the new row replaces them (never cached)
+ASKED_AGAIN = ("error", "empty_reply")
 CONFIG_STOP_AFTER = 3  # the first calls of a run failing alike with a permanent 4xx (or a config_error): stop
 WINDOW_DEPENDENT = ("over_length", "truncated")  # outcomes that change with the server's context window
 CLAIM_LEASE_S = 60.0  # a worker's claim on a request key lapses this long after its last heartbeat
@@ -47,6 +49,7 @@ class Request:
     expected_prompt_tokens: int | None = None
     item: Any = None
     prefix: str | None = None
+    prefix_tokens: int | None = None  # tokens of that shared prefix (an estimate is fine: the check has a tolerance)
 
 
 @dataclass
@@ -164,6 +167,7 @@ class CallRunner:
         self._stop: asyncio.Event | None = None
         self._window_lock: asyncio.Lock | None = None
         self._counts: dict[int, int] = {}
+        self._read_whole: dict[str, int] = {}  # prefix -> the longest prompt of it this run's server read whole
         self._gw: Gateway | None = None
         self._opened: asyncio.Event | None = None  # set once a call of this run got an answer (the start gate)
         self._probe: asyncio.Lock | None = None
@@ -276,6 +280,23 @@ class CallRunner:
             return True
         return payload.get("server_window") == await self.window_now()
 
+    def _prefix_hit(self, req: Request, reported: int, expected: int, check: TruncationCheck) -> tuple[bool, bool]:
+        """``(hit, unclear)`` for a prompt count ``reported`` below ``expected``: ``hit`` when the count falls by
+        about the size of ``req``'s shared prefix (``reported + prefix_tokens`` within the check's tolerance of
+        ``expected``) and a request of this run on this endpoint sent that prefix and was read whole (so the
+        server's window holds it, and this prompt is no longer than that one beyond the tolerance): a prompt-cache
+        hit, not truncation. ``unclear`` when the fall matches the prefix but no request of this run read it whole
+        (the prefix may be cached from an earlier run): truncation could not be told apart."""
+        if req.prefix is None or not req.prefix_tokens:
+            return False, False
+        floor = expected * (1.0 - check.tolerance) - check.slack
+        if not floor <= reported + req.prefix_tokens <= expected * (1.0 + check.tolerance) + check.slack:
+            return False, False
+        whole = self._read_whole.get(req.prefix)
+        if whole is not None and expected <= whole / max(1.0 - check.tolerance, 1e-6) + check.slack:
+            return True, False
+        return False, True
+
     def _check(self) -> TruncationCheck | None:
         if self._truncation == "auto":
             self._truncation = truncation_check(self.model)
@@ -298,6 +319,15 @@ class CallRunner:
             if short and self.endpoint is not None:  # the server's own window may rule it out (asked once)
                 res.server_window = await self.window_now()
                 short = check.is_truncated(res.prompt_tokens, exp, res.cached_prompt_tokens, res.server_window)
+            if short and not res.cached_prompt_tokens and not res.server_window:
+                # a server that reports neither its window nor cached tokens (Ollama's /v1) but served a prefix
+                # from its prompt cache: its count falls by about the size of a prefix this run already sent
+                hit, unclear = self._prefix_hit(req, res.prompt_tokens, exp, check)
+                if hit:
+                    short, res.prefix_cache_hit = False, True
+                res.truncation_unclear = unclear
+            if not short and req.prefix is not None and not res.prefix_cache_hit:
+                self._read_whole[req.prefix] = max(self._read_whole.get(req.prefix, 0), exp)
             if short:
                 res.status = "truncated"
                 res.error = (f"the server read {res.prompt_tokens} prompt tokens"
@@ -307,7 +337,10 @@ class CallRunner:
                              f"{f'; its window: {res.server_window}' if res.server_window else ''}): it cut the "
                              f"prompt to "
                              f"fit its context window (e.g. Ollama's num_ctx, a llama.cpp server's -c); the reply "
-                             f"is kept but not scored. Start the server with a larger window and rerun.")
+                             f"is kept but not scored. Start the server with a larger window and rerun."
+                             + (" (The server reports neither its window nor cached tokens, and the count fell by "
+                                "about the size of the shared prefix: a prompt-cache hit of a prefix sent before "
+                                "this run could not be told apart.)" if res.truncation_unclear else ""))
         if res.status in WINDOW_DEPENDENT and self.endpoint is not None:
             res.server_window = await self.window_now()
         if res.status in STORED_STATUSES:
