@@ -312,7 +312,8 @@ def _why_missing(model: str, L: int, mode: str, g: dict, scored: int, evaluated_
                 f"{g['builds'][0]['build_dir']}`")
     what = {"over_length": "over the model's context window", "truncated": "cut by the server (truncated)",
             "cut_off": "cut off by the output budget (raise --max-tokens)",
-            "refused_by_provider": "refused by the provider", "error": "failed"}
+            "refused_by_provider": "refused by the provider", "error": "failed",
+            "empty_reply": "empty replies (tokens generated, no text returned: a server fault)"}
     return "no scorable response: " + ", ".join(f"{n} {what.get(s, s)}" for s, n in sorted(counts.items()))
 
 

@@ -147,13 +147,14 @@ def breakdowns(rows: list[dict]) -> dict[str, list[dict]]:
 
 def call_counts(build_dir: str | Path) -> list[dict]:
     """Calls per model × mode: ok, over-length, failed (error rows), refused, cached, retries, and the replies
-    stored but not scored: cut off by the output budget (``cut_off``) and truncated by the server."""
+    stored but not scored: cut off by the output budget (``cut_off``), truncated by the server, and empty
+    replies (``empty_reply``: tokens generated, no text returned)."""
     from ..models.effort import display_model, is_cut_off
 
     resp = read_table(Path(build_dir) / "responses.parquet", "responses").to_pylist()
     counts: dict[tuple, dict] = defaultdict(lambda: {"calls": 0, "ok": 0, "over_length": 0, "failed": 0,
                                                       "refused": 0, "cached": 0, "retries": 0, "cut_off": 0,
-                                                      "truncated": 0})
+                                                      "truncated": 0, "empty_reply": 0})
     for r in resp:
         c = counts[(display_model(r["model"], r.get("reasoning_effort")), r["mode"])]
         c["calls"] += 1
@@ -164,6 +165,7 @@ def call_counts(build_dir: str | Path) -> list[dict]:
         c["refused"] += r["status"] == "refused_by_provider"
         c["cut_off"] += cut
         c["truncated"] += r["status"] == "truncated"
+        c["empty_reply"] += r["status"] == "empty_reply"  # tokens generated, no text returned (a server fault)
         c["cached"] += bool(r["cached"])
         c["retries"] += r["retries"] or 0
     return [{"model": m, "mode": md, **c} for (m, md), c in sorted(counts.items())]

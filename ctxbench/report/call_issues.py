@@ -16,6 +16,20 @@ from ..storage import read_table
 from .context import ReportContext
 
 
+def _no_answer_reason(r: dict) -> str:
+    """The reason a stored 200 was no answer, in words, for the report's table."""
+    err = r["error"] or ""
+    if r["status"] == "empty_reply":
+        return "empty reply (tokens generated, no text returned: a server fault)"
+    if err.startswith("unrec"):
+        return "unrecognised reply shape"
+    if err.startswith("in-band"):
+        return "provider error inside a 200 (finish_reason error), after its retries"
+    if err.startswith("not a finished answer"):
+        return f"not a finished answer (finish_reason {r.get('finish_reason') or 'none sent'})"
+    return "empty reply (the server dropped the prompt)"
+
+
 def call_issues_section(ctx: ReportContext) -> str:
     """HTML of the section; "" when there is nothing to show."""
     build_dir, table = ctx.build_dir, ctx.table
@@ -55,11 +69,11 @@ def call_issues_section(ctx: ReportContext) -> str:
                          "<code>cut_off</code>: a value quoted on the way is not an answer). Raise the budget with <code>evaluate --max-tokens</code> and rerun.</p>"
                          + table(rows, ["model", "mode", "responses", "cut off", "finish reasons",
                                         "longest reply (tokens)"]))
-        bad = [r for r in resp if r["status"] == "error" and (r["error"] or "").startswith(
-            ("unrecognised reply shape", "empty reply"))]
+        bad = [r for r in resp if r["status"] == "empty_reply" or r["status"] == "error" and (
+            r["error"] or "").startswith(("unrecognised reply shape", "empty reply", "not a finished answer",
+                                          "in-band provider error"))]
         if bad:
-            c = Counter((r["model"], r["mode"], "unrecognised reply shape" if r["error"].startswith("unrec")
-                         else "empty reply (the server dropped the prompt)") for r in bad)
+            c = Counter((r["model"], r["mode"], _no_answer_reason(r)) for r in bad)
             rows = [{"model": m, "mode": md, "reason": why, "responses": k} for (m, md, why), k in sorted(c.items())]
             parts.append("<h3>Answers that were no answer</h3><p>HTTP 200 bodies that held no reply ctxbench "
                          "recognises, or an empty reply with a length finish and no completion token (asked once "

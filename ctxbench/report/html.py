@@ -96,7 +96,7 @@ def core_section(ctx: ReportContext) -> str:
 {breakdown("query_type", "query type")}
 {breakdown("difficulty", "difficulty")}
 <h2>Calls</h2>{table(count_rows, ["model", "mode", "calls", "ok", "over_length", "cut_off", "truncated", "failed", "refused",
-                                    "cached", "retries"],
+                                    "empty_reply", "cached", "retries"],
                      lambda r: ctx.link(model=r["model"], mode=r["mode"]), ("calls",))}
 <h2>Run-to-run variance</h2>{table(var_rows, ["model", "mean_sample_variance"])}"""
 
