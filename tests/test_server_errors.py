@@ -404,7 +404,9 @@ def test_litellm_provider_exceptions_through_the_table():
     ("refusal", "refused_by_provider"), ("SAFETY", "refused_by_provider"), ("RECITATION", "refused_by_provider"),
     ("PROHIBITED_CONTENT", "refused_by_provider"), ("blocklist", "refused_by_provider"),
     ("stop", "ok"), ("STOP", "ok"), ("length", "cut_off"), ("MAX_TOKENS", "cut_off"), ("max_tokens", "cut_off"),
-    ("end_turn", "ok"), (None, "ok"),
+    ("end_turn", "ok"),
+    # issue 30: no finish reason at all is not positively a finished answer (a router's partial reply)
+    (None, "error"),
 ])
 def test_refusal_finish_reasons_in_every_spelling(reason, status):
     """A reply the provider withheld for its content policy is refused_by_provider whatever the server calls the
