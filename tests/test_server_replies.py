@@ -26,7 +26,8 @@ CORPUS = [json.loads(x) for x in (Path(__file__).parent / "data" / "server_repli
     encoding="utf-8").splitlines() if x.strip()]
 REQUIRED = {"openai", "azure", "anthropic_proxy", "gemini", "mistral", "deepseek", "vllm", "sglang", "tgi",
             "ollama", "llamacpp", "litellm_proxy"}
-STATUSES = {"ok", "cut_off", "over_length", "config_error", "refused_by_provider", "error", "transient"}
+STATUSES = {"ok", "cut_off", "over_length", "config_error", "refused_by_provider", "error", "transient",
+            "empty_reply"}
 
 
 def body_text(e: dict) -> str:
@@ -51,7 +52,9 @@ def test_the_corpus_covers_the_families_and_kinds():
     assert {e["expect"]["status"] for e in CORPUS} == STATUSES
     kinds = Counter(e["kind"] for e in CORPUS)
     for k in ("cut_off", "over_length", "config", "reasoning_only", "empty_reply", "unrecognised", "negation",
-              "list", "format_chars", "zh_numeral"):
+              "list", "format_chars", "zh_numeral",
+              # issue 30: in-band errors, empty replies with tokens generated, content parts, unfinished finishes
+              "inband_error", "content_parts", "unfinished"):
         assert kinds[k] >= 3, k
 
 
@@ -64,7 +67,11 @@ def test_the_gateway_reads_every_entry(e):
         assert res.finish_reason == x["finish_reason"]
         assert res.response == x["response"] and res.reasoning == x["reasoning"]
         if status == "error":  # never scored silently: the reason is named
-            assert res.error.startswith(("unrecognised reply shape", "empty reply"))
+            assert res.error.startswith(("unrecognised reply shape", "empty reply", "not a finished answer",
+                                         "in-band provider error"))
+            assert res.inband_error == (e["kind"] == "inband_error")
+        if status == "empty_reply":  # tokens generated, nothing returned (issue 30): a server fault, named
+            assert res.error.startswith("empty reply") and res.empty_reply
         if status == "cut_off":
             assert "--max-tokens" in res.error
         if status == "ok" and x["reasoning"] and not (x["response"] or "").strip():

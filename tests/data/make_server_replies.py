@@ -401,6 +401,154 @@ add("litellm-think-block", "litellm_proxy", "answer", 200, chat("<think>81 or 96
     ok("<think>81 or 96? 96.</think>\nAnswer: 96", "96", ROW1))
 
 
+# -- issue 30: a reply is ok only when it is positively a finished answer ---------------------------------------
+def choice_extra(body, **extra):
+    """``body`` with fields added to its ``choices[0]`` (OpenRouter's ``native_finish_reason`` and ``error``)."""
+    body["choices"][0].update(extra)
+    return body
+
+
+PARTIAL = STEPS + "Step 2: the largest is 96.\nAnswer: 96"  # a partial reply that happens to end on the gold
+# kind 1: an in-band provider failure on a 200 (OpenRouter's documented shape: finish_reason "error" with
+# native_finish_reason and a choices[0].error object {code, message}); retried, stored as error, never scored
+add("openrouter-error-partial", "openrouter", "inband_error", 200,
+    choice_extra(chat(PARTIAL, "error"), native_finish_reason="error",
+                 error={"code": 502, "message": "Upstream provider error: connection reset by peer"}),
+    fail("error", "error", PARTIAL))
+add("openrouter-error-empty", "openrouter", "inband_error", 200,
+    choice_extra(chat("", "error", ct=0), native_finish_reason="error",
+                 error={"code": 500, "message": "Provider returned error", "metadata": {"provider_name": "X"}}),
+    fail("error", "error", ""))
+add("openrouter-native-error", "openrouter", "inband_error", 200,
+    choice_extra(chat("Answer: 96", "stop"), native_finish_reason="error"), fail("error", "stop", "Answer: 96"))
+add("openrouter-choice-error-stop", "openrouter", "inband_error", 200,
+    choice_extra(chat("Answer: 9", "stop"), error={"code": 502, "message": "stream interrupted"}),
+    fail("error", "stop", "Answer: 9"))
+add("openrouter-error-rate-limit", "openrouter", "inband_error", 200,
+    choice_extra(chat("", "error", ct=0), error={"code": 429, "message": "Rate limit exceeded upstream"}),
+    fail("error", "error", ""))
+add("openrouter-error-ctx", "openrouter", "over_length", 200,
+    choice_extra(chat(None, "error", ct=0), error={"code": 400, "message": "This endpoint's maximum context length "
+                                                   "is 131072 tokens. However, you requested about 140212 tokens."}),
+    fail("over_length", "error"))
+add("openrouter-error-moderation", "openrouter", "refusal", 200,
+    choice_extra(chat(None, "error", ct=0), error={"code": 403, "message": "Your input was flagged by the content "
+                                                   "moderation: violates our usage policies"}),
+    fail("refused_by_provider", "error"))
+add("openrouter-ok-native-end-turn", "openrouter", "answer", 200,
+    choice_extra(chat(RIGHT, "stop"), native_finish_reason="end_turn"), ok(RIGHT, "96", ROW1))
+add("openrouter-cut-native", "openrouter", "cut_off", 200,
+    choice_extra(chat(CUT, "length", ct=256), native_finish_reason="MAX_TOKENS"), cut(CUT, "length"))
+add("vllm-abort", "vllm", "inband_error", 200, chat("Step 1:", "abort", ct=3), fail("error", "abort", "Step 1:"))
+add("litellm-cohere-error", "litellm_proxy", "inband_error", 200, chat("Answer: 96", "ERROR"),
+    fail("error", "ERROR", "Answer: 96"))
+add("zhipu-network-error", "litellm_proxy", "inband_error", 200, chat("Answer: 9", "network_error"),
+    fail("error", "network_error", "Answer: 9"))
+
+# kind 2: tokens generated, nothing returned (a reasoning parser that dropped its output): empty_reply, asked once
+# more, never scored
+add("vllm-null-stop-tokens", "vllm", "empty_reply", 200, chat(None, "stop", ct=734), fail("empty_reply", "stop"))
+add("sglang-empty-stop-tokens", "sglang", "empty_reply", 200, chat("", "stop", ct=512),
+    fail("empty_reply", "stop", ""))
+add("deepseek-null-stop-tokens", "deepseek", "empty_reply", 200, chat(None, "stop", ct=300),
+    fail("empty_reply", "stop"))
+add("llamacpp-blank-stop-tokens", "llamacpp", "empty_reply", 200, chat("\n\n", "stop", ct=12),
+    fail("empty_reply", "stop", "\n\n"))
+add("ollama-native-empty-stop", "ollama", "empty_reply", 200, ollama("", "stop", ev=200),
+    fail("empty_reply", "stop", ""))
+add("anthropic-no-blocks", "anthropic", "empty_reply", 200, anthropic([], "end_turn", out=88),
+    fail("empty_reply", "end_turn"))
+add("gemini-thoughts-no-parts", "gemini", "empty_reply", 200, gemini([], "STOP", ct=0, thoughts=512),
+    fail("empty_reply", "STOP", ""))
+add("together-null-eos", "together", "empty_reply", 200, chat(None, "eos", ct=100), fail("empty_reply", "eos"))
+
+# kind 4: OpenAI refusals (message.refusal, a refusal content part) and content given as parts, read part by part
+add("openai-refusal-field", "openai", "refusal", 200,
+    chat(None, "stop", ct=9, msg_extra={"refusal": "I'm sorry, I can't help with that."}),
+    fail("refused_by_provider", "stop"))
+add("openai-refusal-part", "openai", "refusal", 200,
+    chat([{"type": "refusal", "refusal": "I can't assist with that request."}], "stop", ct=8),
+    fail("refused_by_provider", "stop"))
+add("azure-text-and-refusal-parts", "azure", "refusal", 200,
+    chat([{"type": "text", "text": "Answer: 96"}, {"type": "refusal", "refusal": "Part withheld."}], "stop"),
+    fail("refused_by_provider", "stop", "Answer: 96"))
+add("openai-text-parts", "openai", "content_parts", 200,
+    chat([{"type": "text", "text": "Step 1: 96 > 81.\n"}, {"type": "text", "text": "Answer: 96"}], "stop"),
+    ok("Step 1: 96 > 81.\nAnswer: 96", "96", ROW1))
+add("litellm-output-text-part", "litellm_proxy", "content_parts", 200,
+    chat([{"type": "output_text", "text": "Answer: 96", "annotations": []}], "stop"), ok("Answer: 96", "96", ROW1))
+add("mistral-magistral-thinking-parts", "mistral", "content_parts", 200,
+    chat([{"type": "thinking", "thinking": [{"type": "text", "text": "96 beats 81"}]},
+          {"type": "text", "text": "Answer: 96"}], "stop"),
+    ok("Answer: 96", "96", ROW1, reasoning="96 beats 81"))
+add("anthropic-proxy-thinking-parts", "anthropic_proxy", "content_parts", 200,
+    chat([{"type": "thinking", "thinking": "96 > 81", "signature": "sig"}, {"type": "text", "text": "Answer: 96"}],
+         "stop"), ok("Answer: 96", "96", ROW1, reasoning="96 > 81"))
+add("openai-image-part-only", "openai", "unfinished", 200,
+    chat([{"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}}], "stop"),
+    fail("error", "stop"))
+add("gemini-prompt-blocked", "gemini", "refusal", 200,
+    {"promptFeedback": {"blockReason": "OTHER"}, "usageMetadata": {"promptTokenCount": 900, "totalTokenCount": 900}},
+    fail("refused_by_provider", "OTHER"))
+
+# the structural rule: a finish reason that does not mean a finished answer is no answer (never ok), named
+add("openai-tool-calls", "openai", "unfinished", 200,
+    chat(None, "tool_calls", msg_extra={"tool_calls": [{"id": "c1", "type": "function", "function": {
+        "name": "lookup", "arguments": "{}"}}]}), fail("error", "tool_calls"))
+add("anthropic-tool-use", "anthropic", "unfinished", 200,
+    anthropic([{"type": "text", "text": "Let me look"}, {"type": "tool_use", "id": "t", "name": "f", "input": {}}],
+              "tool_use"), fail("error", "tool_use", "Let me look"))
+add("anthropic-pause-turn", "anthropic", "unfinished", 200, anthropic([{"type": "text", "text": "Answer: 9"}],
+                                                                      "pause_turn"),
+    fail("error", "pause_turn", "Answer: 9"))
+add("anthropic-window-exceeded", "anthropic", "cut_off", 200,
+    anthropic([{"type": "text", "text": CUT}], "model_context_window_exceeded", out=256),
+    cut(CUT, "model_context_window_exceeded"))
+add("gemini-other", "gemini", "unfinished", 200, gemini([{"text": "Answer: 96"}], "OTHER"),
+    fail("error", "OTHER", "Answer: 96"))
+add("gemini-unspecified", "gemini", "unfinished", 200, gemini([{"text": "Answer: 96"}], "FINISH_REASON_UNSPECIFIED"),
+    fail("error", "FINISH_REASON_UNSPECIFIED", "Answer: 96"))
+add("gemini-malformed-call", "gemini", "unfinished", 200, gemini([{"text": "Answer: 9"}], "MALFORMED_FUNCTION_CALL"),
+    fail("error", "MALFORMED_FUNCTION_CALL", "Answer: 9"))
+add("proxy-no-finish", "litellm_proxy", "unfinished", 200, chat("Answer: 96", None), fail("error", None,
+                                                                                         "Answer: 96"))
+add("proxy-unknown-finish", "litellm_proxy", "unfinished", 200, chat("Answer: 96", "completed_partially"),
+    fail("error", "completed_partially", "Answer: 96"))
+add("together-eos", "together", "answer", 200, chat(RIGHT, "eos"), ok(RIGHT, "96", ROW1, "eos"))
+add("tgi-eos-token", "tgi", "answer", 200, chat(RIGHT, "eos_token"), ok(RIGHT, "96", ROW1, "eos_token"))
+
+# kind 8: context overflow in more servers' words, as a 500, a 400 and a 200 error body: over_length after one call
+DECODER = "decoder prompt of 5300 tokens is longer than the model's maximum length of 4096"
+for st in (500, 400, 200):
+    add(f"vllm-decoder-prompt-{st}", "vllm", "over_length", st,
+        {"object": "error", "message": DECODER, "type": "InternalServerError" if st == 500 else "BadRequestError",
+         "param": None, "code": st if st != 200 else 400}, fail("over_length"))
+add("vllm-v1-decoder-plus-output", "vllm", "over_length", 400,
+    {"object": "error", "message": "The decoder prompt (length 4096) plus the number of requested output tokens (at "
+     "least 1) is longer than the maximum model length of 4096. Make sure that `max_model_len` is no smaller than the "
+     "number of text tokens (prompt + requested output tokens).", "type": "BadRequestError", "param": None,
+     "code": 400}, fail("over_length"))
+add("vllm-max-tokens-over-window", "vllm", "over_length", 400,
+    {"object": "error", "message": "'max_tokens' or 'max_completion_tokens' is too large: 8000. This model's maximum "
+     "context length is 4096 tokens and your request has 2778 input tokens (8000 > 4096 - 2778).",
+     "type": "BadRequestError", "param": None, "code": 400}, fail("over_length"))
+add("together-input-longer", "together", "over_length", 400,
+    oai_error("The input (250000 tokens) is longer than the model's context length (200000 tokens).",
+              code="invalid_request_error"), fail("over_length"))
+add("openai-configured-limit", "openai", "over_length", 400,
+    oai_error("Input tokens exceed the configured limit of 272000 tokens. Your messages resulted in 509178 tokens. "
+              "Please reduce the length of the messages.", param="messages", code="context_length_exceeded"),
+    fail("over_length"))
+add("openai-string-too-long", "openai", "over_length", 400,
+    oai_error("Invalid 'messages[1].content': string too long. Expected a string with maximum length 10485760, but "
+              "got a string with length 12000000 instead.", param="messages[1].content", code="string_above_max_length"),
+    fail("over_length"))
+add("sglang-requested-token-count", "sglang", "over_length", 400,
+    {"object": "error", "message": "Requested token count exceeds the model's maximum context length of 32768 "
+     "tokens. You requested a total of 40100 tokens.", "type": "BadRequestError", "param": None, "code": 400},
+    fail("over_length"))
+
+
 def main() -> None:
     ids = [e["id"] for e in ENTRIES]
     assert len(ids) == len(set(ids)), "duplicate ids"
