@@ -340,7 +340,8 @@ def test_every_model_call_goes_through_the_runner():
 def test_the_stored_contract_names_the_truncated_status():
     cols = {c["name"]: c for c in json.loads((Path(__file__).resolve().parent.parent / "schemas" /
                                                "responses.schema.json").read_text())["columns"]}
-    assert cols["status"]["values"] == ["ok", "over_length", "truncated", "cut_off", "refused_by_provider", "error"]
+    assert cols["status"]["values"] == ["ok", "over_length", "truncated", "cut_off", "refused_by_provider", "error",
+                                        "empty_reply"]  # issue 30: tokens generated, no text returned
     assert cols["server_window"]["type"] == cols["expected_prompt_tokens"]["type"] == "int64"
 
 
