@@ -342,6 +342,10 @@ def test_the_kinds_through_evaluate_and_score(tmp_path, monkeypatch):
     assert "1 empty replies with tokens generated" in out and "1 provider errors inside a 200" in out
     assert "1 replies whose finish reason does not mean a finished answer (weird_new_reason ×1)" in out
 
+    from ctxbench.analysis.core import call_counts
+    c = call_counts(build)[0]  # the report's Calls table: 10 calls, 3 ok, 2 failed, 1 empty_reply, 2 refused
+    assert (c["calls"], c["ok"], c["failed"], c["empty_reply"], c["refused"], c["over_length"]) == (10, 3, 2, 1, 2, 2)
+
     s = cli.invoke(app, ["score", "--build", str(build)])
     assert s.exit_code == 0, s.output
     by = {(x["instance_id"], x["matcher"]): x["score"] for x in pq.read_table(build / "scores.parquet").to_pylist()}

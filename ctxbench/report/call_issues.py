@@ -76,9 +76,10 @@ def call_issues_section(ctx: ReportContext) -> str:
             c = Counter((r["model"], r["mode"], _no_answer_reason(r)) for r in bad)
             rows = [{"model": m, "mode": md, "reason": why, "responses": k} for (m, md, why), k in sorted(c.items())]
             parts.append("<h3>Answers that were no answer</h3><p>HTTP 200 bodies that held no reply ctxbench "
-                         "recognises, or an empty reply with a length finish and no completion token (asked once "
-                         "more): stored as <code>error</code> rows, never scored; the same <code>evaluate</code> "
-                         "asks them again. Example: " + html.escape(bad[0]["error"][:300]) + "</p>"
+                         "recognises, an empty reply (asked once more), a provider error inside the 200 "
+                         "(<code>finish_reason</code> <code>error</code>, retried), or a finish reason that does not "
+                         "mean a finished answer: stored as <code>error</code> or <code>empty_reply</code> rows, "
+                         "never scored; the same <code>evaluate</code> asks them again. Example: " + html.escape(bad[0]["error"][:300]) + "</p>"
                          + table(rows, ["model", "mode", "reason", "responses"]))
     up = build_dir / "judge_unscored.parquet"
     if up.exists():
