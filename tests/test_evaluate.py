@@ -254,7 +254,7 @@ def test_permanent_errors_are_stored_not_retried_not_scored(tmp_path):
         counts = pq.read_table(build / "report" / "counts.parquet").to_pylist()
         assert counts == [{"model": "openai/fake", "mode": "lc", "calls": 10, "ok": 8, "over_length": 1,
                            "failed": 1, "refused": 0, "cached": 0, "retries": 0, "cut_off": 0,
-                           "truncated": 0}]
+                           "truncated": 0, "empty_reply": 0}]  # issue 30: empty replies counted apart
 
 
 def test_retry_budget_exhausted_leaves_no_row_and_rerun_retries(tmp_path):
