@@ -158,6 +158,14 @@ def test_only_a_finished_reason_gives_ok(finish, status):
         assert res.error.startswith("not a finished answer") and not res.inband_error
 
 
+def test_a_tool_call_under_a_stop_finish_is_not_an_answer():
+    body = chat(None, "stop")
+    body["choices"][0]["message"]["tool_calls"] = [{"id": "c", "type": "function",
+                                                    "function": {"name": "f", "arguments": "{}"}}]
+    s, res = read(body)
+    assert s == "error" and "tool call" in res.error
+
+
 def test_ollama_native_done_without_a_reason_is_finished():
     body = {"model": "m", "message": {"role": "assistant", "content": "Answer: 3"}, "done": True,
             "prompt_eval_count": 10, "eval_count": 4}

@@ -1071,6 +1071,9 @@ def completion_result(model: str, choice: dict, msg: dict, usage: Any, zeros_mea
                                  f"tokens) before it was finished; not scored. Raise the budget with --max-tokens "
                                  f"(or the model's max_output_tokens in assets/models.yaml) and rerun.")
     if is_finished(finish) or (finish is None and choice.get("done") is True):
+        if msg.get("tool_calls") and empty:  # a finish that says stop around a tool call: no answer
+            return result("error", f"not a finished answer: a tool call (ctxbench sends no tools) with no text, "
+                                   f"finish_reason {finish!r}; not scored")
         if parts.other and not (content or "").strip() and empty:
             return result("error", f"not a finished answer: content parts of a kind ctxbench does not read "
                                    f"({', '.join(parts.other)}), finish_reason {finish!r}; not scored")
