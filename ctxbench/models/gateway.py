@@ -13,6 +13,11 @@ call's retries and hands over to the outage pause); a context-length error, in a
 (400, 413, 422, 500, or a 200 whose body is an error object), is ``over_length`` after one call; credentials, model
 names, quotas and output budgets are ``config_error`` (never stored: a fixed rerun calls again); content filters are
 ``refused_by_provider``; anything else is a permanent ``error``. Concurrency is bounded per gateway (one per model).
+
+Replies: a 200 is ``ok`` only when it is positively a finished answer (:func:`completion_result`: a finish reason
+in :data:`FINISHED_FINISH_REASONS` and text); a provider error inside a 200 (``finish_reason: "error"``,
+``choices[0].error``) is retried as a transient failure and stored as ``error`` if it persists; tokens generated
+with no text returned are ``empty_reply``; any other finish reason is ``error`` "not a finished answer".
 """
 
 from __future__ import annotations
@@ -321,7 +326,8 @@ def error_in_body(body: Any) -> tuple[int | None, str] | None:
 @dataclass
 class CallResult:
     """Outcome of one call: status ``ok``, ``over_length``, ``truncated`` (set by the runner: the server read fewer
-    prompt tokens than were sent), ``refused_by_provider`` or ``error``; ``config_error`` (credentials, model name,
+    prompt tokens than were sent), ``cut_off``, ``refused_by_provider``, ``empty_reply`` (tokens generated, no text
+    returned) or ``error``; ``config_error`` (credentials, model name,
     quota, output budget) is never stored, so a fixed rerun calls again. ``server_window``: the server's context
     window in tokens when the runner knew it (over_length and truncated outcomes are replayed only while it holds);
     ``expected_prompt_tokens``: the prompt's count the truncation check compared with ``prompt_tokens``;
