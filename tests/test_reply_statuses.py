@@ -468,3 +468,22 @@ def test_callresult_flags_are_not_stored():
     # the new flags are run-time only: the payload (the response cache's row) keeps its fields
     r = CallResult("ok", "x", inband_error=True, prefix_cache_hit=True)
     assert "inband_error" not in r.payload() and "prefix_cache_hit" not in r.payload()
+
+
+def test_the_litellm_path_reads_the_inband_error_litellm_hides():
+    """Through litellm (backend litellm at the same base URL): litellm turns finish_reason "error" into "stop" and
+    keeps the native reason and the error object in provider_specific_fields; the gateway reads them: an in-band
+    error, retried once (budget 1: 2 requests), stored as error with the provider's message."""
+    with FakeOpenAIServer(rule=lambda b: {"status": 200, "body": OPENROUTER_ERROR}) as srv:
+        gw = Gateway("openai/fake", srv.base_url, 1, RetryPolicy(max_retries=1, base_delay_s=0.0), backend="litellm")
+
+        async def go():
+            try:
+                return await gw.complete([{"role": "user", "content": "q"}], 64, {"temperature": 0.0},
+                                         random.Random(0))
+            finally:
+                await gw.aclose()
+        res = asyncio.run(go())
+        n = srv.count
+    assert n == 2 and res.status == "error" and res.inband_error and res.finish_reason == "error"
+    assert "Upstream provider error: connection reset by peer" in res.error

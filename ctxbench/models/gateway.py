@@ -199,6 +199,9 @@ ERROR_TABLE: tuple[ErrorRule, ...] = (
               why="a request parameter or server setting the server refuses (every call of the run alike)"),
     ErrorRule("transient", statuses=frozenset({200, None}), pattern=TRANSIENT_RE,
               why="overloaded, rate limited or an internal error, in an error object without its status"),
+    ErrorRule("error", pattern=re.compile(r"OpenAIException - Invalid response object"),
+              why="a 200 whose reply litellm cannot read (e.g. a refusal content part): an unrecognised shape, not "
+                  "a server error (litellm raises it as a 500)"),
     ErrorRule("transient", statuses=frozenset({408, 409, 425}) | _5XX, why="server error or timeout"),
     ErrorRule("transient", exceptions=TRANSIENT_EXCEPTIONS, why="timeout or connection error"),
     ErrorRule("config_error", statuses=frozenset({401, 403, 404}), why="credentials, permissions or model name"),
@@ -736,7 +739,8 @@ def litellm_choice(choice: Any) -> dict:
     OpenAI's (``end_turn`` and ``STOP`` to ``stop``, but also ``error``, ``ERROR``, ``network_error``,
     ``MALFORMED_RESPONSE`` and any reason it does not know to ``stop``) and keeps the provider's own in
     ``provider_specific_fields["native_finish_reason"]``: where that native reason is not a finished one
-    (:func:`is_finished`) it is the finish the gateway judges; an ``error`` object on the choice is kept."""
+    (:func:`is_finished`) it is the finish the gateway judges; an ``error`` object on the choice (litellm keeps it
+    in ``provider_specific_fields["error"]``) is kept."""
     fin = getattr(choice, "finish_reason", None)
     psf = getattr(choice, "provider_specific_fields", None)
     native = psf.get("native_finish_reason") if isinstance(psf, dict) else None
@@ -745,7 +749,7 @@ def litellm_choice(choice: Any) -> dict:
         out["native_finish_reason"] = native
         if _finish_key(fin) == "stop" and not is_finished(native):
             out["finish_reason"] = native  # litellm's default "stop" hides what the provider said
-    err = getattr(choice, "error", None)
+    err = getattr(choice, "error", None) or (psf.get("error") if isinstance(psf, dict) else None)
     if err:
         out["error"] = err if isinstance(err, (dict, str)) else getattr(err, "__dict__", str(err))
     return out
