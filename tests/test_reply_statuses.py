@@ -360,6 +360,14 @@ def test_the_kinds_through_evaluate_and_score(tmp_path, monkeypatch):
     # only the finished answers are scored: item 1's partial reply ends on its gold but earns nothing (no row)
     assert {iid for iid, _ in by} == {"inst-00", "inst-02", "inst-05"}
     assert by[("inst-00", "row_match")] == by[("inst-02", "row_match")] == by[("inst-05", "row_match")] == 1.0
+    # with a judge: the judge grades the same three answers only (one gold row each: one verdict)
+    with FakeOpenAIServer(answer_fn=lambda b: json.dumps({"verdicts": ["exact"]})) as judge:
+        sj = cli.invoke(app, ["score", "--build", str(build), "--judge", "openai/judge", "--judge-base-url",
+                              judge.base_url])
+        judged = judge.count
+    assert sj.exit_code == 0, sj.output
+    rows_j = [x for x in pq.read_table(build / "scores.parquet").to_pylist() if x["matcher"].startswith("judge")]
+    assert judged == 3 and {x["instance_id"] for x in rows_j} == {"inst-00", "inst-02", "inst-05"}
 
     # the rerun asks the error and empty_reply rows again (items 1, 3, 8), nothing else
     before = dict(calls)
