@@ -935,10 +935,12 @@ def reply_parts(body: Any) -> tuple[dict, dict, Any] | None:
     if isinstance(cands, list) and cands and isinstance(cands[0], dict):  # Gemini
         c = cands[0]
         parts = ((c.get("content") or {}).get("parts") or []) if isinstance(c.get("content"), dict) else []
-        text = "".join(p.get("text", "") for p in parts if isinstance(p, dict) and not p.get("thought"))
+        texts = [p["text"] for p in parts if isinstance(p, dict) and not p.get("thought")
+                 and isinstance(p.get("text"), str)]
         thought = "".join(p.get("text", "") for p in parts if isinstance(p, dict) and p.get("thought"))
-        return {"finish_reason": c.get("finishReason")}, {"content": text, "reasoning": thought or None}, \
-            body.get("usageMetadata")
+        # no text part at all (Gemini's empty candidate with finishReason STOP) is no content, not an empty answer
+        return {"finish_reason": c.get("finishReason")}, \
+            {"content": "".join(texts) if texts else None, "reasoning": thought or None}, body.get("usageMetadata")
     fb = body.get("promptFeedback")
     if isinstance(fb, dict) and fb.get("blockReason") and not cands:  # Gemini refused the prompt itself
         return ({"finish_reason": fb["blockReason"], "blocked": True},

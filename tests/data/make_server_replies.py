@@ -145,8 +145,7 @@ add("gemini-thought", "gemini", "answer", 200,
     gemini([{"text": "96 beats 81", "thought": True}, {"text": "Answer: 96"}], "STOP", thoughts=12),
     ok("Answer: 96", "96", ROW1, "STOP", reasoning="96 beats 81"))
 add("gemini-cut", "gemini", "cut_off", 200, gemini([{"text": CUT}], "MAX_TOKENS", ct=256), cut(CUT, "MAX_TOKENS"))
-add("gemini-safety", "gemini", "refusal", 200, gemini([], "SAFETY", ct=0), fail("refused_by_provider", "SAFETY",
-                                                                                  ""))
+add("gemini-safety", "gemini", "refusal", 200, gemini([], "SAFETY", ct=0), fail("refused_by_provider", "SAFETY"))
 add("gemini-recitation", "gemini", "refusal", 200, gemini([{"text": "The"}], "RECITATION", ct=1),
     fail("refused_by_provider", "RECITATION", "The"))
 add("gemini-wrong", "gemini", "answer", 200, gemini([{"text": WRONG}], "STOP"), ok(WRONG, "81", ROW0, "STOP"))
@@ -459,7 +458,11 @@ add("ollama-native-empty-stop", "ollama", "empty_reply", 200, ollama("", "stop",
 add("anthropic-no-blocks", "anthropic", "empty_reply", 200, anthropic([], "end_turn", out=88),
     fail("empty_reply", "end_turn"))
 add("gemini-thoughts-no-parts", "gemini", "empty_reply", 200, gemini([], "STOP", ct=0, thoughts=512),
-    fail("empty_reply", "STOP", ""))
+    fail("empty_reply", "STOP"))
+add("gemini-empty-candidate-stop", "gemini", "empty_reply", 200,
+    {"candidates": [{"finishReason": "STOP", "index": 0}], "usageMetadata": {"promptTokenCount": 900,
+                                                                            "totalTokenCount": 900}},
+    fail("empty_reply", "STOP"))
 add("together-null-eos", "together", "empty_reply", 200, chat(None, "eos", ct=100), fail("empty_reply", "eos"))
 
 # kind 4: OpenAI refusals (message.refusal, a refusal content part) and content given as parts, read part by part
