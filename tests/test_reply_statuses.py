@@ -495,3 +495,24 @@ def test_the_litellm_path_reads_the_inband_error_litellm_hides():
         n = srv.count
     assert n == 2 and res.status == "error" and res.inband_error and res.finish_reason == "error"
     assert "Upstream provider error: connection reset by peer" in res.error
+
+
+def test_the_summary_names_cache_hits_and_undecidable_truncation(tmp_path, monkeypatch):
+    """The closing summary says how many short prompt counts were read as prompt-cache hits and how many truncated
+    rows could not be told apart from one (exit 0: per-instance outcomes)."""
+    import io
+
+    from rich.console import Console
+
+    from ctxbench import cli as cli_mod
+    from ctxbench.evaluate import EvalSummary
+
+    buf = io.StringIO()
+    monkeypatch.setattr(cli_mod, "console", Console(file=buf, soft_wrap=True))
+    monkeypatch.setattr(cli_mod, "out_console", Console(file=buf, soft_wrap=True, markup=False))
+    s = EvalSummary(selected=16, calls=16, truncated=1, prefix_cache_hits=14, truncation_unclear=1, new_rows=16)
+    assert cli_mod._report_evaluation(s, tmp_path) == 0
+    out = " ".join(buf.getvalue().split())
+    assert "14 replies whose prompt count fell by about the size of a prefix already sent in this run were read as " \
+           "prompt-cache hits" in out
+    assert "1 truncated replies could not be told apart from a cache hit" in out
