@@ -57,7 +57,9 @@ _DUCK_TYPES = {"INTEGER": pa.int64(), "REAL": pa.float64(), "TEXT": pa.string()}
 
 @dataclass
 class GoldResult:
-    """``rows``: the gold answer (list of rows, values in SELECT order); ``ok`` False with ``reason`` when rejected."""
+    """``rows``: the gold answer (list of rows, values in SELECT order); ``ok`` False with ``reason`` when rejected.
+    ``detail``: what a rejection found; for an accepted ordered answer ``{"tie_groups": [...]}`` (:func:`tie_groups`
+    of its rows: rows of one group are tied and may come in any order)."""
 
     rows: list[list[Any]] | None
     ok: bool
@@ -143,6 +145,34 @@ def results_equal(a: list[list[Any]], b: list[list[Any]], ordered: bool, strict:
     eq = _value_equal_strict if strict else _value_equal
     return all(_row_equal(x, y, eq) for x, y in zip(a, b))
 
+
+
+def tie_groups(keys: list[list[Any]]) -> list[int]:
+    """The tie group of each row of an ordered answer, from its rows' ORDER BY keys in answer order: consecutive
+    rows with equal keys (numbers within 1e-6) share a group number (0, 1, ...). Rows of one group are tied: no
+    engine's order among them is the answer's (``ORDER BY AVG(total) DESC`` with two equal averages)."""
+    out: list[int] = []
+    for i, k in enumerate(keys):
+        out.append(0 if i == 0 else out[-1] + (not _row_equal(keys[i - 1], k)))
+    return out
+
+
+def equal_in_tie_groups(a: list[list[Any]], b: list[list[Any]], groups: list[int], equal) -> bool:
+    """Whether the ordered answers ``a`` and ``b`` are the same rows in the same order except inside tie groups
+    (``groups``: :func:`tie_groups` of ``a``'s rows), where they are compared as multisets:
+    ``equal(rows_a, rows_b, False)`` is called per group (e.g. :func:`results_equal`; the build's gold check and
+    ``questions import``'s check against the original file share this). False when the lengths differ."""
+    if len(a) != len(b) or len(groups) != len(a):
+        return False
+    i = 0
+    while i < len(a):
+        j = i + 1
+        while j < len(a) and groups[j] == groups[i]:
+            j += 1
+        if not equal(a[i:j], b[i:j], False):
+            return False
+        i = j
+    return True
 
 
 
@@ -842,24 +872,16 @@ def compute_gold(sql: str, tables: Tables, seed: int = 0, strict_order: bool = F
     ordered = root.args.get("order") is not None
     keys = window.get("keys")
 
+    groups = tie_groups(keys) if ordered and not window.get("unordered") and keys is not None else None
+
     def same(a: list, b: list) -> bool:
         # an ordered answer: the same rows in the same order, except that rows with equal sort keys (a tie inside
         # the answer, which no answer order can settle) may come in any order; an unordered one: the same multiset
         if not ordered or window.get("unordered"):
             return results_equal(a, b, False)
-        if keys is None or len(keys) != len(a):
+        if groups is None or len(groups) != len(a):
             return results_equal(a, b, True) or (_int_arg(root, "limit") is None and results_equal(a, b, False))
-        if len(a) != len(b):
-            return False
-        i = 0
-        while i < len(a):
-            j = i + 1
-            while j < len(a) and _row_equal(keys[j], keys[i]):
-                j += 1
-            if not results_equal(a[i:j], b[i:j], False):
-                return False
-            i = j
-        return True
+        return equal_in_tie_groups(a, b, groups, results_equal)
 
     # with an ORDER BY ... LIMIT in a correlated subquery, different answers come from rows tied at that LIMIT
     tie = ("tie at LIMIT in a correlated subquery: rows with equal ORDER BY keys give different answers"
@@ -903,4 +925,5 @@ def compute_gold(sql: str, tables: Tables, seed: int = 0, strict_order: bool = F
         return GoldResult([], False, "empty gold answer")
     if all(v is None for r in duck for v in r):
         return GoldResult(duck, False, "gold answer is NULL (e.g. an aggregate over no matching row)")
-    return GoldResult(duck, True)
+    return GoldResult(duck, True, detail={"tie_groups": groups} if groups is not None and len(groups) == len(duck)
+                      else {})
