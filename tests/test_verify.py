@@ -168,11 +168,12 @@ def test_needles_build_certifies_every_instance(needles):
 
 
 @pytest.mark.parametrize("tamper", ["remove_needle", "competing_value", "alias_competing", "edit_gold",
-                                    "duplicate_hop"])
+                                    "duplicate_hop", "edit_gold_keep_accepted", "edit_chain_gold"])
 def test_needles_tampering_is_caught_in_the_edited_instance_only(needles, tmp_path, tamper):
     rows = pq.read_table(needles / "instances.parquet").to_pylist()
     pick = {"remove_needle": ("N1", "real"), "competing_value": ("N1", "real"), "alias_competing": ("N1", "altered"),
-            "edit_gold": ("N2", "real"), "duplicate_hop": ("C1", "chain")}[tamper]
+            "edit_gold": ("N2", "real"), "duplicate_hop": ("C1", "chain"),
+            "edit_gold_keep_accepted": ("N2", "real"), "edit_chain_gold": ("C1", "chain")}[tamper]
     victim = next(r["instance_id"] for r in rows if (r["needle_id"], r["variant"]) == pick)
 
     def edit(rs):
@@ -189,6 +190,11 @@ def test_needles_tampering_is_caught_in_the_edited_instance_only(needles, tmp_pa
                 r["context"] = text[:cut] + "鶴山以疾卒，年五十八。\n" + text[cut:]
             elif tamper == "edit_gold":
                 r["gold"] = json.dumps([["婺州蘭溪"]], ensure_ascii=False)
+            elif tamper == "edit_gold_keep_accepted":  # issue 30: the value moved into the accepted answers
+                r["gold"] = json.dumps([["婺州蘭溪"]], ensure_ascii=False)
+                r["accepted_answers"] = json.dumps(["建州浦城", "浦城"], ensure_ascii=False)
+            elif tamper == "edit_chain_gold":  # issue 30: 六十 is written inside the last hop's 六十一
+                r["gold"] = json.dumps([["六十"]], ensure_ascii=False)
             elif tamper == "duplicate_hop":
                 hop = "甄子敬少從葛元方學，終身師事之。"
                 r["context"] = text[:cut] + hop + "\n" + text[cut:]
@@ -198,7 +204,10 @@ def test_needles_tampering_is_caught_in_the_edited_instance_only(needles, tmp_pa
     st = _statuses(res)
     want = {"remove_needle": "occurs 0 times", "competing_value": "competing value '五十九'",
             "alias_competing": "competing value '五十八' for 鶴山", "edit_gold": "differs from the value the needle "
-            "text states: '建州浦城'", "duplicate_hop": "occurs 2 times"}[tamper]
+            "text states: '建州浦城'", "duplicate_hop": "occurs 2 times",
+            "edit_gold_keep_accepted": "stored gold '婺州蘭溪' (accepted ['建州浦城', '浦城']) differs from the value the "
+                                       "needle text states: '建州浦城'",
+            "edit_chain_gold": "stored gold '六十' is not chain C1's answer '六十一'"}[tamper]
     assert st[victim].status == "failed" and want in st[victim].reason, st[victim].reason
     assert all(c.status == "certified" for i, c in st.items() if i != victim)
 
@@ -301,9 +310,11 @@ def test_scitrek_facts_found_in_text_or_uncertifiable(tmp_path):
     lost = "# Deep Nets for Cats\nAnn Lee, Bo Chen\nText.\n"
     sql_auth = "SELECT author_name FROM article_author WHERE author_position = 0"
     sql_ref = "SELECT SUM(reference_count) FROM articles"
-    rows = [{"instance_id": i, "source_id": "c1", "sql": q, "context": c}
-            for i, q, c in (("ok", sql_auth, good), ("order", sql_auth, swapped), ("title", sql_auth, lost),
-                            ("refs", sql_ref, good))]
+    # golds by hand: first authors Ann Lee (a) and Cy Diaz (b); references 30 + 12 = 42
+    first = json.dumps([["Ann Lee"], ["Cy Diaz"]])
+    rows = [{"instance_id": i, "source_id": "c1", "sql": q, "context": c, "gold": g}
+            for i, q, c, g in (("ok", sql_auth, good, first), ("order", sql_auth, swapped, first),
+                               ("title", sql_auth, lost, first), ("refs", sql_ref, good, "[[42]]"))]
     st = {c.instance_id: c for c in certify(d, rows, None)[0]}
     assert st["ok"].status == "certified"
     # authors out of the metadata's order: no proof (uncertifiable), as on real collections whose PDFs and metadata
@@ -374,6 +385,8 @@ def test_lara_supporting_passage(tmp_path, monkeypatch):
     rows = [{"instance_id": "i1", "question_id": "32k_book_location.jsonl:1", "context": "He found the loose\nmatches."},
             {"instance_id": "i2", "question_id": "32k_book_location.jsonl:1", "context": "He found nothing."},
             {"instance_id": "i3", "question_id": "32k_book_location.jsonl:2", "context": "Anything."}]
+    for r, g in zip(rows, ("A", "A", "B")):
+        r["gold"] = json.dumps([[g]])
     monkeypatch.delenv(ENV, raising=False)
     assert {c.status for c in certify(tmp_path, rows, None)[0]} == {"uncertifiable"}
     monkeypatch.setenv(ENV, str(tmp_path / "lara"))
@@ -628,3 +641,48 @@ def test_verify_on_a_runs_root_names_the_builds_under_it(holobench, tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(InputError, match=r"runs/default/latest"):
         verify_build(tmp_path / "empty")
+
+
+def test_scitrek_full_text_certificate_compares_the_stored_gold(tmp_path):
+    """Issue 30 kind 11: a full-text instance whose facts are all in the text is certified only while its stored
+    gold is the SQL's answer over the collection database; an edited gold fails that instance, the others stay as
+    they were (an uncertifiable one with an edited gold fails too)."""
+    from ctxbench.tracks.scitrek.verify import certify
+
+    d = _scitrek_build(tmp_path)
+    good = "# Deep Nets for Cats\nAnn Lee, Bo Chen\nText.\n# Shallow Trees\nCy Diaz\n"
+    count = "SELECT COUNT(*) FROM article_author WHERE article_id = 'a'"  # Ann Lee, Bo Chen: 2
+    words = "SELECT article_title FROM articles ORDER BY title_word_count DESC"  # 4 words, then 2
+    refs = "SELECT SUM(reference_count) FROM articles"  # 30 + 12 = 42, uncertifiable (metadata only)
+    cases = {"count": (count, [[2]]), "count_edited": (count, [[3]]),
+             "ordered": (words, [["Deep Nets for Cats"], ["Shallow Trees"]]),
+             "ordered_swapped": (words, [["Shallow Trees"], ["Deep Nets for Cats"]]),
+             "refs": (refs, [[42]]), "refs_edited": (refs, [[41]])}
+    rows = [{"instance_id": i, "source_id": "c1", "sql": q, "gold": json.dumps(g), "context": good,
+             "context_format": "full_text"} for i, (q, g) in cases.items()]
+    st = {c.instance_id: c for c in certify(d, rows, None)[0]}
+    assert {i: c.status for i, c in st.items()} == {
+        "count": "certified", "count_edited": "failed", "ordered": "certified", "ordered_swapped": "failed",
+        "refs": "uncertifiable", "refs_edited": "failed"}
+    assert "stored gold [[3]] differs from the answer re-derived from the context [[2]]" in st["count_edited"].reason
+    assert "stored gold [[41]]" in st["refs_edited"].reason
+
+
+def test_lara_certificate_compares_the_stored_gold(tmp_path, monkeypatch):
+    """Issue 30 kind 11: a LaRA instance whose passage is in its context is certified only while its stored gold is
+    LaRA's answer ([["A"]]); an edited gold fails it, with or without a supporting passage; the others stay."""
+    from ctxbench.tracks.lara.verify import ENV, certify
+
+    q = tmp_path / "lara" / "queries"
+    q.mkdir(parents=True)
+    (q / "32k_book_location.jsonl").write_text(
+        json.dumps({"question": "Q1", "answer": "A", "context": "the loose matches"}) + "\n"
+        + json.dumps({"question": "Q2", "answer": "B"}) + "\n", encoding="utf-8")
+    rows = [{"instance_id": i, "question_id": f"32k_book_location.jsonl:{ln}", "context": "He found the loose matches.",
+             "gold": json.dumps([[g]])} for i, ln, g in (("ok", 1, "A"), ("edited", 1, "A."), ("free", 2, "B"),
+                                                          ("free_edited", 2, "C"))]
+    monkeypatch.setenv(ENV, str(tmp_path / "lara"))
+    st = {c.instance_id: c for c in certify(tmp_path, rows, None)[0]}
+    assert {i: c.status for i, c in st.items()} == {"ok": "certified", "edited": "failed", "free": "uncertifiable",
+                                                    "free_edited": "failed"}
+    assert st["edited"].reason == 'stored gold [["A."]] differs from LaRA\'s answer [["A"]]'
