@@ -75,6 +75,7 @@ REASON_KINDS = [
     ("integer division", "integer_division"),
     ("value rule changes the answer: stripped text", "stripped_text"),
     ("value rule changes the answer", "value_rule"),
+    ("collation", "collation"),
     ("SQLite and DuckDB disagree", "engines_disagree"),
     ("SQLite cannot run", "sql_error"),
     ("SQL does not parse", "sql_error"),

@@ -304,8 +304,9 @@ def load_grammar(db_id: str, source_sqlite: Path, templates_path: Path | None = 
     tables of ``source_sqlite`` with their declared types; with ``stored_kinds``, each number column's slot kind
     follows the values the table holds (:func:`_stored_kinds`: a word in an INTEGER column makes its slot text),
     one scan per table. Raises InputError for a missing or malformed file."""
-    from .source import load_dummy_documents
+    from ...sources.database import declared_collations, with_collation
     from ...verbalize.templates import load_templates
+    from .source import load_dummy_documents
 
     ts = load_templates(db_id, templates_path)  # the builder's reading: templates and missing phrases stripped
     missing = ts.missing
@@ -317,7 +318,8 @@ def load_grammar(db_id: str, source_sqlite: Path, templates_path: Path | None = 
         for n in names:
             info = con.execute(f'PRAGMA table_info("{n}")').fetchall()
             columns[n] = [r[1] for r in info]
-            types[n] = [r[2] or "TEXT" for r in info]
+            coll = declared_collations(con, n)  # the SQL is re-run with the collations the source declares
+            types[n] = [with_collation(r[2] or "TEXT", coll.get(r[1])) for r in info]
             declared = [_kind(t) for t in types[n]]
             got = _stored_kinds(con, n, columns[n], declared) if stored_kinds and n in ts.templates else declared
             relaxed.update(((n, c), k) for c, k, d in zip(columns[n], got, declared) if k != d)
