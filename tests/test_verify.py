@@ -686,3 +686,80 @@ def test_lara_certificate_compares_the_stored_gold(tmp_path, monkeypatch):
     assert {i: c.status for i, c in st.items()} == {"ok": "certified", "edited": "failed", "free": "uncertifiable",
                                                     "free_edited": "failed"}
     assert st["edited"].reason == 'stored gold [["A."]] differs from LaRA\'s answer [["A"]]'
+
+
+def _nocase_build(tmp_path):
+    """A HoloBench build over a user's file whose city column is declared COLLATE NOCASE: 60 rows, city cycling
+    Paris, paris, PARIS, Lyon (so 3 of every 4 rows are Paris for sqlite3 on the file, 1 of 4 byte for byte)."""
+    from ctxbench.tracks.base import get_track
+
+    d = tmp_path / "data"
+    d.mkdir()
+    db = d / "visits.sqlite"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE visit (day TEXT, city TEXT COLLATE NOCASE, guests INTEGER)")
+    con.executemany("INSERT INTO visit VALUES (?, ?, ?)",
+                    [(f"2021-03-{i + 1:03d}", ["Paris", "paris", "PARIS", "Lyon"][i % 4], 10 + i) for i in range(60)])
+    con.commit()
+    con.close()
+    qs = tmp_path / "visits.yaml"
+    tpls = ["On {day} the visit to {city} had {guests} guests.", "Visit of {day} in {city}: {guests} guests.",
+            "{guests} guests came to {city} on {day}.", "In {city}, {guests} guests visited on {day}.",
+            "Day {day}: {city} welcomed {guests} guests."]
+    qs.write_text("db_id: visits\ntemplates:\n  visit:\n" + "".join(f"    - \"{t}\"\n" for t in tpls)
+                  + "questions:\n  - id: v-q1\n    question: How many visits were to Paris?\n"
+                  "    sql: SELECT COUNT(*) FROM visit WHERE city = 'Paris'\n", encoding="utf-8")
+    out = tmp_path / "b"
+    get_track("holobench").build({"lengths": [1024], "db": str(db), "queries": str(qs)}, out)
+    return out, d
+
+
+def test_nocase_gold_source_copy_and_certificate(tmp_path, monkeypatch):
+    """Issue 30 kind 6: the gold counts every included Paris row whatever its case (as sqlite3 on the user's file
+    does), source.sqlite keeps the column's NOCASE, and the certificate certifies it, also against sqlite3 with the
+    original file's schema (--source-data). A gold computed without the collation (the byte-for-byte count) fails,
+    both where source.sqlite keeps the collation and where a copy lost it (then the original file catches it)."""
+    from ctxbench.sources.database import declared_collations
+    from ctxbench.verify import SOURCE_DATA_ENV
+
+    out, data = _nocase_build(tmp_path)
+    con = sqlite3.connect(out / "source.sqlite")
+    assert declared_collations(con, "visit") == {"city": "NOCASE"}
+    con.close()
+    inst = pq.read_table(out / "instances.parquet").to_pylist()
+    assert inst, pq.read_table(out / "quarantine.parquet").to_pylist()
+    for r in inst:  # the Paris lines of the context, any case (by hand: the rule above)
+        lines = [ln for ln in r["context"].split("\n") if "2021-03-" in ln]
+        assert json.loads(r["gold"]) == [[sum("paris" in ln.lower() for ln in lines)]]
+        assert sum("paris" in ln.lower() for ln in lines) > sum("Paris" in ln for ln in lines)
+    monkeypatch.setenv(SOURCE_DATA_ENV, str(data))
+    res = verify_build(out, write=False)
+    assert {c.status for c in res.certificates} == {"certified"}, [c.reason for c in res.certificates]
+    victim = inst[0]["instance_id"]
+    binary = sum("Paris" in ln for ln in inst[0]["context"].split("\n") if "2021-03-" in ln)
+
+    def edit(rs):
+        for r in rs:
+            if r["instance_id"] == victim:
+                r["gold"] = json.dumps([[binary]])
+        return rs
+
+    bad = _edit(out, tmp_path / "b2", edit)
+    st = _statuses(verify_build(bad, write=False))
+    assert st[victim].status == "failed" and "stored gold" in st[victim].reason
+    assert all(c.status == "certified" for i, c in st.items() if i != victim)
+    # a copy that lost the collation (as builds before issue 30 wrote it) re-derives the byte-for-byte count, and
+    # only sqlite3 with the original file's schema tells the gold is wrong
+    con = sqlite3.connect(bad / "source.sqlite")
+    con.execute("CREATE TABLE v2 (day TEXT, city TEXT, guests INTEGER)")
+    con.execute("INSERT INTO v2 SELECT day, city, guests FROM visit ORDER BY rowid")
+    con.execute("DROP TABLE visit")
+    con.execute("ALTER TABLE v2 RENAME TO visit")
+    con.commit()
+    con.close()
+    st = _statuses(verify_build(bad, write=False))
+    assert st[victim].status == "failed" and "original file's schema" in st[victim].reason, st[victim].reason
+    monkeypatch.delenv(SOURCE_DATA_ENV)
+    res = verify_build(bad, write=False)
+    assert _statuses(res)[victim].status == "certified"  # without the file nothing can tell, and a note says so
+    assert any("visits.sqlite was not given" in n for n in res.notes), res.notes
