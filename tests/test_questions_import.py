@@ -437,3 +437,29 @@ def test_stripped_text_rejection_cites_the_databases_own_padded_value(tmp_path):
     assert line["reason_kind"] == "stripped_text"
     assert "invoices.city holds ' Lyon'" in line["reason"] and "APG" not in line["reason"]
     assert "sqlite3: [[0]]" in line["reason"] and "after the rule: [[2]]" in line["reason"]
+
+
+def test_import_follows_declared_collations(tmp_path):
+    """Issue 30 kind 6 through `questions import`: city is declared COLLATE NOCASE, code COLLATE RTRIM.
+    Rows (city, code): (Paris, a1), (paris, a1), (PARIS, b2), (Lyon, a1), (lyon, c3).
+    `city = 'Paris'` counts 3 (sqlite3 on the file; 1 byte for byte), accepted with 3; `code = 'a1 '` (a
+    trailing space in the literal) counts 3 under RTRIM and 0 byte for byte: DuckDB has no RTRIM, rejected as
+    `collation`; `code = 'c3'` does not depend on RTRIM: accepted with 1."""
+    d = tmp_path / "dbs" / "trips_1"
+    d.mkdir(parents=True)
+    con = sqlite3.connect(d / "trips_1.sqlite")
+    con.execute("CREATE TABLE trip (id INTEGER PRIMARY KEY, city TEXT COLLATE NOCASE, code TEXT COLLATE RTRIM)")
+    con.executemany("INSERT INTO trip VALUES (?, ?, ?)", [(1, "Paris", "a1"), (2, "paris", "a1"), (3, "PARIS", "b2"),
+                                                          (4, "Lyon", "a1"), (5, "lyon", "c3")])
+    con.commit()
+    con.close()
+    q = tmp_path / "q.json"
+    q.write_text(json.dumps([
+        {"db_id": "trips_1", "question": "Trips to Paris?", "query": "SELECT count(*) FROM trip WHERE city = 'Paris'"},
+        {"db_id": "trips_1", "question": "Trips coded a1?", "query": "SELECT count(*) FROM trip WHERE code = 'a1 '"},
+        {"db_id": "trips_1", "question": "Trips coded c3?", "query": "SELECT count(*) FROM trip WHERE code = 'c3'"},
+    ]))
+    paris, a1, c3 = import_questions(q, tmp_path / "dbs", tmp_path / "out").report
+    assert paris["accepted"] and paris["answer"] == [[3]], paris["reason"]
+    assert not a1["accepted"] and a1["reason_kind"] == "collation" and "trip.code is declared COLLATE RTRIM" in a1["reason"]
+    assert c3["accepted"] and c3["answer"] == [[1]], c3["reason"]
