@@ -21,7 +21,8 @@ class ForeignKey:
 
 @dataclass
 class Table:
-    """A table: column names, their declared SQL types, rows as tuples (Python values), primary-key columns."""
+    """A table: column names, their declared SQL types (with the column's ``COLLATE NOCASE``/``RTRIM`` clause where
+    it declares one: :func:`with_collation`), rows as tuples (Python values), primary-key columns."""
 
     name: str
     columns: list[str]
@@ -129,10 +130,11 @@ _COLLATE = re.compile(r"\s*\bCOLLATE\s+\"?([A-Za-z_][A-Za-z0-9_]*)\"?\s*$", re.I
 
 
 def declared_collations(con: sqlite3.Connection, table: str) -> dict[str, str]:
-    """``column -> collation`` (upper case: ``NOCASE``, ``RTRIM``, or a user collation's name) of the columns of
-    ``table`` whose ``CREATE TABLE`` statement declares a collation other than SQLite's default ``BINARY``. SQLite
-    has no pragma for a column's collation, so the statement in ``sqlite_master`` is parsed (sqlglot); {} when it
-    does not parse. Source: SQLite, "Datatypes In SQLite" section 7 (collating sequences)."""
+    """``column -> collation`` (``NOCASE`` or ``RTRIM``) of the columns of ``table`` whose ``CREATE TABLE``
+    statement declares one of SQLite's built-in collations other than the default ``BINARY``. A user-defined
+    collation is not kept: only the application that registered it can apply it (sqlite3 itself cannot). SQLite has
+    no pragma for a column's collation, so the statement in ``sqlite_master`` is parsed (sqlglot); {} when it does
+    not parse. Source: SQLite, "Datatypes In SQLite" section 7 (collating sequences)."""
     import sqlglot
     from sqlglot import exp
 
@@ -148,7 +150,7 @@ def declared_collations(con: sqlite3.Connection, table: str) -> dict[str, str]:
         for c in cd.args.get("constraints") or []:
             if isinstance(c.args.get("kind"), exp.CollateColumnConstraint):
                 name = c.args["kind"].this.name.upper()
-                if name != "BINARY":
+                if name in ("NOCASE", "RTRIM"):
                     out[cd.name] = name
     return out
 

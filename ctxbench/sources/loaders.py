@@ -28,7 +28,9 @@ def _sqlite_tables(con: sqlite3.Connection) -> list[str]:
 
 
 def load_sqlite(path: str | Path, db_id: str | None = None) -> Database:
-    """Load every table of the SQLite file ``path`` (rows in rowid order) with keys from SQLite's own schema.
+    """Load every table of the SQLite file ``path`` (rows in rowid order) with keys from SQLite's own schema; each
+    column's declared type keeps the column's NOCASE or RTRIM collation (``TEXT COLLATE NOCASE``:
+    :func:`~ctxbench.sources.database.declared_collations`), so copies and gold engines compare as the file does.
 
     Raises InputError when the file is missing, is not SQLite, or holds no table with rows.
     """
