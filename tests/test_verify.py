@@ -689,7 +689,7 @@ def test_lara_certificate_compares_the_stored_gold(tmp_path, monkeypatch):
 
 
 def _nocase_build(tmp_path):
-    """A HoloBench build over a user's file whose city column is declared COLLATE NOCASE: 60 rows, city cycling
+    """A HoloBench build over a user's file whose city column is declared COLLATE NOCASE (tag RTRIM): 60 rows, city cycling
     Paris, paris, PARIS, Lyon (so 3 of every 4 rows are Paris for sqlite3 on the file, 1 of 4 byte for byte)."""
     from ctxbench.tracks.base import get_track
 
@@ -697,18 +697,21 @@ def _nocase_build(tmp_path):
     d.mkdir()
     db = d / "visits.sqlite"
     con = sqlite3.connect(db)
-    con.execute("CREATE TABLE visit (day TEXT, city TEXT COLLATE NOCASE, guests INTEGER)")
-    con.executemany("INSERT INTO visit VALUES (?, ?, ?)",
-                    [(f"2021-03-{i + 1:03d}", ["Paris", "paris", "PARIS", "Lyon"][i % 4], 10 + i) for i in range(60)])
+    con.execute("CREATE TABLE visit (day TEXT, city TEXT COLLATE NOCASE, guests INTEGER, tag TEXT COLLATE RTRIM)")
+    con.executemany("INSERT INTO visit VALUES (?, ?, ?, ?)",
+                    [(f"2021-03-{i + 1:03d}", ["Paris", "paris", "PARIS", "Lyon"][i % 4], 10 + i, f"t{i % 3}")
+                     for i in range(60)])
     con.commit()
     con.close()
     qs = tmp_path / "visits.yaml"
-    tpls = ["On {day} the visit to {city} had {guests} guests.", "Visit of {day} in {city}: {guests} guests.",
-            "{guests} guests came to {city} on {day}.", "In {city}, {guests} guests visited on {day}.",
-            "Day {day}: {city} welcomed {guests} guests."]
+    tpls = ["On {day} the visit {tag} to {city} had {guests} guests.", "Visit {tag} of {day} in {city}: {guests} guests.",
+            "{guests} guests came to {city} on {day} (visit {tag}).", "In {city}, {guests} guests visited on {day}, "
+            "visit {tag}.", "Day {day}: {city} welcomed {guests} guests on visit {tag}."]
     qs.write_text("db_id: visits\ntemplates:\n  visit:\n" + "".join(f"    - \"{t}\"\n" for t in tpls)
                   + "questions:\n  - id: v-q1\n    question: How many visits were to Paris?\n"
-                  "    sql: SELECT COUNT(*) FROM visit WHERE city = 'Paris'\n", encoding="utf-8")
+                  "    sql: SELECT COUNT(*) FROM visit WHERE city = 'Paris'\n"
+                  "  - id: v-q2\n    question: How many visits were tagged t1?\n"
+                  "    sql: SELECT COUNT(*) FROM visit WHERE tag = 't1 '\n", encoding="utf-8")
     out = tmp_path / "b"
     get_track("holobench").build({"lengths": [1024], "db": str(db), "queries": str(qs)}, out)
     return out, d
@@ -724,10 +727,16 @@ def test_nocase_gold_source_copy_and_certificate(tmp_path, monkeypatch):
 
     out, data = _nocase_build(tmp_path)
     con = sqlite3.connect(out / "source.sqlite")
-    assert declared_collations(con, "visit") == {"city": "NOCASE"}
+    assert declared_collations(con, "visit") == {"city": "NOCASE", "tag": "RTRIM"}
     con.close()
     inst = pq.read_table(out / "instances.parquet").to_pylist()
     assert inst, pq.read_table(out / "quarantine.parquet").to_pylist()
+    # 't1 ' equals t1 only under the tag column's RTRIM, which DuckDB lacks: every v-q2 instance is quarantined at
+    # stage gold naming the collation
+    assert {r["question_id"] for r in inst} == {"v-q1"}
+    quar = [q for q in pq.read_table(out / "quarantine.parquet").to_pylist() if q["stage"] == "gold"]
+    assert quar and all(q["reason"].startswith("collation RTRIM cannot be reproduced by DuckDB") and
+                        "visit.tag is declared COLLATE RTRIM" in q["reason"] for q in quar), quar
     for r in inst:  # the Paris lines of the context, any case (by hand: the rule above)
         lines = [ln for ln in r["context"].split("\n") if "2021-03-" in ln]
         assert json.loads(r["gold"]) == [[sum("paris" in ln.lower() for ln in lines)]]
@@ -751,8 +760,8 @@ def test_nocase_gold_source_copy_and_certificate(tmp_path, monkeypatch):
     # a copy that lost the collation (as builds before issue 30 wrote it) re-derives the byte-for-byte count, and
     # only sqlite3 with the original file's schema tells the gold is wrong
     con = sqlite3.connect(bad / "source.sqlite")
-    con.execute("CREATE TABLE v2 (day TEXT, city TEXT, guests INTEGER)")
-    con.execute("INSERT INTO v2 SELECT day, city, guests FROM visit ORDER BY rowid")
+    con.execute("CREATE TABLE v2 (day TEXT, city TEXT, guests INTEGER, tag TEXT)")
+    con.execute("INSERT INTO v2 SELECT day, city, guests, tag FROM visit ORDER BY rowid")
     con.execute("DROP TABLE visit")
     con.execute("ALTER TABLE v2 RENAME TO visit")
     con.commit()
