@@ -178,3 +178,92 @@ def test_shared_engines_only_read():
         with pytest.raises(sqlite3.OperationalError, match="readonly"):
             eng.sqlite("insert").execute("DELETE FROM t")
         assert compute_gold("SELECT SUM(v) FROM t", tables, engines=eng).rows == [[3]]
+
+
+# ---------------------------------------------------------------------------------------------- collations (issue 30)
+
+def _collation_db(path):
+    """A user's file with declared collations: city NOCASE, code RTRIM, tag (and name) BINARY.
+
+    id  name  city   code    tag
+    1   Ann   Paris  'ab'    x
+    2   Bo    paris  'ab  '  X
+    3   Cy    PARIS  'cd'    x
+    4   Di    Lyon   'ab '   y
+    5   Ed    lyon   'ef'    Y
+    6   Fa    Nice   'cd  '  y
+    """
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE people (id INTEGER PRIMARY KEY, name TEXT, city TEXT COLLATE NOCASE, "
+                "code TEXT COLLATE RTRIM, tag TEXT COLLATE BINARY)")
+    con.executemany("INSERT INTO people VALUES (?, ?, ?, ?, ?)",
+                    [(1, "Ann", "Paris", "ab", "x"), (2, "Bo", "paris", "ab  ", "X"), (3, "Cy", "PARIS", "cd", "x"),
+                     (4, "Di", "Lyon", "ab ", "y"), (5, "Ed", "lyon", "ef", "Y"), (6, "Fa", "Nice", "cd  ", "y")])
+    con.commit()
+    con.close()
+    return path
+
+
+@pytest.mark.parametrize("sql, want", [
+    # NOCASE column: Paris, paris, PARIS (3; without the collation only row 1)
+    ("SELECT count(*) FROM people WHERE city = 'Paris'", [[3]]),
+    ("SELECT count(*) FROM people WHERE 'Paris' = city", [[3]]),  # the column's collation from the right side too
+    ("SELECT count(*) FROM people WHERE city IN ('paris', 'NICE')", [[4]]),  # 3 + Nice
+    ("SELECT count(*) FROM people WHERE city BETWEEN 'LYON' AND 'lyon'", [[2]]),  # Lyon, lyon
+    # an explicit COLLATE wins over the column's: BINARY on the NOCASE column counts row 1 only
+    ("SELECT count(*) FROM people WHERE city = 'Paris' COLLATE BINARY", [[1]]),
+    # BINARY tag: x in rows 1 and 3; with COLLATE NOCASE in the SQL also X (row 2)
+    ("SELECT count(*) FROM people WHERE tag = 'x'", [[2]]),
+    ("SELECT count(*) FROM people WHERE tag = 'x' COLLATE NOCASE", [[3]]),
+    # sort by city NOCASE (lyon = Lyon < nice < paris), then name: Di Ed Fa Ann Bo Cy
+    ("SELECT name FROM people ORDER BY city, name", [["Di"], ["Ed"], ["Fa"], ["Ann"], ["Bo"], ["Cy"]]),
+    # RTRIM that does not change the answer: only row 5 holds 'ef', padded or not
+    ("SELECT count(*) FROM people WHERE code = 'ef'", [[1]]),
+])
+def test_gold_follows_declared_collations(tmp_path, sql, want):
+    """The gold follows the collations the user's file declares, as sqlite3 on that file answers (each count by
+    hand from the table in _collation_db)."""
+    from ctxbench.questions.importer import gold_tables_of
+    from ctxbench.sources.loaders import load_sqlite
+
+    p = _collation_db(tmp_path / "people.sqlite")
+    con = sqlite3.connect(p)
+    assert [list(r) for r in con.execute(sql)] == want  # sqlite3 on the user's file agrees with the hand count
+    con.close()
+    g = compute_gold(sql, gold_tables_of(load_sqlite(p)))
+    assert g.ok, g.reason
+    assert g.rows == want
+
+
+@pytest.mark.parametrize("sql, sqlite_says, binary_says", [
+    # RTRIM column: 'ab', 'ab  ', 'ab ' all equal 'ab' (3); byte for byte only row 1
+    ("SELECT count(*) FROM people WHERE code = 'ab'", 3, 1),
+    # COLLATE RTRIM written in the SQL: 'x ' equals x in rows 1 and 3 (2); byte for byte none
+    ("SELECT count(*) FROM people WHERE tag = 'x ' COLLATE RTRIM", 2, 0),
+])
+def test_answer_depending_on_rtrim_is_rejected_naming_it(tmp_path, sql, sqlite_says, binary_says):
+    """DuckDB has no RTRIM collation: a question whose answer depends on it is rejected with that reason (the
+    counts by hand: with RTRIM and byte for byte)."""
+    from ctxbench.questions.importer import gold_tables_of
+    from ctxbench.sources.loaders import load_sqlite
+
+    p = _collation_db(tmp_path / "people.sqlite")
+    g = compute_gold(sql, gold_tables_of(load_sqlite(p)))
+    assert not g.ok
+    assert g.reason.startswith("collation RTRIM cannot be reproduced by DuckDB"), g.reason
+    assert f"SQLite with it: [[{sqlite_says}]]; with BINARY comparisons: [[{binary_says}]]" in g.reason
+
+
+def test_loader_and_source_copy_keep_declared_collations(tmp_path):
+    """The loader keeps each column's collation with its declared type, and a copy written from it (the build's
+    source.sqlite) declares the same collations: sqlite3 on the copy counts 3 Paris rows as on the original."""
+    from ctxbench.sources.database import declared_collations, write_sqlite
+    from ctxbench.sources.loaders import load_sqlite
+
+    db = load_sqlite(_collation_db(tmp_path / "people.sqlite"))
+    assert db.tables["people"].types == ["INTEGER", "TEXT", "TEXT COLLATE NOCASE", "TEXT COLLATE RTRIM", "TEXT"]
+    write_sqlite(db, tmp_path / "source.sqlite")
+    con = sqlite3.connect(tmp_path / "source.sqlite")
+    assert declared_collations(con, "people") == {"city": "NOCASE", "code": "RTRIM"}
+    assert con.execute("SELECT count(*) FROM people WHERE city = 'Paris'").fetchone() == (3,)
+    con.close()

@@ -375,3 +375,91 @@ def test_dev_accepted_answers_equal_sqlite3_on_the_original_files(dev_import, sh
     n = sum(r["accepted"] for r in res.report)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     assert f"{n} accepted answer(s) of {len(res.report)} checked" in p.stdout and ": 0 differ" in p.stdout
+
+
+def _invoices_db(tmp_path):
+    """A hand-made database whose ordered answers tie inside the answer: average totals per customer are
+    1: (4 + 16) / 2 = 10, 2: 5, 3: (10 + 10) / 2 = 10, 4: 1, 5: 10 (three customers tied at 10)."""
+    d = tmp_path / "dbs" / "shop_1"
+    d.mkdir(parents=True)
+    con = sqlite3.connect(d / "shop_1.sqlite")
+    con.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY, customer_id INTEGER, city TEXT, total REAL)")
+    con.executemany("INSERT INTO invoices VALUES (?, ?, ?, ?)",
+                    [(1, 3, " Lyon", 10.0), (2, 1, "Paris", 4.0), (3, 1, "Paris", 16.0), (4, 2, "Nice", 5.0),
+                     (5, 4, "Nice", 1.0), (6, 3, " Lyon", 10.0), (7, 5, "Paris", 10.0)])
+    con.commit()
+    con.close()
+    return tmp_path / "dbs"
+
+
+def test_ordered_answer_differing_from_sqlite3_only_inside_ties_is_accepted(tmp_path):
+    """Issue 30 kind 12: `ORDER BY AVG(total) DESC LIMIT 4` ranks customers 1, 3, 5 (all 10, tied) then 2 (5);
+    the fifth, 4 (1), is below the cut, so the answer is well defined up to the order of the three tied rows.
+    DuckDB (the gold engine's rows) and sqlite3 on the file order the tie differently; the answer is accepted,
+    compared in tie groups as the build's gold check compares the engines. A tie at the cut (LIMIT 2: three rows
+    at 10 for two places) is still rejected as a tie."""
+    dbs = _invoices_db(tmp_path)
+    q = tmp_path / "q.json"
+    q.write_text(json.dumps([
+        {"db_id": "shop_1", "question": "Top 4 customers by average invoice?",
+         "query": "SELECT customer_id, AVG(total) FROM invoices GROUP BY customer_id ORDER BY AVG(total) DESC LIMIT 4"},
+        {"db_id": "shop_1", "question": "Top 2 customers by average invoice?",
+         "query": "SELECT customer_id, AVG(total) FROM invoices GROUP BY customer_id ORDER BY AVG(total) DESC LIMIT 2"},
+    ]))
+    res = import_questions(q, dbs, tmp_path / "out")
+    top4, top2 = res.report
+    assert top4["accepted"], top4["reason"]
+    assert sorted(map(tuple, top4["answer"][:3])) == [(1, 10.0), (3, 10.0), (5, 10.0)]
+    assert top4["answer"][3] == [2, 5.0]
+    assert not top2["accepted"] and top2["reason_kind"] == "tie"
+
+
+def test_tie_groups_compare_inside_groups_only():
+    """The shared tie-group comparison: rows swapped inside a group are equal, across groups they are not."""
+    from ctxbench.gold.execute import equal_in_tie_groups, results_equal, tie_groups
+
+    groups = tie_groups([[10.0], [10.0], [5.0], [1.0]])
+    assert groups == [0, 0, 1, 2]
+    a = [[1, 10.0], [3, 10.0], [2, 5.0], [4, 1.0]]
+    assert equal_in_tie_groups(a, [[3, 10.0], [1, 10.0], [2, 5.0], [4, 1.0]], groups, results_equal)
+    assert not equal_in_tie_groups(a, [[1, 10.0], [2, 5.0], [3, 10.0], [4, 1.0]], groups, results_equal)
+    assert not equal_in_tie_groups(a, a[:3], groups, results_equal)
+
+
+def test_stripped_text_rejection_cites_the_databases_own_padded_value(tmp_path):
+    """The stripped-text reason cites a padded value of this database (' Lyon', row 1), never another database's:
+    `city = 'Lyon'` matches no row in sqlite3 on the file (both are ' Lyon'), 2 after stripping."""
+    dbs = _invoices_db(tmp_path)
+    q = tmp_path / "q.json"
+    q.write_text(json.dumps([{"db_id": "shop_1", "question": "Invoices from Lyon?",
+                              "query": "SELECT count(*) FROM invoices WHERE city = 'Lyon'"}]))
+    line = import_questions(q, dbs, tmp_path / "out").report[0]
+    assert line["reason_kind"] == "stripped_text"
+    assert "invoices.city holds ' Lyon'" in line["reason"] and "APG" not in line["reason"]
+    assert "sqlite3: [[0]]" in line["reason"] and "after the rule: [[2]]" in line["reason"]
+
+
+def test_import_follows_declared_collations(tmp_path):
+    """Issue 30 kind 6 through `questions import`: city is declared COLLATE NOCASE, code COLLATE RTRIM.
+    Rows (city, code): (Paris, a1), (paris, a1), (PARIS, b2), (Lyon, a1), (lyon, c3).
+    `city = 'Paris'` counts 3 (sqlite3 on the file; 1 byte for byte), accepted with 3; `code = 'a1 '` (a
+    trailing space in the literal) counts 3 under RTRIM and 0 byte for byte: DuckDB has no RTRIM, rejected as
+    `collation`; `code = 'c3'` does not depend on RTRIM: accepted with 1."""
+    d = tmp_path / "dbs" / "trips_1"
+    d.mkdir(parents=True)
+    con = sqlite3.connect(d / "trips_1.sqlite")
+    con.execute("CREATE TABLE trip (id INTEGER PRIMARY KEY, city TEXT COLLATE NOCASE, code TEXT COLLATE RTRIM)")
+    con.executemany("INSERT INTO trip VALUES (?, ?, ?)", [(1, "Paris", "a1"), (2, "paris", "a1"), (3, "PARIS", "b2"),
+                                                          (4, "Lyon", "a1"), (5, "lyon", "c3")])
+    con.commit()
+    con.close()
+    q = tmp_path / "q.json"
+    q.write_text(json.dumps([
+        {"db_id": "trips_1", "question": "Trips to Paris?", "query": "SELECT count(*) FROM trip WHERE city = 'Paris'"},
+        {"db_id": "trips_1", "question": "Trips coded a1?", "query": "SELECT count(*) FROM trip WHERE code = 'a1 '"},
+        {"db_id": "trips_1", "question": "Trips coded c3?", "query": "SELECT count(*) FROM trip WHERE code = 'c3'"},
+    ]))
+    paris, a1, c3 = import_questions(q, tmp_path / "dbs", tmp_path / "out").report
+    assert paris["accepted"] and paris["answer"] == [[3]], paris["reason"]
+    assert not a1["accepted"] and a1["reason_kind"] == "collation" and "trip.code is declared COLLATE RTRIM" in a1["reason"]
+    assert c3["accepted"] and c3["answer"] == [[1]], c3["reason"]

@@ -168,11 +168,12 @@ def test_needles_build_certifies_every_instance(needles):
 
 
 @pytest.mark.parametrize("tamper", ["remove_needle", "competing_value", "alias_competing", "edit_gold",
-                                    "duplicate_hop"])
+                                    "duplicate_hop", "edit_gold_keep_accepted", "edit_chain_gold"])
 def test_needles_tampering_is_caught_in_the_edited_instance_only(needles, tmp_path, tamper):
     rows = pq.read_table(needles / "instances.parquet").to_pylist()
     pick = {"remove_needle": ("N1", "real"), "competing_value": ("N1", "real"), "alias_competing": ("N1", "altered"),
-            "edit_gold": ("N2", "real"), "duplicate_hop": ("C1", "chain")}[tamper]
+            "edit_gold": ("N2", "real"), "duplicate_hop": ("C1", "chain"),
+            "edit_gold_keep_accepted": ("N2", "real"), "edit_chain_gold": ("C1", "chain")}[tamper]
     victim = next(r["instance_id"] for r in rows if (r["needle_id"], r["variant"]) == pick)
 
     def edit(rs):
@@ -189,6 +190,11 @@ def test_needles_tampering_is_caught_in_the_edited_instance_only(needles, tmp_pa
                 r["context"] = text[:cut] + "鶴山以疾卒，年五十八。\n" + text[cut:]
             elif tamper == "edit_gold":
                 r["gold"] = json.dumps([["婺州蘭溪"]], ensure_ascii=False)
+            elif tamper == "edit_gold_keep_accepted":  # issue 30: the value moved into the accepted answers
+                r["gold"] = json.dumps([["婺州蘭溪"]], ensure_ascii=False)
+                r["accepted_answers"] = json.dumps(["建州浦城", "浦城"], ensure_ascii=False)
+            elif tamper == "edit_chain_gold":  # issue 30: 六十 is written inside the last hop's 六十一
+                r["gold"] = json.dumps([["六十"]], ensure_ascii=False)
             elif tamper == "duplicate_hop":
                 hop = "甄子敬少從葛元方學，終身師事之。"
                 r["context"] = text[:cut] + hop + "\n" + text[cut:]
@@ -198,7 +204,10 @@ def test_needles_tampering_is_caught_in_the_edited_instance_only(needles, tmp_pa
     st = _statuses(res)
     want = {"remove_needle": "occurs 0 times", "competing_value": "competing value '五十九'",
             "alias_competing": "competing value '五十八' for 鶴山", "edit_gold": "differs from the value the needle "
-            "text states: '建州浦城'", "duplicate_hop": "occurs 2 times"}[tamper]
+            "text states: '建州浦城'", "duplicate_hop": "occurs 2 times",
+            "edit_gold_keep_accepted": "stored gold '婺州蘭溪' (accepted ['建州浦城', '浦城']) differs from the value the "
+                                       "needle text states: '建州浦城'",
+            "edit_chain_gold": "stored gold '六十' is not chain C1's answer '六十一'"}[tamper]
     assert st[victim].status == "failed" and want in st[victim].reason, st[victim].reason
     assert all(c.status == "certified" for i, c in st.items() if i != victim)
 
@@ -301,9 +310,11 @@ def test_scitrek_facts_found_in_text_or_uncertifiable(tmp_path):
     lost = "# Deep Nets for Cats\nAnn Lee, Bo Chen\nText.\n"
     sql_auth = "SELECT author_name FROM article_author WHERE author_position = 0"
     sql_ref = "SELECT SUM(reference_count) FROM articles"
-    rows = [{"instance_id": i, "source_id": "c1", "sql": q, "context": c}
-            for i, q, c in (("ok", sql_auth, good), ("order", sql_auth, swapped), ("title", sql_auth, lost),
-                            ("refs", sql_ref, good))]
+    # golds by hand: first authors Ann Lee (a) and Cy Diaz (b); references 30 + 12 = 42
+    first = json.dumps([["Ann Lee"], ["Cy Diaz"]])
+    rows = [{"instance_id": i, "source_id": "c1", "sql": q, "context": c, "gold": g}
+            for i, q, c, g in (("ok", sql_auth, good, first), ("order", sql_auth, swapped, first),
+                               ("title", sql_auth, lost, first), ("refs", sql_ref, good, "[[42]]"))]
     st = {c.instance_id: c for c in certify(d, rows, None)[0]}
     assert st["ok"].status == "certified"
     # authors out of the metadata's order: no proof (uncertifiable), as on real collections whose PDFs and metadata
@@ -374,6 +385,8 @@ def test_lara_supporting_passage(tmp_path, monkeypatch):
     rows = [{"instance_id": "i1", "question_id": "32k_book_location.jsonl:1", "context": "He found the loose\nmatches."},
             {"instance_id": "i2", "question_id": "32k_book_location.jsonl:1", "context": "He found nothing."},
             {"instance_id": "i3", "question_id": "32k_book_location.jsonl:2", "context": "Anything."}]
+    for r, g in zip(rows, ("A", "A", "B")):
+        r["gold"] = json.dumps([[g]])
     monkeypatch.delenv(ENV, raising=False)
     assert {c.status for c in certify(tmp_path, rows, None)[0]} == {"uncertifiable"}
     monkeypatch.setenv(ENV, str(tmp_path / "lara"))
@@ -628,3 +641,134 @@ def test_verify_on_a_runs_root_names_the_builds_under_it(holobench, tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(InputError, match=r"runs/default/latest"):
         verify_build(tmp_path / "empty")
+
+
+def test_scitrek_full_text_certificate_compares_the_stored_gold(tmp_path):
+    """Issue 30 kind 11: a full-text instance whose facts are all in the text is certified only while its stored
+    gold is the SQL's answer over the collection database; an edited gold fails that instance, the others stay as
+    they were (an uncertifiable one with an edited gold fails too)."""
+    from ctxbench.tracks.scitrek.verify import certify
+
+    d = _scitrek_build(tmp_path)
+    good = "# Deep Nets for Cats\nAnn Lee, Bo Chen\nText.\n# Shallow Trees\nCy Diaz\n"
+    count = "SELECT COUNT(*) FROM article_author WHERE article_id = 'a'"  # Ann Lee, Bo Chen: 2
+    words = "SELECT article_title FROM articles ORDER BY title_word_count DESC"  # 4 words, then 2
+    refs = "SELECT SUM(reference_count) FROM articles"  # 30 + 12 = 42, uncertifiable (metadata only)
+    cases = {"count": (count, [[2]]), "count_edited": (count, [[3]]),
+             "ordered": (words, [["Deep Nets for Cats"], ["Shallow Trees"]]),
+             "ordered_swapped": (words, [["Shallow Trees"], ["Deep Nets for Cats"]]),
+             "refs": (refs, [[42]]), "refs_edited": (refs, [[41]])}
+    rows = [{"instance_id": i, "source_id": "c1", "sql": q, "gold": json.dumps(g), "context": good,
+             "context_format": "full_text"} for i, (q, g) in cases.items()]
+    st = {c.instance_id: c for c in certify(d, rows, None)[0]}
+    assert {i: c.status for i, c in st.items()} == {
+        "count": "certified", "count_edited": "failed", "ordered": "certified", "ordered_swapped": "failed",
+        "refs": "uncertifiable", "refs_edited": "failed"}
+    assert "stored gold [[3]] differs from the answer re-derived from the context [[2]]" in st["count_edited"].reason
+    assert "stored gold [[41]]" in st["refs_edited"].reason
+
+
+def test_lara_certificate_compares_the_stored_gold(tmp_path, monkeypatch):
+    """Issue 30 kind 11: a LaRA instance whose passage is in its context is certified only while its stored gold is
+    LaRA's answer ([["A"]]); an edited gold fails it, with or without a supporting passage; the others stay."""
+    from ctxbench.tracks.lara.verify import ENV, certify
+
+    q = tmp_path / "lara" / "queries"
+    q.mkdir(parents=True)
+    (q / "32k_book_location.jsonl").write_text(
+        json.dumps({"question": "Q1", "answer": "A", "context": "the loose matches"}) + "\n"
+        + json.dumps({"question": "Q2", "answer": "B"}) + "\n", encoding="utf-8")
+    rows = [{"instance_id": i, "question_id": f"32k_book_location.jsonl:{ln}", "context": "He found the loose matches.",
+             "gold": json.dumps([[g]])} for i, ln, g in (("ok", 1, "A"), ("edited", 1, "A."), ("free", 2, "B"),
+                                                          ("free_edited", 2, "C"))]
+    monkeypatch.setenv(ENV, str(tmp_path / "lara"))
+    st = {c.instance_id: c for c in certify(tmp_path, rows, None)[0]}
+    assert {i: c.status for i, c in st.items()} == {"ok": "certified", "edited": "failed", "free": "uncertifiable",
+                                                    "free_edited": "failed"}
+    assert st["edited"].reason == 'stored gold [["A."]] differs from LaRA\'s answer [["A"]]'
+
+
+def _nocase_build(tmp_path):
+    """A HoloBench build over a user's file whose city column is declared COLLATE NOCASE (tag RTRIM): 60 rows, city cycling
+    Paris, paris, PARIS, Lyon (so 3 of every 4 rows are Paris for sqlite3 on the file, 1 of 4 byte for byte)."""
+    from ctxbench.tracks.base import get_track
+
+    d = tmp_path / "data"
+    d.mkdir()
+    db = d / "visits.sqlite"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE visit (day TEXT, city TEXT COLLATE NOCASE, guests INTEGER, tag TEXT COLLATE RTRIM)")
+    con.executemany("INSERT INTO visit VALUES (?, ?, ?, ?)",
+                    [(f"2021-03-{i + 1:03d}", ["Paris", "paris", "PARIS", "Lyon"][i % 4], 10 + i, f"t{i % 3}")
+                     for i in range(60)])
+    con.commit()
+    con.close()
+    qs = tmp_path / "visits.yaml"
+    tpls = ["On {day} the visit {tag} to {city} had {guests} guests.", "Visit {tag} of {day} in {city}: {guests} guests.",
+            "{guests} guests came to {city} on {day} (visit {tag}).", "In {city}, {guests} guests visited on {day}, "
+            "visit {tag}.", "Day {day}: {city} welcomed {guests} guests on visit {tag}."]
+    qs.write_text("db_id: visits\ntemplates:\n  visit:\n" + "".join(f"    - \"{t}\"\n" for t in tpls)
+                  + "questions:\n  - id: v-q1\n    question: How many visits were to Paris?\n"
+                  "    sql: SELECT COUNT(*) FROM visit WHERE city = 'Paris'\n"
+                  "  - id: v-q2\n    question: How many visits were tagged t1?\n"
+                  "    sql: SELECT COUNT(*) FROM visit WHERE tag = 't1 '\n", encoding="utf-8")
+    out = tmp_path / "b"
+    get_track("holobench").build({"lengths": [1024], "db": str(db), "queries": str(qs)}, out)
+    return out, d
+
+
+def test_nocase_gold_source_copy_and_certificate(tmp_path, monkeypatch):
+    """Issue 30 kind 6: the gold counts every included Paris row whatever its case (as sqlite3 on the user's file
+    does), source.sqlite keeps the column's NOCASE, and the certificate certifies it, also against sqlite3 with the
+    original file's schema (--source-data). A gold computed without the collation (the byte-for-byte count) fails,
+    both where source.sqlite keeps the collation and where a copy lost it (then the original file catches it)."""
+    from ctxbench.sources.database import declared_collations
+    from ctxbench.verify import SOURCE_DATA_ENV
+
+    out, data = _nocase_build(tmp_path)
+    con = sqlite3.connect(out / "source.sqlite")
+    assert declared_collations(con, "visit") == {"city": "NOCASE", "tag": "RTRIM"}
+    con.close()
+    inst = pq.read_table(out / "instances.parquet").to_pylist()
+    assert inst, pq.read_table(out / "quarantine.parquet").to_pylist()
+    # 't1 ' equals t1 only under the tag column's RTRIM, which DuckDB lacks: every v-q2 instance is quarantined at
+    # stage gold naming the collation
+    assert {r["question_id"] for r in inst} == {"v-q1"}
+    quar = [q for q in pq.read_table(out / "quarantine.parquet").to_pylist() if q["stage"] == "gold"]
+    assert quar and all(q["reason"].startswith("collation RTRIM cannot be reproduced by DuckDB") and
+                        "visit.tag is declared COLLATE RTRIM" in q["reason"] for q in quar), quar
+    for r in inst:  # the Paris lines of the context, any case (by hand: the rule above)
+        lines = [ln for ln in r["context"].split("\n") if "2021-03-" in ln]
+        assert json.loads(r["gold"]) == [[sum("paris" in ln.lower() for ln in lines)]]
+        assert sum("paris" in ln.lower() for ln in lines) > sum("Paris" in ln for ln in lines)
+    monkeypatch.setenv(SOURCE_DATA_ENV, str(data))
+    res = verify_build(out, write=False)
+    assert {c.status for c in res.certificates} == {"certified"}, [c.reason for c in res.certificates]
+    victim = inst[0]["instance_id"]
+    binary = sum("Paris" in ln for ln in inst[0]["context"].split("\n") if "2021-03-" in ln)
+
+    def edit(rs):
+        for r in rs:
+            if r["instance_id"] == victim:
+                r["gold"] = json.dumps([[binary]])
+        return rs
+
+    bad = _edit(out, tmp_path / "b2", edit)
+    st = _statuses(verify_build(bad, write=False))
+    assert st[victim].status == "failed" and "stored gold" in st[victim].reason
+    assert all(c.status == "certified" for i, c in st.items() if i != victim)
+    # a copy that lost the collation (as builds before issue 30 wrote it) re-derives the byte-for-byte count, and
+    # only sqlite3 with the original file's schema tells the gold is wrong
+    con = sqlite3.connect(bad / "source.sqlite")
+    con.execute("CREATE TABLE v2 (day TEXT, city TEXT, guests INTEGER, tag TEXT)")
+    con.execute("INSERT INTO v2 SELECT day, city, guests, tag FROM visit ORDER BY rowid")
+    con.execute("DROP TABLE visit")
+    con.execute("ALTER TABLE v2 RENAME TO visit")
+    con.commit()
+    con.close()
+    st = _statuses(verify_build(bad, write=False))
+    assert st[victim].status == "failed" and "original file's schema" in st[victim].reason, st[victim].reason
+    monkeypatch.delenv(SOURCE_DATA_ENV)
+    res = verify_build(bad, write=False)
+    assert _statuses(res)[victim].status == "certified"  # without the file nothing can tell, and a note says so
+    assert any("visits.sqlite was not given" in n for n in res.notes), res.notes

@@ -335,7 +335,9 @@ def _duckdb_rewrite(q: exp.Expression) -> exp.Expression:
         # collation decides a comparison (both sides), an IN list (the value and the list) or a sort key, the
         # folded values are compared instead; elsewhere it is left to the engines' disagreement check.
         collation = node.expression.name.lower()
-        if collation == "binary":  # SQLite's default collation (byte order), which DuckDB's parser does not know
+        if collation in ("binary", "rtrim"):
+            # binary: SQLite's default collation (byte order), which DuckDB's parser does not know; rtrim: DuckDB
+            # has none, and compute_gold keeps only answers that do not depend on it (checked in SQLite)
             node.replace(node.this.copy())
             continue
         if collation != "nocase":
@@ -442,9 +444,65 @@ def _sqlite_aggregates(tree: exp.Expression) -> exp.Expression:
     return tree
 
 
+def _declared_collation(col: exp.Expression, collations: dict[str, dict[str, str]], scope_of: dict,
+                        aliases: dict[str, exp.Expression] | None = None) -> str | None:
+    """The collation (lower case) a column operand carries by its declaration (``collations``: lower-case table ->
+    lower-case column -> collation), None for an operand that is not a column of a base table; an unqualified
+    ORDER BY name reads the select expression of that alias (``aliases``)."""
+    if not isinstance(col, exp.Column):
+        return None
+    if not col.table and aliases and col.name.lower() in aliases:
+        return _declared_collation(aliases[col.name.lower()], collations, scope_of)
+    src = source_table(col, scope_of)
+    return collations.get((src or "").lower(), {}).get(col.name.lower(), "binary") if src else None
+
+
+def _column_collations(q: exp.Expression, collations: dict[str, dict[str, str]]) -> exp.Expression:
+    """Mutate ``q`` (qualified) so that each comparison, IN list, BETWEEN and sort key that SQLite reads with a
+    column's declared NOCASE collation says so with an explicit ``COLLATE NOCASE`` (which :func:`_duckdb_rewrite`
+    then writes as SQLite's ASCII folding): DuckDB's tables carry no collation. SQLite's rules ("Datatypes In
+    SQLite" section 7.1): an explicit COLLATE on either operand wins; else the left operand's column collation,
+    else the right one's (a column declared without one is BINARY). RTRIM is left out (DuckDB has no RTRIM: the
+    gold engine checks that the answer does not depend on it, :func:`ctxbench.gold.compute_gold`)."""
+    if not any(v == "nocase" for cols in collations.values() for v in cols.values()):
+        return q
+    scope_of = scope_index(q)
+
+    def nocase(e: exp.Expression) -> exp.Expression:
+        return exp.Collate(this=e.copy(), expression=exp.Var(this="NOCASE"))
+
+    for node in list(q.find_all(*_CMP)):
+        left, right = node.left, node.right
+        if isinstance(left, exp.Collate) or isinstance(right, exp.Collate):
+            continue
+        for side in (left, right):
+            c = _declared_collation(side, collations, scope_of)
+            if c is not None:
+                if c == "nocase":
+                    side.replace(nocase(side))
+                break
+    for node in list(q.find_all(exp.In)):
+        if not node.args.get("query") and _declared_collation(node.this, collations, scope_of) == "nocase":
+            node.set("this", nocase(node.this))
+    for node in list(q.find_all(exp.Between)):
+        if _declared_collation(node.this, collations, scope_of) == "nocase":
+            for key in ("this", "low", "high"):
+                node.set(key, _ascii_fold(node.args[key]))
+    for sel in list(q.find_all(exp.Select)):
+        order = sel.args.get("order")
+        if order is None:
+            continue
+        aliases = {e.alias.lower(): e.this for e in sel.expressions if isinstance(e, exp.Alias)}
+        for o in order.expressions:
+            if _declared_collation(o.this, collations, scope_of, aliases) == "nocase":
+                o.set("this", nocase(o.this))
+    return q
+
+
 @functools.lru_cache(maxsize=4096)
-def _transpile_cached(sql: str, schema_key: tuple) -> Transpiled:
+def _transpile_cached(sql: str, schema_key: tuple, collation_key: tuple = ()) -> Transpiled:
     types = {t: dict(cols) for t, cols in schema_key}
+    collations = {t: dict(cols) for t, cols in collation_key}
     tree = _sqlite_aggregates(resolve_double_quoted(parse_sqlite(sql), types))
     nondet = nondeterministic(tree)
     notes: list[str] = []
@@ -461,7 +519,8 @@ def _transpile_cached(sql: str, schema_key: tuple) -> Transpiled:
     duck_sql = None
     if nondet is None:  # a non-deterministic query is rejected before it runs
         try:
-            duck = _duckdb_rewrite(annotate_types(q.copy(), schema=types, dialect="sqlite"))
+            duck = _duckdb_rewrite(_column_collations(annotate_types(q.copy(), schema=types, dialect="sqlite"),
+                                                      collations))
             duck = annotate_types(duck, schema=types, dialect="sqlite")
             duck_sql = duck.sql(dialect="duckdb")
         except Exception as e:  # noqa: BLE001 - reported as the reason the question is rejected
@@ -471,14 +530,19 @@ def _transpile_cached(sql: str, schema_key: tuple) -> Transpiled:
     return Transpiled(sql, tree, q, duck_sql, nondet, notes, [(n.lower(), k) for n, k in udfs])
 
 
-def transpile(sql: str, schema: Schema) -> Transpiled:
+def transpile(sql: str, schema: Schema, collations: dict[str, dict[str, str]] | None = None) -> Transpiled:
     """Read ``sql`` as SQLite over ``schema`` (table -> column -> SQLite type) and write its DuckDB form.
+    ``collations``: table -> column -> the collation its declaration gives it (``NOCASE``, ``RTRIM``; none:
+    BINARY), which the DuckDB form follows where SQLite's comparison or sort reads it
+    (:func:`_column_collations`).
 
     Raises InputError when the SQL does not parse (:func:`parse_sqlite`). The returned trees are shared by calls
     with the same arguments: copy before changing them.
     """
     key = tuple(sorted((t, tuple(cols.items())) for t, cols in _types_schema(schema).items()))
-    return _transpile_cached(sql, key)
+    ckey = tuple(sorted((t.lower(), tuple(sorted((c.lower(), v.lower()) for c, v in cols.items())))
+                        for t, cols in (collations or {}).items() if cols))
+    return _transpile_cached(sql, key, ckey)
 
 
 def source_table(col: exp.Column, scope_of: dict[int, Scope]) -> str | None:

@@ -26,6 +26,12 @@ well-defined set of rows:
 7. **Order independence**: SQLite reruns the query with the rows inserted in reverse and in a shuffled order; a
    different answer means it depends on an unordered row choice.
 8. **Empty or NULL answers** are rejected ("empty answers are flagged").
+9. **Collations**: the tables keep the collations their columns declare (``city TEXT COLLATE NOCASE``: the loader
+   keeps the clause with the declared type), SQLite reads them as the user's file does, and DuckDB's form follows
+   NOCASE where SQLite's comparisons, IN lists and sort keys read it (:mod:`ctxbench.gold.dialect`). DuckDB has no
+   RTRIM (nor a user's collation): SQLite answers again with those collations as BINARY, and an answer that
+   changes is rejected naming the collation (``collation RTRIM cannot be reproduced by DuckDB ...``); a question
+   whose answer does not depend on it is kept.
 
 An answer without a top-level ORDER BY is stored sorted (NULL, numbers, text), so equal inputs give equal bytes.
 """
@@ -47,7 +53,7 @@ from sqlglot import exp
 from sqlglot.optimizer.scope import walk_in_scope
 
 from ..errors import InputError
-from ..sources.database import looks_numeric, quote_ident
+from ..sources.database import collation_of, looks_numeric, quote_ident
 from .dialect import (SQLITE_UDFS, Transpiled, bare_columns, parse_expression, parse_sqlite, scope_index, source_table,
                       transpile)
 
@@ -57,7 +63,9 @@ _DUCK_TYPES = {"INTEGER": pa.int64(), "REAL": pa.float64(), "TEXT": pa.string()}
 
 @dataclass
 class GoldResult:
-    """``rows``: the gold answer (list of rows, values in SELECT order); ``ok`` False with ``reason`` when rejected."""
+    """``rows``: the gold answer (list of rows, values in SELECT order); ``ok`` False with ``reason`` when rejected.
+    ``detail``: what a rejection found; for an accepted ordered answer ``{"tie_groups": [...]}`` (:func:`tie_groups`
+    of its rows: rows of one group are tied and may come in any order)."""
 
     rows: list[list[Any]] | None
     ok: bool
@@ -143,6 +151,34 @@ def results_equal(a: list[list[Any]], b: list[list[Any]], ordered: bool, strict:
     eq = _value_equal_strict if strict else _value_equal
     return all(_row_equal(x, y, eq) for x, y in zip(a, b))
 
+
+
+def tie_groups(keys: list[list[Any]]) -> list[int]:
+    """The tie group of each row of an ordered answer, from its rows' ORDER BY keys in answer order: consecutive
+    rows with equal keys (numbers within 1e-6) share a group number (0, 1, ...). Rows of one group are tied: no
+    engine's order among them is the answer's (``ORDER BY AVG(total) DESC`` with two equal averages)."""
+    out: list[int] = []
+    for i, k in enumerate(keys):
+        out.append(0 if i == 0 else out[-1] + (not _row_equal(keys[i - 1], k)))
+    return out
+
+
+def equal_in_tie_groups(a: list[list[Any]], b: list[list[Any]], groups: list[int], equal) -> bool:
+    """Whether the ordered answers ``a`` and ``b`` are the same rows in the same order except inside tie groups
+    (``groups``: :func:`tie_groups` of ``a``'s rows), where they are compared as multisets:
+    ``equal(rows_a, rows_b, False)`` is called per group (e.g. :func:`results_equal`; the build's gold check and
+    ``questions import``'s check against the original file share this). False when the lengths differ."""
+    if len(a) != len(b) or len(groups) != len(a):
+        return False
+    i = 0
+    while i < len(a):
+        j = i + 1
+        while j < len(a) and groups[j] == groups[i]:
+            j += 1
+        if not equal(a[i:j], b[i:j], False):
+            return False
+        i = j
+    return True
 
 
 
@@ -254,6 +290,47 @@ def _duck_con(lite: sqlite3.Connection, tables: Tables, kinds: dict[str, dict[st
     return con
 
 
+def _without_collation(declared: str) -> str:
+    """``declared`` without a collation DuckDB cannot reproduce (:data:`_DUCKDB_COLLATIONS`); others kept."""
+    coll = collation_of(declared)
+    if coll is None or coll in _DUCKDB_COLLATIONS:
+        return declared
+    return re.sub(r"\s*\bCOLLATE\s+\"?\w+\"?\s*$", "", declared, flags=re.IGNORECASE)
+
+
+# the collations DuckDB reproduces (NOCASE: by SQLite's ASCII folding, ctxbench.gold.dialect); BINARY is the default
+_DUCKDB_COLLATIONS = {"NOCASE", "BINARY"}
+
+
+def _collation_issue(tr: Transpiled, engines: "GoldEngines", lite: list) -> tuple[str, dict] | None:
+    """A question whose answer depends on a collation DuckDB cannot reproduce (RTRIM, a user collation), declared
+    on a column the tables hold or written in the SQL (``COLLATE RTRIM``): SQLite answers it again with those
+    collations as BINARY, and a different answer is a rejection naming the collation. None when the answer does
+    not depend on one (or none is used)."""
+    read = {c.name.lower() for c in tr.tree.find_all(exp.Column)}
+    declared = {f"{t}.{c}": v for t, cols in engines.collations().items() for c, v in cols.items()
+                if v not in _DUCKDB_COLLATIONS and c.lower() in read}
+    written = sorted({n.expression.name.upper() for n in tr.tree.find_all(exp.Collate)} - _DUCKDB_COLLATIONS)
+    if not declared and not written:
+        return None
+    tree = tr.tree.copy()
+    for n in list(tree.find_all(exp.Collate)):
+        if n.expression.name.upper() not in _DUCKDB_COLLATIONS:
+            n.replace(n.this.copy())
+    try:
+        plain = norm_rows(engines.sqlite("reproducible").execute(tree.sql(dialect="sqlite")).fetchall())
+    except sqlite3.Error:
+        return None
+    if results_equal(lite, plain, tr.tree.args.get("order") is not None):
+        return None
+    where = [f"{k} is declared COLLATE {v}" for k, v in sorted(declared.items())]
+    where += [f"the SQL writes COLLATE {v}" for v in written]
+    names = sorted(set(declared.values()) | set(written))
+    return (f"collation {', '.join(names)} cannot be reproduced by DuckDB and the answer depends on it: "
+            f"{'; '.join(where)} (SQLite with it: {lite[:3]}; with BINARY comparisons: {plain[:3]})",
+            {"collations": names, "sqlite": lite[:20], "binary": plain[:20]})
+
+
 class GoldEngines:
     """The two engines loaded with one set of tables (name -> (columns, SQLite types, rows)), for any number of
     gold queries over them: SQLite with the rows inserted in order, reversed and shuffled (``seed``), and DuckDB
@@ -282,10 +359,29 @@ class GoldEngines:
         its values; a column of numbers and text reads as its numbers' type (its declared affinity is numeric)."""
         return {t: {c: k.replace("MIXED_", "") for c, k in cols.items()} for t, cols in self.kinds().items()}
 
+    def collations(self) -> dict[str, dict[str, str]]:
+        """table -> column -> the collation its declared type carries (``NOCASE``, ``RTRIM``: the loader keeps a
+        column's ``COLLATE`` clause with its type, :func:`ctxbench.sources.database.with_collation`); columns
+        without one (BINARY) are left out."""
+        out: dict[str, dict[str, str]] = {}
+        for name, (cols, types, _) in self.tables.items():
+            for c, t in zip(cols, types):
+                coll = collation_of(t)
+                if coll:
+                    out.setdefault(name, {})[c] = coll
+        return out
+
     def sqlite(self, order: str = "insert") -> sqlite3.Connection:
-        """SQLite over the tables, rows inserted in ``order`` (insert, reverse or shuffle)."""
+        """SQLite over the tables, rows inserted in ``order`` (insert, reverse or shuffle; ``reproducible``: in
+        insert order, the declared collations DuckDB cannot reproduce (RTRIM, user collations) dropped, to tell
+        whether an answer depends on one)."""
         if order not in self._lite:
-            self._lite[order] = _sqlite_con(self.tables, order, self.seed)
+            if order == "reproducible":
+                plain = {n: (cols, [_without_collation(t) for t in types], rows)
+                         for n, (cols, types, rows) in self.tables.items()}
+                self._lite[order] = _sqlite_con(plain, "insert", self.seed)
+            else:
+                self._lite[order] = _sqlite_con(self.tables, order, self.seed)
         return self._lite[order]
 
     def duckdb(self, udfs: list[tuple[str, int]] = ()) -> duckdb.DuckDBPyConnection:
@@ -796,7 +892,7 @@ def compute_gold(sql: str, tables: Tables, seed: int = 0, strict_order: bool = F
     Returns a GoldResult whose ``rows`` is DuckDB's answer (numbers as int/float, text as str, NULL as None).
     Never raises for a bad answer: a rejected instance has ``ok=False`` and a reason naming the check (reasons
     start with ``non-deterministic SQL``, ``numbers stored as text``, ``NULL comparison``, ``integer division``,
-    ``tie``, ``answer depends on NULL ordering``, ``bare column``, ``SQLite and DuckDB disagree``, ``answer
+    ``tie``, ``answer depends on NULL ordering``, ``bare column``, ``collation``, ``SQLite and DuckDB disagree``, ``answer
     depends on the order of rows``, ``empty gold answer``, ``gold answer is NULL``, or say which engine cannot run
     the SQL). ``strict_order`` adds the in-answer tie check (check 3). ``engines``: the engines already loaded with
     ``tables`` (:class:`GoldEngines`, made with the same ``seed``), shared by the queries over the same rows; the
@@ -814,7 +910,7 @@ def compute_gold(sql: str, tables: Tables, seed: int = 0, strict_order: bool = F
         with GoldEngines(tables, seed) as eng:
             return compute_gold(sql, tables, seed, strict_order, eng, null_columns, integer_division)
     try:
-        tr = transpile(sql, engines.schema())
+        tr = transpile(sql, engines.schema(), engines.collations())
     except InputError as e:
         return GoldResult(None, False, str(e))
     if tr.nondeterministic:
@@ -827,7 +923,7 @@ def compute_gold(sql: str, tables: Tables, seed: int = 0, strict_order: bool = F
     window: dict = {}
     for check in (lambda: _null_comparison_issue(tr, {k.lower(): v for k, v in (null_columns or {}).items()}),
                   lambda: _numeric_text_issue(tr, tables, con, engines.kinds()), lambda: _order_issue(tr, con, strict_order, window),
-                  lambda: _bare_issue(tr, con)):
+                  lambda: _bare_issue(tr, con), lambda: _collation_issue(tr, engines, lite)):
         issue = check()
         if issue is not None:
             return GoldResult(None, False, issue[0], issue[1])
@@ -842,30 +938,28 @@ def compute_gold(sql: str, tables: Tables, seed: int = 0, strict_order: bool = F
     ordered = root.args.get("order") is not None
     keys = window.get("keys")
 
+    groups = tie_groups(keys) if ordered and not window.get("unordered") and keys is not None else None
+
     def same(a: list, b: list) -> bool:
         # an ordered answer: the same rows in the same order, except that rows with equal sort keys (a tie inside
         # the answer, which no answer order can settle) may come in any order; an unordered one: the same multiset
         if not ordered or window.get("unordered"):
             return results_equal(a, b, False)
-        if keys is None or len(keys) != len(a):
+        if groups is None or len(groups) != len(a):
             return results_equal(a, b, True) or (_int_arg(root, "limit") is None and results_equal(a, b, False))
-        if len(a) != len(b):
-            return False
-        i = 0
-        while i < len(a):
-            j = i + 1
-            while j < len(a) and _row_equal(keys[j], keys[i]):
-                j += 1
-            if not results_equal(a[i:j], b[i:j], False):
-                return False
-            i = j
-        return True
+        return equal_in_tie_groups(a, b, groups, results_equal)
 
     # with an ORDER BY ... LIMIT in a correlated subquery, different answers come from rows tied at that LIMIT
     tie = ("tie at LIMIT in a correlated subquery: rows with equal ORDER BY keys give different answers"
            if window.get("correlated_limit") else None)
     if not same(duck, lite):
-        return GoldResult(None, False, tie or "SQLite and DuckDB disagree on the answer",
+        nocase = sorted(f"{t}.{c}" for t, cols in engines.collations().items() for c, v in cols.items()
+                        if v == "NOCASE" and c.lower() in {x.name.lower() for x in tr.tree.find_all(exp.Column)})
+        why = ("SQLite and DuckDB disagree on the answer" + (
+            f" (the SQL reads {', '.join(nocase)}, declared COLLATE NOCASE: DuckDB follows it in comparisons, IN "
+            f"lists and sort keys, not in GROUP BY, DISTINCT, MIN/MAX or set operations, where SQLite merges values "
+            f"that differ in case)" if nocase else ""))
+        return GoldResult(None, False, tie or why,
                           {"duckdb": duck[:20], "sqlite": lite[:20], "duckdb_sql": tr.duckdb})
     if integer_division == "exact":
         exact = _exact_division(parse_sqlite(sql))
@@ -903,4 +997,5 @@ def compute_gold(sql: str, tables: Tables, seed: int = 0, strict_order: bool = F
         return GoldResult([], False, "empty gold answer")
     if all(v is None for r in duck for v in r):
         return GoldResult(duck, False, "gold answer is NULL (e.g. an aggregate over no matching row)")
-    return GoldResult(duck, True)
+    return GoldResult(duck, True, detail={"tie_groups": groups} if groups is not None and len(groups) == len(duck)
+                      else {})

@@ -52,7 +52,7 @@ import yaml
 
 from ..errors import InputError
 from ..gold import GoldEngines, compute_gold
-from ..gold.execute import INTEGER_DIVISION, sort_key
+from ..gold.execute import INTEGER_DIVISION, equal_in_tie_groups, sort_key
 from ..sources import load_database
 from ..sources.database import Database, looks_numeric, sql_type, write_sqlite
 from ..sources.preprocess import DatabaseSpec, normalize_database, normalize_value, preprocess
@@ -75,6 +75,7 @@ REASON_KINDS = [
     ("integer division", "integer_division"),
     ("value rule changes the answer: stripped text", "stripped_text"),
     ("value rule changes the answer", "value_rule"),
+    ("collation", "collation"),
     ("SQLite and DuckDB disagree", "engines_disagree"),
     ("SQLite cannot run", "sql_error"),
     ("SQL does not parse", "sql_error"),
@@ -255,14 +256,26 @@ def _same_value(a: Any, b: Any) -> bool:
     return str(a) == str(b)
 
 
-def same_as_original(gold: list[list[Any]], original: list[tuple], ordered: bool) -> bool:
+def same_as_original(gold: list[list[Any]], original: list[tuple], ordered: bool,
+                     tie_groups: list[int] | None = None) -> bool:
     """Whether ``gold`` (the accepted answer) equals ``original`` (sqlite3's rows on the original database file)
     except in how projected values are shown (:func:`_shown`), as lists when ``ordered`` else as multisets; numbers
-    within a relative (or absolute) 1e-4."""
+    within a relative (or absolute) 1e-4. ``tie_groups`` (an ordered answer's :func:`ctxbench.gold.execute.tie_groups`,
+    the gold engine's ``detail["tie_groups"]``): rows tied on the ORDER BY keys are compared as multisets inside
+    their group, exactly as the build's gold check compares the two engines (:func:`~ctxbench.gold.execute.
+    equal_in_tie_groups`): sqlite3 may order two equal averages the other way round."""
     if len(gold) != len(original):
         return False
     a = [[_shown(v) for v in r] for r in gold]
     b = [[_shown(v) for v in r] for r in original]
+    if ordered and tie_groups is not None and len(tie_groups) == len(a):
+        return equal_in_tie_groups(a, b, tie_groups, _same_rows)
+    return _same_rows(a, b, ordered)
+
+
+def _same_rows(a: list[list[Any]], b: list[list[Any]], ordered: bool) -> bool:
+    if len(a) != len(b):
+        return False
     if not ordered:
         a, b = sorted(a, key=sort_key), sorted(b, key=sort_key)
     return all(len(x) == len(y) and all(_same_value(p, q) for p, q in zip(x, y)) for x, y in zip(a, b))
@@ -280,10 +293,14 @@ def original_answer(con: sqlite3.Connection, sql: str, timeout_s: float = ORIGIN
         con.set_progress_handler(None, 0)
 
 
-def check_original(sql: str, gold: list[list[Any]], db: PreparedDatabase) -> str | None:
+def check_original(sql: str, gold: list[list[Any]], db: PreparedDatabase,
+                   tie_groups: list[int] | None = None) -> str | None:
     """None when the accepted ``gold`` answer equals sqlite3's on the original file (:func:`same_as_original`),
     else the rejection reason: ``numbers stored as text: ...`` when the SQL reads a column the value rule turned
-    from numeric text into numbers (sqlite3 compares the text), ``value rule changes the answer: ...`` otherwise."""
+    from numeric text into numbers (sqlite3 compares the text), ``value rule changes the answer: ...`` otherwise.
+    ``tie_groups``: the gold's tie groups (:func:`same_as_original`); rows that differ only in their order inside
+    a tie are the same answer. Each reason names its cause with a value of the database itself (a padded text, a
+    converted number, a text the rule made NULL)."""
     try:
         orig = original_answer(db.original, sql)
     except sqlite3.Error as e:
@@ -292,31 +309,52 @@ def check_original(sql: str, gold: list[list[Any]], db: PreparedDatabase) -> str
         ordered = parse_ordered(sql)
     except InputError:
         ordered = False
-    if same_as_original(gold, orig, ordered):
+    if same_as_original(gold, orig, ordered, tie_groups):
         return None
     read = _columns_read(sql, db.tables)
     converted = sorted(c["column"] for c in db.normalized[1] if c["column"].lower() in read)
     shown = [list(r) for r in orig[:3]]
     if converted:
+        ex = _example(db, converted, lambda v: isinstance(v, str) and looks_numeric(v))
         return (f"numbers stored as text: sqlite3 on the original file compares {', '.join(converted)} as text "
-                f"(answer {shown}{'...' if len(orig) > 3 else ''}, {len(orig)} row(s)), the value rule's database as "
-                f"numbers ({gold[:3]}, {len(gold)} row(s)); CAST the column in the SQL to ask for the numbers")
+                f"({ex}) (answer {shown}{'...' if len(orig) > 3 else ''}, {len(orig)} row(s)), the value rule's "
+                f"database as numbers ({gold[:3]}, {len(gold)} row(s)); CAST the column in the SQL to ask for the "
+                f"numbers")
     # a difference no column explains is named below
     orig_txt = f"{shown}{'...' if len(orig) > 3 else ''} ({len(orig)} row(s))"
     gold_txt = f"{gold[:3]}{'...' if len(gold) > 3 else ''} ({len(gold)} row(s))"
     nulled = sorted(k for k in db.made_null if k.lower() in read)
     if nulled:
-        return (f"NULL comparison: {', '.join(nulled)}: the value rule made empty text (or 'NULL' text) NULL, and the "
-                f"SQL reads it otherwise than sqlite3 reads the text on the original file {db.path.name} (sqlite3: "
-                f"{orig_txt}; after the rule: {gold_txt})")
+        ex = _example(db, nulled, lambda v: isinstance(v, str) and normalize_value(v) is None)
+        return (f"NULL comparison: {', '.join(nulled)}: the value rule made empty text (or 'NULL' text) NULL "
+                f"({ex}), and the SQL reads it otherwise than sqlite3 reads the text on the original file "
+                f"{db.path.name} (sqlite3: {orig_txt}; after the rule: {gold_txt})")
     padded = sorted(k for k in db.normalized[0].provenance.get("stripped", {}) if k.lower() in read)
     if padded:
+        ex = _example(db, padded, lambda v: isinstance(v, str) and normalize_value(v) not in (None, v))
         return (f"value rule changes the answer: stripped text: {', '.join(padded)} hold(s) text with leading or "
-                f"trailing spaces in {db.path.name} (' APG'), which the value rule strips, so the SQL matches rows "
-                f"that sqlite3 does not match on the original file (sqlite3: {orig_txt}; after the rule: {gold_txt}); "
-                f"compare with TRIM(column) in the SQL")
+                f"trailing spaces (or line breaks) in {db.path.name} ({ex}), which the value rule strips, so the "
+                f"SQL matches rows that sqlite3 does not match on the original file (sqlite3: {orig_txt}; after "
+                f"the rule: {gold_txt}); compare with TRIM(column) in the SQL")
     return (f"value rule changes the answer: sqlite3 on the original file {db.path.name} gives {orig_txt}, the "
             f"database after the value rule (floats rounded to 4 places, whitespace stripped) {gold_txt}")
+
+
+def _example(db: PreparedDatabase, columns: list[str], test) -> str:
+    """A real value of ``db``'s original rows (``db.raw``) in one of ``columns`` (``table.column``) for which
+    ``test(value)`` holds, written ``table.column holds 'value'`` (the first such value in row order of the first
+    column that has one); ``no example found`` when none does."""
+    for full in columns:
+        t, _, c = full.partition(".")
+        try:
+            table = db.raw.table(t)
+            i = table.column_index(c)
+        except KeyError:
+            continue
+        for r in table.rows:
+            if test(r[i]):
+                return f"{table.name}.{table.columns[i]} holds {r[i]!r}"
+    return "no example found"
 
 
 def parse_ordered(sql: str) -> bool:
@@ -562,7 +600,7 @@ def _import(items: list, spider: Path, db_dir: Path, out: Path, seed: int, integ
             g = compute_gold(sql, tables, seed=seed, engines=db.engines, null_columns=db.made_null,
                              integer_division=integer_division)
             if g.ok:
-                differs = check_original(sql, g.rows, db)
+                differs = check_original(sql, g.rows, db, g.detail.get("tie_groups"))
                 if differs:
                     g = type(g)(None, False, differs)
             if not g.ok:

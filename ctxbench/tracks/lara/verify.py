@@ -2,6 +2,8 @@
 where LaRA provides one (the ``context`` field of a query record, e.g. its 32k novel location queries), must be
 present in the instance's context (whitespace-normalised); where LaRA provides none the instance is
 ``uncertifiable``: its answer is free text written from a segment, which nothing in the text can re-derive.
+Every certificate made with the query files compares the stored gold with LaRA's answer of the query record
+(``[[answer]]``): an edited gold makes the instance ``failed``, with or without a supporting passage.
 
 The LaRA data directory is not part of a build (paths are never hashed or stored): give it as ``ctxbench verify
 --source-data DIR`` or ``CTXBENCH_LARA_DATA``; without it every instance is ``uncertifiable`` saying so.
@@ -26,6 +28,20 @@ def _norm(s: str) -> str:
     return _WS.sub(" ", s).strip()
 
 
+def _gold_mismatch(gold_json: str | None, rec: dict) -> str | None:
+    """Why the stored gold (the instance's ``gold`` column) is not LaRA's reference answer of its query record
+    (``[[answer]]``, as the import stores it: :mod:`ctxbench.tracks.lara.build`); None when it is."""
+    try:
+        gold = json.loads(gold_json)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return "stored gold is not JSON"
+    want = [[rec.get("answer")]]
+    if gold != want:
+        return f"stored gold {json.dumps(gold, ensure_ascii=False)[:100]} differs from LaRA's answer " \
+               f"{json.dumps(want, ensure_ascii=False)[:100]}"
+    return None
+
+
 def certify(build_dir: Path, instances: list[dict], manifest: Any) -> tuple[list[Certificate], list[str]]:
     """Certificates of a LaRA import's instances (module docstring)."""
     data = os.environ.get(ENV) or os.environ.get(SOURCE_DATA_ENV)
@@ -47,8 +63,11 @@ def certify(build_dir: Path, instances: list[dict], manifest: Any) -> tuple[list
             certs.append(Certificate(r["instance_id"], "uncertifiable", f"query {r.get('question_id')!r} not found "
                                      f"in {data}/queries", METHOD))
             continue
+        why = _gold_mismatch(r.get("gold"), rec)
         passage = rec.get("context")
-        if not isinstance(passage, str) or not passage.strip():
+        if why:
+            certs.append(Certificate(r["instance_id"], "failed", why, METHOD))
+        elif not isinstance(passage, str) or not passage.strip():
             certs.append(Certificate(r["instance_id"], "uncertifiable", "LaRA provides no supporting passage for "
                                      "this query (free-text answer written from a segment)", METHOD))
         elif _norm(passage) in _norm(r.get("context") or ""):

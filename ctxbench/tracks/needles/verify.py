@@ -8,8 +8,9 @@ From the needle definitions (``assets/needles/<set>.yaml``, the file the manifes
    model's tokenizer over the whole context, must equal the recorded ``evidence_spans`` entry, and the context's
    token count the recorded ``context_tokens`` (read only to compare).
 2. **Answer stated.** The needle's value is read back from the context through the statement's pattern (the text
-   around ``{value}``); the stored gold answer, or one of its accepted forms, must be that value or (chains) be
-   stated in the last hop.
+   around ``{value}``); the stored gold answer itself must be that value or one of the definition's accepted forms
+   of it (an edited gold fails even when its accepted answers still hold the value), and (chains) be the chain's
+   answer or an accepted form of it, stated in the last hop.
 3. **Altered differs.** An ``altered`` instance's value is neither the real value nor one of its accepted forms.
 4. **No competing value.** No other sentence of the haystack names the needle's subject or one of its aliases
    (``subject_aliases`` and ``aliases``, e.g. a pen name) together with an attribute keyword (``fact_terms``) and a
@@ -194,6 +195,10 @@ def certify(build_dir: Path, instances: list[dict], manifest: Any) -> tuple[list
             why.append(f"context holds {n_tokens} tokens of {tok.name}, the instance records "
                        f"{inst['context_tokens']}")
         if variant == "chain":
+            defined = {str(c.get("answer")), *map(str, c.get("accepted") or [])}
+            if str(gold) not in defined:
+                why.append(f"stored gold {gold!r} is not chain {nid}'s answer {c.get('answer')!r} (or an accepted "
+                           f"form {sorted(defined - {str(c.get('answer'))})})")
             if not any(f in statements[-1] for f in forms):
                 why.append(f"stored gold {gold!r} (or an accepted form) is not stated in the chain's last hop "
                            f"{statements[-1]!r}")
@@ -203,7 +208,10 @@ def certify(build_dir: Path, instances: list[dict], manifest: Any) -> tuple[list
                 why.append(f"chain name {bad!r} occurs {text.count(bad)} times in the context, "
                            f"{planted.count(bad)} in the chain's statements")
         else:
-            if derived not in forms:
+            defined = {str(n[variant]["value"]), *map(str, n[variant].get("accepted") or [])}
+            # the gold itself is the stated value or, where the text states the defined value, one of its forms
+            # (its accepted answers holding the value do not make an edited gold right)
+            if str(gold) != derived and not (derived in defined and str(gold) in defined):
                 why.append(f"stored gold {gold!r} (accepted {sorted(forms - {str(gold)})}) differs from the value "
                            f"the needle text states: {derived!r}")
             if variant == "altered":

@@ -14,7 +14,9 @@ The collection's metadata database (``collections/<collection_id>.sqlite``: ``ar
   with the converted text where the build could) and no sentence of the text states: such instances are
   ``uncertifiable`` with that reason.
 
-A fact that should be in the text and is not makes the instance ``failed``.
+A fact that should be in the text and is not makes the instance ``failed``. Every full-text certificate also
+compares the stored gold with the SQL's answer over the collection database (:func:`ctxbench.verify.gold_mismatch`,
+SciTrek's ordered comparison): an edited gold makes the instance ``failed``, whatever the text shows.
 
 An instance whose context is the metadata tables rendered as text (``context_format = tables``, SciTrek's D-*
 setting, :func:`ctxbench.tracks.scitrek.questions.render_tables`) is certified as a verbalized database is: the
@@ -71,7 +73,12 @@ def certify(build_dir: Path, instances: list[dict], manifest: Any) -> tuple[list
             if r.get("context_format") == "tables":
                 certs.append(_certify_tables(r, db, seed, read_back, infos))
                 continue
-            certs.append(_certify_text(r, db, folded, infos))
+            cert = _certify_text(r, db, folded, infos)
+            if cert.status != "failed":
+                why = _text_gold_mismatch(r, db, seed, read_back)
+                if why:
+                    cert = Certificate(iid, "failed", why, METHOD)
+            certs.append(cert)
     finally:
         for _, eng in read_back.values():
             if eng is not None:
@@ -168,6 +175,37 @@ def _certify_tables(r: dict, db: Path, seed: int, read_back: dict, infos: dict) 
     why = gold_mismatch(r.get("gold"), sql, sqlite_answer(sql, eng), tables, seed, eng, strict_order=True,
                         integer_division=INTEGER_DIVISION)
     return Certificate(iid, "failed" if why else "certified", why or "", TABLES_METHOD)
+
+
+def _text_gold_mismatch(r: dict, db: Path, seed: int, read_back: dict) -> str | None:
+    """Why a full-text instance's stored gold is not the answer of its SQL over the collection database (the
+    facts the SQL reads, found in the text or not, are the database's): :func:`ctxbench.verify.gold_mismatch`
+    with SciTrek's ordered comparison and SQLite integer division; None when it is. The database's tables are
+    loaded into the gold engines once per build (``read_back``, keyed by the database)."""
+    from ...gold import GoldEngines
+    from ...sources.database import quote_ident
+    from ...verify import gold_mismatch, sqlite_answer
+    from .questions import INTEGER_DIVISION
+
+    key = ("database", str(db))
+    if key not in read_back:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            tables = {}
+            for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY rowid"):
+                info = con.execute(f"PRAGMA table_info({quote_ident(n)})").fetchall()
+                cols = [c[1] for c in info]
+                rows = con.execute(f"SELECT {', '.join(map(quote_ident, cols))} FROM {quote_ident(n)} "
+                                   f"ORDER BY rowid").fetchall()
+                tables[n] = (cols, [(c[2] or "TEXT").upper() for c in info], rows)
+        finally:
+            con.close()
+        read_back[key] = (tables, GoldEngines(tables, seed))
+    tables, eng = read_back[key]
+    sql = r.get("sql") or ""
+    why = gold_mismatch(r.get("gold"), sql, sqlite_answer(sql, eng), tables, seed, eng, strict_order=True,
+                        integer_division=INTEGER_DIVISION)
+    return f"{why} (the SQL over the collection database)" if why else None
 
 
 def _certify_text(r: dict, db: Path, folded: dict, infos: dict) -> Certificate:
