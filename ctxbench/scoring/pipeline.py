@@ -380,12 +380,128 @@ def _complete_lines(text: str) -> str:
     return "" if i < 0 else text[:i]
 
 
-@register_filter("final_answer", version="3")
+# the labels of a corrected or final answer written inside a line ("... the Napa rows. Final answer: 17",
+# "The correct answer is 17", "正确答案是十七"): the last of them, when it follows the last line label, is the answer
+_STRONG_INLINE = re.compile(
+    r"\b(?:final|corrected|correct|revised|updated|actual|real|right|true|new)[ \t]+answer[ \t]*[*_]*[ \t]*[:：]"
+    r"[ \t]*(?:[*_]+[ \t]*)?"
+    r"|\b(?:so[ \t]+|thus[ \t]+|therefore[ \t]+)?the[ \t]+(?:final|correct|corrected|revised|updated|actual|real|right|"
+    r"true)[ \t]+answer[ \t]+(?:is|should[ \t]+be|would[ \t]+be)[ \t]*:?[ \t]*"
+    r"|\bcorrection[ \t]*[*_]*[ \t]*[:：][ \t]*(?:[*_]+[ \t]*)?"
+    r"|(?:正确答案|更正后的答案|最终答案|最后答案)(?:应为|应该是|是|为)?[ \t]*[：:]?", re.IGNORECASE)
+# discourse markers that withdraw what the reply said before them: "Wait, …", "Actually, …", "No, …", "Correction:",
+# "I mean …", "Sorry, …", "make that …", "I miscounted …", 不对 / 错了 / 更正 / 改正 / 纠正 / 应为 / 其实 / 实际上 / 等等.
+# A marker counts where a sentence or clause opens (start of a line, after . ! ? ; : , — or a bracket); "wait" only
+# followed by punctuation ("Wait Until Dark", "wait times" are no marker), "no" only opening a sentence
+_CUE_EN = re.compile(
+    r"(?:(?<=^)|(?<=[\n.!?;:,(\u2014\u2013])|(?<=[.!?;:,(\u2014\u2013*_][ \t])|(?<=[.!?;:,(\u2014\u2013*_][ \t]{2}))[ \t]*"
+    r"[*_]*(?:(?:hmm+|oh|ah|uh|um)[,.!]?[ \t]+)?"
+    r"(?:(?:no[ \t]*,?[ \t]+)?wait(?:[ \t]+a[ \t]+(?:sec(?:ond)?|minute|moment))?[ \t]*(?:\.\.\.|…|[,.!:;\u2014\u2013])"
+    r"|hold[ \t]+on[ \t]*(?:\.\.\.|…|[,.!:;\u2014\u2013])"
+    r"|actually(?:[ \t]*[,:\u2014\u2013]|[ \t]+(?=[a-z0-9$]))"
+    r"|(?:on[ \t]+)?second[ \t]+thought[s]?[ \t]*[,:.]?"
+    r"|correction[ \t]*[,:.!]?|(?:let[ \t]+me[ \t]+)?correct(?:ing)?[ \t]+(?:that|myself)[ \t]*[,:.!]?"
+    r"|I[ \t]+mean[t]?[ \t]*[,:]?|sorry[ \t]*[,.!:\u2014\u2013]|oops[ \t]*[,.!:\u2014\u2013]|scratch[ \t]+that[ \t]*[,.!:]?"
+    r"|make[ \t]+that\b|I[ \t]+(?:miscounted|misread|misspoke|made[ \t]+(?:a[ \t]+)?(?:mistake|an[ \t]+error)|was[ \t]+wrong)"
+    r"\b[ \t]*[,.!:;]?"
+    r"|(?:that(?:'|’)?s|that[ \t]+is|this[ \t]+is)[ \t]+(?:wrong|incorrect|not[ \t]+right)\b[ \t]*[,.!:;]?"
+    r"|(?<![\w,])no[ \t]*[,!:\u2014\u2013](?![ \t]*(?:one|such|data|rows?|results?)\b))",
+    re.IGNORECASE | re.MULTILINE)
+_CUE_ZH = re.compile(r"(?:(?<=^)|(?<=[\s。！？；，、：.!?;,:（(]))(?:不对|错了|说错了|更正|改正|纠正|修正|应为|应该是|其实|"
+                     r"实际上|等等|等一下)[，,：:]?", re.MULTILINE)
+# what a reply says after a marker when it keeps its answer ("Wait, let me check: 12 + 30 = 42. Yes.")
+_AFFIRM = re.compile(r"^\W*(?:yes|yep|yeah|correct|confirmed|right|indeed|that(?:'|’)?s (?:right|correct)|"
+                     r"it(?:'|’)?s correct|the answer stands|没错|是的|对的|正确|确认无误|无误)\W*$", re.IGNORECASE)
+# struck-through text (Markdown ~~42~~, HTML <del>, <strike>): the reply withdrew it
+_STRUCK = re.compile(r"~~(?=\S)(.+?)(?<=\S)~~|<(del|strike)(?:\s[^>]*)?>.*?</\2\s*>", re.IGNORECASE | re.DOTALL)
+
+
+def _has_content(s: str) -> bool:
+    return re.search(r"\w", s) is not None
+
+
+def _last_correction(text: str, whole_reply: bool = False) -> re.Match | None:
+    """The last withdrawal marker of ``text`` (:data:`_CUE_EN`, :data:`_CUE_ZH`) that follows some answer (a marker
+    opening the text withdraws nothing), where a marker takes back the answer: in the answer's own paragraph (the
+    first), in the reply's last paragraph, or opening a line ("Answer: 42\n\nWait, I miscounted…"); never after an
+    explanation line (``Explanation:``, ``Note:``…: a marker inside the reasons given after the answer withdraws
+    nothing, and neither does one in the middle of a paragraph of evidence)."""
+    scope = len(text)
+    for m in re.finditer(r"(?m)^.*$", text):
+        if _AFTER_ANSWER.match(m.group(0)) and _has_content(text[:m.start()]):
+            scope = m.start()
+            break
+    paras = [m.start() for m in re.finditer(r"\n[ \t]*\n", text[:scope])]
+    first_end = paras[0] if paras else scope
+    last_start = paras[-1] if paras else 0
+    best = None
+    for rx in (_CUE_EN, _CUE_ZH):
+        for m in rx.finditer(text, 0, scope):
+            s = m.start()
+            line_open = not text[text.rfind("\n", 0, s) + 1:s].strip(" \t*_>#-")
+            if not (s < first_end or (whole_reply and s >= last_start) or line_open):
+                continue
+            if _has_content(text[:s]) and (best is None or s > best.start()):
+                best = m
+    return best
+
+
+def _labelled(text: str) -> re.Match | None:
+    """The last final-answer label: the last line label, or a later corrected/final label inside a line
+    (:data:`_STRONG_INLINE`); else the last inline ``answer:`` / ``the answer is``."""
+    last = None
+    for last in _LABEL_LINE.finditer(text):
+        pass
+    strong = None
+    for strong in _STRONG_INLINE.finditer(text):
+        pass
+    if strong is not None and (last is None or strong.start() >= last.end()):
+        last = strong
+    if last is None:
+        for last in _LABEL_INLINE.finditer(text):
+            pass
+    return last
+
+
+@register_filter("final_answer", version="4")
 def final_answer(text: str, ctx: AnswerContext) -> str:
-    """The final answer: the last answer block, else the text after the last final-answer label, else the last
-    ``\\boxed{}``, else the whole reply (which ``last_statement`` then narrows). When the output budget ended the
-    reply (``ctx.finish_reason`` ``length``…) only a finished answer counts: a closed block or box, or the
-    complete lines after the label; a reply cut before its answer has none (``""``, note ``cut_off``)."""
+    """The final answer: the last answer block, else the text after the last final-answer label (a corrected or
+    final label inside a line counts when it follows the last line label), else the last ``\\boxed{}``, else the
+    whole reply (which ``last_statement`` then narrows). An answer the reply withdraws is not the answer: struck-out
+    text (``~~42~~``) is removed, and after a withdrawal marker that follows the answer (``Wait, …``,
+    ``Actually, …``, ``No, …``, ``Correction:``, ``I mean``, 不对, 应为, 更正, 其实… :func:`_last_correction`) the
+    answer is read again from what follows the marker alone (note ``withdrawn``), unless that only affirms it
+    ("Yes."). When the output budget ended the reply (``ctx.finish_reason`` ``length``…) only a finished answer
+    counts: a closed block or box, or the complete lines after the label; a reply cut before its answer has none
+    (``""``, note ``cut_off``)."""
+    return _final(_STRUCK.sub(" ", text) if ("~~" in text or "<" in text) else text, ctx, 0)
+
+
+def _withdrawn(answer: str, ctx: AnswerContext, depth: int, unmarked: bool = False) -> str:
+    """``answer`` (what a label, block or box gave, or the whole unmarked reply), or, where a withdrawal marker
+    follows an answer in it, the answer read from the text after the marker."""
+    cue = _last_correction(answer, unmarked) if depth < 4 else None
+    if cue is None:
+        if unmarked:
+            ctx.notes.add("_unmarked")
+        return answer
+    after = answer[cue.end():].lstrip(" \t,，:：\u2014\u2013-")
+    for m in re.finditer(r"(?m)^.*$", after):             # the reasons given after the corrected answer
+        if _AFTER_ANSWER.match(m.group(0)) and _has_content(after[:m.start()]):
+            after = after[:m.start()]
+            break
+    sub = AnswerContext(ctx.reasoning, ctx.finish_reason)
+    new = _final(after, sub, depth + 1)
+    if _AFFIRM.match(last_statement(new) if "_unmarked" in sub.notes else new.strip() or "x"):
+        if unmarked:                            # the reply affirmed its answer after checking it
+            ctx.notes.add("_unmarked")
+        return answer[:cue.start()].strip()
+    ctx.notes.update(sub.notes)
+    ctx.notes.add("withdrawn")
+    return new
+
+
+def _final(text: str, ctx: AnswerContext, depth: int) -> str:
     cut = finish_kind(ctx.finish_reason) == "length"
     for rx in _ANSWER_BLOCKS:
         last = None
@@ -395,21 +511,21 @@ def final_answer(text: str, ctx: AnswerContext) -> str:
             if cut and not last.group(2):
                 ctx.notes.add("cut_off")      # an answer block the budget ended before it closed
                 return ""
-            return last.group(1).strip()
-    last = None
-    for last in _LABEL_LINE.finditer(text):
-        pass
-    if last is None:
-        for last in _LABEL_INLINE.finditer(text):
-            pass
+            return _withdrawn(last.group(1).strip(), ctx, depth)
+    last = _labelled(text)
     if last is not None:
         rest = text[last.end():]
-        after = _answer_paragraph(rest)
-        if cut and after is rest:           # the answer runs to where the budget cut: its finished lines only
-            after = _complete_lines(after)
-            if not after.strip():
-                ctx.notes.add("cut_off")
-        return after.strip()
+        if cut:
+            after = _answer_paragraph(rest)
+            if after is rest:               # the answer runs to where the budget cut: its finished lines only
+                rest = _complete_lines(rest)
+                if not rest.strip():
+                    ctx.notes.add("cut_off")
+                    return ""
+        cue = _last_correction(rest) if depth < 4 else None
+        if cue is not None:
+            return _withdrawn(rest.strip(), ctx, depth)
+        return _answer_paragraph(rest).strip()
     boxed = None
     for m in _BOXED.finditer(text):
         boxed = _brace_content(text, m.end()) or boxed
@@ -418,8 +534,7 @@ def final_answer(text: str, ctx: AnswerContext) -> str:
     if cut:
         ctx.notes.add("cut_off")   # ended by the budget with no final answer: whatever it quoted is not one
         return ""
-    ctx.notes.add("_unmarked")
-    return text.strip()
+    return _withdrawn(text.strip(), ctx, depth, unmarked=True)
 
 
 # -- 4b. the last statement of a reply without a final-answer marker ---------------------------------------------------

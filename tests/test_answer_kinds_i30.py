@@ -1,0 +1,127 @@
+"""Issue 30, the answer-extraction and matcher kinds: 3 (withdrawn answers), 5 (a judge quoting a verdict), 7 (dates
+and times in another form), 10 (lists numbered inline; ``1,23`` is one number) and the LaTeX half of 11 (gold and
+reply through the same normalisation). Every example of the issue with its right value, worked out by hand, and
+other members of each kind, on every track's matchers and the judges."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctxbench.scoring.pipeline import answer_chain, score_reply
+
+
+def inst(bench: str, gold, **kw) -> dict:
+    return {"instance_id": "i1", "benchmark": bench, "gold": gold, "question": kw.pop("question", "How many?"),
+            "sql": kw.pop("sql", "SELECT x FROM t"), "skill": kw.pop("skill", "location"),
+            "accepted_answers": kw.pop("accepted", None), "needle_id": None, "variant": "real", **kw}
+
+
+def score(reply, bench, gold, matcher=None, **kw):
+    """(score, tags, answer) of the track's primary matcher (or ``matcher``)."""
+    (sc,) = score_reply(reply, inst(bench, gold, **kw), names=[matcher] if matcher else None)[:1]
+    return sc.result.score, sc.result.tags, sc.answer
+
+
+# the matchers that give full credit for a one-value answer equal to the gold (LaRA's containment and F1 too)
+ALL = [("holobench", "row_match"), ("scitrek", "exact_match"), ("scitrek", "f1"), ("needles", "substring"),
+       ("lara", "lara_fallback"), ("lara", "f1"), ("lara", "containment")]
+
+
+# -- kind 3: a withdrawn answer earns nothing; the last answer the reply asserts is the answer -------------------------
+
+NAPA = "Answer: 42\n\nWait, I miscounted the Napa rows. Final answer: 17"
+
+
+@pytest.mark.parametrize("bench,m", ALL)
+def test_the_issue_example_the_corrected_answer_is_scored_in_every_track(bench, m):
+    # the last answer asserted is "17": full credit against gold 17, nothing against the withdrawn 42
+    assert score(NAPA, bench, [[17]], m)[0] == 1.0
+    assert score(NAPA, bench, [[42]], m)[0] == 0.0
+
+
+WITHDRAWN = [
+    # (reply, the answer it asserts last, the value it withdrew)
+    ("Answer: 42. Actually, 17.", 17, 42),
+    ("Answer: 42\n\nActually, 17.", 17, 42),
+    ("~~42~~ 17", 17, 42),
+    ("Answer: ~~42~~ 17", 17, 42),
+    ("Answer: <del>42</del> 17", 17, 42),
+    ("The answer is 42. No, 17.", 17, 42),
+    ("Answer: 42, no wait, 17", 17, 42),
+    ("Answer: 42 — wait, 17.", 17, 42),
+    ("Answer: 42\n\nI mean 17.", 17, 42),
+    ("Answer: 42\nCorrection: 17", 17, 42),
+    ("Answer: 42\n\nHmm, wait... 17.", 17, 42),
+    ("Answer: 42\n\nWait, I miscounted the Napa rows. So the answer is 17.", 17, 42),
+    ("Answer: 42\n\nThe correct answer is 17.", 17, 42),
+    ("Answer: 42\n\nSorry, I misread the table: the answer is 17.", 17, 42),
+    ("<think>42 or 17</think>Answer: 42. Wait, I double-counted row 9. Final answer: 17", 17, 42),
+    ("**Answer:** 42\n\n**Wait** — the Napa rows are 17. **Final Answer:** 17", 17, 42),
+]
+
+
+@pytest.mark.parametrize("reply,right,wrong", WITHDRAWN)
+@pytest.mark.parametrize("bench,m", [("holobench", "row_match"), ("scitrek", "exact_match"), ("scitrek", "f1"),
+                                     ("needles", "substring")])
+def test_other_withdrawn_answers_credit_only_the_last_one(reply, right, wrong, bench, m):
+    assert score(reply, bench, [[right]], m)[0] == 1.0, (reply, bench, m)
+    assert score(reply, bench, [[wrong]], m)[0] == 0.0, (reply, bench, m)
+
+
+@pytest.mark.parametrize("reply,right,wrong", [
+    ("答案：六十。不对，应为七十三。", 73, 60),       # 不对 withdraws 六十, 应为 gives 七十三
+    ("答案：六十\n\n不对，答案是七十三。", 73, 60),
+    ("答案：六十。应为七十三。", 73, 60),
+    ("答案：七十三\n\n更正：六十", 60, 73),
+    ("答：六十。错了，改正：七十三。", 73, 60),
+    ("六十。其实，是七十三。", 73, 60),
+    ("答案：六十。实际上为七十三。", 73, 60),
+])
+def test_chinese_corrections_in_the_needles_matcher(reply, right, wrong):
+    assert score(reply, "needles", [[right]])[0] == 1.0, reply
+    assert score(reply, "needles", [[wrong]])[0] == 0.0, reply
+    # written as Chinese numerals in the gold too
+    zh = {60: "六十", 73: "七十三"}
+    assert score(reply, "needles", [[zh[right]]])[0] == 1.0
+    assert score(reply, "needles", [[zh[wrong]]])[0] == 0.0
+
+
+def test_a_withdrawal_without_a_new_value_earns_nothing():
+    # "Wait, I miscounted" takes 42 back and asserts nothing: no credit for 42 in any matcher
+    for bench, m in ALL:
+        assert score("Answer: 42\n\nWait, I miscounted the Napa rows.", bench, [[42]], m)[0] == 0.0, (bench, m)
+
+
+def test_a_withdrawn_list_is_replaced_by_the_corrected_list():
+    reply = "Answer: Paris, Rome\n\nWait, Rome is not in the table. Final answer: Paris, Lyon"
+    # gold Paris, Lyon: exact 1; the withdrawn list's Rome earns nothing (gold Paris, Rome: 1 of 2 items, F1 0.5)
+    assert score(reply, "scitrek", [["Paris"], ["Lyon"]], "exact_match")[0] == 1.0
+    assert score(reply, "scitrek", [["Paris"], ["Rome"]], "f1")[0] == 0.5
+    assert score(reply, "holobench", [["Rome"]])[0] == 0.0
+
+
+KEPT = [
+    # replies that mention a wait or a correction without withdrawing their answer: the answer stays 42
+    ("Answer: 42\n\nNote: wait times were excluded.", "42"),
+    ("Answer: Wait Until Dark", "Wait Until Dark"),
+    ("Answer: 42\n\nExplanation: I first counted 17. Actually, several rows were duplicates.", "42"),
+    ("Answer: 42\n\nThe Napa rows are 3, 5. Actually, row 7 is in Sonoma.", "42"),
+    ("Answer: 42. Wait, let me double-check: 12 + 30 = 42. Yes.", "42."),
+    ("Answer: No, there are none.", "No, there are none."),
+    ("Answer: 42 (no waiting list)", "42 (no waiting list)"),
+    ("Wait, let me count the rows. There are 42 rows.\n\nAnswer: 42", "42"),
+    ("答案：这种说法不对", "这种说法不对"),
+]
+
+
+@pytest.mark.parametrize("reply,answer", KEPT)
+def test_a_mention_of_a_wait_or_a_correction_withdraws_nothing(reply, answer):
+    assert answer_chain()(reply) == answer
+    if answer.startswith("42"):
+        for bench, m in [("holobench", "row_match"), ("needles", "substring")]:
+            assert score(reply, bench, [[42]], m)[0] == 1.0, (reply, bench, m)
+
+
+def test_withdrawn_is_tagged():
+    tags = score("Answer: 42. Actually, 17.", "holobench", [[17]])[1]
+    assert "withdrawn" in tags
