@@ -125,3 +125,82 @@ def test_a_mention_of_a_wait_or_a_correction_withdraws_nothing(reply, answer):
 def test_withdrawn_is_tagged():
     tags = score("Answer: 42. Actually, 17.", "holobench", [[17]])[1]
     assert "withdrawn" in tags
+
+
+# -- kind 10: lists numbered inline; a comma that groups no thousands never splits a number ----------------------------
+
+@pytest.mark.parametrize("reply", [
+    "1. John Smith 2. Jane Doe",                         # the example
+    "Answer: 1. John Smith 2. Jane Doe",
+    "The authors are 1. John Smith 2. Jane Doe.",
+    "(1) John Smith (2) Jane Doe",
+    "1) John Smith 2) Jane Doe",
+    "Answer: 1. Jane Doe 2. John Smith",                 # unordered SQL: the order does not matter
+])
+def test_an_inline_numbered_list_is_a_list(reply):
+    # gold [["John Smith"], ["Jane Doe"]]: two items, both given, nothing else: exact 1, F1 1
+    gold = [["John Smith"], ["Jane Doe"]]
+    assert score(reply, "scitrek", gold, "exact_match")[0] == 1.0, reply
+    assert score(reply, "scitrek", gold, "f1")[0] == 1.0, reply
+
+
+def test_inline_list_markers_are_not_values():
+    from ctxbench.scoring.lists import split_list
+    from ctxbench.scoring.numbers import read_numbers
+
+    # "1. 5 2. 7": the items are 5 and 7; the markers 1 and 2 are no value (gold 2 is not stated)
+    assert [n.value for n in read_numbers("1. 5 2. 7")] == [5.0, 7.0]
+    assert split_list("1. 5 2. 7") == ["5", "7"]
+    assert score("Answer: 1. 5 2. 7", "holobench", [[2]])[0] == 0.0
+    assert score("Answer: 1. 5 2. 7", "scitrek", [[5], [7]], "exact_match")[0] == 1.0
+    # numbers that do not count 1, 2, … in order are no list markers: "In 2. quarter 3. place" keeps 2 and 3
+    assert [n.value for n in read_numbers("In 2. quarter 3. place")] == [2.0, 3.0]
+
+
+@pytest.mark.parametrize("bench,m", ALL)
+def test_a_comma_that_groups_no_thousands_does_not_split_a_number(bench, m):
+    # "1,23" is one number (a decimal comma: 1.23), never 1 and 23: gold 23 and gold 1 earn nothing
+    assert score("Answer: 1,23", bench, [[23]], m)[0] == 0.0
+    assert score("Answer: 1,23", bench, [["23"]], m)[0] == 0.0
+    assert score("Answer: 1,23", bench, [[1]], m)[0] == 0.0
+    # a thousands group stays a thousands group: 1,234 = 1234
+    assert score("Answer: 1,234", bench, [[1234]], m)[0] == 1.0
+
+
+def test_number_readings_of_commas():
+    from ctxbench.scoring.numbers import read_numbers
+
+    vals = lambda t: [n.value for n in read_numbers(t)]  # noqa: E731
+    assert vals("1,23") == [1.23] and vals("12,5") == [12.5] and vals("0,123") == [0.123]
+    assert vals("1,234") == [1234.0] and vals("1,234,567") == [1234567.0]
+    assert vals("1,23,456") == [123456.0]              # Indian (lakh) grouping: 1 23 456
+    assert vals("3,5,7") == [3.0, 5.0, 7.0] and vals("3, 5") == [3.0, 5.0]
+    # gold 1.23 is stated by the decimal comma; row match credits it
+    assert score("Answer: 1,23", "holobench", [[1.23]])[0] == 1.0
+
+
+# -- kind 11 (LaTeX): gold and reply pass through the same normalisation ----------------------------------------------
+
+LATEX_TITLES = [
+    r"On $\alpha$-stable processes and \text{SAT}",
+    r"A $\mathcal{O}(n \log n)$ algorithm for \textbf{sorting}",
+    r"The \(\beta\)-model revisited",
+    r"\mathrm{Ti}_2 alloys",
+]
+
+
+@pytest.mark.parametrize("title", LATEX_TITLES)
+def test_a_gold_title_with_latex_scores_against_a_reply_that_repeats_it(title):
+    # the reply repeats the gold title verbatim: exact match 1, F1 1, row match 1, LaRA F1 1
+    assert score(title, "scitrek", [[title]], "exact_match")[0] == 1.0
+    assert score(f"Answer: {title}", "scitrek", [[title]], "f1")[0] == 1.0
+    assert score(f"Answer: {title}", "holobench", [[title]])[0] == 1.0
+    assert score(f"Answer: {title}", "lara", [[title]], "f1")[0] == 1.0
+
+
+def test_latex_and_its_plain_writing_compare_equal_both_ways():
+    gold = r"On $\alpha$-stable processes and \text{SAT}"
+    # the reply writes the same title without LaTeX: α for \alpha, SAT for \text{SAT}
+    assert score("On α-stable processes and SAT", "scitrek", [[gold]], "exact_match")[0] == 1.0
+    # a different title is still wrong
+    assert score(r"On $\beta$-stable processes and \text{SAT}", "scitrek", [[gold]], "exact_match")[0] == 0.0

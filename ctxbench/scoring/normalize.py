@@ -1,6 +1,6 @@
 """Text normalisation for comparing answers with gold values (both sides; stored text is never changed).
 
-* :func:`normalize_text`: Unicode NFKC (full-width forms and CJK punctuation to ASCII where they have one), case
+* :func:`normalize_text`: LaTeX written plainly (``$\\alpha$-stable``, ``\\text{SAT}``: :func:`plain_latex`), Unicode NFKC (full-width forms and CJK punctuation to ASCII where they have one), case
   folded, punctuation and whitespace collapsed to single spaces.
 * :func:`fold`: NFKC, traditional → simplified Chinese (OpenCC ``t2s``: 兩 → 两, 萬 → 万), case folded, curly
   apostrophes straightened; a full-width comma stays a list separator (``61，961`` → ``61, 961``) except between
@@ -23,7 +23,7 @@ from functools import lru_cache
 
 from .numbers import read_compounds, read_numbers
 
-__all__ = ["CJK_RE", "fold", "normalize_text", "text_matches", "tokens"]
+__all__ = ["CJK_RE", "fold", "normalize_text", "plain_latex", "text_matches", "tokens"]
 
 CJK_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
 _CJK_PUNCT = str.maketrans({"。": ".", "，": ",", "、": ",", "；": ";", "：": ":", "（": "(", "）": ")", "「": '"',
@@ -31,9 +31,39 @@ _CJK_PUNCT = str.maketrans({"。": ".", "，": ",", "、": ",", "；": ";", "：
 _FW_COMMA = re.compile("(?<![\uff10-\uff19])\uff0c|\uff0c(?![\uff10-\uff19])")
 
 
+_GREEK = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau upsilon "
+          "phi chi psi omega").split()
+_LATEX_SYMBOL = re.compile(r"\\(" + "|".join(_GREEK) + r"|" + "|".join(g.capitalize() for g in _GREEK) + r"|var(?:epsilon|"
+                           r"theta|phi|rho|sigma|pi))(?![A-Za-z])")
+_LATEX_STYLE = re.compile(r"\\[A-Za-z]+\*?\s*(?=\{)")
+
+
+def _greek(m: re.Match) -> str:
+    name = m.group(1).removeprefix("var")
+    case = "CAPITAL" if name[0].isupper() else "SMALL"
+    return unicodedata.lookup(f"GREEK {case} LETTER {name.upper()}")
+
+
+def plain_latex(s: str) -> str:
+    """``s`` with its LaTeX written plainly, the same on the gold and the answer side: the answer pipeline's
+    unwrapping (:func:`ctxbench.scoring.pipeline.unwrap_latex`: ``$…$``, ``\\(…\\)``, ``\\text{}``,
+    ``\\mathrm{}``…), Greek letter commands as letters (``\\alpha`` → α), the name of any other command applied
+    to a braced argument dropped (``\\mathcal{O}`` → ``{O}``). Text without ``\\`` or ``$`` is returned as is."""
+    if "\\" not in s and "$" not in s:
+        return s
+    from .pipeline import unwrap_latex
+
+    s = unwrap_latex(s)
+    if "\\" in s:
+        s = _LATEX_SYMBOL.sub(_greek, s)
+        s = _LATEX_STYLE.sub("", s)
+    return s
+
+
 def normalize_text(s: str) -> str:
-    """NFKC, CJK punctuation to ASCII, case fold, punctuation to spaces, whitespace collapsed."""
-    s = unicodedata.normalize("NFKC", s).translate(_CJK_PUNCT).casefold()
+    """LaTeX written plainly (:func:`plain_latex`), NFKC, CJK punctuation to ASCII, case fold, punctuation to
+    spaces, whitespace collapsed. Gold and answer pass through it alike."""
+    s = unicodedata.normalize("NFKC", plain_latex(s)).translate(_CJK_PUNCT).casefold()
     s = re.sub(r"[^\w\s]", " ", s)
     return " ".join(s.split())
 

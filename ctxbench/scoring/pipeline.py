@@ -74,7 +74,7 @@ from .matchers import MatchResult
 __all__ = ["DEFAULT_FILTERS", "AnswerChain", "AnswerContext", "AnswerFilter", "Extraction", "MatcherError", "Scored",
            "answer_chain", "chain_for", "drop_ruled_out_values", "filter_names", "finish_kind", "get_filter",
            "gold_rows", "last_statement", "no_credit", "register_filter", "repetition_start", "score_reply",
-           "sentences", "strip_invisible"]
+           "sentences", "strip_invisible", "unwrap_latex"]
 
 
 @dataclass(frozen=True)
@@ -551,11 +551,17 @@ _SENT_BREAK = re.compile(r"[.!?]+[\"'”’)\]]*\s+|[。！？]+[”’」』）
 def sentences(text: str) -> list[str]:
     """``text`` split into sentences: after ``.``, ``!``, ``?`` followed by a space (not after an abbreviation such as
     ``e.g.``, ``Dr.`` or an initial ``J.``; a decimal point is never followed by a space) and after ``。！？``.
-    Line breaks end sentences too. Empty pieces are dropped."""
+    Line breaks end sentences too; the marker of a list numbered inside a line (``1. John Smith 2. Jane Doe``)
+    ends none. Empty pieces are dropped."""
+    from .numbers import inline_markers
+
     out: list[str] = []
     for line in text.splitlines():
         pos = 0
+        marks = inline_markers(line)
         for m in _SENT_BREAK.finditer(line):
+            if any(a <= m.start() < b for a, b in marks):
+                continue
             if m.group(0)[0] == ".":
                 word = re.search(r"([A-Za-z][A-Za-z.]*)\.*$", line[:m.start()])
                 w = word.group(1).lower().rstrip(".") if word else ""
@@ -737,6 +743,16 @@ def _unwrap(text: str) -> str:
         text = text[:m.start()] + inner[0] + text[inner[1]:]
 
 
+def unwrap_latex(text: str) -> str:
+    """LaTeX wrappers unwrapped as ``tidy`` does: ``\\(x\\)`` / ``\\[x\\]`` delimiters, ``\\text{x}``,
+    ``\\textbf{x}``, ``\\mathrm{x}``, ``\\boxed{x}``… and ``$x$`` math spans (prices such as ``$3 and $5`` kept).
+    :func:`ctxbench.scoring.normalize.normalize_text` applies it to gold and answer alike, so a gold title holding
+    ``$…$`` or ``\\text{}`` compares equal to a reply that repeats it."""
+    text = _MATH_PARENS.sub(lambda m: m.group(1) or m.group(2) or "", text)
+    text = _unwrap(text)
+    return _MATH_DOLLARS.sub(_math, text)
+
+
 def _math(m: re.Match) -> str:
     inner = m.group(1)
     # a math span ($x$, $9{,}500$); "$3 and $5" (prices) is no math span: keep it as written
@@ -783,9 +799,7 @@ def tidy(text: str, ctx: AnswerContext) -> str:
     trimmed."""
     text = unicodedata.normalize("NFC", text)
     text = _strip_prompt_tags(text)
-    text = _MATH_PARENS.sub(lambda m: m.group(1) or m.group(2) or "", text)
-    text = _unwrap(text)
-    text = _MATH_DOLLARS.sub(_math, text)
+    text = unwrap_latex(text)
     text = re.sub(r"\*\*|__", "", text)
     s = text.strip()
     if len(s) > 1 and s[0] == s[-1] and s[0] in "`*_":
