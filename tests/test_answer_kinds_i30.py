@@ -282,3 +282,82 @@ def test_the_needles_failure_judge_takes_its_own_mode():
     reply = f'{{"mode": "{a}"}} (the answer itself says {{"mode": "{b}"}})'
     assert parse_failure_mode(reply) == a
     assert parse_failure_mode(f'{{"mode": "{a}"}} {{"mode": "{b}"}}') is None
+
+
+# -- kind 7: dates and times in another form ---------------------------------------------------------------------------
+
+DAY = "2004-04-01 00:00:00"          # a DATETIME holding a day, as SQLite prints it
+
+
+@pytest.mark.parametrize("reply", ["Answer: 2004-04-01", "Answer: April 1, 2004", "Answer: 1 April 2004",
+                                   "答案：2004年4月1日", "Answer: Apr. 1st, 2004", "Answer: 1st of April 2004",
+                                   "Answer: 2004/04/01", "答案：二〇〇四年四月一日", "Answer: 2004-04-01 00:00",
+                                   "Answer: 01.04.2004"])
+@pytest.mark.parametrize("bench,m", ALL)
+def test_a_date_in_another_form_states_the_gold_date(reply, bench, m):
+    # the midnight time part of the gold adds nothing: each reply states 1 April 2004, full credit
+    assert score(reply, bench, [[DAY]], m)[0] == 1.0, (reply, bench, m)
+
+
+@pytest.mark.parametrize("reply", ["Answer: 2004-04-02", "Answer: April 2, 2004", "Answer: 1 May 2004",
+                                   "Answer: 2005-04-01", "答案：2004年4月2日", "Answer: 01/04/2004",
+                                   "Answer: April 1", "Answer: 2004"])
+@pytest.mark.parametrize("bench,m", ALL)
+def test_a_different_or_ambiguous_day_is_still_wrong(reply, bench, m):
+    # another day, month or year; 01/04/2004 (1 April or 4 January: not guessed); no year; a year alone
+    assert score(reply, bench, [[DAY]], m)[0] == 0.0, (reply, bench, m)
+
+
+@pytest.mark.parametrize("gold,reply,right", [
+    ("8:00 AM", "Answer: 08:00", True),          # the example: 12- and 24-hour clocks
+    ("08:00", "Answer: 8:00 AM", True),
+    ("08:00", "Answer: 8 a.m.", True),
+    ("20:00", "Answer: 8:00 PM", True),
+    ("20:00:00", "Answer: 8 pm", True),
+    ("12:00 AM", "Answer: 00:00", True),         # midnight
+    ("12:30 PM", "Answer: 12:30", True),         # noon
+    ("08:00", "Answer: 8:00 PM", False),          # 20:00 is not 08:00
+    ("8:00 AM", "Answer: 20:00", False),
+    ("08:00", "Answer: 08:30", False),
+    ("20:30", "答案：下午8点30分", True),
+    ("2004-04-01 08:30:00", "Answer: April 1, 2004 at 8:30 AM", True),
+    ("2004-04-01 08:30:00", "Answer: April 1, 2004", False),     # the time the gold states is missing
+    ("2004-04-01 08:30:00", "Answer: 2004-04-01 20:30", False),
+])
+@pytest.mark.parametrize("bench,m", ALL)
+def test_times_compare_as_times(gold, reply, right, bench, m):
+    got = score(reply, bench, [[gold]], m)[0]
+    if bench == "lara" and not right and " " in gold:
+        assert got < 1.0                          # token matchers: the right day alone is partial credit (below)
+    else:
+        assert got == (1.0 if right else 0.0), (gold, reply, bench, m)
+
+
+def test_token_matchers_give_the_right_day_with_the_wrong_time_partial_credit():
+    # gold tokens [2004-04-01, 08:30:00]. "April 1, 2004" → [2004-04-01]: containment 1/2; F1 P 1, R 1/2 → 2/3.
+    # "2004-04-01 20:30" → [2004-04-01, 20:30:00]: containment 1/2; F1 P 1/2, R 1/2 → 1/2
+    g = [["2004-04-01 08:30:00"]]
+    assert score("Answer: April 1, 2004", "lara", g, "containment")[0] == 0.5
+    assert score("Answer: April 1, 2004", "lara", g, "f1")[0] == pytest.approx(2 / 3)
+    assert score("Answer: 2004-04-01 20:30", "lara", g, "f1")[0] == 0.5
+
+
+def test_a_plain_number_is_never_a_date():
+    from ctxbench.scoring.dates import gold_when, read_whens
+
+    for t in ("17", "2004", "1,23", "3.5", "12/5", "3:1", "三点五", "4 of 5"):
+        assert read_whens(t) == [] and gold_when(t) is None, t
+    # numbers still compare as numbers
+    assert score("Answer: 2004", "holobench", [[2004]])[0] == 1.0
+    assert score("Answer: April 1, 2004", "holobench", [[1]])[0] == 0.0
+
+
+def test_a_date_is_one_list_item_and_one_f1_token():
+    from ctxbench.scoring.lists import split_list
+    from ctxbench.scoring.normalize import tokens
+
+    assert split_list("April 1, 2004, May 2, 2005") == ["April 1, 2004", "May 2, 2005"]
+    gold = [["2004-04-01 00:00:00"], ["2005-05-02 00:00:00"]]
+    assert score("Answer: April 1, 2004, May 2, 2005", "scitrek", gold, "exact_match")[0] == 1.0
+    assert tokens("April 1, 2004") == tokens("2004-04-01 00:00:00") == ["2004-04-01"]
+    assert tokens("8:00 PM") == tokens("20:00") == ["20:00:00"]

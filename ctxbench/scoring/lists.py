@@ -7,6 +7,7 @@ joining two items: ``and``, ``&``, ``as well as`` and the Chinese ``以及`` ``�
 ``A, B, and C`` (Oxford comma), ``A; B & C``, ``A、B和C`` and a bulleted list all give ``[A, B, C]``; a list inside
 brackets (``[A, B]``) is read the same. What is never split:
 
+* a date: ``April 1, 2004`` is one item (:mod:`ctxbench.scoring.dates`);
 * a number: ``1,234`` and ``1.234,5`` are one item (:mod:`ctxbench.scoring.numbers` reads them), and so is
   ``one hundred and five``;
 * a name the gold holds: pieces that together equal (after :func:`ctxbench.scoring.normalize.normalize_text`) an
@@ -23,6 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from .dates import read_whens
 from .normalize import normalize_text
 from .numbers import inline_markers, read_numbers
 
@@ -41,6 +43,9 @@ def _protected(line: str) -> list[bool]:
     inside = [False] * len(line)
     for n in read_numbers(line, english=True):
         for k in range(n.start, n.end):
+            inside[k] = True
+    for w in read_whens(line):                # a date is one item: "April 1, 2004"
+        for k in range(w.start, w.end):
             inside[k] = True
     for m in _ZH_WORDS.finditer(line):
         if m.group(0) == "以及":

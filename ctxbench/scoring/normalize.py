@@ -9,8 +9,10 @@
   without spaces).
 * :func:`tokens`: the tokens F1 compares: words of Latin text, single characters of CJK text (Chinese is written
   without spaces, so ``答案是魏国`` is five tokens and shares two with ``魏国``), each number as its value
-  (``1,234`` and ``1234`` are one token ``1234``; :mod:`ctxbench.scoring.numbers`), a date, time or phone number
-  as one token (``2013-01-04`` holds no token ``4``) and no list markers.
+  (``1,234`` and ``1234`` are one token ``1234``; :mod:`ctxbench.scoring.numbers`), a date or time as its ISO form
+  whatever its writing (``April 1, 2004`` and ``2004-04-01 00:00:00`` are one token ``2004-04-01``; ``8:00 PM`` is
+  ``20:00:00``: :mod:`ctxbench.scoring.dates`), a phone number as one token (``2013-01-04`` holds no token ``4``)
+  and no list markers.
 
 Numbers are never read here: :mod:`ctxbench.scoring.numbers` is the one number reader.
 """
@@ -21,7 +23,9 @@ import re
 import unicodedata
 from functools import lru_cache
 
+from .dates import read_whens, when_token
 from .numbers import read_compounds, read_numbers
+from .pipeline import unwrap_latex
 
 __all__ = ["CJK_RE", "fold", "normalize_text", "plain_latex", "text_matches", "tokens"]
 
@@ -51,8 +55,6 @@ def plain_latex(s: str) -> str:
     to a braced argument dropped (``\\mathcal{O}`` → ``{O}``). Text without ``\\`` or ``$`` is returned as is."""
     if "\\" not in s and "$" not in s:
         return s
-    from .pipeline import unwrap_latex
-
     s = unwrap_latex(s)
     if "\\" in s:
         s = _LATEX_SYMBOL.sub(_greek, s)
@@ -105,17 +107,20 @@ def tokens(text: str | None) -> list[str]:
     dates/times/phone numbers whole, list markers dropped."""
     if not text:
         return []
-    spans: list[tuple[int, int, str | None]] = [(n.start, n.end, _num_token(n.value)) for n in read_numbers(text)]
+    # (start, priority, end, tokens): a date or time read as one first (its ISO form: "April 1, 2004" and
+    # "2004-04-01 00:00:00" are one token 2004-04-01), then numbers and other compounds
+    spans: list[tuple[int, int, int, list[str]]] = [(w.start, 0, w.end, when_token(w)) for w in read_whens(text)
+                                                   if w.date is not None or w.time is not None]
+    spans += [(n.start, 1, n.end, [_num_token(n.value)]) for n in read_numbers(text)]
     for s, e, kind in read_compounds(text):
-        spans.append((s, e, None if kind == "marker" else "_".join(normalize_text(text[s:e]).split())))
+        spans.append((s, 1, e, [] if kind == "marker" else ["_".join(normalize_text(text[s:e]).split())]))
     out: list[str] = []
     pos = 0
-    for s, e, tok in sorted(spans):
+    for s, _, e, toks in sorted(spans, key=lambda x: (x[0], x[1], x[2])):
         if s < pos:
             continue
         out.extend(_words(text[pos:s]))
-        if tok:
-            out.append(tok)
+        out.extend(t for t in toks if t)
         pos = e
     out.extend(_words(text[pos:]))
     return out
