@@ -57,6 +57,11 @@ WITHDRAWN = [
     ("Answer: 42\n\nSorry, I misread the table: the answer is 17.", 17, 42),
     ("<think>42 or 17</think>Answer: 42. Wait, I double-counted row 9. Final answer: 17", 17, 42),
     ("**Answer:** 42\n\n**Wait** — the Napa rows are 17. **Final Answer:** 17", 17, 42),
+    ("The answer is \\boxed{42}. Wait, that's wrong: \\boxed{17}", 17, 42),
+    ("Answer: 42\n\nEDIT: 17", 17, 42),
+    ("Final Answer: 42\n\nHmm, wait — actually the answer is 17.", 17, 42),
+    ("Answer: 42 (correction: 17)", 17, 42),
+    ("Answer: 42\n\nOops, make that 17.", 17, 42),
 ]
 
 
@@ -111,6 +116,8 @@ KEPT = [
     ("Answer: 42 (no waiting list)", "42 (no waiting list)"),
     ("Wait, let me count the rows. There are 42 rows.\n\nAnswer: 42", "42"),
     ("答案：这种说法不对", "这种说法不对"),
+    ("Answer: 42\n\nSorry, I can't provide more detail.", "42"),
+    ("诸葛亮享年五十四岁。等等，我再确认一下。是的。", "诸葛亮享年五十四岁。"),
 ]
 
 

@@ -390,7 +390,7 @@ _STRONG_INLINE = re.compile(
     r"|\bcorrection[ \t]*[*_]*[ \t]*[:：][ \t]*(?:[*_]+[ \t]*)?"
     r"|(?:正确答案|更正后的答案|最终答案|最后答案)(?:应为|应该是|是|为)?[ \t]*[：:]?", re.IGNORECASE)
 # discourse markers that withdraw what the reply said before them: "Wait, …", "Actually, …", "No, …", "Correction:",
-# "I mean …", "Sorry, …", "make that …", "I miscounted …", 不对 / 错了 / 更正 / 改正 / 纠正 / 应为 / 其实 / 实际上 / 等等.
+# "I mean …", "Oops, …", "make that …", "I miscounted …", "EDIT:", 不对 / 错了 / 更正 / 改正 / 纠正 / 应为 / 其实 / 实际上 / 等等.
 # A marker counts where a sentence or clause opens (start of a line, after . ! ? ; : , — or a bracket); "wait" only
 # followed by punctuation ("Wait Until Dark", "wait times" are no marker), "no" only opening a sentence
 _CUE_EN = re.compile(
@@ -401,7 +401,7 @@ _CUE_EN = re.compile(
     r"|actually(?:[ \t]*[,:\u2014\u2013]|[ \t]+(?=[a-z0-9$]))"
     r"|(?:on[ \t]+)?second[ \t]+thought[s]?[ \t]*[,:.]?"
     r"|correction[ \t]*[,:.!]?|(?:let[ \t]+me[ \t]+)?correct(?:ing)?[ \t]+(?:that|myself)[ \t]*[,:.!]?"
-    r"|I[ \t]+mean[t]?[ \t]*[,:]?|sorry[ \t]*[,.!:\u2014\u2013]|oops[ \t]*[,.!:\u2014\u2013]|scratch[ \t]+that[ \t]*[,.!:]?"
+    r"|I[ \t]+mean[t]?[ \t]*[,:]?|oops[ \t]*[,.!:\u2014\u2013]|scratch[ \t]+that[ \t]*[,.!:]?|(?:edit|update)[ \t]*:"
     r"|make[ \t]+that\b|I[ \t]+(?:miscounted|misread|misspoke|made[ \t]+(?:a[ \t]+)?(?:mistake|an[ \t]+error)|was[ \t]+wrong)"
     r"\b[ \t]*[,.!:;]?"
     r"|(?:that(?:'|’)?s|that[ \t]+is|this[ \t]+is)[ \t]+(?:wrong|incorrect|not[ \t]+right)\b[ \t]*[,.!:;]?"
@@ -414,6 +414,11 @@ _AFFIRM = re.compile(r"^\W*(?:yes|yep|yeah|correct|confirmed|right|indeed|that(?
                      r"it(?:'|’)?s correct|the answer stands|没错|是的|对的|正确|确认无误|无误)\W*$", re.IGNORECASE)
 # struck-through text (Markdown ~~42~~, HTML <del>, <strike>): the reply withdrew it
 _STRUCK = re.compile(r"~~(?=\S)(.+?)(?<=\S)~~|<(del|strike)(?:\s[^>]*)?>.*?</\2\s*>", re.IGNORECASE | re.DOTALL)
+
+
+# what may stand before a marker that opens a line: markup and interjections ("Sorry, I misread…", "Hmm, wait")
+_LINE_OPENING = re.compile(r"[\s*_>#-]*(?:(?:sorry|oops|hmm+|oh|ah|ok(?:ay)?|well|no|yes)\b[\s*_,.!\u2014\u2013-]*)*",
+                           re.IGNORECASE)
 
 
 def _has_content(s: str) -> bool:
@@ -438,7 +443,7 @@ def _last_correction(text: str, whole_reply: bool = False) -> re.Match | None:
     for rx in (_CUE_EN, _CUE_ZH):
         for m in rx.finditer(text, 0, scope):
             s = m.start()
-            line_open = not text[text.rfind("\n", 0, s) + 1:s].strip(" \t*_>#-")
+            line_open = _LINE_OPENING.fullmatch(text[text.rfind("\n", 0, s) + 1:s]) is not None
             if not (s < first_end or (whole_reply and s >= last_start) or line_open):
                 continue
             if _has_content(text[:s]) and (best is None or s > best.start()):
@@ -469,7 +474,8 @@ def final_answer(text: str, ctx: AnswerContext) -> str:
     final label inside a line counts when it follows the last line label), else the last ``\\boxed{}``, else the
     whole reply (which ``last_statement`` then narrows). An answer the reply withdraws is not the answer: struck-out
     text (``~~42~~``) is removed, and after a withdrawal marker that follows the answer (``Wait, …``,
-    ``Actually, …``, ``No, …``, ``Correction:``, ``I mean``, 不对, 应为, 更正, 其实… :func:`_last_correction`) the
+    ``Actually, …``, ``No, …``, ``Correction:``, ``I mean``, ``I miscounted``, 不对, 应为, 更正, 其实…:
+    :func:`_last_correction`) the
     answer is read again from what follows the marker alone (note ``withdrawn``), unless that only affirms it
     ("Yes."). When the output budget ended the reply (``ctx.finish_reason`` ``length``…) only a finished answer
     counts: a closed block or box, or the complete lines after the label; a reply cut before its answer has none
