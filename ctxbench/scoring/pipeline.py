@@ -520,6 +520,13 @@ def _final(text: str, ctx: AnswerContext, depth: int) -> str:
             return _withdrawn(last.group(1).strip(), ctx, depth)
     last = _labelled(text)
     if last is not None:
+        prev = None
+        for rx in (_LABEL_LINE, _STRONG_INLINE):
+            for m in rx.finditer(text, 0, last.start()):
+                if m.end() <= last.start() and (prev is None or m.end() > prev.end()):
+                    prev = m
+        if prev is not None and _last_correction(text[prev.end():last.start()]) is not None:
+            ctx.notes.add("withdrawn")      # an earlier answer taken back before the final label
         rest = text[last.end():]
         if cut:
             after = _answer_paragraph(rest)
