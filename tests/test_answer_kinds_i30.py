@@ -62,6 +62,7 @@ WITHDRAWN = [
     ("Final Answer: 42\n\nHmm, wait — actually the answer is 17.", 17, 42),
     ("Answer: 42 (correction: 17)", 17, 42),
     ("Answer: 42\n\nOops, make that 17.", 17, 42),
+    ("So the total is \\boxed{42}.\n\nActually, 17.", 17, 42),
 ]
 
 

@@ -543,6 +543,9 @@ def _final(text: str, ctx: AnswerContext, depth: int) -> str:
     for m in _BOXED.finditer(text):
         boxed = _brace_content(text, m.end()) or boxed
     if boxed is not None:
+        tail = text[boxed[1]:]
+        if depth < 4 and not cut and _last_correction(boxed[0] + tail) is not None:
+            return _withdrawn(boxed[0].strip() + tail, ctx, depth)   # "\boxed{42} Wait, actually 17"
         return boxed[0].strip()
     if cut:
         ctx.notes.add("cut_off")   # ended by the budget with no final answer: whatever it quoted is not one
