@@ -300,7 +300,7 @@ DAY = "2004-04-01 00:00:00"          # a DATETIME holding a day, as SQLite print
 @pytest.mark.parametrize("reply", ["Answer: 2004-04-01", "Answer: April 1, 2004", "Answer: 1 April 2004",
                                    "答案：2004年4月1日", "Answer: Apr. 1st, 2004", "Answer: 1st of April 2004",
                                    "Answer: 2004/04/01", "答案：二〇〇四年四月一日", "Answer: 2004-04-01 00:00",
-                                   "Answer: 01.04.2004"])
+                                   "Answer: 01.04.2004", "Answer: 01-Apr-2004", "Answer: Thursday, April 1, 2004"])
 @pytest.mark.parametrize("bench,m", ALL)
 def test_a_date_in_another_form_states_the_gold_date(reply, bench, m):
     # the midnight time part of the gold adds nothing: each reply states 1 April 2004, full credit

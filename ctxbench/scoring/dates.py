@@ -10,7 +10,8 @@ What is read (:func:`read_whens`), strictly: a span is a date only in one of the
 
 * ISO and year-first dates: ``2004-04-01``, ``2004/04/01``, ``2004.04.01``, with an optional time
   (``2004-04-01 00:00:00``, ``2004-04-01T08:30``, fractions of a second and a zone suffix ignored);
-* written months in English: ``April 1, 2004``, ``Apr. 1st 2004``, ``1 April 2004``, ``1st of April, 2004``
+* written months in English: ``April 1, 2004``, ``Apr. 1st 2004``, ``1 April 2004``, ``1st of April, 2004``,
+  ``01-Apr-2004``
   (a date without its year is no date: it cannot be compared with a gold that has one);
 * Chinese dates: ``2004年4月1日``, ``2004年04月01号``, ``二〇〇四年四月一日``;
 * day-month-year with points (``01.04.2004``, the German order) and with slashes or dashes only when both
@@ -63,7 +64,7 @@ _ISO = re.compile(rf"(?<![\w.:/-])(?P<y>\d{{4}})(?P<sep>[-/.])(?P<m>\d{{1,2}})(?
                   re.IGNORECASE)
 _EN_MDY = re.compile(rf"\b{_MON}[ \u00a0]+(?P<d>\d{{1,2}}){_ORD},?[ \u00a0]+(?P<y>\d{{4}})\b"
                      rf"(?:{_SEP_T}(?P<t>{_TIME.replace('?P<', '?P<i_')}))?", re.IGNORECASE)
-_EN_DMY = re.compile(rf"\b(?P<d>\d{{1,2}}){_ORD}[ \u00a0]+(?:of[ \u00a0]+)?{_MON},?[ \u00a0]+(?P<y>\d{{4}})\b"
+_EN_DMY = re.compile(rf"\b(?P<d>\d{{1,2}}){_ORD}(?:[ \u00a0]+(?:of[ \u00a0]+)?|-){_MON}(?:,?[ \u00a0]+|-)(?P<y>\d{{4}})\b"
                      rf"(?:{_SEP_T}(?P<t>{_TIME.replace('?P<', '?P<i_')}))?", re.IGNORECASE)
 _ZH_DATE = re.compile(rf"(?P<y>\d{{4}}|[{_ZH_DIG}]{{4}})[ \u00a0]*年[ \u00a0]*(?P<m>\d{{1,2}}|{_ZH_N})[ \u00a0]*月"
                       rf"[ \u00a0]*(?P<d>\d{{1,2}}|{_ZH_N})[ \u00a0]*[日号]"

@@ -148,7 +148,8 @@ _MONTHS = (r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?
 _ORD = r"(?:st|nd|rd|th)?"
 _DATE_WORDS = re.compile(
     rf"\b{_MONTHS}\.?[ \u00a0]+\d{{1,2}}{_ORD}\b(?:,?[ \u00a0]+\d{{4}}\b)?"
-    rf"|\b\d{{1,2}}{_ORD}[ \u00a0]+(?:of[ \u00a0]+)?{_MONTHS}\b\.?(?:,?[ \u00a0]+\d{{4}}\b)?", re.IGNORECASE)
+    rf"|\b\d{{1,2}}{_ORD}[ \u00a0]+(?:of[ \u00a0]+)?{_MONTHS}\b\.?(?:,?[ \u00a0]+\d{{4}}\b)?"
+    rf"|\b\d{{1,2}}-{_MONTHS}-\d{{2,4}}\b", re.IGNORECASE)
 _PHONE = re.compile(r"\(\d{2,4}\)[ \u00a0]?\d{3,4}[-. \u00a0]\d{4}")
 _ZH_NUM_CHARS = "零〇一二三四五六七八九十百千万亿两廿卅卌"
 # "1. ", "2) ", "(3) " opening a line with text after it: list markers, not numbers of the answer
