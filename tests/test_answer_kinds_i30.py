@@ -309,7 +309,7 @@ def test_a_date_in_another_form_states_the_gold_date(reply, bench, m):
 
 @pytest.mark.parametrize("reply", ["Answer: 2004-04-02", "Answer: April 2, 2004", "Answer: 1 May 2004",
                                    "Answer: 2005-04-01", "答案：2004年4月2日", "Answer: 01/04/2004",
-                                   "Answer: April 1", "Answer: 2004"])
+                                   "Answer: April 1", "Answer: 2004", "Answer: Friday, April 1, 2004"])
 @pytest.mark.parametrize("bench,m", ALL)
 def test_a_different_or_ambiguous_day_is_still_wrong(reply, bench, m):
     # another day, month or year; 01/04/2004 (1 April or 4 January: not guessed); no year; a year alone

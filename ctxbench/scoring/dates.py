@@ -11,7 +11,7 @@ What is read (:func:`read_whens`), strictly: a span is a date only in one of the
 * ISO and year-first dates: ``2004-04-01``, ``2004/04/01``, ``2004.04.01``, with an optional time
   (``2004-04-01 00:00:00``, ``2004-04-01T08:30``, fractions of a second and a zone suffix ignored);
 * written months in English: ``April 1, 2004``, ``Apr. 1st 2004``, ``1 April 2004``, ``1st of April, 2004``,
-  ``01-Apr-2004``
+  ``01-Apr-2004``, with a weekday before it that must agree (``Thursday, April 1, 2004``)
   (a date without its year is no date: it cannot be compared with a gold that has one);
 * Chinese dates: ``2004年4月1日``, ``2004年04月01号``, ``二〇〇四年四月一日``;
 * day-month-year with points (``01.04.2004``, the German order) and with slashes or dashes only when both
@@ -51,6 +51,10 @@ _MONTHS = {m: i + 1 for i, ms in enumerate(("jan january", "feb february", "mar 
                                             "oct october", "nov november", "dec december")) for m in ms.split()}
 _MON = r"(?P<mon>" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
 _ORD = r"(?:st|nd|rd|th)?"
+_DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+# a weekday before a written date ("Thursday, April 1, 2004"): part of the date, and it must agree with it
+_WDAY = (r"(?:(?P<wd>(?:mon|tues|wednes|thurs|fri|satur|sun)day|mon|tues?|wed|thur?s?|fri|sat|sun)\.?,?[ \u00a0]+"
+         r"(?:the[ \u00a0]+)?)?")
 _ZH_DIG = "〇零一二三四五六七八九"
 _ZH_N = rf"[{_ZH_DIG}十]{{1,3}}"
 # a time after a date or alone: 08:00, 8:00:30.5, 8:00 AM, 8 p.m. (an hour alone only with am/pm)
@@ -62,9 +66,9 @@ _SEP_T = r"(?:[ \u00a0]*(?:T|[ \u00a0]|,[ \u00a0]*|[ \u00a0]at[ \u00a0]|[ \u00a0
 _ISO = re.compile(rf"(?<![\w.:/-])(?P<y>\d{{4}})(?P<sep>[-/.])(?P<m>\d{{1,2}})(?P=sep)(?P<d>\d{{1,2}})"
                   rf"(?:{_SEP_T}(?P<t>{_TIME.replace('?P<', '?P<i_')}))?(?:Z|[+-]\d{{2}}:?\d{{2}})?(?![\w/-]|\.\d)",
                   re.IGNORECASE)
-_EN_MDY = re.compile(rf"\b{_MON}[ \u00a0]+(?P<d>\d{{1,2}}){_ORD},?[ \u00a0]+(?P<y>\d{{4}})\b"
+_EN_MDY = re.compile(rf"\b{_WDAY}{_MON}[ \u00a0]+(?P<d>\d{{1,2}}){_ORD},?[ \u00a0]+(?P<y>\d{{4}})\b"
                      rf"(?:{_SEP_T}(?P<t>{_TIME.replace('?P<', '?P<i_')}))?", re.IGNORECASE)
-_EN_DMY = re.compile(rf"\b(?P<d>\d{{1,2}}){_ORD}(?:[ \u00a0]+(?:of[ \u00a0]+)?|-){_MON}(?:,?[ \u00a0]+|-)(?P<y>\d{{4}})\b"
+_EN_DMY = re.compile(rf"\b{_WDAY}(?P<d>\d{{1,2}}){_ORD}(?:[ \u00a0]+(?:of[ \u00a0]+)?|-){_MON}(?:,?[ \u00a0]+|-)(?P<y>\d{{4}})\b"
                      rf"(?:{_SEP_T}(?P<t>{_TIME.replace('?P<', '?P<i_')}))?", re.IGNORECASE)
 _ZH_DATE = re.compile(rf"(?P<y>\d{{4}}|[{_ZH_DIG}]{{4}})[ \u00a0]*年[ \u00a0]*(?P<m>\d{{1,2}}|{_ZH_N})[ \u00a0]*月"
                       rf"[ \u00a0]*(?P<d>\d{{1,2}}|{_ZH_N})[ \u00a0]*[日号]"
@@ -167,7 +171,10 @@ def read_whens(text: str | None) -> list[When]:
         for m in rx.finditer(text):
             t = _time_of(m, "i_") if m.group("t") else None
             end = m.end() if t is not None or not m.group("t") else m.start("t")
-            add(m.start(), end, _date(m["y"], _MONTHS[m["mon"].lower()], m["d"]), t)
+            d = _date(m["y"], _MONTHS[m["mon"].lower()], m["d"])
+            if d is not None and m["wd"] and _DAYS.index(m["wd"][:3].lower()) != d.weekday():
+                d = None                              # "Friday, April 1, 2004": the weekday contradicts the date
+            add(m.start(), end, d, t)
     for m in _ZH_DATE.finditer(text):
         t = _zh_time_of(m, "i_") if m.group("t") else None
         end = m.end() if t is not None or not m.group("t") else m.start("t")
