@@ -446,6 +446,10 @@ def _last_correction(text: str, whole_reply: bool = False) -> re.Match | None:
             line_open = _LINE_OPENING.fullmatch(text[text.rfind("\n", 0, s) + 1:s]) is not None
             if not (s < first_end or (whole_reply and s >= last_start) or line_open):
                 continue
+            if re.fullmatch(r"[\s*_]*no[\s,!:\u2014\u2013]*", m.group(0), re.IGNORECASE):
+                nxt = re.split(r"[.!?;\n]", text[m.end():scope], maxsplit=1)[0]
+                if re.search(r"\b(?:not|never|no longer)\b|n[’']t\b", nxt, re.IGNORECASE):
+                    continue                # "No, London is not in the table": a negation, not a correction
             if _has_content(text[:s]) and (best is None or s > best.start()):
                 best = m
     return best
