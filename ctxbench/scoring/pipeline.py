@@ -41,7 +41,11 @@ Default chain
        ``回答：``, GSM8K's ``####`` or a heading line that is the label alone, e.g.
        ``**Final Answer**``; else the last inline ``answer:`` / ``the (final) answer is`` / ``答案是``),
        else the last ``\\boxed{…}``, else the whole reply. When the output budget ended the reply (finish reason
-       ``length``…) only a finished answer counts, else there is none (note ``cut_off``).
+       ``length``…) only a finished answer counts, else there is none (note ``cut_off``). The last answer the reply
+       asserts is the answer: a corrected or final label inside a line after the last line label (``… Final
+       answer: 17``), struck-out text removed (``~~42~~ 17``), and after a withdrawal marker that follows the
+       answer (``Wait,``, ``Actually,``, ``No,``, ``Correction:``, ``I mean``, 不对, 应为, 更正, 其实…) the answer is
+       read from what follows it alone (note ``withdrawn``; issue 30).
     4b. ``last_statement`` — without a final-answer marker, what the end of the reply asserts (the list that ends
        it, else its last sentence): steps, list numbers and values quoted before it are not the answer.
     4c. ``drop_ruled_out`` — values the answer rules out removed (``17 (not 42)`` → ``17``, ``六十（而非七十三）`` →
