@@ -119,6 +119,8 @@ KEPT = [
     ("答案：这种说法不对", "这种说法不对"),
     ("Answer: 42\n\nSorry, I can't provide more detail.", "42"),
     ("Answer: 42\n\nNo, the other wineries are not in Napa.", "42"),
+    ("Answer: 42\n\nWait — the question asks for wineries in Napa, which is what I counted.", "42"),
+    ("Answer: 42\n\nActually, the answer stands.", "42"),
     ("诸葛亮享年五十四岁。等等，我再确认一下。是的。", "诸葛亮享年五十四岁。"),
 ]
 

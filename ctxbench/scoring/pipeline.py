@@ -416,6 +416,12 @@ _CUE_ZH = re.compile(r"(?:(?<=^)|(?<=[\s。！？；，、：.!?;,:（(]))(?:不
 # what a reply says after a marker when it keeps its answer ("Wait, let me check: 12 + 30 = 42. Yes.")
 _AFFIRM = re.compile(r"^\W*(?:yes|yep|yeah|correct|confirmed|right|indeed|that(?:'|’)?s (?:right|correct)|"
                      r"it(?:'|’)?s correct|the answer stands|没错|是的|对的|正确|确认无误|无误)\W*$", re.IGNORECASE)
+# what confirms the answer after a marker without giving another ("Wait — the question asks for Napa, which is what
+# I counted", "Actually, the answer stands", 答案不变)
+_CONFIRMS = re.compile(r"\bwhich is (?:what|exactly what) I\b|\bas I (?:said|counted|stated|wrote)\b|"
+                       r"\b(?:answer|count|total|result)s? (?:stands|remains|is (?:still )?(?:correct|right|unchanged))\b|"
+                       r"\bconsistent with (?:my|the) answer\b|\bso (?:it|that) is (?:correct|right)\b|"
+                       r"答案不变|答案无误|答案正确|没有问题", re.IGNORECASE)
 # struck-through text (Markdown ~~42~~, HTML <del>, <strike>): the reply withdrew it
 _STRUCK = re.compile(r"~~(?=\S)(.+?)(?<=\S)~~|<(del|strike)(?:\s[^>]*)?>.*?</\2\s*>", re.IGNORECASE | re.DOTALL)
 
@@ -506,10 +512,13 @@ def _withdrawn(answer: str, ctx: AnswerContext, depth: int, unmarked: bool = Fal
             break
     sub = AnswerContext(ctx.reasoning, ctx.finish_reason)
     new = _final(after, sub, depth + 1)
-    if _AFFIRM.match(last_statement(new) if "_unmarked" in sub.notes else new.strip() or "x"):
-        if unmarked:                            # the reply affirmed its answer after checking it
+    if _AFFIRM.match(last_statement(new) if "_unmarked" in sub.notes else new.strip() or "x") or (
+            _CONFIRMS.search(after) and not re.search(r"\d", after)):
+        kept = answer[:cue.start()]             # the reply affirmed its answer after checking it
+        if unmarked:
             ctx.notes.add("_unmarked")
-        return answer[:cue.start()].strip()
+            return kept.strip()
+        return _answer_paragraph(kept).strip()
     ctx.notes.update(sub.notes)
     ctx.notes.add("withdrawn")
     return new
