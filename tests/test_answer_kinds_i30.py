@@ -282,8 +282,9 @@ def test_the_lara_judge_reads_its_own_words_not_a_quotation():
     assert read_verdict('The assistant wrote "True" at the end of its answer.\nVerdict: False', gen) is False
     assert read_verdict('> True\nThe answer names Lyon, not Paris. False', gen) is False
     assert read_verdict('"False" is what the candidate claims; the answer matches. Verdict: True', gen) is True
-    # unchanged: a plain verdict
+    # unchanged: a plain verdict, also one the judge put in quotation marks or backticks itself
     assert read_verdict("True", gen) is True and read_verdict("False.", gen) is False
+    assert read_verdict('"True"', gen) is True and read_verdict("`False`", gen) is False
 
 
 def test_the_needles_failure_judge_takes_its_own_mode():

@@ -119,6 +119,8 @@ def _own_words(text: str) -> str:
     the candidate) removed, and where it labels a verdict (``Verdict:``, ``Final verdict:``, ``Judgment:``) only the
     text after its last label."""
     t = _QUOTE_SPANS.sub(" ", text)
+    if not re.search(r"[A-Za-z]", t):
+        t = text                        # the whole reply quoted ("True", `False`): its own verdict, quoted
     last = None
     for last in _VERDICT_LABEL.finditer(t):
         pass
