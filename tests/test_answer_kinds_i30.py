@@ -235,6 +235,10 @@ def test_the_row_judge_takes_its_own_verdict_not_the_quoted_one():
     # quoted on a blockquote line or between quotation marks
     assert parse_verdicts('> {"verdicts": ["exact"]}\n\n{"verdicts": ["partial"]}', 1) == ["partial"]
     assert parse_verdicts('It says "{"verdicts": ["exact"]}". Verdict: {"verdicts": ["none"]}', 1) == ["none"]
+    assert parse_verdicts('"{"verdicts": ["exact"]}" vs {"verdicts": ["none"]}', 1) == ["none"]
+    # a judge that puts its own (only) verdict in backticks or quotation marks
+    assert parse_verdicts('`{"verdicts": ["partial"]}`', 1) == ["partial"]
+    assert parse_verdicts('"{"verdicts": ["exact"]}"', 1) == ["exact"]
 
 
 def test_an_ambiguous_verdict_is_unscored_never_credited():

@@ -129,12 +129,17 @@ def own_verdict(text: str, read, candidate: str | None = None):
     own = set()
     if candidate:
         own = {json.dumps(o, sort_keys=True) for o in json_objects(candidate)}
-    found = []
+    found, weak = [], []
     for s, e, obj in json_spans(text):
         v = read(obj)
-        if v is None or quoted(text, s, e) or json.dumps(obj, sort_keys=True) in own:
+        if v is None or json.dumps(obj, sort_keys=True) in own:
             continue
-        found.append((s, v))
+        q = quoted(text, s, e)
+        if q == 0:
+            found.append((s, v))
+        elif q == 1:
+            weak.append((s, v))                  # between quotation marks: the judge's own where it is alone
+    found = found or weak
     if not found:
         return None
     labelled = [v for s, v in found if own_label_before(text, s)]

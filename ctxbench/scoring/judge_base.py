@@ -86,21 +86,23 @@ _OWN_LABEL = re.compile(r"(?:\b(?:final|my|own)\s+)(?:verdicts?|grades?|grading|
                         r"\s*[*_]*\s*[:：]\s*[*_`]*\s*$", re.IGNORECASE)
 
 
-def quoted(text: str, start: int, end: int) -> bool:
-    """Whether ``text[start:end]`` (a verdict the judge wrote) sits inside a quotation of the candidate: on a
-    blockquote line (``> …``), between quotation marks on its line, or after words that quote someone on its
-    sentence ("the candidate wrote", "the answer says:", "the response contains", "quoting")."""
+def quoted(text: str, start: int, end: int) -> int:
+    """Whether ``text[start:end]`` (a verdict the judge wrote) sits inside a quotation of the candidate: 2 on a
+    blockquote line (``> …``) or after words that quote someone on its sentence ("the candidate wrote", "the answer
+    says:", "the response contains", "quoting"); 1 between quotation marks or backticks on its line (a judge may
+    also put its own verdict in them: :func:`ctxbench.scoring.judge.own_verdict` drops these only where another
+    verdict is left); 0 otherwise."""
     line_start = text.rfind("\n", 0, start) + 1
     line_end = text.find("\n", end)
     line_end = len(text) if line_end < 0 else line_end
     before = text[line_start:start]
-    if before.lstrip().startswith(">"):
-        return True
+    if before.lstrip().startswith(">") or _QUOTING.search(before) is not None:
+        return 2
     after = text[end:line_end]
     for q1, q2 in (('"', '"'), ("“", "”"), ("'", "'"), ("‘", "’"), ("`", "`")):
         if before.rstrip().endswith(q1) and after.lstrip().startswith(q2):
-            return True
-    return _QUOTING.search(before) is not None
+            return 1
+    return 0
 
 
 def own_label_before(text: str, start: int) -> bool:
