@@ -236,6 +236,10 @@ def test_the_row_judge_takes_its_own_verdict_not_the_quoted_one():
     assert parse_verdicts('> {"verdicts": ["exact"]}\n\n{"verdicts": ["partial"]}', 1) == ["partial"]
     assert parse_verdicts('It says "{"verdicts": ["exact"]}". Verdict: {"verdicts": ["none"]}', 1) == ["none"]
     assert parse_verdicts('"{"verdicts": ["exact"]}" vs {"verdicts": ["none"]}', 1) == ["none"]
+    assert parse_verdicts('Quoting the candidate verbatim: {"verdicts": ["exact"]}\nMine: {"verdicts": ["none"]}',
+                          1) == ["none"]
+    # the judge's own words about the answer are no quotation: "the answer contains the row: {…}"
+    assert parse_verdicts('My verdict: the answer contains the row: {"verdicts": ["exact"]}', 1) == ["exact"]
     # a judge that puts its own (only) verdict in backticks or quotation marks
     assert parse_verdicts('`{"verdicts": ["partial"]}`', 1) == ["partial"]
     assert parse_verdicts('"{"verdicts": ["exact"]}"', 1) == ["exact"]

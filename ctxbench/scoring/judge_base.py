@@ -79,7 +79,10 @@ _QUOTING = re.compile(
     r"contained|outputs?|outputted|returned|returns|gave|gives|answered|responded|asserts?|asserted|reads|read|"
     r"declares?|declared|provides?|provided|insists?|tries|tried|attempts?|attempted)\b|\b(?:quot(?:e|es|ed|ing)|"
     r"injected|injection|self-assessment|self-graded|its own verdict|the candidate(?:'s|’s)? (?:text|answer|reply|"
-    r"response|json|verdict))\b)[^.!?\n{]*$", re.IGNORECASE)
+    r"response|json|verdict))\b)"
+    # between the quoting words and the object: punctuation and a few words that name what is quoted
+    r"[\s:,\"“'`]*(?:(?:the|this|following|text|json|object|verbatim|literally|its|own|verdict|candidate|answer|"
+    r"response|model)(?:'s|’s)?[\s:,\"“'`]*){0,4}$", re.IGNORECASE)
 _OWN_LABEL = re.compile(r"(?:\b(?:final|my|own)\s+)(?:verdicts?|grades?|grading|judg(?:e)?ments?|answer|decision|"
                         r"output|result|evaluation|assessment)\s*[*_]*\s*(?:is)?\s*[:：]?\s*[*_`\"']*\s*$"
                         r"|(?:^|\n)\s*[*_#>]*\s*(?:verdicts?|grades?|judg(?:e)?ments?|decision|evaluation|result)"
