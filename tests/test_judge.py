@@ -9,6 +9,7 @@ import pyarrow.parquet as pq
 
 from ctxbench.evaluate import evaluate_build
 from ctxbench.scoring.judge import JUDGE_SYSTEM, parse_verdicts
+from ctxbench.scoring.judge_base import fenced_candidate
 from ctxbench.score import score_build
 from fakeserver import FakeOpenAIServer, message_text
 from test_evaluate import _env, answer_from_document, cfg, make_build  # noqa: F401 (fixture reused)
@@ -86,7 +87,7 @@ def test_judge_and_matchers_see_the_extracted_answer_not_the_draft(tmp_path):
     empty = [k for k, v in resp.items() if v.startswith("<think>maybe 999, the")]
     assert len(empty) == 1 and len(judge_users) == len(resp) - 1 == 3
     for u in judge_users:
-        graded = u.split("Answer to grade:\n", 1)[1].split("\n\nReply as JSON", 1)[0]
+        graded = fenced_candidate(u)                                   # fenced as data (issue 30)
         assert re.fullmatch(r"\d+|unknown", graded), graded          # the code after "Answer:", nothing else
         assert "999" not in u and "<think>" not in u and "<|im_end|>" not in u
     for r in rows:

@@ -21,6 +21,7 @@ from ctxbench.analysis.agreement import judge_agreement
 from ctxbench.cli import app
 from ctxbench.errors import InputError
 from ctxbench.score import score_build
+from ctxbench.scoring.judge_base import CANDIDATE_IS_DATA
 from ctxbench.scoring.judge import (
     JUDGE_SYSTEM,
     JudgePrompt,
@@ -186,8 +187,9 @@ def test_the_prompt_follows_the_task_type_and_holds_only_the_extracted_answer(sc
         case = _case_of(user)
         _, q, ref, _, answer, *_ = CASES[case]
         task = HALLUCINATION if case.startswith("H") else GENERAL
+        # the answer fenced as data (issue 30: a quoted verdict is never the judge's)
         assert user == (f"{task}\n\n[Question]\n{q}\n\n[Ground-truth answer]\n{ref}\n\n[AI assistant's answer]\n"
-                        f"{answer}\n\nYour judgment (True or False):")
+                        f"```candidate\n{answer}\n```\n{CANDIDATE_IS_DATA}\n\nYour judgment (True or False):")
         assert not any(d in user for d in DRAFTS) and "<think>" not in user
         assert b["temperature"] == 0.0 and "response_format" not in b
     # the hallucination prompt only for hallucination questions, and it asks about hallucinating

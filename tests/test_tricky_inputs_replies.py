@@ -12,6 +12,7 @@ import yaml
 
 from ctxbench.scoring.judge import judge_messages
 from ctxbench.scoring.numbers import read_numbers
+from ctxbench.scoring.judge_base import fenced_candidate
 from ctxbench.scoring.pipeline import answer_chain, score_reply
 from ctxbench.scoring.registry import answer_filters, judge_prompt, judge_prompt_names, judge_prompt_track, matchers_for
 from ctxbench.tracks.base import BUILTIN, tracks
@@ -84,10 +85,8 @@ def test_judge_prompts_see_the_answer_and_no_draft(e):
     prompts += [judge_prompt(n).messages(_instance(e, judge_prompt_track(n) or "holobench"), answer)[-1]["content"]
                 for n in judge_prompt_names() if n == "rows" or judge_prompt_track(n) in BUILTIN_NAMES]
     for p in prompts:
-        marker = next(m for m in ("Answer to grade:\n", "Answer to classify:\n", "[AI assistant's answer]\n")
-                      if m in p)
-        graded = p.split(marker, 1)[1]
-        assert graded.startswith(answer + "\n")
+        graded = fenced_candidate(p)                  # every judge prompt fences the answer as data (issue 30)
+        assert graded == answer
         for draft in e.get("draft") or []:
             assert draft not in p, (draft, p)
         if e["reply"] != answer:

@@ -24,13 +24,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..models.cache import ResponseCache
-from .judge_base import JudgePrompt, Polarity
+from .judge_base import CANDIDATE_IS_DATA, JudgePrompt, Polarity, fence_candidate, own_label_before, quoted
 
 VERDICT_SCORE = {"exact": 1.0, "partial": 0.5, "none": 0.0}
 JUDGE_SYSTEM = ("You grade answers against a gold answer given as rows of values. For each gold row say whether "
                 "the answer states it fully (exact), in part (partial: some of its values), or not at all (none). "
                 "Numbers match when equal up to rounding and formatting. Reply with JSON only.")
 DEFAULT_JUDGE_PROMPT = "rows"
+# the key under which run_judge hands a prompt's parse the answer it judged (the candidate's own verdict objects are
+# never the judge's)
+JUDGED_ANSWER = "_judged_answer"
 PROMPT_NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 _JUDGE_MATCHER_RE = re.compile(r"^judge(?:-([a-z][a-z0-9_]*))?:(.+)$")
 
@@ -74,7 +77,8 @@ def judge_text(reply: str | None, reasoning: str | None = None) -> str:
 def judge_messages(question: str, gold: list[list], response: str) -> list[dict]:
     """The row judge's prompt for one response (rows numbered from 1)."""
     rows = "\n".join(f"{i + 1}. " + " | ".join("NULL" if v is None else str(v) for v in r) for i, r in enumerate(gold))
-    user = (f"Question: {question}\n\nGold answer rows:\n{rows}\n\nAnswer to grade:\n{response}\n\n"
+    user = (f"Question: {question}\n\nGold answer rows:\n{rows}\n\nAnswer to grade:\n{fence_candidate(response)}\n"
+            f"{CANDIDATE_IS_DATA}\n\n"
             f'Reply as JSON: {{"verdicts": [one of "exact", "partial", "none" for each of the {len(gold)} rows, '
             f"in order]}}")
     return [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": user}]
@@ -91,9 +95,9 @@ VERDICT_WORDS = {"exact": "exact", "exact match": "exact", "exact_match": "exact
                  "no_match": "none", "no": "none"}
 
 
-def json_objects(text: str) -> list:
-    """Every JSON object in ``text``, in order (each ``{`` tried with a JSON decoder; nested ones inside a decoded
-    object are not listed again)."""
+def json_spans(text: str) -> list[tuple[int, int, object]]:
+    """Every JSON object in ``text`` with its span: ``[(start, end, object), ...]`` in order (each ``{`` tried with a
+    JSON decoder; nested ones inside a decoded object are not listed again)."""
     dec = json.JSONDecoder()
     out, i = [], 0
     while True:
@@ -105,26 +109,63 @@ def json_objects(text: str) -> list:
         except ValueError:
             i += 1
             continue
-        out.append(obj)
+        out.append((i, end, obj))
         i = end
 
 
-def parse_verdicts(text: str | None, n_rows: int) -> list[str] | None:
-    """Verdicts from the row judge's reply, or None when unparseable or of the wrong length. The reply passes the
-    answer pipeline's judge filters first (:func:`judge_text`: reasoning blocks, chat tokens, code fences); the
-    verdicts are those of the last JSON object holding ``verdicts``, each ``exact`` / ``partial`` / ``none`` (also
-    HoloBench's "Exact Match", "Partial Match", "No Match")."""
+def json_objects(text: str) -> list:
+    """Every JSON object in ``text``, in order (:func:`json_spans` without the spans)."""
+    return [obj for _, _, obj in json_spans(text)]
+
+
+def own_verdict(text: str, read, candidate: str | None = None):
+    """The judge's own verdict among the JSON objects of its reply (already through :func:`judge_text`): ``read(obj)``
+    gives an object's verdict or None (not a well-formed verdict). Objects inside a quotation of the candidate
+    (:func:`ctxbench.scoring.judge_base.quoted`: "the candidate wrote {…}", ``> {…}``, ``"{…}"``) and objects the
+    candidate's own answer holds (``candidate``: a candidate that writes a verdict gets no say) are not the judge's.
+    Of the others: the last one after the judge's own label (``Final verdict:``, ``Verdict:`` opening a line), else
+    the first well-formed one when every other well-formed one agrees with it; None when none is left or they
+    disagree (ambiguous: unscored, never credited)."""
+    own = set()
+    if candidate:
+        own = {json.dumps(o, sort_keys=True) for o in json_objects(candidate)}
+    found, weak = [], []
+    for s, e, obj in json_spans(text):
+        v = read(obj)
+        if v is None or json.dumps(obj, sort_keys=True) in own:
+            continue
+        q = quoted(text, s, e)
+        if q == 0:
+            found.append((s, v))
+        elif q == 1:
+            weak.append((s, v))                  # between quotation marks: the judge's own where it is alone
+    found = found or weak
+    if not found:
+        return None
+    labelled = [v for s, v in found if own_label_before(text, s)]
+    if labelled:
+        return labelled[-1]
+    first = found[0][1]
+    return first if all(v == first for _, v in found) else None
+
+
+def parse_verdicts(text: str | None, n_rows: int, candidate: str | None = None) -> list[str] | None:
+    """Verdicts from the row judge's reply, or None when unparseable, of the wrong length or ambiguous. The reply
+    passes the answer pipeline's judge filters first (:func:`judge_text`: reasoning blocks, chat tokens, code
+    fences); the verdicts are those of the judge's own object holding ``verdicts`` (:func:`own_verdict`: never one
+    quoted from the candidate, nor one the candidate's answer ``candidate`` holds), each ``exact`` / ``partial`` /
+    ``none`` (also HoloBench's "Exact Match", "Partial Match", "No Match")."""
     text = judge_text(text)
     if not text:
         return None
-    for obj in reversed(json_objects(text)):
+
+    def read(obj):
         if not isinstance(obj, dict) or not isinstance(obj.get("verdicts"), list):
-            continue
-        v = [VERDICT_WORDS.get(" ".join(str(x).strip().lower().split())) for x in obj["verdicts"]]
-        if len(v) != n_rows or any(x is None for x in v):
             return None
-        return v
-    return None
+        v = [VERDICT_WORDS.get(" ".join(str(x).strip().lower().split())) for x in obj["verdicts"]]
+        return None if len(v) != n_rows or any(x is None for x in v) else v
+
+    return own_verdict(text, read, candidate)
 
 
 def repair_message(n_rows: int) -> str:
@@ -139,7 +180,8 @@ class RowJudge(JudgePrompt):
     mean. Structured output; 256 reply tokens."""
 
     name = DEFAULT_JUDGE_PROMPT
-    version = "2"   # 2: the reply through the judge filters (reasoning, fences); HoloBench's verdict names
+    version = "3"   # 2: the reply through the judge filters (reasoning, fences); HoloBench's verdict names
+    # 3: the candidate fenced as data; the judge's own verdict, never one quoted from the candidate
     title = "per gold row exact / partial / none (HoloBench section 4.1)"
     sampling = {"temperature": 0.0, "response_format": RESPONSE_FORMAT}
 
@@ -147,7 +189,7 @@ class RowJudge(JudgePrompt):
         return judge_messages(instance["question"], instance["gold"], answer)
 
     def parse(self, reply: str | None, instance: dict) -> list[str] | None:
-        return parse_verdicts(reply, len(instance["gold"]))
+        return parse_verdicts(reply, len(instance["gold"]), instance.get(JUDGED_ANSWER))
 
     def score(self, verdict: list[str], instance: dict) -> float:
         return sum(VERDICT_SCORE[x] for x in verdict) / len(verdict)
@@ -194,7 +236,7 @@ def run_judge(prompt: JudgePrompt, items: list[tuple[dict, str]], model: str, ba
     once more with the prompt's repair message before it counts as unparseable (score None)."""
     from ..models.runner import complete_all
 
-    insts = [inst for inst, _ in items]
+    insts = [{**inst, JUDGED_ANSWER: ans} for inst, ans in items]
     outs = complete_all([prompt.messages(inst, ans) for inst, ans in items], model, base_url, concurrency, cache,
                         api_key_env, dict(prompt.sampling), prompt.max_tokens,
                         parse=lambda i, text: prompt.parse(judge_text(text), insts[i]),
@@ -209,5 +251,5 @@ def run_judge(prompt: JudgePrompt, items: list[tuple[dict, str]], model: str, ba
 
 
 __all__ = ["DEFAULT_JUDGE_PROMPT", "JUDGE_FILTERS", "JUDGE_SYSTEM", "Polarity", "VERDICT_WORDS", "judge_text", "RESPONSE_FORMAT", "ROW_JUDGE", "VERDICT_SCORE", "JudgeOutcome",
-           "JudgePrompt", "RowJudge", "is_judge_matcher", "judge_matcher", "judge_messages", "parse_judge_matcher",
+           "JUDGED_ANSWER", "JudgePrompt", "json_spans", "own_verdict", "RowJudge", "is_judge_matcher", "judge_matcher", "judge_messages", "parse_judge_matcher",
            "parse_verdicts", "repair_message", "run_judge"]

@@ -1,11 +1,13 @@
 """The one list splitter every matcher uses: an answer's items, however the list is written.
 
 Items are separated by line breaks (bullet and numbered lines: ``- A``, ``* A``, ``• A``, ``1. A``, ``2) A``,
-``(3) A``, ``[4] A``, their markers removed), commas and semicolons (also the CJK ``，`` ``、`` ``；``), and words
+``(3) A``, ``[4] A``, their markers removed), by the markers of a list numbered inside a line (``1. John Smith
+2. Jane Doe``, ``(1) A (2) B``: :func:`ctxbench.scoring.numbers.inline_markers`), commas and semicolons (also the CJK ``，`` ``、`` ``；``), and words
 joining two items: ``and``, ``&``, ``as well as`` and the Chinese ``以及`` ``和`` ``及`` ``与``. So ``A, B and C``,
 ``A, B, and C`` (Oxford comma), ``A; B & C``, ``A、B和C`` and a bulleted list all give ``[A, B, C]``; a list inside
 brackets (``[A, B]``) is read the same. What is never split:
 
+* a date: ``April 1, 2004`` is one item (:mod:`ctxbench.scoring.dates`);
 * a number: ``1,234`` and ``1.234,5`` are one item (:mod:`ctxbench.scoring.numbers` reads them), and so is
   ``one hundred and five``;
 * a name the gold holds: pieces that together equal (after :func:`ctxbench.scoring.normalize.normalize_text`) an
@@ -22,8 +24,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from .dates import read_whens
 from .normalize import normalize_text
-from .numbers import read_numbers
+from .numbers import inline_markers, read_numbers
 
 __all__ = ["split_list", "split_spans"]
 
@@ -40,6 +43,9 @@ def _protected(line: str) -> list[bool]:
     inside = [False] * len(line)
     for n in read_numbers(line, english=True):
         for k in range(n.start, n.end):
+            inside[k] = True
+    for w in read_whens(line):                # a date is one item: "April 1, 2004"
+        for k in range(w.start, w.end):
             inside[k] = True
     for m in _ZH_WORDS.finditer(line):
         if m.group(0) == "以及":
@@ -62,33 +68,46 @@ def split_spans(text: str, keep: Iterable[str] = ()) -> list[tuple[int, int]]:
         body_end = text.rindex("]")
     out: list[tuple[int, int]] = []
     pos = body_start
-    for line in text[body_start:body_end].splitlines(keepends=True):
-        lstart = pos
-        pos += len(line)
-        line = line.rstrip("\r\n")
-        m = _MARKER.match(line)
-        off = m.end() if m else 0
-        inside = _protected(line)
-        cuts = [(s.start(), s.end()) for s in _SEP.finditer(line, off)
-                if not any(inside[s.start():s.end()])]
-        pieces, p = [], off
-        for a, b in cuts:
-            pieces.append((p, a))
-            p = b
-        pieces.append((p, len(line)))
-        i = 0
-        while i < len(pieces):
-            j_best = i
-            if keep_norm:
-                for j in range(min(len(pieces) - 1, i + 8), i, -1):
-                    if normalize_text(line[pieces[i][0]:pieces[j][1]]) in keep_norm:
-                        j_best = j
-                        break
-            a, b = pieces[i][0], pieces[j_best][1]
-            i = j_best + 1
-            a, b = _trim(line, a, b)
-            if b > a:
-                out.append((lstart + a, lstart + b))
+    for full in text[body_start:body_end].splitlines(keepends=True):
+        lstart0 = pos
+        pos += len(full)
+        full = full.rstrip("\r\n")
+        marks = inline_markers(full)
+        # a list numbered inside the line ("1. John Smith 2. Jane Doe"): each numbered piece is a line of its own
+        segs = ([(a, marks[i + 1][0] if i + 1 < len(marks) else len(full)) for i, (a, _) in enumerate(marks)]
+                if marks else [(0, len(full))])
+        # (text before the first marker introduces the list: "The authors are 1. John Smith 2. Jane Doe")
+        for sa, sb in segs:
+            out.extend((lstart0 + sa + a, lstart0 + sa + b) for a, b in _line_spans(full[sa:sb], keep_norm))
+    return out
+
+
+def _line_spans(line: str, keep_norm: set[str]) -> list[tuple[int, int]]:
+    """Spans of the items of one line (its list marker removed), relative to the line."""
+    out: list[tuple[int, int]] = []
+    m = _MARKER.match(line)
+    off = m.end() if m else 0
+    inside = _protected(line)
+    cuts = [(s.start(), s.end()) for s in _SEP.finditer(line, off)
+            if not any(inside[s.start():s.end()])]
+    pieces, p = [], off
+    for a, b in cuts:
+        pieces.append((p, a))
+        p = b
+    pieces.append((p, len(line)))
+    i = 0
+    while i < len(pieces):
+        j_best = i
+        if keep_norm:
+            for j in range(min(len(pieces) - 1, i + 8), i, -1):
+                if normalize_text(line[pieces[i][0]:pieces[j][1]]) in keep_norm:
+                    j_best = j
+                    break
+        a, b = pieces[i][0], pieces[j_best][1]
+        i = j_best + 1
+        a, b = _trim(line, a, b)
+        if b > a:
+            out.append((a, b))
     return out
 
 

@@ -12,8 +12,12 @@ Arabic numerals (:func:`read_numbers`, always)
       no-break space (``1 234,5`` and ``1 234.5``); ``1'234`` / ``1’234.5`` (apostrophe groups); LaTeX ``9{,}500``
       and ``1\\,234``. A full-width comma groups only full-width digits (``１，２３４`` = 1234); between ASCII digits it
       separates list items, as it does in CJK text (``61，961`` = 61 and 961).
-    * A single point is a decimal point (``1.234`` = 1.234); a lone comma that does not group is a list separator
-      (``3,5,7`` and ``12,5`` are lists); ``.5`` = 0.5.
+    * A single point is a decimal point (``1.234`` = 1.234); ``.5`` = 0.5. A single comma between digits that does
+      not group thousands is a decimal comma, the reading of most of Europe (CLDR de, fr, es, it, ru…): ``1,23`` =
+      1.23, ``12,5`` = 12.5, ``0,123`` = 0.123 (a head of 0 groups nothing). So ``1,23`` is one number, never 1 and
+      23: no matcher credits a gold 23 or 1 for it. Indian (lakh) grouping is one number (``1,23,456`` = 123456).
+      Several commas that group nothing separate list items (``3,5,7`` = 3, 5 and 7), as a comma followed by a
+      space always does (``3, 5``).
     * Signs: ``-`` ``+`` and the Unicode minus ``−`` and dashes ``‐ ‑ ‒ – — ﹣ －`` directly before the digits, when no
       letter or digit is joined before the sign (``–12`` = −12; ``10–12`` is a range, ``COVID-19`` a name).
     * Percent: ``45%``, ``45 %``, ``45％``, ``45 percent`` are 45 with ``percent`` set (the value as written).
@@ -28,7 +32,8 @@ Arabic numerals (:func:`read_numbers`, always)
       ``January 4, 2013``, ``4 Jan 2013``, the month and day of ``2013年1月4日``), a time (``4:30``, ``16:05:59``,
       ``4pm``, ``4 p.m.``), a ratio or fraction (``3:1``, ``3/4``), a version or address (``1.2.3``,
       ``192.168.0.1``), a phone number (``555-123-4567``, ``(555) 123-4567``, ``+1 555 123 4567``), feet and inches
-      (``5'10``), a list marker opening a line (``4. 720``, ``2) UA``), an enumerator naming a step of the
+      (``5'10``), a list marker opening a line (``4. 720``, ``2) UA``) or numbering a list inside a line
+      (``1. 720 2. 650``: :func:`inline_markers`), an enumerator naming a step of the
       reasoning (``Step 3``, ``step #2``, ``Case 1``, ``Item 4``, ``Option 2``, ``Phase 1``, ``Part 2``, ``第3步``,
       ``第三步``, ``步骤2``), or a longer number (12 is not in ``2012``,
       ``12.5``, ``1,120`` or ``12345``). Two numbers joined by a dash, neither with a leading zero, are a range and
@@ -77,7 +82,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
-__all__ = ["Number", "ZH_LEXICAL", "gold_number", "number_matches", "numeric_value", "read_compounds", "read_number",
+__all__ = ["Number", "ZH_LEXICAL", "gold_number", "inline_markers", "number_matches", "numeric_value", "read_compounds", "read_number",
            "read_numbers"]
 
 
@@ -143,11 +148,37 @@ _MONTHS = (r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?
 _ORD = r"(?:st|nd|rd|th)?"
 _DATE_WORDS = re.compile(
     rf"\b{_MONTHS}\.?[ \u00a0]+\d{{1,2}}{_ORD}\b(?:,?[ \u00a0]+\d{{4}}\b)?"
-    rf"|\b\d{{1,2}}{_ORD}[ \u00a0]+(?:of[ \u00a0]+)?{_MONTHS}\b\.?(?:,?[ \u00a0]+\d{{4}}\b)?", re.IGNORECASE)
+    rf"|\b\d{{1,2}}{_ORD}[ \u00a0]+(?:of[ \u00a0]+)?{_MONTHS}\b\.?(?:,?[ \u00a0]+\d{{4}}\b)?"
+    rf"|\b\d{{1,2}}-{_MONTHS}-\d{{2,4}}\b", re.IGNORECASE)
 _PHONE = re.compile(r"\(\d{2,4}\)[ \u00a0]?\d{3,4}[-. \u00a0]\d{4}")
 _ZH_NUM_CHARS = "零〇一二三四五六七八九十百千万亿两廿卅卌"
 # "1. ", "2) ", "(3) " opening a line with text after it: list markers, not numbers of the answer
 _LIST_MARKER = re.compile(r"(?m)^[ \t]*[(\[]?\d{1,3}[.)\]](?=[ \t]+\S)")
+# a marker of a list numbered inside a line ("1. John Smith 2. Jane Doe", "(1) A (2) B", "1) A; 2) B")
+_INLINE_MARKER = re.compile(r"(?:(?<=^)|(?<=[\s,;:，；：]))(\(?)(\d{1,2})([.)])(?=[ \t]+\S)", re.MULTILINE)
+
+
+def inline_markers(text: str) -> list[tuple[int, int]]:
+    """``[start, end)`` spans of the markers of lists numbered inside one line: ``1. John Smith 2. Jane Doe``,
+    ``(1) A (2) B``, ``1) A, 2) B``. A line's markers count when they number 1, 2, 3… in order, at least two of
+    them, all of one style (``1.`` / ``1)`` / ``(1)``); their numbers are list markers, not values of the answer.
+    ``[]`` when no line holds such a list."""
+    out: list[tuple[int, int]] = []
+    pos = 0
+    for line in text.splitlines(keepends=True):
+        runs: dict[tuple[str, str], list[re.Match]] = {}
+        for m in _INLINE_MARKER.finditer(line):
+            style = (m.group(1), m.group(3))
+            if style == ("(", "."):
+                continue
+            seq = runs.setdefault(style, [])
+            if int(m.group(2)) == len(seq) + 1:
+                seq.append(m)
+        for seq in runs.values():
+            if len(seq) >= 2:
+                out.extend((pos + m.start(), pos + m.end()) for m in seq)
+        pos += len(line)
+    return sorted(out)
 # step numbers and other enumerators: "Step 3", "step #2", "Case 1:", "Item 4", "Option 2", "Phase 1", "Part 2", "第3步",
 # "第三步", "步骤2" name a step of the reasoning, never a value of the answer
 _ENUMERATOR = re.compile(rf"(?i)\b(?:step|phase|stage|item|option|case|part|scenario)[ \t]*(?:#|no\.?|number)?[ \t]*\d{{1,3}}\b(?![.,]\d)"
@@ -167,6 +198,13 @@ def _is_latin_letter(c: str) -> bool:
 
 def _grouped(groups: list[str]) -> bool:
     return 1 <= len(groups[0]) <= 3 and all(len(g) == 3 for g in groups[1:])
+
+
+def _indian(groups: list[str]) -> bool:
+    """Digit groups of the Indian (lakh) grouping: a 1-2 digit head, groups of two, a last group of three
+    (``1,23,456`` = 123456, ``12,34,56,789``)."""
+    return (len(groups) >= 3 and 1 <= len(groups[0]) <= 2 and groups[0][0] != "0"
+            and all(len(g) == 2 for g in groups[1:-1]) and len(groups[-1]) == 3)
 
 
 def _value(int_digits: str, frac: str | None) -> float:
@@ -199,9 +237,13 @@ def _interpret(tok: str) -> list[tuple[int, int, float, int]] | None:
             return [(0, len(tok), float("".join(groups)), 0)]
         return None                                # 1.2.3, 04.01.2013, 192.168.0.1
     if len(kinds) == 1 and kinds <= {",", "'", "’", "{,}", "\\,"}:
-        if _grouped(groups):
+        if _grouped(groups) and not (kinds == {","} and groups[0] == "0"):
             return [(0, len(tok), float("".join(groups)), 0)]
-        if kinds == {","}:                         # 3,5,7 and 12,5: a list
+        if kinds == {","} and _indian(groups):     # 1,23,456: lakh grouping
+            return [(0, len(tok), float("".join(groups)), 0)]
+        if kinds == {","} and len(groups) == 2:    # 1,23 / 12,5 / 0,123: one number with a decimal comma
+            return [(0, len(tok), _value(groups[0], groups[1]), len(groups[1]))]
+        if kinds == {","}:                         # 3,5,7: a list
             out, pos = [], 0
             for g in groups:
                 out.append((pos, pos + len(g), float(g), 0))
@@ -573,6 +615,11 @@ def _scan(text: str, chinese: bool, english: bool) -> tuple[list[Number], list[t
         for m in rx.finditer(t):
             compounds.append((m.start(), m.end(), kind))
             for k in range(m.start(), m.end()):
+                masked[k] = True
+    for a, b in inline_markers(t):
+        if not any(masked[a:b]):
+            compounds.append((a, b, "marker"))
+            for k in range(a, b):
                 masked[k] = True
     out = _arabic(t, masked, compounds)
     taken = list(masked)

@@ -41,7 +41,11 @@ Default chain
        ``回答：``, GSM8K's ``####`` or a heading line that is the label alone, e.g.
        ``**Final Answer**``; else the last inline ``answer:`` / ``the (final) answer is`` / ``答案是``),
        else the last ``\\boxed{…}``, else the whole reply. When the output budget ended the reply (finish reason
-       ``length``…) only a finished answer counts, else there is none (note ``cut_off``).
+       ``length``…) only a finished answer counts, else there is none (note ``cut_off``). The last answer the reply
+       asserts is the answer: a corrected or final label inside a line after the last line label (``… Final
+       answer: 17``), struck-out text removed (``~~42~~ 17``), and after a withdrawal marker that follows the
+       answer (``Wait,``, ``Actually,``, ``No,``, ``Correction:``, ``I mean``, 不对, 应为, 更正, 其实…) the answer is
+       read from what follows it alone (note ``withdrawn``; issue 30).
     4b. ``last_statement`` — without a final-answer marker, what the end of the reply asserts (the list that ends
        it, else its last sentence): steps, list numbers and values quoted before it are not the answer.
     4c. ``drop_ruled_out`` — values the answer rules out removed (``17 (not 42)`` → ``17``, ``六十（而非七十三）`` →
@@ -74,7 +78,7 @@ from .matchers import MatchResult
 __all__ = ["DEFAULT_FILTERS", "AnswerChain", "AnswerContext", "AnswerFilter", "Extraction", "MatcherError", "Scored",
            "answer_chain", "chain_for", "drop_ruled_out_values", "filter_names", "finish_kind", "get_filter",
            "gold_rows", "last_statement", "no_credit", "register_filter", "repetition_start", "score_reply",
-           "sentences", "strip_invisible"]
+           "sentences", "strip_invisible", "unwrap_latex"]
 
 
 @dataclass(frozen=True)
@@ -380,12 +384,147 @@ def _complete_lines(text: str) -> str:
     return "" if i < 0 else text[:i]
 
 
-@register_filter("final_answer", version="3")
+# the labels of a corrected or final answer written inside a line ("... the Napa rows. Final answer: 17",
+# "The correct answer is 17", "正确答案是十七"): the last of them, when it follows the last line label, is the answer
+_STRONG_INLINE = re.compile(
+    r"\b(?:final|corrected|correct|revised|updated|actual|real|right|true|new)[ \t]+answer[ \t]*[*_]*[ \t]*[:：]"
+    r"[ \t]*(?:[*_]+[ \t]*)?"
+    r"|\b(?:so[ \t]+|thus[ \t]+|therefore[ \t]+)?the[ \t]+(?:final|correct|corrected|revised|updated|actual|real|right|"
+    r"true)[ \t]+answer[ \t]+(?:is|should[ \t]+be|would[ \t]+be)[ \t]*:?[ \t]*"
+    r"|\bcorrection[ \t]*[*_]*[ \t]*[:：][ \t]*(?:[*_]+[ \t]*)?"
+    r"|(?:正确答案|更正后的答案|最终答案|最后答案)(?:应为|应该是|是|为)?[ \t]*[：:]?", re.IGNORECASE)
+# discourse markers that withdraw what the reply said before them: "Wait, …", "Actually, …", "No, …", "Correction:",
+# "I mean …", "Oops, …", "make that …", "I miscounted …", "EDIT:", 不对 / 错了 / 更正 / 改正 / 纠正 / 应为 / 其实 / 实际上 / 等等.
+# A marker counts where a sentence or clause opens (start of a line, after . ! ? ; : , — or a bracket); "wait" only
+# followed by punctuation ("Wait Until Dark", "wait times" are no marker), "no" only opening a sentence
+_CUE_EN = re.compile(
+    r"(?:(?<=^)|(?<=[\n.!?;:,(\u2014\u2013])|(?<=[.!?;:,(\u2014\u2013*_][ \t])|(?<=[.!?;:,(\u2014\u2013*_][ \t]{2}))[ \t]*"
+    r"[*_]*(?:(?:hmm+|oh|ah|uh|um)[,.!]?[ \t]+)?"
+    r"(?:(?:no[ \t]*,?[ \t]+)?wait(?:[ \t]+a[ \t]+(?:sec(?:ond)?|minute|moment))?[ \t]*(?:\.\.\.|…|[,.!:;\u2014\u2013])"
+    r"|hold[ \t]+on[ \t]*(?:\.\.\.|…|[,.!:;\u2014\u2013])"
+    r"|actually(?:[ \t]*[,:\u2014\u2013]|[ \t]+(?=[a-z0-9$]))"
+    r"|(?:on[ \t]+)?second[ \t]+thought[s]?[ \t]*[,:.]?"
+    r"|correction[ \t]*[,:.!]?|(?:let[ \t]+me[ \t]+)?correct(?:ing)?[ \t]+(?:that|myself)[ \t]*[,:.!]?"
+    r"|I[ \t]+mean[t]?[ \t]*[,:]?|oops[ \t]*[,.!:\u2014\u2013]|scratch[ \t]+that[ \t]*[,.!:]?|(?:edit|update)[ \t]*:"
+    r"|make[ \t]+that\b|I[ \t]+(?:miscounted|misread|misspoke|made[ \t]+(?:a[ \t]+)?(?:mistake|an[ \t]+error)|was[ \t]+wrong)"
+    r"\b[ \t]*[,.!:;]?"
+    r"|(?:that(?:'|’)?s|that[ \t]+is|this[ \t]+is)[ \t]+(?:wrong|incorrect|not[ \t]+right)\b[ \t]*[,.!:;]?"
+    r"|(?<![\w,])no[ \t]*[,!:\u2014\u2013](?![ \t]*(?:one|such|data|rows?|results?)\b))",
+    re.IGNORECASE | re.MULTILINE)
+_CUE_ZH = re.compile(r"(?:(?<=^)|(?<=[\s。！？；，、：.!?;,:（(]))(?:不对|错了|说错了|更正|改正|纠正|修正|应为|应该是|其实|"
+                     r"实际上|等等|等一下)[，,：:]?", re.MULTILINE)
+# what a reply says after a marker when it keeps its answer ("Wait, let me check: 12 + 30 = 42. Yes.")
+_AFFIRM = re.compile(r"^\W*(?:yes|yep|yeah|correct|confirmed|right|indeed|that(?:'|’)?s (?:right|correct)|"
+                     r"it(?:'|’)?s correct|the answer stands|没错|是的|对的|正确|确认无误|无误)\W*$", re.IGNORECASE)
+# what confirms the answer after a marker without giving another ("Wait — the question asks for Napa, which is what
+# I counted", "Actually, the answer stands", 答案不变)
+_CONFIRMS = re.compile(r"\bwhich is (?:what|exactly what) I\b|\bas I (?:said|counted|stated|wrote)\b|"
+                       r"\b(?:answer|count|total|result)s? (?:stands|remains|is (?:still )?(?:correct|right|unchanged))\b|"
+                       r"\bconsistent with (?:my|the) answer\b|\bso (?:it|that) is (?:correct|right)\b|"
+                       r"答案不变|答案无误|答案正确|没有问题", re.IGNORECASE)
+# struck-through text (Markdown ~~42~~, HTML <del>, <strike>): the reply withdrew it
+_STRUCK = re.compile(r"~~(?=\S)(.+?)(?<=\S)~~|<(del|strike)(?:\s[^>]*)?>.*?</\2\s*>", re.IGNORECASE | re.DOTALL)
+
+
+# what may stand before a marker that opens a line: markup and interjections ("Sorry, I misread…", "Hmm, wait")
+_LINE_OPENING = re.compile(r"[\s*_>#-]*(?:(?:sorry|oops|hmm+|oh|ah|ok(?:ay)?|well|no|yes)\b[\s*_,.!\u2014\u2013-]*)*",
+                           re.IGNORECASE)
+
+
+def _has_content(s: str) -> bool:
+    return re.search(r"\w", s) is not None
+
+
+def _last_correction(text: str, whole_reply: bool = False) -> re.Match | None:
+    """The last withdrawal marker of ``text`` (:data:`_CUE_EN`, :data:`_CUE_ZH`) that follows some answer (a marker
+    opening the text withdraws nothing), where a marker takes back the answer: in the answer's own paragraph (the
+    first), in the reply's last paragraph, or opening a line ("Answer: 42\n\nWait, I miscounted…"); never after an
+    explanation line (``Explanation:``, ``Note:``…: a marker inside the reasons given after the answer withdraws
+    nothing, and neither does one in the middle of a paragraph of evidence)."""
+    scope = len(text)
+    for m in re.finditer(r"(?m)^.*$", text):
+        if _AFTER_ANSWER.match(m.group(0)) and _has_content(text[:m.start()]):
+            scope = m.start()
+            break
+    paras = [m.start() for m in re.finditer(r"\n[ \t]*\n", text[:scope])]
+    first_end = paras[0] if paras else scope
+    last_start = paras[-1] if paras else 0
+    best = None
+    for rx in (_CUE_EN, _CUE_ZH):
+        for m in rx.finditer(text, 0, scope):
+            s = m.start()
+            line_open = _LINE_OPENING.fullmatch(text[text.rfind("\n", 0, s) + 1:s]) is not None
+            if not (s < first_end or (whole_reply and s >= last_start) or line_open):
+                continue
+            if re.fullmatch(r"[\s*_]*no[\s,!:\u2014\u2013]*", m.group(0), re.IGNORECASE):
+                nxt = re.split(r"[.!?;\n]", text[m.end():scope], maxsplit=1)[0]
+                if re.search(r"\b(?:not|never|no longer)\b|n[’']t\b", nxt, re.IGNORECASE):
+                    continue                # "No, London is not in the table": a negation, not a correction
+            if _has_content(text[:s]) and (best is None or s > best.start()):
+                best = m
+    return best
+
+
+def _labelled(text: str) -> re.Match | None:
+    """The last final-answer label: the last line label, or a later corrected/final label inside a line
+    (:data:`_STRONG_INLINE`); else the last inline ``answer:`` / ``the answer is``."""
+    last = None
+    for last in _LABEL_LINE.finditer(text):
+        pass
+    strong = None
+    for strong in _STRONG_INLINE.finditer(text):
+        pass
+    if strong is not None and (last is None or strong.start() >= last.end()):
+        last = strong
+    if last is None:
+        for last in _LABEL_INLINE.finditer(text):
+            pass
+    return last
+
+
+@register_filter("final_answer", version="4")
 def final_answer(text: str, ctx: AnswerContext) -> str:
-    """The final answer: the last answer block, else the text after the last final-answer label, else the last
-    ``\\boxed{}``, else the whole reply (which ``last_statement`` then narrows). When the output budget ended the
-    reply (``ctx.finish_reason`` ``length``…) only a finished answer counts: a closed block or box, or the
-    complete lines after the label; a reply cut before its answer has none (``""``, note ``cut_off``)."""
+    """The final answer: the last answer block, else the text after the last final-answer label (a corrected or
+    final label inside a line counts when it follows the last line label), else the last ``\\boxed{}``, else the
+    whole reply (which ``last_statement`` then narrows). An answer the reply withdraws is not the answer: struck-out
+    text (``~~42~~``) is removed, and after a withdrawal marker that follows the answer (``Wait, …``,
+    ``Actually, …``, ``No, …``, ``Correction:``, ``I mean``, ``I miscounted``, 不对, 应为, 更正, 其实…:
+    :func:`_last_correction`) the
+    answer is read again from what follows the marker alone (note ``withdrawn``), unless that only affirms it
+    ("Yes."). When the output budget ended the reply (``ctx.finish_reason`` ``length``…) only a finished answer
+    counts: a closed block or box, or the complete lines after the label; a reply cut before its answer has none
+    (``""``, note ``cut_off``)."""
+    return _final(_STRUCK.sub(" ", text) if ("~~" in text or "<" in text) else text, ctx, 0)
+
+
+def _withdrawn(answer: str, ctx: AnswerContext, depth: int, unmarked: bool = False) -> str:
+    """``answer`` (what a label, block or box gave, or the whole unmarked reply), or, where a withdrawal marker
+    follows an answer in it, the answer read from the text after the marker."""
+    cue = _last_correction(answer, unmarked) if depth < 4 else None
+    if cue is None:
+        if unmarked:
+            ctx.notes.add("_unmarked")
+        return answer
+    after = answer[cue.end():].lstrip(" \t,，:：\u2014\u2013-")
+    for m in re.finditer(r"(?m)^.*$", after):             # the reasons given after the corrected answer
+        if _AFTER_ANSWER.match(m.group(0)) and _has_content(after[:m.start()]):
+            after = after[:m.start()]
+            break
+    sub = AnswerContext(ctx.reasoning, ctx.finish_reason)
+    new = _final(after, sub, depth + 1)
+    if _AFFIRM.match(last_statement(new) if "_unmarked" in sub.notes else new.strip() or "x") or (
+            _CONFIRMS.search(after) and not re.search(r"\d", after)):
+        kept = answer[:cue.start()]             # the reply affirmed its answer after checking it
+        if unmarked:
+            ctx.notes.add("_unmarked")
+            return kept.strip()
+        return _answer_paragraph(kept).strip()
+    ctx.notes.update(sub.notes)
+    ctx.notes.add("withdrawn")
+    return new
+
+
+def _final(text: str, ctx: AnswerContext, depth: int) -> str:
     cut = finish_kind(ctx.finish_reason) == "length"
     for rx in _ANSWER_BLOCKS:
         last = None
@@ -395,31 +534,40 @@ def final_answer(text: str, ctx: AnswerContext) -> str:
             if cut and not last.group(2):
                 ctx.notes.add("cut_off")      # an answer block the budget ended before it closed
                 return ""
-            return last.group(1).strip()
-    last = None
-    for last in _LABEL_LINE.finditer(text):
-        pass
-    if last is None:
-        for last in _LABEL_INLINE.finditer(text):
-            pass
+            return _withdrawn(last.group(1).strip(), ctx, depth)
+    last = _labelled(text)
     if last is not None:
+        prev = None
+        for rx in (_LABEL_LINE, _STRONG_INLINE):
+            for m in rx.finditer(text, 0, last.start()):
+                if m.end() <= last.start() and (prev is None or m.end() > prev.end()):
+                    prev = m
+        if prev is not None and _last_correction(text[prev.end():last.start()]) is not None:
+            ctx.notes.add("withdrawn")      # an earlier answer taken back before the final label
         rest = text[last.end():]
-        after = _answer_paragraph(rest)
-        if cut and after is rest:           # the answer runs to where the budget cut: its finished lines only
-            after = _complete_lines(after)
-            if not after.strip():
-                ctx.notes.add("cut_off")
-        return after.strip()
+        if cut:
+            after = _answer_paragraph(rest)
+            if after is rest:               # the answer runs to where the budget cut: its finished lines only
+                rest = _complete_lines(rest)
+                if not rest.strip():
+                    ctx.notes.add("cut_off")
+                    return ""
+        cue = _last_correction(rest) if depth < 4 else None
+        if cue is not None:
+            return _withdrawn(rest.strip(), ctx, depth)
+        return _answer_paragraph(rest).strip()
     boxed = None
     for m in _BOXED.finditer(text):
         boxed = _brace_content(text, m.end()) or boxed
     if boxed is not None:
+        tail = text[boxed[1]:]
+        if depth < 4 and not cut and _last_correction(boxed[0] + tail) is not None:
+            return _withdrawn(boxed[0].strip() + tail, ctx, depth)   # "\boxed{42} Wait, actually 17"
         return boxed[0].strip()
     if cut:
         ctx.notes.add("cut_off")   # ended by the budget with no final answer: whatever it quoted is not one
         return ""
-    ctx.notes.add("_unmarked")
-    return text.strip()
+    return _withdrawn(text.strip(), ctx, depth, unmarked=True)
 
 
 # -- 4b. the last statement of a reply without a final-answer marker ---------------------------------------------------
@@ -436,11 +584,17 @@ _SENT_BREAK = re.compile(r"[.!?]+[\"'”’)\]]*\s+|[。！？]+[”’」』）
 def sentences(text: str) -> list[str]:
     """``text`` split into sentences: after ``.``, ``!``, ``?`` followed by a space (not after an abbreviation such as
     ``e.g.``, ``Dr.`` or an initial ``J.``; a decimal point is never followed by a space) and after ``。！？``.
-    Line breaks end sentences too. Empty pieces are dropped."""
+    Line breaks end sentences too; the marker of a list numbered inside a line (``1. John Smith 2. Jane Doe``)
+    ends none. Empty pieces are dropped."""
+    from .numbers import inline_markers
+
     out: list[str] = []
     for line in text.splitlines():
         pos = 0
+        marks = inline_markers(line)
         for m in _SENT_BREAK.finditer(line):
+            if any(a <= m.start() < b for a, b in marks):
+                continue
             if m.group(0)[0] == ".":
                 word = re.search(r"([A-Za-z][A-Za-z.]*)\.*$", line[:m.start()])
                 w = word.group(1).lower().rstrip(".") if word else ""
@@ -622,6 +776,16 @@ def _unwrap(text: str) -> str:
         text = text[:m.start()] + inner[0] + text[inner[1]:]
 
 
+def unwrap_latex(text: str) -> str:
+    """LaTeX wrappers unwrapped as ``tidy`` does: ``\\(x\\)`` / ``\\[x\\]`` delimiters, ``\\text{x}``,
+    ``\\textbf{x}``, ``\\mathrm{x}``, ``\\boxed{x}``… and ``$x$`` math spans (prices such as ``$3 and $5`` kept).
+    :func:`ctxbench.scoring.normalize.normalize_text` applies it to gold and answer alike, so a gold title holding
+    ``$…$`` or ``\\text{}`` compares equal to a reply that repeats it."""
+    text = _MATH_PARENS.sub(lambda m: m.group(1) or m.group(2) or "", text)
+    text = _unwrap(text)
+    return _MATH_DOLLARS.sub(_math, text)
+
+
 def _math(m: re.Match) -> str:
     inner = m.group(1)
     # a math span ($x$, $9{,}500$); "$3 and $5" (prices) is no math span: keep it as written
@@ -668,9 +832,7 @@ def tidy(text: str, ctx: AnswerContext) -> str:
     trimmed."""
     text = unicodedata.normalize("NFC", text)
     text = _strip_prompt_tags(text)
-    text = _MATH_PARENS.sub(lambda m: m.group(1) or m.group(2) or "", text)
-    text = _unwrap(text)
-    text = _MATH_DOLLARS.sub(_math, text)
+    text = unwrap_latex(text)
     text = re.sub(r"\*\*|__", "", text)
     s = text.strip()
     if len(s) > 1 and s[0] == s[-1] and s[0] in "`*_":

@@ -551,6 +551,62 @@ add("sglang-requested-token-count", "sglang", "over_length", 400,
      "tokens. You requested a total of 40100 tokens.", "type": "BadRequestError", "param": None, "code": 400},
     fail("over_length"))
 
+# -- issue 30, answer-side kinds (withdrawn answers, dates and times, inline lists, decimal commas, LaTeX titles) ------
+# expectations by hand: the last answer the reply asserts is scored; a date or time compares as one; an inline
+# numbered list is a list; "1,23" is one number (1.23); gold and reply pass through the same LaTeX normalisation
+NAPA = "Answer: 42\n\nWait, I miscounted the Napa rows. Final answer: 17"
+add("openai-withdrawn-final", "openai", "withdrawn", 200, chat(NAPA), ok(NAPA, "17", ROW0), gold=(42,))
+add("vllm-withdrawn-final-17", "vllm", "withdrawn", 200, chat(NAPA), ok(NAPA, "17", ROW1), gold=(17,))
+add("deepseek-withdrawn-actually", "deepseek", "withdrawn", 200,
+    chat("Answer: 42. Actually, 17.", reasoning="42? recount: 17"),
+    ok("Answer: 42. Actually, 17.", "17.", ROW1, reasoning="42? recount: 17"), gold=(17,))
+add("sglang-withdrawn-strike", "sglang", "withdrawn", 200, chat("Answer: ~~42~~ 17"),
+    ok("Answer: ~~42~~ 17", "17", ROW0), gold=(42,))
+add("ollama-withdrawn-zh", "ollama", "withdrawn", 200, chat("答案：六十。不对，应为七十三。"),
+    ok("答案：六十。不对，应为七十三。", "七十三。", {"substring": 0.0}), benchmark="needles", gold=["六十"])
+add("llamacpp-withdrawn-zh-right", "llamacpp", "withdrawn", 200, chat("答案：六十。不对，应为七十三。"),
+    ok("答案：六十。不对，应为七十三。", "七十三。", {"substring": 1.0}), benchmark="needles", gold=["七十三"])
+add("mistral-withdrawn-list", "mistral", "withdrawn", 200,
+    chat("Answer: Ada Byron, Alan Turing\n\nWait, Turing is not listed. Final answer: Ada Byron, Grace Hopper"),
+    ok("Answer: Ada Byron, Alan Turing\n\nWait, Turing is not listed. Final answer: Ada Byron, Grace Hopper",
+       "Ada Byron, Grace Hopper", {"exact_match": 1.0, "f1": 1.0}), benchmark="scitrek",
+    gold=[["Ada Byron"], ["Grace Hopper"]], sql=S)
+add("tgi-wait-mentioned", "tgi", "withdrawn", 200, chat("Answer: 42\n\nNote: wait times were excluded."),
+    ok("Answer: 42\n\nNote: wait times were excluded.", "42", ROW1), gold=(42,))
+add("azure-date-words", "azure", "date_time", 200, chat("Answer: April 1, 2004"),
+    ok("Answer: April 1, 2004", "April 1, 2004", ROW1), gold=("2004-04-01 00:00:00",))
+add("gemini-openai-date-iso", "gemini_openai", "date_time", 200, chat("Answer: 2004-04-01"),
+    ok("Answer: 2004-04-01", "2004-04-01", {"exact_match": 1.0, "f1": 1.0}), benchmark="scitrek",
+    gold=[["2004-04-01 00:00:00"]], sql=S)
+add("ollama-date-zh", "ollama", "date_time", 200, chat("答案：2004年4月1日"),
+    ok("答案：2004年4月1日", "2004年4月1日", {"substring": 1.0}), benchmark="needles", gold=["2004-04-01"])
+add("vllm-date-other-day", "vllm", "date_time", 200, chat("Answer: 1 April 2005"),
+    ok("Answer: 1 April 2005", "1 April 2005", ROW0), gold=("2004-04-01 00:00:00",))
+add("openai-time-12h", "openai", "date_time", 200, chat("Answer: 08:00"),
+    ok("Answer: 08:00", "08:00", ROW1), gold=("8:00 AM",))
+add("litellm-time-pm", "litellm_proxy", "date_time", 200, chat("Answer: 8:00 PM"),
+    ok("Answer: 8:00 PM", "8:00 PM", ROW0), gold=("08:00",))
+add("anthropic-proxy-inline-list", "anthropic_proxy", "inline_list", 200, chat("1. John Smith 2. Jane Doe"),
+    ok("1. John Smith 2. Jane Doe", "1. John Smith 2. Jane Doe", {"exact_match": 1.0, "f1": 1.0}),
+    benchmark="scitrek", gold=[["John Smith"], ["Jane Doe"]], sql=S)
+add("sglang-inline-list-parens", "sglang", "inline_list", 200, chat("Answer: (1) John Smith (2) Jane Doe"),
+    ok("Answer: (1) John Smith (2) Jane Doe", "(1) John Smith (2) Jane Doe", {"exact_match": 1.0, "f1": 1.0}),
+    benchmark="scitrek", gold=[["John Smith"], ["Jane Doe"]], sql=S)
+add("vllm-inline-list-markers", "vllm", "inline_list", 200, chat("Answer: 1. 5 2. 7"),
+    ok("Answer: 1. 5 2. 7", "1. 5 2. 7", ROW0), gold=(2,))
+add("deepseek-decimal-comma", "deepseek", "decimal_comma", 200, chat("Answer: 1,23"),
+    ok("Answer: 1,23", "1,23", ROW0), gold=(23,))
+add("mistral-decimal-comma-scitrek", "mistral", "decimal_comma", 200, chat("Answer: 1,23"),
+    ok("Answer: 1,23", "1,23", {"exact_match": 0.0, "f1": 0.0}), benchmark="scitrek", gold=[[23]], sql=S)
+add("llamacpp-decimal-comma-value", "llamacpp", "decimal_comma", 200, chat("Answer: 1,23"),
+    ok("Answer: 1,23", "1,23", ROW1), gold=(1.23,))
+add("openai-latex-title", "openai", "latex", 200, chat(r"Answer: On $\alpha$-stable processes and \text{SAT}"),
+    ok(r"Answer: On $\alpha$-stable processes and \text{SAT}", r"On \alpha-stable processes and SAT",
+       {"exact_match": 1.0, "f1": 1.0}), benchmark="scitrek",
+    gold=[[r"On $\alpha$-stable processes and \text{SAT}"]], sql=S)
+add("azure-latex-title-row", "azure", "latex", 200, chat(r"Answer: The \textbf{Bold} Way"),
+    ok(r"Answer: The \textbf{Bold} Way", "The Bold Way", ROW1), gold=(r"The \textbf{Bold} Way",))
+
 
 def main() -> None:
     ids = [e["id"] for e in ENTRIES]

@@ -9,13 +9,17 @@ chat tokens and everything before the final-answer label removed), never the raw
 as follows: a gold that is a number, or text that is exactly one number (``"61"``, ``"1,234"``), is stated when a
 number of the answer read by the one number reader (:mod:`ctxbench.scoring.numbers`) equals it — never as text, so
 ``"61"`` is not stated by ``61.5``, ``-61``, ``4:30`` or a date; other text is matched as normalised whole words
-(:func:`ctxbench.scoring.normalize.text_matches`); a NULL gold value matches a stated "none"/"null"/"unknown".
+(:func:`ctxbench.scoring.normalize.text_matches`); a gold date or time (``2004-04-01 00:00:00``, ``8:00 AM``) is
+stated by the same date or time in any written form (``April 1, 2004``, ``2004年4月1日``, ``08:00``:
+:mod:`ctxbench.scoring.dates`), never by another day or hour; a NULL gold value matches a stated
+"none"/"null"/"unknown".
 """
 
 from __future__ import annotations
 
 import re
 
+from ...scoring.dates import When, gold_when, read_whens, when_matches
 from ...scoring.lists import split_spans
 from ...scoring.matchers import MatchResult
 from ...scoring.normalize import normalize_text, text_matches
@@ -27,17 +31,23 @@ __all__ = ["row_match", "row_match_instance"]
 _NULL_RE = re.compile(r"(?<!\w)(?:none|null|unknown|n a|not available|no value)(?!\w)")
 
 
-def _value_in(v, answer_norm: str, nums: list[Number]) -> bool:
+def _value_in(v, answer_norm: str, nums: list[Number], whens: list[When]) -> bool:
     if v is None:
         return _NULL_RE.search(answer_norm) is not None
+    w = gold_when(v)
+    if w is not None:
+        return when_matches(w, whens)
     g = gold_number(v)
     if g is not None:
         return number_matches(g, nums)
     return text_matches(str(v), answer_norm)
 
 
-def _where(v, answer: str, nums: list[Number]) -> int | None:
+def _where(v, answer: str, nums: list[Number], whens: list[When] = ()) -> int | None:
     """The character offset in the answer of the text that states gold value ``v`` (None when not found)."""
+    w = gold_when(v)
+    if w is not None:
+        return next((x.start for x in whens if when_matches(w, [x])), None)
     g = gold_number(v) if v is not None else None
     if g is not None:
         for n in nums:
@@ -72,13 +82,14 @@ def row_match(answer: str | None, gold: list[list]) -> MatchResult:
     answer = strip_invisible(answer)
     norm = normalize_text(answer)
     nums = read_numbers(answer)
+    whens = read_whens(answer)
     spans = split_spans(answer, keep=[str(v) for row in gold for v in row if isinstance(v, str)])
     verdicts, details = [], []
     for row in gold:
-        hits = [_value_in(v, norm, nums) for v in row]
+        hits = [_value_in(v, norm, nums, whens) for v in row]
         credit = 1.0 if all(hits) else 0.5 if any(hits) else 0.0
         verdicts.append(credit)
-        at = [k for v, h in zip(row, hits) if h and (k := _where(v, answer, nums)) is not None]
+        at = [k for v, h in zip(row, hits) if h and (k := _where(v, answer, nums, whens)) is not None]
         details.append({"gold": row, "credit": credit, "text": _evidence(answer, spans, at) if credit else None})
     score = sum(verdicts) / len(verdicts) if verdicts else 0.0
     if len(gold) > 1 and 0 < score < 1:

@@ -18,7 +18,8 @@ Differences from the released script, both so that a verdict is never guessed: t
 ``Incorrect``, and ``Yes``/``No`` with the polarity of the question the prompt asks: under the hallucination
 prompt "No, the assistant did not hallucinate." is correct; :data:`HALLUCINATION_POLARITY`) or a declared phrase
 says it ("did not hallucinate"); reasoning blocks and chat tokens removed first, Markdown and a ``Verdict:`` label
-allowed, where the script counts any reply without the word "true" as wrong. An unreadable reply is asked for
+allowed, where the script counts any reply without the word "true" as wrong. The assistant's answer is fenced and declared data
+(:func:`ctxbench.scoring.judge_base.fence_candidate`), and what the judge quotes of it is never its verdict. An unreadable reply is asked for
 once more with a repair prompt, then counted as unscored (:mod:`ctxbench.scoring.judge`).
 """
 
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 
 from ...scoring.judge import JudgePrompt, Polarity, judge_text
+from ...scoring.judge_base import CANDIDATE_IS_DATA, fence_candidate
 
 SYSTEM = "You judge whether the answers an AI assistant gives to questions are correct."
 _ASK = "Reply with one word only: True if the AI assistant's answer is correct, False if it is not."
@@ -79,14 +81,15 @@ class LaraJudge(JudgePrompt):
     prompt, location, reasoning and comparison questions the general one; the verdict True scores 1, False 0."""
 
     name = "lara"
-    version = "2"
+    version = "3"   # 3: the assistant's answer fenced as data; quotations of it are not the judge's verdict
     title = "LaRA's correctness judge by task type (section 3.4, appendix C)"
 
     def messages(self, instance: dict, answer: str) -> list[dict]:
         """System and user message for one answer (``instance["skill"]`` picks the prompt)."""
         task = HALLUCINATION if instance.get("skill") == "hallucination" else GENERAL
         user = (f"{task}\n\n[Question]\n{instance['question']}\n\n[Ground-truth answer]\n{reference_answer(instance)}"
-                f"\n\n[AI assistant's answer]\n{answer}\n\nYour judgment (True or False):")
+                f"\n\n[AI assistant's answer]\n{fence_candidate(answer)}\n{CANDIDATE_IS_DATA}\n\n"
+                f"Your judgment (True or False):")
         return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
     def parse(self, reply: str | None, instance: dict) -> str | None:

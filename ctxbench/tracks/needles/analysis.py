@@ -350,7 +350,10 @@ def judge_failure_messages(question: str, instance: dict, facts: dict[str, Needl
     other = sorted({n for k, f in facts.items() if own is None or k != own.needle_id for n in f.names})
     if other:
         lines.append("Other people with planted facts in the document: " + ", ".join(other))
-    lines.append(f"\nAnswer to classify:\n{answer}\n\nReply as JSON: {{\"mode\": one of {list(FAILURE_MODES)}}}")
+    from ...scoring.judge_base import CANDIDATE_IS_DATA, fence_candidate
+
+    lines.append(f"\nAnswer to classify:\n{fence_candidate(answer)}\n{CANDIDATE_IS_DATA}\n\n"
+                 f"Reply as JSON: {{\"mode\": one of {list(FAILURE_MODES)}}}")
     return [{"role": "system", "content": JUDGE_FAILURE_SYSTEM}, {"role": "user", "content": "\n".join(lines)}]
 
 
@@ -358,15 +361,17 @@ def parse_failure_mode(text: str | None, reasoning: str | None = None) -> str | 
     """The mode from a judge reply (JSON ``{"mode": ...}``, possibly inside other text), or None. The reply passes
     the answer pipeline's judge filters first (:func:`ctxbench.scoring.judge.judge_text`: a reasoning judge's
     ``<think>`` draft, chat tokens and code fences removed; the reasoning field read when the reply is empty); the
-    mode is that of the last JSON object holding one."""
-    from ...scoring.judge import json_objects, judge_text
+    mode is the judge's own (:func:`ctxbench.scoring.judge.own_verdict`: never one it quotes from the answer; None
+    when its own objects disagree)."""
+    from ...scoring.judge import judge_text, own_verdict
 
-    text = judge_text(text, reasoning)
-    for obj in reversed(json_objects(text)):
+    def read(obj):
         if isinstance(obj, dict) and "mode" in obj:
             mode = str(obj["mode"]).strip().lower()
             return mode if mode in FAILURE_MODES else None
-    return None
+        return None
+
+    return own_verdict(judge_text(text, reasoning), read)
 
 
 @dataclass

@@ -20,6 +20,8 @@ Chinese numerals only where a numeral is meant (统一 and 一些 hold no 1), cl
 English words (sixty-one, nineteen sixty-one).
 
 Matching one expected value
+    * The expected value is a date or time (``2004-04-01``, ``8:00 AM``): correct when the answer states the same
+      date or time in any written form (``2004年4月1日``, ``April 1, 2004``, ``08:00``; :mod:`ctxbench.scoring.dates`).
     * The expected value is one number (a JSON number, ``"61"``, ``"六十一"``, ``"sixty-one"``): correct when some
       number of the answer has the same value.
     * It holds no numeral (``"浦城"``, ``"Pucheng"``): the folded expected text must appear in the folded answer;
@@ -34,6 +36,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from ...scoring.dates import gold_when, read_whens, when_matches
 from ...scoring.matchers import MatchResult
 from ...scoring.normalize import CJK_RE, fold, normalize_text, text_matches
 from ...scoring.numbers import Number, number_matches, read_numbers
@@ -106,6 +109,9 @@ def expected_found(expected, answer: str | Reply) -> bool:
         expected = int(expected)
     if isinstance(expected, (int, float)):
         return number_matches(float(expected), r.numbers)
+    w = gold_when(expected)
+    if w is not None:                          # a date or time: compared as one (2004年4月1日 = 2004-04-01)
+        return when_matches(w, read_whens(r.folded))
     fe, es = _expected_form(str(expected))
     if not fe:
         return False

@@ -10,7 +10,8 @@ semicolons, line breaks, "and" / "&" between items (also ``，``, ``、``, ``；
 reader reads it: :mod:`ctxbench.scoring.numbers`). The answer is the answer pipeline's output
 (:mod:`ctxbench.scoring.pipeline`: reasoning and chat tokens removed, the text after the final-answer label).
 
-Items compare as numbers when both are numbers — a gold number, or gold text that is exactly one number, against an
+Items compare as dates or times when both are (``2004-04-01 00:00:00`` = ``April 1, 2004``, ``8:00 AM`` =
+``08:00``: :mod:`ctxbench.scoring.dates`), as numbers when both are numbers — a gold number, or gold text that is exactly one number, against an
 item that is exactly one number (``3.50`` = ``3.5``, ``–12`` = −12; a non-integer gold is met by its rounding to
 the item's decimal places, :func:`ctxbench.scoring.numbers.number_matches`) — else as text after
 :func:`ctxbench.scoring.normalize.normalize_text`; ``NULL``, ``none`` or an empty answer stands for an empty result.
@@ -31,6 +32,7 @@ from __future__ import annotations
 import re
 
 from ...questions.sqlinfo import sql_is_ordered
+from ...scoring.dates import gold_when, read_whens, when_matches
 from ...scoring.matchers import MatchResult
 from ...scoring.normalize import normalize_text
 from ...scoring.lists import split_list
@@ -45,7 +47,10 @@ _NEG_Q = re.compile(r"\b(?:not|never|no|none|without|neither|nor)\b|n't\b", re.I
 
 
 def _gold_key(v) -> tuple:
-    """A gold item: ("num", value) or ("text", normalised text)."""
+    """A gold item: ("when", date/time), ("num", value) or ("text", normalised text)."""
+    w = gold_when(v)
+    if w is not None:
+        return ("when", w)
     g = gold_number(v)
     if g is not None:
         return ("num", g)
@@ -53,9 +58,13 @@ def _gold_key(v) -> tuple:
 
 
 def _item_key(item: str) -> tuple:
-    """An answer item: ("num", Number) when it is exactly one number, else ("text", normalised text)."""
+    """An answer item: ("when", date/time) when it is exactly one date or time, ("num", Number) when it is exactly
+    one number, else ("text", normalised text)."""
     s = item.strip().strip("\"'“”‘’`").strip()
-    s = re.sub(r"[.;:。]+$", "", s).strip()
+    s = re.sub(r"(?<![ap]\.m)[.;:。]+$", "", s).strip()
+    ws = read_whens(s)
+    if len(ws) == 1 and ws[0].start == 0 and ws[0].end == len(s) and (ws[0].date or ws[0].time):
+        return ("when", ws[0])
     n = read_number(s)
     if n is not None:
         return ("num", n)
@@ -67,6 +76,8 @@ def _equal(g: tuple, p: tuple) -> bool:
         return False
     if g[0] == "num":
         return number_matches(g[1], [p[1]])
+    if g[0] == "when":
+        return when_matches(g[1], [p[1]])
     return g[1] == p[1]
 
 
