@@ -95,7 +95,7 @@ class _RootGroup(TyperGroup):
                     if ctx.command.get_help_option(ctx) is not None:
                         console.print(f"Try '{ctx.command_path} {ctx.help_option_names[0]}' for help.",
                                       markup=False, highlight=False)
-                console.print("[bold red]error:[/] " + escape(e.format_message()), highlight=False)
+                console.print("[bold red]error:[/] " + escape(redact(e.format_message())), highlight=False)
             sys.exit(getattr(e, "exit_code", 2))
         except typer.Abort as e:
             if isinstance(e.__cause__, KeyboardInterrupt):  # Ctrl-C: the shell's 128 + SIGINT, no traceback

@@ -164,8 +164,8 @@ _installed = False
 
 def install() -> None:
     """Redact every log record made from now on in this process (a log-record factory wrapping the current one:
-    Prefect's API log handler, litellm's logger and the console all see redacted text), and every warning shown.
-    Idempotent."""
+    Prefect's API log handler, litellm's logger and the console all see redacted text), every warning shown and
+    an unexpected traceback (``sys.excepthook``). Idempotent."""
     global _installed
     with _lock:
         if _installed:
@@ -187,3 +187,14 @@ def install() -> None:
         return redact(fmt(message, *args, **kwargs))
 
     warnings.formatwarning = formatwarning
+    import sys
+    import traceback
+
+    hook = sys.excepthook
+
+    def excepthook(kind: Any, value: Any, tb: Any) -> None:  # an unexpected traceback: redacted too
+        if hook is not sys.__excepthook__:
+            return hook(kind, value, tb)
+        sys.stderr.write(redact("".join(traceback.format_exception(kind, value, tb))))
+
+    sys.excepthook = excepthook

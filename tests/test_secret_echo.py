@@ -147,7 +147,7 @@ import sys
 from pipelines.flows import evaluate_flow
 from ctxbench.evaluate import EvalConfig
 build, url = sys.argv[1:3]
-evaluate_flow(build, EvalConfig(model="openai/fake", base_url=url, api_key_env="CTXB_ECHO_CRED", max_retries=1,
+evaluate_flow(build, EvalConfig(model="openai/fake", base_url=url, api_key_env="CTXB_ECHO_CRED", max_retries=3,
                                 retry_base_delay_s=0.01))
 print("FLOW DONE", flush=True)
 """
@@ -173,3 +173,18 @@ def test_echoed_key_is_not_in_prefects_database(tmp_path):
     assert not any(n in p.stdout + p.stderr for n in needles()), out[-4000:]
     found = leaks(tmp_path)
     assert not found, found
+
+
+def test_logs_warnings_and_tracebacks_are_redacted(tmp_path):
+    """:func:`ctxbench.redact.install` (done by the CLI and by importing the gateway): a log record (what Prefect's
+    and litellm's handlers send), a warning and an unexpected traceback carry no key."""
+    script = ("import logging, warnings\nimport ctxbench.models.gateway\nlogging.basicConfig()\n"
+              "logging.getLogger('prefect.x').warning('sent %s', 'Bearer ' + KEY)\n"
+              "warnings.warn('server said ' + KEY)\nraise RuntimeError('echo ' + KEY)\n")
+    env = {**os.environ, "CTXB_ECHO_CRED": KEY, "PYTHONPATH": str(REPO)}
+    gate = "import os\nos.environ['ZZ_TOKEN'] = os.environ.pop('CTXB_ECHO_CRED')\nKEY = os.environ['ZZ_TOKEN']\n"
+    p = subprocess.run([sys.executable, "-c", gate + script], env=env, capture_output=True, timeout=120)
+    err = p.stderr.decode()
+    assert p.returncode == 1 and "RuntimeError: echo [redacted]" in err, err
+    assert "sent Bearer [redacted]" in err and "server said [redacted]" in err, err
+    assert CORE not in err and CORE[:12] not in err
