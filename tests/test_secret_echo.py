@@ -188,3 +188,25 @@ def test_logs_warnings_and_tracebacks_are_redacted(tmp_path):
     assert p.returncode == 1 and "RuntimeError: echo [redacted]" in err, err
     assert "sent Bearer [redacted]" in err and "server said [redacted]" in err, err
     assert CORE not in err and CORE[:12] not in err
+
+
+@pytest.mark.parametrize("backend", ["http", "litellm"])
+@pytest.mark.parametrize("status", [200, 400, 401, 403, 429, 500, 503])
+def test_gateway_results_and_events_carry_no_key(monkeypatch, backend, status):
+    """Each status family on ctxbench's HTTP client and through litellm: the stored error, the exception texts
+    and every progress event (the retry lines) are free of the key, its place marked."""
+    import asyncio
+
+    from ctxbench import progress
+    from ctxbench.models.gateway import Gateway, RetryPolicy
+
+    monkeypatch.setenv("CTXB_ECHO_CRED", KEY)
+    events: list[str] = []
+    policy = RetryPolicy(max_retries=1, base_delay_s=0.0, max_delay_s=0.0, timeout_s=60)
+    with FakeOpenAIServer(rule=lambda body: echo(status)) as srv, progress.listening(lambda e: events.append(e.detail)):
+        gw = Gateway("openai/fake", srv.base_url, 1, policy, api_key_env="CTXB_ECHO_CRED", backend=backend)
+        res = asyncio.run(gw.complete([{"role": "user", "content": "hi"}], 16, {}))
+        assert set(srv.auth) == {f"Bearer {KEY}"}
+    text = " ".join([res.error or "", *events])
+    assert res.status != "ok" and MARK in (res.error or ""), res
+    assert CORE[:10] not in text and CORE[-10:] not in text, text
