@@ -442,7 +442,7 @@ def _buildable(db: PreparedDatabase, qs: list[dict], seed: int, integer_division
     why: dict[str, str] = {}
     with tempfile.TemporaryDirectory() as d, GoldEngines(gold_tables, seed) as engines:
         write_sqlite(pre.db, Path(d) / "source.sqlite")
-        con = sqlite3.connect(Path(d) / "source.sqlite")
+        con = open_sqlite_readonly(Path(d) / "source.sqlite", what="prepared database", check=False)
         try:
             for q in qs:
                 question = Question(q["id"], q["question"], " ".join(q["sql"].split()))
