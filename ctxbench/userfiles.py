@@ -20,8 +20,13 @@ def sqlite_readonly_uri(path: str | Path) -> str:
     """The SQLite URI that opens the file ``path`` read-only and immutable: the absolute path percent-encoded by
     :meth:`pathlib.Path.as_uri` (``#`` -> ``%23``, ``?`` -> ``%3F``, ``%`` -> ``%25``, space, quote, non-ASCII as
     UTF-8 bytes; a leading ``-`` is harmless once absolute) followed by ``?mode=ro&immutable=1``. SQLite's URI
-    rules: https://www.sqlite.org/uri.html (``immutable``: the file is not locked and not expected to change)."""
-    return Path(path).resolve().as_uri() + "?mode=ro&immutable=1"
+    rules: https://www.sqlite.org/uri.html (``immutable``: the file is not locked and not expected to change).
+    Exception: a database in WAL mode with a non-empty ``-wal`` file beside it (a writer still open, or one that
+    crashed) is opened ``?mode=ro`` only, since ``immutable`` would skip the committed rows still in the WAL."""
+    p = Path(path).resolve()
+    wal = p.with_name(p.name + "-wal")
+    pending = wal.is_file() and wal.stat().st_size > 0
+    return p.as_uri() + ("?mode=ro" if pending else "?mode=ro&immutable=1")
 
 
 def open_sqlite_readonly(path: str | Path, *, what: str = "database", check: bool = True,

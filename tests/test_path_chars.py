@@ -79,6 +79,23 @@ def test_uri_escapes_every_meaningful_character(tmp_path):
     assert uri.startswith("file:///") and uri.count("?") == 1
 
 
+def test_rows_still_in_a_wal_file_are_read(tmp_path):
+    """A user database in WAL mode whose writer is still open: its committed rows are in ``x#y.sqlite-wal``, which
+    ``immutable=1`` would skip; they are read (3 rows + 2 committed in the WAL = 5)."""
+    f = tiny_db(tmp_path / "x#y.sqlite", "real", 3)
+    w = sqlite3.connect(f)
+    w.execute("PRAGMA journal_mode=WAL")
+    w.execute("PRAGMA wal_autocheckpoint=0")
+    w.executemany('INSERT INTO "real" VALUES (?, ?)', [(10, "a"), (11, "b")])
+    w.commit()
+    assert (tmp_path / "x#y.sqlite-wal").stat().st_size > 0
+    con = open_sqlite_readonly(f)
+    assert con.execute('SELECT count(*) FROM "real"').fetchone() == (5,)
+    con.close()
+    w.close()
+    assert "immutable=1" in sqlite_readonly_uri(f)  # the writer closed: the WAL was checkpointed and removed
+
+
 def test_not_sqlite_is_one_line(tmp_path):
     f = tmp_path / "x#y.sqlite"
     f.write_text("not a database\n" * 100)
