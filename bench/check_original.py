@@ -138,7 +138,9 @@ def main() -> None:
     for x in acc:
         db = x["db_id"]
         if db not in cons:
-            cons[db] = sqlite3.connect(f"file:{a.db_dir / db / f'{db}.sqlite'}?mode=ro", uri=True)
+            # percent-encoded URI (a '#' or '?' in --db-dir names another file otherwise), read-only, immutable
+            uri = (a.db_dir / db / f"{db}.sqlite").resolve().as_uri() + "?mode=ro&immutable=1"
+            cons[db] = sqlite3.connect(uri, uri=True)
         orig = cons[db].execute(x["sql"]).fetchall()
         ordered = _ordered(x["sql"])
         if not same(x["answer"], orig, ordered, order_keys(cons[db], x["sql"]) if ordered else None):

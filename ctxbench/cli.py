@@ -26,6 +26,7 @@ from typer.core import TyperGroup
 from .config_options import (check_db, check_env, check_text, check_tokenizers, check_url,
                              parse_ints)
 from .errors import CtxbenchError, InputError
+from .redact import redact
 
 
 class _TrackGroup(TyperGroup):
@@ -94,7 +95,7 @@ class _RootGroup(TyperGroup):
                     if ctx.command.get_help_option(ctx) is not None:
                         console.print(f"Try '{ctx.command_path} {ctx.help_option_names[0]}' for help.",
                                       markup=False, highlight=False)
-                console.print("[bold red]error:[/] " + escape(e.format_message()), highlight=False)
+                console.print("[bold red]error:[/] " + escape(redact(e.format_message())), highlight=False)
             sys.exit(getattr(e, "exit_code", 2))
         except typer.Abort as e:
             if isinstance(e.__cause__, KeyboardInterrupt):  # Ctrl-C: the shell's 128 + SIGINT, no traceback
@@ -187,7 +188,7 @@ def _fail(e: Exception, flags: dict[str, str] | None = None) -> None:
         msg = str(e)
     else:  # a file or table that could not be read: name the error, not a traceback
         msg = f"{type(e).__name__}: {e}"
-    console.print("[bold red]error:[/] " + escape(msg))
+    console.print("[bold red]error:[/] " + escape(redact(msg)))
     raise typer.Exit(2)
 
 
@@ -312,14 +313,16 @@ def main_options(plugin: Optional[list[str]] = typer.Option(
     import warnings
 
     from .errors import DataWarning
+    from .redact import install
     from .tracks.base import PLUGIN_ENV, load_tracks
 
+    install()  # no credential in any log record or warning this process shows (issue 31)
     if not getattr(warnings.formatwarning, "_ctxbench_one_line", False):  # once per process, not once per command
         plain = warnings.formatwarning
 
         def one_line(message, category, filename, lineno, line=None):  # a data warning is one line, no source path
             if issubclass(category, DataWarning):
-                return f"warning: {message}\n"
+                return redact(f"warning: {message}\n")
             return plain(message, category, filename, lineno, line)
 
         one_line._ctxbench_one_line = True  # type: ignore[attr-defined]

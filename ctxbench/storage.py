@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 from .config import REPO_ROOT
 from .errors import CtxbenchError, InputError
 from .hashing import canonical_json
+from .userfiles import duckdb_path, sql_text
 
 SCHEMA_DIR = Path(os.environ.get("CTXBENCH_SCHEMAS", REPO_ROOT / "schemas"))
 _TYPES = {"string": pa.string(), "int64": pa.int64(), "float64": pa.float64(), "bool": pa.bool_()}
@@ -308,12 +309,8 @@ def catalogue(build_dir: str | Path):
     for t in TABLES:
         p = Path(build_dir) / f"{t}.parquet"
         if p.exists():
-            con.execute(f"CREATE VIEW {t} AS SELECT * FROM read_parquet('{p.as_posix()}')")
+            con.execute(f"CREATE VIEW {t} AS SELECT * FROM read_parquet({duckdb_path(p)})")
     return con
-
-
-def _sql_text(s: str) -> str:
-    return "'" + s.replace("'", "''") + "'"
 
 
 def builds_catalogue(builds: list[dict[str, Any]], path: str | Path | None = None):
@@ -334,8 +331,8 @@ def builds_catalogue(builds: list[dict[str, Any]], path: str | Path | None = Non
     con.execute("CREATE TABLE builds AS SELECT * FROM builds_rows")
     con.unregister("builds_rows")
     for t in TABLES:
-        parts = [f"SELECT {_sql_text(str(b['build_dir']))} AS build_dir, * FROM "
-                 f"read_parquet({_sql_text((Path(b['build_dir']) / f'{t}.parquet').as_posix())})"
+        parts = [f"SELECT {sql_text(str(b['build_dir']))} AS build_dir, * FROM "
+                 f"read_parquet({duckdb_path(Path(b['build_dir']) / f'{t}.parquet')})"
                  for b in builds if (Path(b["build_dir"]) / f"{t}.parquet").exists()]
         if parts:
             con.execute(f"CREATE VIEW {t} AS " + " UNION ALL BY NAME ".join(parts))

@@ -34,6 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from ..redact import redact
+from ..redact import register as register_secret
 from .gateway import (CallResult, ErrorInfo, PermanentError, TransientError, classify, classify_error,
                       error_in_body, reply_result)
 
@@ -206,7 +208,9 @@ class BatchClient:
     # -- HTTP ---------------------------------------------------------------------------------------------------
     def _key(self, default_env: str | None) -> str:
         env = self.api_key_env or (None if self.base_url else default_env)
-        return (os.environ.get(env) if env else None) or "sk-no-key"
+        key = (os.environ.get(env) if env else None) or "sk-no-key"
+        register_secret(key)  # redacted from every error text (ctxbench.redact)
+        return key
 
     def _http(self):
         raise NotImplementedError
@@ -221,7 +225,7 @@ class BatchClient:
             raise classify(e) from None
         if r.status_code >= 400:
             raise classify_error(ErrorInfo(r.status_code, f"HTTP {r.status_code} from {method} {url}: "
-                                                          f"{r.text[:2000]}", headers=r.headers))
+                                                          f"{redact(r.text)[:2000]}", headers=r.headers))
         return r
 
 

@@ -32,6 +32,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import progress
+from ..redact import install as _install_redaction
+from ..redact import redact, register_url
+from ..redact import register as register_secret
+
+_install_redaction()  # every log record and warning of a process that calls models is redacted (ctxbench.redact)
 
 # -- the error table ---------------------------------------------------------------------------------------------
 # Context-length errors as servers word them (examples: tests/data/tricky_inputs.yaml, section server_errors):
@@ -223,6 +228,9 @@ class ErrorInfo:
     exceptions: tuple[str, ...] = ()
     headers: Any = None
 
+    def __post_init__(self) -> None:
+        self.text = redact(self.text)  # a server echoing the key (issue 31): no credential in any error text
+
     @classmethod
     def from_exception(cls, exc: BaseException) -> "ErrorInfo":
         """From a client exception (litellm, openai, httpx, or Python's own)."""
@@ -366,6 +374,7 @@ class CallResult:
         # JSON, lone surrogates (valid in JSON escapes, not in UTF-8) replaced by U+FFFD
         for f in ("response", "reasoning", "error"):
             setattr(self, f, clean_text(getattr(self, f)))
+        self.error = redact(self.error)  # stored, cached, reported: never a credential (ctxbench.redact)
 
     def payload(self) -> dict[str, Any]:
         """What the response cache stores (no key, no secrets)."""
@@ -445,7 +454,7 @@ class TransientError(Exception):
     """A failure worth retrying; ``retry_after`` is the server's Retry-After in seconds, where it sent one."""
 
     def __init__(self, msg: str, retry_after: float | None = None):
-        super().__init__(msg)
+        super().__init__(redact(msg))
         self.retry_after = retry_after
 
 
@@ -454,7 +463,7 @@ class PermanentError(Exception):
     ``error``) or ``config_error``."""
 
     def __init__(self, msg: str, status: str = "error", http_status: int | None = None):
-        super().__init__(msg)
+        super().__init__(redact(msg))
         self.status = status
         self.http_status = http_status
 
@@ -573,7 +582,10 @@ class Gateway:
     def _api_key(self) -> str:
         # a key is sent to a base URL only when named explicitly (--api-key-env): never leak OPENAI_API_KEY
         # to an arbitrary server
-        return (os.environ.get(self.api_key_env) if self.api_key_env else None) or "sk-no-key"
+        key = (os.environ.get(self.api_key_env) if self.api_key_env else None) or "sk-no-key"
+        register_secret(key)  # whatever variable holds it: redacted from every error text (ctxbench.redact)
+        register_url(self.base_url)
+        return key
 
     @property
     def served_name(self) -> str:
@@ -961,11 +973,11 @@ def http_result(model: str, status: int, text: str, headers: Any = None, max_tok
     TransientError or PermanentError); a body that is not JSON is a TransientError (a proxy's page, a body cut in
     transit); else :func:`reply_result`."""
     if status >= 400:
-        raise classify_error(ErrorInfo(status, f"HTTP {status}: {text[:2000]}", headers=headers))
+        raise classify_error(ErrorInfo(status, f"HTTP {status}: {redact(text)[:2000]}", headers=headers))
     try:
         d = json.loads(text)
     except ValueError:
-        raise TransientError(f"malformed response body: {text[:200]}") from None
+        raise TransientError(f"malformed response body: {redact(text)[:200]}") from None
     return reply_result(model, d, max_tokens, status=status, headers=headers)
 
 
@@ -978,10 +990,10 @@ def reply_result(model: str, body: Any, max_tokens: int | None = None, status: i
     err = error_in_body(body)
     if err is not None:  # a 200 whose body is an error object
         code, text = err
-        raise classify_error(ErrorInfo(code, f"HTTP {status} with an error body: {text[:2000]}", headers=headers))
+        raise classify_error(ErrorInfo(code, f"HTTP {status} with an error body: {redact(text)[:2000]}", headers=headers))
     parts = reply_parts(body)
     if parts is None:
-        shown = json.dumps(body, ensure_ascii=False, default=str)[:300]
+        shown = redact(json.dumps(body, ensure_ascii=False, default=str))[:300]
         return CallResult("error", error=f"unrecognised reply shape: HTTP {status} whose body holds no chat "
                                          f"completion ctxbench knows (OpenAI choices[0].message, Anthropic "
                                          f"content blocks, Gemini candidates, Ollama message): {shown}")

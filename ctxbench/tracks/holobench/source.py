@@ -11,7 +11,6 @@ a rebuild does not parse the source at all.
 from __future__ import annotations
 
 import shutil
-import sqlite3
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +29,7 @@ from ...sources.loaders import input_files
 from ...sources.database import sql_type, write_sqlite
 from ...sources.preprocess import DatabaseSpec, Preprocessed, preprocess
 from ...verbalize.templates import TemplateSet, load_templates, templates_from_mapping
+from ...userfiles import open_sqlite_readonly
 
 
 @dataclass
@@ -127,7 +127,7 @@ def prepare_source(db: str | Path | Database | None, queries: str | Path | None 
     with tempfile.TemporaryDirectory() as d:
         path = Path(sqlite_path) if sqlite_path is not None else Path(d) / "source.sqlite"
         write_sqlite(pre.db, path)
-        con = sqlite3.connect(path)
+        con = open_sqlite_readonly(path, what="prepared database", check=False)  # the questions' SQL only reads
         for q in qs:
             read = [t for t in sql_info(q.sql)["tables"] if t.lower() in gone]
             if read:  # the data, not the question, is at fault: quarantine it, keep the others

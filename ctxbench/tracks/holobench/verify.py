@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from ...config import assets_dir
+from ...userfiles import open_sqlite_readonly
 from ...verify import Certificate, gold_mismatch, number_type, sqlite_answer, typed_values
 
 DEFAULT_MISSING = "not recorded"
@@ -190,7 +191,7 @@ class Grammar:
         """The values of a TEXT column in ``source.sqlite`` (as text), loaded once."""
         key = (table, column)
         if key not in self.domains:
-            con = sqlite3.connect(f"file:{self.source}?mode=ro", uri=True)
+            con = open_sqlite_readonly(self.source, what="source database")
             try:
                 self.domains[key] = frozenset(str(r[0]) for r in con.execute(
                     f'SELECT DISTINCT "{column}" FROM "{table}" WHERE "{column}" IS NOT NULL'))
@@ -317,7 +318,7 @@ def load_grammar(db_id: str, source_sqlite: Path, templates_path: Path | None = 
 
     ts = load_templates(db_id, templates_path)  # the builder's reading: templates and missing phrases stripped
     missing = ts.missing
-    con = sqlite3.connect(f"file:{source_sqlite}?mode=ro", uri=True)
+    con = open_sqlite_readonly(source_sqlite, what="source database")
     relaxed: dict[tuple[str, str], str] = {}
     try:
         names = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
@@ -490,12 +491,12 @@ def _check_original(original: Path, src: Path, instances: list[dict], certs: lis
     from ...sources.database import quote_ident
     from ...verify import orders_answer
 
-    con = sqlite3.connect(f"file:{original}?mode=ro", uri=True)
+    con = open_sqlite_readonly(original, what="--source-data file")
     try:
         ddl = {n.lower(): (n, q) for n, q in con.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'")}
     finally:
         con.close()
-    source = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
+    source = open_sqlite_readonly(src, what="source database")
     out = []
     try:
         for inst, cert in zip(instances, certs):
@@ -593,7 +594,7 @@ def _certify_with(g: Grammar, instances: list[dict], db_id: str, seed: int, src:
     parsed: dict[str, tuple] = {}   # context text -> (rows, error)
     answers: dict[tuple, Any] = {}  # (context, sql) -> GoldResult
     src_rows: dict[str, dict[int, tuple]] = {}
-    con = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
+    con = open_sqlite_readonly(src, what="source database")
     certs = []
     loaded: dict[tuple, tuple] = {}
     last_use: dict[tuple, int] = {}

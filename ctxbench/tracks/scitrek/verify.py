@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from ...verify import Certificate, typed_value
+from ...userfiles import open_sqlite_readonly
 
 METHOD = "metadata facts the SQL reads found in the rendered collection"
 TABLES_METHOD = "metadata tables read back from the context, SQL re-run over them"
@@ -92,7 +93,7 @@ def _read_tables(text: str, db: Path) -> dict | str:
     be read back (a string starting ``uncertifiable:`` or ``failed:``)."""
     from .questions import SCHEMA
 
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    con = open_sqlite_readonly(db, what="collection database")
     try:
         declared = {n: [(c[1], (c[2] or "TEXT").upper()) for c in con.execute(f'PRAGMA table_info("{n}")')]
                     for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -189,7 +190,7 @@ def _text_gold_mismatch(r: dict, db: Path, seed: int, read_back: dict) -> str | 
 
     key = ("database", str(db))
     if key not in read_back:
-        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        con = open_sqlite_readonly(db, what="collection database")
         try:
             tables = {}
             for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY rowid"):
@@ -247,7 +248,7 @@ class _TextFacts:
     and, worked out at their first use, the author and citation findings (None when they hold)."""
 
     def __init__(self, ft: str, db: Path, infos: dict):
-        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        con = open_sqlite_readonly(db, what="collection database")
         try:
             self.titles, self.ftitles, self.authors = _collection(con, db, infos)
             self.edges = con.execute("SELECT article_id_citing, article_id_cited FROM citing_cited").fetchall()
