@@ -24,7 +24,8 @@ from .errors import InputError
 from .hashing import canonical_json
 from .models.cache import ResponseCache, endpoint_id, key_endpoint, request_key
 from .models.gateway import NOT_ATTEMPTED, RetryPolicy
-from .models.runner import CLAIM_LEASE_S, WINDOW_DEPENDENT, CallRunner, Outcome, Request, truncation_check
+from .models.runner import (CLAIM_LEASE_S, WINDOW_DEPENDENT, CallRunner, Outcome, Request, asked_again,
+                            truncation_check)
 from .models.registry import model_info
 from .prompts import messages_text, render_messages, shared_prefix
 from .storage import TableAppender, build_hash_of_dir, consolidate, read_table, require_build
@@ -132,7 +133,8 @@ class EvalSummary:
     truncated: int = 0  # answers of a server that read fewer prompt tokens than were sent (stored, not scored)
     cut_off: int = 0    # replies the output budget ended (finish_reason length-like): stored, not scored
     refused: int = 0    # refused_by_provider (a content filter): stored, not scored
-    errors: int = 0
+    errors: int = 0  # calls stored as failed (a status the same command asks again: models.runner.asked_again)
+    failed: list[str] = field(default_factory=list)  # those calls, ``instance_id: reason``, in the order they ended
     unrecognised: int = 0   # errors: 200 answers of a shape the gateway does not know (counted in errors too)
     empty_replies: int = 0  # errors: 200 answers with no reply after one more try (counted in errors too)
     replaced_errors: int = 0  # stored error rows asked again by this run (their new rows replace them)
@@ -300,7 +302,7 @@ def plan_requests(build_dir: str | Path, cfg: EvalConfig, cache: ResponseCache) 
     # an error row is never an answer: the same command asks it again and the new row replaces it
     st_all = stored_rows.column("status").to_pylist() if stored_rows.num_rows else []
     keys_all = stored_rows.column("request_key").to_pylist() if stored_rows.num_rows else []
-    failed = {k for k, st in zip(keys_all, st_all) if st == "error"}
+    failed = {k for k, st in zip(keys_all, st_all) if asked_again(st)}
     stored = set(keys_all) - failed
     windowed = {}  # stored over-length / truncated rows of a server at a base URL: checked against its window
     if endpoint is not None and stored_rows.num_rows:
@@ -580,12 +582,13 @@ def _run_calls(calls: list[dict], cfg: EvalConfig, plan: Plan, cache: ResponseCa
                     s.cut_off += 1
                 elif res.status == "refused_by_provider":
                     s.refused += 1
-                elif res.status == "error":
+                elif res.status != "ok" and asked_again(res.status):  # stored as a failed call: a rerun asks it
                     s.errors += 1
                     err = res.error or ""
                     s.unrecognised += err.startswith("unrecognised reply shape")
                     s.empty_replies += err.startswith("empty reply")
                     s.notes.append(f"{t['instance_id']} (sample {t['sample']}): {res.error}")
+                    s.failed.append(f"{t['instance_id']}: {(err or res.status)[:200]}")
                 row = {**base, **res.payload(), "cached": False, "retries": res.retries}
         if row is not None:
             buf.append(row)

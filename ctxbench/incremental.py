@@ -73,6 +73,20 @@ def resolve_build(path: str | Path) -> Path:
     return lb
 
 
+def is_run_root(root: str | Path) -> bool:
+    """Whether ``root`` holds a run root's files: a ``latest`` link, or a build directory (manifest, or a build
+    hash's name: an interrupted build) below it."""
+    import re
+
+    root = Path(root)
+    try:
+        return (root / "latest").exists() or any(
+            p.is_dir() and ((p / "manifest.json").exists() or re.fullmatch(r"[0-9a-f]{12,64}", p.name))
+            for p in root.iterdir())
+    except OSError:
+        return False
+
+
 def builds_of(root: str | Path) -> list[Path]:
     """Every complete build directory of a run root (sorted by name)."""
     root = Path(root)

@@ -27,6 +27,16 @@ from .gateway import NOT_ATTEMPTED, CallResult, Gateway, PermanentError, RetryPo
 # cached answers; the rest are retried (an ``error`` row is never an answer: the same command asks it again)
 STORED_STATUSES = ("ok", "over_length", "truncated", "cut_off", "refused_by_provider")
 CONFIG_STOP_AFTER = 3  # the first calls of a run failing alike with a permanent 4xx (or a config_error): stop
+
+
+def asked_again(status: str | None) -> bool:
+    """Whether a stored row of this ``status`` is a failed call that the same command asks again (its new row
+    replaces it): every status but the answers of :data:`STORED_STATUSES` (``error`` and any server-fault status).
+    The one predicate for planning the calls and for the exit status of a run that leaves such rows
+    (docs/reference/exit-codes.md)."""
+    return status not in STORED_STATUSES
+
+
 WINDOW_DEPENDENT = ("over_length", "truncated")  # outcomes that change with the server's context window
 CLAIM_LEASE_S = 60.0  # a worker's claim on a request key lapses this long after its last heartbeat
 BATCH_ROUNDS = 3  # batches a request is sent in at most (the first, then its transient errors and expiries)

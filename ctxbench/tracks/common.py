@@ -57,11 +57,9 @@ def check_out_dir(out: str | Path, build_hash: str, force: bool = False) -> Buil
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out} is a file: pass a directory for the build")
     if not mpath.exists():
-        foreign = sorted(p.name for p in out.iterdir() if not p.name.startswith(".")
-                         and p.name not in BUILD_ENTRIES) if out.is_dir() else []
-        if foreign and not force:
-            raise InputError(f"--out {out} is not empty and holds no ctxbench build ({', '.join(foreign[:5])}"
-                             f"{' …' if len(foreign) > 5 else ''}): choose another --out or pass --force")
+        from ..outdir import check_out_dir as check_dir
+
+        check_dir(out, "build", force=force, own=BUILD_ENTRIES, what="build")  # the rule of every --out
         return None
     try:
         old = json.loads(mpath.read_text(encoding="utf-8"))
@@ -239,6 +237,11 @@ class BuildWriter:
         root = Path(out)
         if root.exists() and not root.is_dir():
             raise InputError(f"--out {root} is a file: pass a directory for the build")
+        if versioned:  # a run root: the rule of every --out (ctxbench.outdir), for the root itself
+            from ..incremental import is_run_root
+            from ..outdir import check_out_dir as check_dir
+
+            check_dir(root, "run", force=force, own={"latest"}, is_own=is_run_root(root), what="run root")
         self.root = root if versioned else None
         self.dir = root / build_hash if versioned else root
         self.build_hash = build_hash
