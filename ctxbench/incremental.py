@@ -26,6 +26,7 @@ import os
 from pathlib import Path
 from typing import Callable
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .errors import InputError
@@ -147,7 +148,10 @@ def scores_are_current(build_dir: str | Path, judge: str | None = None,
     p = Path(build_dir) / "scores.parquet"
     if not p.exists():
         return False
-    meta = pq.read_schema(p).metadata or {}
+    try:
+        meta = pq.read_schema(p).metadata or {}
+    except (pa.ArrowException, OSError):  # damaged: not current, rebuilt (a derived table)
+        return False
     return meta.get(INPUTS_KEY, b"").decode() == score_inputs_hash(build_dir, judge, judge_prompts)
 
 

@@ -23,8 +23,9 @@ import json
 import os
 import socket
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from .errors import CtxbenchError, InputError
 
@@ -119,15 +120,18 @@ def lock_holder(out: str | Path) -> str:
 
 
 @contextlib.contextmanager
-def out_dir_lock(out: str | Path, command: str = "build") -> Iterator[None]:
+def out_dir_lock(out: str | Path, command: str = "build", check: Callable[[], Any] | None = None) -> Iterator[None]:
     """Hold the exclusive lock on the output directory ``out`` (created when missing) while the block runs
-    (module docstring). Re-entrant within one process. Raises :class:`DirectoryBusy` at once when another
-    process holds it, naming that process (PID and host) and the directory."""
+    (module docstring). Re-entrant within one process. ``check``: called first, before anything is created (the
+    directory rule, so that a refused directory gets no lock file). Raises :class:`DirectoryBusy` at once when
+    another process holds it, naming that process (PID and host) and the directory."""
     from filelock import FileLock, Timeout
 
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out} is a file: pass a directory for `ctxbench {command}`")
+    if check is not None:
+        check()
     key = out.resolve()
     with _held_guard:
         if key in _held:

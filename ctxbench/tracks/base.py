@@ -355,7 +355,10 @@ def run_stages(track: Track, cfg: BaseModel, out: str | Path, *, force: bool = F
     from ..outdir import out_dir_lock
     from ..progress import emit
 
-    with out_dir_lock(out):  # one build at a time per --out (ctxbench.outdir)
+    from .common import check_build_out
+
+    # one build at a time per --out (ctxbench.outdir); a refused --out gets no lock file
+    with out_dir_lock(out, check=lambda: check_build_out(out, force, versioned)):
         for stage in track.stages:
             emit("build", f"{track.name}: {stage.name}")
             if on_stage is not None:

@@ -80,6 +80,21 @@ def check_out_dir(out: str | Path, build_hash: str, force: bool = False) -> Buil
     return None
 
 
+def check_build_out(out: str | Path, force: bool = False, versioned: bool = False) -> None:
+    """The rule of every --out (:func:`ctxbench.outdir.check_out_dir`) for a build's ``out`` before its lock is
+    taken and anything is created: a run root (``versioned``) or a build directory (its manifest, or files a
+    build writes), else empty, unless ``force``. Raises InputError naming what is there."""
+    from ..outdir import check_out_dir as check_dir
+
+    out = Path(out)
+    if versioned:
+        from ..incremental import is_run_root
+
+        check_dir(out, "run", force=force, own={"latest"}, is_own=is_run_root(out), what="run root")
+    elif not (out / "manifest.json").exists():
+        check_dir(out, "build", force=force, own=BUILD_ENTRIES, what="build")
+
+
 def clear_replaced_build(out: Path) -> None:
     """Before writing a build over an old one (``--force``): remove the manifest (written again last) and the
     evaluation tables and report, which belong to the old instances."""
@@ -238,10 +253,7 @@ class BuildWriter:
         if root.exists() and not root.is_dir():
             raise InputError(f"--out {root} is a file: pass a directory for the build")
         if versioned:  # a run root: the rule of every --out (ctxbench.outdir), for the root itself
-            from ..incremental import is_run_root
-            from ..outdir import check_out_dir as check_dir
-
-            check_dir(root, "run", force=force, own={"latest"}, is_own=is_run_root(root), what="run root")
+            check_build_out(root, force, versioned=True)
         self.root = root if versioned else None
         self.dir = root / build_hash if versioned else root
         self.build_hash = build_hash

@@ -1,0 +1,214 @@
+"""Issue 31, defects 3-7 and "Also": one rule for every command that writes a directory, a lock per build
+directory tried with two real processes, failed calls exit 1 in every command that makes calls, I/O failures
+name their file (a corrupt Parquet, a full disk, a full CTXBENCH_HOME), per-process counts under concurrency, and a
+report browser whose long replies load lazily."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+import ctxbench.evaluate as ev
+from ctxbench.cli import app
+from ctxbench.models.gateway import RetryPolicy
+from ctxbench.outdir import LOCK_OWNER, check_out_dir, claim_out_dir, out_dir_lock
+from fakeserver import FakeOpenAIServer
+from test_evaluate import answer_from_document, make_build
+
+runner = CliRunner()
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(autouse=True)
+def _env(tmp_path, monkeypatch):
+    monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(ev, "RetryPolicy", functools.partial(RetryPolicy, base_delay_s=0.01, max_delay_s=0.05))
+
+
+def cli(*args):
+    r = runner.invoke(app, [str(a) for a in args])
+    assert r.exception is None or isinstance(r.exception, SystemExit), r.exception
+    return r
+
+
+def one_line_error(r) -> str:
+    """The ``error:`` line of a CLI run (there must be exactly one, and no traceback)."""
+    lines = [ln for ln in r.output.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1 and "Traceback" not in r.output, r.output
+    return lines[0]
+
+
+def foreign(d, n=7):
+    """A user's directory: n files of their own (index.html among them)."""
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "index.html").write_text("<p>my own page</p>", encoding="utf-8")
+    for i in range(n - 1):
+        (d / f"notes{i}.txt").write_text("precious", encoding="utf-8")
+    return d
+
+
+# ----------------------------------------------------------------------------------- defect 3: one --out rule
+
+def test_compare_refuses_a_users_directory_then_writes_it_with_force_and_again_as_its_own(tmp_path):
+    b = make_build(tmp_path / "b", n=4)
+    out = foreign(tmp_path / "site")
+    r = cli("compare", b, "--out", out)
+    line = one_line_error(r)
+    # today's code replaced index.html and exited 0
+    assert r.exit_code == 2 and "index.html" in line and "--force" in line and "and 2 more" in line, r.output
+    assert (out / "index.html").read_text(encoding="utf-8") == "<p>my own page</p>"
+    assert not (out / "catalogue.duckdb").exists()  # nothing written
+    r = cli("compare", b, "--out", out, "--force")
+    assert r.exit_code == 0, r.output
+    assert "my own page" not in (out / "index.html").read_text(encoding="utf-8")
+    # its own earlier output is written again without --force; so is a new directory
+    assert cli("compare", b, "--out", out).exit_code == 0
+    assert cli("compare", b, "--out", tmp_path / "new" / "lb").exit_code == 0
+
+
+def _spider(tmp_path):
+    f = tmp_path / "questions.json"
+    f.write_text(json.dumps([{"db_id": "x", "question": "How many?", "query": "SELECT count(*) FROM t"}]),
+                 encoding="utf-8")
+    (tmp_path / "dbs").mkdir()
+    return f
+
+
+def _corpus_src(tmp_path):
+    src = tmp_path / "texts"
+    src.mkdir()
+    (src / "001_one.txt").write_text("Volume one\nThe first paragraph is here.\n", encoding="utf-8")
+    return src
+
+
+@pytest.mark.parametrize("command", ["compare", "export", "fetch corpus", "fetch s2", "questions import", "run",
+                                     "build"])
+def test_every_command_that_writes_a_directory_refuses_a_foreign_one_alike(tmp_path, command, monkeypatch):
+    out = foreign(tmp_path / "mine", n=3)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    b = make_build(tmp_path / "b", n=2)
+    args = {"compare": ["compare", b, "--out", out],
+            "export": ["export", "--build", b, "--format", "jsonl", "--out", out],
+            "fetch corpus": ["fetch", "corpus", "--local", _corpus_src(tmp_path), "--out", out],
+            "fetch s2": ["fetch", "s2", "--api-url", "http://127.0.0.1:9", "--out", out],
+            "questions import": ["questions", "import", "--spider", _spider(tmp_path), "--db-dir", tmp_path / "dbs",
+                                 "--out", out],
+            "run": ["run", "--out", out, "--db", "nycflights13", "--model", "m", "--base-url", "http://127.0.0.1:9"],
+            "build": ["build", "holobench", "--db", "nycflights13", "--lengths", "2048", "--out", out]}[command]
+    r = cli(*args)
+    line = one_line_error(r)
+    assert r.exit_code == 2 and "--force" in line and "index.html" in line and str(out) in line, r.output
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # nothing written, nothing replaced
+
+
+def test_own_output_is_recognised_by_its_marker_even_after_an_interruption(tmp_path):
+    out = tmp_path / "o"
+    assert claim_out_dir(out, "compare") is False  # new
+    (out / "leaderboard.parquet").write_bytes(b"partial")  # interrupted mid-write
+    assert check_out_dir(out, "compare") is True
+    with pytest.raises(Exception, match="holds no ctxbench export"):
+        check_out_dir(out, "export")  # another command's output is not its own
+
+
+# ----------------------------------------------------------------------------- defect 4: the build lock
+
+HOLD = textwrap.dedent("""
+    import sys, time
+    from ctxbench.outdir import out_dir_lock
+    with out_dir_lock(sys.argv[1]):
+        print("held", flush=True)
+        time.sleep(60)
+""")
+
+
+def test_a_second_build_into_a_locked_directory_stops_at_once_naming_the_holder(tmp_path):
+    out = tmp_path / "b"
+    env = {**os.environ, "PYTHONPATH": REPO}
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(out)], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        t0 = time.monotonic()
+        r = subprocess.run([sys.executable, "-m", "ctxbench.cli", "build", "holobench", "--db", "nycflights13",
+                            "--lengths", "2048", "--out", str(out)], capture_output=True, text=True, env=env,
+                           timeout=300)
+        took = time.monotonic() - t0
+        err = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
+        assert r.returncode == 75 and "Traceback" not in r.stderr, r.stderr
+        assert len(err) == 1 and err[0].startswith("error:") and f"PID {holder.pid}" in err[0], r.stderr
+        assert "in use" in err[0] and took < 120
+        assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".ctxbench")) == []  # nothing written
+    finally:
+        holder.kill()
+        holder.wait()
+    # the holder died without releasing: the operating system dropped its lock, the next build takes it
+    with out_dir_lock(out):
+        assert json.loads((out / LOCK_OWNER).read_text())["pid"] == os.getpid()
+    assert not (out / LOCK_OWNER).exists()
+
+
+def test_the_lock_is_reentrant_in_one_process(tmp_path):
+    with out_dir_lock(tmp_path / "o"):
+        with out_dir_lock(tmp_path / "o"):
+            pass
+        assert (tmp_path / "o" / LOCK_OWNER).exists()
+
+
+# --------------------------------------------------------------------------- defect 5: failed calls exit 1
+
+def _evaluate(b, srv, *extra):
+    return cli("evaluate", "--build", b, "--model", "toy-model", "--base-url", srv.base_url, "--concurrency", "2",
+               *extra)
+
+
+def test_evaluate_with_failed_calls_exits_1_naming_them_and_a_rerun_asks_them_again(tmp_path):
+    b = make_build(tmp_path / "b", n=10)
+    bad = {"inst-01", "inst-04", "inst-05", "inst-08", "inst-09"}  # 5 of 10 get a permanent 400
+
+    def rule(body):
+        user = json.dumps(body["messages"])
+        return "400" if any(f"building {int(i[-2:]) + 3}." in user for i in bad) else None
+
+    with FakeOpenAIServer(answer_fn=answer_from_document, rule=rule) as srv:
+        r = _evaluate(b, srv)
+        line = one_line_error(r)
+        assert r.exit_code == 1, r.output  # today: 0
+        assert line.startswith("error: 5 call(s) failed") and "asks them again" in line
+        assert sum(i in line for i in bad) == 3  # the first three named
+        rows = pq.read_table(b / "responses.parquet").to_pylist()
+        assert sorted(r["instance_id"] for r in rows if r["status"] == "error") == sorted(bad)
+        n = srv.count
+        srv.rule = None  # the server is fixed: the same command asks exactly the 5 again and succeeds
+        r = _evaluate(b, srv)
+        assert r.exit_code == 0 and srv.count == n + 5, r.output
+    assert {r["status"] for r in pq.read_table(b / "responses.parquet").to_pylist()} == {"ok"}
+
+
+def test_the_models_own_outcomes_stay_exit_0(tmp_path):
+    b = make_build(tmp_path / "b", n=4)
+    kinds = {0: "cut_off", 1: "content_filter", 2: "ctx400"}
+
+    def rule(body):
+        user = json.dumps(body["messages"])
+        return next((k for i, k in kinds.items() if f"building {i + 3}." in user), None)
+
+    with FakeOpenAIServer(answer_fn=answer_from_document, rule=rule) as srv:
+        r = _evaluate(b, srv)
+    assert r.exit_code == 0 and "error:" not in r.output, r.output
+    st = sorted(r["status"] for r in pq.read_table(b / "responses.parquet").to_pylist())
+    assert st == ["cut_off", "ok", "over_length", "refused_by_provider"]
+
+
+def test_every_status_a_rerun_asks_again_counts_as_failed():
+    from ctxbench.models.runner import STORED_STATUSES, asked_again
+
+    assert asked_again("error") and asked_again("empty_reply") and asked_again(None)
+    assert not any(asked_again(s) for s in STORED_STATUSES)
