@@ -671,13 +671,18 @@ def _report_evaluation(s, build: Path, prefix: str = "") -> int:
         console.print(f"{prefix}error: no instance selected: {s.empty_reason}", markup=False)
         return 1
     out_console.print(f"{prefix}{s.selected} instances selected; {s.calls} calls made, {s.from_cache} from cache, "
-                      f"{s.already_stored} already stored"
+                      + (f"{s.taken_by_others} called by another process (stored here from the cache), "
+                         if s.taken_by_others else "")
+                      + f"{s.already_stored} already stored"
                       + (f" ({s.replaced_errors} error rows asked again)" if s.replaced_errors else "")
                       + f"; {s.over_length} over length, {s.cut_off} cut off by the output budget, "
                       f"{s.truncated} truncated by the server, {s.refused} refused by the provider (none of them "
                       f"scored), {s.errors} failed, "
                       f"{s.unfinished} unfinished (rerun to retry); {s.retries} retries "
                       f"({s.retry_delay_s:.1f} s waited); {s.new_rows} rows added to {build / 'responses.parquet'}")
+    if s.others_rows:  # two evaluations of one build at once: each says what it did, and what the other added
+        out_console.print(f"{prefix}another process evaluating this build added {s.others_rows} rows to "
+                          f"{build / 'responses.parquet'} meanwhile (not counted above)")
     if s.cut_off:
         more = (s.max_tokens or 0) * 4 or 16384
         console.print(f"{prefix}cut off: {s.cut_off} replies ended at the output budget of {s.max_tokens} tokens "

@@ -148,6 +148,7 @@ class EvalSummary:
     # alike: the run stopped; notes[0] names the setting to change)
     status: str = "complete"
     taken_by_others: int = 0  # answers another worker sharing the cache called for (stored here as cached rows)
+    others_rows: int = 0  # rows another process evaluating this build added to responses.parquet during this run
     notes: list[str] = field(default_factory=list)
     empty_reason: str | None = None  # selected == 0: which selection or filter left no instance (why_empty)
     batches: list[str] = field(default_factory=list)  # --batch: the provider's ids of the batches sent or polled
@@ -414,6 +415,7 @@ def evaluate_build(build_dir: str | Path, cfg: EvalConfig, count_tokens: Callabl
         count_tokens = get_tokenizer(info.tokenizer).count
     rpath = build_dir / "responses.parquet"
     consolidate(rpath)  # rows a killed evaluation left in part files
+    before = _stored_keys(rpath)
     plan = plan_requests(build_dir, cfg, cache)
     s = EvalSummary(selected=plan.selected, already_stored=plan.already_stored, from_cache=len(plan.hits),
                     empty_reason=plan.empty_reason)
@@ -438,6 +440,13 @@ def evaluate_build(build_dir: str | Path, cfg: EvalConfig, count_tokens: Callabl
         return s
     finally:
         out.close()
+        if s.calls or s.taken_by_others or s.new_rows:  # what other processes on this build added meanwhile
+            s.others_rows = len(_stored_keys(rpath) - before - out.added)
+
+
+def _stored_keys(path: Path) -> set:
+    """The request keys ``responses.parquet`` holds (with pending parts)."""
+    return set(read_table(path, "responses", columns=["request_key"]).column("request_key").to_pylist())
 
 
 def _call_pending(plan: Plan, cfg: EvalConfig, info, count_tokens, cache, out: TableAppender, s: EvalSummary,

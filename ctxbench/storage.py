@@ -321,6 +321,7 @@ class TableAppender:
         self._known: set = set()
         self._seen: set[str] = set()
         self._main: tuple | None = None
+        self.added: set = set()  # keys of the rows this appender wrote (what this process added itself)
 
     def _refresh(self) -> None:
         try:
@@ -362,6 +363,7 @@ class TableAppender:
             write_parquet(new, d / name)
             self._seen.add(name)
             self._known |= set(new.column(self.key).to_pylist())
+            self.added |= set(new.column(self.key).to_pylist())
         return new.num_rows
 
     def close(self) -> None:

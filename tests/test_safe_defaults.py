@@ -310,3 +310,36 @@ def test_a_full_ctxbench_home_is_named_and_exits_1_without_event_loop_warnings(t
         assert "never awaited" not in r.stderr and "Traceback" not in r.stderr and "Warning" not in r.stderr
     finally:
         subprocess.run(["umount", str(disk)], check=False)
+
+
+# -------------------------------------------------------- defect 7: each of two processes reports its own work
+
+def _numbers(out: str) -> dict:
+    import re
+
+    m = re.search(r"(\d+) calls made, (\d+) from cache, (?:(\d+) called by another process.*?, )?(\d+) already "
+                  r"stored.*?(\d+) rows added to", out, re.S)
+    assert m, out
+    other = re.search(r"another process evaluating this build added (\d+) rows", out)
+    return {"calls": int(m[1]), "cache": int(m[2]), "taken": int(m[3] or 0), "rows": int(m[5]),
+            "others": int(other[1]) if other else 0}
+
+
+def test_two_evaluations_of_one_build_each_count_their_own_calls_and_rows(tmp_path):
+    b = make_build(tmp_path / "b", n=10)
+    env = {**os.environ, "PYTHONPATH": REPO, "CTXBENCH_HOME": str(tmp_path / "home")}
+    with FakeOpenAIServer(answer_fn=answer_from_document, latency_s=0.3) as srv:
+        cmd = [sys.executable, "-m", "ctxbench.cli", "evaluate", "--build", str(b), "--model", "toy-model",
+               "--base-url", srv.base_url, "--samples", "4", "--concurrency", "2"]
+        ps = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+              for _ in range(2)]
+        outs = [p.communicate(timeout=600) for p in ps]
+        calls = srv.count
+    assert [p.returncode for p in ps] == [0, 0], outs
+    a, c = (_numbers(o) for o, _ in outs)
+    total = pq.read_metadata(b / "responses.parquet").num_rows
+    assert total == 40  # 10 instances x 4 samples, each stored once
+    assert a["calls"] + c["calls"] == calls == 40  # every call made once, counted by the process that made it
+    assert a["rows"] + c["rows"] == total  # every row counted by the process that added it, none twice
+    # each says what the other added while it ran (never more than the other added); the two overlapped
+    assert a["others"] <= c["rows"] and c["others"] <= a["rows"] and a["others"] + c["others"] > 0, outs
