@@ -343,3 +343,44 @@ def test_two_evaluations_of_one_build_each_count_their_own_calls_and_rows(tmp_pa
     assert a["rows"] + c["rows"] == total  # every row counted by the process that added it, none twice
     # each says what the other added while it ran (never more than the other added); the two overlapped
     assert a["others"] <= c["rows"] and c["others"] <= a["rows"] and a["others"] + c["others"] > 0, outs
+
+
+# ------------------------------------------------ Also: long hostile replies load lazily in the report browser
+
+def test_long_hostile_replies_keep_data_js_small_and_load_whole_on_demand(tmp_path):
+    from ctxbench.report.browser import PREVIEW_CHARS, write_browser
+    from ctxbench.storage import to_table, write_parquet
+    from test_report_browser import _tiny_build, read_data
+
+    b = _tiny_build(tmp_path / "b")
+    resp = pq.read_table(b / "responses.parquet").to_pylist()
+    # three hostile replies of 2 MB each: a lone surrogate (as stored: replaced by U+FFFD), NULs, markup
+    huge = "\ufffd \x00 <script>alert(1)</script> " + "\x00x" * 1_000_000 + "\nAnswer: 1"
+    for r in resp[:3]:
+        r["response"] = huge
+    write_parquet(to_table("responses", resp), b / "responses.parquet")
+    out = b / "report"
+    write_browser(b, out, "tiny")
+    size = (out / "browser" / "data.js").stat().st_size
+    assert size < 100_000, size  # today: 3 x 2 MB x (reply + visible + raw...) = tens of MB
+    data = read_data(out)
+    long = [a for a in data["answers"] if a.get("full")]
+    assert len(long) == 3 and data["preview_chars"] == PREVIEW_CHARS
+    files = sorted((out / "browser" / "replies").glob("*.js"))
+    assert sorted(f.stem for f in files) == sorted(a["full"]["key"] for a in long)
+    for a in long:
+        assert len(a["reply"]) == PREVIEW_CHARS and a["full"]["chars"]["reply"] == len(huge)
+        f = out / "browser" / "replies" / f"{a['full']['key']}.js"
+        s = f.read_text(encoding="utf-8")
+        assert "<" not in s and ">" not in s  # escaped like data.js
+        key, texts = json.loads("[" + s[len("ctxbenchReply("):].rstrip().rstrip(";").rstrip(")") + "]")
+        assert key == a["full"]["key"] and texts["reply"] == huge and texts["visible"].endswith("Answer: 1")
+    page = (out / "instances.html").read_text(encoding="utf-8")
+    assert "browser/replies/" in page and "show all" in page
+    # short replies again: the reply files go
+    for r in resp[:3]:
+        r["response"] = "Answer: 1"
+    write_parquet(to_table("responses", resp), b / "responses.parquet")
+    write_browser(b, out, "tiny")
+    assert not list((out / "browser" / "replies").glob("*.js"))
+    assert not [a for a in read_data(out)["answers"] if a.get("full")]
