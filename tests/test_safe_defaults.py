@@ -20,7 +20,6 @@ from typer.testing import CliRunner
 import ctxbench.evaluate as ev
 from ctxbench.cli import app
 from ctxbench.models.gateway import RetryPolicy
-from ctxbench.outdir import LOCK_OWNER, check_out_dir, claim_out_dir, out_dir_lock
 from fakeserver import FakeOpenAIServer
 from test_evaluate import answer_from_document, make_build
 
@@ -115,6 +114,8 @@ def test_every_command_that_writes_a_directory_refuses_a_foreign_one_alike(tmp_p
 
 
 def test_own_output_is_recognised_by_its_marker_even_after_an_interruption(tmp_path):
+    from ctxbench.outdir import check_out_dir, claim_out_dir
+
     out = tmp_path / "o"
     assert claim_out_dir(out, "compare") is False  # new
     (out / "leaderboard.parquet").write_bytes(b"partial")  # interrupted mid-write
@@ -127,7 +128,11 @@ def test_own_output_is_recognised_by_its_marker_even_after_an_interruption(tmp_p
 
 HOLD = textwrap.dedent("""
     import sys, time
-    from ctxbench.outdir import out_dir_lock
+    try:
+        from ctxbench.outdir import out_dir_lock
+    except ImportError:  # before issue 31: the holder is another build in progress, which took no lock
+        import contextlib
+        out_dir_lock = lambda d: contextlib.nullcontext()
     with out_dir_lock(sys.argv[1]):
         print("held", flush=True)
         time.sleep(60)
@@ -135,6 +140,8 @@ HOLD = textwrap.dedent("""
 
 
 def test_a_second_build_into_a_locked_directory_stops_at_once_naming_the_holder(tmp_path):
+    from ctxbench.outdir import LOCK_OWNER, out_dir_lock
+
     out = tmp_path / "b"
     env = {**os.environ, "PYTHONPATH": REPO}
     holder = subprocess.Popen([sys.executable, "-c", HOLD, str(out)], stdout=subprocess.PIPE, text=True, env=env)
@@ -160,6 +167,8 @@ def test_a_second_build_into_a_locked_directory_stops_at_once_naming_the_holder(
 
 
 def test_the_lock_is_reentrant_in_one_process(tmp_path):
+    from ctxbench.outdir import LOCK_OWNER, out_dir_lock
+
     with out_dir_lock(tmp_path / "o"):
         with out_dir_lock(tmp_path / "o"):
             pass
@@ -384,3 +393,27 @@ def test_long_hostile_replies_keep_data_js_small_and_load_whole_on_demand(tmp_pa
     write_browser(b, out, "tiny")
     assert not list((out / "browser" / "replies").glob("*.js"))
     assert not [a for a in read_data(out)["answers"] if a.get("full")]
+
+
+# ----------------------------------------------------- attempts that held, kept: script in every page of a run
+
+def test_markup_in_model_names_and_replies_is_text_in_every_page(tmp_path):
+    from ctxbench.evaluate import EvalConfig, evaluate_build
+    from ctxbench.report import build_report
+    from ctxbench.report.compare import compare_runs
+    from ctxbench.score import score_build
+
+    bad = "<img src=x onerror=alert(1)>"
+    b = make_build(tmp_path / "b", n=4)
+    with FakeOpenAIServer(answer_fn=lambda body: f"{bad}<script>alert(2)</script>\nAnswer: 4821") as srv:
+        s = evaluate_build(b, EvalConfig(model=f"openai/{bad}", base_url=srv.base_url, concurrency=2))
+    assert s.calls == 4
+    score_build(b)
+    pages = [build_report(b), compare_runs([b], tmp_path / "board").page]
+    pages += [p for p in (b / "report").glob("*.html")]
+    for p in pages:
+        html = p.read_text(encoding="utf-8")
+        assert "<img src=x" not in html and "<script>alert" not in html, p
+    for js in (b / "report" / "browser").rglob("*.js"):
+        t = js.read_text(encoding="utf-8")
+        assert "<" not in t and ">" not in t, js  # data for the browser: markup escaped, shown as text
