@@ -389,12 +389,14 @@ def questions_generate_cmd(
                                                     help="OpenAI-compatible endpoint of --question-model"),
     question_api_key_env: Optional[str] = typer.Option(None, callback=check_env,
                                                        help="env variable with the key for --question-base-url"),
+    force: bool = typer.Option(False, help="replace an existing --out that is no generated query set"),
 ) -> None:
     """Generate a query set from a database's schema: SQL of the five query types and three difficulties, each
     gold answer checked on the full database and on simulated contexts; templates too where the database has none."""
-    from .questions.generate import GenerateConfig, generate_questions, write_generated
+    from .questions.generate import GenerateConfig, check_generated_out, generate_questions, write_generated
 
     try:
+        check_generated_out(out, force)  # before the work: a user's file is never replaced without --force
         cfg = GenerateConfig(db=db, n=n, seed=seed, question_model=question_model,
                              question_base_url=question_base_url, question_api_key_env=question_api_key_env)
         with console.status("drawing and checking questions") as st:

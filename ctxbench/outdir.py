@@ -106,6 +106,18 @@ def claim_out_dir(out: str | Path, command: str, *, force: bool = False, own: It
     return was_own
 
 
+def check_out_file(out: str | Path, command: str, *, force: bool = False, is_own: bool = False) -> None:
+    """The same rule for a command that writes one file (``questions generate --out FILE``): a new file, or the
+    command's own earlier output (``is_own``), is written; an existing file of anything else is refused with one
+    line offering ``--force``. Raises InputError."""
+    out = Path(out)
+    if out.is_dir():
+        raise InputError(f"--out {out} is a directory: give a file name")
+    if out.exists() and not is_own and not force:
+        raise InputError(f"--out {out} exists and is no earlier output of `ctxbench {command}`: choose a new file "
+                         f"name, or pass --force to replace it")
+
+
 _held: dict[Path, list] = {}  # directory -> [FileLock, depth]: re-entrant within one process
 _held_guard = threading.Lock()
 

@@ -417,3 +417,17 @@ def test_markup_in_model_names_and_replies_is_text_in_every_page(tmp_path):
     for js in (b / "report" / "browser").rglob("*.js"):
         t = js.read_text(encoding="utf-8")
         assert "<" not in t and ">" not in t, js  # data for the browser: markup escaped, shown as text
+
+
+def test_questions_generate_never_replaces_a_users_file(tmp_path):
+    mine = tmp_path / "my_queries.yaml"
+    mine.write_text("questions:\n  - {id: q1, question: 'Mine?', sql: 'SELECT 1'}\n", encoding="utf-8")
+    r = cli("questions", "generate", "--db", "nycflights13", "--out", mine, "--n", "1")
+    line = one_line_error(r)
+    assert r.exit_code == 2 and str(mine) in line and "--force" in line, r.output  # today: replaced, exit 0
+    assert "Mine?" in mine.read_text(encoding="utf-8")
+    from ctxbench.questions.generate import GENERATED_MARK, check_generated_out
+
+    mine.write_text(f"# Query set for x, {GENERATED_MARK} (generator version 1)\n", encoding="utf-8")
+    check_generated_out(mine)  # an earlier generated query set is written again
+    check_generated_out(tmp_path / "new.yaml")
