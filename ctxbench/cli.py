@@ -812,6 +812,8 @@ def screen_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, hel
                       f"(flagged) → {build / 'closed_book.parquet'}")
     for n in s.notes:
         console.print(f"  {n}", markup=False)
+    if s.failed:  # failed calls: exit 1 as evaluate does (docs/reference/exit-codes.md); a rerun asks them again
+        raise typer.Exit(_said_failed(s.failed, [], build / "closed_book.parquet"))
 
 
 @app.command("label")

@@ -431,3 +431,14 @@ def test_questions_generate_never_replaces_a_users_file(tmp_path):
     mine.write_text(f"# Query set for x, {GENERATED_MARK} (generator version 1)\n", encoding="utf-8")
     check_generated_out(mine)  # an earlier generated query set is written again
     check_generated_out(tmp_path / "new.yaml")
+
+
+def test_screen_with_failed_calls_exits_1(tmp_path):
+    from test_filters import make_build as filters_build
+
+    b = filters_build(tmp_path / "fb")
+    # every question about box 2 gets a permanent 400: 1 of 6 closed-book calls fails
+    with FakeOpenAIServer(rule=lambda body: "400" if "box 2?" in json.dumps(body["messages"]) else None) as srv:
+        r = cli("screen", "--build", b, "--model", "openai/cb", "--base-url", srv.base_url)
+    line = one_line_error(r)
+    assert r.exit_code == 1 and line.startswith("error: 1 call(s) failed") and "asks them again" in line, r.output
