@@ -442,3 +442,13 @@ def test_screen_with_failed_calls_exits_1(tmp_path):
         r = cli("screen", "--build", b, "--model", "openai/cb", "--base-url", srv.base_url)
     line = one_line_error(r)
     assert r.exit_code == 1 and line.startswith("error: 1 call(s) failed") and "asks them again" in line, r.output
+
+
+def test_report_rebuilds_damaged_scores_first(tmp_path):
+    b = _evaluated(tmp_path)
+    assert cli("score", "--build", b).exit_code == 0
+    want = pq.read_table(b / "scores.parquet").num_rows
+    (b / "scores.parquet").write_bytes(b"damaged")
+    r = cli("report", "--build", b)
+    assert r.exit_code == 0, r.output  # today: ArrowInvalid without a path, exit 2
+    assert pq.read_table(b / "scores.parquet").num_rows == want and (b / "report" / "index.html").exists()
