@@ -1037,11 +1037,13 @@ def report_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, hel
                                           "stable_floor=0.5, variants=chain); defaults: assets/analysis/needles.yaml")
                ) -> None:
     """Write BUILD/report/index.html (and the same numbers as Parquet)."""
+    from .incremental import rescore_if_unreadable
     from .report import build_report
 
     opts = {"regime": regime} if regime else None
     _check_report_options(opts)
     try:
+        rescore_if_unreadable(build)  # a damaged scores.parquet is derived: scored again, not an error
         p = build_report(build, opts)
     except USER_ERRORS as e:
         _fail(e)
@@ -1365,8 +1367,7 @@ def run_cmd(
 
     if engine not in ("prefect", "luigi"):
         _fail(CtxbenchError(f"--engine {engine}: use prefect or luigi"))
-    from .incremental import is_run_root
-    from .outdir import claim_out_dir
+    from .outdir import claim_out_dir, is_run_root
 
     try:  # the rule of every --out (ctxbench.outdir), said before anything starts
         claim_out_dir(out, "run", force=force, own={"latest"}, is_own=is_run_root(out), what="run root")

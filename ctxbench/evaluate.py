@@ -441,7 +441,10 @@ def evaluate_build(build_dir: str | Path, cfg: EvalConfig, count_tokens: Callabl
     finally:
         out.close()
         if s.calls or s.taken_by_others or s.new_rows:  # what other processes on this build added meanwhile
-            s.others_rows = len(_stored_keys(rpath) - before - out.added)
+            try:
+                s.others_rows = len(_stored_keys(rpath) - before - out.added)
+            except (OSError, ValueError):  # never hides the error the run is ending with (a full disk, ...)
+                pass
 
 
 def _stored_keys(path: Path) -> set:

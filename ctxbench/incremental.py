@@ -74,20 +74,6 @@ def resolve_build(path: str | Path) -> Path:
     return lb
 
 
-def is_run_root(root: str | Path) -> bool:
-    """Whether ``root`` holds a run root's files: a ``latest`` link, or a build directory (manifest, or a build
-    hash's name: an interrupted build) below it."""
-    import re
-
-    root = Path(root)
-    try:
-        return (root / "latest").exists() or any(
-            p.is_dir() and ((p / "manifest.json").exists() or re.fullmatch(r"[0-9a-f]{12,64}", p.name))
-            for p in root.iterdir())
-    except OSError:
-        return False
-
-
 def builds_of(root: str | Path) -> list[Path]:
     """Every complete build directory of a run root (sorted by name)."""
     root = Path(root)
@@ -199,6 +185,26 @@ def score_if_changed(build_dir: str | Path, judge: str | None = None, judge_base
     return s.rows, True
 
 
+def rescore_if_unreadable(build_dir: str | Path) -> bool:
+    """A derived table is rebuilt when unreadable (issue 31): a ``scores.parquet`` that cannot be read is scored
+    again from the responses by the matchers (a judge's scores need ``ctxbench score --judge`` again), with a
+    warning naming it. Returns whether it was."""
+    import logging
+
+    p = Path(build_dir) / "scores.parquet"
+    if not p.exists():
+        return False
+    try:
+        pq.read_metadata(p)
+        return False
+    except (pa.ArrowException, OSError) as e:
+        logging.getLogger(__name__).warning("%s cannot be read (%s): scored again from the responses", p, e)
+    from .score import score_build
+
+    score_build(build_dir)
+    return True
+
+
 def report_if_changed(build_dir: str | Path, on_write: Callable[[Path], None] | None = None) -> tuple[Path, bool]:
     """``build_report`` unless the report is current; returns (index.html path, rewritten)."""
     from .progress import emit
@@ -207,6 +213,7 @@ def report_if_changed(build_dir: str | Path, on_write: Callable[[Path], None] | 
     emit("report", str(build_dir))
 
     d = Path(build_dir)
+    rescore_if_unreadable(d)
     if report_is_current(d):
         return d / "report" / "index.html", False
     fp = report_inputs_hash(d)

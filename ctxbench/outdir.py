@@ -118,6 +118,36 @@ def check_out_file(out: str | Path, command: str, *, force: bool = False, is_own
                          f"name, or pass --force to replace it")
 
 
+# what a build directory may hold before its manifest is written (an interrupted build restarts over these)
+BUILD_ENTRIES = frozenset({"instances.parquet", "quarantine.parquet", "articles.parquet", "source.sqlite",
+                           "collections", "responses.parquet", "scores.parquet", "report", "calibration.json"})
+
+
+def is_run_root(root: str | Path) -> bool:
+    """Whether ``root`` holds a run root's files: a ``latest`` link, or a build directory (its manifest, or a
+    build hash's name: an interrupted build) below it."""
+    import re
+
+    root = Path(root)
+    try:
+        return (root / "latest").exists() or any(
+            p.is_dir() and ((p / "manifest.json").exists() or re.fullmatch(r"[0-9a-f]{12,64}", p.name))
+            for p in root.iterdir())
+    except OSError:
+        return False
+
+
+def check_build_out(out: str | Path, force: bool = False, versioned: bool = False) -> None:
+    """The rule for a build's ``out``, checked before its lock is taken and anything is created: a run root
+    (``versioned``: :func:`is_run_root`, or marked by ``ctxbench run``) or a build directory (its manifest, or
+    the files of :data:`BUILD_ENTRIES`), else empty, unless ``force``. Raises InputError naming what is there."""
+    out = Path(out)
+    if versioned:
+        check_out_dir(out, "run", force=force, own={"latest"}, is_own=is_run_root(out), what="run root")
+    elif not (out / "manifest.json").exists():
+        check_out_dir(out, "build", force=force, own=BUILD_ENTRIES, what="build")
+
+
 _held: dict[Path, list] = {}  # directory -> [FileLock, depth]: re-entrant within one process
 _held_guard = threading.Lock()
 

@@ -31,8 +31,7 @@ from ctxbench.backfill import BackfillConfig, find_builds
 from ctxbench.evaluate import EvalConfig, evaluate_build, unanswered_calls
 from ctxbench.incremental import report_if_changed, score_if_changed
 from ctxbench.models.local_server import EMBEDDED_MODEL, LocalServer
-from ctxbench.outdir import out_dir_lock
-from ctxbench.tracks.common import check_build_out
+from ctxbench.outdir import check_build_out, out_dir_lock
 from ctxbench.progress import emit
 from ctxbench.report import results_table
 from ctxbench.tracks.base import Track, default_track, existing_build, get_track, initial_state, store_outputs

@@ -132,36 +132,14 @@ def sections(ctx: ReportContext) -> list[Callable[[ReportContext], str]]:
     return [resolve(r, "report section") for r in refs]
 
 
-def _rescore_if_unreadable(build_dir: Path) -> None:
-    """A derived table is rebuilt when unreadable (issue 31): a ``scores.parquet`` that cannot be read is scored
-    again from the responses (the matchers; a judge's scores need ``ctxbench score --judge`` again), with a
-    warning naming it."""
-    import logging
-
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    p = build_dir / "scores.parquet"
-    if not p.exists():
-        return
-    try:
-        pq.read_metadata(p)
-        return
-    except (pa.ArrowException, OSError) as e:
-        logging.getLogger(__name__).warning("%s cannot be read (%s): scored again from the responses", p, e)
-    from ..score import score_build
-
-    score_build(build_dir)
-
-
 def build_report(build_dir: str | Path, options: Mapping[str, Any] | None = None) -> Path:
     """Write ``report/index.html`` and ``report/*.parquet`` for the build; returns the HTML path. ``options``:
     report options passed to every section (``{"regime": ["stable_floor=0.5"]}`` overrides the needles
-    decay-regime thresholds of ``assets/analysis/needles.yaml``). A damaged ``scores.parquet`` (derived) is
-    rebuilt first by the matchers (``ctxbench score``). Raises InputError for a build directory without
-    instances, and what a section raises for a bad option."""
+    decay-regime thresholds of ``assets/analysis/needles.yaml``). Raises InputError for a build directory without
+    instances, and what a section raises for a bad option (a damaged ``scores.parquet`` is named: the CLI's
+    ``report`` and :func:`ctxbench.incremental.report_if_changed` score it again first,
+    :func:`ctxbench.incremental.rescore_if_unreadable`)."""
     build_dir = require_build(build_dir)
-    _rescore_if_unreadable(build_dir)
     out = build_dir / "report"
     out.mkdir(exist_ok=True)
     ctx = ReportContext.of(build_dir, out, options)

@@ -352,10 +352,8 @@ def run_stages(track: Track, cfg: BaseModel, out: str | Path, *, force: bool = F
     (:func:`ctxbench.outdir.out_dir_lock`): raises DirectoryBusy when another process is building into it."""
     state = initial_state(track, cfg, out, force, versioned, progress, **inputs)
     result: Any = None
-    from ..outdir import out_dir_lock
+    from ..outdir import check_build_out, out_dir_lock
     from ..progress import emit
-
-    from .common import check_build_out
 
     # one build at a time per --out (ctxbench.outdir); a refused --out gets no lock file
     with out_dir_lock(out, check=lambda: check_build_out(out, force, versioned)):

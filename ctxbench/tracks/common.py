@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from .. import __version__
 from ..errors import InputError
 from ..hashing import file_sha256
+from ..outdir import BUILD_ENTRIES, check_build_out  # noqa: F401  (BUILD_ENTRIES: what a build may hold unfinished)
 
 
 @dataclass
@@ -40,9 +41,6 @@ def asset_hash(path: str | Path) -> str:
     return file_sha256(p) if p.exists() else ""
 
 
-# what a build directory may hold before its manifest is written (an interrupted build restarts over these)
-BUILD_ENTRIES = frozenset({"instances.parquet", "quarantine.parquet", "articles.parquet", "source.sqlite",
-                           "collections", "responses.parquet", "scores.parquet", "report", "calibration.json"})
 
 
 def check_out_dir(out: str | Path, build_hash: str, force: bool = False) -> BuildResult | None:
@@ -78,21 +76,6 @@ def check_out_dir(out: str | Path, build_hash: str, force: bool = False) -> Buil
         raise InputError(f"{out} already holds {what}; a completed build is immutable: choose another --out or "
                          f"pass --force to replace it (the old build is removed only once the new one is complete)")
     return None
-
-
-def check_build_out(out: str | Path, force: bool = False, versioned: bool = False) -> None:
-    """The rule of every --out (:func:`ctxbench.outdir.check_out_dir`) for a build's ``out`` before its lock is
-    taken and anything is created: a run root (``versioned``) or a build directory (its manifest, or files a
-    build writes), else empty, unless ``force``. Raises InputError naming what is there."""
-    from ..outdir import check_out_dir as check_dir
-
-    out = Path(out)
-    if versioned:
-        from ..incremental import is_run_root
-
-        check_dir(out, "run", force=force, own={"latest"}, is_own=is_run_root(out), what="run root")
-    elif not (out / "manifest.json").exists():
-        check_dir(out, "build", force=force, own=BUILD_ENTRIES, what="build")
 
 
 def clear_replaced_build(out: Path) -> None:
