@@ -10,7 +10,8 @@ entries) and offering ``--force``. ctxbench's own hidden files (locks, temporary
 directories) do not count as content.
 
 The lock (:func:`out_dir_lock`): a build holds an exclusive lock (the ``filelock`` library: ``fcntl.flock`` on
-``OUT/.ctxbench.lock``) from its first stage to its manifest. A second build into the same directory does not
+``.<OUT's name>.ctxbench.lock`` beside ``OUT``, so that the build directory itself holds only the build's files
+and a refused directory gets nothing) from its first stage to its manifest. A second build into the same directory does not
 wait: it stops at once with :class:`DirectoryBusy` naming the process (PID and host) that holds the lock, so a
 nightly job never hangs behind a forgotten one and two builds never mix their files. The lock is released when
 the build ends, by any means (an exception, a kill: the operating system drops a dead process's locks).
@@ -30,8 +31,6 @@ from typing import Any
 from .errors import CtxbenchError, InputError
 
 MARKER = ".ctxbench-output.json"
-LOCK = ".ctxbench.lock"
-LOCK_OWNER = ".ctxbench.lock.owner"
 SHOWN = 5  # entries named in the refusal
 
 
@@ -42,8 +41,8 @@ class DirectoryBusy(CtxbenchError):
 
 def _ours(name: str) -> bool:
     """ctxbench's own hidden entries: the marker, locks, temporary/staging files and part directories."""
-    return name.startswith(".") and (name.startswith(".ctxbench") or name.endswith((".staging", ".lock", ".parts"))
-                                     or ".tmp" in name)
+    return name.startswith(".") and (name.startswith(".ctxbench") or ".tmp" in name
+                                     or name.endswith((".staging", ".lock", ".parts", ".ctxbench.owner")))
 
 
 def foreign_entries(out: str | Path, own: Iterable[str] = ()) -> list[str]:
@@ -152,10 +151,17 @@ _held: dict[Path, list] = {}  # directory -> [FileLock, depth]: re-entrant withi
 _held_guard = threading.Lock()
 
 
+def lock_files(out: str | Path) -> tuple[Path, Path]:
+    """The lock file of the output directory ``out`` and the note of its holder: ``.<name>.ctxbench.lock`` and
+    ``.<name>.ctxbench.owner`` beside ``out`` (in its parent directory)."""
+    o = Path(out).resolve()
+    return o.parent / f".{o.name}.ctxbench.lock", o.parent / f".{o.name}.ctxbench.owner"
+
+
 def lock_holder(out: str | Path) -> str:
     """Who holds the lock on ``out``: ``PID n on host h`` as the holder recorded it, else ``another process``."""
     try:
-        d = json.loads((Path(out) / LOCK_OWNER).read_text(encoding="utf-8"))
+        d = json.loads(lock_files(out)[1].read_text(encoding="utf-8"))
         return f"PID {d['pid']} on host {d['host']}"
     except (OSError, ValueError, KeyError, TypeError):
         return "another process"
@@ -163,8 +169,8 @@ def lock_holder(out: str | Path) -> str:
 
 @contextlib.contextmanager
 def out_dir_lock(out: str | Path, command: str = "build", check: Callable[[], Any] | None = None) -> Iterator[None]:
-    """Hold the exclusive lock on the output directory ``out`` (created when missing) while the block runs
-    (module docstring). Re-entrant within one process. ``check``: called first, before anything is created (the
+    """Hold the exclusive lock on the output directory ``out`` while the block runs (module docstring; the lock
+    file is beside ``out``, whose parent is created when missing). Re-entrant within one process. ``check``: called first, before anything is created (the
     directory rule, so that a refused directory gets no lock file). Raises :class:`DirectoryBusy` at once when
     another process holds it, naming that process (PID and host) and the directory."""
     from filelock import FileLock, Timeout
@@ -181,17 +187,18 @@ def out_dir_lock(out: str | Path, command: str = "build", check: Callable[[], An
             entry = _held[key]
         else:
             entry = None
+    lock_path, owner = lock_files(out)
     if entry is None:
-        out.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(str(out / LOCK), timeout=0)
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(lock_path), timeout=0)
         try:
             lock.acquire()
         except Timeout:
             raise DirectoryBusy(f"--out {out} is in use: {lock_holder(out)} is writing a build into it (lock "
-                                f"{out / LOCK}); wait for it to finish and rerun, or choose another --out") from None
+                                f"{lock_path}); wait for it to finish and rerun, or choose another --out") from None
         try:
-            (out / LOCK_OWNER).write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                                                      "command": command}) + "\n", encoding="utf-8")
+            owner.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                         "command": command}) + "\n", encoding="utf-8")
         except OSError:
             pass  # the lock holds without the note; a second build then names "another process"
         with _held_guard:
@@ -206,5 +213,5 @@ def out_dir_lock(out: str | Path, command: str = "build", check: Callable[[], An
                 del _held[key]
         if last:
             with contextlib.suppress(OSError):
-                (out / LOCK_OWNER).unlink()
+                owner.unlink()
             entry[0].release()
