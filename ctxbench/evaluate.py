@@ -24,7 +24,7 @@ from .errors import InputError
 from .hashing import canonical_json
 from .models.cache import ResponseCache, endpoint_id, key_endpoint, request_key
 from .models.gateway import NOT_ATTEMPTED, RetryPolicy
-from .models.runner import (ASKED_AGAIN, CLAIM_LEASE_S, WINDOW_DEPENDENT, CallRunner, Outcome, Request,
+from .models.runner import (CLAIM_LEASE_S, WINDOW_DEPENDENT, CallRunner, Outcome, Request, asked_again,
                             truncation_check)
 from .models.registry import model_info
 from .prompts import messages_text, render_messages, shared_prefix
@@ -133,7 +133,8 @@ class EvalSummary:
     truncated: int = 0  # answers of a server that read fewer prompt tokens than were sent (stored, not scored)
     cut_off: int = 0    # replies the output budget ended (finish_reason length-like): stored, not scored
     refused: int = 0    # refused_by_provider (a content filter): stored, not scored
-    errors: int = 0
+    errors: int = 0  # calls stored as failed (a status the same command asks again: models.runner.asked_again)
+    failed: list[str] = field(default_factory=list)  # those calls, ``instance_id: reason``, in the order they ended
     unrecognised: int = 0   # errors: 200 answers of a shape the gateway does not know (counted in errors too)
     empty_replies: int = 0  # errors: 200 answers with no reply after one more try (counted in errors too)
     empty_generated: int = 0  # empty_reply: tokens generated, no text returned, after one more try (issue 30)
@@ -152,6 +153,7 @@ class EvalSummary:
     # alike: the run stopped; notes[0] names the setting to change)
     status: str = "complete"
     taken_by_others: int = 0  # answers another worker sharing the cache called for (stored here as cached rows)
+    others_rows: int = 0  # rows another process evaluating this build added to responses.parquet during this run
     notes: list[str] = field(default_factory=list)
     empty_reason: str | None = None  # selected == 0: which selection or filter left no instance (why_empty)
     batches: list[str] = field(default_factory=list)  # --batch: the provider's ids of the batches sent or polled
@@ -306,7 +308,7 @@ def plan_requests(build_dir: str | Path, cfg: EvalConfig, cache: ResponseCache) 
     # an error row is never an answer: the same command asks it again and the new row replaces it
     st_all = stored_rows.column("status").to_pylist() if stored_rows.num_rows else []
     keys_all = stored_rows.column("request_key").to_pylist() if stored_rows.num_rows else []
-    failed = {k for k, st in zip(keys_all, st_all) if st in ASKED_AGAIN}
+    failed = {k for k, st in zip(keys_all, st_all) if asked_again(st)}
     stored = set(keys_all) - failed
     windowed = {}  # stored over-length / truncated rows of a server at a base URL: checked against its window
     if endpoint is not None and stored_rows.num_rows:
@@ -418,6 +420,7 @@ def evaluate_build(build_dir: str | Path, cfg: EvalConfig, count_tokens: Callabl
         count_tokens = get_tokenizer(info.tokenizer).count
     rpath = build_dir / "responses.parquet"
     consolidate(rpath)  # rows a killed evaluation left in part files
+    before = _stored_keys(rpath)
     plan = plan_requests(build_dir, cfg, cache)
     s = EvalSummary(selected=plan.selected, already_stored=plan.already_stored, from_cache=len(plan.hits),
                     empty_reason=plan.empty_reason)
@@ -442,6 +445,16 @@ def evaluate_build(build_dir: str | Path, cfg: EvalConfig, count_tokens: Callabl
         return s
     finally:
         out.close()
+        if s.calls or s.taken_by_others or s.new_rows:  # what other processes on this build added meanwhile
+            try:
+                s.others_rows = len(_stored_keys(rpath) - before - out.added)
+            except (OSError, ValueError):  # never hides the error the run is ending with (a full disk, ...)
+                pass
+
+
+def _stored_keys(path: Path) -> set:
+    """The request keys ``responses.parquet`` holds (with pending parts)."""
+    return set(read_table(path, "responses", columns=["request_key"]).column("request_key").to_pylist())
 
 
 def _call_pending(plan: Plan, cfg: EvalConfig, info, count_tokens, cache, out: TableAppender, s: EvalSummary,
@@ -597,11 +610,12 @@ def _run_calls(calls: list[dict], cfg: EvalConfig, plan: Plan, cache: ResponseCa
                 elif res.status == "empty_reply":
                     s.empty_generated += 1
                     s.notes.append(f"{t['instance_id']} (sample {t['sample']}): {res.error}")
+                    s.failed.append(f"{t['instance_id']}: empty_reply: {(res.error or '')[:186]}")
                 elif res.status == "cut_off":
                     s.cut_off += 1
                 elif res.status == "refused_by_provider":
                     s.refused += 1
-                elif res.status == "error":
+                elif res.status != "ok" and asked_again(res.status):  # stored as a failed call: a rerun asks it
                     s.errors += 1
                     err = res.error or ""
                     s.unrecognised += err.startswith("unrecognised reply shape")
@@ -611,6 +625,7 @@ def _run_calls(calls: list[dict], cfg: EvalConfig, plan: Plan, cache: ResponseCa
                         f = res.finish_reason if res.finish_reason is not None else "none sent"
                         s.unfinished_finish[f] = s.unfinished_finish.get(f, 0) + 1
                     s.notes.append(f"{t['instance_id']} (sample {t['sample']}): {res.error}")
+                    s.failed.append(f"{t['instance_id']}: {(err or res.status)[:200]}")
                 s.prefix_cache_hits += res.prefix_cache_hit
                 row = {**base, **res.payload(), "cached": False, "retries": res.retries}
         if row is not None:

@@ -61,13 +61,11 @@ def _check_out(out: Path, builds: list[Path], force: bool) -> None:
         if o == b or b in o.parents or o in b.parents:
             raise InputError(f"--out {out} is inside (or contains) the build {b}: a build is immutable; export to a "
                              f"directory of its own")
-    if o.exists() and not o.is_dir():
-        raise InputError(f"--out {out} is a file: pass a directory for the export")
-    if o.exists() and any(o.iterdir()):
-        if not force:
-            raise InputError(f"--out {out} is not empty: choose an empty or new directory, or pass --force to "
-                             f"replace its content")
-        shutil.rmtree(o)
+    from .outdir import check_out_dir, mark_out_dir
+
+    if check_out_dir(o, "export", force=force, what="export") or force:  # the rule of every --out (ctxbench.outdir)
+        shutil.rmtree(o, ignore_errors=True)  # an earlier export (or --force): replaced as a whole
+    mark_out_dir(o, "export")
 
 
 def load_instances(builds: list[str | Path]) -> tuple[pa.Table, list[dict]]:
@@ -270,7 +268,8 @@ def export_build(builds: list[str | Path] | str | Path, fmt: str, out: str | Pat
     docstring). ``test_fraction``: make a train/test split (hf and jsonl; required for neither). ``prompt_variant``
     and ``model`` choose the messages of the inspect samples (the ones ``ctxbench evaluate --model`` would send; the
     output budget is the model registry's). Raises InputError for an unknown format, an ``out`` inside a build or
-    not empty (unless ``force``), an incomplete build, or instances that cannot be split."""
+    holding anything but an earlier export (unless ``force``: its content is replaced; ctxbench.outdir), an
+    incomplete build, or instances that cannot be split."""
     if fmt not in FORMATS:
         raise InputError(f"unknown export format {fmt!r}: use {', '.join(FORMATS)}")
     builds = [Path(b) for b in ([builds] if isinstance(builds, (str, Path)) else builds)]

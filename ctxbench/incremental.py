@@ -26,6 +26,7 @@ import os
 from pathlib import Path
 from typing import Callable
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .errors import InputError
@@ -133,7 +134,10 @@ def scores_are_current(build_dir: str | Path, judge: str | None = None,
     p = Path(build_dir) / "scores.parquet"
     if not p.exists():
         return False
-    meta = pq.read_schema(p).metadata or {}
+    try:
+        meta = pq.read_schema(p).metadata or {}
+    except (pa.ArrowException, OSError):  # damaged: not current, rebuilt (a derived table)
+        return False
     return meta.get(INPUTS_KEY, b"").decode() == score_inputs_hash(build_dir, judge, judge_prompts)
 
 
@@ -181,6 +185,26 @@ def score_if_changed(build_dir: str | Path, judge: str | None = None, judge_base
     return s.rows, True
 
 
+def rescore_if_unreadable(build_dir: str | Path) -> bool:
+    """A derived table is rebuilt when unreadable (issue 31): a ``scores.parquet`` that cannot be read is scored
+    again from the responses by the matchers (a judge's scores need ``ctxbench score --judge`` again), with a
+    warning naming it. Returns whether it was."""
+    import logging
+
+    p = Path(build_dir) / "scores.parquet"
+    if not p.exists():
+        return False
+    try:
+        pq.read_metadata(p)
+        return False
+    except (pa.ArrowException, OSError) as e:
+        logging.getLogger(__name__).warning("%s cannot be read (%s): scored again from the responses", p, e)
+    from .score import score_build
+
+    score_build(build_dir)
+    return True
+
+
 def report_if_changed(build_dir: str | Path, on_write: Callable[[Path], None] | None = None) -> tuple[Path, bool]:
     """``build_report`` unless the report is current; returns (index.html path, rewritten)."""
     from .progress import emit
@@ -189,6 +213,7 @@ def report_if_changed(build_dir: str | Path, on_write: Callable[[Path], None] | 
     emit("report", str(build_dir))
 
     d = Path(build_dir)
+    rescore_if_unreadable(d)
     if report_is_current(d):
         return d / "report" / "index.html", False
     fp = report_inputs_hash(d)

@@ -25,7 +25,7 @@ from .errors import InputError
 from .hashing import canonical_json
 from .scoring.pipeline import score_reply
 from .scoring.registry import tagger
-from .storage import check_build_tables, read_table, require_build, to_table, write_parquet
+from .storage import check_build_tables, read_table, reading, require_build, to_table, write_parquet
 
 
 @dataclass
@@ -61,8 +61,9 @@ def score_build(build_dir: str | Path, judge: str | None = None, judge_base_url:
     build_dir = require_build(build_dir)
     bhash = check_build_tables(build_dir) if (build_dir / "manifest.json").exists() else None
     ipath = build_dir / "instances.parquet"
-    cols = [c for c in pq.read_schema(ipath).names if c != "context"]  # contexts can be GBs in all
-    inst = pq.read_table(ipath, columns=cols).to_pylist()
+    with reading(ipath):  # a damaged file is named (storage.UnreadableFile)
+        cols = [c for c in pq.read_schema(ipath).names if c != "context"]  # contexts can be GBs in all
+        inst = pq.read_table(ipath, columns=cols).to_pylist()
     by_id: dict[str, dict] = {}
     for r in inst:
         r = dict(r)

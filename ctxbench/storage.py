@@ -3,8 +3,11 @@ and a DuckDB catalogue over a build directory's Parquet files (SCHEMA.md)."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +32,103 @@ def schema(table: str) -> pa.Schema:
 
 class SchemaError(CtxbenchError, ValueError):
     """Rows do not fit a stored table's schema (a column it lacks, a required value missing)."""
+
+
+# ------------------------------------------------------------------ I/O failures that name their file (issue 31)
+
+# what to do about an unreadable stored table, by file name (a derived table is rebuilt by the command that reads it)
+_FIX = {"instances.parquet": "rebuild the build (the same `ctxbench build` command with --force)",
+        "quarantine.parquet": "rebuild the build (the same `ctxbench build` command with --force)",
+        "responses.parquet": "move it away and rerun `ctxbench evaluate` for each model (answers come back from "
+                             "the response cache; no call is made again)",
+        "scores.parquet": "it is derived: `ctxbench score` rebuilds it"}
+
+
+class UnreadableFile(InputError):
+    """A stored file that exists but cannot be read (a damaged or foreign Parquet file). ``path`` names it; the
+    message says what to do (rebuild, move it away, or nothing for a derived table)."""
+
+    def __init__(self, path: str | Path, error: BaseException):
+        self.path = Path(path)
+        fix = _FIX.get(self.path.name, "restore it from a copy, or move it away and rerun the command that wrote it")
+        super().__init__(f"{self.path} cannot be read ({type(error).__name__}: {str(error)[:300]}): the file is "
+                         f"damaged or not a Parquet table; {fix}")
+
+
+class DiskFull(CtxbenchError, OSError):
+    """A write that failed for lack of space (ENOSPC, EDQUOT, SQLite's ``database or disk is full`` or ``disk I/O
+    error`` on write). The message names the directory and what to do; the CLI exits 1 (the run failed, the input
+    was fine). Nothing already stored is lost: every table is written atomically."""
+
+    def __init__(self, where: str | Path, error: BaseException | str):
+        self.where = Path(where)
+        d = self.where if self.where.is_dir() or not self.where.suffix else self.where.parent
+        super().__init__(errno.ENOSPC, f"no space left to write {self.where} ({str(error)[:200]}): free space in "
+                                       f"{d} (or write elsewhere: --out, $CTXBENCH_HOME for the response cache) and "
+                                       f"rerun the same command; nothing already stored is lost")
+
+    def __str__(self) -> str:
+        return self.strerror
+
+
+_FULL_WORDS = ("no space left", "disk is full", "disk i/o error", "quota exceeded", "errno 28", "errno 122")
+
+
+def disk_full(e: BaseException | None) -> bool:
+    """Whether ``e`` (or an exception it was raised from) is a write that failed for lack of space: ENOSPC /
+    EDQUOT, an Arrow or SQLite error saying so (SQLite says ``database or disk is full``, or ``disk I/O error``
+    when its journal cannot grow)."""
+    seen = 0
+    while e is not None and seen < 8:
+        if isinstance(e, DiskFull):
+            return True
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", -1)):
+            return True
+        if isinstance(e, (OSError, sqlite3.OperationalError, pa.ArrowException)) and any(
+                w in str(e).lower() for w in _FULL_WORDS):
+            return True
+        e, seen = e.__cause__ or e.__context__, seen + 1
+    return False
+
+
+def disk_full_message(e: BaseException) -> str:
+    """The one line for a full disk: the file or directory (``filename`` of the OSError where known) and what
+    to do."""
+    if isinstance(e, DiskFull):
+        return str(e)
+    cur: BaseException | None = e
+    where = None
+    while cur is not None and where is None:
+        where = getattr(cur, "where", None) or getattr(cur, "filename", None)
+        cur = cur.__cause__ or cur.__context__
+    return str(DiskFull(where or Path.cwd(), e))
+
+
+@contextlib.contextmanager
+def reading(path: str | Path):
+    """Run the block that reads the stored file ``path``; a damaged file (an Arrow error, an OSError other than a
+    missing file or a full disk) becomes :class:`UnreadableFile` naming it and what to do."""
+    try:
+        yield
+    except (UnreadableFile, FileNotFoundError, DiskFull):
+        raise
+    except (pa.ArrowException, OSError, EOFError) as e:
+        if disk_full(e):
+            raise
+        raise UnreadableFile(path, e) from None
+
+
+@contextlib.contextmanager
+def writing(path: str | Path):
+    """Run the block that writes ``path``; a full disk becomes :class:`DiskFull` naming it."""
+    try:
+        yield
+    except DiskFull:
+        raise
+    except (OSError, sqlite3.OperationalError, pa.ArrowException) as e:
+        if disk_full(e):
+            raise DiskFull(path, e) from e
+        raise
 
 
 def to_table(table: str, rows: list[dict[str, Any]]) -> pa.Table:
@@ -68,8 +168,13 @@ def write_parquet(tbl: pa.Table, path: str | Path) -> None:
     path = Path(path)
     _remove_stale_temporaries(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    pq.write_table(tbl, tmp, compression="zstd", write_statistics=True)
-    os.replace(tmp, path)
+    try:
+        with writing(path):
+            pq.write_table(tbl, tmp, compression="zstd", write_statistics=True)
+            os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a full disk (or a kill) leaves no half-written temporary behind
+        raise
 
 
 # ------------------------------------------------------------------ appended tables (responses.parquet)
@@ -146,11 +251,13 @@ def _merge(old: pa.Table | None, new: pa.Table, key: str, replace: set[str]) -> 
 
 def _with_parts(path: Path, table: str, key: str) -> tuple[pa.Table | None, list[Path]]:
     """The stored table with its pending parts merged in (None when neither exists), and those parts."""
-    old = pq.read_table(path) if path.exists() else None
+    with reading(path):
+        old = pq.read_table(path) if path.exists() else None
     parts = pending_parts(path)
     for p in parts:
         try:
-            part = pq.read_table(p)
+            with reading(p):
+                part = pq.read_table(p)
         except FileNotFoundError:
             continue  # merged away by another process meanwhile (it holds the table's lock: not here)
         old, _ = _merge(old, part, key, _replaced(part))
@@ -166,9 +273,10 @@ def read_table(path: str | Path, table: str, columns: list[str] | None = None, k
         if not path.exists():
             out = schema(table).empty_table()
         else:
-            return pq.read_table(path, columns=columns)
+            with reading(path):
+                return pq.read_table(path, columns=columns)
     else:
-        with _FileLock(path, exclusive=False):
+        with _FileLock(path, exclusive=False), reading(path):
             out, _ = _with_parts(path, table, key)
         if out is None:
             out = schema(table).empty_table()
@@ -214,6 +322,7 @@ class TableAppender:
         self._known: set = set()
         self._seen: set[str] = set()
         self._main: tuple | None = None
+        self.added: set = set()  # keys of the rows this appender wrote (what this process added itself)
 
     def _refresh(self) -> None:
         try:
@@ -255,6 +364,7 @@ class TableAppender:
             write_parquet(new, d / name)
             self._seen.add(name)
             self._known |= set(new.column(self.key).to_pylist())
+            self.added |= set(new.column(self.key).to_pylist())
         return new.num_rows
 
     def close(self) -> None:
@@ -359,14 +469,21 @@ def build_hash_of_dir(build_dir: str | Path) -> str:
 def check_build_tables(build_dir: str | Path) -> str:
     """Check that every stored table of the build holds rows of this build only (``build_hash`` column, where
     present, equal to the manifest's). Returns the build hash; raises InputError naming the table and the
-    foreign build hashes."""
+    foreign build hashes, and UnreadableFile for a damaged instances or responses table (a damaged
+    ``scores.parquet`` is skipped: it is derived and rebuilt)."""
     build_dir = Path(build_dir)
     bh = build_hash_of_dir(build_dir)
     for name in ("instances", "responses", "scores"):
         p = build_dir / f"{name}.parquet"
-        if not p.exists() or "build_hash" not in pq.read_schema(p).names:
-            continue
-        found = set(pq.read_table(p, columns=["build_hash"]).column("build_hash").to_pylist()) - {None, bh}
+        try:
+            with reading(p):
+                if not p.exists() or "build_hash" not in pq.read_schema(p).names:
+                    continue
+                found = set(pq.read_table(p, columns=["build_hash"]).column("build_hash").to_pylist()) - {None, bh}
+        except UnreadableFile:
+            if name == "scores":  # derived: unreadable scores are not current, `score` rebuilds them
+                continue
+            raise
         if found:
             raise InputError(f"{p} holds rows of other builds ({sorted(found)}) besides {bh}: results of different "
                              f"builds are never mixed; evaluate each build in its own directory")

@@ -31,6 +31,7 @@ from ctxbench.backfill import BackfillConfig, find_builds
 from ctxbench.evaluate import EvalConfig, evaluate_build, unanswered_calls
 from ctxbench.incremental import report_if_changed, score_if_changed
 from ctxbench.models.local_server import EMBEDDED_MODEL, LocalServer
+from ctxbench.outdir import check_build_out, out_dir_lock
 from ctxbench.progress import emit
 from ctxbench.report import results_table
 from ctxbench.tracks.base import Track, default_track, existing_build, get_track, initial_state, store_outputs
@@ -57,14 +58,16 @@ def run_build(track: Track, cfg: BaseModel | dict, out: str, force: bool = False
     a string). An unchanged build is found by the stage that checks the build directory and left as it is."""
     state = initial_state(track, track.config(cfg), out, force, versioned, None, **inputs)
     result: Any = None
-    for st in track.stages:
-        t = stage_task.with_options(name=f"{track.name}-{st.name}", retries=st.retries,
-                                    retry_delay_seconds=st.retry_delay_s)
-        # quote(): large in-memory objects are passed as they are, not walked by Prefect's parameter resolution
-        result = t(track.name, st.name, quote(tuple(state[k] for k in st.inputs)))
-        store_outputs(st, result, state)
-        if (done := existing_build(result)) is not None:
-            return _result(done)
+    # one build at a time per --out (ctxbench.outdir); a refused --out gets no lock file
+    with out_dir_lock(out, check=lambda: check_build_out(out, force, versioned)):
+        for st in track.stages:
+            t = stage_task.with_options(name=f"{track.name}-{st.name}", retries=st.retries,
+                                        retry_delay_seconds=st.retry_delay_s)
+            # quote(): large in-memory objects are passed as they are, not walked by Prefect's parameter resolution
+            result = t(track.name, st.name, quote(tuple(state[k] for k in st.inputs)))
+            store_outputs(st, result, state)
+            if (done := existing_build(result)) is not None:
+                return _result(done)
     return _result(result)
 
 

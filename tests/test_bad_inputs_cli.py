@@ -28,7 +28,7 @@ def test_fetch_corpus_never_replaces_a_foreign_directory(tmp_path):
     out = tmp_path / "mine"
     out.mkdir()
     (out / "notes.txt").write_text("precious")
-    with pytest.raises(InputError, match="not a corpus directory"):
+    with pytest.raises(InputError, match="holds no ctxbench corpus directory"):
         fetch_corpus(out, local=src)
     assert (out / "notes.txt").read_text() == "precious"
     # the source inside (or equal to) --out is refused even when --out is otherwise a corpus

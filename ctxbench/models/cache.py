@@ -221,12 +221,18 @@ class ResponseCache:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._busy_timeout_s = busy_timeout_s
-        self._con = sqlite3.connect(self.path, check_same_thread=False, timeout=busy_timeout_s)
-        open_wal(self._con, busy_timeout_s, CACHE_SCHEMA)
+        from ..storage import writing
+
+        with writing(self.path):  # a full disk names the cache file ($CTXBENCH_HOME), never a bare "disk I/O error"
+            self._con = sqlite3.connect(self.path, check_same_thread=False, timeout=busy_timeout_s)
+            open_wal(self._con, busy_timeout_s, CACHE_SCHEMA)
 
     def _write(self, fn):
-        """``fn()`` under this object's lock, retried while the file is locked (:func:`_retry_locked`)."""
-        with self._lock:
+        """``fn()`` under this object's lock, retried while the file is locked (:func:`_retry_locked`). Raises
+        ctxbench.storage.DiskFull naming the cache file when its disk is full."""
+        from ..storage import writing
+
+        with self._lock, writing(self.path):
             return _retry_locked(self._con, fn, self._busy_timeout_s)
 
     def get(self, key: str) -> dict | None:

@@ -26,9 +26,31 @@ from .gateway import NOT_ATTEMPTED, CallResult, Gateway, PermanentError, RetryPo
 
 # cached answers; the rest are retried (an ``error`` row is never an answer: the same command asks it again)
 STORED_STATUSES = ("ok", "over_length", "truncated", "cut_off", "refused_by_provider")
-# stored rows that are no answer: the same command asks them again, the new row replaces them (never cached)
-ASKED_AGAIN = ("error", "empty_reply")
 CONFIG_STOP_AFTER = 3  # the first calls of a run failing alike with a permanent 4xx (or a config_error): stop
+
+
+async def _all_or_none(coros: list) -> list:
+    """``asyncio.gather`` of ``coros``; when one raises (a full disk while its row is stored, a Ctrl-C), the others
+    are cancelled and awaited before the error goes on, so no call is left half-made in a closing event loop (no
+    ``coroutine ... was never awaited`` warning, no connection torn down under a running request)."""
+    tasks = [asyncio.ensure_future(c) for c in coros]
+    try:
+        return await asyncio.gather(*tasks)
+    except BaseException:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+
+
+def asked_again(status: str | None) -> bool:
+    """Whether a stored row of this ``status`` is a failed call that the same command asks again (its new row
+    replaces it): every status but the answers of :data:`STORED_STATUSES` (``error`` and any server-fault status).
+    The one predicate for planning the calls and for the exit status of a run that leaves such rows
+    (docs/reference/exit-codes.md)."""
+    return status not in STORED_STATUSES
+
+
 WINDOW_DEPENDENT = ("over_length", "truncated")  # outcomes that change with the server's context window
 CLAIM_LEASE_S = 60.0  # a worker's claim on a request key lapses this long after its last heartbeat
 BATCH_ROUNDS = 3  # batches a request is sent in at most (the first, then its transient errors and expiries)
@@ -445,10 +467,10 @@ class CallRunner:
 
         hb = asyncio.create_task(self._heartbeats())
         try:
-            done = await asyncio.gather(*(go(i, False) for i in range(len(requests))))
+            done = await _all_or_none([go(i, False) for i in range(len(requests))])
             deferred = [i for i, d in enumerate(done) if not d]
             if deferred:
-                await asyncio.gather(*(go(i, True) for i in deferred))
+                await _all_or_none([go(i, True) for i in deferred])
         finally:
             hb.cancel()
             await self._gw.aclose()

@@ -500,15 +500,16 @@ def _buildable(db: PreparedDatabase, qs: list[dict], seed: int, integer_division
 
 
 def import_questions(spider: str | Path, db_dir: str | Path, out: str | Path, seed: int = 0,
-                     integer_division: str = "exact") -> ImportResult:
+                     integer_division: str = "exact", force: bool = False) -> ImportResult:
     """Import the Spider/BIRD question file ``spider`` for the databases under ``db_dir`` into ``out`` (module
     docstring). Returns the report and the query sets written.
 
     Each database is prepared once (:class:`PreparedDatabase`: loaded, the value rule applied, the gold engines
     loaded) and shared by all its questions. ``integer_division``: ``"exact"`` rejects an answer SQLite's integer
     division truncates, ``"sqlite"`` keeps it (:func:`ctxbench.gold.compute_gold`); recorded in each query set's
-    ``source``. Raises InputError when the question file cannot be read, ``db_dir`` is not a directory or
-    ``integer_division`` is unknown; a bad question, a missing database or an SQL the engines reject is a report
+    ``source``. Raises InputError when the question file cannot be read, ``db_dir`` is not a directory,
+    ``integer_division`` is unknown or ``out`` holds anything but an earlier import (unless ``force``;
+    ctxbench.outdir); a bad question, a missing database or an SQL the engines reject is a report
     line with its reason (the rest goes on).
     """
     spider, db_dir, out = Path(spider), Path(db_dir), Path(out)
@@ -519,6 +520,10 @@ def import_questions(spider: str | Path, db_dir: str | Path, out: str | Path, se
         raise InputError(f"--db-dir {db_dir} is not a directory: pass the directory holding <db_id>/<db_id>.sqlite")
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out} is a file: pass a directory for the query sets and the report")
+    from ..outdir import claim_out_dir
+
+    # the rule of every --out (ctxbench.outdir): an earlier import (its report) is written again, nothing else
+    claim_out_dir(out, "questions import", force=force, is_own=(out / REPORT).exists(), what="question import")
     stem = re.sub(r"[^A-Za-z0-9]+", "_", spider.stem).strip("_") or "q"
     dbs: dict[str, tuple[PreparedDatabase | None, str | None]] = {}
     try:

@@ -6,7 +6,9 @@ over HTTP), in the manner of inspect_ai's log viewer and HELM's instance pages.
 Data are written beside the page from the stored Parquet tables (``instances``, ``responses``, ``scores``), never
 read from the build by the page: ``report/browser/data.js`` (one ``<script src>``: a ``file://`` page cannot
 ``fetch()``) holds instances and answers; each distinct context is its own ``report/browser/contexts/<key>.js``,
-loaded only when its instance's context is opened (a 1M-token context is megabytes). Every text reaches the page as
+loaded only when its instance's context is opened (a 1M-token context is megabytes); likewise an answer with a text
+over :data:`PREVIEW_CHARS` characters keeps its first characters in ``data.js`` and its whole texts in
+``report/browser/replies/<key>.js``, loaded when the reader asks to see it all (:func:`lazy_long_texts`). Every text reaches the page as
 JSON inside JavaScript with ``<``, ``>``, ``&`` and the line separators escaped, and is put into the page as text
 (never as HTML), so replies holding HTML, ``<think>`` blocks or chat special tokens show as written.
 
@@ -56,6 +58,10 @@ MAX_FACET_VALUES = 40
 MAX_QUESTIONS = 1000  # a build with more distinct questions gets no question list (the text search remains)
 # above this many characters in reply × visible text, reasoning is not aligned character by character
 _ALIGN_LIMIT = 40_000_000
+# characters of each text of an answer (reply, visible reply, each reasoning block, reasoning field) kept in
+# data.js; an answer with a longer text gets its whole texts in browser/replies/<key>.js, loaded on "show all"
+PREVIEW_CHARS = 2_000
+_LONG_TEXTS = ("reply", "visible", "reasoning", "reasoning_field")
 
 
 def instances_link(filters: Mapping[str, Any] | None = None, page: str = PAGE) -> str:
@@ -266,6 +272,32 @@ def _write_text(p: Path, text: str) -> None:
     tmp.replace(p)
 
 
+def lazy_long_texts(answer: dict, out: Path, written: set[str]) -> None:
+    """Keep ``data.js`` small whatever the replies hold (issue 31: three hostile 2 MB replies made it 18 MB): when
+    a text of ``answer`` (its reply, visible reply, reasoning blocks or reasoning field) is longer than
+    :data:`PREVIEW_CHARS` characters, write the whole texts to ``out/browser/replies/<key>.js``
+    (``ctxbenchReply(key, {...})``, loaded by the page only on "show all") and keep the first
+    ``PREVIEW_CHARS`` characters of each in ``answer``, with ``full = {"key", "chars": {text: length}}``.
+    ``key``: SHA-256 of the answer's request key (20 hex digits); added to ``written``."""
+    texts = {k: answer.get(k) for k in _LONG_TEXTS}
+    longest = max([len(v) for v in texts.values() if isinstance(v, str)]
+                  + [len(b) for b in texts["reasoning"] or []] + [0])
+    if longest <= PREVIEW_CHARS:
+        return
+    key = hashlib.sha256(str(answer.pop("_key")).encode("utf-8")).hexdigest()[:20]
+    rdir = out / DATA_DIR / "replies"
+    rdir.mkdir(parents=True, exist_ok=True)
+    _write_text(rdir / f"{key}.js", f"ctxbenchReply({_js(key)},{_js(texts)});\n")
+    written.add(key)
+    chars = {k: len(v) for k, v in texts.items() if isinstance(v, str)}
+    chars["reasoning"] = sum(len(b) for b in texts["reasoning"] or [])
+    for k in ("reply", "visible", "reasoning_field"):
+        if isinstance(texts[k], str):
+            answer[k] = texts[k][:PREVIEW_CHARS]
+    answer["reasoning"] = [b[:PREVIEW_CHARS] for b in texts["reasoning"] or []]
+    answer["full"] = {"key": key, "chars": chars}
+
+
 def write_contexts(build_dir: Path, out: Path, evidence: dict[str, list]) -> tuple[dict[str, dict], list[str]]:
     """Write one ``contexts/<key>.js`` per distinct context (read from ``instances.parquet`` in batches) and
     return, per instance id, ``{"context": key, "chars": n, "spans": char spans or None}``, and the instances
@@ -395,6 +427,7 @@ def browser_data(build_dir: str | Path, out: str | Path) -> tuple[dict, list[str
     from ..models.effort import display_model
 
     answers = []
+    long_written: set[str] = set()  # answers whose whole texts are in browser/replies/ (lazy_long_texts)
     prompts: dict[str, dict] = {}  # the model filter names a run with a reasoning effort model@effort
     for r in sorted(resp, key=lambda r: (index.get(r["instance_id"], -1), r["model"], r["mode"], r["sample"],
                                          r["request_key"])):
@@ -414,7 +447,13 @@ def browser_data(build_dir: str | Path, out: str | Path) -> tuple[dict, list[str
             "details": {s["matcher"]: _parsed(s.get("details")) for s in sc if s.get("details") is not None},
             "finish_reason": r.get("finish_reason"), "cut_off": output_limit_ended(r), "prompt": pkey,
             "prompt_tokens": r.get("prompt_tokens"), "completion_tokens": r.get("completion_tokens"),
-            "cached": bool(r.get("cached"))})   # latency left out: the same build reports the same bytes
+            "cached": bool(r.get("cached")), "_key": r["request_key"]})   # latency left out: same build, same bytes
+        lazy_long_texts(answers[-1], out, long_written)
+        answers[-1].pop("_key", None)
+    rdir = out / DATA_DIR / "replies"
+    for p in rdir.glob("*.js") if rdir.is_dir() else []:  # replies no longer in the build (or now short)
+        if p.stem not in long_written:
+            p.unlink()
     matchers = sorted({s["matcher"] for s in scores})
     questions = sorted({i["question"] for i in instances})
     return {"instances": instances, "questions": questions if len(questions) <= MAX_QUESTIONS else [], "answers": answers,
@@ -434,6 +473,7 @@ def write_browser(build_dir: str | Path, out: str | Path, title: str = "") -> Br
     data, errors = browser_data(build_dir, out)
     data["title"] = title
     data["span_errors"] = errors[:50]
+    data["preview_chars"] = PREVIEW_CHARS
     _write_text(out / DATA_DIR / "data.js", f"window.CTXBENCH_BROWSER={_js(data)};\n")
     page = out / PAGE
     _write_text(page, page_html(title))
@@ -442,4 +482,4 @@ def write_browser(build_dir: str | Path, out: str | Path, title: str = "") -> Br
 
 
 __all__ = ["CONTEXT_MARK", "BrowserData", "answer_position_label", "output_limit_ended", "prompt_parts", "browser_data", "char_spans", "facet_columns", "instances_link", "mode_label",
-           "split_reasoning", "write_browser", "write_contexts"]
+           "lazy_long_texts", "split_reasoning", "write_browser", "write_contexts"]

@@ -210,6 +210,21 @@ JS = r"""
     }
     var r = el('div', 'reply'); r.appendChild(el('span', 'label', 'reply'));
     r.appendChild(el('pre', null, a.reply == null ? '(none)' : (a.visible === '' && a.reply ? '(only reasoning)' : a.visible)));
+    if (a.full) {  // a long answer: its first characters are here, the whole texts load on demand
+      var all = el('button', 'showall', 'show all (' + fmtInt(Math.max(a.full.chars.reply || 0, a.full.chars.visible || 0,
+        a.full.chars.reasoning || 0, a.full.chars.reasoning_field || 0)) + ' characters; the first ' +
+        fmtInt(D.preview_chars) + ' of each text are shown)');
+      all.type = 'button';
+      all.addEventListener('click', function () {
+        all.disabled = true; all.textContent = 'loading…';
+        loadReply(a.full.key, function (full) {
+          if (full == null) { all.textContent = 'the reply file could not be loaded'; return; }
+          Object.keys(full).forEach(function (k) { a[k] = full[k]; }); delete a.full;
+          art.parentNode.replaceChild(renderAnswer(a, inst, s), art);
+        });
+      });
+      r.appendChild(all);
+    }
     art.appendChild(r);
     var reasons = (a.reasoning_field ? [a.reasoning_field] : []).concat(a.reasoning || []);
     if (reasons.length) {
@@ -246,6 +261,21 @@ JS = r"""
     window.__ctxbenchContexts[key] = text;
     (pending[key] || []).forEach(function (f) { f(text); }); delete pending[key];
   };
+  window.ctxbenchReply = function (key, texts) {
+    window.__ctxbenchReplies = window.__ctxbenchReplies || {};
+    window.__ctxbenchReplies[key] = texts;
+    (pendingReplies[key] || []).forEach(function (f) { f(texts); }); delete pendingReplies[key];
+  };
+  var pendingReplies = {};
+  function loadReply(key, done) {
+    var have = window.__ctxbenchReplies && window.__ctxbenchReplies[key];
+    if (have != null) return done(have);
+    if (pendingReplies[key]) { pendingReplies[key].push(done); return; }
+    pendingReplies[key] = [done];
+    var sc = document.createElement('script'); sc.src = 'browser/replies/' + key + '.js';
+    sc.onerror = function () { (pendingReplies[key] || []).forEach(function (f) { f(null); }); delete pendingReplies[key]; };
+    document.head.appendChild(sc);
+  }
   var pending = {};
   function loadContext(key, done) {
     var have = window.__ctxbenchContexts && window.__ctxbenchContexts[key];

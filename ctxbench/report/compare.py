@@ -62,19 +62,23 @@ class CompareResult:
     significant: int = 0  # of them significant after Holm's correction
 
 
-def compare_runs(dirs: list[str | Path], out: str | Path) -> CompareResult:
+def compare_runs(dirs: list[str | Path], out: str | Path, force: bool = False) -> CompareResult:
     """Find every build under ``dirs`` (:func:`ctxbench.analysis.compare.discover_builds`), make the catalogue
     ``out/catalogue.duckdb``, compute the leaderboard from it, store it in the catalogue and as Parquet, and render
     ``out/index.html`` from the catalogue's tables (module docstring). Raises InputError for a directory that holds
-    no build, or an ``out`` inside a build directory (a build is immutable but for its evaluation tables)."""
+    no build, an ``out`` inside a build directory (a build is immutable but for its evaluation tables), or an
+    ``out`` holding anything but an earlier leaderboard, unless ``force`` (:func:`ctxbench.outdir.check_out_dir`)."""
     from ..errors import InputError
 
     out = Path(out).resolve()
     for d in (out, *out.parents):
         if (d / "manifest.json").exists() and (d / "instances.parquet").exists():
             raise InputError(f"--out {out} is inside the build {d}: write the leaderboard elsewhere")
+    from ..outdir import check_out_dir, mark_out_dir
+
+    check_out_dir(out, "compare", force=force, what="leaderboard")
     builds = discover_builds(dirs)
-    out.mkdir(parents=True, exist_ok=True)
+    mark_out_dir(out, "compare")
     cat = out / "catalogue.duckdb"
     con = builds_catalogue(builds, cat)
     try:

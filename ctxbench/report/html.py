@@ -136,7 +136,9 @@ def build_report(build_dir: str | Path, options: Mapping[str, Any] | None = None
     """Write ``report/index.html`` and ``report/*.parquet`` for the build; returns the HTML path. ``options``:
     report options passed to every section (``{"regime": ["stable_floor=0.5"]}`` overrides the needles
     decay-regime thresholds of ``assets/analysis/needles.yaml``). Raises InputError for a build directory without
-    instances, and what a section raises for a bad option."""
+    instances, and what a section raises for a bad option (a damaged ``scores.parquet`` is named: the CLI's
+    ``report`` and :func:`ctxbench.incremental.report_if_changed` score it again first,
+    :func:`ctxbench.incremental.rescore_if_unreadable`)."""
     build_dir = require_build(build_dir)
     out = build_dir / "report"
     out.mkdir(exist_ok=True)

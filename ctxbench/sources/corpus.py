@@ -522,11 +522,12 @@ def _safe_name(name: str) -> str:
 
 def fetch_corpus(out: str | Path, *, local: str | Path | None = None, urn: str | None = None,
                  base_url: str | None = None, apikey: str | None = None, remap: str | None = None,
-                 exclude: Iterable[str] = (), corpus_id: str | None = None) -> Corpus:
+                 exclude: Iterable[str] = (), corpus_id: str | None = None, force: bool = False) -> Corpus:
     """Fetch a corpus into the directory ``out`` (module docstring): from the local directory ``local``, or from
     the ctext API (``urn`` of the book at ``base_url``). Volumes are put in canonical order, the ``exclude``d ones
     left out (and listed in ``corpus.json``), each with its SHA-256. ``out`` is replaced atomically. Raises
-    InputError for a bad source, an exclusion that matches nothing, or neither/both of ``local`` and ``urn``."""
+    InputError for a bad source, an exclusion that matches nothing, neither/both of ``local`` and ``urn``, or an
+    ``out`` holding anything but an earlier corpus (unless ``force``: it is then replaced; ctxbench.outdir)."""
     from ..storage import write_json
 
     if (local is None) == (urn is None):
@@ -549,9 +550,11 @@ def fetch_corpus(out: str | Path, *, local: str | Path | None = None, urn: str |
         if lr == orr or orr in lr.parents:
             raise InputError(f"--out {out} holds the source --local {local}: writing the corpus there would delete "
                              f"the source; choose another --out")
-    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / CORPUS_MANIFEST).exists())):
-        raise InputError(f"--out {out} exists and is not a corpus directory (no {CORPUS_MANIFEST}): it would be "
-                         f"replaced; choose a new or empty --out")
+    from ..outdir import check_out_dir
+
+    # the rule of every --out (ctxbench.outdir): a corpus directory (its corpus.json) is replaced, nothing else
+    check_out_dir(out, "fetch corpus", force=force, is_own=(out / CORPUS_MANIFEST).exists(),
+                  what=f"corpus directory (no {CORPUS_MANIFEST}; it would be replaced)")
     vols, order = order_volumes(vols, str(local) if local is not None else f"ctext {urn}")
     kept, excluded = apply_exclusions(vols, exclude)
     tmp = out.with_name(f".{out.name}.tmp")

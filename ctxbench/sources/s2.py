@@ -285,18 +285,23 @@ def _pages(path: Path) -> int | None:
         return None
 
 
-def fetch_clusters(out_dir, cfg: FetchConfig | None = None) -> tuple[list[dict], list[dict]]:
+def fetch_clusters(out_dir, cfg: FetchConfig | None = None, force: bool = False) -> tuple[list[dict], list[dict]]:
     """Fetch clusters into ``out_dir``: ``<paperId>.pdf`` per kept paper and ``metadata.json`` (the shared
     metadata shape). PDFs already in ``out_dir`` are not downloaded again. Returns (metadata rows, quarantine
     rows); also writes ``quarantine.json`` when some paper was left out.
 
-    Raises InputError for bad counts and FetchError when the API cannot be used."""
+    Raises InputError for bad counts, or an ``out_dir`` holding anything but an earlier fetch (unless ``force``;
+    ctxbench.outdir), and FetchError when the API cannot be used."""
     cfg = cfg or FetchConfig()
     if cfg.seeds_per_subject < 1 or cfg.first_hop < 0 or cfg.second_hop < 0 or not cfg.subjects:
         raise InputError("fetch s2: --subjects must name at least one subject, --seeds-per-subject must be >= 1 "
                          "and --first-hop / --second-hop >= 0")
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    from ..outdir import claim_out_dir
+
+    # the rule of every --out (ctxbench.outdir): an earlier fetch (its metadata.json, PDFs) is completed, nothing else
+    claim_out_dir(out, "fetch s2", force=force, is_own=(out / "metadata.json").exists(),
+                  what="paper fetch (no metadata.json)")
     papers, cites = asyncio.run(discover(cfg))
     rows: list[dict] = []
     quarantine: list[dict] = []

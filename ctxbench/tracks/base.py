@@ -348,19 +348,23 @@ def run_stages(track: Track, cfg: BaseModel, out: str | Path, *, force: bool = F
                progress: Callable[[int, int], None] | None = None, on_stage: Callable[[Stage], None] | None = None,
                **inputs: Any) -> BuildResult:
     """Run ``track``'s stages in order in this process and return the last stage's BuildResult (or the existing
-    build a stage found: the remaining stages are skipped)."""
+    build a stage found: the remaining stages are skipped). Holds the lock on ``out`` throughout
+    (:func:`ctxbench.outdir.out_dir_lock`): raises DirectoryBusy when another process is building into it."""
     state = initial_state(track, cfg, out, force, versioned, progress, **inputs)
     result: Any = None
+    from ..outdir import check_build_out, out_dir_lock
     from ..progress import emit
 
-    for stage in track.stages:
-        emit("build", f"{track.name}: {stage.name}")
-        if on_stage is not None:
-            on_stage(stage)
-        result = call_stage(stage, state)
-        store_outputs(stage, result, state)
-        if (done := existing_build(result)) is not None:
-            return done
+    # one build at a time per --out (ctxbench.outdir); a refused --out gets no lock file
+    with out_dir_lock(out, check=lambda: check_build_out(out, force, versioned)):
+        for stage in track.stages:
+            emit("build", f"{track.name}: {stage.name}")
+            if on_stage is not None:
+                on_stage(stage)
+            result = call_stage(stage, state)
+            store_outputs(stage, result, state)
+            if (done := existing_build(result)) is not None:
+                return done
     return result
 
 

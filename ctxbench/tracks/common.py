@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from .. import __version__
 from ..errors import InputError
 from ..hashing import file_sha256
+from ..outdir import BUILD_ENTRIES, check_build_out  # noqa: F401  (BUILD_ENTRIES: what a build may hold unfinished)
 
 
 @dataclass
@@ -40,9 +41,6 @@ def asset_hash(path: str | Path) -> str:
     return file_sha256(p) if p.exists() else ""
 
 
-# what a build directory may hold before its manifest is written (an interrupted build restarts over these)
-BUILD_ENTRIES = frozenset({"instances.parquet", "quarantine.parquet", "articles.parquet", "source.sqlite",
-                           "collections", "responses.parquet", "scores.parquet", "report", "calibration.json"})
 
 
 def check_out_dir(out: str | Path, build_hash: str, force: bool = False) -> BuildResult | None:
@@ -57,11 +55,9 @@ def check_out_dir(out: str | Path, build_hash: str, force: bool = False) -> Buil
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out} is a file: pass a directory for the build")
     if not mpath.exists():
-        foreign = sorted(p.name for p in out.iterdir() if not p.name.startswith(".")
-                         and p.name not in BUILD_ENTRIES) if out.is_dir() else []
-        if foreign and not force:
-            raise InputError(f"--out {out} is not empty and holds no ctxbench build ({', '.join(foreign[:5])}"
-                             f"{' …' if len(foreign) > 5 else ''}): choose another --out or pass --force")
+        from ..outdir import check_out_dir as check_dir
+
+        check_dir(out, "build", force=force, own=BUILD_ENTRIES, what="build")  # the rule of every --out
         return None
     try:
         old = json.loads(mpath.read_text(encoding="utf-8"))
@@ -239,6 +235,8 @@ class BuildWriter:
         root = Path(out)
         if root.exists() and not root.is_dir():
             raise InputError(f"--out {root} is a file: pass a directory for the build")
+        if versioned:  # a run root: the rule of every --out (ctxbench.outdir), for the root itself
+            check_build_out(root, force, versioned=True)
         self.root = root if versioned else None
         self.dir = root / build_hash if versioned else root
         self.build_hash = build_hash

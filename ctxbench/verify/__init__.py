@@ -306,8 +306,11 @@ def verify_build(build_dir: str | Path, write: bool = True) -> VerifyResult:
         raise InputError(f"--build {d}: no instances.parquet there; {hint}")
     manifest = read_manifest(d)
     # contexts read dictionary-encoded: instances sharing a context (most do) decode its pages once
-    names = pq.read_schema(p).names
-    rows = pq.read_table(p, read_dictionary=[c for c in ("context",) if c in names]).to_pylist()
+    from ..storage import reading
+
+    with reading(p):  # a damaged file is named (storage.UnreadableFile)
+        names = pq.read_schema(p).names
+        rows = pq.read_table(p, read_dictionary=[c for c in ("context",) if c in names]).to_pylist()
     res = verify_rows(d, rows, manifest)
     res.notes[:0] = manifest_notes(d, rows, manifest)
     if write:
