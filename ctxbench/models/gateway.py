@@ -854,7 +854,7 @@ def completion_result(model: str, choice: dict, msg: dict, usage: Any, zeros_mea
     - ``cut_off`` when the finish reason is length-like (:func:`is_length_finish`), or, where the server sent no
       finish reason, the completion tokens reached ``max_tokens``: the budget ended the reply, so whether its
       final answer was whole cannot be known (a list may stop after two of five items, "Answer: 9" may have been
-      going to be "96"), and it is not scored;
+      going to be "96"), so it earns no credit (``score`` scores it 0, tag ``cut_off``);
     - else ``ok``; a reply whose content is empty but whose reasoning field holds the reply (a reasoning parser
       that put everything in ``reasoning_content``) stays ``ok`` with ``response`` empty and the text in
       ``reasoning``: the answer pipeline takes the final answer from it."""
@@ -881,7 +881,7 @@ def completion_result(model: str, choice: dict, msg: dict, usage: Any, zeros_mea
         where = "its reasoning" if not (content or "").strip() else "the reply"
         error = (f"cut off: the output budget of {max_tokens if max_tokens else '?'} tokens ended {where} "
                  f"(finish_reason {finish!r}, {ct if ct is not None else '?'} completion tokens) before it was "
-                 f"finished; not scored. Raise the budget with --max-tokens (or the model's max_output_tokens in "
+                 f"finished; scored 0 (cut off). Raise the budget with --max-tokens (or the model's max_output_tokens in "
                  f"assets/models.yaml) and rerun.")
     else:
         status = "ok"

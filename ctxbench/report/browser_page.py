@@ -183,7 +183,11 @@ JS = r"""
     Object.keys(a.tags).forEach(function (k) { (a.tags[k] || []).forEach(function (t) { tags[t] = 1; }); });
     Object.keys(tags).forEach(function (t) { h.appendChild(el('span', 'tag', t)); });
     art.appendChild(h);
-    if (a.status !== 'ok') art.appendChild(el('div', 'status', 'status ' + a.status + (a.error ? ': ' + a.error : '')));
+    if (a.cut_off) art.appendChild(el('div', 'status', a.scores[m] != null ?
+      '0, cut off: the output budget ended this reply before its answer; every matcher scores it 0 and the mean ' +
+      'counts it (raise --max-tokens and rerun to ask again)' :
+      'cut off, not scored yet: the output budget ended this reply before its answer (ctxbench score scores it 0)'));
+    else if (a.status !== 'ok') art.appendChild(el('div', 'status', 'status ' + a.status + (a.error ? ': ' + a.error : '')));
     var fin = 'finish reason: ' + (a.finish_reason == null ? 'not stored' : a.finish_reason);
     fin += a.cut_off ? ' · the output limit ended the reply' : (a.finish_reason == null ? '' : ' · the model ended the reply');
     art.appendChild(el('div', 'finish' + (a.cut_off ? ' status' : ''), fin));
