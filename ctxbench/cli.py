@@ -1401,8 +1401,16 @@ def run_cmd(
     # context per length, whose prefix the server keeps (each further question costs its own tokens only). The
     # sample is the same for every model (it depends on the build and --per-length only), so models run one
     # after another on the same build are compared on the same instances.
-    what = getattr(cfg, "queries", None) or getattr(cfg, "db", None) or track.name
-    console.print(f"ctxbench run ({engine}): building {what} at {', '.join(map(str, ls))} tokens, then evaluating "
+    what = str(getattr(cfg, "db", None) or track.name) + (f" (query set {cfg.queries})" if getattr(cfg, "queries", None)
+                                                           else "")
+    how = [str(getattr(cfg, "tokenizer", "") or "")]
+    if getattr(cfg, "setting", None) == "density":
+        how.append(f"{cfg.density:.0%} density")
+    elif getattr(cfg, "setting", None) == "amount":
+        how.append(f"{cfg.amount_tokens:,} relevant tokens")
+    how.append(",".join(map(str, getattr(cfg, "positions", None) or [])))
+    console.print(f"ctxbench run ({engine}): building {what} at {', '.join(map(str, ls))} tokens "
+                  f"({', '.join(h for h in how if h)}), then evaluating "
                   f"a sample of {per_length} questions per length on as few contexts as possible with {where}.",
                   markup=False)
     if embedded:
