@@ -203,7 +203,8 @@ def breakdowns(rows: list[dict]) -> dict[str, list[dict]]:
 
 def call_counts(build_dir: str | Path) -> list[dict]:
     """Calls per model × mode: ok, over-length, failed (error rows), refused, cached, retries, and the replies
-    stored but not scored: cut off by the output budget (``cut_off``) and truncated by the server."""
+    that earn no score of their own: cut off by the output budget (``cut_off``, scored 0) and truncated by the server
+    (not scored)."""
     from ..models.effort import display_model, is_cut_off
 
     resp = read_table(Path(build_dir) / "responses.parquet", "responses").to_pylist()
