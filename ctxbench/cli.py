@@ -1468,6 +1468,13 @@ def run_cmd(
     s = _run_summary(res, model)
     rc = _report_evaluation(EvalSummary(**{k: v for k, v in s.items() if k in EvalSummary.__dataclass_fields__}),
                             build) if s else 0
+    from .report import results_table
+
+    stored = sum(r.get("cut_off", 0) for r in results_table(build, primary_only=True) if r["model"] == model)
+    if stored and not (s or {}).get("cut_off"):  # a rerun: the cut-off replies were stored by an earlier run
+        console.print(f"cut off: {stored} stored replies of {model} ended at the output budget before they finished "
+                      f"(asked by an earlier run; scored 0, counted in the table): raise the budget with --max-tokens "
+                      f"and rerun to ask them again", markup=False)
     if rc:
         raise typer.Exit(rc)
 

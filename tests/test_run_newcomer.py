@@ -96,6 +96,12 @@ def test_own_db_and_query_set_reach_a_table_in_one_command(engine, spider_db, tm
                   "--per-length", "2", "--model", "openai/x", "--base-url", srv.base_url, "--out",
                   str(tmp_path / "r")], env={"CTXBENCH_HOME": str(tmp_path / "home")})
         calls = srv.count
+        # the same command again: nothing is asked, and the stored cut-off reply is still named with the advice
+        again = _cli(["run", "--engine", engine, "--db", db, "--queries", str(q), "--lengths", "1024,2048",
+                      "--per-length", "2", "--model", "openai/x", "--base-url", srv.base_url, "--out",
+                      str(tmp_path / "r")], env={"CTXBENCH_HOME": str(tmp_path / "home")})
+        assert srv.count == calls and again.returncode == 0, again.stderr
+        assert "cut off: 1 stored replies of openai/x ended at the output budget" in again.stderr
     out = r.stdout + r.stderr
     assert r.returncode == 0, out
     assert "Traceback" not in out and "ERROR" not in out
