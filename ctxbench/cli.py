@@ -69,7 +69,17 @@ class _RootGroup(TyperGroup):
     """The ``ctxbench`` group: a usage error (a bad option value, a missing option, an unknown command) is printed
     as one unwrapped line, ``error: Invalid value for '--db': ...`` after the usage, like every other error of the
     CLI (:func:`_fail`), so paths in messages stay whole and logs can be searched; exit status 2. A Ctrl-C prints
-    ``interrupted`` and exits 130 (128 + SIGINT), never a traceback."""
+    ``interrupted`` and exits 130 (128 + SIGINT), never a traceback. ``run`` is made when asked for
+    (:func:`_run_command`: its options include the default track's build options)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        names = super().list_commands(ctx)
+        return names if "run" in names else [*names, "run"]
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name == "run" and "run" not in self.commands:
+            self.commands["run"] = _run_command()
+        return super().get_command(ctx, name)
 
     def invoke(self, ctx):
         try:
@@ -680,9 +690,9 @@ def _report_evaluation(s, build: Path, prefix: str = "") -> int:
                          if s.taken_by_others else "")
                       + f"{s.already_stored} already stored"
                       + (f" ({s.replaced_errors} error rows asked again)" if s.replaced_errors else "")
-                      + f"; {s.over_length} over length, {s.cut_off} cut off by the output budget, "
-                      f"{s.truncated} truncated by the server, {s.refused} refused by the provider (none of them "
-                      f"scored), {s.errors} failed, "
+                      + f"; {s.over_length} over length, {s.cut_off} cut off by the output budget (scored 0), "
+                      f"{s.truncated} truncated by the server, {s.refused} refused by the provider (over length, "
+                      f"truncated and refused: not scored), {s.errors} failed, "
                       f"{s.unfinished} unfinished (rerun to retry); {s.retries} retries "
                       f"({s.retry_delay_s:.1f} s waited); {s.new_rows} rows added to {build / 'responses.parquet'}")
     if s.others_rows:  # two evaluations of one build at once: each says what it did, and what the other added
@@ -692,7 +702,7 @@ def _report_evaluation(s, build: Path, prefix: str = "") -> int:
         more = (s.max_tokens or 0) * 4 or 16384
         console.print(f"{prefix}cut off: {s.cut_off} replies ended at the output budget of {s.max_tokens} tokens "
                       f"before they finished (finish_reason length, max_tokens, MAX_TOKENS, ...): they are stored "
-                      f"with status cut_off and not scored. Raise the budget with --max-tokens (e.g. --max-tokens "
+                      f"with status cut_off and scored 0 (tag cut_off), which the mean counts as wrong. Raise the budget with --max-tokens (e.g. --max-tokens "
                       f"{more}) or the model's max_output_tokens in assets/models.yaml, and rerun: the new budget is "
                       f"a new request, so only these calls' answers change", markup=False)
     unfinished_fr = getattr(s, "unfinished_finish", None) or {}
@@ -946,6 +956,7 @@ def score_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help
     for bench, t in sorted((s.tagging or {}).items()):   # what each track's failure tagger returned
         msg += f"; {bench} failure tags: {tagging_text(t)}" if t is not None else ""
     out_console.print(msg)
+    _shared_note(build)
     judge_failed = sum(c.get("judge_failed", 0) for c in (s.judges or {}).values())
     if judge_failed and not s.matcher_errors:  # judge calls that failed: exit 1, a rerun asks them again
         console.print(f"error: {judge_failed} judge call(s) failed (not scored); the same command asks them again",
@@ -1066,6 +1077,7 @@ def report_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, hel
     except USER_ERRORS as e:
         _fail(e)
     out_console.print(f"report → {p}")
+    _shared_note(build)
 
 
 @app.command("compare")
@@ -1151,25 +1163,65 @@ def export_cmd(
 
 
 def print_results(build: Path) -> None:
-    """The results table (model, context length, score) and where the files are."""
+    """The results table (model, context length, score, replies cut off) and where the files are. Where models side
+    by side were scored on different instances, says so and prints the table of the shared instances beside it
+    (:func:`print_shared_comparison`)."""
     from .report import results_table
-    from .scoring.metrics import length_averages
 
     rows = results_table(build, primary_only=True)
-    t = Table(title="ctxbench results (each track's primary matcher, mean score over instances)")
-    for c in ("model", "mode", "matcher", "context length", "instances", "score", "95% CI"):
-        t.add_column(c, justify="right" if c not in ("model", "mode", "matcher") else "left")
-    for r in rows:
-        t.add_row(r["model"], r["mode"], r["matcher"], f"{r['context_length']:,}", str(r["n"]), f"{r['score']:.3f}",
-                  f"{r['ci_low']:.3f}–{r['ci_high']:.3f}")
-    for m, md, mt in sorted({(r["model"], r["mode"], r["matcher"]) for r in rows}):
-        a = length_averages({r["context_length"]: r["score"] for r in rows
-                             if (r["model"], r["mode"], r["matcher"]) == (m, md, mt)})
-        t.add_row(m, md, mt, "Avg", "", f"{a['Avg']:.3f}", "")
-    print_table(t)
+    print_table(_length_table(rows, "ctxbench results (each track's primary matcher, mean score over instances)"))
+    _shared_note(build)
     out_console.print(f"build directory: {build}\n  instances: {build / 'instances.parquet'}\n"
                       f"  responses: {build / 'responses.parquet'}\n  scores:    {build / 'scores.parquet'}\n"
                       f"  report:    {build / 'report' / 'index.html'}")
+
+
+def _length_table(rows: list[dict], title: str) -> Table:
+    """A table of :func:`ctxbench.analysis.core.results_table` rows with each model's Avg over lengths;
+    ``cut off``: replies of the row the output budget ended (each scored 0 and counted in the score)."""
+    from .scoring.metrics import length_averages
+
+    t = Table(title=title)
+    for c in ("model", "mode", "matcher", "context length", "instances", "score", "95% CI", "cut off"):
+        t.add_column(c, justify="right" if c not in ("model", "mode", "matcher") else "left")
+    for r in rows:
+        t.add_row(r["model"], r["mode"], r["matcher"], f"{r['context_length']:,}", str(r["n"]), f"{r['score']:.3f}",
+                  f"{r['ci_low']:.3f}–{r['ci_high']:.3f}", str(r.get("cut_off", 0)))
+    for m, md, mt in sorted({(r["model"], r["mode"], r["matcher"]) for r in rows}):
+        a = length_averages({r["context_length"]: r["score"] for r in rows
+                             if (r["model"], r["mode"], r["matcher"]) == (m, md, mt)})
+        t.add_row(m, md, mt, "Avg", "", f"{a['Avg']:.3f}", "",
+                  str(sum(r.get("cut_off", 0) for r in rows if (r["model"], r["mode"], r["matcher"]) == (m, md, mt))))
+    return t
+
+
+def _shared_note(build: Path) -> None:
+    """:func:`print_shared_comparison` for ``run``, ``score`` and ``report``; a build whose tables cannot be read
+    says nothing more (the command's own output stands)."""
+    with contextlib.suppress(*USER_ERRORS):
+        print_shared_comparison(build)
+
+
+def print_shared_comparison(build: Path) -> bool:
+    """Where models side by side in a build's results were scored on different instances (e.g. each evaluated
+    its own sample): print a warning naming, per context length, each model's instance count and the shared count,
+    then the results table over the shared instances only. Returns whether it printed anything."""
+    from .analysis.core import differing_samples, instance_scores, length_rows, primary_rows, shared_instance_rows
+
+    rows = primary_rows(instance_scores(build)[0])
+    diff = differing_samples(rows)
+    if not diff:
+        return False
+    where = "; ".join(f"{d['context_length']:,} tokens ({d['mode']}): "
+                      + ", ".join(f"{m} {n}" for m, n in d["per_model"].items()) + f", {d['shared']} shared"
+                      for d in diff)
+    console.print(f"warning: the models of this build were scored on different instances, so side by side their "
+                  f"scores compare different questions: {where}. The table below compares them on the shared instances only "
+                  f"(`ctxbench compare` does the same; evaluate every model on the same sample to compare all).",
+                  markup=False)
+    print_table(_length_table(length_rows(shared_instance_rows(rows)),
+                              "shared instances only (every model side by side on the same instances)"))
+    return True
 
 
 @fetch_app.command("s2")
@@ -1352,10 +1404,11 @@ def quiet_interrupt_crash() -> None:
             h.addFilter(f)
 
 
-@app.command("run")
+RUN_LENGTHS = "2048,4096"  # `run`'s tiers: the whole run in minutes on 2 cores (build's default is 4k..64k)
+
+
 def run_cmd(
     out: Path = typer.Option(Path("runs/default"), file_okay=False, help="build directory to write"),
-    lengths: str = typer.Option("2048,4096", callback=_positive_ints, help="tiers in tokens"),
     per_length: int = typer.Option(3, min=1, help="instances evaluated per context length (3: the whole run in "
                                                  "about 4 minutes on 2 idle cores with the embedded model)"),
     mode: str = typer.Option("lc", callback=_mode,
@@ -1365,24 +1418,36 @@ def run_cmd(
                                              help="RAG retrieval budgets in tokens, e.g. 512,1024"),
     engine: Literal["prefect", "luigi"] = typer.Option(
         "prefect", help="prefect (flow `nightly`) | luigi (local scheduler, no server; needs .\\[service])"),
-    db: str = typer.Option("nycflights13", callback=check_db,
-                           help="database to build from (as for `build holobench --db`)"),
     model: Optional[str] = typer.Option(None, callback=check_text,
                                         help="model to evaluate (default: the embedded SmolLM2)"),
     base_url: Optional[str] = typer.Option(None, callback=check_url, help="OpenAI-compatible endpoint of --model"),
     force: bool = typer.Option(False, help="write into a non-empty --out that is no run root"),
+    max_tokens: Optional[int] = typer.Option(None, min=1, help="output budget of each reply in tokens (default: "
+                                                               "the registry's); a reply it ends is cut off, "
+                                                               "scored 0"),
+    **build_options,
 ) -> None:
-    """The main job on the embedded default: nycflights13 → build → SmolLM2 answers → score → report.
-    Incremental: the build goes to OUT/<build_hash> (OUT/latest points at it); unchanged inputs rebuild nothing."""
+    """The main job on the embedded default: nycflights13 → build → SmolLM2 answers → score → report. Takes every
+    option of `ctxbench build <default track>` (--db, --queries, --lengths, ...), with --lengths 2048,4096.
+    Incremental: the build goes to OUT/<build_hash> (OUT/latest points at it); unchanged inputs rebuild nothing.
+    The engine's own log goes to OUT/run.log, never to the terminal."""
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     # the temporary Prefect API server may take more than its default 20 s to start on busy cores
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
-    from .evaluate import EvalConfig
+    from .config_options import config_values
+    from .evaluate import EvalConfig, EvalSummary
     from .incremental import resolve_build
     from .models.local_server import EMBEDDED_MODEL
     from .tracks.base import default_track
 
+    track = default_track()
+    specs = _run_build_specs(track)
+    names = {s.field: s.flag for s in specs}
+    try:  # a bad build option: the line and exit status `ctxbench build` gives, before any engine starts
+        cfg = track.Config(**config_values(specs, build_options))
+    except USER_ERRORS as e:
+        _fail(e, names)
     if engine not in ("prefect", "luigi"):
         _fail(CtxbenchError(f"--engine {engine}: use prefect or luigi"))
     from .outdir import claim_out_dir, is_run_root
@@ -1391,31 +1456,44 @@ def run_cmd(
         claim_out_dir(out, "run", force=force, own={"latest"}, is_own=is_run_root(out), what="run root")
     except USER_ERRORS as e:
         _fail(e)
-    ls = _ints(lengths, "--lengths")
+    ls = list(getattr(cfg, "lengths", []) or [])
     model = model or EMBEDDED_MODEL
     _warn_unknown_model(model, base_url)
     embedded = model == EMBEDDED_MODEL and not base_url
     where = "the embedded model (served locally by llama.cpp)" if embedded else model
-    # on 2 CPU cores the embedded model processes a 4,096-token context in about a minute: its sample shares one
-    # context per length, whose prefix the server keeps (each further question costs its own tokens only)
-    sample = (f"{per_length} questions per length on as few contexts as possible" if embedded else f"{per_length} instances per length")
-    console.print(f"ctxbench run ({engine}): building {db} at {', '.join(map(str, ls))} tokens (cl100k_base, 50% "
-                  f"density, uniform), then evaluating a sample of {sample} with {where}.",
+    # on 2 CPU cores the embedded model processes a 4,096-token context in about a minute: the sample shares one
+    # context per length, whose prefix the server keeps (each further question costs its own tokens only). The
+    # sample is the same for every model (it depends on the build and --per-length only), so models run one
+    # after another on the same build are compared on the same instances.
+    what = str(getattr(cfg, "db", None) or track.name) + (f" (query set {cfg.queries})" if getattr(cfg, "queries", None)
+                                                           else "")
+    how = [str(getattr(cfg, "tokenizer", "") or "")]
+    if getattr(cfg, "setting", None) == "density":
+        how.append(f"{cfg.density:.0%} density")
+    elif getattr(cfg, "setting", None) == "amount":
+        how.append(f"{cfg.amount_tokens:,} relevant tokens")
+    how.append(",".join(map(str, getattr(cfg, "positions", None) or [])))
+    console.print(f"ctxbench run ({engine}): building {what} at {', '.join(map(str, ls))} tokens "
+                  f"({', '.join(h for h in how if h)}), then evaluating "
+                  f"a sample of {per_length} questions per length on as few contexts as possible with {where}.",
                   markup=False)
-    if model == EMBEDDED_MODEL and not base_url:
+    if embedded:
         console.print(f"{EMBEDDED_MODEL} is a 135M-parameter model: expect scores near zero. It is here to show the "
                       f"pipeline, not to rank models (a real model: ctxbench run --model NAME [--base-url URL]).",
                       markup=False)
+    from .engine_log import engine_log, write_traceback
     from .progress import listening
 
+    log = out / "run.log"
+    res: dict = {}
     try:
-        if model == EMBEDDED_MODEL and not base_url:  # a missing runtime or GGUF is said before the build, not after
+        if embedded:  # a missing runtime or GGUF is said before the build, not after
             from .models.local_server import embedded_gguf, embedded_runtime
 
             embedded_runtime()
             embedded_gguf()
-        cfg = default_track().config(db=db, lengths=ls)
-        models = [EvalConfig(model=model, base_url=base_url, per_length=per_length, mode=mode, share_contexts=embedded,
+        models = [EvalConfig(model=model, base_url=base_url, per_length=per_length, mode=mode, share_contexts=True,
+                             max_tokens=max_tokens,
                              rag_tokens=_ints(rag_tokens, "--rag-tokens") if rag_tokens else None)]
         with _RunProgress() as shown, listening(shown):
             if engine == "luigi":
@@ -1424,7 +1502,8 @@ def run_cmd(
                 require("luigi", "run --engine luigi")
                 from pipelines.luigi_tasks import run_luigi
 
-                run_luigi(cfg, out, models)
+                with engine_log(log):
+                    res = run_luigi(cfg, out, models, track=track.name)
             else:
                 console.print("[0:00] engine starting Prefect's temporary API server", markup=False)
                 from pipelines.flows import nightly
@@ -1432,11 +1511,16 @@ def run_cmd(
 
                 quiet_interrupt_crash()
 
-                with temporary_server():  # in a session of its own: a Ctrl-C reaches ctxbench only
-                    nightly(build=cfg, out=str(out), models=models)
+                with engine_log(log), temporary_server():  # in a session of its own: a Ctrl-C reaches ctxbench only
+                    res = nightly(build=cfg, out=str(out), models=models)
         build = resolve_build(out)
-    except (*USER_ERRORS, RuntimeError) as e:
-        _fail(e)
+    except USER_ERRORS as e:
+        _fail(e, names)
+    except Exception as e:  # noqa: BLE001 - an engine's failure: one line here, its traceback in the log
+        write_traceback(log, e)
+        console.print(f"error: {type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''} "
+                      f"(the engine's log and this traceback: {log})", markup=False)
+        raise typer.Exit(1) from None
     import pyarrow.parquet as pq
 
     if pq.read_metadata(build / "instances.parquet").num_rows == 0:
@@ -1445,15 +1529,70 @@ def run_cmd(
         console.print("error: " + _why_no_instances(build, nq), markup=False)
         raise typer.Exit(1)
     print_results(build)
+    s = _run_summary(res, model)
+    rc = _report_evaluation(EvalSummary(**{k: v for k, v in s.items() if k in EvalSummary.__dataclass_fields__}),
+                            build) if s else 0
+    from .report import results_table
+
+    stored = sum(r.get("cut_off", 0) for r in results_table(build, primary_only=True) if r["model"] == model)
+    if stored and not (s or {}).get("cut_off"):  # a rerun: the cut-off replies were stored by an earlier run
+        console.print(f"cut off: {stored} stored replies of {model} ended at the output budget before they finished "
+                      f"(asked by an earlier run; scored 0, counted in the table): raise the budget with --max-tokens "
+                      f"and rerun to ask them again", markup=False)
+    if rc:
+        raise typer.Exit(rc)
     from .models.runner import asked_again
     from .storage import read_table
 
     rows = [r for r in read_table(build / "responses.parquet", "responses")
             .select(["instance_id", "model", "status", "error"]).to_pylist()
             if r["model"] == model and asked_again(r["status"])]
-    if rows:  # calls the run left failed (error rows): exit 1 as evaluate does, a rerun asks them again
+    if rows:  # failed calls left by this run or an earlier one: exit 1 as evaluate does, a rerun asks them again
         raise typer.Exit(_said_failed(len(rows), [f"{r['instance_id']}: {r['error'] or r['status']}" for r in rows],
                                       build / "responses.parquet"))
+
+
+def _run_summary(res: dict, model: str) -> dict | None:
+    """The evaluation summary (EvalSummary as a dict) of ``model`` in an engine's result: the Prefect ``nightly``
+    flow's (``evaluations[model]["workers"][0]``, one worker) or :func:`pipelines.luigi_tasks.run_luigi`'s
+    (``evaluations[model]``, when the evaluation ran in this call); None when there is none."""
+    ev = (res or {}).get("evaluations", {}).get(model)
+    if isinstance(ev, dict) and ev.get("workers"):
+        return ev["workers"][0]
+    return ev if isinstance(ev, dict) and "selected" in ev else None
+
+
+def _run_build_specs(track):
+    """The build options of ``track`` as ``run`` takes them (:func:`ctxbench.config_options.option_specs`, the
+    definitions ``build <track>`` uses), with ``--lengths`` defaulting to :data:`RUN_LENGTHS`."""
+    import dataclasses
+
+    from .config_options import option_specs
+
+    return [dataclasses.replace(s, default=RUN_LENGTHS) if s.field == "lengths" else s
+            for s in option_specs(track.Config, track.cli_names, track.cli_hidden, track.cli_checks)]
+
+
+def _run_command() -> click.Command:
+    """The ``ctxbench run`` command: :func:`run_cmd`'s own options, then every build option of the default track
+    (generated from its Config as for ``build``; made when asked for, so that other commands import no track)."""
+    from .config_options import parameters
+    from .tracks.base import default_track
+
+    own = [p for p in inspect.signature(run_cmd).parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    taken = {p.name for p in own}
+    params = own + [p for p in parameters(_run_build_specs(default_track())) if p.name not in taken]
+    params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in params]
+
+    def command(**kw) -> None:
+        run_cmd(**kw)
+
+    command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    command.__annotations__ = {p.name: p.annotation for p in params}
+    command.__doc__ = run_cmd.__doc__
+    sub = typer.Typer(add_completion=False)
+    sub.command(name="run")(command)
+    return typer.main.get_command(sub)
 
 
 @questions_app.command("import")

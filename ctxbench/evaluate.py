@@ -131,7 +131,7 @@ class EvalSummary:
     calls: int = 0
     over_length: int = 0
     truncated: int = 0  # answers of a server that read fewer prompt tokens than were sent (stored, not scored)
-    cut_off: int = 0    # replies the output budget ended (finish_reason length-like): stored, not scored
+    cut_off: int = 0    # replies the output budget ended (finish_reason length-like): stored, scored 0
     refused: int = 0    # refused_by_provider (a content filter): stored, not scored
     errors: int = 0  # calls stored as failed (a status the same command asks again: models.runner.asked_again)
     failed: list[str] = field(default_factory=list)  # those calls, ``instance_id: reason``, in the order they ended

@@ -215,6 +215,13 @@ def report_task(build: str) -> str:
     md = "| model | mode | matcher | context length | n | score |\n|---|---|---|---|---|---|\n" + "\n".join(
         f"| {r['model']} | {r['mode']} | {r['matcher']} | {r['context_length']} | {r['n']} | {r['score']:.3f} |"
         for r in rows)
+    from ctxbench.analysis.core import differing_samples, instance_scores, primary_rows
+
+    diff = differing_samples(primary_rows(instance_scores(build)[0]))
+    if diff:  # models side by side on different instances: say so (the report adds the shared-instance table)
+        md += "\n\n**The models were scored on different instances** (only the shared ones compare like with like): " \
+            + "; ".join(f"{d['context_length']} tokens ({d['mode']}): " + ", ".join(f"{m} {n}" for m, n in
+                        d["per_model"].items()) + f", {d['shared']} shared" for d in diff)
     create_markdown_artifact(md, key="ctxbench-results", description=f"ctxbench results for {build}")
     return str(p)
 

@@ -24,7 +24,19 @@ from ctxbench.models.local_server import EMBEDDED_MODEL, LocalServer
 from ctxbench.tracks.base import check_build_dir, default_track, get_track, run_stages, track_for_config
 
 
-class BuildTask(luigi.Task):
+class _KeepsFailure:
+    """A task that keeps the exception its ``run`` raised (``failure``): :func:`run_luigi` raises it again, so a bad
+    input ends the run with its own error (an InputError naming the input, as in ``ctxbench build``), not a luigi
+    summary."""
+
+    failure: BaseException | None = None
+
+    def on_failure(self, exception):
+        self.failure = exception
+        return super().on_failure(exception)
+
+
+class BuildTask(_KeepsFailure, luigi.Task):
     """A build of any registered track into ``out`` (``versioned``: a run root, ``out/<build_hash>``,
     ``out/latest``): runs the track's stages in their declared order (ctxbench.tracks.base.run_stages); complete
     when the track's build-directory check finds this build."""
@@ -52,13 +64,14 @@ class BuildTask(luigi.Task):
         run_stages(t, t.Config.model_validate_json(self.cfg), self.out, versioned=self.versioned)
 
 
-class EvaluateTask(luigi.Task):
+class EvaluateTask(_KeepsFailure, luigi.Task):
     """One model on the build: complete when every request of this configuration is stored, or when this run
     stopped by its own rule with requests left unasked: ``--max-cost`` reached (status ``budget``) or the
     ``--target-ci`` half-width reached (a downstream task must not fail as "unfulfilled dependency"; luigi keeps one
     instance per parameter set, so the score and report tasks see it)."""
 
     stopped_by_rule = False
+    summary: dict | None = None  # the EvalSummary of this process's run of the task (as a dict), if it ran
 
     track = luigi.Parameter(default="")
     cfg = luigi.Parameter()
@@ -83,13 +96,14 @@ class EvaluateTask(luigi.Task):
         ec = EvalConfig.model_validate_json(self.eval_cfg)
         local = ec.model == EMBEDDED_MODEL and not ec.base_url
         s = evaluate_build(self.requires().build_dir(), ec, server=LocalServer if local else None)
+        self.summary = dict(s.__dict__)
         if s.unfinished:
             raise RuntimeError(f"{s.unfinished} call(s) of {ec.model} did not finish: {s.notes[:3]}; rerun to retry")
         # the spend cap or the target half-width ended it with calls not asked: done, as `ctxbench evaluate` says
         self.stopped_by_rule = s.status == "budget" or (ec.target_ci is not None and s.not_asked > 0)
 
 
-class ScoreTask(luigi.Task):
+class ScoreTask(_KeepsFailure, luigi.Task):
     track = luigi.Parameter(default="")
     cfg = luigi.Parameter()
     out = luigi.Parameter()
@@ -125,13 +139,27 @@ def run_luigi(build, out: str | Path, models: list[EvalConfig], versioned: bool 
               track: str | None = None) -> dict:
     """build → evaluate (each model) → score → report with luigi's local scheduler, one worker. ``build`` is a
     track's Config (the track is the one whose Config it is, or ``track``). Returns the build directory and luigi's
-    run summary; raises RuntimeError naming the failed tasks."""
+    run summary and ``evaluations`` (model -> the EvalSummary dict of each evaluation that ran in this call). A
+    task that failed raises its own exception again (the first in build → evaluate → score → report order; an
+    InputError for a bad input); else RuntimeError naming the failed tasks."""
     name = track or track_for_config(build).name
     root = ReportTask(track=name, cfg=build.model_dump_json(), out=str(out), versioned=versioned,
                       models=json.dumps([m.model_dump(mode="json") for m in models]))
+    ev = root.requires().requires()
+    chain = [ev[0].requires(), *ev, root.requires(), root] if ev else [root.requires(), root]
+    for t in chain:  # luigi keeps one instance per parameter set: nothing from an earlier call in this process
+        t.failure = None
+    for t in ev:
+        t.summary = None
     res = luigi.build([root], local_scheduler=True, workers=1, detailed_summary=True, log_level="WARNING")
     if not res.scheduling_succeeded or res.status.name not in ("SUCCESS", "SUCCESS_WITH_RETRY"):
+        failed = next((t.failure for t in chain if t.failure is not None), None)
+        if failed is not None:
+            raise failed
+        for t in chain:  # a complete() that raised (luigi then schedules nothing): its error, raised here again
+            t.complete()
         raise RuntimeError(f"luigi run failed ({res.status.name}):\n{res.summary_text}")
     bdir = root._dir()
     return {"build_dir": str(bdir), "latest": str(latest_build(out)) if versioned else str(bdir),
-            "status": res.status.name, "summary": res.summary_text}
+            "status": res.status.name, "summary": res.summary_text,
+            "evaluations": {json.loads(t.eval_cfg)["model"]: t.summary for t in ev if t.summary is not None}}

@@ -56,6 +56,12 @@ def temporary_server() -> Iterator[str | None]:
         server.start()
         yield server.api_url
     finally:
+        # the flow's logs still queued for this server are sent before it stops (else Prefect's log worker writes
+        # "--- Error logging to API ---" to the terminal after the run)
+        with contextlib.suppress(Exception):
+            from prefect.logging.handlers import APILogWorker
+
+            APILogWorker.drain_all(timeout=5)
         server.stop()
         if before is not None:
             srv.SubprocessASGIServer._instances[None] = before

@@ -51,6 +51,7 @@ def score_rows(inst: dict[str, dict], scores: Iterable[dict], budget: dict[str, 
 
     effort = effort or {}
     per: dict[tuple, list[float]] = defaultdict(list)
+    cut: dict[tuple, int] = defaultdict(int)  # samples the output budget cut off (tag cut_off: scored 0)
     efforts: dict[str, str | None] = {}
     for r in scores:
         b = budget.get(r.get("request_key"))
@@ -59,6 +60,7 @@ def score_rows(inst: dict[str, dict], scores: Iterable[dict], budget: dict[str, 
         label = display_model(r["model"], e)
         efforts[label] = e
         per[(label, mode, r["matcher"], r["instance_id"])].append(r["score"])
+        cut[(label, mode, r["matcher"], r["instance_id"])] += "cut_off" in _tags(r.get("tags"))
     out = []
     for (model, mode, matcher, iid), vals in sorted(per.items()):
         i = inst.get(iid)
@@ -69,8 +71,19 @@ def score_rows(inst: dict[str, dict], scores: Iterable[dict], budget: dict[str, 
                     "benchmark": i.get("benchmark"), "question_id": i.get("question_id") or i["question"],
                     "target_tokens": i["target_tokens"], "position": i.get("position"), "setting": i.get("setting"),
                     "difficulty": i.get("difficulty"), "query_types": json.loads(i.get("query_types") or "[]"),
-                    "score": sum(vals) / len(vals), "samples": len(vals), "sample_var": sample_variance(vals)})
+                    "score": sum(vals) / len(vals), "samples": len(vals), "sample_var": sample_variance(vals),
+                    "cut_off": cut[(model, mode, matcher, iid)]})
     return out
+
+
+def _tags(v) -> list:
+    """A score row's ``tags`` (JSON text of a list, or a list) as a list; [] for none or unreadable text."""
+    if isinstance(v, str):
+        try:
+            v = json.loads(v)
+        except ValueError:
+            return []
+    return list(v) if isinstance(v, (list, tuple)) else []
 
 
 def sample_variance(v: list[float]) -> float:
@@ -94,15 +107,58 @@ def group_scores(rows: list[dict], key: Callable[[dict], Iterable[tuple]]) -> li
     return out
 
 
-def results_table(build_dir: str | Path, primary_only: bool = False) -> list[dict]:
-    """Rows (model, mode, matcher, context length, n, score, ci) — the table ``ctxbench run`` prints.
-    ``primary_only``: only each instance's track's primary matcher (and judges)."""
+def results_table(build_dir: str | Path, primary_only: bool = False, shared: bool = False) -> list[dict]:
+    """Rows (model, mode, matcher, context length, n, score, ci, cut_off) — the table ``ctxbench run`` prints;
+    ``cut_off``: replies in the row that the output budget ended before their answer (each scored 0, tag
+    ``cut_off``, and counted in ``score``). ``primary_only``: only each instance's track's primary matcher (and
+    judges). ``shared``: only the instances every model of the row's mode, matcher and length was scored on
+    (:func:`shared_instance_rows`), the rows on which models can be compared side by side."""
     rows, _ = instance_scores(build_dir)
     if primary_only:
         rows = primary_rows(rows)
+    return length_rows(shared_instance_rows(rows) if shared else rows)
+
+
+def length_rows(rows: list[dict]) -> list[dict]:
+    """The rows of :func:`results_table` from instance rows (:func:`instance_scores`)."""
+    cut: dict[tuple, int] = defaultdict(int)
+    for r in rows:
+        cut[(r["model"], r["mode"], r["matcher"], r["target_tokens"])] += r.get("cut_off", 0)
     return [{"model": g["key"][0], "mode": g["key"][1], "matcher": g["key"][2], "context_length": g["key"][3],
-             "n": g["n"], "score": g["score"], "ci_low": g["ci_low"], "ci_high": g["ci_high"]}
+             "n": g["n"], "score": g["score"], "ci_low": g["ci_low"], "ci_high": g["ci_high"],
+             "cut_off": cut[g["key"]]}
             for g in group_scores(rows, lambda r: [(r["model"], r["mode"], r["matcher"], r["target_tokens"])])]
+
+
+def instance_sets(rows: list[dict]) -> dict[tuple, dict[str, set[str]]]:
+    """(mode, matcher, context length) -> model -> the ids of the instances it was scored on, from instance rows
+    (:func:`instance_scores`)."""
+    out: dict[tuple, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for r in rows:
+        out[(r["mode"], r["matcher"], r["target_tokens"])][r["model"]].add(r["instance_id"])
+    return {k: dict(v) for k, v in out.items()}
+
+
+def shared_instance_rows(rows: list[dict]) -> list[dict]:
+    """The instance rows of the instances that every model of their (mode, matcher, context length) was scored
+    on: models compared on the same questions and contexts. Rows of a group with one model are kept whole."""
+    sets = instance_sets(rows)
+    both = {k: set.intersection(*v.values()) for k, v in sets.items()}
+    return [r for r in rows if r["instance_id"] in both[(r["mode"], r["matcher"], r["target_tokens"])]]
+
+
+def differing_samples(rows: list[dict]) -> list[dict]:
+    """Where models side by side were scored on different instances: one dict per (mode, matcher, context
+    length) with two or more models whose instance sets differ, ``{"mode", "matcher", "context_length",
+    "per_model": {model: n}, "shared": n}`` (``shared``: instances every one of them has), sorted; [] when every
+    table row of a length compares the same instances."""
+    out = []
+    for (mode, matcher, length), by_model in sorted(instance_sets(rows).items(), key=lambda kv: tuple(map(str, kv[0]))):
+        if len(by_model) > 1 and len({frozenset(v) for v in by_model.values()}) > 1:
+            out.append({"mode": mode, "matcher": matcher, "context_length": length,
+                        "per_model": {m: len(v) for m, v in sorted(by_model.items())},
+                        "shared": len(set.intersection(*by_model.values()))})
+    return out
 
 
 def primary_rows(rows: list[dict]) -> list[dict]:
@@ -147,8 +203,8 @@ def breakdowns(rows: list[dict]) -> dict[str, list[dict]]:
 
 def call_counts(build_dir: str | Path) -> list[dict]:
     """Calls per model × mode: ok, over-length, failed (error rows), refused, cached, retries, and the replies
-    stored but not scored: cut off by the output budget (``cut_off``), truncated by the server, and empty
-    replies (``empty_reply``: tokens generated, no text returned)."""
+    that earn no score of their own: cut off by the output budget (``cut_off``, scored 0), truncated by the server
+    (not scored), and empty replies (``empty_reply``: tokens generated, no text returned; not scored)."""
     from ..models.effort import display_model, is_cut_off
 
     resp = read_table(Path(build_dir) / "responses.parquet", "responses").to_pylist()

@@ -1040,7 +1040,9 @@ def completion_result(model: str, choice: dict, msg: dict, usage: Any, zeros_mea
     - ``error`` with ``empty_reply`` set when the reply is empty (no content, no reasoning), the finish is
       length-like and no completion token was generated: the server dropped the prompt; asked once more;
     - ``cut_off`` when the finish reason is length-like (:func:`is_length_finish`), or, where the server sent no
-      finish reason, the completion tokens reached ``max_tokens``;
+      finish reason, the completion tokens reached ``max_tokens``: the budget ended the reply, so whether its
+      final answer was whole cannot be known (a list may stop after two of five items, "Answer: 9" may have been
+      going to be "96"), so it earns no credit (``score`` scores it 0, tag ``cut_off``);
     - with a finished reason (:func:`is_finished`, or Ollama's ``done: true``): ``empty_reply`` when no text came
       back although tokens were generated (``content`` null or blank, no reasoning, ``completion_tokens`` > 0, or
       ``content`` null with no count: a reasoning parser that dropped its output), asked once more and never
@@ -1092,7 +1094,7 @@ def completion_result(model: str, choice: dict, msg: dict, usage: Any, zeros_mea
         where = "its reasoning" if not (content or "").strip() else "the reply"
         return result("cut_off", f"cut off: the output budget of {max_tokens if max_tokens else '?'} tokens ended "
                                  f"{where} (finish_reason {finish!r}, {ct if ct is not None else '?'} completion "
-                                 f"tokens) before it was finished; not scored. Raise the budget with --max-tokens "
+                                 f"tokens) before it was finished; scored 0 (cut off). Raise the budget with --max-tokens "
                                  f"(or the model's max_output_tokens in assets/models.yaml) and rerun.")
     if is_finished(finish) or (finish is None and choice.get("done") is True):
         if msg.get("tool_calls") and empty:  # a finish that says stop around a tool call: no answer

@@ -33,7 +33,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
@@ -456,10 +456,38 @@ def browser_data(build_dir: str | Path, out: str | Path) -> tuple[dict, list[str
             p.unlink()
     matchers = sorted({s["matcher"] for s in scores})
     questions = sorted({i["question"] for i in instances})
-    return {"instances": instances, "questions": questions if len(questions) <= MAX_QUESTIONS else [], "answers": answers,
+    return {**asked_summary(instances, answers), "instances": instances, "questions": questions if len(questions) <= MAX_QUESTIONS else [], "answers": answers,
             "prompts": prompts, "facets": facets, "matchers": matchers,
             "models": sorted({a["model"] for a in answers}), "modes": sorted({a["mode"] for a in answers}),
             "lengths": sorted({i["length"] for i in instances if i["length"] is not None})}, errors
+
+
+def asked_summary(instances: list[dict], answers: list[dict]) -> dict:
+    """How many of the browser's instances hold an answer, and how it opens: ``answered`` (instances with at least
+    one stored answer), ``open_answered`` (True when fewer than half are answered but some are: the page then
+    opens on the answered ones) and ``unasked_note``, the sentence the page shows above the cards saying how many
+    are not asked and why: every length's answered count is the same N below its instance count, "a sample of N
+    per length" (``--per-length N``), else each length's count; "" when every instance is answered."""
+    done = {a["i"] for a in answers}
+    total, asked = Counter(i["length"] for i in instances), Counter(instances[k]["length"] for k in done)
+    n, k = len(instances), len(done)
+    if k == n:
+        return {"answered": k, "open_answered": False, "unasked_note": ""}
+    counts = {asked.get(L, 0) for L in total}
+    if len(counts) == 1 and 0 < (per := counts.pop()) < min(total.values()):
+        why = (f"the evaluation asked a sample of {per} per context length (`ctxbench run --per-length` / `evaluate "
+               f"--per-length`), not every instance of the build")
+    elif k == 0:
+        why = "no model has been evaluated on this build yet (`ctxbench evaluate`)"
+    else:
+        why = ("the evaluation asked only some instances per context length: "
+               + "; ".join(f"{L:,} tokens {asked.get(L, 0)} of {total[L]}" for L in sorted(total, key=lambda x: (x is None, x or 0))
+                           if L is not None))
+    opens = 2 * k < n and k > 0
+    note = (f"{n - k} of {n} instances are not asked: {why}."
+            + (f" This page opens on the {k} answered; choose 'all' under 'asked' to see every instance." if opens
+               else ""))
+    return {"answered": k, "open_answered": opens, "unasked_note": note}
 
 
 def write_browser(build_dir: str | Path, out: str | Path, title: str = "") -> BrowserData:
@@ -481,5 +509,6 @@ def write_browser(build_dir: str | Path, out: str | Path, title: str = "") -> Br
                        len({i["context"] for i in data["instances"] if i["context"]}), errors)
 
 
-__all__ = ["CONTEXT_MARK", "BrowserData", "answer_position_label", "output_limit_ended", "prompt_parts", "browser_data", "char_spans", "facet_columns", "instances_link", "mode_label",
+__all__ = ["CONTEXT_MARK", "BrowserData", "answer_position_label", "asked_summary", "output_limit_ended",
+           "prompt_parts", "browser_data", "char_spans", "facet_columns", "instances_link", "mode_label",
            "lazy_long_texts", "split_reasoning", "write_browser", "write_contexts"]

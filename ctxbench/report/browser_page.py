@@ -51,6 +51,7 @@ mark.evidence{background:#ffe066;outline:1px solid #e0b400}
 .ctxbar{font-size:.85em;margin:.3em 0}
 #more{margin:0 1.2em 2em;font-size:1em}
 .empty{color:#666;font-style:italic}
+.unasked{font-size:.88em;color:#444;margin:.3em 0 0}
 """
 
 JS = r"""
@@ -91,6 +92,8 @@ JS = r"""
     });
     addSelect('matcher', 'matcher', D.matchers, null);
     controls.matcher.options[0].textContent = 'primary';
+    if (D.answered != null && D.answered < D.instances.length)
+      addSelect('asked', 'asked', ['answered', 'unasked'], ['answered', 'not asked']);
     addSelect('score', 'score', ['scored', 'correct', 'partial', 'wrong', 'unscored'],
               ['scored', 'correct (1)', 'partial', 'wrong (0)', 'not scored']);
     controls.score.options[0].textContent = 'any';
@@ -183,7 +186,11 @@ JS = r"""
     Object.keys(a.tags).forEach(function (k) { (a.tags[k] || []).forEach(function (t) { tags[t] = 1; }); });
     Object.keys(tags).forEach(function (t) { h.appendChild(el('span', 'tag', t)); });
     art.appendChild(h);
-    if (a.status !== 'ok') art.appendChild(el('div', 'status', 'status ' + a.status + (a.error ? ': ' + a.error : '')));
+    if (a.cut_off) art.appendChild(el('div', 'status', a.scores[m] != null ?
+      '0, cut off: the output budget ended this reply before its answer; every matcher scores it 0 and the mean ' +
+      'counts it (raise --max-tokens and rerun to ask again)' :
+      'cut off, not scored yet: the output budget ended this reply before its answer (ctxbench score scores it 0)'));
+    else if (a.status !== 'ok') art.appendChild(el('div', 'status', 'status ' + a.status + (a.error ? ': ' + a.error : '')));
     var fin = 'finish reason: ' + (a.finish_reason == null ? 'not stored' : a.finish_reason);
     fin += a.cut_off ? ' · the output limit ended the reply' : (a.finish_reason == null ? '' : ' · the model ended the reply');
     art.appendChild(el('div', 'finish' + (a.cut_off ? ' status' : ''), fin));
@@ -366,6 +373,7 @@ JS = r"""
     var rows = [];
     D.instances.forEach(function (inst, k) {
       if (!instanceMatches(inst, s)) return;
+      if (s.asked && (s.asked === 'answered') !== (byInstance[k].length > 0)) return;
       var list = byInstance[k].filter(function (a) { return answerMatches(a, inst, s); });
       if (answerFilter && !list.length) return;
       rows.push([inst, list, k]);
@@ -395,7 +403,12 @@ JS = r"""
       var w = el('p', 'status', 'Evidence of ' + D.span_errors.length + ' instance(s) could not be located: ' +
         D.span_errors[0]); document.querySelector('header.top').appendChild(w);
     }
-    build(); readHash(); update();
+    if (D.unasked_note) document.querySelector('header.top').appendChild(el('p', 'unasked', D.unasked_note));
+    build(); readHash();
+    // fewer than half the instances answered: open on the answered ones (a link's own filters win)
+    if (D.open_answered && controls.asked && !window.location.hash && !window.location.search)
+      controls.asked.value = 'answered';
+    update();
     document.getElementById('more').addEventListener('click', function () { shown += PAGE; update(); });
     window.addEventListener('hashchange', function () { readHash(); shown = PAGE; update(); });
   });

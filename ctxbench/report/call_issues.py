@@ -91,5 +91,5 @@ def call_issues_section(ctx: ReportContext) -> str:
                          "verdict, also after one repair prompt, or calls that failed: these responses have no "
                          "judge score (they are not counted as wrong).</p>"
                          + table(rows, ["judge", "model", "reason", "responses"]))
-    return ("<h2>Answers not scored (server truncation, output budget, judge)</h2>" + "".join(parts)) if parts \
+    return ("<h2>Answers not scored or scored 0 (server truncation; output budget: 0, cut off; judge)</h2>" + "".join(parts)) if parts \
         else ""

@@ -55,6 +55,26 @@ def _scoring_note(ctx: ReportContext, rows: list[dict], inst: dict[str, dict]) -
     return note
 
 
+def _shared_html(rows: list[dict], link) -> str:
+    """Where models side by side were scored on different instances: a warning naming each length's counts, then
+    accuracy by context length over the instances every model has (:func:`core.shared_instance_rows`); "" when
+    every model of a length was scored on the same instances."""
+    diff = core.differing_samples(core.primary_rows(rows))
+    if not diff:
+        return ""
+    where = "; ".join(f"{d['context_length']:,} tokens ({html.escape(str(d['mode']))}, "
+                      f"{html.escape(str(d['matcher']))}): "
+                      + ", ".join(f"{html.escape(m)} {n}" for m, n in d["per_model"].items()) + f", {d['shared']} shared"
+                      for d in diff)
+    shared = core.length_rows(core.shared_instance_rows(rows))
+    return (f'<p class="warning"><b>The models were scored on different instances</b>, so side by side the table '
+            f"above compares different questions: {where}. The table below compares them on the shared instances "
+            f"only (as <code>ctxbench compare</code> does).</p><h3>Accuracy by context length, shared instances "
+            f"only</h3>"
+            + table(shared, ["model", "mode", "matcher", "context_length", "n", "score", "ci_low", "ci_high",
+                             "cut_off"], link))
+
+
 def core_section(ctx: ReportContext) -> str:
     """The header, accuracy by context length, averages, the breakdowns, calls and run-to-run variance."""
     rows, inst = core.instance_scores(ctx.build_dir)
@@ -89,7 +109,8 @@ def core_section(ctx: ReportContext) -> str:
  to the instances behind it (click a point of a figure, or a number of a table).</p>
 <h2>Accuracy by context length</h2>
 {ctx.figure(plots.accuracy_by_length(by_len, link=len_link)) if by_len else "<p>No scores yet.</p>"}
-{table(by_len, ["model", "mode", "matcher", "context_length", "n", "score", "ci_low", "ci_high"], len_link)}
+{table(by_len, ["model", "mode", "matcher", "context_length", "n", "score", "ci_low", "ci_high", "cut_off"], len_link)}
+{_shared_html(rows, len_link)}
 <h2>Averages over context lengths</h2>{table(avgs, ["model", "mode", "matcher", "Avg", "wAvg(inc)", "wAvg(dec)"])}
 {breakdown("setting", "setting")}
 {breakdown("position", "position")}
