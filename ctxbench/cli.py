@@ -26,6 +26,9 @@ from typer.core import TyperGroup
 from .config_options import (check_db, check_env, check_text, check_tokenizers, check_url,
                              parse_ints)
 from .errors import CtxbenchError, InputError
+from .help_format import install as _install_help_format
+
+_install_help_format()  # option names never cut, long option lists in titled panels (issue 32 item 5)
 
 
 class _TrackGroup(TyperGroup):
