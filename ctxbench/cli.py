@@ -1178,6 +1178,7 @@ class _RunProgress:
         self._seen: set[tuple[str, str]] = set()
         self._calls: tuple[str, int, int] | None = None  # (model, done, total) of the latest calls event
         self._done_at = self.t0  # when the latest call ended
+        self._eta: tuple[float, float] | None = None  # (the ETA last shown, when): progress.eta_step's previous
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -1211,12 +1212,20 @@ class _RunProgress:
         tail += f" (retry {attempt})" if attempt else ""
         eta = ""
         if done and self.calls_t0 is not None:
-            # the mean time of the finished calls, counted down while this one runs; once it has run longer than
-            # that mean, the calls after it still take the mean each (the ETA no longer grows with a long call)
-            per_call = max(self._done_at - self.calls_t0, 1e-9) / done
-            left = max((total - done) * per_call - (time.monotonic() - self._done_at), (total - done - 1) * per_call)
-            eta = f", ETA {clock(max(left, 0.0))}"
+            eta = f", ETA {clock(self._eta_now(time.monotonic()))}"
         return (f"calls {model}: {done}/{total}, {len(fl)} in flight, the oldest for {clock(oldest)}{tail}{eta}")
+
+    def _eta_now(self, now: float) -> float:
+        """The ETA to show now, by the one rule of every line (calls and heartbeat): :func:`progress.eta_estimate`
+        moved by :func:`progress.eta_step` from the ETA last shown."""
+        from .progress import eta_estimate, eta_step
+
+        _, done, total = self._calls
+        est = eta_estimate(done, total, now - self.calls_t0, now - self._done_at)
+        prev = self._eta
+        shown = eta_step(None if prev is None else prev[0], 0.0 if prev is None else now - prev[1], est)
+        self._eta = (shown, now)
+        return shown
 
     def _beat(self) -> None:
         import time
@@ -1259,16 +1268,17 @@ class _RunProgress:
             self._done_at = now  # when the latest call ended: the heartbeat's ETA counts down from it
         self._calls = (ev.detail, ev.done or 0, ev.total)
         if ev.done == 0 or self.calls_t0 is None:
-            self.calls_t0 = now
+            self.calls_t0, self._eta = now, None
             self._line(f"calls {ev.detail}: 0/{ev.total}")
             self._last = now
             return
         if ev.done < ev.total and now - self._last < self.every_s:
             return
         self._last = now
+        from .progress import clock
+
         rate = ev.done / max(now - self.calls_t0, 1e-9)
-        eta = (ev.total - ev.done) / rate if rate else 0
-        tail = f"ETA {int(eta) // 60}:{int(eta) % 60:02d}" if ev.done < ev.total else "done"
+        tail = f"ETA {clock(self._eta_now(now))}" if ev.done < ev.total else "done"
         self._line(f"calls {ev.detail}: {ev.done}/{ev.total} ({60 * rate:.1f}/min), {tail}",
                    update=ev.done < ev.total)
 
