@@ -91,7 +91,9 @@ SINGLE_VARIANTS = ("real", "altered")
 
 @lru_cache(maxsize=4)
 def _settings_file(path: str) -> dict:
-    return yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    from ...config import read_yaml
+
+    return read_yaml(path, "analysis settings") or {}
 
 
 def settings(path: str | Path | None = None) -> dict:
