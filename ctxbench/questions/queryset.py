@@ -31,8 +31,8 @@ def read_queryset_file(p: Path) -> dict:
     (:data:`QUERYSET_KEYS`; ``question:`` for ``questions:``)."""
     data = read_yaml(p, "query set") or {}
     if not isinstance(data, dict):
-        raise InputError(f"{p}: expected a mapping with a 'questions' list (questions: [{{id, question, sql}}]), "
-                         f"found a {type(data).__name__}")
+        raise InputError(f"{p}: expected a 'questions' list under the top-level mapping (questions: [{{id, "
+                         f"question, sql}}]), found a {type(data).__name__}")
     check_keys(data, QUERYSET_KEYS, p)
     return data
 
