@@ -234,8 +234,9 @@ def _said_retries(con):
     from .progress import listening
 
     def say(ev) -> None:
-        if ev.stage == "retry":
-            con.print(f"retry {ev.detail}", markup=False, highlight=False)
+        if ev.stage in ("retry", "target"):  # target: a --target-ci the build cannot reach, said before any call
+            con.print(f"{ev.stage} {ev.detail}" if ev.stage == "retry" else ev.detail, markup=False,
+                      highlight=False)
 
     with listening(say):
         yield
@@ -624,6 +625,10 @@ def evaluate_cmd(
                 out_console.print(f"{k}: {v}")
             return
         local = model == EMBEDDED_MODEL and not base_url
+        if max_cost is not None:  # a model without a price is refused before the progress bar (issue 32 item 9)
+            from .spend import cap_prices
+
+            cap_prices(model, cfg.price, batch)
         with _progress() as p, _said_retries(p.console):
             t = p.add_task(f"calling {model}", total=None)
             s = evaluate_build(build, cfg, progress=lambda d, n: p.update(t, completed=d, total=n),
@@ -902,6 +907,7 @@ def score_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help
     for bench, t in sorted((s.tagging or {}).items()):   # what each track's failure tagger returned
         msg += f"; {bench} failure tags: {tagging_text(t)}" if t is not None else ""
     out_console.print(msg)
+    print_results(build, paths=False)  # the primary score per model and length, as run prints it
     if s.matcher_errors:  # a matcher's bug: the rest is scored, these responses are set aside and the run fails
         from .score import SCORE_ERRORS
 
@@ -957,7 +963,14 @@ def plan_cmd(accuracy: Optional[float] = typer.Option(None, min=0.0, max=1.0,
         out_console.print(f"tier {t['context_length']:,} tokens: {t['instances_in_build']:,} instances in the build"
                           + (f", {t['short_by']:,} short" if t["short_by"] else ", enough"))
     if p.get("tiers_pooled") is not None:
-        out_console.print(f"pooled over lengths: {p['tiers_pooled']} tier(s) of this build hold that many instances")
+        have, held = len(p.get("tiers", [])), sum(t["instances_in_build"] for t in p.get("tiers", []))
+        if p["tiers_pooled"] <= have:
+            out_console.print(f"pooled over lengths: {p['tiers_pooled']} of this build's {have} tier(s) hold that "
+                              f"many instances")
+        else:  # never "18 tier(s)" of a 2-tier build: say how short the whole build is
+            out_console.print(f"pooled over lengths: this build's {have} tier(s) hold {held:,} instances, "
+                              f"{p['instances'] - held:,} short of {p['instances']:,}; it would take "
+                              f"{p['tiers_pooled']} tiers of this size")
     for m, c in (p.get("costs") or {}).items():
         tot = c["total"]
 
@@ -1014,6 +1027,7 @@ def report_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, hel
         p = build_report(build, opts)
     except USER_ERRORS as e:
         _fail(e)
+    print_results(build, paths=False)  # the primary score per model and length, as run prints it
     out_console.print(f"report → {p}")
 
 
@@ -1097,12 +1111,15 @@ def export_cmd(
                           f"{s['shared_templates']}")
 
 
-def print_results(build: Path) -> None:
-    """The results table (model, context length, score) and where the files are."""
+def print_results(build: Path, paths: bool = True) -> None:
+    """The results table (model, context length, score) and, with ``paths``, where the files are (``run`` prints
+    both; ``score`` and ``report`` the table, when something is scored)."""
     from .report import results_table
     from .scoring.metrics import length_averages
 
     rows = results_table(build, primary_only=True)
+    if not rows and not paths:
+        return
     t = Table(title="ctxbench results (each track's primary matcher, mean score over instances)")
     for c in ("model", "mode", "matcher", "context length", "instances", "score", "95% CI"):
         t.add_column(c, justify="right" if c not in ("model", "mode", "matcher") else "left")
@@ -1114,6 +1131,8 @@ def print_results(build: Path) -> None:
                              if (r["model"], r["mode"], r["matcher"]) == (m, md, mt)})
         t.add_row(m, md, mt, "Avg", "", f"{a['Avg']:.3f}", "")
     print_table(t)
+    if not paths:
+        return
     out_console.print(f"build directory: {build}\n  instances: {build / 'instances.parquet'}\n"
                       f"  responses: {build / 'responses.parquet'}\n  scores:    {build / 'scores.parquet'}\n"
                       f"  report:    {build / 'report' / 'index.html'}")
