@@ -1198,6 +1198,7 @@ class _RunProgress:
         self._calls: tuple[str, int, int] | None = None  # (model, done, total) of the latest calls event
         self._done_at = self.t0  # when the latest call ended
         self._eta: tuple[float, float] | None = None  # (the ETA last shown, when): progress.eta_step's previous
+        self._due_at: float | None = None  # when the ETA ran down to 0 with calls left (the overdue time counts up)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -1231,7 +1232,7 @@ class _RunProgress:
         tail += f" (retry {attempt})" if attempt else ""
         eta = ""
         if done and self.calls_t0 is not None:
-            eta = f", ETA {clock(self._eta_now(time.monotonic()))}"
+            eta = f", {self._eta_text(time.monotonic())}"
         return (f"calls {model}: {done}/{total}, {len(fl)} in flight, the oldest for {clock(oldest)}{tail}{eta}")
 
     def _eta_now(self, now: float) -> float:
@@ -1245,6 +1246,19 @@ class _RunProgress:
         shown = eta_step(None if prev is None else prev[0], 0.0 if prev is None else now - prev[1], est)
         self._eta = (shown, now)
         return shown
+
+    def _eta_text(self, now: float) -> str:
+        """``ETA m:ss``; once the ETA has run down to 0 with calls left (the last calls running longer than the
+        others took), ``ETA 0:00, overdue by m:ss`` counting up, so the line still moves at every heartbeat."""
+        from .progress import clock
+
+        left = self._eta_now(now)
+        if left >= 0.5:
+            self._due_at = None
+            return f"ETA {clock(left)}"
+        if self._due_at is None:
+            self._due_at = now
+        return f"ETA 0:00, overdue by {clock(now - self._due_at)}"
 
     def _beat(self) -> None:
         import time
@@ -1297,7 +1311,7 @@ class _RunProgress:
         from .progress import clock
 
         rate = ev.done / max(now - self.calls_t0, 1e-9)
-        tail = f"ETA {clock(self._eta_now(now))}" if ev.done < ev.total else "done"
+        tail = self._eta_text(now) if ev.done < ev.total else "done"
         self._line(f"calls {ev.detail}: {ev.done}/{ev.total} ({60 * rate:.1f}/min), {tail}",
                    update=ev.done < ev.total)
 

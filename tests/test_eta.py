@@ -83,3 +83,26 @@ def test_every_eta_shown_moves_within_the_time_that_passed(monkeypatch):
     assert len(seq) > 20
     for (t0, e0), (t1, e1) in zip(seq, seq[1:]):
         assert abs(e1 - e0) <= (t1 - t0) + 1, (t0, e0, t1, e1)
+
+
+def test_an_overdue_last_call_still_moves_the_line(monkeypatch):
+    """3 calls of 10 s, then a last one of 60 s: 30 s in, the ETA has run down to 0 (the calls left after it: none),
+    and the line says for how long it has been overdue, moving at every heartbeat instead of freezing at 0:00."""
+    now = [0.0]
+    monkeypatch.setattr("time.monotonic", lambda: now[0])
+    shown = _RunProgress(every_s=0.0, heartbeat_s=5.0)
+    shown._line = lambda text, update=False: None
+    shown(Event("calls", "m", 0, 4))
+    for i in range(3):
+        now[0] += 10.0
+        shown(Event("calls", "m", i + 1, 4))
+    lines = []
+    with in_flight("m"):
+        for _ in range(12):
+            now[0] += 5.0
+            lines.append(shown.heartbeat())
+    tails = [x.split(", ETA ")[1] for x in lines]
+    # the mean is 10 s: 5 s in, 0:05 left; at 10 s the ETA reaches 0 and from then the overdue time counts up
+    assert tails[0] == "0:05"
+    assert tails[1] == "0:00, overdue by 0:00" and tails[2] == "0:00, overdue by 0:05" and tails[-1].endswith("0:50")
+    assert len(set(tails[1:])) == len(tails[1:])  # every heartbeat moves
