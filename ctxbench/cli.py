@@ -1308,8 +1308,6 @@ class _RunProgress:
         if ev.done < ev.total and now - self._last < self.every_s:
             return
         self._last = now
-        from .progress import clock
-
         rate = ev.done / max(now - self.calls_t0, 1e-9)
         tail = self._eta_text(now) if ev.done < ev.total else "done"
         self._line(f"calls {ev.detail}: {ev.done}/{ev.total} ({60 * rate:.1f}/min), {tail}",
