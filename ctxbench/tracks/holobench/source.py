@@ -19,7 +19,7 @@ from typing import Callable
 
 
 from ...buildcache import PreparedStore, code_version
-from ...config import assets_dir, load_yaml
+from ...config import assets_dir, read_yaml
 from ...errors import InputError
 from ...hashing import file_sha256, stable_hash
 from ...questions.queryset import Question, check_question, check_runs, load_queryset
@@ -74,7 +74,7 @@ def load_dummy_documents(db_id: str) -> list[str]:
     p = assets_dir() / "dummy" / f"{db_id}.yaml"
     if not p.exists():
         p = assets_dir() / "dummy" / "generic.yaml"
-    docs = load_yaml(p.read_text(encoding="utf-8")) or []
+    docs = read_yaml(p, "dummy documents file") or []
     if isinstance(docs, dict):
         docs = docs.get("documents", [])
     return [" ".join(str(d).split()) for d in docs]
