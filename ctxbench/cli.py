@@ -27,6 +27,9 @@ from .config_options import (check_db, check_env, check_text, check_tokenizers, 
                              parse_ints)
 from .errors import CtxbenchError, InputError
 from .redact import redact
+from .help_format import install as _install_help_format
+
+_install_help_format()  # option names never cut, long option lists in titled panels (issue 32 item 5)
 
 
 class _TrackGroup(TyperGroup):
@@ -249,8 +252,9 @@ def _said_retries(con):
     from .progress import listening
 
     def say(ev) -> None:
-        if ev.stage == "retry":
-            con.print(f"retry {ev.detail}", markup=False, highlight=False)
+        if ev.stage in ("retry", "target"):  # target: a --target-ci the build cannot reach, said before any call
+            con.print(f"{ev.stage} {ev.detail}" if ev.stage == "retry" else ev.detail, markup=False,
+                      highlight=False)
 
     with listening(say):
         yield
@@ -402,7 +406,7 @@ def questions_generate_cmd(
                                                     help="OpenAI-compatible endpoint of --question-model"),
     question_api_key_env: Optional[str] = typer.Option(None, callback=check_env,
                                                        help="env variable with the key for --question-base-url"),
-    force: bool = typer.Option(False, help="replace an existing --out that is no generated query set"),
+    force: bool = typer.Option(False, "--force", help="replace an existing --out that is no generated query set"),
 ) -> None:
     """Generate a query set from a database's schema: SQL of the five query types and three difficulties, each
     gold answer checked on the full database and on simulated contexts; templates too where the database has none."""
@@ -443,7 +447,7 @@ def fetch_corpus_cmd(
     exclude: str = typer.Option("", help="volumes to leave out, comma-separated (name, 卷 label, number or title)"),
     corpus_id: Optional[str] = typer.Option(None, callback=check_text,
                                             help="corpus id (default: the source directory's name)"),
-    force: bool = typer.Option(False, help="replace a non-empty --out that holds no earlier corpus"),
+    force: bool = typer.Option(False, "--force", help="replace a non-empty --out that holds no earlier corpus"),
 ) -> None:
     """Fetch a corpus (local files or the ctext API) in canonical volume order, with per-volume checksums."""
     from .sources.corpus import corpus_summary, fetch_corpus
@@ -644,6 +648,10 @@ def evaluate_cmd(
                 out_console.print(f"{k}: {v}")
             return
         local = model == EMBEDDED_MODEL and not base_url
+        if max_cost is not None:  # a model without a price is refused before the progress bar (issue 32 item 9)
+            from .spend import cap_prices
+
+            cap_prices(model, cfg.price, batch)
         with _progress() as p, _said_retries(p.console):
             t = p.add_task(f"calling {model}", total=None)
             s = evaluate_build(build, cfg, progress=lambda d, n: p.update(t, completed=d, total=n),
@@ -956,7 +964,7 @@ def score_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help
     for bench, t in sorted((s.tagging or {}).items()):   # what each track's failure tagger returned
         msg += f"; {bench} failure tags: {tagging_text(t)}" if t is not None else ""
     out_console.print(msg)
-    _shared_note(build)
+    print_results(build, paths=False)  # the primary score per model and length, as run prints it
     judge_failed = sum(c.get("judge_failed", 0) for c in (s.judges or {}).values())
     if judge_failed and not s.matcher_errors:  # judge calls that failed: exit 1, a rerun asks them again
         console.print(f"error: {judge_failed} judge call(s) failed (not scored); the same command asks them again",
@@ -1017,7 +1025,14 @@ def plan_cmd(accuracy: Optional[float] = typer.Option(None, min=0.0, max=1.0,
         out_console.print(f"tier {t['context_length']:,} tokens: {t['instances_in_build']:,} instances in the build"
                           + (f", {t['short_by']:,} short" if t["short_by"] else ", enough"))
     if p.get("tiers_pooled") is not None:
-        out_console.print(f"pooled over lengths: {p['tiers_pooled']} tier(s) of this build hold that many instances")
+        have, held = len(p.get("tiers", [])), sum(t["instances_in_build"] for t in p.get("tiers", []))
+        if p["tiers_pooled"] <= have:
+            out_console.print(f"pooled over lengths: {p['tiers_pooled']} of this build's {have} tier(s) hold that "
+                              f"many instances")
+        else:  # never "18 tier(s)" of a 2-tier build: say how short the whole build is
+            out_console.print(f"pooled over lengths: this build's {have} tier(s) hold {held:,} instances, "
+                              f"{p['instances'] - held:,} short of {p['instances']:,}; it would take "
+                              f"{p['tiers_pooled']} tiers of this size")
     for m, c in (p.get("costs") or {}).items():
         tot = c["total"]
 
@@ -1076,6 +1091,7 @@ def report_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, hel
         p = build_report(build, opts)
     except USER_ERRORS as e:
         _fail(e)
+    print_results(build, paths=False)  # the primary score per model and length, as run prints it
     out_console.print(f"report → {p}")
     _shared_note(build)
 
@@ -1085,7 +1101,7 @@ def compare_cmd(dirs: list[Path] = typer.Argument(..., exists=True, file_okay=Fa
                                                  help="build directories or run roots (all their builds)"),
                 out: Path = typer.Option(..., file_okay=False, help="directory for index.html, the Parquet "
                                                                     "tables and catalogue.duckdb"),
-                force: bool = typer.Option(False, help="write into a non-empty --out that holds no earlier "
+                force: bool = typer.Option(False, "--force", help="write into a non-empty --out that holds no earlier "
                                                        "leaderboard")) -> None:
     """Leaderboard across runs: OUT/index.html (models x benchmarks x context lengths, Avg/wAvg with 95% CIs, on
     comparable instances only), OUT/*.parquet and the DuckDB catalogue OUT/catalogue.duckdb over every build."""
@@ -1143,7 +1159,7 @@ def export_cmd(
     prompt_variant: Literal["cot", "direct"] = typer.Option(
         "cot", help="inspect: prompt variant of the samples (cot | direct)"),
     model: str = typer.Option("", help="inspect: the model whose messages and output budget the samples use"),
-    force: bool = typer.Option(False, help="replace the content of a non-empty --out"),
+    force: bool = typer.Option(False, "--force", help="replace the content of a non-empty --out"),
 ) -> None:
     """Export builds as Parquet, a Hugging Face datasets directory, an inspect_ai task, or chat JSONL."""
     from .export import export_build
@@ -1162,15 +1178,20 @@ def export_cmd(
                           f"{s['shared_templates']}")
 
 
-def print_results(build: Path) -> None:
-    """The results table (model, context length, score, replies cut off) and where the files are. Where models side
-    by side were scored on different instances, says so and prints the table of the shared instances beside it
+def print_results(build: Path, paths: bool = True) -> None:
+    """The results table (model, context length, score, replies cut off) and, with ``paths``, where the files are
+    (``run`` prints both; ``score`` and ``report`` the table, when something is scored). Where models side by side
+    were scored on different instances, says so and prints the table of the shared instances beside it
     (:func:`print_shared_comparison`)."""
     from .report import results_table
 
     rows = results_table(build, primary_only=True)
+    if not rows and not paths:
+        return
     print_table(_length_table(rows, "ctxbench results (each track's primary matcher, mean score over instances)"))
     _shared_note(build)
+    if not paths:
+        return
     out_console.print(f"build directory: {build}\n  instances: {build / 'instances.parquet'}\n"
                       f"  responses: {build / 'responses.parquet'}\n  scores:    {build / 'scores.parquet'}\n"
                       f"  report:    {build / 'report' / 'index.html'}")
@@ -1239,7 +1260,7 @@ def fetch_s2_cmd(
     api_url: Optional[str] = typer.Option(None, callback=check_url,
                                           help="Graph API base URL (default: the client's; or $S2_API_URL)"),
     min_interval: float = typer.Option(1.0, min=0.0, help="seconds between API requests"),
-    force: bool = typer.Option(False, help="write into a non-empty --out that holds no earlier fetch"),
+    force: bool = typer.Option(False, "--force", help="write into a non-empty --out that holds no earlier fetch"),
 ) -> None:
     """Fetch SciTrek-style article clusters from Semantic Scholar (API key from $S2_API_KEY): PDFs + metadata.json."""
     from semanticscholar.SemanticScholarException import BadQueryParametersException, ObjectNotFoundException
@@ -1284,6 +1305,8 @@ class _RunProgress:
         self._seen: set[tuple[str, str]] = set()
         self._calls: tuple[str, int, int] | None = None  # (model, done, total) of the latest calls event
         self._done_at = self.t0  # when the latest call ended
+        self._eta: tuple[float, float] | None = None  # (the ETA last shown, when): progress.eta_step's previous
+        self._due_at: float | None = None  # when the ETA ran down to 0 with calls left (the overdue time counts up)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -1317,12 +1340,33 @@ class _RunProgress:
         tail += f" (retry {attempt})" if attempt else ""
         eta = ""
         if done and self.calls_t0 is not None:
-            # the mean time of the finished calls, counted down while this one runs; once it has run longer than
-            # that mean, the calls after it still take the mean each (the ETA no longer grows with a long call)
-            per_call = max(self._done_at - self.calls_t0, 1e-9) / done
-            left = max((total - done) * per_call - (time.monotonic() - self._done_at), (total - done - 1) * per_call)
-            eta = f", ETA {clock(max(left, 0.0))}"
+            eta = f", {self._eta_text(time.monotonic())}"
         return (f"calls {model}: {done}/{total}, {len(fl)} in flight, the oldest for {clock(oldest)}{tail}{eta}")
+
+    def _eta_now(self, now: float) -> float:
+        """The ETA to show now, by the one rule of every line (calls and heartbeat): :func:`progress.eta_estimate`
+        moved by :func:`progress.eta_step` from the ETA last shown."""
+        from .progress import eta_estimate, eta_step
+
+        _, done, total = self._calls
+        est = eta_estimate(done, total, now - self.calls_t0, now - self._done_at)
+        prev = self._eta
+        shown = eta_step(None if prev is None else prev[0], 0.0 if prev is None else now - prev[1], est)
+        self._eta = (shown, now)
+        return shown
+
+    def _eta_text(self, now: float) -> str:
+        """``ETA m:ss``; once the ETA has run down to 0 with calls left (the last calls running longer than the
+        others took), ``ETA 0:00, overdue by m:ss`` counting up, so the line still moves at every heartbeat."""
+        from .progress import clock
+
+        left = self._eta_now(now)
+        if left >= 0.5:
+            self._due_at = None
+            return f"ETA {clock(left)}"
+        if self._due_at is None:
+            self._due_at = now
+        return f"ETA 0:00, overdue by {clock(now - self._due_at)}"
 
     def _beat(self) -> None:
         import time
@@ -1365,7 +1409,7 @@ class _RunProgress:
             self._done_at = now  # when the latest call ended: the heartbeat's ETA counts down from it
         self._calls = (ev.detail, ev.done or 0, ev.total)
         if ev.done == 0 or self.calls_t0 is None:
-            self.calls_t0 = now
+            self.calls_t0, self._eta = now, None
             self._line(f"calls {ev.detail}: 0/{ev.total}")
             self._last = now
             return
@@ -1373,8 +1417,7 @@ class _RunProgress:
             return
         self._last = now
         rate = ev.done / max(now - self.calls_t0, 1e-9)
-        eta = (ev.total - ev.done) / rate if rate else 0
-        tail = f"ETA {int(eta) // 60}:{int(eta) % 60:02d}" if ev.done < ev.total else "done"
+        tail = self._eta_text(now) if ev.done < ev.total else "done"
         self._line(f"calls {ev.detail}: {ev.done}/{ev.total} ({60 * rate:.1f}/min), {tail}",
                    update=ev.done < ev.total)
 
@@ -1421,7 +1464,7 @@ def run_cmd(
     model: Optional[str] = typer.Option(None, callback=check_text,
                                         help="model to evaluate (default: the embedded SmolLM2)"),
     base_url: Optional[str] = typer.Option(None, callback=check_url, help="OpenAI-compatible endpoint of --model"),
-    force: bool = typer.Option(False, help="write into a non-empty --out that is no run root"),
+    force: bool = typer.Option(False, "--force", help="write into a non-empty --out that is no run root"),
     max_tokens: Optional[int] = typer.Option(None, min=1, help="output budget of each reply in tokens (default: "
                                                                "the registry's); a reply it ends is cut off, "
                                                                "scored 0"),
@@ -1606,7 +1649,7 @@ def questions_import_cmd(
         "exact", help="'exact': reject a question whose answer SQLite's integer division truncates (SUM(x)/COUNT(x) "
                       "over 3, 3, 1, 2 is 2, a reader computes 2.25); 'sqlite': keep SQLite's integer result, to "
                       "reproduce a question set published that way (recorded in each query set's source)"),
-    force: bool = typer.Option(False, help="write into a non-empty --out that holds no earlier import"),
+    force: bool = typer.Option(False, "--force", help="write into a non-empty --out that holds no earlier import"),
 ) -> None:
     """Import Spider-format questions whose answer is unambiguous as query sets for `build holobench --queries`.
     Exit status 0 when at least one question was written to a query set, 1 when none was (the report is written

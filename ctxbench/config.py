@@ -90,3 +90,72 @@ def load_yaml(text: str):
     import yaml
 
     return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
+def yaml_error_message(e: Exception, source: str | Path, text: str | None = None, what: str = "file") -> str:
+    """One line naming where a YAML text fails to parse: ``"FILE, line L, column C: not a readable YAML WHAT: PROBLEM
+    (CONTEXT); the line reads '...'"``, lines and columns counted from 1 (PyYAML's ``problem_mark`` counts from
+    0); the line's text from ``text`` (the YAML parsed) or the mark's buffer. An error without a position keeps
+    its own words."""
+    mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+    problem = str(getattr(e, "problem", None) or "") or type(e).__name__
+    ctx = getattr(e, "context", None)
+    if ctx:
+        cmark = getattr(e, "context_mark", None)
+        ctx_at = f" at line {cmark.line + 1}" if cmark is not None and mark is not None and cmark.line != mark.line \
+            else ""
+        problem += f" ({ctx}{ctx_at})"
+    if mark is None:
+        return f"{source} is not a readable YAML {what}: {str(e).splitlines()[0] if str(e) else problem}"
+    line = ""
+    buf = text if text is not None else getattr(mark, "buffer", None)
+    if buf:
+        lines = str(buf).rstrip("\0").splitlines()
+        if 0 <= mark.line < len(lines) and lines[mark.line].strip():
+            line = f"; the line reads {lines[mark.line].strip()[:120]!r}"
+    return f"{source}, line {mark.line + 1}, column {mark.column + 1}: not a readable YAML {what}: {problem}{line}"
+
+
+def read_yaml(path: str | Path, what: str = "file"):
+    """The documents of the YAML file ``path`` (:func:`load_yaml`), for every YAML a user gives (query sets,
+    templates, needle sets, settings). Raises InputError naming the file, and for a syntax error its line and
+    column (:func:`yaml_error_message`); ``what`` names the file's role (``"query set"``: "not a readable YAML query
+    set")."""
+    import yaml
+
+    from .errors import InputError
+
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{p} does not exist (a YAML {what} was expected there)") from None
+    except IsADirectoryError:
+        raise InputError(f"{p} is not a readable YAML {what}: it is a directory; give a .yaml file") from None
+    except UnicodeDecodeError as e:
+        raise InputError(f"{p} is not a readable YAML {what}: not UTF-8 text (byte {e.start}); save it as UTF-8") \
+            from None
+    except OSError as e:
+        raise InputError(f"{p} is not a readable YAML {what}: {e.strerror or e}") from None
+    try:
+        return load_yaml(text)
+    except yaml.YAMLError as e:
+        raise InputError(yaml_error_message(e, p, text, what)) from None
+
+
+def check_keys(data, known, where: str | Path, what: str = "top-level key") -> None:
+    """Raise InputError when the mapping ``data`` has a key outside ``known``, naming it and the known key it
+    probably meant (``difflib.get_close_matches``), else the keys there are. ``where`` names the file."""
+    import difflib
+
+    from .errors import InputError
+
+    if not isinstance(data, dict):
+        return
+    known = list(known)
+    for k in data:
+        if k in known:
+            continue
+        near = difflib.get_close_matches(str(k), known, n=1, cutoff=0.6)
+        hint = f"did you mean {near[0]!r}?" if near else f"the {what}s are: {', '.join(known)}"
+        raise InputError(f"{where}: unknown {what} {k!r} ({hint})")

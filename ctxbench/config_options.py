@@ -343,6 +343,8 @@ def config_values(specs: list[OptionSpec], given: Mapping[str, Any]) -> dict[str
             try:
                 v = yaml.safe_load(v)
             except yaml.YAMLError as e:
-                raise typer.BadParameter(f"--{s.flag} is not readable YAML ({e})") from None
+                from .config import yaml_error_message
+
+                raise typer.BadParameter(yaml_error_message(e, f"--{s.flag}", v, "value")) from None
         out[s.field] = v
     return out

@@ -421,6 +421,10 @@ def evaluate_build(build_dir: str | Path, cfg: EvalConfig, count_tokens: Callabl
     rpath = build_dir / "responses.parquet"
     consolidate(rpath)  # rows a killed evaluation left in part files
     before = _stored_keys(rpath)
+    if cfg.max_cost is not None:  # a model without a price is refused before the prompts are rendered and counted
+        from .spend import cap_prices
+
+        cap_prices(cfg.model, cfg.price, cfg.batch)
     plan = plan_requests(build_dir, cfg, cache)
     s = EvalSummary(selected=plan.selected, already_stored=plan.already_stored, from_cache=len(plan.hits),
                     empty_reason=plan.empty_reason)

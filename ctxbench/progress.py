@@ -129,6 +129,41 @@ def clock(seconds: float) -> str:
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
 
 
+def eta_estimate(done: int, total: int, elapsed_s: float, since_done_s: float) -> float:
+    """Seconds left for ``total`` calls of which ``done`` have finished, ``elapsed_s`` seconds after the first was
+    sent and ``since_done_s`` seconds after the latest finished (wall-clock time per call, so concurrency is in
+    it). The larger of two estimates, so that it moves while a call runs:
+
+    * the countdown: the mean time per call when the latest call finished, times the calls left, minus the time
+      since (it falls one second a second);
+    * the in-flight bound: were the running call to finish now, the mean would be ``elapsed_s / (done + 1)``, and
+      the calls after it would take that each (it grows while a call runs longer than the mean).
+
+    The two meet when the running call has taken the mean, so the estimate has no step there, nor when a call
+    slower than the mean finishes. Before any call has finished there is nothing to go by: ``nan``; none left: 0.
+    Example: 3 calls, the first done at 60 s; at 80 s ``max(2 × 60 − 20, 1 × 80 / 2) = 100``; at 200 s
+    ``max(2 × 60 − 140, 1 × 200 / 2) = 100``; at 260 s 130."""
+    left = total - done
+    if left <= 0:
+        return 0.0
+    if done <= 0:
+        return float("nan")
+    per_call = max(elapsed_s - since_done_s, 0.0) / done
+    return max(left * per_call - since_done_s, (left - 1) * elapsed_s / (done + 1), 0.0)
+
+
+def eta_step(previous: float | None, dt_s: float, estimate: float) -> float:
+    """The ETA to show ``dt_s`` seconds after ``previous`` was shown, from a new :func:`eta_estimate`: the estimate,
+    kept within ``dt_s`` of ``previous`` either way, so that the ETA never falls by more than the time that passed
+    (a quick call does not make the finish look near at once) nor climbs by more than it (a slow call raises it a
+    second a second, not 7:42 → 16:20 in one step). The first ETA (``previous`` None) is the estimate."""
+    if previous is None or previous != previous:
+        return estimate
+    if estimate != estimate:
+        return previous
+    return min(max(estimate, previous - dt_s), previous + dt_s)
+
+
 def retrying(model: str, error: BaseException | str, attempt: int, max_retries: int, delay_s: float,
              timeout_s: float | None = None) -> None:
     """Say that a call failed transiently and is retried (stage ``retry``): the reason in words (a timeout says

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-import yaml
 
 from .config import assets_dir
 from .errors import InputError
@@ -22,7 +21,9 @@ def _prompt_file(name: str = "default") -> dict:
     path = assets_dir() / "prompts" / f"{name}.yaml"
     if name != "default" and not path.exists():
         return _prompt_file("default")
-    return yaml.safe_load(path.read_text(encoding="utf-8"))
+    from .config import read_yaml
+
+    return read_yaml(path, "prompt file")
 
 
 def _prompts(name: str = "default") -> dict:

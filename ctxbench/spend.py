@@ -209,6 +209,30 @@ class TargetCI:
             wave += taken
         return wave
 
+    @staticmethod
+    def _where(g) -> str:
+        mode, budget, L = g
+        return f"{mode}{'' if budget is None else f'@{budget}'} at {L:,} tokens" if isinstance(L, int) else \
+            f"{mode} at {L}"
+
+    def unreachable(self) -> list[str]:
+        """One line per group (after :meth:`arrange`) whose contexts are too few for the target: even if every one
+        of its ``n`` contexts scored alike (all right or all wrong, the narrowest a confidence sequence gets:
+        :func:`ctxbench.analysis.sequential.half_width` of ``n`` ones), the half-width after all of them would be
+        above ``W``. Said before any call, so the user can lower the target or build more contexts."""
+        from .analysis.sequential import half_width
+
+        out = []
+        for g in sorted(self.order, key=str):
+            n = len(self.order[g])
+            best = half_width([1.0] * n, self.alpha)[2]
+            if best > self.width:
+                out.append(f"--target-ci {self.width}: {self._where(g)}: the build has {n} context(s); even if all "
+                           f"scored alike the half-width after every one would be {best:.3f} > {self.width}, so "
+                           f"the target cannot be reached: every instance will be asked (build more contexts, or "
+                           f"ask for a half-width of at least {best:.3f})")
+        return out
+
     def summary(self, remaining: list) -> list[str]:
         """One line per group: where its half-width stands against the target."""
         left: dict = defaultdict(int)
@@ -217,9 +241,7 @@ class TargetCI:
         out = []
         for g in sorted(set(self.order) | set(self.scores), key=str):
             hw, n = self.half_width(g)
-            mode, budget, L = g
-            where = f"{mode}{'' if budget is None else f'@{budget}'} at {L:,} tokens" if isinstance(L, int) else \
-                f"{mode} at {L}"
+            where = self._where(g)
             state = "target reached" if hw <= self.width else (
                 "every instance asked, target not reached" if not left[g] else "stopped before the target")
             out.append(f"--target-ci {self.width}: {where}: half-width {hw:.4f} over {n} contexts ({state}); "
@@ -310,6 +332,11 @@ def evaluate_in_waves(cfg, plan, build_dir: Path, reqs: list, runner, on_outcome
                 target.score(t, h.get("status") or "ok", h.get("response"), h.get("reasoning"),
                              h.get("finish_reason"))
         target.arrange(reqs)  # the seeded order over every context of each group, answered or not
+        from .progress import emit
+
+        for line in target.unreachable():  # said now, before any call (issue 32 item 9)
+            s.notes.append(line)
+            emit("target", line)
 
     if cfg.batch:
         from .models.batch import BatchStore

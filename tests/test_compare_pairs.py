@@ -112,6 +112,8 @@ def test_page_shows_matrix_with_non_significant_marked(out):
     sig = re.findall(r'<td class="sig"[^>]*>([+-][0-9.]+)', page)
     assert "+0.583" in sig and "-0.583" in sig  # m-a − m-b and its mirror m-b − m-a at 2,000 tokens
     assert "Effective context length" in page
+    # the leaderboard's intervals are by question, its matrices by context: the page says why (issue 32 item 8)
+    assert "clustered by question" in page and "clustered by context" in page and "Why two clusterings" in page
 
 
 def test_effective_length_in_compare(out):
@@ -165,3 +167,4 @@ def test_effective_length_in_the_build_report(tmp_path, monkeypatch):
     assert rows[("m-a", "relative")]["effective_length"] == 2000 and rows[("m-a", "absolute")]["effective_length"] == 1000
     assert rows[("m-b", "relative")]["effective_length"] == 1000 and rows[("m-b", "absolute")]["effective_length"] is None
     assert "below the threshold 0.856 already at the shortest tier" in page
+    assert "clustered by question" in page and "clustered by context" in page and "Why two clusterings" in page

@@ -128,8 +128,9 @@ def test_probe_speed_times_a_server_without_timings():
 
 def test_heartbeat_eta_counts_down_while_a_call_runs(monkeypatch):
     """The heartbeat's ETA is the finished calls' mean time per call counted down from the latest finish, and never
-    less than the mean for each call after the one in flight: 3 calls, the first done in 60 s; 20 s into the second,
-    2 × 60 − 20 = 100 s (1:40); 140 s into it, the third still takes 60 s (1:00); worked out by hand."""
+    less than the calls after the one in flight at the mean it would make finishing now: 3 calls, the first done
+    in 60 s; 20 s into the second, max(2 × 60 − 20, 1 × 80 / 2) = 100 s (1:40); 140 s into it, max(−20,
+    1 × 200 / 2) = 100 s (1:40), no longer frozen at the old mean's 1:00 (issue 32 item 6); worked out by hand."""
     now = [1000.0]
     monkeypatch.setattr("time.monotonic", lambda: now[0])
     shown = _RunProgress(every_s=1.0, heartbeat_s=1.0)
@@ -141,7 +142,9 @@ def test_heartbeat_eta_counts_down_while_a_call_runs(monkeypatch):
         now[0] = 1080.0
         assert shown.heartbeat().endswith(", ETA 1:40")
         now[0] = 1200.0
-        assert shown.heartbeat().endswith(", ETA 1:00")
+        assert shown.heartbeat().endswith(", ETA 1:40")
+        now[0] = 1260.0
+        assert shown.heartbeat().endswith(", ETA 2:10")  # 260 / 2 = 130 s: it grows while the call runs on
 
 
 def test_probe_measures_how_speed_falls_with_the_context():

@@ -20,7 +20,6 @@ from typing import Any, Callable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import yaml
 
 from ..config import assets_dir
 from ..models.cache import ResponseCache, key_endpoint, request_key
@@ -35,7 +34,9 @@ SCHEMA = pa.schema([("instance_id", pa.string()), ("model", pa.string()), ("ques
 
 @lru_cache(maxsize=1)
 def _prompt() -> dict:
-    return yaml.safe_load((assets_dir() / "prompts" / "closed_book.yaml").read_text(encoding="utf-8"))
+    from ..config import read_yaml
+
+    return read_yaml(assets_dir() / "prompts" / "closed_book.yaml", "prompt file")
 
 
 def closed_book_messages(question: str) -> list[dict]:

@@ -31,6 +31,11 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import stats
 
+CLUSTERING_NOTE = (
+    "Why two clusterings: the interval of one model's score is clustered by question (a question asked in several "
+    "contexts gives answers that move together), while a difference between two models is paired on the instances "
+    "both answered, which cancels each question's own difficulty, and is clustered by context (one context read "
+    "badly costs every question on it).")  # said on the report and the leaderboard, beside both kinds of interval
 MIN_CLUSTERS = 5
 METHOD = ("paired differences, OLS on an intercept with cluster-robust (CR1) standard errors clustered by context, "
           "t with G−1 degrees of freedom")

@@ -112,6 +112,11 @@ CONFIG_RE = re.compile(r"LLM Provider NOT provided|model .{0,80}does not exist|m
 # ("Missing Anthropic API Key", "api_key not set", "AuthenticationError"), Anthropic's SDK ("Could not resolve
 # authentication method. Expected either api_key or auth_token to be set"), Google ("API key not valid. Please pass
 # a valid API key", "API_KEY_INVALID"), Mistral ("Unauthorized" on 401, handled by status).
+# A key missing on this machine, as the client library says it before it sends anything (litellm then labels it
+# with a status of its own choosing, 500 for openai, 401 for anthropic, although no server answered).
+MISSING_KEY_RE = re.compile(r"api_key client option must be set|missing credentials|missing \w+ api key"
+                            r"|api_key not set|could not resolve authentication method"
+                            r"|no key is set", re.IGNORECASE)
 CREDENTIALS_RE = re.compile(r"api_key client option must be set|_API_KEY\b.{0,80}environment variable"
                             r"|missing credentials|set the `?[A-Z]+_API_KEY"
                             r"|missing (?:\w+ )?api[ _]?key|api[ _]key (?:is )?(?:not set|required|missing)"
@@ -245,6 +250,8 @@ class ErrorInfo:
             body = ""
         names = tuple(c.__name__ for c in type(exc).__mro__)
         text = f"{type(exc).__name__}: {exc}" + (f" {body}" if body and body not in str(exc) else "")
+        if MISSING_KEY_RE.search(text):  # litellm attaches a made-up response (500, 401) to its own refusal
+            status = None  # the client refused before sending: no server answered, whatever status litellm gives
         # litellm keeps the provider's headers (Retry-After) beside a response object that may have none
         headers = next((h for h in (getattr(exc, "litellm_response_headers", None), getattr(exc, "headers", None),
                                     getattr(resp, "headers", None)) if h), None)
@@ -288,6 +295,36 @@ _SETTING = {
                   "max_completion_tokens: call it through litellm, without --base-url)",
 }
 _SETTING["max_completion_tokens"] = _SETTING["max_tokens"]
+
+
+def missing_credentials(model: str, base_url: str | None = None) -> list[str]:
+    """The environment variables litellm needs for ``model`` that are not set (``litellm.validate_environment``;
+    e.g. ``["OPENAI_API_KEY"]`` for ``gpt-4o-mini``, where any one of several will do all are listed); [] for a
+    model called at a ``base_url`` (its key comes only from ``--api-key-env``, checked as the option is read),
+    for one whose provider litellm does not know, or where litellm cannot tell. Never raises."""
+    if base_url:
+        return []
+    try:
+        from . import quiet_litellm
+
+        env = quiet_litellm().validate_environment(model=model)
+    except Exception:  # noqa: BLE001  a check that cannot be made is no reason to stop: the call will say
+        return []
+    if not isinstance(env, dict) or env.get("keys_in_environment"):
+        return []
+    return [str(k) for k in env.get("missing_keys") or [] if str(k).isupper()]
+
+
+def require_credentials(model: str, base_url: str | None = None, what: str = "model") -> None:
+    """Raise InputError (exit 2) before any call when ``model``'s provider key is not set in the environment
+    (:func:`missing_credentials`), naming the variable(s); nothing happens when they are set."""
+    missing = missing_credentials(model, base_url)
+    if missing:
+        from ..errors import InputError
+
+        either = missing[0] if len(missing) == 1 else "one of " + ", ".join(missing)
+        raise InputError(f"{what} {model}: its provider's key is not set: export {either} (or call a server with "
+                         f"--base-url URL [--api-key-env NAME]); nothing was called")
 
 
 def setting_to_change(text: str) -> str:

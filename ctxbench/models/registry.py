@@ -6,7 +6,6 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-import yaml
 
 from ..config import assets_dir
 
@@ -59,7 +58,9 @@ def default_output_budget(window: int | None, reasoning: bool) -> int:
 
 @lru_cache(maxsize=1)
 def _registry_file() -> dict:
-    return yaml.safe_load((assets_dir() / "models.yaml").read_text(encoding="utf-8")) or {}
+    from ..config import read_yaml
+
+    return read_yaml(assets_dir() / "models.yaml", "model registry") or {}
 
 
 def _registry() -> dict[str, dict]:

@@ -477,14 +477,29 @@ class CallRunner:
         return out  # type: ignore[return-value]
 
     def run(self, requests: list[Request], on_outcome: Callable[[Outcome], None] | None = None) -> list[Outcome]:
-        """:meth:`arun` in a new event loop (from synchronous code)."""
+        """:meth:`arun` in a new event loop (from synchronous code). Raises InputError before any call when a
+        request must be sent and the provider's key is not set (:meth:`check_credentials`)."""
+        self.check_credentials(requests)
         cost_usd(self.model, 0, 0)  # loads litellm's price table now, not inside the event loop at the first answer
         return asyncio.run(self.arun(requests, on_outcome))
+
+    def check_credentials(self, requests: list[Request]) -> None:
+        """Raise InputError naming the variable to set (:func:`~ctxbench.models.gateway.require_credentials`)
+        when the provider's key of a model called through litellm (no base URL) is not in the environment and
+        some request is not answered by the cache; a fully cached rerun needs no key."""
+        from .gateway import missing_credentials, require_credentials
+
+        if self.base_url or not requests or not missing_credentials(self.model):
+            return
+        if any(self.cache.get(r.key) is None for r in requests):
+            require_credentials(self.model)
 
     # -- through the provider's batch API ----------------------------------------------------------------------
     def run_batch(self, requests: list[Request], store: Any, on_outcome: Callable[[Outcome], None] | None = None,
                   poll_s: float = 30.0, wait_s: float | None = None) -> list[Outcome]:
-        """:meth:`arun_batch` in a new event loop (from synchronous code)."""
+        """:meth:`arun_batch` in a new event loop (from synchronous code); the key is checked first, as by
+        :meth:`run`."""
+        self.check_credentials(requests)
         cost_usd(self.model, 0, 0)
         return asyncio.run(self.arun_batch(requests, store, on_outcome, poll_s, wait_s))
 

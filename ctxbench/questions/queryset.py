@@ -6,9 +6,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
-from ..config import assets_dir
+from ..config import assets_dir, check_keys, read_yaml
 from ..errors import InputError
 from ..verbalize.templates import TemplateSet
 from .sqlinfo import sql_info
@@ -24,21 +22,33 @@ class Question:
     info: dict = field(default_factory=dict)
 
 
+QUERYSET_KEYS = ("db_id", "questions", "templates", "generator", "report", "source")  # top-level keys of a query set
+
+
+def read_queryset_file(p: Path) -> dict:
+    """The top-level mapping of the query set file ``p``. Raises InputError naming the file, with the line and
+    column of a YAML syntax error, and an unknown top-level key with the one it probably meant
+    (:data:`QUERYSET_KEYS`; ``question:`` for ``questions:``)."""
+    data = read_yaml(p, "query set") or {}
+    if not isinstance(data, dict):
+        raise InputError(f"{p}: expected a 'questions' list under the top-level mapping (questions: [{{id, "
+                         f"question, sql}}]), found a {type(data).__name__}")
+    check_keys(data, QUERYSET_KEYS, p)
+    return data
+
+
 def load_queryset(db_id: str, path: str | Path | None = None) -> list[Question]:
     """Load ``assets/queries/<db_id>.yaml`` (or ``path``): ``questions: [{id, question, sql}, ...]``.
 
-    Raises InputError when the file is absent, a question lacks a field, ids repeat, or an SQL does not parse.
+    Raises InputError when the file is absent or not valid YAML (naming line and column), a top-level key is
+    unknown, a question lacks a field, ids repeat, or an SQL does not parse.
     """
     p = Path(path) if path else assets_dir() / "queries" / f"{db_id}.yaml"
     if not p.exists():
         raise InputError(f"no query set for database {db_id!r}: write {p} (questions: [{{id, question, sql}}]) "
                          f"or pass --queries")
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-    except (yaml.YAMLError, UnicodeDecodeError, IsADirectoryError) as e:
-        raise InputError(f"{p} is not a readable YAML query set ({type(e).__name__}): write "
-                         f"questions: [{{id, question, sql}}]") from None
-    items = data.get("questions") if isinstance(data, dict) else None
+    data = read_queryset_file(p)
+    items = data.get("questions")
     if not items:
         raise InputError(f"{p}: expected a 'questions' list")
     out, seen, texts = [], set(), {}

@@ -17,7 +17,6 @@ import sqlite3
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-import yaml
 
 from ..config import assets_dir
 from ..gold.execute import norm_rows, results_equal
@@ -31,7 +30,9 @@ MAX_TOKENS = 512
 
 @lru_cache(maxsize=4)
 def _prompts(name: str = "scitrek_questions") -> dict:
-    return yaml.safe_load((assets_dir() / "prompts" / f"{name}.yaml").read_text(encoding="utf-8"))
+    from ..config import read_yaml
+
+    return read_yaml(assets_dir() / "prompts" / f"{name}.yaml", "prompt file")
 
 
 def question_messages(sql: str, schema: str, prompts: str = "scitrek_questions") -> list[dict]:

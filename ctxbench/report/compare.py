@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from ..analysis.paired import CLUSTERING_NOTE
 from ..analysis.compare import AVERAGES, discover_builds, leaderboard, length_text, relative_link
 from ..storage import builds_catalogue, schema, to_table, write_parquet
 from . import plots
@@ -342,7 +343,8 @@ def render_page(con, out: Path) -> str:
             f"with 95% intervals clustered by question (in brackets); Avg, wAvg(inc) and wAvg(dec) over the "
             f"lengths as in HoloBench section 4.1. Only comparable instances: one build hash per table (builds of "
             f"other hashes hold other instances and are never pooled), and at each length only the instances every "
-            f"model answered. A number links to its instances in the build's instance browser. The data: "
+            f"model answered. The paired differences further down are clustered by context. {CLUSTERING_NOTE} "
+            f"A number links to its instances in the build's instance browser. The data: "
             f"<code>catalogue.duckdb</code> (tables leaderboard, averages, missing, groups, builds; views instances, "
             f"responses, scores over every build) and the Parquet files beside this page.</p>"
             f"{overview}{''.join(sections) or '<p>No build was found.</p>'}"

@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..analysis import core
+from ..analysis.paired import CLUSTERING_NOTE
 from ..storage import require_build, write_parquet
 from ..tracks.base import find_track, resolve
 from . import plots
@@ -105,7 +106,8 @@ def core_section(ctx: ReportContext) -> str:
 <p>Build <code>{html.escape(str(m.get('build_hash', '')))}</code> · track {html.escape(str(m.get('track', '')))}
  · source {html.escape(str(m.get('db_id', '')))} · {len(inst)} instances · tokenizer
  {html.escape(str((m.get('tokenizer') or {}).get('name', '') if isinstance(m.get('tokenizer'), dict) else ''))}</p>
-<p>{_scoring_note(ctx, rows, inst)} Intervals are 95% and clustered by question. Every count and score below links
+<p>{_scoring_note(ctx, rows, inst)} Intervals are 95% and clustered by question; the paired differences
+ between models are clustered by context. {CLUSTERING_NOTE} Every count and score below links
  to the instances behind it (click a point of a figure, or a number of a table).</p>
 <h2>Accuracy by context length</h2>
 {ctx.figure(plots.accuracy_by_length(by_len, link=len_link)) if by_len else "<p>No scores yet.</p>"}

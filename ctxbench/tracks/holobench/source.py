@@ -16,10 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-import yaml
 
 from ...buildcache import PreparedStore, code_version
-from ...config import assets_dir, load_yaml
+from ...config import assets_dir, read_yaml
 from ...errors import InputError
 from ...hashing import file_sha256, stable_hash
 from ...questions.queryset import Question, check_question, check_runs, load_queryset
@@ -75,7 +74,7 @@ def load_dummy_documents(db_id: str) -> list[str]:
     p = assets_dir() / "dummy" / f"{db_id}.yaml"
     if not p.exists():
         p = assets_dir() / "dummy" / "generic.yaml"
-    docs = load_yaml(p.read_text(encoding="utf-8")) or []
+    docs = read_yaml(p, "dummy documents file") or []
     if isinstance(docs, dict):
         docs = docs.get("documents", [])
     return [" ".join(str(d).split()) for d in docs]
@@ -89,13 +88,12 @@ def source_templates(db_id: str, queries: str | Path | None = None,
     if templates is not None or (assets_dir() / "templates" / f"{db_id}.yaml").exists() or queries is None:
         return load_templates(db_id, templates)
     p = Path(queries)
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8")) if p.is_file() else None
-    except (yaml.YAMLError, UnicodeDecodeError):
-        data = None
-    if not isinstance(data, dict):
-        load_queryset(db_id, queries)  # an unreadable query set: its own loader names the problem
-    section = data.get("templates") if isinstance(data, dict) else None
+    if not p.is_file():
+        load_queryset(db_id, queries)  # a missing query set: its own loader names the problem
+    from ...questions.queryset import read_queryset_file
+
+    data = read_queryset_file(p)  # a syntax error's line and column, an unknown key's likely meaning
+    section = data.get("templates")
     if section is None:
         return load_templates(db_id)  # raises, naming both ways to add templates
     return templates_from_mapping(section, db_id, f"{p} (templates:)")

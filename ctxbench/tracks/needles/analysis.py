@@ -69,7 +69,6 @@ from functools import lru_cache
 from pathlib import Path
 
 import pyarrow.parquet as pq
-import yaml
 
 from ...config import assets_dir
 from ...errors import InputError
@@ -91,7 +90,9 @@ SINGLE_VARIANTS = ("real", "altered")
 
 @lru_cache(maxsize=4)
 def _settings_file(path: str) -> dict:
-    return yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    from ...config import read_yaml
+
+    return read_yaml(path, "analysis settings") or {}
 
 
 def settings(path: str | Path | None = None) -> dict:
@@ -260,7 +261,9 @@ def load_facts(build_dir: Path, instances: list[dict]) -> tuple[dict[str, Needle
     if isinstance(ns, dict) and ns.get("file"):
         p = Path(ns["file"]) if Path(ns["file"]).is_absolute() else assets_dir() / "needles" / ns["file"]
         if p.exists() and (not ns.get("sha256") or hashlib.sha256(p.read_bytes()).hexdigest() == ns["sha256"]):
-            for nid, f in facts_from_needle_set(yaml.safe_load(p.read_text(encoding="utf-8")) or {}).items():
+            from ...config import read_yaml
+
+            for nid, f in facts_from_needle_set(read_yaml(p, "needle set") or {}).items():
                 if nid in facts:
                     g = facts[nid]
                     g.names, g.statements = f.names, f.statements

@@ -193,9 +193,10 @@ class Haystack:
 
 
 def _models_yaml_entries(names: list[str]) -> dict:
-    import yaml
 
-    reg = (yaml.safe_load((assets_dir() / "models.yaml").read_text(encoding="utf-8")) or {}).get("models", {})
+    from ...config import read_yaml
+
+    reg = (read_yaml(assets_dir() / "models.yaml", "model registry") or {}).get("models", {})
     low = {k.lower(): k for k in reg}
     return {n: reg.get(n) or reg.get(low.get(n.lower(), ""), None) for n in names}
 

@@ -25,9 +25,8 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from pathlib import Path
 
-import yaml
 
-from ...config import assets_dir, load_yaml
+from ...config import assets_dir, check_keys, read_yaml
 from ...errors import InputError
 from ...hashing import file_sha256
 
@@ -151,17 +150,18 @@ def needle_asset_path(name_or_path: str) -> Path:
     return p
 
 
+NEEDLE_SET_KEYS = ("needles", "chains", "language", "exclude_volumes", "lookalike_subjects", "name", "description")
+
+
 def load_needle_set(name_or_path: str) -> NeedleSet:
     """Load and check a needle asset (fields in ``assets/needles/zh-classical.yaml``). Raises InputError naming
     the file and the entry for a missing field, a statement without ``{value}``, a duplicate id or a chain
     without names."""
     p = needle_asset_path(name_or_path)
-    try:
-        d = load_yaml(p.read_text(encoding="utf-8")) or {}
-    except (yaml.YAMLError, UnicodeDecodeError) as e:
-        raise InputError(f"{p} is not readable YAML: {e}") from None
+    d = read_yaml(p, "needle set") or {}  # a syntax error names its line and column
     if not isinstance(d, dict):
         raise InputError(f"{p}: the top level must be a mapping with 'needles' and/or 'chains' lists")
+    check_keys(d, NEEDLE_SET_KEYS, p)
     needles, chains = d.get("needles") or [], d.get("chains") or []
     for what, items in (("needles", needles), ("chains", chains)):
         if not isinstance(items, list) or not all(isinstance(x, dict) for x in items):

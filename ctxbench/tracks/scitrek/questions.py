@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import sqlglot
-import yaml
 from sqlglot import exp
 
 from ...config import assets_dir
@@ -65,9 +64,12 @@ def load_templates(path: str | Path | None = None) -> list[SqlTemplate]:
     """Templates from YAML. Raises InputError naming the file and template for an unknown skill, topic or
     placeholder, or a template whose SQL does not parse once its placeholders are filled."""
     path = Path(path or templates_path())
+    from ...config import read_yaml
+
+    data = read_yaml(path, "SQL templates")  # a syntax error names its line and column
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))["templates"]
-    except (OSError, KeyError, TypeError, yaml.YAMLError) as e:
+        raw = data["templates"]
+    except (KeyError, TypeError) as e:
         raise InputError(f"SQL templates {path}: cannot read a `templates:` list ({e})") from None
     out, seen = [], set()
     for t in raw:
