@@ -23,13 +23,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def peak_rss_mib() -> dict[str, float]:
     """Peak resident memory (MiB) of this process and of its child processes: the build's helper processes
-    (ctxbench.sidecar: great-expectations and language detection beside the build) summed, each asked for its own
+    (ctxbench.core.sidecar: great-expectations and language detection beside the build) summed, each asked for its own
     peak, then stopped; ``children_cpu``: CPU seconds of the finished children (the helpers' work)."""
     helpers: dict[str, float] = {}
     others = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # finished children (not the helpers)
     try:
-        from ctxbench import sidecar
-
+        from ctxbench.core import sidecar
         # each helper's own peak since its exec (getrusage would report the peak of the build process it was
         # forked from), summed: they run at once
         helpers = sidecar.peak_rss_mib()

@@ -32,7 +32,7 @@ import re
 import time
 from pathlib import Path
 
-from ctxbench.config import shared_data_dir
+from ctxbench.core.config import shared_data_dir
 from ctxbench.convert import layout
 from ctxbench.convert.pdf import ConversionError, preflight
 from ctxbench.convert.text import capital_token, clean
@@ -220,6 +220,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    from ctxbench.interrupt import run_main
+    from ctxbench.core.interrupt import run_main
 
     run_main(main)  # Ctrl-C: exit 130, no traceback

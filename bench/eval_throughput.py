@@ -46,7 +46,7 @@ def free_port() -> int:
 
 
 def make_build(d: Path, n: int) -> Path:
-    from ctxbench.storage import to_table, write_parquet
+    from ctxbench.core.storage import to_table, write_parquet
 
     d.mkdir(parents=True, exist_ok=True)
     rows = [{"instance_id": f"i{i:05d}", "benchmark": "holobench", "source_id": "bench", "question": f"What is item {i}?",
@@ -59,7 +59,7 @@ def make_build(d: Path, n: int) -> Path:
 
 
 def run_ctxbench(build: Path, base: str, conc: int) -> float:
-    from ctxbench.evaluate import EvalConfig, evaluate_build
+    from ctxbench.run.evaluate import EvalConfig, evaluate_build
 
     t0 = time.perf_counter()
     s = evaluate_build(build, EvalConfig(model="openai/bench-model", base_url=base, concurrency=conc),
@@ -137,6 +137,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    from ctxbench.interrupt import run_main
+    from ctxbench.core.interrupt import run_main
 
     run_main(main)  # Ctrl-C: exit 130, no traceback

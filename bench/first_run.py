@@ -102,10 +102,10 @@ def speed(settings: list[dict], per_length: int = 1, decode_tokens: int = 64,
     import httpx
     import pyarrow.parquet as pq
 
-    from ctxbench.evaluate import select_instances
+    from ctxbench.run.evaluate import select_instances
     from ctxbench.models.local_server import EMBEDDED_MODEL, LocalServer
-    from ctxbench.prompts import render_messages
-    from ctxbench.tracks.base import default_track
+    from ctxbench.models.prompts import render_messages
+    from ctxbench.core.track import default_track
 
     home = Path(tempfile.mkdtemp(prefix="ctxbench-speed-home-"))
     os.environ["CTXBENCH_HOME"] = str(home)
@@ -221,6 +221,6 @@ def _measure(a, total: float) -> None:
 
 
 if __name__ == "__main__":
-    from ctxbench.interrupt import run_main
+    from ctxbench.core.interrupt import run_main
 
     run_main(main)  # Ctrl-C: exit 130, no traceback

@@ -59,7 +59,7 @@ def _child_single(a) -> dict:
     import os
 
     os.environ["CTXBENCH_SIDECAR"] = "off"  # one haystack, not a build: no validation helper beside it
-    from ctxbench.analysis.language import language_columns
+    from ctxbench.features.language import language_columns
 
     loaded = nd.load_stage(cfg, Path(tempfile.mkdtemp()) / "out")
     info, tok = loaded.models[model]
@@ -87,7 +87,7 @@ def _child_single(a) -> dict:
 
 
 def main() -> None:
-    from ctxbench.config import shared_data_dir
+    from ctxbench.core.config import shared_data_dir
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--corpus", default=str(shared_data_dir() / "classical" / "songyuan_xuean" / "volumes"))
@@ -117,6 +117,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    from ctxbench.interrupt import run_main
+    from ctxbench.core.interrupt import run_main
 
     run_main(main)  # Ctrl-C: exit 130, no traceback

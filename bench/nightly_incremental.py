@@ -34,7 +34,7 @@ def main() -> None:
     a = ap.parse_args()
     from fakeserver import FakeOpenAIServer
 
-    from ctxbench.evaluate import EvalConfig
+    from ctxbench.run.evaluate import EvalConfig
     from ctxbench.sources import load_database
     from ctxbench.tracks.holobench import HoloBenchConfig
 
@@ -78,6 +78,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    from ctxbench.interrupt import run_main
+    from ctxbench.core.interrupt import run_main
 
     run_main(main)  # Ctrl-C: exit 130, no traceback

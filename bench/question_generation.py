@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from ctxbench.gold import compute_gold
-from ctxbench.questions.generate import Checker, GenerateConfig, generate_questions, prepare
+from ctxbench.tracks.holobench.generate import Checker, GenerateConfig, generate_questions, prepare
 from ctxbench.questions.sqlinfo import sql_info
 
 
@@ -71,6 +71,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    from ctxbench.interrupt import run_main
+    from ctxbench.core.interrupt import run_main
 
     run_main(main)  # Ctrl-C: exit 130, no traceback

@@ -128,7 +128,7 @@ def show(name: str, r: dict) -> None:
 
 FLOW = """
 import json, sys, time
-from ctxbench.evaluate import EvalConfig
+from ctxbench.run.evaluate import EvalConfig
 from pipelines.flows import evaluate_flow
 build, url, conc = sys.argv[1], sys.argv[2], int(sys.argv[3])
 print('READY', time.time(), flush=True)
@@ -292,6 +292,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    from ctxbench.interrupt import run_main
+    from ctxbench.core.interrupt import run_main
 
     run_main(main)  # Ctrl-C: exit 130, no traceback

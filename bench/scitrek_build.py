@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import buildbench as bb  # noqa: E402
 
-from ctxbench.config import shared_data_dir
+from ctxbench.core.config import shared_data_dir
 from ctxbench.contexts.collections import build_collections
 from ctxbench.convert.pdf import convert_pdfs
 from ctxbench.sources.articles import citation_edges, load_metadata
@@ -126,6 +126,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    from ctxbench.interrupt import run_main
+    from ctxbench.core.interrupt import run_main
 
     run_main(main)  # Ctrl-C: exit 130, no traceback

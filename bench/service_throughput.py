@@ -32,7 +32,7 @@ sys.path[:0] = [str(REPO), str(REPO / "bench"), str(REPO / "tests")]
 WORKER = """
 import dataclasses, json, os, sys, time
 import litellm  # the price table, loaded before the common start
-from ctxbench.evaluate import EvalConfig, evaluate_build
+from ctxbench.run.evaluate import EvalConfig, evaluate_build
 build, url, go, conc = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 print('READY', flush=True)
 while not os.path.exists(go):
@@ -85,7 +85,7 @@ def nightly_run(root: Path, srv, lengths: list[int], per_length: int) -> dict:
     os.environ["CTXBENCH_HOME"] = str(root / "nightly-home")
     from prefect.testing.utilities import prefect_test_harness
 
-    from ctxbench.evaluate import EvalConfig
+    from ctxbench.run.evaluate import EvalConfig
     from ctxbench.tracks.holobench import HoloBenchConfig
     from pipelines.flows import nightly
 
@@ -137,6 +137,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    from ctxbench.interrupt import run_main
+    from ctxbench.core.interrupt import run_main
 
     run_main(main)  # Ctrl-C: exit 130, no traceback

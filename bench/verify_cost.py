@@ -65,6 +65,6 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    from ctxbench.interrupt import run_main
+    from ctxbench.core.interrupt import run_main
 
     run_main(lambda: main(sys.argv[1:] or ["runs/default/latest"]))  # Ctrl-C: exit 130, no traceback

@@ -50,7 +50,7 @@ def deployments() -> list:
 
 
 if __name__ == "__main__":
-    from ctxbench.interrupt import run_main
+    from ctxbench.core.interrupt import run_main
 
     signal.signal(signal.SIGINT, signal.default_int_handler)  # from here a Ctrl-C is run_main's KeyboardInterrupt
     run_main(lambda: serve(*deployments()))  # Ctrl-C: exit 130, no traceback

@@ -4,7 +4,7 @@ parent ``nightly``.
 
 They run without a server (Prefect starts a temporary local API) and against ``prefect server start``
 (``PREFECT_API_URL``). Each flow calls library functions; a build flow runs its track's stages
-(:class:`ctxbench.tracks.base.Stage`) in their declared order, one Prefect task per stage with the stage's retries.
+(:class:`ctxbench.core.track.Stage`) in their declared order, one Prefect task per stage with the stage's retries.
 One ``evaluate`` task makes many model calls (a Prefect task costs tens of milliseconds, one task per call would
 not scale). Tasks pass large in-memory objects (databases, contexts), so Prefect's input-hashing cache is off
 (NO_CACHE): whole steps are skipped by the build hash instead.
@@ -27,15 +27,16 @@ from prefect.utilities.annotations import quote
 from prefect.artifacts import create_markdown_artifact
 from pydantic import BaseModel, Field, create_model
 
-from ctxbench.backfill import BackfillConfig, find_builds
-from ctxbench.evaluate import EvalConfig, evaluate_build, unanswered_calls
-from ctxbench.incremental import report_if_changed, score_if_changed
+from ctxbench.run.backfill import BackfillConfig
+from ctxbench.core.storage import find_builds
+from ctxbench.run.evaluate import EvalConfig, evaluate_build, unanswered_calls
+from ctxbench.run.incremental import report_if_changed, score_if_changed
 from ctxbench.models.local_server import EMBEDDED_MODEL, LocalServer
-from ctxbench.outdir import check_build_out, out_dir_lock
-from ctxbench.progress import emit
+from ctxbench.core.outdir import check_build_out, out_dir_lock
+from ctxbench.core.progress import emit
 from ctxbench.report import results_table
-from ctxbench.tracks.base import Track, default_track, existing_build, get_track, initial_state, store_outputs
-from ctxbench.tracks.base import tracks as registered_tracks
+from ctxbench.core.track import Track, default_track, existing_build, get_track, initial_state, store_outputs
+from ctxbench.core.track import tracks as registered_tracks
 
 
 # ---------------------------------------------------------------------------------------------- build flows
@@ -58,7 +59,7 @@ def run_build(track: Track, cfg: BaseModel | dict, out: str, force: bool = False
     a string). An unchanged build is found by the stage that checks the build directory and left as it is."""
     state = initial_state(track, track.config(cfg), out, force, versioned, None, **inputs)
     result: Any = None
-    # one build at a time per --out (ctxbench.outdir); a refused --out gets no lock file
+    # one build at a time per --out (ctxbench.core.outdir); a refused --out gets no lock file
     with out_dir_lock(out, check=lambda: check_build_out(out, force, versioned)):
         for st in track.stages:
             t = stage_task.with_options(name=f"{track.name}-{st.name}", retries=st.retries,
@@ -126,7 +127,7 @@ def task_runner():
     cluster of ``CTXBENCH_DASK_WORKERS`` worker processes; else Prefect's default thread pool."""
     addr, n = os.environ.get("CTXBENCH_DASK_ADDRESS"), os.environ.get("CTXBENCH_DASK_WORKERS")
     if addr or n:
-        from ctxbench.extras import require
+        from ctxbench.core.extras import require
 
         DaskTaskRunner = require("prefect_dask", "the Dask task runner (CTXBENCH_DASK_ADDRESS, "
                                  "CTXBENCH_DASK_WORKERS)").DaskTaskRunner
@@ -287,7 +288,7 @@ def nightly(build: DefaultConfig | None = DefaultConfig(lengths=[2048, 4096]),  
     it) and for every entry of ``tracks`` (``{"track": NAME, "config": {...}, "out": DIR, "versioned": bool}`` plus
     the track's inputs, e.g. ``s2`` to fetch new Semantic Scholar clusters before an article build).
 
-    Incremental (ctxbench.incremental): with ``versioned`` the build goes to ``out/<build_hash>`` (``out/latest``
+    Incremental (ctxbench.run.incremental): with ``versioned`` the build goes to ``out/<build_hash>`` (``out/latest``
     points at it, older builds stay); unchanged inputs build nothing, stored calls are not repeated, and score and
     report run only when their inputs changed."""
     res: dict = {}

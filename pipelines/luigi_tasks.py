@@ -7,7 +7,7 @@ Thin wrappers over the same library calls as the Prefect flows in ``pipelines/fl
 task, no benchmark logic here), so both engines write identical artifacts for the same configuration. Parameters
 are the same pydantic models, passed as JSON. A task is *complete* when its library-level check says so: the build
 by its build hash, an evaluation when every request key is stored, score and report when their inputs hash is
-current (ctxbench.incremental) — so a rerun with unchanged inputs does nothing but those checks.
+current (ctxbench.run.incremental) — so a rerun with unchanged inputs does nothing but those checks.
 """
 
 from __future__ import annotations
@@ -17,11 +17,12 @@ from pathlib import Path
 
 import luigi
 
-from ctxbench.evaluate import EvalConfig, evaluate_build
-from ctxbench.incremental import latest_build, report_if_changed, report_is_current, score_if_changed, scores_are_current
+from ctxbench.run.evaluate import EvalConfig, evaluate_build
+from ctxbench.run.incremental import report_if_changed, report_is_current, score_if_changed, scores_are_current
+from ctxbench.core.storage import latest_build
 from ctxbench.models.cache import ResponseCache
 from ctxbench.models.local_server import EMBEDDED_MODEL, LocalServer
-from ctxbench.tracks.base import check_build_dir, default_track, get_track, run_stages, track_for_config
+from ctxbench.core.track import check_build_dir, default_track, get_track, run_stages, track_for_config
 
 
 class _KeepsFailure:
@@ -38,7 +39,7 @@ class _KeepsFailure:
 
 class BuildTask(_KeepsFailure, luigi.Task):
     """A build of any registered track into ``out`` (``versioned``: a run root, ``out/<build_hash>``,
-    ``out/latest``): runs the track's stages in their declared order (ctxbench.tracks.base.run_stages); complete
+    ``out/latest``): runs the track's stages in their declared order (ctxbench.core.track.run_stages); complete
     when the track's build-directory check finds this build."""
 
     track = luigi.Parameter(default="", description="registered track name (default: the default track)")
@@ -83,7 +84,7 @@ class EvaluateTask(_KeepsFailure, luigi.Task):
         return BuildTask(track=self.track, cfg=self.cfg, out=self.out, versioned=self.versioned)
 
     def complete(self) -> bool:
-        from ctxbench.evaluate import plan_requests
+        from ctxbench.run.evaluate import plan_requests
 
         if self.stopped_by_rule:
             return True

@@ -7,8 +7,8 @@ import hashlib
 import json
 from pathlib import Path
 
-from ctxbench.hashing import canonical_json
-from ctxbench.storage import to_table, write_json, write_parquet
+from ctxbench.core.hashing import canonical_json
+from ctxbench.core.storage import to_table, write_json, write_parquet
 
 NEEDLE_SET = """\
 language: zh

@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 
 from ctxbench.analysis.agreement import cohens_kappa, judge_agreement, read_labels
 from ctxbench.cli import app
-from ctxbench.errors import InputError
-from ctxbench.evaluate import evaluate_build
-from ctxbench.score import score_build
+from ctxbench.core.errors import InputError
+from ctxbench.run.evaluate import evaluate_build
+from ctxbench.run.score import score_build
 from fakeserver import FakeOpenAIServer
 from test_evaluate import _env, cfg, make_build  # noqa: F401 (fixture reused)
 from test_judge import judge_or_model

@@ -10,13 +10,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ctxbench.score import score_build
+from ctxbench.run.score import score_build
 from ctxbench.scoring.judge import judge_text, parse_verdicts
 from ctxbench.scoring.lists import split_list
 from ctxbench.scoring.numbers import number_matches, read_numbers
 from ctxbench.scoring.pipeline import (answer_chain, chain_for, drop_ruled_out_values, finish_kind, last_statement,
                                        repetition_start, score_reply)
-from ctxbench.storage import to_table, write_parquet
+from ctxbench.core.storage import to_table, write_parquet
 from ctxbench.tracks.lara.judge import LARA_JUDGE, read_verdict
 
 
@@ -367,7 +367,7 @@ def test_every_track_chain_is_current():
 
 
 def test_removing_a_filter_the_default_chain_lacks_is_an_error():
-    from ctxbench.errors import InputError
+    from ctxbench.core.errors import InputError
 
     with pytest.raises(InputError, match="not in the default chain"):
         answer_chain(("-first_line",))

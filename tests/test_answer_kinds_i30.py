@@ -392,7 +392,7 @@ def _build(tmp_path, rows: list[tuple[str, list, str]]):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from ctxbench.storage import to_table, write_parquet
+    from ctxbench.core.storage import to_table, write_parquet
 
     b = tmp_path / "b"
     b.mkdir()

@@ -9,7 +9,7 @@ import dataclasses
 
 import pytest
 
-from ctxbench.errors import InputError
+from ctxbench.core.errors import InputError
 from ctxbench.scoring import pipeline as pl
 from ctxbench.scoring.pipeline import (DEFAULT_FILTERS, AnswerChain, AnswerContext, answer_chain, chain_for,
                                        filter_names, get_filter, register_filter, score_reply)

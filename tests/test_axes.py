@@ -189,7 +189,7 @@ def test_lookalikes_planted_and_never_answer(lookalike_build):
 
 
 def test_lookalikes_are_seeded_and_checked():
-    from ctxbench.errors import InputError
+    from ctxbench.core.errors import InputError
     from ctxbench.tracks.needles.questions import load_needle_set
 
     ns = load_needle_set("zh-classical")
@@ -204,7 +204,7 @@ def test_lookalikes_are_seeded_and_checked():
 
 
 def test_lexical_overlap_worked_examples():
-    from ctxbench.analysis.overlap import content_terms, lexical_overlap
+    from ctxbench.features.overlap import content_terms, lexical_overlap
 
     # English: stop words (what, did, the, in, of) dropped; question terms {city, charles, darwin, die}
     q = "In what city did Charles Darwin die?"
@@ -227,8 +227,8 @@ def test_lexical_overlap_worked_examples():
 
 
 def test_low_overlap_set_and_max_overlap(zh_corpus, tmp_path):
-    from ctxbench.analysis.overlap import lexical_overlap
-    from ctxbench.errors import InputError
+    from ctxbench.features.overlap import lexical_overlap
+    from ctxbench.core.errors import InputError
     from ctxbench.tracks.needles import NeedlesConfig, build_needles
     from ctxbench.tracks.needles.questions import load_needle_set
 
@@ -334,8 +334,8 @@ def test_anthropic_thinking_sent_by_litellm_and_the_batch_api():
 
 
 def test_anthropic_budget_checked_before_any_call(wine, tmp_path):
-    from ctxbench.errors import InputError
-    from ctxbench.evaluate import EvalConfig, plan_requests
+    from ctxbench.core.errors import InputError
+    from ctxbench.run.evaluate import EvalConfig, plan_requests
     from ctxbench.models.cache import ResponseCache
 
     b = build_holobench(HoloBenchConfig(db=wine, lengths=[512], question_ids=["wine_1-q06"]), tmp_path / "b").out
@@ -350,10 +350,10 @@ def test_two_efforts_end_to_end_through_a_local_server_report_and_compare(wine, 
     model@none and model@high, the stored model stays the name given."""
     from fakeserver import FakeOpenAIServer, message_text
 
-    from ctxbench.evaluate import EvalConfig, evaluate_build
+    from ctxbench.run.evaluate import EvalConfig, evaluate_build
     from ctxbench.report import build_report
     from ctxbench.report.compare import compare_runs
-    from ctxbench.score import score_build
+    from ctxbench.run.score import score_build
 
     monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
     b = build_holobench(HoloBenchConfig(db=wine, lengths=[512, 1024], distractors="near-miss",
@@ -466,8 +466,8 @@ def test_by_effort_counts_cut_off_replies_and_scores_them_0(wine, tmp_path, monk
     from fakeserver import FakeOpenAIServer, message_text
 
     from ctxbench.analysis.effort import effort_rows
-    from ctxbench.evaluate import EvalConfig, evaluate_build
-    from ctxbench.score import score_build
+    from ctxbench.run.evaluate import EvalConfig, evaluate_build
+    from ctxbench.run.score import score_build
 
     monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
     b = build_holobench(HoloBenchConfig(db=wine, lengths=[512, 1024],

@@ -22,7 +22,7 @@ import yaml
 from typer.testing import CliRunner
 
 from ctxbench.cli import app
-from ctxbench.storage import to_table, write_parquet
+from ctxbench.core.storage import to_table, write_parquet
 from fakeserver import FakeOpenAIServer, message_text
 
 REPO = Path(__file__).resolve().parent.parent
@@ -252,7 +252,7 @@ def test_a_table_losing_more_than_1pct_of_its_rows_is_warned_about_in_one_line(w
     left out by design is not warned about."""
     import warnings
 
-    from ctxbench.errors import DataWarning
+    from ctxbench.core.errors import DataWarning
 
     stated = "Name = NULL, Winery = NULL, Grape = NULL, Price = NULL, Score = NULL, Year = NULL, Appelation = NULL, " \
              "Cases = NULL"
@@ -426,8 +426,8 @@ def _item(body: dict) -> int:
 
 def test_bad_model_replies_are_stored_and_scored(tmp_path, monkeypatch):
     monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
-    from ctxbench.evaluate import EvalConfig, evaluate_build
-    from ctxbench.score import score_build
+    from ctxbench.run.evaluate import EvalConfig, evaluate_build
+    from ctxbench.run.score import score_build
 
     b = _toy_build(tmp_path / "b", [f"The code of item {i} is {1000 + i}." for i in range(len(REPLIES))])
     with FakeOpenAIServer(answer_fn=lambda body: REPLIES[_item(body)]) as srv:
@@ -467,8 +467,8 @@ def test_odd_content_shapes_become_text():
 
 def test_prompts_beyond_the_window_are_over_length_not_wrong(tmp_path, monkeypatch):
     monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
-    from ctxbench.evaluate import EvalConfig, evaluate_build
-    from ctxbench.score import score_build
+    from ctxbench.run.evaluate import EvalConfig, evaluate_build
+    from ctxbench.run.score import score_build
     from ctxbench.tokenizers import get_tokenizer
 
     long_ctx = "The code of item 1 is 1001. " + "Filler sentence about nothing. " * 2000  # ~10k tokens
@@ -503,8 +503,8 @@ JUDGE_REPLIES = {  # instance → the judge's reply
 
 def test_bad_judge_replies_are_counted_never_scored(tmp_path, monkeypatch):
     monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
-    from ctxbench.evaluate import EvalConfig, evaluate_build
-    from ctxbench.score import score_build
+    from ctxbench.run.evaluate import EvalConfig, evaluate_build
+    from ctxbench.run.score import score_build
 
     b = _toy_build(tmp_path / "b", [f"The code of item {i} is {1000 + i}." for i in range(len(JUDGE_REPLIES))])
 

@@ -8,11 +8,11 @@ import pytest
 from typer.testing import CliRunner
 
 from ctxbench.cli import app
-from ctxbench.errors import InputError
+from ctxbench.core.errors import InputError
 from ctxbench.models.gateway import classify
 from ctxbench.tracks.needles.questions import load_needle_set
 from ctxbench.sources.corpus import fetch_corpus
-from ctxbench.tracks.common import check_out_dir
+from ctxbench.core.manifest import check_out_dir
 
 runner = CliRunner()
 

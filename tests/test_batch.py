@@ -19,9 +19,9 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-import ctxbench.evaluate as ev
+import ctxbench.run.evaluate as ev
 from ctxbench.cli import app
-from ctxbench.evaluate import EvalConfig, evaluate_build, plan_requests
+from ctxbench.run.evaluate import EvalConfig, evaluate_build, plan_requests
 from ctxbench.models.batch import BatchStore, OpenAIHTTPBatch
 from ctxbench.models.cache import ResponseCache
 from ctxbench.models.gateway import RetryPolicy

@@ -381,7 +381,7 @@ def test_prepared_source_follows_the_files(spider_db, tmp_path, monkeypatch):
     entry is prepared again too."""
     import sqlite3
 
-    from ctxbench.buildcache import PAYLOAD
+    from ctxbench.core.buildcache import PAYLOAD
     from ctxbench.tracks.holobench import HoloBenchConfig, build_holobench
 
     monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
@@ -410,7 +410,7 @@ def test_lengths_accept_ten_million_tokens():
     names the bound beyond it."""
     from pydantic import ValidationError
 
-    from ctxbench.config_options import parse_ints
+    from ctxbench.cli.options import parse_ints
     from ctxbench.tracks.holobench import HoloBenchConfig
     from ctxbench.tracks.needles.build import NeedlesConfig
     from ctxbench.tracks.scitrek.build import SciTrekConfig

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ctxbench.cli import app
-from ctxbench.evaluate import EvalConfig, evaluate_build
+from ctxbench.run.evaluate import EvalConfig, evaluate_build
 from fakeserver import FakeOpenAIServer
 from test_crash_safety import make_toy_build
 

@@ -80,7 +80,7 @@ OUT_DIRS = DIR_OUT  # every other --out is a directory to write
 def _commands():
     """(command words, click command) for every leaf command, generated track commands included; the commands of a
     track another test module registered (its module outside ctxbench.tracks.BUILTIN) are that test's business."""
-    from ctxbench.tracks.base import BUILTIN, tracks
+    from ctxbench.core.track import BUILTIN, tracks
 
     foreign = {t.name for t in tracks() if type(t).__module__ not in BUILTIN}
     root = get_command(app)

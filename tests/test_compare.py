@@ -20,9 +20,9 @@ from typer.testing import CliRunner
 
 from ctxbench.analysis.core import results_table
 from ctxbench.cli import app
-from ctxbench.incremental import set_latest
+from ctxbench.core.storage import set_latest
 from ctxbench.report.compare import compare_runs
-from ctxbench.storage import to_table, write_parquet
+from ctxbench.core.storage import to_table, write_parquet
 
 A = "openai/a-very-long-model-name-that-used-to-be-cut-off-2025-05-preview"
 B = "anthropic/claude-test-b"

@@ -14,7 +14,7 @@ import pytest
 from scipy import stats
 
 from ctxbench.report.compare import compare_runs
-from ctxbench.storage import to_table, write_parquet
+from ctxbench.core.storage import to_table, write_parquet
 
 LENGTHS = (1000, 2000)
 # per model, per length: 12 scores (context c = index // 2)

@@ -11,7 +11,7 @@ from itertools import chain
 import pytest
 
 from ctxbench.contexts.packer import Unit, arrange, pack, sample_without_replacement, take_until
-from ctxbench.errors import InputError
+from ctxbench.core.errors import InputError
 from ctxbench.tokenizers import get_tokenizer
 from ctxbench.tracks.holobench.source import prepare_source
 

@@ -211,7 +211,7 @@ def test_converter_code_is_hashed_into_cache_keys_and_build_hashes(tmp_path, mon
     from pathlib import Path
 
     import ctxbench.convert
-    from ctxbench.errors import CtxbenchError
+    from ctxbench.core.errors import CtxbenchError
     from ctxbench.tracks.scitrek import build as sb
 
     pkg = Path(ctxbench.convert.__file__).resolve().parent
@@ -256,7 +256,7 @@ def test_converter_code_is_hashed_into_cache_keys_and_build_hashes(tmp_path, mon
 
 
 def test_full_text_reader_code_hash_names_a_missing_module(monkeypatch):
-    from ctxbench.errors import CtxbenchError
+    from ctxbench.core.errors import CtxbenchError
     from ctxbench.tracks.scitrek import build as sb
 
     assert len(sb._source_code_hash()) == 16

@@ -34,7 +34,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from ctxbench.storage import parts_dir, pending_parts, read_table, schema, to_table, write_parquet
+from ctxbench.core.storage import parts_dir, pending_parts, read_table, schema, to_table, write_parquet
 from fakeserver import FakeOpenAIServer, message_text
 
 REPO = Path(__file__).resolve().parent.parent
@@ -50,7 +50,7 @@ FACT_RE = re.compile(r"The code of item (Q\d\d) is (\d+)\.")
 EVAL_SCRIPT = """
 import dataclasses, json, sys, types
 sys.modules['litellm'] = types.SimpleNamespace(model_cost={})
-from ctxbench.evaluate import EvalConfig, evaluate_build
+from ctxbench.run.evaluate import EvalConfig, evaluate_build
 s = evaluate_build(sys.argv[1], EvalConfig(model='openai/fake', base_url=sys.argv[2], concurrency=4), flush_every=3)
 print('SUMMARY ' + json.dumps(dataclasses.asdict(s)), flush=True)
 """
@@ -151,7 +151,7 @@ def visible_parquet(d: Path) -> list[str]:
 
 def leftovers(d: Path) -> list[str]:
     """Temporary files of writers in the build directory and in the responses' part directory (an evaluation
-    appends part files there, merged into responses.parquet when it ends: ctxbench.storage.TableAppender)."""
+    appends part files there, merged into responses.parquet when it ends: ctxbench.core.storage.TableAppender)."""
     parts = parts_dir(d / "responses.parquet")
     inner = [f"{parts.name}/{n}" for n in os.listdir(parts)] if parts.is_dir() else []
     return sorted(n for n in os.listdir(d) + inner if n.rsplit("/", 1)[-1].startswith(".") and ".tmp" in n)

@@ -151,11 +151,11 @@ def test_a_killed_incremental_run_restarts_without_loss_or_repeated_calls(spider
               for d in (b, rb))
     assert sa.equals(sb), where
     # the report is current (its count of answers taken from the cache differs from the reference, rightly)
-    from ctxbench.incremental import report_is_current
+    from ctxbench.run.incremental import report_is_current
 
     assert report_is_current(b), where
     # no completed call repeated: no run asked for a question whose answer the cache held when it started
-    from ctxbench.prompts import render_messages
+    from ctxbench.models.prompts import render_messages
 
     prompt = {r["instance_id"]: hashlib.sha256(render_messages(r["context"], r["question"], "cot", "openai/fake")[1]
                                                ["content"].encode()).hexdigest()

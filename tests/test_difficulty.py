@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from ctxbench.analysis.difficulty import (difficulty_columns, merge_spans, reasoning_depth, scope_and_dispersion,
+from ctxbench.features.difficulty import (difficulty_columns, merge_spans, reasoning_depth, scope_and_dispersion,
                                           sql_derivation_graph, sql_reasoning_depth)
-from ctxbench.errors import InputError
+from ctxbench.core.errors import InputError
 
 
 def test_merge_overlapping_and_adjacent():
@@ -118,8 +118,7 @@ def test_difficulty_columns():
 def test_spans_as_json_text_measured_once_per_text():
     """Instances sharing a context pass the same spans' JSON text: measured once, the same values as from the
     list; a text that is not JSON is an error naming the instance."""
-    from ctxbench.analysis import difficulty as d
-
+    from ctxbench.features import difficulty as d
     d._scope_and_dispersion_of_json.cache_clear()
     spans = [[20, 30], [0, 10]]
     text = json.dumps(spans)

@@ -63,7 +63,7 @@ def _port_open(port: int) -> bool:
 def test_embedded_model_answers_through_gateway_and_stops(runtime):
     from ctxbench.models.gateway import Gateway, RetryPolicy
     from ctxbench.models.local_server import EMBEDDED_MODEL, RUNTIMES, LocalServer
-    from ctxbench.prompts import render_messages
+    from ctxbench.models.prompts import render_messages
 
     if importlib.util.find_spec(RUNTIMES[runtime].module) is None:  # an optional extra, not part of .[all]
         pytest.skip(f"{RUNTIMES[runtime].module} is not installed (pip install -e '.[llama-cpp-python]')")
@@ -106,10 +106,10 @@ def test_embedded_model_answers_through_gateway_and_stops(runtime):
 
 
 def test_evaluate_with_the_embedded_server(tmp_path):
-    from ctxbench.evaluate import EvalConfig, evaluate_build
+    from ctxbench.run.evaluate import EvalConfig, evaluate_build
     from ctxbench.models.local_server import EMBEDDED_MODEL, LocalServer
-    from ctxbench.score import score_build
-    from ctxbench.storage import to_table, write_parquet
+    from ctxbench.run.score import score_build
+    from ctxbench.core.storage import to_table, write_parquet
 
     build = tmp_path / "build"
     build.mkdir()

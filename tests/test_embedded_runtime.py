@@ -8,7 +8,7 @@ import importlib.util
 
 import pytest
 
-from ctxbench.errors import CtxbenchError
+from ctxbench.core.errors import CtxbenchError
 from ctxbench.models import local_server as ls
 
 
@@ -236,7 +236,7 @@ def test_evaluate_dry_run_of_the_embedded_model_prints_only_ctxbench_lines(insta
     from typer.testing import CliRunner
 
     from ctxbench.cli import app
-    from ctxbench.storage import to_table, write_parquet
+    from ctxbench.core.storage import to_table, write_parquet
 
     monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
     installed.add("xllamacpp")  # the dry run keys requests by the runtime; none is started

@@ -44,7 +44,7 @@ def test_luigi_and_prefect_engines_write_identical_artifacts(spider_db, tmp_path
             roots[engine] = tmp_path / engine
         # luigi again: every task is complete, nothing runs, nothing is called
         monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home-luigi"))
-        from ctxbench.evaluate import EvalConfig
+        from ctxbench.run.evaluate import EvalConfig
         from ctxbench.tracks.holobench import HoloBenchConfig
         from pipelines.luigi_tasks import run_luigi
 
@@ -75,7 +75,7 @@ def test_luigi_evaluate_stopped_by_its_own_rule_is_complete(tmp_path, monkeypatc
     task fails as an unfulfilled dependency); an evaluation with nothing unasked is judged by the stored requests."""
     pytest.importorskip("luigi")
     import pipelines.luigi_tasks as lt
-    from ctxbench.evaluate import EvalConfig, EvalSummary
+    from ctxbench.run.evaluate import EvalConfig, EvalSummary
 
     summary = EvalSummary()
     summary.status, summary.not_asked = status, not_asked

@@ -1,5 +1,5 @@
 """One ETA rule for ``ctxbench run`` (issue 32 item 6): the ETA stayed at 7:42 for 3.5 minutes while a call ran,
-then jumped to 16:20. The rule (:func:`ctxbench.progress.eta_estimate` moved by :func:`ctxbench.progress.eta_step`)
+then jumped to 16:20. The rule (:func:`ctxbench.core.progress.eta_estimate` moved by :func:`ctxbench.core.progress.eta_step`)
 moves at every heartbeat, never falls by more than the time that passed nor climbs by more, and the calls line
 and the heartbeat line show the same ETA. Tested as pure functions and on a scripted sequence of heartbeats."""
 
@@ -9,7 +9,7 @@ import math
 import re
 
 from ctxbench.cli import _RunProgress
-from ctxbench.progress import Event, eta_estimate, eta_step, in_flight
+from ctxbench.core.progress import Event, eta_estimate, eta_step, in_flight
 
 
 def test_eta_estimate_by_hand():

@@ -11,13 +11,13 @@ import re
 import pyarrow.parquet as pq
 import pytest
 
-import ctxbench.evaluate as ev
-from ctxbench.evaluate import EvalConfig, evaluate_build
+import ctxbench.run.evaluate as ev
+from ctxbench.run.evaluate import EvalConfig, evaluate_build
 from ctxbench.models.gateway import RetryPolicy
 from ctxbench.models.registry import model_info
 from ctxbench.report import build_report
-from ctxbench.score import score_build
-from ctxbench.storage import to_table, write_parquet
+from ctxbench.run.score import score_build
+from ctxbench.core.storage import to_table, write_parquet
 from fakeserver import FakeOpenAIServer, message_text
 
 CODES = [4821, 1937, 7065, 3310, 5582, 6149, 2706, 8453, 9018, 1264]
@@ -315,7 +315,7 @@ def test_direct_prompt_variant_and_per_length(tmp_path):
 
 
 def test_not_a_build_directory(tmp_path):
-    from ctxbench.errors import InputError
+    from ctxbench.core.errors import InputError
 
     with pytest.raises(InputError):
         evaluate_build(tmp_path, EvalConfig(model="openai/fake", base_url="http://127.0.0.1:9/v1"))
@@ -339,7 +339,7 @@ def test_concurrent_appends_lose_no_row(tmp_path):
     """Several evaluations appending to one responses.parquet at once (a file lock serialises them)."""
     import threading
 
-    from ctxbench.storage import append_rows
+    from ctxbench.core.storage import append_rows
 
     path = tmp_path / "responses.parquet"
 
@@ -367,7 +367,7 @@ def test_appender_writes_parts_and_merges_them_as_appends_would(tmp_path):
     """An evaluation's flushes are part files (O(new rows)); readers see them at once; merged at the end, the
     table holds the bytes that appending the same flushes to the table one by one writes (first row of a key
     wins, a replaced key's row moves to the end)."""
-    from ctxbench.storage import TableAppender, append_rows, parts_dir, pending_parts, read_table
+    from ctxbench.core.storage import TableAppender, append_rows, parts_dir, pending_parts, read_table
 
     flushes = [(_resp_rows("a", 5), set()), (_resp_rows("a", 8), set()),  # a0..a4 again: skipped
                (_resp_rows("b", 3), set()),
@@ -398,7 +398,7 @@ def test_appenders_of_several_processes_lose_and_repeat_nothing(tmp_path):
     import sys
 
     path = tmp_path / "responses.parquet"
-    code = ("import sys; from ctxbench.storage import TableAppender; sys.path.insert(0, sys.argv[3]);"
+    code = ("import sys; from ctxbench.core.storage import TableAppender; sys.path.insert(0, sys.argv[3]);"
             "from test_evaluate import _resp_rows; w = int(sys.argv[2]); a = TableAppender(sys.argv[1], 'responses')\n"
             "for k in range(10):\n"
             "    a.append(_resp_rows('k', 40)[k * 4:(k + 1) * 4] + _resp_rows(f'w{w}-', 40)[k * 4:(k + 1) * 4])\n"
@@ -410,13 +410,13 @@ def test_appenders_of_several_processes_lose_and_repeat_nothing(tmp_path):
     assert all(p.wait(timeout=120) == 0 for p in procs)
     keys = pq.read_table(path).column("request_key").to_pylist()
     assert sorted(keys) == sorted([f"k{i}" for i in range(40)] + [f"w{w}-{i}" for w in range(4) for i in range(40)])
-    from ctxbench.storage import parts_dir
+    from ctxbench.core.storage import parts_dir
 
     assert not parts_dir(path).exists()
 
 
 def test_parts_of_a_killed_evaluation_are_merged_by_the_next(tmp_path):
-    from ctxbench.storage import TableAppender, parts_dir, read_table
+    from ctxbench.core.storage import TableAppender, parts_dir, read_table
 
     build = make_build(tmp_path / "b", n=3)
     rp = build / "responses.parquet"
@@ -430,7 +430,7 @@ def test_parts_of_a_killed_evaluation_are_merged_by_the_next(tmp_path):
 
 def test_unfinished_build_is_not_evaluated(tmp_path):
     """A build killed after instances.parquet but before manifest.json (written last) is refused."""
-    from ctxbench.errors import InputError
+    from ctxbench.core.errors import InputError
 
     build = make_build(tmp_path / "b", n=2)
     (build / "manifest.json").unlink()

@@ -12,9 +12,9 @@ import pytest
 from typer.testing import CliRunner
 
 from ctxbench.cli import app
-from ctxbench.errors import InputError
-from ctxbench.export import export_build, split_instances
-from ctxbench.prompts import render_messages
+from ctxbench.core.errors import InputError
+from ctxbench.run.export import export_build, split_instances
+from ctxbench.models.prompts import render_messages
 from ctxbench.tracks.holobench.scoring import row_match
 from ctxbench.tracks.holobench import HoloBenchConfig, build_holobench
 from fakeserver import FakeOpenAIServer, message_text
@@ -130,9 +130,9 @@ def test_inspect_task_runs_the_same_instances_and_scores_like_ctxbench(builds, t
     pytest.importorskip("inspect_ai")
     from inspect_ai import eval as inspect_eval
 
-    from ctxbench.evaluate import EvalConfig, evaluate_build
-    from ctxbench.export import gold_text
-    from ctxbench.score import score_build
+    from ctxbench.run.evaluate import EvalConfig, evaluate_build
+    from ctxbench.run.export import gold_text
+    from ctxbench.run.score import score_build
 
     monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
     build = builds[0]

@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 from ctxbench.analysis.closed_book import flagged_ids, screen_build, screen_summary
 from ctxbench.analysis.filters import InstanceFilter, kept_ids
 from ctxbench.cli import app
-from ctxbench.errors import InputError
-from ctxbench.evaluate import EvalConfig, evaluate_build
-from ctxbench.storage import to_table, write_parquet
+from ctxbench.core.errors import InputError
+from ctxbench.run.evaluate import EvalConfig, evaluate_build
+from ctxbench.core.storage import to_table, write_parquet
 from fakeserver import FakeOpenAIServer, message_text
 
 # (language, context_tokens, question language) per instance

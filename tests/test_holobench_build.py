@@ -16,10 +16,10 @@ import yaml
 from typer.testing import CliRunner
 
 from ctxbench.cli import app
-from ctxbench.errors import InputError, TokenizerError, ValidationError
-from ctxbench.storage import to_table
+from ctxbench.core.errors import InputError, TokenizerError, ValidationError
+from ctxbench.core.storage import to_table
 from ctxbench.tracks.holobench import HoloBenchConfig, build_holobench
-from ctxbench.validate import validate_build
+from ctxbench.tracks.validate import validate_build
 
 REPO = Path(__file__).resolve().parent.parent
 POSITIONS = ["beginning", "middle", "end", "uniform", "bimodal"]
@@ -362,7 +362,7 @@ def test_validation_names_failed_expectation(density_build):
 
 def test_difficulty_and_language_columns(density_build):
     """Every instance carries LURCH's properties recomputed here from its own columns, and the language."""
-    from ctxbench.analysis.difficulty import merge_spans, sql_reasoning_depth
+    from ctxbench.features.difficulty import merge_spans, sql_reasoning_depth
 
     rows = pq.read_table(density_build.out / "instances.parquet").to_pylist()
     for r in rows:

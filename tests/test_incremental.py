@@ -15,8 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from ctxbench.errors import InputError
-from ctxbench.incremental import builds_of, latest_build, resolve_build
+from ctxbench.core.errors import InputError
+from ctxbench.core.storage import builds_of, latest_build, resolve_build
 from fakeserver import FakeOpenAIServer
 
 REPO = Path(__file__).resolve().parent.parent
@@ -31,7 +31,7 @@ def snapshot(root: Path) -> dict[str, tuple[int, int]]:
 def counters(monkeypatch):
     """Count calls of every build stage and of score/report's computations (the flows look them up at call time)."""
     import ctxbench.report
-    import ctxbench.score
+    import ctxbench.run.score
     from ctxbench.tracks import holobench
 
     calls: Counter = Counter()
@@ -46,7 +46,7 @@ def counters(monkeypatch):
 
     for stage in ("verbalize_stage", "assemble_stage", "gold_stage", "validate_stage", "write_stage"):
         counting(holobench, stage)
-    counting(ctxbench.score, "score_build")
+    counting(ctxbench.run.score, "score_build")
     counting(ctxbench.report, "build_report")
     return calls
 
@@ -55,7 +55,7 @@ def counters(monkeypatch):
 def test_nightly_does_nothing_without_new_input_and_only_the_new_work_with_it(spider_db, tmp_path, monkeypatch,
                                                                               counters):
     monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
-    from ctxbench.evaluate import EvalConfig
+    from ctxbench.run.evaluate import EvalConfig
     from ctxbench.tracks.holobench import HoloBenchConfig
     from pipelines.flows import nightly
 
@@ -119,8 +119,8 @@ def test_nightly_does_nothing_without_new_input_and_only_the_new_work_with_it(sp
 
 def test_tables_of_two_builds_are_never_mixed(spider_db, tmp_path, monkeypatch):
     monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
-    from ctxbench.evaluate import EvalConfig, evaluate_build
-    from ctxbench.score import score_build
+    from ctxbench.run.evaluate import EvalConfig, evaluate_build
+    from ctxbench.run.score import score_build
     from ctxbench.tracks.holobench import HoloBenchConfig, build_holobench
 
     db = str(spider_db("wine_1"))
@@ -149,9 +149,9 @@ def test_scores_follow_the_code_that_made_them(tmp_path, monkeypatch):
 
     from test_evaluate import cfg, make_build
 
-    import ctxbench.score
-    from ctxbench.evaluate import evaluate_build
-    from ctxbench.incremental import SCORING_CODE_KEY, score_if_changed
+    import ctxbench.run.score
+    from ctxbench.run.evaluate import evaluate_build
+    from ctxbench.run.incremental import SCORING_CODE_KEY, score_if_changed
     from ctxbench.scoring import pipeline
     from ctxbench.tracks.holobench import scoring as matchers
 
@@ -162,13 +162,13 @@ def test_scores_follow_the_code_that_made_them(tmp_path, monkeypatch):
     with FakeOpenAIServer() as srv:
         evaluate_build(b, cfg(srv))
     runs = Counter()
-    real = ctxbench.score.score_build
+    real = ctxbench.run.score.score_build
 
     def counting(*a, **k):
         runs["score"] += 1
         return real(*a, **k)
 
-    monkeypatch.setattr(ctxbench.score, "score_build", counting)
+    monkeypatch.setattr(ctxbench.run.score, "score_build", counting)
     assert score_if_changed(b)[1] is True and score_if_changed(b)[1] is False and runs["score"] == 1
     code = json.loads(pq.read_schema(b / "scores.parquet").metadata[SCORING_CODE_KEY])
     assert set(code) == {"holobench"} and list(code["holobench"]["matchers"]) == ["row_match"]
@@ -183,7 +183,7 @@ def test_scores_follow_the_code_that_made_them(tmp_path, monkeypatch):
     monkeypatch.setitem(pipeline._FILTERS, "tidy", dataclasses.replace(tidy, version=f"{tidy.version}.1"))
     assert score_if_changed(b)[1] is True and score_if_changed(b)[1] is False and runs["score"] == 3
     # a judge makes the judge prompt's code part of the inputs
-    from ctxbench.incremental import scoring_code
+    from ctxbench.run.incremental import scoring_code
 
     assert "judge" in scoring_code(b, "openai/judge") and "judge" not in scoring_code(b)
 
@@ -195,6 +195,6 @@ def test_code_hash_covers_the_modules_a_matcher_imports():
     mods = module_closure("ctxbench.tracks.holobench.scoring")
     # the number reader and the normalisers are part of row_match's code; the report is not
     assert {"ctxbench.tracks.holobench.scoring", "ctxbench.scoring.numbers", "ctxbench.scoring.normalize"} <= set(mods)
-    assert not any(m.startswith(("ctxbench.report", "ctxbench.evaluate")) for m in mods)
+    assert not any(m.startswith(("ctxbench.report", "ctxbench.run.evaluate")) for m in mods)
     assert "ctxbench.tracks.needles.scoring" in module_closure("ctxbench.tracks.needles.analysis")
     assert len(code_hash(row_match_instance)) == 16

@@ -7,10 +7,10 @@ import re
 
 import pyarrow.parquet as pq
 
-from ctxbench.evaluate import evaluate_build
+from ctxbench.run.evaluate import evaluate_build
 from ctxbench.scoring.judge import JUDGE_SYSTEM, parse_verdicts
 from ctxbench.scoring.judge_base import fenced_candidate
-from ctxbench.score import score_build
+from ctxbench.run.score import score_build
 from fakeserver import FakeOpenAIServer, message_text
 from test_evaluate import _env, answer_from_document, cfg, make_build  # noqa: F401 (fixture reused)
 

@@ -2,7 +2,7 @@
 
 from langdetect import DetectorFactory, detect
 
-from ctxbench.analysis.language import detect_language, language_columns, language_matches
+from ctxbench.features.language import detect_language, language_columns, language_matches
 
 EN = ("The committee met on Tuesday to discuss the new budget for the public library. Most members agreed that "
       "the opening hours should be extended during the winter months. ")

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from ctxbench.cli import app
 from ctxbench.report import build_report
-from ctxbench.score import score_build
+from ctxbench.run.score import score_build
 from ctxbench.scoring.refusal import is_refusal
 from ctxbench.scoring.pipeline import score_reply
 from ctxbench.tracks.lara.scoring import containment, token_f1
@@ -117,7 +117,7 @@ def test_fallback_matchers_worked_cases():
 def test_scoring_an_imported_lara_build(lara):
     _, out = lara
     inst = pq.read_table(out / "instances.parquet", columns=["instance_id", "skill", "gold"]).to_pylist()
-    from ctxbench.storage import to_table, write_parquet
+    from ctxbench.core.storage import to_table, write_parquet
 
     hallu = next(i for i in inst if i["skill"] == "hallucination")
     loc = next(i for i in inst if i["skill"] == "location")
@@ -144,7 +144,7 @@ def test_per_length_samples_per_tier_for_imports_with_measured_lengths():
     with 3 different lengths and 2 of the 128k tier give 2 + 2 with N=2 (before: one group per length, 5)."""
     import pyarrow as pa
 
-    from ctxbench.evaluate import select_instances
+    from ctxbench.run.evaluate import select_instances
 
     rows = [("a", 30001, "32k"), ("b", 30002, "32k"), ("c", 30003, "32k"), ("d", 120001, "128k"),
             ("e", 120002, "128k"), ("f", 4096, None), ("g", 4096, None), ("h", 4096, None)]

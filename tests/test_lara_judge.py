@@ -19,8 +19,8 @@ from typer.testing import CliRunner
 
 from ctxbench.analysis.agreement import judge_agreement
 from ctxbench.cli import app
-from ctxbench.errors import InputError
-from ctxbench.score import score_build
+from ctxbench.core.errors import InputError
+from ctxbench.run.score import score_build
 from ctxbench.scoring.judge_base import CANDIDATE_IS_DATA
 from ctxbench.scoring.judge import (
     JUDGE_SYSTEM,
@@ -30,8 +30,8 @@ from ctxbench.scoring.judge import (
     parse_judge_matcher,
 )
 from ctxbench.scoring.registry import judge_prompt, judge_prompt_names, judge_prompt_track
-from ctxbench.storage import to_table, write_parquet
-from ctxbench.tracks.base import Stage, Track, check_track, get_track
+from ctxbench.core.storage import to_table, write_parquet
+from ctxbench.core.track import Stage, Track, check_track, get_track
 from ctxbench.tracks.lara import import_lara
 from ctxbench.tracks.lara.judge import GENERAL, HALLUCINATION, SYSTEM, read_verdict
 from fakeserver import FakeOpenAIServer, message_text

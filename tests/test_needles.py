@@ -16,7 +16,7 @@ from urllib.parse import parse_qs, urlparse
 import pyarrow.parquet as pq
 import pytest
 
-from ctxbench.errors import InputError
+from ctxbench.core.errors import InputError
 from ctxbench.tracks.needles.questions import apply_insertions, load_needle_set, plan_insertions, verify_absent
 from ctxbench.sources.corpus import fetch_corpus, load_corpus, volume_number
 from ctxbench.tracks.needles import NeedlesConfig, build_needles, size_haystack
@@ -237,7 +237,7 @@ def zh_build(zh_corpus, tmp_path_factory):
 
 
 def test_haystacks_for_three_tokenizers_recounted(zh_build, zh_corpus, tiktoken_enc):
-    from ctxbench.prompts import VARIANTS, messages_text, render_messages
+    from ctxbench.models.prompts import VARIANTS, messages_text, render_messages
 
     out, r = zh_build
     rows = pq.read_table(out / "instances.parquet").to_pylist()
@@ -401,7 +401,7 @@ def test_insertion_at_sentence_boundaries_of_either_script():
 def test_evaluate_runs_on_a_needles_build(zh_build, tmp_path, monkeypatch):
     import shutil
 
-    from ctxbench.evaluate import EvalConfig, evaluate_build
+    from ctxbench.run.evaluate import EvalConfig, evaluate_build
     from fakeserver import FakeOpenAIServer
 
     monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))

@@ -21,7 +21,7 @@ from ctxbench.tracks.needles.analysis import (
     rule_tags,
     settings,
 )
-from ctxbench.score import score_build
+from ctxbench.run.score import score_build
 
 
 @pytest.fixture(autouse=True)
@@ -292,7 +292,7 @@ def test_judge_tags_through_gateway_and_cache(tmp_path):
 
 def test_parse_threshold_overrides():
     from ctxbench.tracks.needles.analysis import parse_threshold_overrides
-    from ctxbench.errors import InputError
+    from ctxbench.core.errors import InputError
 
     assert parse_threshold_overrides(["stable_floor=0.5", "variants=chain, real"]) == \
         {"stable_floor": 0.5, "variants": ["chain", "real"]}

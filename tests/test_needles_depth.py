@@ -148,7 +148,7 @@ def test_analysis_labels_depths_by_the_tokens_reached(tmp_path):
     real/altered pairs still pair by requested depth."""
     import pyarrow as pa
 
-    from ctxbench.score import score_build
+    from ctxbench.run.score import score_build
     from ctxbench.tracks.needles.analysis import analyse
     from needles_build import T2, write_needles_build
 

@@ -15,10 +15,10 @@ import yaml
 from fakeserver import FakeOpenAIServer, message_text
 
 from ctxbench.tracks.needles.analysis import analyse
-from ctxbench.config import assets_dir
-from ctxbench.evaluate import EvalConfig, evaluate_build
+from ctxbench.core.config import assets_dir
+from ctxbench.run.evaluate import EvalConfig, evaluate_build
 from ctxbench.report.html import build_report
-from ctxbench.score import score_build
+from ctxbench.run.score import score_build
 
 # the build side of the track (issue 6 parts 1-6) lands separately; until then there is nothing to build
 pytest.importorskip("ctxbench.tracks.needles", reason="the needles build track (ctxbench.tracks.needles) is absent")

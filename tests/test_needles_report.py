@@ -9,7 +9,7 @@ from needles_build import T1, T2, write_needles_build
 from ctxbench.report.html import build_report
 from ctxbench.report.plots import figure_data, figures_in_html
 from ctxbench.tracks.needles.report import approximate_notes, heatmap_figure
-from ctxbench.score import score_build
+from ctxbench.run.score import score_build
 
 
 @pytest.fixture(autouse=True)
@@ -50,7 +50,7 @@ def test_needles_section(tmp_path):
 
 def test_unscored_needles_build_says_so(tmp_path):
     b = write_needles_build(tmp_path / "b")
-    from ctxbench.storage import to_table, write_parquet
+    from ctxbench.core.storage import to_table, write_parquet
 
     write_parquet(to_table("scores", []), b / "scores.parquet")
     doc = build_report(b).read_text(encoding="utf-8")

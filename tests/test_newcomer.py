@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ctxbench.cli import app
-from ctxbench.extras import EXTRAS, MissingExtra, require
+from ctxbench.core.extras import EXTRAS, MissingExtra, require
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -135,7 +135,7 @@ def test_ctrl_c_in_a_command_exits_130_without_traceback(monkeypatch):
 
 
 def test_scripts_exit_130_on_ctrl_c(capsys):
-    from ctxbench.interrupt import run_main
+    from ctxbench.core.interrupt import run_main
 
     def main():
         raise KeyboardInterrupt
@@ -168,7 +168,7 @@ def test_start_sh_traps_ctrl_c_with_stand_ins(tmp_path):
     (tmp_path / "infra").mkdir()
     shutil.copy(ROOT / "infra" / "start.sh", tmp_path / "infra" / "start.sh")
     (tmp_path / "infra" / "serve.py").write_text(
-        "import time\nfrom ctxbench.interrupt import run_main\nrun_main(lambda: time.sleep(600))\n")
+        "import time\nfrom ctxbench.core.interrupt import run_main\nrun_main(lambda: time.sleep(600))\n")
     bindir = tmp_path / "bin"
     bindir.mkdir()
     (bindir / "prefect").write_text(  # `prefect server start --host H --port P`: answers /api/health
@@ -266,7 +266,7 @@ def test_build_source_per_track(manifest, source):
 def test_leaderboard_names_builds_by_track_source_and_tiers(tmp_path, monkeypatch):
     from test_compare import SCORES, A, write_build
 
-    from ctxbench.incremental import set_latest
+    from ctxbench.core.storage import set_latest
     from ctxbench.report.compare import compare_runs
 
     monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
@@ -286,7 +286,7 @@ def test_leaderboard_names_builds_by_track_source_and_tiers(tmp_path, monkeypatc
 
 
 def test_gold_numbers_shown_without_float_noise():
-    from ctxbench.export import gold_text
+    from ctxbench.run.export import gold_text
     from ctxbench.report.browser import _gold_text
     from ctxbench.scoring.numbers import display_number
 
@@ -502,7 +502,7 @@ def test_data_warning_formatter_is_installed_once_however_many_commands_run():
     limit, as a full CI run met)."""
     import warnings
 
-    from ctxbench.errors import DataWarning
+    from ctxbench.core.errors import DataWarning
 
     before = warnings.formatwarning
     try:

@@ -18,9 +18,9 @@ import yaml
 from typer.testing import CliRunner
 
 from ctxbench.cli import app
-from ctxbench.errors import InputError
+from ctxbench.core.errors import InputError
 from ctxbench.sources import load_database
-from ctxbench.userfiles import duckdb_path, open_sqlite_readonly, sqlite_readonly_uri
+from ctxbench.core.userfiles import duckdb_path, open_sqlite_readonly, sqlite_readonly_uri
 
 # each odd name and the file the unescaped URI `file:{path}?mode=ro` would have opened instead (None: no decoy
 # makes sense, the name is still checked to be read and nothing created)
@@ -106,7 +106,7 @@ def test_not_sqlite_is_one_line(tmp_path):
 
 @pytest.mark.parametrize("build", ["a?b", "a*b", "a[1]b", "q'uote", "h#x"])
 def test_duckdb_catalogue_reads_the_named_build_only(tmp_path, build):
-    from ctxbench.storage import builds_catalogue, catalogue
+    from ctxbench.core.storage import builds_catalogue, catalogue
 
     real, decoy = tmp_path / build / "b", tmp_path / "a1b" / "b"  # 'a1b' matches the globs a?b, a*b, a[1]b
     for d, v in ((real, "real"), (decoy, "decoy")):

@@ -74,7 +74,7 @@ def test_costs_per_model_with_batch_discount(tmp_path, monkeypatch):
     import litellm
     import tiktoken
 
-    from ctxbench.prompts import messages_text, render_messages
+    from ctxbench.models.prompts import messages_text, render_messages
 
     b = build(tmp_path / "b", S)
     r = plan("--accuracy", "0.7", "--mde", "0.2", "--build", str(b), "--models", "gpt-4o-mini", "--json")

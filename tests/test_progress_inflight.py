@@ -8,10 +8,10 @@ import random
 import re
 import time
 
-from ctxbench import progress
+from ctxbench.core import progress
 from ctxbench.cli import _RunProgress
 from ctxbench.models.gateway import Gateway, RetryPolicy
-from ctxbench.progress import Event, clock, flights, forecast_line, in_flight, listening
+from ctxbench.core.progress import Event, clock, flights, forecast_line, in_flight, listening
 from fakeserver import FakeOpenAIServer
 
 MSG = [{"role": "user", "content": "How many?"}]

@@ -14,14 +14,14 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-import ctxbench.evaluate as ev
-from ctxbench.config import assets_dir
-from ctxbench.dryrun import estimate
-from ctxbench.evaluate import EvalConfig, evaluate_build, plan_requests
+import ctxbench.run.evaluate as ev
+from ctxbench.core.config import assets_dir
+from ctxbench.run.dryrun import estimate
+from ctxbench.run.evaluate import EvalConfig, evaluate_build, plan_requests
 from ctxbench.models.cache import ResponseCache, endpoint_id, request_key
 from ctxbench.models.gateway import RetryPolicy
-from ctxbench.prompts import messages_text, render_messages, shared_prefix, takes_cache_hint
-from ctxbench.storage import to_table, write_parquet
+from ctxbench.models.prompts import messages_text, render_messages, shared_prefix, takes_cache_hint
+from ctxbench.core.storage import to_table, write_parquet
 from ctxbench.tokenizers import get_tokenizer
 from fakeserver import FakeOpenAIServer
 

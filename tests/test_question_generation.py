@@ -22,7 +22,7 @@ import yaml
 from typer.testing import CliRunner
 
 from ctxbench.cli import app
-from ctxbench.errors import InputError
+from ctxbench.core.errors import InputError
 from ctxbench.questions.sqlinfo import QUERY_TYPES, sql_info
 from ctxbench.verbalize.templates import template_fields
 
@@ -242,7 +242,7 @@ def _league(path: Path) -> Path:
 def test_numbers_stored_as_text_and_the_build_takes_the_generated_templates(tmp_path, monkeypatch):
     """A capacity stored as text is compared, ranked and aggregated as the number it is: every question over it
     gives the same answer as on an independent copy of the teams with capacities as integers."""
-    from ctxbench.questions.generate import GenerateConfig, generate_questions, write_generated
+    from ctxbench.tracks.holobench.generate import GenerateConfig, generate_questions, write_generated
     from ctxbench.tracks.holobench import HoloBenchConfig, build_holobench
 
     monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
@@ -285,8 +285,8 @@ def test_numbers_stored_as_text_and_the_build_takes_the_generated_templates(tmp_
 def test_text_tie_breaker_with_a_numeric_looking_name(tmp_path, monkeypatch):
     """Team names are text, one of them "1860": a ranking broken by name sorts names as text, as its question
     says (alphabetical order), and says so in the SQL, so the gold engine's numbers-as-text check accepts it."""
-    from ctxbench.questions.generate import Checker, GenerateConfig, _Table, _usable_columns, draw_candidates, prepare
-    from ctxbench.hashing import seeded_rng
+    from ctxbench.tracks.holobench.generate import Checker, GenerateConfig, _Table, _usable_columns, draw_candidates, prepare
+    from ctxbench.core.hashing import seeded_rng
     from ctxbench.verbalize.generate import profile_database
 
     monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
@@ -312,7 +312,7 @@ def test_text_tie_breaker_with_a_numeric_looking_name(tmp_path, monkeypatch):
 def test_identifiers_that_are_keywords_spaces_and_accents(tmp_path, monkeypatch):
     """Tables and columns named like SQL keywords (order, group, when), with spaces, dashes and accents: every
     candidate query runs (identifiers quoted where they must be), questions name them in words, the build passes."""
-    from ctxbench.questions.generate import GenerateConfig, generate_questions, write_generated
+    from ctxbench.tracks.holobench.generate import GenerateConfig, generate_questions, write_generated
     from ctxbench.tracks.holobench import HoloBenchConfig, build_holobench
 
     monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
@@ -378,7 +378,7 @@ def test_llm_phrasing_round_trip_against_fake_server(tmp_path, monkeypatch):
     the same answer; dropped queries are replaced; a rerun is served by the response cache, byte for byte."""
     from fakeserver import FakeOpenAIServer, message_text
 
-    from ctxbench.questions.generate import GenerateConfig, generate_questions
+    from ctxbench.tracks.holobench.generate import GenerateConfig, generate_questions
 
     monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
     db = _league(tmp_path / "league.sqlite")
@@ -418,7 +418,7 @@ def test_llm_phrasing_round_trip_against_fake_server(tmp_path, monkeypatch):
 def test_binary_blobs_are_never_stated_and_text_blobs_are_text(tmp_path, monkeypatch):
     """A BLOB column of binary data (images) is no name and no fact: no template or question reads it and no
     replacement character reaches a context; a BLOB that holds UTF-8 text is that text."""
-    from ctxbench.questions.generate import GenerateConfig, generate_questions, write_generated
+    from ctxbench.tracks.holobench.generate import GenerateConfig, generate_questions, write_generated
     from ctxbench.sources.preprocess import normalize_value
     from ctxbench.tracks.holobench import HoloBenchConfig, build_holobench
 
@@ -450,7 +450,7 @@ def test_binary_blobs_are_never_stated_and_text_blobs_are_text(tmp_path, monkeyp
 def test_identifier_names_with_spaces_and_words_ending_in_id(tmp_path, monkeypatch):
     """``item id`` (a space before id) is an identifier: never summed, averaged or compared; ``paid`` and
     ``valid`` are words that end in "id", not identifiers: their values are asked about."""
-    from ctxbench.questions.generate import GenerateConfig, generate_questions
+    from ctxbench.tracks.holobench.generate import GenerateConfig, generate_questions
 
     monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
     db = tmp_path / "bills.sqlite"
@@ -489,7 +489,7 @@ def _shops(path: Path) -> Path:
 def test_codes_are_never_aggregated_and_codes_link_tables_without_foreign_keys(tmp_path, monkeypatch):
     """Issue 22: zip codes, phone numbers and codes with leading zeros are codes (never summed, averaged, compared
     or ranked), and sales.store_code / sales.product_code link to the tables they name by name and values."""
-    from ctxbench.questions.generate import GenerateConfig, generate_questions, prepare
+    from ctxbench.tracks.holobench.generate import GenerateConfig, generate_questions, prepare
     from ctxbench.verbalize.generate import is_code_column, profile_database
 
     monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))

@@ -14,7 +14,7 @@ import yaml
 from typer.testing import CliRunner
 
 from ctxbench.cli import app
-from ctxbench.errors import InputError
+from ctxbench.core.errors import InputError
 from ctxbench.questions.importer import REPORT, import_questions
 from ctxbench.questions.queryset import load_queryset
 from ctxbench.questions.sqlinfo import sql_info

@@ -11,12 +11,12 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-import ctxbench.evaluate as ev
+import ctxbench.run.evaluate as ev
 from ctxbench.cli import app
-from ctxbench.evaluate import EvalConfig, evaluate_build
+from ctxbench.run.evaluate import EvalConfig, evaluate_build
 from ctxbench.models.gateway import RetryPolicy
 from ctxbench.report import build_report
-from ctxbench.score import score_build
+from ctxbench.run.score import score_build
 from fakeserver import FakeOpenAIServer, message_text
 from test_evaluate import answer_from_document, make_build
 

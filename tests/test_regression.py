@@ -11,7 +11,7 @@ import pytest
 
 from ctxbench.analysis.regression import (difficulty_regression, fit_difficulty, holm, log2_standardise,
                                           observations)
-from ctxbench.storage import to_table, write_parquet
+from ctxbench.core.storage import to_table, write_parquet
 
 BETA = {"context_length": -0.6, "scope": 0.35, "dispersion": -0.3, "reasoning_depth": -0.5}
 TASK = {"holobench/a": 0.4, "holobench/b": -0.2}

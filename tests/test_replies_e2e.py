@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ctxbench.cli import app
-from ctxbench.evaluate import EvalConfig, evaluate_build
+from ctxbench.run.evaluate import EvalConfig, evaluate_build
 from fakeserver import FakeOpenAIServer, message_text
 from test_crash_safety import Q_RE, code, make_toy_build
 from test_server_errors import reader
@@ -173,7 +173,7 @@ def test_cached_tokens_explain_a_short_prompt_count():
 
 
 def test_the_judge_path_reads_no_cut_off_reply_and_stops_on_a_config_error(tmp_path):
-    from ctxbench.errors import InputError
+    from ctxbench.core.errors import InputError
     from ctxbench.models.cache import ResponseCache
     from ctxbench.models.runner import complete_all
 

@@ -404,8 +404,8 @@ def test_a_prefix_served_from_the_cache_is_not_truncation(tmp_path):
     the first request of a context reports its whole prompt, each later one only the part after the shared prefix
     (Ollama's /v1). Counted in cl100k_base exactly (tolerance 5% + 16 tokens): the later counts fall by the prefix
     (reported + prefix = whole), so they are cache hits, not truncated."""
-    from ctxbench.evaluate import EvalConfig, evaluate_build
-    from ctxbench.prompts import messages_text, shared_prefix
+    from ctxbench.run.evaluate import EvalConfig, evaluate_build
+    from ctxbench.models.prompts import messages_text, shared_prefix
     from fakeserver import prompt_token_count, token_count
 
     seen: set[str] = set()
@@ -439,7 +439,7 @@ def test_a_prefix_cached_before_the_run_could_not_be_told_apart(tmp_path):
     suffix. Nothing in this run read the prefix whole, so the rows are truncated, each flagged as undecidable, and
     the summary says truncation could not be told apart."""
     from ctxbench.models.runner import CallRunner, Request, TruncationCheck
-    from ctxbench.prompts import shared_prefix
+    from ctxbench.models.prompts import shared_prefix
     from fakeserver import prompt_token_count, token_count
 
     msgs = [{"role": "user", "content": "<document>" + "The code of item Q01 is 1037. " * 60 + "</document>\n"
@@ -508,7 +508,7 @@ def test_the_summary_names_cache_hits_and_undecidable_truncation(tmp_path, monke
     from rich.console import Console
 
     from ctxbench import cli as cli_mod
-    from ctxbench.evaluate import EvalSummary
+    from ctxbench.run.evaluate import EvalSummary
 
     buf = io.StringIO()
     monkeypatch.setattr(cli_mod, "console", Console(file=buf, soft_wrap=True))

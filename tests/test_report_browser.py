@@ -16,7 +16,7 @@ import pytest
 from ctxbench.report.browser import (char_spans, facet_columns, instances_link, split_reasoning, write_browser)
 from ctxbench.report.plots import (accuracy_by_category, accuracy_by_length, figure_data, figure_div, figures_in_html,
                                    write_plotly_js)
-from ctxbench.storage import to_table, write_parquet
+from ctxbench.core.storage import to_table, write_parquet
 
 
 def read_data(report: Path) -> dict:

@@ -10,7 +10,7 @@ import pytest
 
 from ctxbench.analysis.regression import difficulty_regression
 from ctxbench.report import build_report
-from ctxbench.storage import to_table, write_parquet
+from ctxbench.core.storage import to_table, write_parquet
 from test_regression import simulate
 
 

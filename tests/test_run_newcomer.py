@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ctxbench.cli import _run_command, app
-from ctxbench.storage import to_table, write_parquet
+from ctxbench.core.storage import to_table, write_parquet
 from fakeserver import FakeOpenAIServer
 from test_crash_safety import make_toy_build
 
@@ -28,8 +28,8 @@ runner = CliRunner()
 # ---------------------------------------------------------------------------------- item 1: run's build options
 
 def test_run_takes_every_build_option_of_its_track():
-    from ctxbench.config_options import option_specs
-    from ctxbench.tracks.base import default_track
+    from ctxbench.cli.options import option_specs
+    from ctxbench.core.track import default_track
 
     t = default_track()
     build_flags = {"--" + s.flag for s in option_specs(t.Config, t.cli_names, t.cli_hidden, t.cli_checks)}

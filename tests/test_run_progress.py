@@ -8,7 +8,7 @@ import re
 from typer.testing import CliRunner
 
 from ctxbench.cli import _RunProgress, app
-from ctxbench.progress import Event, emit, listening
+from ctxbench.core.progress import Event, emit, listening
 from fakeserver import FakeOpenAIServer
 
 
@@ -27,7 +27,7 @@ def test_run_prints_each_stage_in_order(spider_db, tmp_path, monkeypatch):
     assert at == sorted(at), text
     assert "done" in text[at[2]]
     stages = [t.split(": ", 1)[1] for t in text if t.startswith("build holobench: ")]
-    from ctxbench.tracks.base import get_track
+    from ctxbench.core.track import get_track
 
     assert stages == [s.name for s in get_track("holobench").stages]  # every stage, once, in order
 

@@ -8,8 +8,8 @@ import hashlib
 
 import pyarrow as pa
 
-from ctxbench.evaluate import _prompt_spans, select_instances
-from ctxbench.prompts import messages_text
+from ctxbench.run.evaluate import _prompt_spans, select_instances
+from ctxbench.models.prompts import messages_text
 
 
 def _h(iid: str, seed: int = 0) -> str:

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from ctxbench.hashing import seeded_rng, stable_hash
+from ctxbench.core.hashing import seeded_rng, stable_hash
 from ctxbench.sources.s2 import FetchConfig, fetch_clusters
 from conftest import require_path
 from fake_s2 import FakeS2Server

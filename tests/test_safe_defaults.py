@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-import ctxbench.evaluate as ev
+import ctxbench.run.evaluate as ev
 from ctxbench.cli import app
 from ctxbench.models.gateway import RetryPolicy
 from fakeserver import FakeOpenAIServer
@@ -114,7 +114,7 @@ def test_every_command_that_writes_a_directory_refuses_a_foreign_one_alike(tmp_p
 
 
 def test_own_output_is_recognised_by_its_marker_even_after_an_interruption(tmp_path):
-    from ctxbench.outdir import check_out_dir, claim_out_dir
+    from ctxbench.core.outdir import check_out_dir, claim_out_dir
 
     out = tmp_path / "o"
     assert claim_out_dir(out, "compare") is False  # new
@@ -129,7 +129,7 @@ def test_own_output_is_recognised_by_its_marker_even_after_an_interruption(tmp_p
 HOLD = textwrap.dedent("""
     import sys, time
     try:
-        from ctxbench.outdir import out_dir_lock
+        from ctxbench.core.outdir import out_dir_lock
     except ImportError:  # before issue 31: the holder is another build in progress, which took no lock
         import contextlib
         out_dir_lock = lambda d: contextlib.nullcontext()
@@ -140,7 +140,7 @@ HOLD = textwrap.dedent("""
 
 
 def test_a_second_build_into_a_locked_directory_stops_at_once_naming_the_holder(tmp_path):
-    from ctxbench.outdir import lock_files, out_dir_lock
+    from ctxbench.core.outdir import lock_files, out_dir_lock
 
     out = tmp_path / "b"
     env = {**os.environ, "PYTHONPATH": REPO}
@@ -167,7 +167,7 @@ def test_a_second_build_into_a_locked_directory_stops_at_once_naming_the_holder(
 
 
 def test_the_lock_is_reentrant_in_one_process(tmp_path):
-    from ctxbench.outdir import lock_files, out_dir_lock
+    from ctxbench.core.outdir import lock_files, out_dir_lock
 
     with out_dir_lock(tmp_path / "o"):
         with out_dir_lock(tmp_path / "o"):
@@ -262,7 +262,7 @@ def test_score_rebuilds_its_own_damaged_scores(tmp_path):
     r = cli("score", "--build", b)
     assert r.exit_code == 0, r.output  # today: ArrowInvalid, exit 2
     assert pq.read_table(b / "scores.parquet").to_pylist() == want
-    from ctxbench.incremental import score_if_changed
+    from ctxbench.run.incremental import score_if_changed
 
     (b / "scores.parquet").write_bytes(b"garbage again")
     assert score_if_changed(b)[1] is True  # not current: recomputed
@@ -358,7 +358,7 @@ def test_two_evaluations_of_one_build_each_count_their_own_calls_and_rows(tmp_pa
 
 def test_long_hostile_replies_keep_data_js_small_and_load_whole_on_demand(tmp_path):
     from ctxbench.report.browser import PREVIEW_CHARS, write_browser
-    from ctxbench.storage import to_table, write_parquet
+    from ctxbench.core.storage import to_table, write_parquet
     from test_report_browser import _tiny_build, read_data
 
     b = _tiny_build(tmp_path / "b")
@@ -398,10 +398,10 @@ def test_long_hostile_replies_keep_data_js_small_and_load_whole_on_demand(tmp_pa
 # ----------------------------------------------------- attempts that held, kept: script in every page of a run
 
 def test_markup_in_model_names_and_replies_is_text_in_every_page(tmp_path):
-    from ctxbench.evaluate import EvalConfig, evaluate_build
+    from ctxbench.run.evaluate import EvalConfig, evaluate_build
     from ctxbench.report import build_report
     from ctxbench.report.compare import compare_runs
-    from ctxbench.score import score_build
+    from ctxbench.run.score import score_build
 
     bad = "<img src=x onerror=alert(1)>"
     b = make_build(tmp_path / "b", n=4)
@@ -426,7 +426,7 @@ def test_questions_generate_never_replaces_a_users_file(tmp_path):
     line = one_line_error(r)
     assert r.exit_code == 2 and str(mine) in line and "--force" in line, r.output  # today: replaced, exit 0
     assert "Mine?" in mine.read_text(encoding="utf-8")
-    from ctxbench.questions.generate import GENERATED_MARK, check_generated_out
+    from ctxbench.tracks.holobench.generate import GENERATED_MARK, check_generated_out
 
     mine.write_text(f"# Query set for x, {GENERATED_MARK} (generator version 1)\n", encoding="utf-8")
     check_generated_out(mine)  # an earlier generated query set is written again

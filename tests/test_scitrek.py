@@ -11,7 +11,7 @@ import sqlite3
 import pytest
 
 from ctxbench.contexts.collections import ARTICLE_SEP, build_collections, overlaps_too_much
-from ctxbench.hashing import seeded_rng
+from ctxbench.core.hashing import seeded_rng
 from ctxbench.tracks.scitrek import questions as sq
 from ctxbench.scoring.pipeline import score_reply
 from ctxbench.sources.articles import ArticleMeta, alignment_issues, citation_edges, load_metadata
@@ -366,9 +366,9 @@ def test_evaluate_score_report_unchanged(built):
     import pyarrow.parquet as pq
     from fakeserver import FakeOpenAIServer, message_text
 
-    from ctxbench.evaluate import EvalConfig, evaluate_build
+    from ctxbench.run.evaluate import EvalConfig, evaluate_build
     from ctxbench.report import build_report
-    from ctxbench.score import score_build
+    from ctxbench.run.score import score_build
 
     out, r, _ = built
     assert r.exit_code == 0, r.output

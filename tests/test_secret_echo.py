@@ -3,7 +3,7 @@ the key in its message) in every status family: a 200 with an error body, 400, 4
 ``ctxbench evaluate`` (CLI, a key variable whose name is not a known provider's), then ``score`` and ``report``:
 the key reaches the server with every request and is found in no file the run wrote (build, CTXBENCH_HOME cache,
 report) and in nothing it printed. The same through the Prefect flow ``evaluate_flow`` with Prefect's database
-scanned (slow). And :func:`ctxbench.redact.redact`'s rules, the short-key rule included."""
+scanned (slow). And :func:`ctxbench.core.redact.redact`'s rules, the short-key rule included."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from ctxbench.redact import MARK, redact, register, register_url
+from ctxbench.core.redact import MARK, redact, register, register_url
 from fakeserver import FakeOpenAIServer, message_text
 from test_crash_safety import Q_RE, make_toy_build
 
@@ -145,7 +145,7 @@ def test_redaction_rules(monkeypatch):
 FLOW = """
 import sys
 from pipelines.flows import evaluate_flow
-from ctxbench.evaluate import EvalConfig
+from ctxbench.run.evaluate import EvalConfig
 build, url = sys.argv[1:3]
 evaluate_flow(build, EvalConfig(model="openai/fake", base_url=url, api_key_env="CTXB_ECHO_CRED", max_retries=3,
                                 retry_base_delay_s=0.01))
@@ -176,7 +176,7 @@ def test_echoed_key_is_not_in_prefects_database(tmp_path):
 
 
 def test_logs_warnings_and_tracebacks_are_redacted(tmp_path):
-    """:func:`ctxbench.redact.install` (done by the CLI and by importing the gateway): a log record (what Prefect's
+    """:func:`ctxbench.core.redact.install` (done by the CLI and by importing the gateway): a log record (what Prefect's
     and litellm's handlers send), a warning and an unexpected traceback carry no key."""
     script = ("import logging, warnings\nimport ctxbench.models.gateway\nlogging.basicConfig()\n"
               "logging.getLogger('prefect.x').warning('sent %s', 'Bearer ' + KEY)\n"
@@ -197,7 +197,7 @@ def test_gateway_results_and_events_carry_no_key(monkeypatch, backend, status):
     and every progress event (the retry lines) are free of the key, its place marked."""
     import asyncio
 
-    from ctxbench import progress
+    from ctxbench.core import progress
     from ctxbench.models.gateway import Gateway, RetryPolicy
 
     monkeypatch.setenv("CTXB_ECHO_CRED", KEY)

@@ -23,8 +23,8 @@ FLOW_SCRIPT = """
 import os, sys
 from prefect.blocks.system import Secret
 from pipelines.flows import evaluate_flow, nightly, report_flow, score_flow
-from ctxbench.evaluate import EvalConfig
-from ctxbench.score import score_build
+from ctxbench.run.evaluate import EvalConfig
+from ctxbench.run.score import score_build
 from ctxbench.tracks.holobench import HoloBenchConfig
 
 db, out, url = sys.argv[1:4]

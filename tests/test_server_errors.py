@@ -19,12 +19,12 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from ctxbench.evaluate import EvalConfig, evaluate_build, plan_requests
-from ctxbench.hashing import canonical_json
+from ctxbench.run.evaluate import EvalConfig, evaluate_build, plan_requests
+from ctxbench.core.hashing import canonical_json
 from ctxbench.models.cache import ResponseCache, endpoint_id, normalise_base_url, request_key
 from ctxbench.models.gateway import Gateway, RetryPolicy
 from ctxbench.models.runner import CallRunner, Request
-from ctxbench.score import score_build
+from ctxbench.run.score import score_build
 from fakeserver import FakeOpenAIServer, message_text, prompt_token_count
 from test_crash_safety import FACT_RE, Q_RE, code, make_toy_build
 

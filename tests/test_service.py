@@ -20,7 +20,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from ctxbench.evaluate import EvalConfig, evaluate_build
+from ctxbench.run.evaluate import EvalConfig, evaluate_build
 from ctxbench.models.cache import ResponseCache
 from fakeserver import FAULT_KINDS, FakeOpenAIServer, message_text
 from test_crash_safety import FACT_RE, Q_RE, code, make_toy_build
@@ -167,7 +167,7 @@ def test_cli_reports_a_pause_with_its_own_exit_status(tmp_path, monkeypatch):
 WORKER = """
 import dataclasses, json, os, sys, time, types
 sys.modules['litellm'] = types.SimpleNamespace(model_cost={})  # no price table for the fake model (fast start)
-from ctxbench.evaluate import EvalConfig, evaluate_build
+from ctxbench.run.evaluate import EvalConfig, evaluate_build
 build, url, go = sys.argv[1], sys.argv[2], sys.argv[3]
 while not os.path.exists(go):
     time.sleep(0.01)
@@ -206,7 +206,7 @@ def test_a_crashed_workers_claims_lapse_and_its_calls_are_taken_over(tmp_path):
     cache = ResponseCache(tmp_path / "cache.sqlite")
     with FakeOpenAIServer(answer_fn=reader) as srv:
         cfg = EvalConfig(model="openai/fake", base_url=srv.base_url, concurrency=4)
-        from ctxbench.evaluate import plan_requests
+        from ctxbench.run.evaluate import plan_requests
 
         for t in plan_requests(build, cfg, cache).pending:  # a dead worker claimed everything, 0.6 s before its lease ends
             cache.claim(t["request_key"], "dead-worker", lease_s=0.6)
@@ -262,7 +262,8 @@ def test_backfill_calls_only_the_new_model_and_rewrites_no_row(tmp_path, monkeyp
     monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
     from pipelines.flows import backfill_flow
 
-    from ctxbench.backfill import BackfillConfig, find_builds
+    from ctxbench.run.backfill import BackfillConfig
+    from ctxbench.core.storage import find_builds
 
     runs = tmp_path / "runs"
     b1, b2 = make_toy_build(runs / "a", n=6), make_toy_build(runs / "nested" / "b", n=4)

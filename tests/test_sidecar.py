@@ -1,4 +1,4 @@
-"""The build's helper process (ctxbench.sidecar): it runs the same functions on the same arguments, its failures
+"""The build's helper process (ctxbench.core.sidecar): it runs the same functions on the same arguments, its failures
 fall back to the main process, and the validation suite and language detection give the same answers through it
 as without it."""
 
@@ -10,11 +10,11 @@ import signal
 import pyarrow as pa
 import pytest
 
-from ctxbench import sidecar
-from ctxbench.analysis import language
-from ctxbench.errors import ValidationError
-from ctxbench.storage import to_table
-from ctxbench.validate import derive_checks, run_expectations, suite_expectations, validate_build
+from ctxbench.core import sidecar
+from ctxbench.features import language
+from ctxbench.core.errors import ValidationError
+from ctxbench.core.storage import to_table
+from ctxbench.tracks.validate import derive_checks, run_expectations, suite_expectations, validate_build
 
 
 @pytest.fixture

@@ -15,8 +15,8 @@ from scipy.stats import norm
 from typer.testing import CliRunner
 
 from ctxbench.cli import app
-from ctxbench.evaluate import EvalConfig, evaluate_build
-from ctxbench.progress import listening
+from ctxbench.run.evaluate import EvalConfig, evaluate_build
+from ctxbench.core.progress import listening
 from fakeserver import FakeOpenAIServer
 from test_compare_pairs import S, build
 from test_crash_safety import make_toy_build

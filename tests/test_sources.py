@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxbench.errors import InputError
+from ctxbench.core.errors import InputError
 from ctxbench.sources import load_database
 from ctxbench.sources import Database, Table
 from ctxbench.sources.database import looks_numeric, sqlite_numbers

@@ -15,10 +15,10 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-import ctxbench.evaluate as ev
+import ctxbench.run.evaluate as ev
 from ctxbench.cli import app
 from ctxbench.models.gateway import RetryPolicy
-from ctxbench.storage import to_table, write_parquet
+from ctxbench.core.storage import to_table, write_parquet
 from fakeserver import FakeOpenAIServer, message_text, prompt_token_count, token_count
 from test_stats_decide import _cs_loop
 

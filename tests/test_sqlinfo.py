@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ctxbench.cli import app
-from ctxbench.errors import InputError
+from ctxbench.core.errors import InputError
 from ctxbench.questions.sqlinfo import sql_info
 
 # (db, SQL, types, difficulty, tables) from appendix A.3.3; tables read off the SQL by hand

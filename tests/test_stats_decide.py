@@ -12,7 +12,7 @@ from ctxbench.analysis.effective import effective_length
 from ctxbench.analysis.paired import holm, holm_batch, paired_difference
 from ctxbench.analysis.power import independent_n, paired_n, pilot_estimates
 from ctxbench.analysis.sequential import confidence_sequence, context_order, half_width
-from ctxbench.errors import InputError
+from ctxbench.core.errors import InputError
 
 
 def test_independent_n_worked_values():

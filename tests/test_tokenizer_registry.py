@@ -6,7 +6,7 @@ import unicodedata
 
 import pytest
 
-from ctxbench.errors import TokenizerError
+from ctxbench.core.errors import TokenizerError
 from ctxbench.tokenizers import available_tokenizers, get_tokenizer
 
 def nfkc(s: str) -> str:

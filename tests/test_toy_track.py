@@ -21,11 +21,12 @@ import pyarrow.parquet as pq
 import pytest
 from pydantic import BaseModel, Field
 
-from ctxbench.hashing import canonical_json, file_sha256, seeded_rng, stable_hash
+from ctxbench.core.hashing import canonical_json, file_sha256, seeded_rng, stable_hash
 from ctxbench.report import ReportContext
 from ctxbench.scoring.matchers import MatchResult
-from ctxbench.tracks.base import Stage, Track, register_track
-from ctxbench.tracks.common import BuildResult, BuildWriter
+from ctxbench.core.track import Stage, Track, register_track
+from ctxbench.tracks.common import BuildWriter
+from ctxbench.core.manifest import BuildResult
 
 HERE = Path(__file__).resolve()
 REPO = HERE.parent.parent
@@ -201,7 +202,7 @@ def test_toy_track_end_to_end(tmp_path, monkeypatch):
     assert res["build_hash"] == man["build_hash"] and res["n_instances"] == len(inst)
 
     # 3. the luigi engine: build → evaluate → score → report, versioned under a run root
-    from ctxbench.evaluate import EvalConfig
+    from ctxbench.run.evaluate import EvalConfig
     from pipelines.luigi_tasks import run_luigi
 
     with FakeOpenAIServer(answer_fn=toy_answer) as srv:
@@ -270,7 +271,7 @@ def test_toy_track_through_an_entry_point(tmp_path):
 @pytest.mark.parametrize("bad,said", [({"matchers": {}}, "declares no matcher"),
                                       ({"matchers": {"code_match": f"{__name__}:no_such_fn"}}, "no_such_fn")])
 def test_scoring_a_track_without_a_working_matcher_is_an_error_naming_it(bad, said, monkeypatch):
-    from ctxbench.errors import InputError
+    from ctxbench.core.errors import InputError
     from ctxbench.scoring.registry import matcher, matchers_for
 
     for k, v in bad.items():
@@ -288,7 +289,7 @@ def test_a_plugin_module_imported_first_registers_through_its_own_entry_point(tm
     dist.mkdir(parents=True)
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: toytrack\nVersion: 0.1\n")
     (dist / "entry_points.txt").write_text(f"[ctxbench.tracks]\ntoy = {HERE.stem}:Toy\n")
-    code = (f"import {HERE.stem} as m\nfrom ctxbench.tracks.base import get_track, track_names\n"
+    code = (f"import {HERE.stem} as m\nfrom ctxbench.core.track import get_track, track_names\n"
             f"assert type(get_track('toy')) is m.Toy\nprint(','.join(track_names()))")
     e = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(site), str(HERE.parent)])}
     e.pop("CTXBENCH_TRACKS", None)
@@ -304,7 +305,7 @@ def ctx_match(answer: str, instance: dict) -> MatchResult:
 
 
 def test_a_matcher_that_raises_is_an_error_naming_track_matcher_instance_and_the_missing_context(monkeypatch):
-    from ctxbench.errors import InputError
+    from ctxbench.core.errors import InputError
     from ctxbench.scoring.pipeline import score_reply
 
     monkeypatch.setattr(Toy, "matchers", {"ctx_match": f"{__name__}:ctx_match"})
@@ -317,9 +318,9 @@ def test_a_matcher_that_raises_is_an_error_naming_track_matcher_instance_and_the
 
 
 def test_a_tracks_prompts_replace_prompt_file_keys_and_are_checked(monkeypatch):
-    from ctxbench.errors import InputError
-    from ctxbench.prompts import render_messages
-    from ctxbench.tracks.base import check_track
+    from ctxbench.core.errors import InputError
+    from ctxbench.models.prompts import render_messages
+    from ctxbench.core.track import check_track
 
     msgs = render_messages("CTX", "Q?", benchmark="toy")
     assert msgs[0]["content"] == "You look items up in lists."
@@ -334,8 +335,8 @@ def test_a_tracks_prompts_replace_prompt_file_keys_and_are_checked(monkeypatch):
 
 
 def test_tagger_summaries_print_as_counts_and_difficulty_keeps_a_tracks_reasoning_depth():
-    from ctxbench.analysis.difficulty import difficulty_columns
-    from ctxbench.score import tagging_text
+    from ctxbench.features.difficulty import difficulty_columns
+    from ctxbench.run.score import tagging_text
 
     @dataclass
     class Summary:
@@ -361,8 +362,8 @@ def test_a_matcher_that_raises_on_one_response_sets_it_aside_and_scores_the_rest
     from typer.testing import CliRunner
 
     from ctxbench.cli import app
-    from ctxbench.score import SCORE_ERRORS
-    from ctxbench.storage import to_table, write_parquet
+    from ctxbench.run.score import SCORE_ERRORS
+    from ctxbench.core.storage import to_table, write_parquet
     from ctxbench.tracks.holobench.track import HoloBench
     from test_evaluate import make_build
 

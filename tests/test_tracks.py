@@ -1,12 +1,12 @@
-"""The track registry (ctxbench.tracks.base): the four built-in tracks, what each declares, registration checks and
+"""The track registry (ctxbench.core.track): the four built-in tracks, what each declares, registration checks and
 the scoring lookups that read from it (no default matcher)."""
 
 from __future__ import annotations
 
 import pytest
 
-from ctxbench.errors import InputError
-from ctxbench.tracks.base import Stage, Track, check_track, get_track, register_track, track_names
+from ctxbench.core.errors import InputError
+from ctxbench.core.track import Stage, Track, check_track, get_track, register_track, track_names
 
 
 def test_the_four_built_in_tracks_are_registered_with_their_stages_and_matchers():
@@ -140,7 +140,7 @@ def test_option_kinds_from_config_fields():
     import typer
     from pydantic import BaseModel, Field
 
-    from ctxbench.config_options import config_values, option_specs
+    from ctxbench.cli.options import config_values, option_specs
 
     class C(BaseModel):
         lengths: list[int] = Field([4096], description="tiers")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ctxbench.errors import InputError
+from ctxbench.core.errors import InputError
 from ctxbench.sources.corpus import (ORDER_BY_NAME, ORDER_BY_NUMBER, VolumeKey, fetch_corpus, load_corpus,
                                      volume_key)
 

@@ -15,7 +15,7 @@ from ctxbench.scoring.numbers import read_numbers
 from ctxbench.scoring.judge_base import fenced_candidate
 from ctxbench.scoring.pipeline import answer_chain, score_reply
 from ctxbench.scoring.registry import answer_filters, judge_prompt, judge_prompt_names, judge_prompt_track, matchers_for
-from ctxbench.tracks.base import BUILTIN, tracks
+from ctxbench.core.track import BUILTIN, tracks
 from ctxbench.tracks.needles.analysis import judge_failure_messages
 
 DATA = yaml.safe_load((Path(__file__).parent / "data" / "tricky_inputs.yaml").read_text(encoding="utf-8"))

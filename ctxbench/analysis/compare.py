@@ -2,7 +2,7 @@
 
 Builds are found under the given directories (a build directory; a run root, whose ``latest`` and versioned builds
 are all taken; or any directory holding such), and a DuckDB catalogue is made over all of them
-(:func:`ctxbench.storage.builds_catalogue`: a ``builds`` table and views of every build's instances, responses and
+(:func:`ctxbench.core.storage.builds_catalogue`: a ``builds`` table and views of every build's instances, responses and
 scores). The leaderboard is computed from the catalogue's rows with the report's own analysis code: per-instance
 mean scores (:func:`ctxbench.analysis.core.score_rows`), each track's primary matcher and the judges
 (:func:`ctxbench.analysis.core.primary_rows`), cell means with 95% intervals clustered by question
@@ -13,7 +13,7 @@ Comparable instances only. Scores are compared within one build hash (the same b
 instances; builds of different hashes — another version of a run root, another configuration — are separate
 columns of the leaderboard, never pooled). Within a build hash, a context length's cells are computed on the
 instances that every model scored there, among the models that answer the instance (a track may give each model
-its own instances, e.g. haystacks sized for one model: :meth:`ctxbench.tracks.base.Track.select_for_model`); a
+its own instances, e.g. haystacks sized for one model: :meth:`ctxbench.core.track.Track.select_for_model`); a
 model's instances outside that set are counted in ``dropped``. A model's averages need a comparable cell at every
 length of its build. Every cell left out is a ``missing`` row saying why: not evaluated on that build (and on which
 builds it was), not at that length, every response over the model's window (or truncated, refused, failed),
@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
-from ..scoring.metrics import length_averages_ci
-from ..models.effort import display_model, effort_labels
-from .core import INSTANCE_COLUMNS, group_scores, primary_rows, score_rows
-from .decide import effective_rows, pair_rows
+from ctxbench.core.errors import InputError
+from ctxbench.scoring.metrics import length_averages_ci
+from ctxbench.models.effort import display_model, effort_labels
+from ctxbench.analysis.core import INSTANCE_COLUMNS, group_scores, primary_rows, score_rows
+from ctxbench.analysis.decide import effective_rows, pair_rows
 
 AVERAGES = (("Avg", "avg"), ("wAvg(inc)", "wavg_inc"), ("wAvg(dec)", "wavg_dec"))  # (name, column prefix)
 
@@ -55,8 +55,8 @@ def discover_builds(dirs: list[str | Path]) -> list[dict]:
     path. Raises InputError naming a directory that holds no build."""
     import json
 
-    from ..backfill import build_benchmark, find_builds
-    from ..incremental import LATEST, latest_build
+    from ctxbench.core.storage import build_benchmark, find_builds
+    from ctxbench.core.storage import LATEST, latest_build
 
     out: dict[Path, dict] = {}
     for given in dirs:
@@ -153,7 +153,7 @@ def _label(benchmark: str, build_hash: str, builds: list[dict], lengths: list[in
 def _selected(build_dir: str, model: str) -> set[str] | None:
     """The instances a model answers in a build (its track's selection), None for all of them."""
     try:
-        from ..tracks.base import track_of_build
+        from ctxbench.core.track import track_of_build
 
         keep = track_of_build(Path(build_dir)).select_for_model(Path(build_dir), model)
     except Exception:  # noqa: BLE001 - an unregistered track: every model answers every instance

@@ -18,8 +18,8 @@ from itertools import combinations
 
 import numpy as np
 
-from .effective import RELATIVE_DEFAULT, RULER_THRESHOLD, effective_length
-from .paired import METHOD, holm, paired_difference
+from ctxbench.analysis.effective import RELATIVE_DEFAULT, RULER_THRESHOLD, effective_length
+from ctxbench.analysis.paired import METHOD, holm, paired_difference
 
 
 def pair_rows(by_len: dict[int, dict[str, list[dict]]], models: list[str], base: dict) -> list[dict]:

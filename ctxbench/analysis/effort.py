@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from ..models.effort import EFFORTS, display_model, is_cut_off
-from ..storage import read_table
-from .core import group_scores, instance_scores, primary_rows
+from ctxbench.models.effort import EFFORTS, display_model, is_cut_off
+from ctxbench.core.storage import read_table
+from ctxbench.analysis.core import group_scores, instance_scores, primary_rows
 
 
 def effort_order(effort: str | None) -> int:

@@ -3,7 +3,7 @@ instances; inputs within a token range; questions not answerable without their c
 before its per-length sample.
 
 * language: the context's ``language`` (and, optionally, the question's ``question_language``) matches a
-  langdetect code, ``zh`` matching ``zh-cn`` and ``zh-tw`` (:func:`ctxbench.analysis.language.language_matches`);
+  langdetect code, ``zh`` matching ``zh-cn`` and ``zh-tw`` (:func:`ctxbench.features.language.language_matches`);
 * token range: ``min_context_tokens <= context_tokens <= max_context_tokens``, counted in tokens of the build's
   tokenizer (the ``tokenizer`` column), both bounds inclusive;
 * closed-book screen: instances flagged in ``closed_book.parquet`` by any screened model are left out
@@ -18,8 +18,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..errors import InputError
-from .language import language_matches
+from ctxbench.core.errors import InputError
+from ctxbench.features.language import language_matches
 
 
 @dataclass
@@ -61,7 +61,7 @@ def kept_ids(build_dir: str | Path, f: InstanceFilter) -> set[str]:
             and (not f.language or language_matches(r["language"], f.language))
             and (not f.question_language or language_matches(r["question_language"], f.question_language))}
     if f.exclude_closed_book:
-        from .closed_book import flagged_ids
+        from ctxbench.analysis.closed_book import flagged_ids
 
         keep -= flagged_ids(build_dir)
     return keep

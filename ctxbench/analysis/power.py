@@ -32,8 +32,8 @@ from collections.abc import Sequence
 import numpy as np
 from scipy.stats import norm
 
-from ..errors import InputError
-from .paired import cluster_index, clustered_mean_se
+from ctxbench.core.errors import InputError
+from ctxbench.analysis.paired import cluster_index, clustered_mean_se
 
 
 def _check(accuracy: float | None, mde: float, power: float, alpha: float) -> None:

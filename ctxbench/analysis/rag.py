@@ -27,10 +27,10 @@ import json
 from collections import defaultdict
 from statistics import mean
 
-from ..scoring.judge import is_judge_matcher
-from ..scoring.metrics import clustered_mean_ci
-from ..scoring.registry import is_fallback, matchers_for
-from .difficulty import merge_spans
+from ctxbench.scoring.judge import is_judge_matcher
+from ctxbench.scoring.metrics import clustered_mean_ci
+from ctxbench.scoring.registry import is_fallback, matchers_for
+from ctxbench.features.difficulty import merge_spans
 
 N_EVIDENCE_SEGMENTS = 5
 
@@ -239,7 +239,7 @@ def analyse(build_dir) -> dict[str, list[dict]]:
 
     import pyarrow.parquet as pq
 
-    from ..storage import read_table
+    from ctxbench.core.storage import read_table
 
     build_dir = Path(build_dir)
     ipath = build_dir / "instances.parquet"

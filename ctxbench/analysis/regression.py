@@ -93,7 +93,7 @@ def task_of(row: dict) -> str:
 def mode_labels(build_dir: str | Path) -> dict[str, str]:
     """request_key → evaluation setting: ``lc``, ``rag`` (the default top-k retrieval) or ``rag@N`` (a retrieval
     budget of N tokens), so that a regression never pools answers from different retrieval budgets."""
-    from ..storage import read_table
+    from ctxbench.core.storage import read_table
 
     resp = read_table(Path(build_dir) / "responses.parquet", "responses")
     cols = [c for c in ("request_key", "mode", "rag_tokens") if c in resp.column_names]
@@ -109,8 +109,8 @@ def observations(build_dir: str | Path, mode: str = "lc", matcher: str | None = 
     the build with a null property, scored or not)."""
     import pyarrow.parquet as pq
 
-    from ..scoring.registry import matchers_for
-    from ..storage import read_table
+    from ctxbench.scoring.registry import matchers_for
+    from ctxbench.core.storage import read_table
 
     build_dir = Path(build_dir)
     ipath = build_dir / "instances.parquet"
@@ -121,7 +121,7 @@ def observations(build_dir: str | Path, mode: str = "lc", matcher: str | None = 
     inst = {r["instance_id"]: r for r in pq.read_table(ipath, columns=cols).to_pylist()}
     null = {i for i, r in inst.items() if any(r.get(_COLUMN[p]) is None for p in ATTRIBUTES)}
     labels = mode_labels(build_dir)
-    from ..models.effort import EFFORTS, effort_labels
+    from ctxbench.models.effort import EFFORTS, effort_labels
 
     efforts = effort_labels(read_table(build_dir / "responses.parquet", "responses"))
     per: dict[tuple, list[float]] = defaultdict(list)

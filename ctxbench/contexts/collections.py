@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from ..hashing import seeded_rng, stable_hash
-from ..tokenizers import Tokenizer
-from ..tokenizers.counts import TokenCounter, counter_for
+from ctxbench.core.hashing import seeded_rng, stable_hash
+from ctxbench.tokenizers import Tokenizer
+from ctxbench.tokenizers.counts import TokenCounter, counter_for
 
 SAMPLINGS = ("random", "bfs", "dfs")
 ARTICLE_SEP = "\n\n---\n\n"  # a markdown horizontal rule between articles

@@ -35,10 +35,10 @@ from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
-from ..errors import InputError
-from ..tokenizers import Tokenizer
-from ..tokenizers.counts import TokenCounter, counter_for
-from ..tokenizers.registry import ASCII_ALNUM, hard_start
+from ctxbench.core.errors import InputError
+from ctxbench.tokenizers import Tokenizer
+from ctxbench.tokenizers.counts import TokenCounter, counter_for
+from ctxbench.tokenizers.registry import ASCII_ALNUM, hard_start
 
 POSITIONS = ("beginning", "middle", "end", "uniform", "bimodal")
 SEP = "\n"

@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from statistics import median
 
-from .text import SOFT_BREAK, clean, join_hyphenation
+from ctxbench.convert.text import SOFT_BREAK, clean, join_hyphenation
 
 _BOLD_RE = re.compile(r"bold|medi|semibold|demi|black|heavy|cmbx|cmssbx|\.b$|-b$|,b$", re.I)
 _NUM_HEADING_RE = re.compile(r"^((?:\d+\.)*\d+\.?|[IVX]+\.|[A-H]\.?(?:\d+\.?)*)\s+\S")

@@ -4,7 +4,7 @@ object, ``{"markdown", "pages"}`` or ``{"error": reason, "detail"}``; the parent
 import json
 import sys
 
-from .pdf import convert_in_child
+from ctxbench.convert.pdf import convert_in_child
 
 if __name__ == "__main__":
     sys.stdout.write(json.dumps(convert_in_child(sys.argv[1], sys.argv[2]), ensure_ascii=False))

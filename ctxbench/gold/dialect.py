@@ -35,7 +35,7 @@ from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import Scope, traverse_scope, walk_in_scope
 
-from ..errors import InputError
+from ctxbench.core.errors import InputError
 
 # table -> column -> SQLite type (INTEGER, REAL, TEXT) or, for names only, table -> list of columns
 Schema = dict[str, dict[str, str]]

@@ -52,9 +52,9 @@ import pyarrow as pa
 from sqlglot import exp
 from sqlglot.optimizer.scope import walk_in_scope
 
-from ..errors import InputError
-from ..sources.database import collation_of, looks_numeric, quote_ident
-from .dialect import (SQLITE_UDFS, Transpiled, bare_columns, parse_expression, parse_sqlite, scope_index, source_table,
+from ctxbench.core.errors import InputError
+from ctxbench.sources.database import collation_of, looks_numeric, quote_ident
+from ctxbench.gold.dialect import (SQLITE_UDFS, Transpiled, bare_columns, parse_expression, parse_sqlite, scope_index, source_table,
                       transpile)
 
 REL_TOL = 1e-6

@@ -33,10 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
-from ..redact import redact
-from ..redact import register as register_secret
-from .gateway import (CallResult, ErrorInfo, PermanentError, TransientError, classify, classify_error,
+from ctxbench.core.errors import InputError
+from ctxbench.core.redact import redact
+from ctxbench.core.redact import register as register_secret
+from ctxbench.models.gateway import (CallResult, ErrorInfo, PermanentError, TransientError, classify, classify_error,
                       error_in_body, reply_result)
 
 TERMINAL = ("completed", "failed", "expired", "cancelled")  # a batch in one of these states runs no more
@@ -71,7 +71,7 @@ def batch_protocol(model: str, base_url: str | None, backend: str = "auto") -> t
     ``("openai", "litellm")`` for an OpenAI model at its own endpoint (or ``backend="litellm"``), ``("openai",
     "http")`` for an OpenAI-compatible ``--base-url``. Raises InputError naming the model for a provider whose
     batch API ctxbench does not send."""
-    from .cache import model_provider
+    from ctxbench.models.cache import model_provider
 
     provider = model_provider(model)
     if provider == "anthropic":
@@ -209,7 +209,7 @@ class BatchClient:
     def _key(self, default_env: str | None) -> str:
         env = self.api_key_env or (None if self.base_url else default_env)
         key = (os.environ.get(env) if env else None) or "sk-no-key"
-        register_secret(key)  # redacted from every error text (ctxbench.redact)
+        register_secret(key)  # redacted from every error text (ctxbench.core.redact)
         return key
 
     def _http(self):
@@ -311,7 +311,7 @@ class OpenAILitellmBatch(OpenAIHTTPBatch):
         return kw
 
     async def _call(self, fn: str, **kw):
-        from . import quiet_litellm
+        from ctxbench.models import quiet_litellm
         litellm = quiet_litellm()
 
         try:

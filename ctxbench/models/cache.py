@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..config import cache_dir
-from ..hashing import canonical_json
+from ctxbench.core.config import cache_dir
+from ctxbench.core.hashing import canonical_json
 
 
 def request_key(model: str, messages: list[dict], sampling: dict[str, Any], max_tokens: int, sample: int,
@@ -92,7 +92,7 @@ def model_provider(model: str) -> str | None:
     if prefix in set(PROVIDER_HOSTS.values()):
         return prefix
     try:
-        from . import quiet_litellm
+        from ctxbench.models import quiet_litellm
         litellm = quiet_litellm()
 
         return litellm.get_llm_provider(model)[1]
@@ -125,10 +125,10 @@ def key_endpoint(model: str, base_url: str | None) -> str | None:
     Raises CtxbenchError for such a model when no runtime is installed."""
     ep = endpoint_id(model, base_url)
     if ep is None and not base_url:
-        from .registry import model_info
+        from ctxbench.models.registry import model_info
 
         if model_info(model).local:
-            from .local_server import embedded_endpoint
+            from ctxbench.models.local_server import embedded_endpoint
 
             return embedded_endpoint()
     return ep
@@ -221,7 +221,7 @@ class ResponseCache:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._busy_timeout_s = busy_timeout_s
-        from ..storage import writing
+        from ctxbench.core.storage import writing
 
         with writing(self.path):  # a full disk names the cache file ($CTXBENCH_HOME), never a bare "disk I/O error"
             self._con = sqlite3.connect(self.path, check_same_thread=False, timeout=busy_timeout_s)
@@ -229,8 +229,8 @@ class ResponseCache:
 
     def _write(self, fn):
         """``fn()`` under this object's lock, retried while the file is locked (:func:`_retry_locked`). Raises
-        ctxbench.storage.DiskFull naming the cache file when its disk is full."""
-        from ..storage import writing
+        ctxbench.core.storage.DiskFull naming the cache file when its disk is full."""
+        from ctxbench.core.storage import writing
 
         with self._lock, writing(self.path):
             return _retry_locked(self._con, fn, self._busy_timeout_s)

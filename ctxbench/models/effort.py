@@ -69,7 +69,7 @@ def provider_of(model: str, base_url: str | None = None) -> str:
     if base_url:
         from urllib.parse import urlsplit
 
-        from .cache import PROVIDER_HOSTS
+        from ctxbench.models.cache import PROVIDER_HOSTS
 
         host = urlsplit(base_url).netloc.lower()
         p = PROVIDER_HOSTS.get(host)
@@ -77,7 +77,7 @@ def provider_of(model: str, base_url: str | None = None) -> str:
             return "openai_compatible"
         return p if p in ("openai", "anthropic", "gemini") else "other"
     try:
-        from . import quiet_litellm
+        from ctxbench.models import quiet_litellm
 
         _, p, _, _ = quiet_litellm().get_llm_provider(model)
     except Exception:  # noqa: BLE001 - an unknown name: litellm fails on the call itself, with its own message
@@ -175,6 +175,6 @@ def is_cut_off(row: dict) -> bool:
     """Whether a stored reply was cut off by the output budget: status ``cut_off``, or a length-like
     ``finish_reason`` (OpenAI ``length``, Anthropic ``max_tokens``, Gemini ``MAX_TOKENS``) where the table has
     one."""
-    from .gateway import is_length_finish
+    from ctxbench.models.gateway import is_length_finish
 
     return row.get("status") == "cut_off" or is_length_finish(row.get("finish_reason"))

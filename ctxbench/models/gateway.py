@@ -31,12 +31,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import progress
-from ..redact import install as _install_redaction
-from ..redact import redact, register_url
-from ..redact import register as register_secret
+from ctxbench.core import progress
+from ctxbench.core.redact import install as _install_redaction
+from ctxbench.core.redact import redact, register_url
+from ctxbench.core.redact import register as register_secret
 
-_install_redaction()  # every log record and warning of a process that calls models is redacted (ctxbench.redact)
+_install_redaction()  # every log record and warning of a process that calls models is redacted (ctxbench.core.redact)
 
 # -- the error table ---------------------------------------------------------------------------------------------
 # Context-length errors as servers word them (examples: tests/data/tricky_inputs.yaml, section server_errors):
@@ -305,7 +305,7 @@ def missing_credentials(model: str, base_url: str | None = None) -> list[str]:
     if base_url:
         return []
     try:
-        from . import quiet_litellm
+        from ctxbench.models import quiet_litellm
 
         env = quiet_litellm().validate_environment(model=model)
     except Exception:  # noqa: BLE001  a check that cannot be made is no reason to stop: the call will say
@@ -320,7 +320,7 @@ def require_credentials(model: str, base_url: str | None = None, what: str = "mo
     (:func:`missing_credentials`), naming the variable(s); nothing happens when they are set."""
     missing = missing_credentials(model, base_url)
     if missing:
-        from ..errors import InputError
+        from ctxbench.core.errors import InputError
 
         either = missing[0] if len(missing) == 1 else "one of " + ", ".join(missing)
         raise InputError(f"{what} {model}: its provider's key is not set: export {either} (or call a server with "
@@ -411,7 +411,7 @@ class CallResult:
         # JSON, lone surrogates (valid in JSON escapes, not in UTF-8) replaced by U+FFFD
         for f in ("response", "reasoning", "error"):
             setattr(self, f, clean_text(getattr(self, f)))
-        self.error = redact(self.error)  # stored, cached, reported: never a credential (ctxbench.redact)
+        self.error = redact(self.error)  # stored, cached, reported: never a credential (ctxbench.core.redact)
 
     def payload(self) -> dict[str, Any]:
         """What the response cache stores (no key, no secrets)."""
@@ -620,7 +620,7 @@ class Gateway:
         # a key is sent to a base URL only when named explicitly (--api-key-env): never leak OPENAI_API_KEY
         # to an arbitrary server
         key = (os.environ.get(self.api_key_env) if self.api_key_env else None) or "sk-no-key"
-        register_secret(key)  # whatever variable holds it: redacted from every error text (ctxbench.redact)
+        register_secret(key)  # whatever variable holds it: redacted from every error text (ctxbench.core.redact)
         register_url(self.base_url)
         return key
 
@@ -658,7 +658,7 @@ class Gateway:
 
     async def _once_litellm(self, messages: list[dict], max_tokens: int, sampling: dict[str, Any]) -> CallResult:
         t0 = time.perf_counter()
-        from . import quiet_litellm
+        from ctxbench.models import quiet_litellm
         litellm = quiet_litellm()
 
         # a provider that lacks a parameter (seed, response_format) ignores it; not for a base URL, where litellm
@@ -1164,7 +1164,7 @@ def cost_usd(model: str, prompt_tokens: int | None, completion_tokens: int | Non
     if prompt_tokens is None or completion_tokens is None:
         return None
     try:
-        from .pricing import model_prices
+        from ctxbench.models.pricing import model_prices
 
         prices = model_prices(model, batch=batch)
         if prices is None:

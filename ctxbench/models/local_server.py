@@ -30,8 +30,8 @@ from typing import NamedTuple
 
 import httpx
 
-from ..config import installed_file
-from ..errors import CtxbenchError
+from ctxbench.core.config import installed_file
+from ctxbench.core.errors import CtxbenchError
 
 EMBEDDED_MODEL = "smollm2-135m-instruct"
 EMBEDDED_WINDOW = 8192  # llama.context_length in the GGUF: the model's real window
@@ -283,7 +283,7 @@ class LocalServer:
         that is missing or not a model) when the server exits at start, or when it does not answer within
         ``startup_timeout_s``; no server process is left behind either way, nor when the start is interrupted
         (KeyboardInterrupt included), which a long-lived process (a notebook, a pipeline worker) would keep."""
-        from ..progress import emit
+        from ctxbench.core.progress import emit
 
         for attempt in range(1, BIND_ATTEMPTS + 1):
             try:
@@ -328,8 +328,7 @@ class LocalServer:
             # a 200 counts only from our server: another one may answer on the port ours is failing to bind
             if ok and self.proc.poll() is None and listens_on(self.proc.pid, self.port) is not False:
                 emit("model", f"{self.alias} ready on 127.0.0.1:{self.port} in {time.monotonic() - started:.1f} s")
-                from .. import progress
-
+                from ctxbench.core import progress
                 progress.set_server_status(self.alias, self.activity)
                 return True
             time.sleep(0.3)
@@ -365,8 +364,7 @@ class LocalServer:
         return f"{n} tokens generated" if n else "reading the prompt"
 
     def __exit__(self, *exc) -> None:
-        from .. import progress
-
+        from ctxbench.core import progress
         progress.set_server_status(self.alias, None)
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()

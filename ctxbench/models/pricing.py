@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .registry import provider_info
+from ctxbench.models.registry import provider_info
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class Prices:
 
 def _entry(model: str) -> dict:
     try:
-        from . import quiet_litellm
+        from ctxbench.models import quiet_litellm
         litellm = quiet_litellm()
 
         return litellm.model_cost.get(model) or litellm.model_cost.get(model.split("/", 1)[-1]) or {}
@@ -48,7 +48,7 @@ def _entry(model: str) -> dict:
 
 def provider_of(model: str) -> str | None:
     """The litellm provider of ``model`` (``openai`` for ``gpt-4o``), else None."""
-    from .cache import model_provider
+    from ctxbench.models.cache import model_provider
 
     return _entry(model).get("litellm_provider") or model_provider(model)
 

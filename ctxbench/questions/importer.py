@@ -50,15 +50,15 @@ from typing import Any
 
 import yaml
 
-from ..errors import InputError
-from ..gold import GoldEngines, compute_gold
-from ..gold.execute import INTEGER_DIVISION, equal_in_tie_groups, sort_key
-from ..sources import load_database
-from ..sources.database import Database, looks_numeric, sql_type, write_sqlite
-from ..sources.preprocess import DatabaseSpec, normalize_database, normalize_value, preprocess
-from ..userfiles import open_sqlite_readonly
-from .queryset import Question, check_question, check_runs
-from .sqlinfo import sql_info
+from ctxbench.core.errors import InputError
+from ctxbench.gold import GoldEngines, compute_gold
+from ctxbench.gold.execute import INTEGER_DIVISION, equal_in_tie_groups, sort_key
+from ctxbench.sources import load_database
+from ctxbench.sources.database import Database, looks_numeric, sql_type, write_sqlite
+from ctxbench.sources.preprocess import DatabaseSpec, normalize_database, normalize_value, preprocess
+from ctxbench.core.userfiles import open_sqlite_readonly
+from ctxbench.questions.queryset import Question, check_question, check_runs
+from ctxbench.questions.sqlinfo import sql_info
 
 REPORT = "import_report.jsonl"
 
@@ -360,7 +360,7 @@ def _example(db: PreparedDatabase, columns: list[str], test) -> str:
 
 def parse_ordered(sql: str) -> bool:
     """Whether the SQL's answer is ordered (a top-level ORDER BY). Raises InputError when it does not parse."""
-    from ..gold.dialect import parse_sqlite
+    from ctxbench.gold.dialect import parse_sqlite
     return parse_sqlite(sql).args.get("order") is not None
 
 
@@ -427,9 +427,9 @@ def _yaml_dump(data: Any) -> str:
 def _templates_for(raw: Database, spec: DatabaseSpec, qs: list[dict], normalized: tuple | None = None
                    ) -> tuple[Any, dict[str, list[str]] | None]:
     """(TemplateSet the build will use, generated templates to write or None when the database ships its own)."""
-    from ..config import assets_dir
-    from ..verbalize.generate import generate_templates, table_templates
-    from ..verbalize.templates import TemplateSet, load_templates
+    from ctxbench.core.config import assets_dir
+    from ctxbench.verbalize.generate import generate_templates, table_templates
+    from ctxbench.verbalize.templates import TemplateSet, load_templates
 
     if (assets_dir() / "templates" / f"{raw.db_id}.yaml").exists():
         return load_templates(raw.db_id), None
@@ -509,7 +509,7 @@ def import_questions(spider: str | Path, db_dir: str | Path, out: str | Path, se
     division truncates, ``"sqlite"`` keeps it (:func:`ctxbench.gold.compute_gold`); recorded in each query set's
     ``source``. Raises InputError when the question file cannot be read, ``db_dir`` is not a directory,
     ``integer_division`` is unknown or ``out`` holds anything but an earlier import (unless ``force``;
-    ctxbench.outdir); a bad question, a missing database or an SQL the engines reject is a report
+    ctxbench.core.outdir); a bad question, a missing database or an SQL the engines reject is a report
     line with its reason (the rest goes on).
     """
     spider, db_dir, out = Path(spider), Path(db_dir), Path(out)
@@ -520,9 +520,9 @@ def import_questions(spider: str | Path, db_dir: str | Path, out: str | Path, se
         raise InputError(f"--db-dir {db_dir} is not a directory: pass the directory holding <db_id>/<db_id>.sqlite")
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out} is a file: pass a directory for the query sets and the report")
-    from ..outdir import claim_out_dir
+    from ctxbench.core.outdir import claim_out_dir
 
-    # the rule of every --out (ctxbench.outdir): an earlier import (its report) is written again, nothing else
+    # the rule of every --out (ctxbench.core.outdir): an earlier import (its report) is written again, nothing else
     claim_out_dir(out, "questions import", force=force, is_own=(out / REPORT).exists(), what="question import")
     stem = re.sub(r"[^A-Za-z0-9]+", "_", spider.stem).strip("_") or "q"
     dbs: dict[str, tuple[PreparedDatabase | None, str | None]] = {}

@@ -6,10 +6,10 @@ import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..config import assets_dir, check_keys, read_yaml
-from ..errors import InputError
-from ..verbalize.templates import TemplateSet
-from .sqlinfo import sql_info
+from ctxbench.core.config import assets_dir, check_keys, read_yaml
+from ctxbench.core.errors import InputError
+from ctxbench.verbalize.templates import TemplateSet
+from ctxbench.questions.sqlinfo import sql_info
 
 
 @dataclass

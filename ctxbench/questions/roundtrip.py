@@ -18,19 +18,19 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 
-from ..config import assets_dir
-from ..gold.execute import norm_rows, results_equal
-from ..models.cache import ResponseCache
-from ..errors import InputError
-from ..userfiles import open_sqlite_readonly
-from .sqlinfo import sql_is_ordered
+from ctxbench.core.config import assets_dir
+from ctxbench.gold.execute import norm_rows, results_equal
+from ctxbench.models.cache import ResponseCache
+from ctxbench.core.errors import InputError
+from ctxbench.core.userfiles import open_sqlite_readonly
+from ctxbench.questions.sqlinfo import sql_is_ordered
 
 MAX_TOKENS = 512
 
 
 @lru_cache(maxsize=4)
 def _prompts(name: str = "scitrek_questions") -> dict:
-    from ..config import read_yaml
+    from ctxbench.core.config import read_yaml
 
     return read_yaml(assets_dir() / "prompts" / f"{name}.yaml", "prompt file")
 
@@ -114,7 +114,7 @@ def phrase_questions(items: list[RoundTripItem], model: str, schema: str, base_u
     Returns one outcome per item, in order. A failed call counts as a failed attempt (transient errors are retried
     first); nothing raises for a bad reply.
     """
-    from ..models.runner import complete_all
+    from ctxbench.models.runner import complete_all
 
     cache = cache or ResponseCache()
     outs = [RoundTripOutcome(None, 0) for _ in items]

@@ -11,9 +11,9 @@ from collections import Counter
 
 import pyarrow.parquet as pq
 
-from ..models.effort import is_cut_off
-from ..storage import read_table
-from .context import ReportContext
+from ctxbench.models.effort import is_cut_off
+from ctxbench.core.storage import read_table
+from ctxbench.report.context import ReportContext
 
 
 def _no_answer_reason(r: dict) -> str:

@@ -9,7 +9,7 @@ from collections import Counter
 
 import pyarrow.parquet as pq
 
-from .render import table
+from ctxbench.report.render import table
 
 
 def certificates_section(ctx) -> str:

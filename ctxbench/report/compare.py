@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from ..analysis.paired import CLUSTERING_NOTE
-from ..analysis.compare import AVERAGES, discover_builds, leaderboard, length_text, relative_link
-from ..storage import builds_catalogue, schema, to_table, write_parquet
-from . import plots
-from .browser import PAGE, instances_link
+from ctxbench.analysis.paired import CLUSTERING_NOTE
+from ctxbench.analysis.compare import AVERAGES, discover_builds, leaderboard, length_text, relative_link
+from ctxbench.core.storage import builds_catalogue, schema, to_table, write_parquet
+from ctxbench.report import plots
+from ctxbench.report.browser import PAGE, instances_link
 
 CELL_SCHEMA = pa.schema([
     ("benchmark", pa.string()), ("build_hash", pa.string()), ("build", pa.string()), ("mode", pa.string()),
@@ -68,14 +68,14 @@ def compare_runs(dirs: list[str | Path], out: str | Path, force: bool = False) -
     ``out/catalogue.duckdb``, compute the leaderboard from it, store it in the catalogue and as Parquet, and render
     ``out/index.html`` from the catalogue's tables (module docstring). Raises InputError for a directory that holds
     no build, an ``out`` inside a build directory (a build is immutable but for its evaluation tables), or an
-    ``out`` holding anything but an earlier leaderboard, unless ``force`` (:func:`ctxbench.outdir.check_out_dir`)."""
-    from ..errors import InputError
+    ``out`` holding anything but an earlier leaderboard, unless ``force`` (:func:`ctxbench.core.outdir.check_out_dir`)."""
+    from ctxbench.core.errors import InputError
 
     out = Path(out).resolve()
     for d in (out, *out.parents):
         if (d / "manifest.json").exists() and (d / "instances.parquet").exists():
             raise InputError(f"--out {out} is inside the build {d}: write the leaderboard elsewhere")
-    from ..outdir import check_out_dir, mark_out_dir
+    from ctxbench.core.outdir import check_out_dir, mark_out_dir
 
     check_out_dir(out, "compare", force=force, what="leaderboard")
     builds = discover_builds(dirs)
@@ -190,7 +190,7 @@ def pairs_html(con, g: dict) -> str:
                    "context_length NULLS LAST", [g["build_hash"], g["benchmark"]])
     if not rows:
         return ""
-    from ..analysis.paired import METHOD, MIN_CLUSTERS
+    from ctxbench.analysis.paired import METHOD, MIN_CLUSTERS
 
     tables: dict[tuple, dict[tuple[str, str], dict]] = {}
     for r in rows:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import render
+from ctxbench.report import render
 
 
 @dataclass
@@ -38,7 +38,7 @@ class ReportContext:
         ``matcher``, ``length`` in tokens, ``score``: scored/correct/partial/wrong/unscored, or any instance column
         the browser filters on, e.g. ``position="end"``, ``query_types="Max/Min"``):
         :func:`ctxbench.report.browser.instances_link`."""
-        from .browser import instances_link
+        from ctxbench.report.browser import instances_link
 
         return instances_link(filters)
 
@@ -46,7 +46,7 @@ class ReportContext:
     def figure(fig: Any) -> str:
         """The HTML of a plotly figure (:mod:`ctxbench.report.plots`: the page already loads the local
         plotly.min.js); "" for None."""
-        from .plots import figure_div
+        from ctxbench.report.plots import figure_div
 
         return figure_div(fig)
 

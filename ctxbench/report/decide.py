@@ -9,10 +9,10 @@ from collections import defaultdict
 
 import pyarrow.parquet as pq
 
-from ..analysis.core import instance_scores, primary_rows
-from ..analysis.decide import effective_rows, pair_rows
-from ..storage import to_table, write_parquet
-from .context import ReportContext
+from ctxbench.analysis.core import instance_scores, primary_rows
+from ctxbench.analysis.decide import effective_rows, pair_rows
+from ctxbench.core.storage import to_table, write_parquet
+from ctxbench.report.context import ReportContext
 
 
 def decide_section(ctx: ReportContext) -> str:
@@ -42,6 +42,6 @@ def decide_section(ctx: ReportContext) -> str:
     write_parquet(to_table("effective_length", eff), ctx.out / "effective_length.parquet")
     if pairs:
         write_parquet(to_table("pairs", pairs), ctx.out / "pairs.parquet")
-    from .compare import effective_table
+    from ctxbench.report.compare import effective_table
 
     return "<section><h2>Effective context length</h2>" + effective_table(eff).split("</h3>", 1)[1] + "</section>"

@@ -12,12 +12,12 @@ import html
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..analysis.closed_book import screen_summary
-from ..analysis.regression import difficulty_regression, mode_labels
-from ..storage import read_table, write_parquet
-from .context import ReportContext
-from .plots import contrasts, figure_div
-from .render import labelled_table
+from ctxbench.analysis.closed_book import screen_summary
+from ctxbench.analysis.regression import difficulty_regression, mode_labels
+from ctxbench.core.storage import read_table, write_parquet
+from ctxbench.report.context import ReportContext
+from ctxbench.report.plots import contrasts, figure_div
+from ctxbench.report.render import labelled_table
 
 
 def _factors_block(res: dict) -> str:

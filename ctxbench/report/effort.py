@@ -10,11 +10,11 @@ from collections import defaultdict
 
 import pyarrow as pa
 
-from ..analysis.effort import effort_order, effort_rows
-from ..models.effort import EFFORTS
-from ..storage import write_parquet
-from . import plots
-from .context import ReportContext
+from ctxbench.analysis.effort import effort_order, effort_rows
+from ctxbench.models.effort import EFFORTS
+from ctxbench.core.storage import write_parquet
+from ctxbench.report import plots
+from ctxbench.report.context import ReportContext
 
 
 def effort_section(ctx: ReportContext) -> str:

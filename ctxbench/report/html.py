@@ -17,14 +17,14 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..analysis import core
-from ..analysis.paired import CLUSTERING_NOTE
-from ..storage import require_build, write_parquet
-from ..tracks.base import find_track, resolve
-from . import plots
-from .browser import PAGE, instances_link, write_browser
-from .context import ReportContext
-from .render import table
+from ctxbench.analysis import core
+from ctxbench.analysis.paired import CLUSTERING_NOTE
+from ctxbench.core.storage import require_build, write_parquet
+from ctxbench.core.track import find_track, resolve
+from ctxbench.report import plots
+from ctxbench.report.browser import PAGE, instances_link, write_browser
+from ctxbench.report.context import ReportContext
+from ctxbench.report.render import table
 
 STYLE = ("body{font-family:sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse;margin:1em 0}"
          "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}th{background:#f4f4f4}"
@@ -41,7 +41,7 @@ def results_table(build_dir: str | Path, primary_only: bool = False) -> list[dic
 
 
 def _scoring_note(ctx: ReportContext, rows: list[dict], inst: dict[str, dict]) -> str:
-    from ..scoring.registry import is_fallback
+    from ctxbench.scoring.registry import is_fallback
 
     notes = [t.scoring_note for t in map(find_track, ctx.benchmarks) if t is not None and t.scoring_note]
     note = " ".join(notes) or "Scores use the matchers each track registers (<code>ctxbench tracks</code>)."
@@ -126,7 +126,7 @@ def core_section(ctx: ReportContext) -> str:
 
 def browse_nav(data) -> str:
     """The report's pointer to the instance browser: counts and one link per model to its wrong answers."""
-    from .browser import BrowserData
+    from ctxbench.report.browser import BrowserData
 
     assert isinstance(data, BrowserData)
     models = data.models
@@ -160,8 +160,8 @@ def build_report(build_dir: str | Path, options: Mapping[str, Any] | None = None
     report options passed to every section (``{"regime": ["stable_floor=0.5"]}`` overrides the needles
     decay-regime thresholds of ``assets/analysis/needles.yaml``). Raises InputError for a build directory without
     instances, and what a section raises for a bad option (a damaged ``scores.parquet`` is named: the CLI's
-    ``report`` and :func:`ctxbench.incremental.report_if_changed` score it again first,
-    :func:`ctxbench.incremental.rescore_if_unreadable`)."""
+    ``report`` and :func:`ctxbench.run.incremental.report_if_changed` score it again first,
+    :func:`ctxbench.run.incremental.rescore_if_unreadable`)."""
     build_dir = require_build(build_dir)
     out = build_dir / "report"
     out.mkdir(exist_ok=True)

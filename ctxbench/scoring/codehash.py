@@ -126,7 +126,7 @@ def _module_hash(modname: str) -> str:
             h.update(m.encode() + b"\0?\0")
         third.update(_imports(m)[1])
         for rel in getattr(mod, "SCORING_DATA", ()) or ():
-            from ..config import assets_dir
+            from ctxbench.core.config import assets_dir
 
             p = Path(assets_dir()) / rel
             h.update(rel.encode() + b"\0" + (p.read_bytes() if p.exists() else b"?") + b"\0")

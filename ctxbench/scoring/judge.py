@@ -7,7 +7,7 @@ verdict from the judge's reply, and scores it in [0, 1]. The built-in prompt is 
 default): HoloBench's recall-oriented row scoring (section 4.1: an LLM classifies each gold row as Exact Match,
 Partial Match or No Match, scored 1, 0.5, 0), asked for as structured output (a JSON schema where the provider
 supports it; the reply is parsed as JSON either way). A track adds prompts of its own with ``Track.judge_prompts``
-(:class:`ctxbench.tracks.base.Track`; looked up by :func:`ctxbench.scoring.registry.judge_prompt`), e.g. a
+(:class:`ctxbench.core.track.Track`; looked up by :func:`ctxbench.scoring.registry.judge_prompt`), e.g. a
 benchmark's own judging prompt; a track's prompt judges that track's instances only.
 
 Every judge is called through the same call runner (gateway, response cache, claims, retries) as any model
@@ -23,8 +23,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..models.cache import ResponseCache
-from .judge_base import CANDIDATE_IS_DATA, JudgePrompt, Polarity, fence_candidate, own_label_before, quoted
+from ctxbench.models.cache import ResponseCache
+from ctxbench.scoring.judge_base import CANDIDATE_IS_DATA, JudgePrompt, Polarity, fence_candidate, own_label_before, quoted
 
 VERDICT_SCORE = {"exact": 1.0, "partial": 0.5, "none": 0.0}
 JUDGE_SYSTEM = ("You grade answers against a gold answer given as rows of values. For each gold row say whether "
@@ -65,7 +65,7 @@ def judge_text(reply: str | None, reasoning: str | None = None) -> str:
     (``<think>The format is {"verdicts": [...]}</think>{"verdicts": ["exact"]}`` → ``{"verdicts": ["exact"]}``;
     a fenced JSON block unwrapped). A reasoning judge whose visible reply is empty and whose verdict is in its
     reasoning field (``reasoning_content``) is read from that field. ``""`` for no reply."""
-    from .pipeline import AnswerChain, strip_invisible
+    from ctxbench.scoring.pipeline import AnswerChain, strip_invisible
 
     chain = AnswerChain(JUDGE_FILTERS)
     text = chain(reply)
@@ -234,7 +234,7 @@ def run_judge(prompt: JudgePrompt, items: list[tuple[dict, str]], model: str, ba
     """Judge ``(instance, extracted answer)`` items with ``prompt`` through the call runner (cache, claims,
     retries, outage pause); returns one outcome per item, in order. A verdict that does not parse is asked for
     once more with the prompt's repair message before it counts as unparseable (score None)."""
-    from ..models.runner import complete_all
+    from ctxbench.models.runner import complete_all
 
     insts = [{**inst, JUDGED_ANSWER: ans} for inst, ans in items]
     outs = complete_all([prompt.messages(inst, ans) for inst, ans in items], model, base_url, concurrency, cache,

@@ -24,9 +24,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from .dates import read_whens
-from .normalize import normalize_text
-from .numbers import inline_markers, read_numbers
+from ctxbench.scoring.dates import read_whens
+from ctxbench.scoring.normalize import normalize_text
+from ctxbench.scoring.numbers import inline_markers, read_numbers
 
 __all__ = ["split_list", "split_spans"]
 

@@ -2,7 +2,7 @@
 
 A matcher is ``fn(answer: str, instance: dict) -> MatchResult``: ``answer`` is the reply after the benchmark's
 answer pipeline (:mod:`ctxbench.scoring.pipeline`), ``instance`` the ``instances.parquet`` row with ``gold`` (and
-``accepted_answers``) parsed from JSON, without ``context`` (``score`` never loads contexts). Each track declares its matchers (:class:`ctxbench.tracks.base.Track`);
+``accepted_answers``) parsed from JSON, without ``context`` (``score`` never loads contexts). Each track declares its matchers (:class:`ctxbench.core.track.Track`);
 :func:`ctxbench.scoring.pipeline.score_reply` runs the pipeline and then the matchers. Numbers are read with
 :mod:`ctxbench.scoring.numbers`, text compared with :mod:`ctxbench.scoring.normalize`.
 """

@@ -23,9 +23,9 @@ import re
 import unicodedata
 from functools import lru_cache
 
-from .dates import read_whens, when_token
-from .numbers import read_compounds, read_numbers
-from .pipeline import unwrap_latex
+from ctxbench.scoring.dates import read_whens, when_token
+from ctxbench.scoring.numbers import read_compounds, read_numbers
+from ctxbench.scoring.pipeline import unwrap_latex
 
 __all__ = ["CJK_RE", "fold", "normalize_text", "plain_latex", "text_matches", "tokens"]
 

@@ -5,7 +5,7 @@ answer pipeline (:func:`ctxbench.scoring.pipeline.score_reply` runs both) and ``
 from ``instances.parquet`` with ``gold`` (and ``accepted_answers`` where present) already parsed from JSON (without
 ``context``, which ``score`` never loads). Each
 track declares its matchers (ordered ``{name: "module:function"}``, the first its primary score), its tagger and
-the answer filters it adds (:class:`ctxbench.tracks.base.Track`); ``score`` runs every matcher of an instance's
+the answer filters it adds (:class:`ctxbench.core.track.Track`); ``score`` runs every matcher of an instance's
 benchmark on every ok response and writes one ``scores.parquet`` row per response × matcher. There is no default:
 an instance of an unregistered benchmark, or of a track that declares no matcher, is an error naming it.
 
@@ -18,15 +18,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..errors import InputError
-from ..tracks.base import find_track, get_track, resolve, tracks
+from ctxbench.core.errors import InputError
+from ctxbench.core.track import find_track, get_track, resolve, tracks
 
 
 def _track(benchmark: str | None):
     if benchmark is None or find_track(benchmark) is None:
         raise InputError(f"instances of benchmark {benchmark!r} cannot be scored: no track of that name is "
                          f"registered (registered: {', '.join(t.name for t in tracks())}); register the track that "
-                         f"built them (ctxbench.tracks.base.register_track)")
+                         f"built them (ctxbench.core.track.register_track)")
     return get_track(benchmark)
 
 
@@ -62,7 +62,7 @@ def matcher(name: str, benchmark: str | None = None) -> Callable:
 
 
 def tagger(benchmark: str | None) -> Callable | None:
-    """The failure tagger of a benchmark's track (see :class:`ctxbench.tracks.base.Track`), or None."""
+    """The failure tagger of a benchmark's track (see :class:`ctxbench.core.track.Track`), or None."""
     t = _track(benchmark)
     return resolve(t.tagger, f"tagger of track {t.name}") if t.tagger else None
 
@@ -118,7 +118,7 @@ def judge_prompt(name: str):
     """The :class:`ctxbench.scoring.judge.JudgePrompt` registered as ``name``. Raises InputError for an unknown
     name (listing the registered ones), a name registered differently by two tracks, or a reference that does not
     name a JudgePrompt."""
-    from .judge_base import JudgePrompt
+    from ctxbench.scoring.judge_base import JudgePrompt
 
     ref, owner = _judge_prompt_entry(name)
     obj = resolve(ref, f"judge prompt {name!r}" + (f" of track {owner}" if owner else ""))
@@ -137,7 +137,7 @@ def judge_prompt_track(name: str) -> str | None:
 
 def registry_fingerprint() -> dict[str, dict]:
     """What the registry says about scoring, per track (matchers, tagger, answer filters, judge prompts): part of
-    the inputs hash of ``score`` (:func:`ctxbench.incremental.score_inputs_hash`), beside the version and code of
+    the inputs hash of ``score`` (:func:`ctxbench.run.incremental.score_inputs_hash`), beside the version and code of
     each of them (:func:`ctxbench.scoring.versions.scoring_fingerprint`)."""
     return {t.name: {"matchers": dict(t.matchers), "tagger": t.tagger, "answer_filters": list(t.answer_filters),
                      **({"judge_prompts": dict(t.judge_prompts)} if t.judge_prompts else {})}

@@ -1,7 +1,7 @@
 """Versions of scoring code: what makes stored scores current besides the build's tables.
 
 ``score`` reruns when a matcher, the failure tagger, an answer filter or a judge prompt changes, not only when
-instances or responses change (:func:`ctxbench.incremental.score_inputs_hash`). A piece of scoring code is
+instances or responses change (:func:`ctxbench.run.incremental.score_inputs_hash`). A piece of scoring code is
 identified by its ``version`` attribute where it declares one and by :func:`code_hash`: a hash of the source of the
 module that defines it and of every ctxbench module that module imports at its top level (transitively), of the
 data files it declares in a module-level ``SCORING_DATA`` (paths under ``assets/``), and of the installed versions of
@@ -12,7 +12,7 @@ module reruns nothing.
 
 from __future__ import annotations
 
-from .codehash import code_hash, module_closure
+from ctxbench.scoring.codehash import code_hash, module_closure
 
 __all__ = ["code_hash", "module_closure", "scoring_fingerprint"]
 
@@ -24,10 +24,10 @@ def scoring_fingerprint(benchmarks: list[str] | None = None, judge: str | None =
     (:meth:`ctxbench.scoring.pipeline.AnswerChain.fingerprint`); with a judge, each judge prompt's version and code
     (``judge_prompts``, default the row judge). Raises InputError for a benchmark no track registers and for an
     unknown judge prompt (as ``score`` would)."""
-    from ..tracks.base import tracks
-    from .judge import DEFAULT_JUDGE_PROMPT
-    from .pipeline import chain_for
-    from .registry import judge_prompt, matcher, matchers_for, tagger
+    from ctxbench.core.track import tracks
+    from ctxbench.scoring.judge import DEFAULT_JUDGE_PROMPT
+    from ctxbench.scoring.pipeline import chain_for
+    from ctxbench.scoring.registry import judge_prompt, matcher, matchers_for, tagger
 
     names = sorted(set(benchmarks)) if benchmarks is not None else sorted(t.name for t in tracks())
     out: dict = {}

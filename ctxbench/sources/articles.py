@@ -14,8 +14,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import InputError
-from .fulltext import fold
+from ctxbench.core.errors import InputError
+from ctxbench.sources.fulltext import fold
 
 # a bibliography heading: on a line of its own (markdown "#", bold, numbered or plain, or ending a line of running
 # text), or directly followed by the first entry's label ("References [1] ...", "References 1. ...")

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple, Self
 
-from ..errors import InputError
-from ..hashing import stable_hash
+from ctxbench.core.errors import InputError
+from ctxbench.core.hashing import stable_hash
 
 CORPUS_MANIFEST = "corpus.json"
 ORDER_BY_NUMBER = "volume number (卷首, 卷一 … 卷一百 with halves 上 < 中 < 下, 卷末)"
@@ -527,8 +527,8 @@ def fetch_corpus(out: str | Path, *, local: str | Path | None = None, urn: str |
     the ctext API (``urn`` of the book at ``base_url``). Volumes are put in canonical order, the ``exclude``d ones
     left out (and listed in ``corpus.json``), each with its SHA-256. ``out`` is replaced atomically. Raises
     InputError for a bad source, an exclusion that matches nothing, neither/both of ``local`` and ``urn``, or an
-    ``out`` holding anything but an earlier corpus (unless ``force``: it is then replaced; ctxbench.outdir)."""
-    from ..storage import write_json
+    ``out`` holding anything but an earlier corpus (unless ``force``: it is then replaced; ctxbench.core.outdir)."""
+    from ctxbench.core.storage import write_json
 
     if (local is None) == (urn is None):
         raise InputError("give exactly one source: --local DIR (a directory of .txt volumes) or --urn URN with "
@@ -550,9 +550,9 @@ def fetch_corpus(out: str | Path, *, local: str | Path | None = None, urn: str |
         if lr == orr or orr in lr.parents:
             raise InputError(f"--out {out} holds the source --local {local}: writing the corpus there would delete "
                              f"the source; choose another --out")
-    from ..outdir import check_out_dir
+    from ctxbench.core.outdir import check_out_dir
 
-    # the rule of every --out (ctxbench.outdir): a corpus directory (its corpus.json) is replaced, nothing else
+    # the rule of every --out (ctxbench.core.outdir): a corpus directory (its corpus.json) is replaced, nothing else
     check_out_dir(out, "fetch corpus", force=force, is_own=(out / CORPUS_MANIFEST).exists(),
                   what=f"corpus directory (no {CORPUS_MANIFEST}; it would be replaced)")
     vols, order = order_volumes(vols, str(local) if local is not None else f"ctext {urn}")

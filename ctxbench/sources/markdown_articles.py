@@ -28,8 +28,8 @@ from pathlib import Path
 
 import yaml
 
-from ..hashing import file_sha256
-from .fulltext import (MIN_BODY_CHARS, BibEntry, FullTextArticle, ReadResult, add_id, bibliography_entries,
+from ctxbench.core.hashing import file_sha256
+from ctxbench.sources.fulltext import (MIN_BODY_CHARS, BibEntry, FullTextArticle, ReadResult, add_id, bibliography_entries,
                        bibliography_section, clean_title, entry_ids, iter_files, latex_to_text, one_line,
                        quarantine_row)
 

@@ -3,10 +3,10 @@ records; PDFs go through conversion in the article track)."""
 
 from __future__ import annotations
 
-from .fulltext import ReaderFn
-from .markdown_articles import read_markdown
-from .s2orc import read_s2orc
-from .unarxive import read_unarxive
+from ctxbench.sources.fulltext import ReaderFn
+from ctxbench.sources.markdown_articles import read_markdown
+from ctxbench.sources.s2orc import read_s2orc
+from ctxbench.sources.unarxive import read_unarxive
 
 
 def readers() -> dict[str, ReaderFn]:

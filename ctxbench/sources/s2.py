@@ -4,7 +4,7 @@ Per subject, seed papers come from a relevance search (published since ``since_y
 citations, an open-access PDF). Around each seed, a cluster: ``first_hop`` papers sampled from the seed's references
 and citations, then for each of them ``second_hop`` papers sampled from *its* references and citations (SciTrek:
 two seeds per subject, 10 first-hop and 5 second-hop each). Only papers with an open-access PDF are sampled (full
-texts are required). Sampling uses ``ctxbench.hashing.seeded_rng`` over the candidates sorted by paper id, so the
+texts are required). Sampling uses ``ctxbench.core.hashing.seeded_rng`` over the candidates sorted by paper id, so the
 same configuration and API answers choose the same papers. PDFs are downloaded with httpx; a paper whose PDF cannot
 be fetched (HTTP error, not a PDF) is left out and listed in the quarantine rows (stage ``fetch``).
 
@@ -30,9 +30,9 @@ from pathlib import Path
 
 import httpx
 
-from ..errors import CtxbenchError, InputError
-from ..hashing import file_sha256, seeded_rng
-from ..models.gateway import RetryPolicy, retry_after_s
+from ctxbench.core.errors import CtxbenchError, InputError
+from ctxbench.core.hashing import file_sha256, seeded_rng
+from ctxbench.models.gateway import RetryPolicy, retry_after_s
 
 # SciTrek's eight subjects (section 3.1) with the Semantic Scholar field of study each maps to
 SUBJECTS = {
@@ -291,15 +291,15 @@ def fetch_clusters(out_dir, cfg: FetchConfig | None = None, force: bool = False)
     rows); also writes ``quarantine.json`` when some paper was left out.
 
     Raises InputError for bad counts, or an ``out_dir`` holding anything but an earlier fetch (unless ``force``;
-    ctxbench.outdir), and FetchError when the API cannot be used."""
+    ctxbench.core.outdir), and FetchError when the API cannot be used."""
     cfg = cfg or FetchConfig()
     if cfg.seeds_per_subject < 1 or cfg.first_hop < 0 or cfg.second_hop < 0 or not cfg.subjects:
         raise InputError("fetch s2: --subjects must name at least one subject, --seeds-per-subject must be >= 1 "
                          "and --first-hop / --second-hop >= 0")
     out = Path(out_dir)
-    from ..outdir import claim_out_dir
+    from ctxbench.core.outdir import claim_out_dir
 
-    # the rule of every --out (ctxbench.outdir): an earlier fetch (its metadata.json, PDFs) is completed, nothing else
+    # the rule of every --out (ctxbench.core.outdir): an earlier fetch (its metadata.json, PDFs) is completed, nothing else
     claim_out_dir(out, "fetch s2", force=force, is_own=(out / "metadata.json").exists(),
                   what="paper fetch (no metadata.json)")
     papers, cites = asyncio.run(discover(cfg))

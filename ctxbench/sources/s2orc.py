@@ -24,8 +24,8 @@ import json
 import re
 from pathlib import Path
 
-from ..hashing import file_sha256
-from .fulltext import (MIN_BODY_CHARS, BibEntry, FullTextArticle, ReadResult, add_id, clean_title, ids_in_text,
+from ctxbench.core.hashing import file_sha256
+from ctxbench.sources.fulltext import (MIN_BODY_CHARS, BibEntry, FullTextArticle, ReadResult, add_id, clean_title, ids_in_text,
                        iter_files, json_lines, one_line, open_text, quarantine_row, render_markdown)
 
 

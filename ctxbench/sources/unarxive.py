@@ -17,8 +17,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..hashing import canonical_json, file_sha256
-from .fulltext import (MIN_BODY_CHARS, BibEntry, FullTextArticle, ReadResult, add_id, clean_title, ids_in_text,
+from ctxbench.core.hashing import canonical_json, file_sha256
+from ctxbench.sources.fulltext import (MIN_BODY_CHARS, BibEntry, FullTextArticle, ReadResult, add_id, clean_title, ids_in_text,
                        iter_files, json_lines, latex_to_text, one_line, quarantine_row, render_markdown)
 
 _MARKER = re.compile(r"\{\{(formula|cite|figure|table|[a-z]+):([^{}]+?)\}\}")

@@ -1,5 +1,5 @@
 """Tokenizer registry: name -> tokenizer with ``encode``, ``decode``, ``count`` and token offsets."""
 
-from .registry import Tokenizer, available_tokenizers, get_tokenizer
+from ctxbench.tokenizers.registry import Tokenizer, available_tokenizers, get_tokenizer
 
 __all__ = ["Tokenizer", "available_tokenizers", "get_tokenizer"]

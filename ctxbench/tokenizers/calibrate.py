@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass
 
-from .registry import available_tokenizers, get_tokenizer
+from ctxbench.tokenizers.registry import available_tokenizers, get_tokenizer
 
 
 @dataclass

@@ -36,8 +36,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from ..config import cache_dir
-from .registry import Tokenizer
+from ctxbench.core.config import cache_dir
+from ctxbench.tokenizers.registry import Tokenizer
 
 log = logging.getLogger(__name__)
 

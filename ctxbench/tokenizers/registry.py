@@ -52,8 +52,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..errors import TokenizerError
-from ..hashing import file_sha256
+from ctxbench.core.errors import TokenizerError
+from ctxbench.core.hashing import file_sha256
 
 TIKTOKEN_URLS = {
     "cl100k_base": "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",
@@ -113,7 +113,7 @@ def _offset_tables(token_bytes: Callable[[int], bytes], n_vocab: int) -> tuple[n
 def _cached_offset_tables(key: str, token_bytes: Callable[[int], bytes], n_vocab: int) -> tuple[np.ndarray, np.ndarray]:
     """:func:`_offset_tables`, kept in ``$CTXBENCH_HOME/cache/tokenizer_tables/<key>.npz`` (built once per
     tokenizer and machine; rebuilt when unreadable)."""
-    from ..config import cache_dir
+    from ctxbench.core.config import cache_dir
 
     f = cache_dir() / "tokenizer_tables" / f"{key}.npz"
     try:
@@ -328,9 +328,9 @@ _POOL: list = []
 
 
 def parallel_chunks(fn: Callable[[list[str]], list[int]], texts: list[str]) -> list[int]:
-    """``fn`` over ``texts`` split into one contiguous chunk per thread of :func:`ctxbench.config.build_threads`
+    """``fn`` over ``texts`` split into one contiguous chunk per thread of :func:`ctxbench.core.config.build_threads`
     (a shared pool), results concatenated in order; in the calling thread for a small batch or one thread."""
-    from ..config import build_threads
+    from ctxbench.core.config import build_threads
 
     n = build_threads()
     if n <= 1 or len(texts) < PARALLEL_MIN:
@@ -418,7 +418,7 @@ def _load_packaged_tiktoken(name: str) -> Tokenizer:
     import tiktoken
     from tiktoken.load import load_tiktoken_bpe
 
-    from ..config import installed_file
+    from ctxbench.core.config import installed_file
 
     dist, suffix, module = PACKAGED_TIKTOKEN[name]
     f = installed_file(dist, suffix)

@@ -29,10 +29,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..sources.database import Database, Table, looks_numeric
-from ..sources.preprocess import DatabaseSpec, Preprocessed, preprocess
-from .templates import MIN_TEMPLATES
-from .words import article, plural, schema_vocabulary, singular, words
+from ctxbench.sources.database import Database, Table, looks_numeric
+from ctxbench.sources.preprocess import DatabaseSpec, Preprocessed, preprocess
+from ctxbench.verbalize.templates import MIN_TEMPLATES
+from ctxbench.verbalize.words import article, plural, schema_vocabulary, singular, words
 
 MAX_COLUMNS = 7
 MIN_COMPLETE = 0.9

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 
-from ..config import assets_dir, read_yaml
-from ..errors import InputError
+from ctxbench.core.config import assets_dir, read_yaml
+from ctxbench.core.errors import InputError
 
 MIN_TEMPLATES = 5
 DEFAULT_MISSING = "not recorded"

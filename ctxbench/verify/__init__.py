@@ -8,7 +8,7 @@ Each instance gets one :class:`Certificate` in ``certificates.parquet`` (SCHEMA.
 ``failed`` (``reason`` names what no longer holds) or ``uncertifiable`` (``reason`` says which fact the text cannot
 carry), and ``method`` (how it was checked).
 
-A track's verifier is the ``"module:function"`` named by its :attr:`~ctxbench.tracks.base.Track.verifier`,
+A track's verifier is the ``"module:function"`` named by its :attr:`~ctxbench.core.track.Track.verifier`,
 ``fn(build_dir: Path, instances: list[dict], manifest: BuildManifest) -> (certificates, notes)``: ``instances``
 are ``instances.parquet`` rows with every column (``gold``/``accepted_answers`` as stored JSON text);
 ``certificates`` one :class:`Certificate` per instance; ``notes`` build-level findings (an asset whose hash differs
@@ -144,7 +144,7 @@ def sqlite_answer(sql: str, eng) -> list | None:
     gold equals SQLite's answer on the rows it was computed from), rows as lists; None when SQLite cannot run it."""
     import sqlite3
 
-    from ..gold.execute import norm_rows
+    from ctxbench.gold.execute import norm_rows
 
     try:
         return norm_rows(eng.sqlite("insert").execute(sql).fetchall())
@@ -184,8 +184,8 @@ def gold_mismatch(gold_json: str | None, sql: str, fast: list | None, tables: di
     different one (rows tied inside an ordered answer may come in any order)."""
     import json
 
-    from ..gold import compute_gold
-    from ..gold.execute import results_equal
+    from ctxbench.gold import compute_gold
+    from ctxbench.gold.execute import results_equal
 
     try:
         gold = json.loads(gold_json)  # type: ignore[arg-type]
@@ -211,7 +211,7 @@ def gold_mismatch(gold_json: str | None, sql: str, fast: list | None, tables: di
 
 def certificates_table(certs: list[Certificate]):
     """``certificates.parquet``'s Arrow table (schemas/certificates.schema.json)."""
-    from ..storage import to_table
+    from ctxbench.core.storage import to_table
 
     return to_table("certificates", [asdict(c) for c in certs])
 
@@ -237,7 +237,7 @@ def verify_rows(build_dir: str | Path, instances: list[dict], manifest: Any) -> 
 
 
 def _verify_rows(build_dir: Path, instances: list[dict], manifest: Any) -> VerifyResult:
-    from ..tracks.base import get_track, resolve
+    from ctxbench.core.track import get_track, resolve
 
     by_track: dict[str, list[dict]] = {}
     for r in instances:
@@ -292,8 +292,8 @@ def verify_build(build_dir: str | Path, write: bool = True) -> VerifyResult:
     InputError when the directory holds no build."""
     import pyarrow.parquet as pq
 
-    from ..errors import InputError
-    from ..tracks.common import read_manifest
+    from ctxbench.core.errors import InputError
+    from ctxbench.core.manifest import read_manifest
 
     d = Path(build_dir)
     p = d / "instances.parquet"
@@ -306,7 +306,7 @@ def verify_build(build_dir: str | Path, write: bool = True) -> VerifyResult:
         raise InputError(f"--build {d}: no instances.parquet there; {hint}")
     manifest = read_manifest(d)
     # contexts read dictionary-encoded: instances sharing a context (most do) decode its pages once
-    from ..storage import reading
+    from ctxbench.core.storage import reading
 
     with reading(p):  # a damaged file is named (storage.UnreadableFile)
         names = pq.read_schema(p).names
@@ -314,7 +314,7 @@ def verify_build(build_dir: str | Path, write: bool = True) -> VerifyResult:
     res = verify_rows(d, rows, manifest)
     res.notes[:0] = manifest_notes(d, rows, manifest)
     if write:
-        from ..storage import write_parquet
+        from ctxbench.core.storage import write_parquet
 
         write_parquet(certificates_table(res.certificates + _quarantined_certificates(d, res)), d / CERTIFICATES)
     return res
@@ -349,9 +349,9 @@ def certify_stage(result: Any) -> Any:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from ..hashing import canonical_json
-    from ..progress import emit
-    from ..storage import to_table, write_json, write_parquet
+    from ctxbench.core.hashing import canonical_json
+    from ctxbench.core.progress import emit
+    from ctxbench.core.storage import to_table, write_json, write_parquet
 
     d = Path(result.out)
     res = verify_build(d)

@@ -1,6 +1,6 @@
 """Verbalized-database track (HoloBench): its build (``build``) and the modules only this track uses."""
 
-from .build import (
+from ctxbench.tracks.holobench.build import (
     HoloBenchConfig,
     build_hash_of,
     build_context,

@@ -19,26 +19,27 @@ from typing import Callable, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from ... import __version__
-from ...config import assets_dir, ordered_map
-from ...analysis.difficulty import difficulty_columns
-from ...analysis.language import language_columns, prefetch_languages
-from ...contexts.packer import (MAX_CONTEXT_TOKENS, POSITIONS, ChainedUnits, CycledUnits, PackedContext,
+from ctxbench import __version__
+from ctxbench.core.config import assets_dir, ordered_map
+from ctxbench.features.difficulty import difficulty_columns
+from ctxbench.features.language import language_columns, prefetch_languages
+from ctxbench.contexts.packer import (MAX_CONTEXT_TOKENS, POSITIONS, ChainedUnits, CycledUnits, PackedContext,
                                 SampledUnits, Unit, pack, take_until)
-from ...errors import DataWarning, InputError
-from ...gold import GoldEngines, compute_gold
-from ...hashing import Encoded, canonical_json, seeded_rng, stable_hash
-from ...sources import Database, load_database
-from ...storage import to_table
-from ...tokenizers import get_tokenizer
-from ...tokenizers.counts import counter_for, flush_all
-from ...validate import validate_build
-from ..common import BuildResult, BuildWriter, check_lengths
-from ..common import asset_hash as _asset_hash
-from ...analysis.overlap import lexical_overlap
-from .nearmiss import near_miss_share
-from ...verbalize.templates import template_fields
-from .source import PreparedSource, load_database_header, prepare_source_cached
+from ctxbench.core.errors import DataWarning, InputError
+from ctxbench.gold import GoldEngines, compute_gold
+from ctxbench.core.hashing import Encoded, canonical_json, seeded_rng, stable_hash
+from ctxbench.sources import Database, load_database
+from ctxbench.core.storage import to_table
+from ctxbench.tokenizers import get_tokenizer
+from ctxbench.tokenizers.counts import counter_for, flush_all
+from ctxbench.tracks.validate import validate_build
+from ctxbench.tracks.common import BuildWriter
+from ctxbench.core.manifest import BuildResult, check_lengths
+from ctxbench.core.manifest import asset_hash as _asset_hash
+from ctxbench.features.overlap import lexical_overlap
+from ctxbench.tracks.holobench.nearmiss import near_miss_share
+from ctxbench.verbalize.templates import template_fields
+from ctxbench.tracks.holobench.source import PreparedSource, load_database_header, prepare_source_cached
 
 # the build's copy of the templates when they came from the query set's ``templates:`` section (verify reads it)
 TEMPLATES_COPY = "templates.yaml"
@@ -224,7 +225,7 @@ def draw_relevant(src: PreparedSource, cfg: HoloBenchConfig, tables: list[str], 
     pool = _Rows(src, tables, True, cfg.seed)
     remap = None
     if near_miss is not None:
-        from .nearmiss import NearMissPool
+        from ctxbench.tracks.holobench.nearmiss import NearMissPool
 
         remap = NearMissPool(pool.offsets, tables, near_miss, (cfg.seed, src.raw.db_id, sorted(tables), target,
                                                                position), pool.n)
@@ -288,7 +289,7 @@ def load_stage(cfg: HoloBenchConfig, out: str | Path, force: bool = False, versi
     """Load the database and hash the inputs. An existing build with the same hash is reported in ``existing``;
     a directory holding a different build is an error unless ``force`` (its files are then removed).
 
-    ``versioned``: ``out`` is a run root and the build directory is ``out/<build_hash>`` (ctxbench.incremental);
+    ``versioned``: ``out`` is a run root and the build directory is ``out/<build_hash>`` (ctxbench.run.incremental);
     an existing complete build of that hash is reused and ``out/latest`` points at it."""
     root = Path(out)
     if root.exists() and not root.is_dir():
@@ -328,7 +329,7 @@ def assemble_stage(loaded: Loaded, src: PreparedSource, progress: Callable[[int,
         qs = [q for q in qs if q.id in set(cfg.question_ids)]
     low = {n.lower(): n for n in src.db.tables}
     pairs = []
-    from .nearmiss import MissCounter, table_predicates
+    from ctxbench.tracks.holobench.nearmiss import MissCounter, table_predicates
 
     types = src.column_types()
     counts: dict[tuple, tuple[int, ...]] = {}  # (table, predicates) -> miss count of each row
@@ -374,7 +375,7 @@ def gold_stage(loaded: Loaded, asm: Assembled) -> tuple[list[dict], list[dict]]:
     types = src.column_types()
     cfg_for_id = _config_dump(cfg, exclude={"db", "queries", "question_ids"})
     instances, quarantine = [], []
-    # languages detected beside this process (ctxbench.sidecar) while the gold answers are computed here
+    # languages detected beside this process (ctxbench.core.sidecar) while the gold answers are computed here
     prefetch_languages([asm.contexts[key].text for _, key in asm.pairs] + [q.question for q, _ in asm.pairs])
     last_use = {key: i for i, (_, key) in enumerate(asm.pairs)}
     shared: dict[tuple, tuple] = {}  # per context: included rows, their tables and the engines loaded with them
@@ -497,7 +498,7 @@ def build_holobench(cfg: HoloBenchConfig, out: str | Path, progress: Callable[[i
 
     An existing complete build with the same build hash is left as it is (``skipped``); a directory holding a
     different build is an error unless ``force``. ``versioned``: ``out`` is a run root, the build goes to
-    ``out/<build_hash>`` and ``out/latest`` points at it (ctxbench.incremental). Raises InputError for bad input (see prepare_source) and
+    ``out/<build_hash>`` and ``out/latest`` points at it (ctxbench.run.incremental). Raises InputError for bad input (see prepare_source) and
     ValidationError when a data-quality expectation fails.
     """
     loaded = load_stage(cfg, out, force, versioned)

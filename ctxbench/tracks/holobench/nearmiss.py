@@ -24,8 +24,8 @@ import sqlite3
 
 from sqlglot import exp
 
-from ...analysis.difficulty import conjuncts
-from ...hashing import seeded_rng
+from ctxbench.features.difficulty import conjuncts
+from ctxbench.core.hashing import seeded_rng
 
 DISTRACTORS = ("random", "near-miss")
 
@@ -39,7 +39,7 @@ def table_predicates(sql: str, tables: dict[str, list[str]]) -> dict[str, tuple[
     the table's unqualified columns, in query order. ``tables`` maps each queried table's name (as in the
     database) to its column names. A conjunct whose columns cannot be attributed to exactly one of these tables, or
     that holds a subquery, is no predicate. Raises InputError when the SQL does not parse."""
-    from ...questions.sqlinfo import parse_sql
+    from ctxbench.questions.sqlinfo import parse_sql
 
     q = parse_sql(sql)
     while isinstance(q, exp.Subquery):

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import re
 
-from ...scoring.dates import When, gold_when, read_whens, when_matches
-from ...scoring.lists import split_spans
-from ...scoring.matchers import MatchResult
-from ...scoring.normalize import normalize_text, text_matches
-from ...scoring.numbers import Number, gold_number, number_matches, read_numbers
-from ...scoring.pipeline import strip_invisible
+from ctxbench.scoring.dates import When, gold_when, read_whens, when_matches
+from ctxbench.scoring.lists import split_spans
+from ctxbench.scoring.matchers import MatchResult
+from ctxbench.scoring.normalize import normalize_text, text_matches
+from ctxbench.scoring.numbers import Number, gold_number, number_matches, read_numbers
+from ctxbench.scoring.pipeline import strip_invisible
 
 __all__ = ["row_match", "row_match_instance"]
 

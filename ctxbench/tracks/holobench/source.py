@@ -1,6 +1,6 @@
 """Preparing a database for the HoloBench track: load, check templates and queries, preprocess.
 
-A prepared source is kept in the prepared-input cache (:mod:`ctxbench.buildcache`) keyed by the source's content
+A prepared source is kept in the prepared-input cache (:mod:`ctxbench.core.buildcache`) keyed by the source's content
 hashes, the templates, query set, dummy documents and database spec it read, and the version of the preparation
 code, so a rebuild (another seed, tier or position; a nightly run) reads it instead of preprocessing and checking
 every question again (:func:`prepare_source_cached`). The database's header (id, keys, provenance: what the build
@@ -17,18 +17,18 @@ from pathlib import Path
 from typing import Callable
 
 
-from ...buildcache import PreparedStore, code_version
-from ...config import assets_dir, read_yaml
-from ...errors import InputError
-from ...hashing import file_sha256, stable_hash
-from ...questions.queryset import Question, check_question, check_runs, load_queryset
-from ...questions.sqlinfo import sql_info
-from ...sources import Database, load_database
-from ...sources.loaders import input_files
-from ...sources.database import sql_type, write_sqlite
-from ...sources.preprocess import DatabaseSpec, Preprocessed, preprocess
-from ...verbalize.templates import TemplateSet, load_templates, templates_from_mapping
-from ...userfiles import open_sqlite_readonly
+from ctxbench.core.buildcache import PreparedStore, code_version
+from ctxbench.core.config import assets_dir, read_yaml
+from ctxbench.core.errors import InputError
+from ctxbench.core.hashing import file_sha256, stable_hash
+from ctxbench.questions.queryset import Question, check_question, check_runs, load_queryset
+from ctxbench.questions.sqlinfo import sql_info
+from ctxbench.sources import Database, load_database
+from ctxbench.sources.loaders import input_files
+from ctxbench.sources.database import sql_type, write_sqlite
+from ctxbench.sources.preprocess import DatabaseSpec, Preprocessed, preprocess
+from ctxbench.verbalize.templates import TemplateSet, load_templates, templates_from_mapping
+from ctxbench.core.userfiles import open_sqlite_readonly
 
 
 @dataclass
@@ -90,7 +90,7 @@ def source_templates(db_id: str, queries: str | Path | None = None,
     p = Path(queries)
     if not p.is_file():
         load_queryset(db_id, queries)  # a missing query set: its own loader names the problem
-    from ...questions.queryset import read_queryset_file
+    from ctxbench.questions.queryset import read_queryset_file
 
     data = read_queryset_file(p)  # a syntax error's line and column, an unknown key's likely meaning
     section = data.get("templates")
@@ -150,7 +150,7 @@ def source_key(raw: Database, queries: str | Path | None = None, templates: str 
     """Cache key of a prepared source: the source's content hashes (its provenance, paths left out), the asset
     files preparation reads, and the preparation code's version. None for a database without a content hash
     (built in memory), which is never cached."""
-    from ..common import asset_hash
+    from ctxbench.core.manifest import asset_hash
 
     prov = {k: v for k, v in raw.provenance.items() if k != "file"}
     if not (prov.get("sha256") or prov.get("csv_sha256")):

@@ -1,9 +1,9 @@
-"""The verbalized-database track (HoloBench) as a registered :class:`~ctxbench.tracks.base.Track`."""
+"""The verbalized-database track (HoloBench) as a registered :class:`~ctxbench.core.track.Track`."""
 
 from __future__ import annotations
 
-from ..base import Stage, Track, register_track
-from .build import HoloBenchConfig
+from ctxbench.core.track import Stage, Track, register_track
+from ctxbench.tracks.holobench.build import HoloBenchConfig
 
 _P = "ctxbench.tracks.holobench"  # stages are looked up on the package when they run
 

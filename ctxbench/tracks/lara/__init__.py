@@ -1,6 +1,6 @@
 """LaRA import track (RAG versus long context): its build (``build``) and the modules only this track uses."""
 
-from .build import (
+from ctxbench.tracks.lara.build import (
     LaraConfig,
     Loaded,
     import_lara,

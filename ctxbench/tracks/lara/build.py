@@ -26,13 +26,14 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from ...analysis.difficulty import difficulty_columns
-from ...analysis.language import language_columns, prefetch_languages
-from ...errors import InputError
-from ...hashing import canonical_json, file_sha256, stable_hash
-from ...storage import to_table
-from ...tokenizers import get_tokenizer
-from ..common import BuildResult, BuildWriter, TokenizerRecord
+from ctxbench.features.difficulty import difficulty_columns
+from ctxbench.features.language import language_columns, prefetch_languages
+from ctxbench.core.errors import InputError
+from ctxbench.core.hashing import canonical_json, file_sha256, stable_hash
+from ctxbench.core.storage import to_table
+from ctxbench.tokenizers import get_tokenizer
+from ctxbench.tracks.common import BuildWriter
+from ctxbench.core.manifest import BuildResult, TokenizerRecord
 
 TASKS = {"location": "location", "reasoning": "reasoning", "comp": "comparison", "comparison": "comparison",
          "hallu": "hallucination", "hallucination": "hallucination"}
@@ -159,7 +160,7 @@ def instances_stage(loaded: Loaded) -> tuple[list[dict], list[dict]]:
 
 def validate_stage(instances: list[dict]) -> None:
     """The instances data-quality suite (raises ValidationError naming failed expectations)."""
-    from ...validate import validate_build
+    from ctxbench.tracks.validate import validate_build
 
     validate_build(to_table("instances", instances))
 

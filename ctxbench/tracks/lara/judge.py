@@ -26,8 +26,8 @@ once more with a repair prompt, then counted as unscored (:mod:`ctxbench.scoring
 from __future__ import annotations
 
 
-from ...scoring.judge import JudgePrompt, Polarity, judge_text
-from ...scoring.judge_base import CANDIDATE_IS_DATA, fence_candidate
+from ctxbench.scoring.judge import JudgePrompt, Polarity, judge_text
+from ctxbench.scoring.judge_base import CANDIDATE_IS_DATA, fence_candidate
 
 SYSTEM = "You judge whether the answers an AI assistant gives to questions are correct."
 _ASK = "Reply with one word only: True if the AI assistant's answer is correct, False if it is not."

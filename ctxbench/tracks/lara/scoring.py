@@ -22,10 +22,10 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ...scoring.matchers import MatchResult
-from ...scoring.normalize import tokens
-from ...scoring.pipeline import strip_invisible
-from ...scoring.refusal import is_refusal
+from ctxbench.scoring.matchers import MatchResult
+from ctxbench.scoring.normalize import tokens
+from ctxbench.scoring.pipeline import strip_invisible
+from ctxbench.scoring.refusal import is_refusal
 
 __all__ = ["containment", "containment_instance", "f1_instance", "lara_fallback", "token_f1"]
 

@@ -1,9 +1,9 @@
-"""The LaRA import (RAG versus long context) as a registered :class:`~ctxbench.tracks.base.Track`."""
+"""The LaRA import (RAG versus long context) as a registered :class:`~ctxbench.core.track.Track`."""
 
 from __future__ import annotations
 
-from ..base import Stage, Track, register_track
-from .build import LaraConfig
+from ctxbench.core.track import Stage, Track, register_track
+from ctxbench.tracks.lara.build import LaraConfig
 
 _P = "ctxbench.tracks.lara"  # stages are looked up on the package when they run
 

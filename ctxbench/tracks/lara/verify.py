@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ...verify import SOURCE_DATA_ENV, Certificate
+from ctxbench.verify import SOURCE_DATA_ENV, Certificate
 
 METHOD = "LaRA supporting passage searched in the context"
 ENV = "CTXBENCH_LARA_DATA"

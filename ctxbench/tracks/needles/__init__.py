@@ -1,6 +1,6 @@
 """Planted-fact track (classical-Chinese 1M needle study): its build (``build``) and the modules only this track uses."""
 
-from .build import (
+from ctxbench.tracks.needles.build import (
     NeedlesConfig,
     BuildResult,
     Loaded,

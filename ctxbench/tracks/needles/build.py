@@ -35,18 +35,18 @@ from pathlib import Path
 import pyarrow as pa
 from pydantic import BaseModel, Field, field_validator
 
-from ... import __version__
-from ...analysis.difficulty import difficulty_columns
-from ...analysis.language import language_columns, prefetch_languages
-from ...analysis.overlap import lexical_overlap
-from ...config import assets_dir, ordered_map
-from ...contexts.packer import MAX_CONTEXT_TOKENS
-from ...errors import InputError
-from ...hashing import canonical_json, file_sha256, stable_hash
-from ...models.registry import sizing_tokenizer
-from ...prompts import VARIANTS as PROMPT_VARIANTS
-from ...prompts import messages_text, render_messages
-from .questions import (
+from ctxbench import __version__
+from ctxbench.features.difficulty import difficulty_columns
+from ctxbench.features.language import language_columns, prefetch_languages
+from ctxbench.features.overlap import lexical_overlap
+from ctxbench.core.config import assets_dir, ordered_map
+from ctxbench.contexts.packer import MAX_CONTEXT_TOKENS
+from ctxbench.core.errors import InputError
+from ctxbench.core.hashing import canonical_json, file_sha256, stable_hash
+from ctxbench.models.registry import sizing_tokenizer
+from ctxbench.models.prompts import VARIANTS as PROMPT_VARIANTS
+from ctxbench.models.prompts import messages_text, render_messages
+from ctxbench.tracks.needles.questions import (
     BOUNDARIES,
     NeedleSet,
     PlantItem,
@@ -57,13 +57,14 @@ from .questions import (
     plan_token_insertions,
     verify_absent,
 )
-from ...sources.corpus import Corpus, corpus_summary, load_corpus, volume_number
-from ...storage import to_table
-from ...tokenizers.calibrate import calibrate
-from ...tokenizers.counts import counter_for, flush_all
-from ...validate import validate_build
-from ..common import BuildResult as _CommonResult
-from ..common import BuildWriter, check_lengths
+from ctxbench.sources.corpus import Corpus, corpus_summary, load_corpus, volume_number
+from ctxbench.core.storage import to_table
+from ctxbench.tokenizers.calibrate import calibrate
+from ctxbench.tokenizers.counts import counter_for, flush_all
+from ctxbench.tracks.validate import validate_build
+from ctxbench.core.manifest import BuildResult as _CommonResult
+from ctxbench.tracks.common import BuildWriter
+from ctxbench.core.manifest import check_lengths
 
 MAX_TIER = MAX_CONTEXT_TOKENS
 # tokens a chat format adds around the messages (role markers, separators) beyond their text: a fixed allowance
@@ -99,7 +100,7 @@ class NeedlesConfig(BaseModel):
                                     "(the needle's form, other subjects and values; none answers the question)")
     max_overlap: float | None = Field(None, ge=0, le=1, description="keep only needles and chains whose question's "
                                       "lexical overlap with its statements is at most this (0..1; "
-                                      "ctxbench.analysis.overlap), e.g. 0.2 with --needles zh-classical-low-overlap")
+                                      "ctxbench.features.overlap), e.g. 0.2 with --needles zh-classical-low-overlap")
 
     @field_validator("lengths")
     @classmethod
@@ -148,7 +149,7 @@ class NeedlesConfig(BaseModel):
 
 @dataclass
 class BuildResult(_CommonResult):
-    """What a build wrote (:class:`ctxbench.tracks.common.BuildResult`) and the haystacks' sizing numbers."""
+    """What a build wrote (:class:`ctxbench.core.manifest.BuildResult`) and the haystacks' sizing numbers."""
 
     haystacks: list[dict] = field(default_factory=list)
 
@@ -194,7 +195,7 @@ class Haystack:
 
 def _models_yaml_entries(names: list[str]) -> dict:
 
-    from ...config import read_yaml
+    from ctxbench.core.config import read_yaml
 
     reg = (read_yaml(assets_dir() / "models.yaml", "model registry") or {}).get("models", {})
     low = {k.lower(): k for k in reg}

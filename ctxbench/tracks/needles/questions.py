@@ -26,9 +26,9 @@ from itertools import accumulate
 from pathlib import Path
 
 
-from ...config import assets_dir, check_keys, read_yaml
-from ...errors import InputError
-from ...hashing import file_sha256
+from ctxbench.core.config import assets_dir, check_keys, read_yaml
+from ctxbench.core.errors import InputError
+from ctxbench.core.hashing import file_sha256
 
 VARIANTS = ("real", "altered")
 BOUNDARIES = ("sentence", "paragraph")
@@ -72,7 +72,7 @@ class NeedleSet:
         accepted form of the answer. So each is of the needle's form but about another subject, and none answers
         the question. Subjects and values are chosen from a seed (``seed_parts``, hashlib). Raises InputError when
         there are fewer than ``k`` look-alike subjects or no other value."""
-        from ...hashing import seeded_rng
+        from ctxbench.core.hashing import seeded_rng
 
         if k <= 0:
             return []
@@ -196,9 +196,9 @@ def load_needle_set(name_or_path: str) -> NeedleSet:
 
 
 def corpus_language(text: str) -> str:
-    """Language code of a corpus text (:func:`ctxbench.analysis.language.detect_language`: langdetect, with
+    """Language code of a corpus text (:func:`ctxbench.features.language.detect_language`: langdetect, with
     Han-only text as Chinese); ``""`` when undecidable."""
-    from ...analysis.language import detect_language
+    from ctxbench.features.language import detect_language
 
     return detect_language(text) or ""
 

@@ -12,11 +12,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .analysis import FAILURE_MODES, NeedlesAnalysis, analyse, parse_threshold_overrides
-from ...report import plots
-from ...report.context import ReportContext
-from ...models.registry import model_info
-from ...storage import write_parquet
+from ctxbench.tracks.needles.analysis import FAILURE_MODES, NeedlesAnalysis, analyse, parse_threshold_overrides
+from ctxbench.report import plots
+from ctxbench.report.context import ReportContext
+from ctxbench.models.registry import model_info
+from ctxbench.core.storage import write_parquet
 
 
 def _sizing_models(build_dir: Path) -> tuple[list[str], set[str]]:

@@ -1,11 +1,11 @@
-"""The planted-fact track (needles in a real corpus) as a registered :class:`~ctxbench.tracks.base.Track`."""
+"""The planted-fact track (needles in a real corpus) as a registered :class:`~ctxbench.core.track.Track`."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ..base import Stage, Track, register_track
-from .build import NeedlesConfig, own_haystacks
+from ctxbench.core.track import Stage, Track, register_track
+from ctxbench.tracks.needles.build import NeedlesConfig, own_haystacks
 
 _P = "ctxbench.tracks.needles"  # stages are looked up on the package when they run
 

@@ -27,8 +27,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ...config import assets_dir
-from ...verify import Certificate
+from ctxbench.core.config import assets_dir
+from ctxbench.verify import Certificate
 
 METHOD = "needle text located once at its token span, value read back, haystack searched for competing values"
 _CJK_NUM = "〇零一二三四五六七八九十百千萬两兩廿卅"
@@ -103,10 +103,10 @@ def _value_pattern(statement: str) -> re.Pattern:
 def certify(build_dir: Path, instances: list[dict], manifest: Any) -> tuple[list[Certificate], list[str]]:
     """Certificates of a needles build's instances (module docstring). Notes: a needle set whose hash differs
     from the manifest's."""
-    from ...errors import InputError
-    from ...hashing import file_sha256
-    from ...models.registry import sizing_tokenizer
-    from .questions import load_needle_set
+    from ctxbench.core.errors import InputError
+    from ctxbench.core.hashing import file_sha256
+    from ctxbench.models.registry import sizing_tokenizer
+    from ctxbench.tracks.needles.questions import load_needle_set
 
     extra = getattr(manifest, "model_extra", None) or {}
     rec = extra.get("needle_set") or {}

@@ -1,6 +1,6 @@
 """Scientific-article track (SciTrek): its build (``build``) and the modules only this track uses."""
 
-from .build import (
+from ctxbench.tracks.scitrek.build import (
     SciTrekConfig,
     S2Fetch,
     fetch_s2_stage,

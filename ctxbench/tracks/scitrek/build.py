@@ -24,27 +24,28 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from ... import __version__
-from ...analysis.difficulty import difficulty_columns
-from ...analysis.language import language_columns, prefetch_languages
-from ...config import assets_dir
-from ...contexts.packer import MAX_CONTEXT_TOKENS
-from ...contexts.collections import SAMPLINGS, Collection, build_collections
-from ...errors import InputError
-from ...gold import GoldEngines
-from ...hashing import Encoded, canonical_json, file_sha256, seeded_rng, stable_hash
-from . import questions as sq
-from ...questions.sqlinfo import sql_info
-from ...sources.articles import ArticleMeta, alignment_issues, citation_edges, load_metadata
-from ...sources.fulltext import (SOURCE_ORDER, BibEntry, FullTextArticle, add_id, assign_ids,
+from ctxbench import __version__
+from ctxbench.features.difficulty import difficulty_columns
+from ctxbench.features.language import language_columns, prefetch_languages
+from ctxbench.core.config import assets_dir
+from ctxbench.contexts.packer import MAX_CONTEXT_TOKENS
+from ctxbench.contexts.collections import SAMPLINGS, Collection, build_collections
+from ctxbench.core.errors import InputError
+from ctxbench.gold import GoldEngines
+from ctxbench.core.hashing import Encoded, canonical_json, file_sha256, seeded_rng, stable_hash
+from ctxbench.tracks.scitrek import questions as sq
+from ctxbench.questions.sqlinfo import sql_info
+from ctxbench.sources.articles import ArticleMeta, alignment_issues, citation_edges, load_metadata
+from ctxbench.sources.fulltext import (SOURCE_ORDER, BibEntry, FullTextArticle, add_id, assign_ids,
                                  bibliography_entries, bibliography_section, deduplicate, entry_ids, ids_in_text,
                                  one_line, resolve_citations)
-from ...sources.readers import readers
-from ...sources.database import Database, write_sqlite
-from ...storage import to_table
-from ...tokenizers import get_tokenizer
-from ...validate import validate_build
-from ..common import BuildResult, BuildWriter, asset_hash, check_choices, check_lengths
+from ctxbench.sources.readers import readers
+from ctxbench.sources.database import Database, write_sqlite
+from ctxbench.core.storage import to_table
+from ctxbench.tokenizers import get_tokenizer
+from ctxbench.tracks.validate import validate_build
+from ctxbench.tracks.common import BuildWriter
+from ctxbench.core.manifest import BuildResult, asset_hash, check_choices, check_lengths
 
 MAX_TOKENS = MAX_CONTEXT_TOKENS
 FORMATS = ("full_text", "tables")
@@ -128,7 +129,7 @@ def fetch_s2_stage(cfg: SciTrekConfig, s2: S2Fetch | None) -> tuple[int, list[di
     """Fetch clusters into ``cfg.pdfs`` (see S2Fetch); returns (papers kept, quarantine rows of stage ``fetch``);
     ``(0, [])`` without ``s2`` (no fetch asked). Raises InputError when ``cfg.metadata`` is not
     ``<pdfs>/metadata.json`` (where the fetch writes it)."""
-    from ...sources.s2 import FetchConfig, fetch_clusters
+    from ctxbench.sources.s2 import FetchConfig, fetch_clusters
 
     if s2 is None:
         return 0, []
@@ -146,7 +147,7 @@ def _converter():
     """``convert_pdfs`` and the default converter's (name, version) (``ctxbench.convert.pdf``). Raises InputError
     when that module is missing from this installation."""
     try:
-        from ...convert import pdf
+        from ctxbench.convert import pdf
     except ImportError as e:
         raise InputError(f"PDF conversion is not available in this installation ({e})") from None
 
@@ -158,7 +159,7 @@ def _convert_code_hash() -> str:
     also part of the converter's version and so of the conversion cache key): part of the build hash of a build
     with PDFs. Raises InputError when the converter is missing from this installation."""
     try:
-        from ...convert.pdf import converter_code_hash
+        from ctxbench.convert.pdf import converter_code_hash
     except ImportError as e:
         raise InputError(f"PDF conversion is not available in this installation ({e})") from None
     return converter_code_hash()
@@ -217,8 +218,8 @@ SOURCE_CODE = ("fulltext.py", "unarxive.py", "markdown_articles.py", "s2orc.py",
 def _source_code_hash() -> str:
     """Hash of the full-text readers' code (:data:`SOURCE_CODE` in the ``ctxbench.sources`` package). Raises
     CtxbenchError when one of those modules is not there (a moved module must never drop out of the hash)."""
-    from ... import sources
-    from ...errors import CtxbenchError
+    from ctxbench import sources
+    from ctxbench.core.errors import CtxbenchError
 
     d = Path(sources.__file__).resolve().parent
     missing = [n for n in SOURCE_CODE if not (d / n).is_file()]
@@ -493,7 +494,7 @@ def questions_stage(loaded: Loaded, conv: Converted, col: Collected) -> tuple[li
             engines.close()
     out: list[Question] = []
     if cfg.question_model:
-        from ...questions.roundtrip import RoundTripItem, phrase_questions
+        from ctxbench.questions.roundtrip import RoundTripItem, phrase_questions
 
         stage = loaded.writer.staged("collections")
         items = [RoundTripItem(inst.sql, gold, str(stage / f"{c.collection_id}.sqlite")) for c, inst, gold in cands]
@@ -558,7 +559,7 @@ def instances_stage(loaded: Loaded, col: Collected, questions: list[Question]) -
 def validate_stage(loaded: Loaded, col: Collected, instances: list[dict]) -> None:
     """The instances suite (great-expectations); every collection within its tier with enough articles, and each
     full-text instance as long as its collection's recount. Raises ValidationError naming what failed."""
-    from ...errors import ValidationError
+    from ctxbench.core.errors import ValidationError
 
     validate_build(to_table("instances", instances))
     for c in col.collections:

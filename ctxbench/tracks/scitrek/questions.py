@@ -13,12 +13,12 @@ from pathlib import Path
 import sqlglot
 from sqlglot import exp
 
-from ...config import assets_dir
-from ...errors import InputError
-from ...gold import GoldEngines, compute_gold
-from ...gold.execute import GoldResult
-from ...sources.articles import ArticleMeta
-from ...sources.database import Database, Table, sql_type
+from ctxbench.core.config import assets_dir
+from ctxbench.core.errors import InputError
+from ctxbench.gold import GoldEngines, compute_gold
+from ctxbench.gold.execute import GoldResult
+from ctxbench.sources.articles import ArticleMeta
+from ctxbench.sources.database import Database, Table, sql_type
 
 SKILLS = ("aggregating", "sorting", "filtering", "filtering_aggregating", "filtering_sorting", "relational_filtering")
 TOPICS = ("author_count", "author_list", "reference_count", "title_list", "title_word_count", "author_relation",
@@ -64,7 +64,7 @@ def load_templates(path: str | Path | None = None) -> list[SqlTemplate]:
     """Templates from YAML. Raises InputError naming the file and template for an unknown skill, topic or
     placeholder, or a template whose SQL does not parse once its placeholders are filled."""
     path = Path(path or templates_path())
-    from ...config import read_yaml
+    from ctxbench.core.config import read_yaml
 
     data = read_yaml(path, "SQL templates")  # a syntax error names its line and column
     try:

@@ -9,10 +9,10 @@ from collections import defaultdict
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ...scoring.metrics import clustered_mean_ci
-from ...report import plots
-from ...report.context import ReportContext
-from ...storage import read_table, write_parquet
+from ctxbench.scoring.metrics import clustered_mean_ci
+from ctxbench.report import plots
+from ctxbench.report.context import ReportContext
+from ctxbench.core.storage import read_table, write_parquet
 
 TAGS = ("null_answer", "wrong_format", "partial_list", "negation")
 

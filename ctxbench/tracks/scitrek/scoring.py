@@ -31,12 +31,12 @@ from __future__ import annotations
 
 import re
 
-from ...questions.sqlinfo import sql_is_ordered
-from ...scoring.dates import gold_when, read_whens, when_matches
-from ...scoring.matchers import MatchResult
-from ...scoring.normalize import normalize_text
-from ...scoring.lists import split_list
-from ...scoring.numbers import gold_number, number_matches, read_number
+from ctxbench.questions.sqlinfo import sql_is_ordered
+from ctxbench.scoring.dates import gold_when, read_whens, when_matches
+from ctxbench.scoring.matchers import MatchResult
+from ctxbench.scoring.normalize import normalize_text
+from ctxbench.scoring.lists import split_list
+from ctxbench.scoring.numbers import gold_number, number_matches, read_number
 
 __all__ = ["exact_match", "f1", "gold_items", "split_items"]
 

@@ -1,9 +1,9 @@
-"""The scientific-article track (SciTrek) as a registered :class:`~ctxbench.tracks.base.Track`."""
+"""The scientific-article track (SciTrek) as a registered :class:`~ctxbench.core.track.Track`."""
 
 from __future__ import annotations
 
-from ..base import Stage, Track, register_track
-from .build import S2Fetch, SciTrekConfig
+from ctxbench.core.track import Stage, Track, register_track
+from ctxbench.tracks.scitrek.build import S2Fetch, SciTrekConfig
 
 _P = "ctxbench.tracks.scitrek"  # stages are looked up on the package when they run
 

@@ -19,16 +19,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import BaseModel, Field, field_validator
 
-from .analysis.filters import InstanceFilter, filter_instances, kept_ids
-from .errors import InputError
-from .hashing import canonical_json
-from .models.cache import ResponseCache, endpoint_id, key_endpoint, request_key
-from .models.gateway import NOT_ATTEMPTED, RetryPolicy
-from .models.runner import (CLAIM_LEASE_S, WINDOW_DEPENDENT, CallRunner, Outcome, Request, asked_again,
+from ctxbench.analysis.filters import InstanceFilter, filter_instances, kept_ids
+from ctxbench.core.errors import InputError
+from ctxbench.core.hashing import canonical_json
+from ctxbench.models.cache import ResponseCache, endpoint_id, key_endpoint, request_key
+from ctxbench.models.gateway import NOT_ATTEMPTED, RetryPolicy
+from ctxbench.models.runner import (CLAIM_LEASE_S, WINDOW_DEPENDENT, CallRunner, Outcome, Request, asked_again,
                             truncation_check)
-from .models.registry import model_info
-from .prompts import messages_text, render_messages, shared_prefix
-from .storage import TableAppender, build_hash_of_dir, consolidate, read_table, require_build
+from ctxbench.models.registry import model_info
+from ctxbench.models.prompts import messages_text, render_messages, shared_prefix
+from ctxbench.core.storage import TableAppender, build_hash_of_dir, consolidate, read_table, require_build
 
 
 class EvalConfig(BaseModel):
@@ -80,7 +80,7 @@ class EvalConfig(BaseModel):
                                                                  "many seconds (status pending; rerun to collect); "
                                                                  "default: wait until they end")
     seed: int = 0
-    # issue 24 (ctxbench.spend): a hard spend cap per invocation, prices for it, and sequential stopping
+    # issue 24 (ctxbench.run.spend): a hard spend cap per invocation, prices for it, and sequential stopping
     max_cost: float | None = Field(None, gt=0.0, description="USD this invocation may spend at most (--max-cost)")
     price: tuple[float, float] | None = Field(None, description="(input, output) USD per million tokens (--price)")
     target_ci: float | None = Field(None, gt=0.0, le=0.5, description="stop once the 95% confidence-sequence "
@@ -94,7 +94,7 @@ class EvalConfig(BaseModel):
     @field_validator("reasoning_effort", mode="before")
     @classmethod
     def _efforts(cls, v: Any) -> list[str] | None:
-        from .models.effort import parse_efforts
+        from ctxbench.models.effort import parse_efforts
 
         return parse_efforts(v)
 
@@ -114,7 +114,7 @@ class EvalConfig(BaseModel):
 
     def retrieval_configs(self) -> list:
         """One :class:`~ctxbench.retrieval.RetrievalConfig` per retrieval budget (or one for top_k)."""
-        from .retrieval import RetrievalConfig
+        from ctxbench.retrieval import RetrievalConfig
 
         return [RetrievalConfig(chunk_tokens=self.chunk_tokens, chunk_overlap=self.chunk_overlap, top_k=self.top_k,
                                 rag_tokens=b, retriever=self.retriever, embedding_model=self.embedding_model)
@@ -158,7 +158,7 @@ class EvalSummary:
     empty_reason: str | None = None  # selected == 0: which selection or filter left no instance (why_empty)
     batches: list[str] = field(default_factory=list)  # --batch: the provider's ids of the batches sent or polled
     not_asked: int = 0  # --max-cost / --target-ci: calls not sent (a rerun with a larger cap or smaller target asks)
-    spent_usd: float | None = None  # --max-cost: USD spent by this invocation (ctxbench.spend.Ledger)
+    spent_usd: float | None = None  # --max-cost: USD spent by this invocation (ctxbench.run.spend.Ledger)
 
 
 def select_instances(tbl: pa.Table, per_length: int | None, seed: int = 0, share_contexts: bool = False) -> pa.Table:
@@ -194,8 +194,8 @@ def select_instances(tbl: pa.Table, per_length: int | None, seed: int = 0, share
 
 def select_for_model(build_dir: Path, tbl: pa.Table, model: str) -> pa.Table:
     """The rows of ``tbl`` (instances of the build) that ``model`` answers, as the build's track selects them
-    (:meth:`ctxbench.tracks.base.Track.select_for_model`; e.g. a sizing model answers its own haystacks only)."""
-    from .tracks.base import track_of_build
+    (:meth:`ctxbench.core.track.Track.select_for_model`; e.g. a sizing model answers its own haystacks only)."""
+    from ctxbench.core.track import track_of_build
 
     keep = track_of_build(build_dir).select_for_model(build_dir, model)
     if keep is None:
@@ -291,7 +291,7 @@ def plan_requests(build_dir: str | Path, cfg: EvalConfig, cache: ResponseCache) 
         raise InputError(str(e)) from None
     rag = "rag" in cfg.modes
     if rag and cfg.retriever != "bm25":  # said before any index is built or any call made, not as a traceback
-        from .retrieval.dense import require_dense
+        from ctxbench.retrieval.dense import require_dense
 
         require_dense(cfg.embedding_model, f"--mode {cfg.mode} --retriever {cfg.retriever}")
     cols = ["instance_id", "context", "question", "target_tokens"] + (["tokenizer", "evidence_spans"] if rag else [])
@@ -319,7 +319,7 @@ def plan_requests(build_dir: str | Path, cfg: EvalConfig, cache: ResponseCache) 
                     if s in WINDOW_DEPENDENT}
     variants: list[tuple[str, Any]] = [(m, rc) for m in cfg.modes
                                        for rc in ([None] if m == "lc" else cfg.retrieval_configs())]
-    from .models.effort import apply_effort, budget_of, check_budget, provider_of
+    from ctxbench.models.effort import apply_effort, budget_of, check_budget, provider_of
 
     efforts: list[str | None] = list(cfg.reasoning_effort or [None])
     for eff in efforts:  # a budget the provider refuses stops the run before any call
@@ -336,7 +336,7 @@ def plan_requests(build_dir: str | Path, cfg: EvalConfig, cache: ResponseCache) 
             extra: dict = {}
             text = ctx
             if rc is not None:  # RAG: the retrieved chunks instead of the context (index built once per context)
-                from .retrieval import retrieve
+                from ctxbench.retrieval import retrieve
 
                 r = retrieve(ctx, q, row["tokenizer"], rc, json.loads(row["evidence_spans"] or "[]"))
                 text = r.text
@@ -406,23 +406,23 @@ def evaluate_build(build_dir: str | Path, cfg: EvalConfig, count_tokens: Callabl
     stored nor cached, so a fully cached rerun starts nothing and calls nothing. Every call goes through a
     :class:`ctxbench.models.runner.CallRunner`. Raises InputError when the directory holds no build.
     """
-    from .progress import emit
+    from ctxbench.core.progress import emit
 
     build_dir = Path(build_dir)
     cache = cache if cache is not None else ResponseCache()  # an empty cache is falsy (__len__)
     info = model_info(cfg.model)
-    if progress is None:  # the run's listeners (ctxbench.progress): calls answered of the calls to make
+    if progress is None:  # the run's listeners (ctxbench.core.progress): calls answered of the calls to make
         def progress(d: int, n: int) -> None:
             emit("calls", cfg.model, d, n)
     if count_tokens is None and info.tokenizer and info.tokenizer != "local-server":
-        from .tokenizers import get_tokenizer
+        from ctxbench.tokenizers import get_tokenizer
 
         count_tokens = get_tokenizer(info.tokenizer).count
     rpath = build_dir / "responses.parquet"
     consolidate(rpath)  # rows a killed evaluation left in part files
     before = _stored_keys(rpath)
     if cfg.max_cost is not None:  # a model without a price is refused before the prompts are rendered and counted
-        from .spend import cap_prices
+        from ctxbench.run.spend import cap_prices
 
         cap_prices(cfg.model, cfg.price, cfg.batch)
     plan = plan_requests(build_dir, cfg, cache)
@@ -499,8 +499,8 @@ def _forecast(calls: list[dict], cfg: EvalConfig, plan: Plan, base_url: str) -> 
     """Emit (progress stage ``estimate``) how long ``calls`` should take on the local server at ``base_url``,
     from :func:`ctxbench.models.probe.probe_speed` on the first call's own prompt and the calls' prompt tokens;
     only where someone listens (``ctxbench run``), and silent when the probe gets no figure."""
-    from . import progress
-    from .models.probe import forecast_seconds, probe_speed
+    from ctxbench.core import progress
+    from ctxbench.models.probe import forecast_seconds, probe_speed
 
     if not progress.has_listeners():
         return
@@ -523,7 +523,7 @@ def _forecast(calls: list[dict], cfg: EvalConfig, plan: Plan, base_url: str) -> 
 def _prompt_spans(calls: list[dict]) -> list[tuple[int, int]]:
     """The prompt positions a server with a prompt cache reads for each of ``calls`` in their order, as (start,
     end) in tokens: the whole prompt (0, n) of the first call on a context; only the part after the shared prefix
-    (:func:`~ctxbench.prompts.shared_prefix`, counted in proportion to its characters) of each later call on the
+    (:func:`~ctxbench.models.prompts.shared_prefix`, counted in proportion to its characters) of each later call on the
     same prefix."""
     seen: set[str] = set()
     spans = []
@@ -539,7 +539,7 @@ def _prompt_spans(calls: list[dict]) -> list[tuple[int, int]]:
 
 
 def _prefix_tokens(t: dict) -> int | None:
-    """Tokens of the shared prefix of one call's prompt (:func:`~ctxbench.prompts.shared_prefix`), in proportion to
+    """Tokens of the shared prefix of one call's prompt (:func:`~ctxbench.models.prompts.shared_prefix`), in proportion to
     its characters of the prompt's count (``_prompt_tokens``, else characters / 4), as :func:`_prompt_spans` counts
     it; None for an empty prompt."""
     text = messages_text(t["_messages"])
@@ -645,11 +645,11 @@ def _run_calls(calls: list[dict], cfg: EvalConfig, plan: Plan, cache: ResponseCa
         progress(0, len(calls))
     try:
         if cfg.max_cost is not None or cfg.target_ci is not None:  # in waves: the spend cap, sequential stopping
-            from .spend import evaluate_in_waves
+            from ctxbench.run.spend import evaluate_in_waves
 
             evaluate_in_waves(cfg, plan, out.path.parent, reqs, runner, on_outcome, s, count_tokens, concurrency)
         elif cfg.batch:  # the same runner, outcomes and rows; the calls go through the provider's batch API
-            from .models.batch import BatchStore
+            from ctxbench.models.batch import BatchStore
 
             runner.run_batch(reqs, BatchStore(out.path.parent / "batches.json"), on_outcome, cfg.batch_poll_s,
                              cfg.batch_wait_s)

@@ -23,11 +23,11 @@ from rich.table import Table
 from sqlglot.errors import SqlglotError
 from typer.core import TyperGroup
 
-from .config_options import (check_db, check_env, check_text, check_tokenizers, check_url,
+from ctxbench.cli.options import (check_db, check_env, check_text, check_tokenizers, check_url,
                              parse_ints)
-from .errors import CtxbenchError, InputError
-from .redact import redact
-from .help_format import install as _install_help_format
+from ctxbench.core.errors import CtxbenchError, InputError
+from ctxbench.core.redact import redact
+from ctxbench.cli.help_format import install as _install_help_format
 
 _install_help_format()  # option names never cut, long option lists in titled panels (issue 32 item 5)
 
@@ -39,12 +39,12 @@ class _TrackGroup(TyperGroup):
     verb = "build"
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        from .tracks.base import tracks
+        from ctxbench.core.track import tracks
 
         return [*super().list_commands(ctx), *(t.name for t in tracks() if self.verb in t.verbs)]
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        from .tracks.base import find_track
+        from ctxbench.core.track import find_track
 
         cmd = super().get_command(ctx, name)
         if cmd is not None:
@@ -53,7 +53,7 @@ class _TrackGroup(TyperGroup):
         return _track_command(t, self.verb) if t is not None and self.verb in t.verbs else None
 
     def resolve_command(self, ctx: click.Context, args: list[str]):
-        from .tracks.base import get_track
+        from ctxbench.core.track import get_track
 
         if args and not args[0].startswith("-") and self.get_command(ctx, args[0]) is None:
             try:
@@ -189,13 +189,13 @@ def _words(value: str | None) -> str | None:
 
 def _fail(e: Exception, flags: dict[str, str] | None = None) -> None:
     """Print a user error (no traceback) and exit with status 2 (bad input); 75 when another process holds the
-    output directory (:class:`ctxbench.outdir.DirectoryBusy`: rerun once it has finished) and 1 for a full disk
-    (:func:`ctxbench.storage.disk_full`: the run failed, the input was fine). ``flags``: config field → CLI
+    output directory (:class:`ctxbench.core.outdir.DirectoryBusy`: rerun once it has finished) and 1 for a full disk
+    (:func:`ctxbench.core.storage.disk_full`: the run failed, the input was fine). ``flags``: config field → CLI
     word, for pydantic errors."""
     from rich.markup import escape
 
-    from .outdir import DirectoryBusy
-    from .storage import disk_full, disk_full_message
+    from ctxbench.core.outdir import DirectoryBusy
+    from ctxbench.core.storage import disk_full, disk_full_message
 
     if isinstance(e, PydanticValidationError):
         flag = flags or {}
@@ -247,9 +247,9 @@ def _why_no_instances(build: Path, n_quarantined: int) -> str:
 
 @contextlib.contextmanager
 def _said_retries(con):
-    """Print every timeout and retry of a model call (:func:`ctxbench.progress.retrying`) above the progress bar
+    """Print every timeout and retry of a model call (:func:`ctxbench.core.progress.retrying`) above the progress bar
     while the block runs."""
-    from .progress import listening
+    from ctxbench.core.progress import listening
 
     def say(ev) -> None:
         if ev.stage in ("retry", "target"):  # target: a --target-ci the build cannot reach, said before any call
@@ -273,7 +273,7 @@ def sql_info_cmd(sql: str = typer.Argument(..., help="one SQL SELECT statement")
                                               "DestAirport_airportname)")) -> None:
     """Print tables, columns, query types and difficulty (HoloBench A.3) of an SQL query as JSON; with --db also
     where each column is (`resolved`: database or preprocessed view, what a name column stands for) and `unknown`."""
-    from .questions.sqlinfo import sql_info, sql_info_on_db
+    from ctxbench.questions.sqlinfo import sql_info, sql_info_on_db
 
     try:
         out_console.print_json(json.dumps(sql_info_on_db(sql, db) if db is not None else sql_info(sql)))
@@ -283,8 +283,8 @@ def sql_info_cmd(sql: str = typer.Argument(..., help="one SQL SELECT statement")
 
 def _track_command(track, verb: str) -> click.Command:
     """The ``ctxbench build|import <track>`` command: one option per field of the track's Config (help from the
-    field's description; ctxbench.config_options), then --out and --force; runs the track's stages."""
-    from .config_options import config_values, option_specs, parameters
+    field's description; ctxbench.cli.options), then --out and --force; runs the track's stages."""
+    from ctxbench.cli.options import config_values, option_specs, parameters
 
     specs = option_specs(track.Config, track.cli_names, track.cli_hidden, track.cli_checks)
     names = {s.field: s.flag for s in specs}
@@ -333,9 +333,9 @@ def main_options(plugin: Optional[list[str]] = typer.Option(
     """Build long-context benchmarks and evaluate models on them."""
     import warnings
 
-    from .errors import DataWarning
-    from .redact import install
-    from .tracks.base import PLUGIN_ENV, load_tracks
+    from ctxbench.core.errors import DataWarning
+    from ctxbench.core.redact import install
+    from ctxbench.core.track import PLUGIN_ENV, load_tracks
 
     install()  # no credential in any log record or warning this process shows (issue 31)
     if not getattr(warnings.formatwarning, "_ctxbench_one_line", False):  # once per process, not once per command
@@ -365,7 +365,7 @@ def main_options(plugin: Optional[list[str]] = typer.Option(
 @app.command("tracks")
 def tracks_cmd(as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table")) -> None:
     """List every registered track: its stages, matchers (primary first), tagger and CLI verbs."""
-    from .tracks.base import tracks
+    from ctxbench.core.track import tracks
 
     try:
         ds = [t.describe() for t in tracks()]
@@ -410,7 +410,7 @@ def questions_generate_cmd(
 ) -> None:
     """Generate a query set from a database's schema: SQL of the five query types and three difficulties, each
     gold answer checked on the full database and on simulated contexts; templates too where the database has none."""
-    from .questions.generate import GenerateConfig, check_generated_out, generate_questions, write_generated
+    from ctxbench.tracks.holobench.generate import GenerateConfig, check_generated_out, generate_questions, write_generated
 
     try:
         check_generated_out(out, force)  # before the work: a user's file is never replaced without --force
@@ -450,7 +450,7 @@ def fetch_corpus_cmd(
     force: bool = typer.Option(False, "--force", help="replace a non-empty --out that holds no earlier corpus"),
 ) -> None:
     """Fetch a corpus (local files or the ctext API) in canonical volume order, with per-volume checksums."""
-    from .sources.corpus import corpus_summary, fetch_corpus
+    from ctxbench.sources.corpus import corpus_summary, fetch_corpus
 
     try:
         c = fetch_corpus(out, local=local, urn=urn, base_url=base_url,
@@ -465,7 +465,7 @@ def fetch_corpus_cmd(
 
 def _check_calibration_out(out: Path) -> None:
     """--out of calibrate: a new file, or an earlier calibration, never a build's file or anything else."""
-    from .errors import InputError
+    from ctxbench.core.errors import InputError
 
     if out.is_dir():
         raise InputError(f"--out {out} is a directory: give a JSON file name, e.g. {out / 'calibration.json'}")
@@ -492,10 +492,10 @@ def calibrate_cmd(
                                        help="JSON file to write (default: CORPUS/calibration.json for a fetched corpus)"),
 ) -> None:
     """Tokens per character of a corpus for each tokenizer (stored as JSON and printed)."""
-    from .hashing import stable_hash
-    from .sources.corpus import CORPUS_MANIFEST, load_corpus
-    from .storage import write_json
-    from .tokenizers.calibrate import calibrate, spread
+    from ctxbench.core.hashing import stable_hash
+    from ctxbench.sources.corpus import CORPUS_MANIFEST, load_corpus
+    from ctxbench.core.storage import write_json
+    from ctxbench.tokenizers.calibrate import calibrate, spread
 
     try:
         if out is not None:
@@ -521,7 +521,7 @@ def calibrate_cmd(
 
 def _eval_cfg(model, base_url, concurrency, samples, per_length, prompt_variant, max_tokens, temperature,
               api_key_env=None, **opts):
-    from .evaluate import EvalConfig
+    from ctxbench.run.evaluate import EvalConfig
 
     return EvalConfig(model=model, base_url=base_url, concurrency=concurrency, samples=samples,
                       per_length=per_length, prompt_variant=prompt_variant, max_tokens=max_tokens,
@@ -537,7 +537,7 @@ def _rag_opts(mode, rag_tokens, chunk_tokens, chunk_overlap, top_k, retriever, e
 
 def _price_option(value: str | None) -> str | None:
     """``--price``: two non-negative numbers IN,OUT (a usage error naming the option otherwise)."""
-    from .spend import parse_price
+    from ctxbench.run.spend import parse_price
 
     try:
         parse_price(value)
@@ -548,7 +548,7 @@ def _price_option(value: str | None) -> str | None:
 
 def _efforts(value: Optional[str]) -> Optional[str]:
     """--reasoning-effort: comma-separated efforts of ctxbench.models.effort.EFFORTS."""
-    from .models.effort import parse_efforts
+    from ctxbench.models.effort import parse_efforts
 
     try:
         parse_efforts(value)
@@ -622,8 +622,8 @@ def evaluate_cmd(
                                                                     "budget_tokens, Gemini thinkingBudget)"),
 ) -> None:
     """Evaluate a model on a build; appends to BUILD/responses.parquet (reruns make no stored call again)."""
-    from .evaluate import evaluate_build
-    from .models.local_server import EMBEDDED_MODEL, LocalServer
+    from ctxbench.run.evaluate import evaluate_build
+    from ctxbench.models.local_server import EMBEDDED_MODEL, LocalServer
 
     try:
         cfg = _eval_cfg(model, base_url, concurrency, samples, per_length, prompt_variant, max_tokens, temperature,
@@ -636,8 +636,8 @@ def evaluate_cmd(
                         **_rag_opts(mode, rag_tokens, chunk_tokens, chunk_overlap, top_k, retriever, embedding_model))
         _warn_unknown_model(model, base_url)
         if dry_run:
-            from .dryrun import estimate
-            from .errors import EmptySelection
+            from ctxbench.run.dryrun import estimate
+            from ctxbench.core.errors import EmptySelection
 
             try:
                 est = estimate(build, cfg)
@@ -649,7 +649,7 @@ def evaluate_cmd(
             return
         local = model == EMBEDDED_MODEL and not base_url
         if max_cost is not None:  # a model without a price is refused before the progress bar (issue 32 item 9)
-            from .spend import cap_prices
+            from ctxbench.run.spend import cap_prices
 
             cap_prices(model, cfg.price, batch)
         with _progress() as p, _said_retries(p.console):
@@ -662,12 +662,12 @@ def evaluate_cmd(
 
 
 def _price(value: str | None, max_cost: float | None) -> tuple[float, float] | None:
-    """``--price IN,OUT`` parsed (:func:`ctxbench.spend.parse_price`); InputError when given without --max-cost."""
-    from .spend import parse_price
+    """``--price IN,OUT`` parsed (:func:`ctxbench.run.spend.parse_price`); InputError when given without --max-cost."""
+    from ctxbench.run.spend import parse_price
 
     p = parse_price(value)
     if p is not None and max_cost is None:
-        from .errors import InputError
+        from ctxbench.core.errors import InputError
 
         raise InputError("--price is the price --max-cost counts at: give --max-cost USD with it")
     return p
@@ -676,15 +676,15 @@ def _price(value: str | None, max_cost: float | None) -> tuple[float, float] | N
 def _warn_unknown_model(model: str, base_url: str | None) -> None:
     """Print :func:`ctxbench.models.registry.unknown_model_warning` (a misspelt name such as ``gtp-4o``) on
     stderr; the command goes on."""
-    from .models.local_server import EMBEDDED_MODEL
-    from .models.registry import unknown_model_warning
+    from ctxbench.models.local_server import EMBEDDED_MODEL
+    from ctxbench.models.registry import unknown_model_warning
 
     if model != EMBEDDED_MODEL and (w := unknown_model_warning(model, base_url)):
         console.print(w, markup=False)
 
 
 def _report_evaluation(s, build: Path, prefix: str = "") -> int:
-    """Print an evaluation's summary (:class:`ctxbench.evaluate.EvalSummary`); returns the exit status: 1 when it
+    """Print an evaluation's summary (:class:`ctxbench.run.evaluate.EvalSummary`); returns the exit status: 1 when it
     selected no instance (saying which selection or filter emptied it), left calls unfinished or stored as failed
     (error rows, named: a rerun asks them again), or stopped because its first calls were all refused alike (a
     configuration error, naming the setting to change); 75 when paused by a provider outage or (``--batch``) when
@@ -793,9 +793,10 @@ def backfill_cmd(
     """Add one model to every existing build under --runs (the `backfill` flow's library call): calls only that
     model, appends its rows to each build's responses.parquet (other models' rows are never rewritten), rebuilds
     nothing; answers another build already got come from the response cache."""
-    from .backfill import BackfillConfig, build_benchmark, find_builds
-    from .evaluate import evaluate_build
-    from .models.local_server import EMBEDDED_MODEL, LocalServer
+    from ctxbench.run.backfill import BackfillConfig
+    from ctxbench.core.storage import build_benchmark, find_builds
+    from ctxbench.run.evaluate import evaluate_build
+    from ctxbench.models.local_server import EMBEDDED_MODEL, LocalServer
 
     try:
         cfg = BackfillConfig(model=_eval_cfg(model, base_url, concurrency, samples, per_length, prompt_variant,
@@ -835,8 +836,8 @@ def screen_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, hel
                concurrency: int = typer.Option(8, min=1, help="calls in flight")) -> None:
     """Closed-book screen (LURCH): flag instances a model answers correctly without the context;
     writes BUILD/closed_book.parquet (evaluate --exclude-closed-book leaves them out)."""
-    from .analysis.closed_book import screen_build
-    from .models.local_server import EMBEDDED_MODEL, LocalServer
+    from ctxbench.analysis.closed_book import screen_build
+    from ctxbench.models.local_server import EMBEDDED_MODEL, LocalServer
 
     try:
         s = screen_build(build, model, base_url, api_key_env, concurrency,
@@ -860,7 +861,7 @@ def label_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help
               model: Optional[str] = typer.Option(None, callback=check_text, help="only this model's answers"),
               seed: int = typer.Option(0, min=0, help="sample seed")) -> None:
     """Label a sample of answers by hand (correct / partial / incorrect) for judge validation (`ctxbench kappa`)."""
-    from .analysis.agreement import label_sample, read_labels
+    from ctxbench.analysis.agreement import label_sample, read_labels
 
     try:
         done = {x.get("request_key") for x in read_labels(out)} if out.exists() else set()
@@ -871,7 +872,7 @@ def label_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help
                       f"gold answer: c = correct, p = partial, i = incorrect, s = skip, q = quit.")
     labelled = 0
     for k, it in enumerate(items, 1):
-        from .scoring.numbers import display_number
+        from ctxbench.scoring.numbers import display_number
 
         gold = "\n".join("  " + " | ".join("NULL" if v is None else display_number(v) if isinstance(v, float)
                                             else str(v) for v in row) for row in it["gold"])
@@ -902,8 +903,8 @@ def kappa_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help
     judges of every prompt, matchers and fallbacks; writes BUILD/kappa.parquet for the report."""
     import pyarrow as pa
 
-    from .analysis.agreement import judge_agreement
-    from .storage import write_parquet
+    from ctxbench.analysis.agreement import judge_agreement
+    from ctxbench.core.storage import write_parquet
 
     try:
         rows, counts = judge_agreement(build, labels, threshold)
@@ -936,7 +937,7 @@ def score_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help
               judge_api_key_env: Optional[str] = typer.Option(
                   None, callback=check_env, help="env variable with the judge's key for --judge-base-url")) -> None:
     """Score every stored response; writes BUILD/scores.parquet."""
-    from .score import score_build, tagging_text
+    from ctxbench.run.score import score_build, tagging_text
 
     if judge_prompt and not judge:
         _fail(CtxbenchError("--judge-prompt names the prompt of an LLM judge: give the judge model with --judge MODEL"))
@@ -971,7 +972,7 @@ def score_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help
                       markup=False)
         raise typer.Exit(1)
     if s.matcher_errors:  # a matcher's bug: the rest is scored, these responses are set aside and the run fails
-        from .score import SCORE_ERRORS
+        from ctxbench.run.score import SCORE_ERRORS
 
         by = Counter(e["matcher"] for e in s.matcher_errors)
         console.print(f"error: {len(s.matcher_errors)} response(s) not scored by a matcher that raised ("
@@ -996,7 +997,7 @@ def plan_cmd(accuracy: Optional[float] = typer.Option(None, min=0.0, max=1.0,
                                                   help="the build to cost and count tiers on (default: --pilot)"),
              as_json: bool = typer.Option(False, "--json", help="print only a JSON object")) -> None:
     """Instances per model needed to detect a difference D between two models, their cost and the tiers needed."""
-    from .planning import make_plan
+    from ctxbench.run.planning import make_plan
 
     try:
         p = make_plan(accuracy, mde, power, alpha, pilot, models.split(",") if models else None, build)
@@ -1055,7 +1056,7 @@ def verify_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, hel
     track and status, exits 1 when an instance fails."""
     import os
 
-    from .verify import CERTIFICATES, SOURCE_DATA_ENV, verify_build
+    from ctxbench.verify import CERTIFICATES, SOURCE_DATA_ENV, verify_build
 
     if source_data is not None:
         os.environ[SOURCE_DATA_ENV] = str(source_data)
@@ -1081,8 +1082,8 @@ def report_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, hel
                                           "stable_floor=0.5, variants=chain); defaults: assets/analysis/needles.yaml")
                ) -> None:
     """Write BUILD/report/index.html (and the same numbers as Parquet)."""
-    from .incremental import rescore_if_unreadable
-    from .report import build_report
+    from ctxbench.run.incremental import rescore_if_unreadable
+    from ctxbench.report import build_report
 
     opts = {"regime": regime} if regime else None
     _check_report_options(opts)
@@ -1105,7 +1106,7 @@ def compare_cmd(dirs: list[Path] = typer.Argument(..., exists=True, file_okay=Fa
                                                        "leaderboard")) -> None:
     """Leaderboard across runs: OUT/index.html (models x benchmarks x context lengths, Avg/wAvg with 95% CIs, on
     comparable instances only), OUT/*.parquet and the DuckDB catalogue OUT/catalogue.duckdb over every build."""
-    from .report.compare import compare_runs
+    from ctxbench.report.compare import compare_runs
 
     try:
         r = compare_runs(dirs, out, force=force)
@@ -1122,8 +1123,8 @@ def compare_cmd(dirs: list[Path] = typer.Argument(..., exists=True, file_okay=Fa
 def _check_report_options(opts: dict | None) -> None:
     """Each report option checked by the track that reads it (``Track.report_options``) before anything is read;
     an option no track reads is an error."""
-    from .config_options import check_reference
-    from .tracks.base import tracks
+    from ctxbench.cli.options import check_reference
+    from ctxbench.core.track import tracks
 
     for key, values in (opts or {}).items():
         refs = [t.report_options[key] for t in tracks() if key in t.report_options]
@@ -1137,7 +1138,7 @@ def _check_report_options(opts: dict | None) -> None:
 
 
 def _export_format(value: str) -> str:
-    from .export import FORMATS
+    from ctxbench.run.export import FORMATS
 
     if value not in FORMATS:
         raise typer.BadParameter(f"unknown export format {value!r}: use {', '.join(FORMATS)}")
@@ -1162,7 +1163,7 @@ def export_cmd(
     force: bool = typer.Option(False, "--force", help="replace the content of a non-empty --out"),
 ) -> None:
     """Export builds as Parquet, a Hugging Face datasets directory, an inspect_ai task, or chat JSONL."""
-    from .export import export_build
+    from ctxbench.run.export import export_build
 
     try:
         r = export_build(build, format, out, test_fraction=test_fraction, seed=seed, prompt_variant=prompt_variant,
@@ -1183,7 +1184,7 @@ def print_results(build: Path, paths: bool = True) -> None:
     (``run`` prints both; ``score`` and ``report`` the table, when something is scored). Where models side by side
     were scored on different instances, says so and prints the table of the shared instances beside it
     (:func:`print_shared_comparison`)."""
-    from .report import results_table
+    from ctxbench.report import results_table
 
     rows = results_table(build, primary_only=True)
     if not rows and not paths:
@@ -1200,7 +1201,7 @@ def print_results(build: Path, paths: bool = True) -> None:
 def _length_table(rows: list[dict], title: str) -> Table:
     """A table of :func:`ctxbench.analysis.core.results_table` rows with each model's Avg over lengths;
     ``cut off``: replies of the row the output budget ended (each scored 0 and counted in the score)."""
-    from .scoring.metrics import length_averages
+    from ctxbench.scoring.metrics import length_averages
 
     t = Table(title=title)
     for c in ("model", "mode", "matcher", "context length", "instances", "score", "95% CI", "cut off"):
@@ -1227,7 +1228,7 @@ def print_shared_comparison(build: Path) -> bool:
     """Where models side by side in a build's results were scored on different instances (e.g. each evaluated
     its own sample): print a warning naming, per context length, each model's instance count and the shared count,
     then the results table over the shared instances only. Returns whether it printed anything."""
-    from .analysis.core import differing_samples, instance_scores, length_rows, primary_rows, shared_instance_rows
+    from ctxbench.analysis.core import differing_samples, instance_scores, length_rows, primary_rows, shared_instance_rows
 
     rows = primary_rows(instance_scores(build)[0])
     diff = differing_samples(rows)
@@ -1265,8 +1266,8 @@ def fetch_s2_cmd(
     """Fetch SciTrek-style article clusters from Semantic Scholar (API key from $S2_API_KEY): PDFs + metadata.json."""
     from semanticscholar.SemanticScholarException import BadQueryParametersException, ObjectNotFoundException
 
-    from .errors import InputError
-    from .sources.s2 import FetchConfig, fetch_clusters
+    from ctxbench.core.errors import InputError
+    from ctxbench.sources.s2 import FetchConfig, fetch_clusters
 
     try:
         cfg = FetchConfig(subjects=[x.strip() for x in subjects.split(",") if x.strip()],
@@ -1284,7 +1285,7 @@ def fetch_s2_cmd(
 
 
 class _RunProgress:
-    """What ``ctxbench run`` shows while it works (:mod:`ctxbench.progress` events): one line per stage as it
+    """What ``ctxbench run`` shows while it works (:mod:`ctxbench.core.progress` events): one line per stage as it
     starts (build stages, model start, calls, score, report), prefixed by the time since the run began; calls with
     their count, rate and ETA, at most every few seconds (in a terminal: one line updated in place); the forecast
     of the calls' time from a measured probe (stage ``estimate``); every timeout and retry (stage ``retry``); and,
@@ -1326,7 +1327,7 @@ class _RunProgress:
         """The heartbeat line now, or None when no call of the current model is in flight."""
         import time
 
-        from .progress import clock, flights, server_status
+        from ctxbench.core.progress import clock, flights, server_status
 
         if self._calls is None:
             return None
@@ -1346,7 +1347,7 @@ class _RunProgress:
     def _eta_now(self, now: float) -> float:
         """The ETA to show now, by the one rule of every line (calls and heartbeat): :func:`progress.eta_estimate`
         moved by :func:`progress.eta_step` from the ETA last shown."""
-        from .progress import eta_estimate, eta_step
+        from ctxbench.core.progress import eta_estimate, eta_step
 
         _, done, total = self._calls
         est = eta_estimate(done, total, now - self.calls_t0, now - self._done_at)
@@ -1358,7 +1359,7 @@ class _RunProgress:
     def _eta_text(self, now: float) -> str:
         """``ETA m:ss``; once the ETA has run down to 0 with calls left (the last calls running longer than the
         others took), ``ETA 0:00, overdue by m:ss`` counting up, so the line still moves at every heartbeat."""
-        from .progress import clock
+        from ctxbench.core.progress import clock
 
         left = self._eta_now(now)
         if left >= 0.5:
@@ -1478,11 +1479,11 @@ def run_cmd(
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     # the temporary Prefect API server may take more than its default 20 s to start on busy cores
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
-    from .config_options import config_values
-    from .evaluate import EvalConfig, EvalSummary
-    from .incremental import resolve_build
-    from .models.local_server import EMBEDDED_MODEL
-    from .tracks.base import default_track
+    from ctxbench.cli.options import config_values
+    from ctxbench.run.evaluate import EvalConfig, EvalSummary
+    from ctxbench.core.storage import resolve_build
+    from ctxbench.models.local_server import EMBEDDED_MODEL
+    from ctxbench.core.track import default_track
 
     track = default_track()
     specs = _run_build_specs(track)
@@ -1493,9 +1494,9 @@ def run_cmd(
         _fail(e, names)
     if engine not in ("prefect", "luigi"):
         _fail(CtxbenchError(f"--engine {engine}: use prefect or luigi"))
-    from .outdir import claim_out_dir, is_run_root
+    from ctxbench.core.outdir import claim_out_dir, is_run_root
 
-    try:  # the rule of every --out (ctxbench.outdir), said before anything starts
+    try:  # the rule of every --out (ctxbench.core.outdir), said before anything starts
         claim_out_dir(out, "run", force=force, own={"latest"}, is_own=is_run_root(out), what="run root")
     except USER_ERRORS as e:
         _fail(e)
@@ -1524,14 +1525,14 @@ def run_cmd(
         console.print(f"{EMBEDDED_MODEL} is a 135M-parameter model: expect scores near zero. It is here to show the "
                       f"pipeline, not to rank models (a real model: ctxbench run --model NAME [--base-url URL]).",
                       markup=False)
-    from .engine_log import engine_log, write_traceback
-    from .progress import listening
+    from ctxbench.run.engine_log import engine_log, write_traceback
+    from ctxbench.core.progress import listening
 
     log = out / "run.log"
     res: dict = {}
     try:
         if embedded:  # a missing runtime or GGUF is said before the build, not after
-            from .models.local_server import embedded_gguf, embedded_runtime
+            from ctxbench.models.local_server import embedded_gguf, embedded_runtime
 
             embedded_runtime()
             embedded_gguf()
@@ -1540,7 +1541,7 @@ def run_cmd(
                              rag_tokens=_ints(rag_tokens, "--rag-tokens") if rag_tokens else None)]
         with _RunProgress() as shown, listening(shown):
             if engine == "luigi":
-                from .extras import require
+                from ctxbench.core.extras import require
 
                 require("luigi", "run --engine luigi")
                 from pipelines.luigi_tasks import run_luigi
@@ -1575,7 +1576,7 @@ def run_cmd(
     s = _run_summary(res, model)
     rc = _report_evaluation(EvalSummary(**{k: v for k, v in s.items() if k in EvalSummary.__dataclass_fields__}),
                             build) if s else 0
-    from .report import results_table
+    from ctxbench.report import results_table
 
     stored = sum(r.get("cut_off", 0) for r in results_table(build, primary_only=True) if r["model"] == model)
     if stored and not (s or {}).get("cut_off"):  # a rerun: the cut-off replies were stored by an earlier run
@@ -1584,8 +1585,8 @@ def run_cmd(
                       f"and rerun to ask them again", markup=False)
     if rc:
         raise typer.Exit(rc)
-    from .models.runner import asked_again
-    from .storage import read_table
+    from ctxbench.models.runner import asked_again
+    from ctxbench.core.storage import read_table
 
     rows = [r for r in read_table(build / "responses.parquet", "responses")
             .select(["instance_id", "model", "status", "error"]).to_pylist()
@@ -1606,11 +1607,11 @@ def _run_summary(res: dict, model: str) -> dict | None:
 
 
 def _run_build_specs(track):
-    """The build options of ``track`` as ``run`` takes them (:func:`ctxbench.config_options.option_specs`, the
+    """The build options of ``track`` as ``run`` takes them (:func:`ctxbench.cli.options.option_specs`, the
     definitions ``build <track>`` uses), with ``--lengths`` defaulting to :data:`RUN_LENGTHS`."""
     import dataclasses
 
-    from .config_options import option_specs
+    from ctxbench.cli.options import option_specs
 
     return [dataclasses.replace(s, default=RUN_LENGTHS) if s.field == "lengths" else s
             for s in option_specs(track.Config, track.cli_names, track.cli_hidden, track.cli_checks)]
@@ -1619,8 +1620,8 @@ def _run_build_specs(track):
 def _run_command() -> click.Command:
     """The ``ctxbench run`` command: :func:`run_cmd`'s own options, then every build option of the default track
     (generated from its Config as for ``build``; made when asked for, so that other commands import no track)."""
-    from .config_options import parameters
-    from .tracks.base import default_track
+    from ctxbench.cli.options import parameters
+    from ctxbench.core.track import default_track
 
     own = [p for p in inspect.signature(run_cmd).parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
     taken = {p.name for p in own}
@@ -1654,7 +1655,7 @@ def questions_import_cmd(
     """Import Spider-format questions whose answer is unambiguous as query sets for `build holobench --queries`.
     Exit status 0 when at least one question was written to a query set, 1 when none was (the report is written
     either way), 2 when the question file or a directory cannot be used."""
-    from .questions.importer import REPORT, import_questions
+    from ctxbench.questions.importer import REPORT, import_questions
 
     try:
         r = import_questions(spider, db_dir, out, integer_division=integer_division, force=force)

@@ -112,7 +112,7 @@ def check_tokenizer(value: str | None) -> str | None:
     """A registered tokenizer name (``ctxbench.tokenizers``) or ``hf:<tokenizer.json path or hub id>``."""
     if value is None:
         return value
-    from .tokenizers import available_tokenizers
+    from ctxbench.tokenizers import available_tokenizers
 
     names = available_tokenizers()
     if value not in names and not (value.startswith("hf:") and len(value) > 3):
@@ -137,8 +137,8 @@ def check_db(value: str | None) -> str | None:
     """``nycflights13`` or an SQLite file (a directory ``X`` holding ``X.sqlite``, Spider's layout, names it)."""
     if value is None:
         return value
-    from .errors import CtxbenchError
-    from .sources.loaders import input_files
+    from ctxbench.core.errors import CtxbenchError
+    from ctxbench.sources.loaders import input_files
 
     if not value.strip():
         raise typer.BadParameter("give a SQLite file or nycflights13")
@@ -343,7 +343,7 @@ def config_values(specs: list[OptionSpec], given: Mapping[str, Any]) -> dict[str
             try:
                 v = yaml.safe_load(v)
             except yaml.YAMLError as e:
-                from .config import yaml_error_message
+                from ctxbench.core.config import yaml_error_message
 
                 raise typer.BadParameter(yaml_error_message(e, f"--{s.flag}", v, "value")) from None
         out[s.field] = v

@@ -14,10 +14,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .config import REPO_ROOT
-from .errors import CtxbenchError, InputError
-from .hashing import canonical_json
-from .userfiles import duckdb_path, sql_text
+from ctxbench.core.config import REPO_ROOT
+from ctxbench.core.errors import CtxbenchError, InputError
+from ctxbench.core.hashing import canonical_json
+from ctxbench.core.userfiles import duckdb_path, sql_text
 
 SCHEMA_DIR = Path(os.environ.get("CTXBENCH_SCHEMAS", REPO_ROOT / "schemas"))
 _TYPES = {"string": pa.string(), "int64": pa.int64(), "float64": pa.float64(), "bool": pa.bool_()}
@@ -402,7 +402,7 @@ def write_json(obj: Any, path: str | Path) -> None:
 
 def require_build(build_dir: str | Path) -> Path:
     """``build_dir`` as a Path. Raises InputError when it holds no ``instances.parquet``."""
-    from .errors import InputError
+    from ctxbench.core.errors import InputError
 
     build_dir = Path(build_dir)
     if not (build_dir / "instances.parquet").exists():
@@ -488,3 +488,79 @@ def check_build_tables(build_dir: str | Path) -> str:
             raise InputError(f"{p} holds rows of other builds ({sorted(found)}) besides {bh}: results of different "
                              f"builds are never mixed; evaluate each build in its own directory")
     return bh
+
+
+# ------------------------------------------------------------------------------------------ run roots and builds
+
+LATEST = "latest"
+
+
+def set_latest(root: str | Path, build_hash: str) -> Path:
+    """Point ``ROOT/latest`` at ``ROOT/<build_hash>`` (a relative symlink, replaced atomically)."""
+    root = Path(root)
+    link = root / LATEST
+    if link.is_symlink() and os.readlink(link) == build_hash:
+        return link  # already there: a no-change run writes nothing
+    tmp = root / f".{LATEST}.tmp-{os.getpid()}"
+    tmp.unlink(missing_ok=True)
+    os.symlink(build_hash, tmp)
+    os.replace(tmp, link)
+    return link
+
+
+def latest_build(root: str | Path) -> Path | None:
+    """The build ``ROOT/latest`` points at, or None."""
+    link = Path(root) / LATEST
+    return link.resolve() if link.is_symlink() and link.resolve().is_dir() else None
+
+
+def resolve_build(path: str | Path) -> Path:
+    """A build directory from a build directory or a run root (its ``latest`` build). Raises InputError when
+    ``path`` is neither."""
+    path = Path(path)
+    lb = latest_build(path)
+    if lb is not None:
+        return lb
+    if (path / "manifest.json").exists() or (path / "instances.parquet").exists():
+        return path
+    if lb is None:
+        raise InputError(f"{path} is neither a build directory nor a run root with a `latest` build: run "
+                         f"`ctxbench build` or `ctxbench run` first")
+    return lb
+
+
+def builds_of(root: str | Path) -> list[Path]:
+    """Every complete build directory of a run root (sorted by name)."""
+    root = Path(root)
+    return sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink() and (p / "manifest.json").exists())
+
+
+def build_benchmark(build_dir: Path) -> str:
+    """The benchmark of a completed build: the manifest's ``benchmark`` or ``track``, else the ``benchmark``
+    column of its instances."""
+    try:
+        man = json.loads((build_dir / "manifest.json").read_text(encoding="utf-8"))
+    except ValueError as e:
+        raise InputError(f"{build_dir / 'manifest.json'} is not valid JSON ({e}): rebuild it") from None
+    name = man.get("benchmark") or man.get("track") if isinstance(man, dict) else None
+    if not name:
+        col = pq.read_table(build_dir / "instances.parquet", columns=["benchmark"]).column("benchmark")
+        names = sorted(set(col.to_pylist()))
+        name = names[0] if len(names) == 1 else ",".join(names)
+    return str(name)
+
+
+def find_builds(runs_root: str | Path, benchmarks: list[str] | None = None) -> list[Path]:
+    """Completed builds (a directory with ``manifest.json`` beside ``instances.parquet``) under ``runs_root``,
+    sorted by path, keeping those whose benchmark is in ``benchmarks`` (all when empty). Raises InputError when
+    ``runs_root`` is not a directory."""
+    root = Path(runs_root)
+    if not root.is_dir():
+        raise InputError(f"runs root {root} is not a directory: give the directory holding your builds")
+    want = set(benchmarks or [])
+    out = []
+    for m in sorted(root.rglob("manifest.json")):
+        d = m.parent
+        if (d / "instances.parquet").exists() and (not want or build_benchmark(d) in want):
+            out.append(d)
+    return out

@@ -22,62 +22,18 @@ metadata), so a fixed matcher or filter rescores the builds it scores. Model cal
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Callable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .errors import InputError
-from .hashing import file_sha256, stable_hash
-from .storage import check_build_tables, write_json
+from ctxbench.core.errors import InputError
+from ctxbench.core.hashing import file_sha256, stable_hash
+from ctxbench.core.storage import check_build_tables, write_json
 
-LATEST = "latest"
 INPUTS_KEY = b"ctxbench_inputs_sha256"
 SCORING_CODE_KEY = b"ctxbench_scoring_code"
-
-
-# ------------------------------------------------------------------------------------------ versioned run roots
-
-def set_latest(root: str | Path, build_hash: str) -> Path:
-    """Point ``ROOT/latest`` at ``ROOT/<build_hash>`` (a relative symlink, replaced atomically)."""
-    root = Path(root)
-    link = root / LATEST
-    if link.is_symlink() and os.readlink(link) == build_hash:
-        return link  # already there: a no-change run writes nothing
-    tmp = root / f".{LATEST}.tmp-{os.getpid()}"
-    tmp.unlink(missing_ok=True)
-    os.symlink(build_hash, tmp)
-    os.replace(tmp, link)
-    return link
-
-
-def latest_build(root: str | Path) -> Path | None:
-    """The build ``ROOT/latest`` points at, or None."""
-    link = Path(root) / LATEST
-    return link.resolve() if link.is_symlink() and link.resolve().is_dir() else None
-
-
-def resolve_build(path: str | Path) -> Path:
-    """A build directory from a build directory or a run root (its ``latest`` build). Raises InputError when
-    ``path`` is neither."""
-    path = Path(path)
-    lb = latest_build(path)
-    if lb is not None:
-        return lb
-    if (path / "manifest.json").exists() or (path / "instances.parquet").exists():
-        return path
-    if lb is None:
-        raise InputError(f"{path} is neither a build directory nor a run root with a `latest` build: run "
-                         f"`ctxbench build` or `ctxbench run` first")
-    return lb
-
-
-def builds_of(root: str | Path) -> list[Path]:
-    """Every complete build directory of a run root (sorted by name)."""
-    root = Path(root)
-    return sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink() and (p / "manifest.json").exists())
 
 
 # one build per table: storage.build_hash_of_dir and storage.check_build_tables (imported above)
@@ -85,10 +41,10 @@ def builds_of(root: str | Path) -> list[Path]:
 # ------------------------------------------------------------------------------------------ skip unchanged steps
 
 def _file_hash(p: Path) -> str | None:
-    from .storage import pending_parts
+    from ctxbench.core.storage import pending_parts
 
     h = file_sha256(p) if p.exists() else None
-    parts = pending_parts(p)  # rows an evaluation has not merged into the table yet (ctxbench.storage)
+    parts = pending_parts(p)  # rows an evaluation has not merged into the table yet (ctxbench.core.storage)
     return stable_hash(h, [(q.name, file_sha256(q)) for q in parts], length=64) if parts else h
 
 
@@ -98,7 +54,7 @@ def scoring_code(build_dir: str | Path, judge: str | None = None,
     filters; the judge prompts with a judge): :func:`ctxbench.scoring.versions.scoring_fingerprint` over the
     benchmarks of ``instances.parquet``. A benchmark no track registers is recorded as an error (``score`` then
     reports it)."""
-    from .scoring.versions import scoring_fingerprint
+    from ctxbench.scoring.versions import scoring_fingerprint
 
     p = Path(build_dir) / "instances.parquet"
     benches: list[str] = []
@@ -114,7 +70,7 @@ def score_inputs_hash(build_dir: str | Path, judge: str | None = None,
                       judge_prompts: list[str] | tuple[str, ...] | None = None) -> str:
     """Content hash of what ``score`` reads and runs: instances, responses, the matcher registry, the judge and its
     prompts, and the version and code of the scoring code (:func:`scoring_code`)."""
-    from .scoring.registry import registry_fingerprint
+    from ctxbench.scoring.registry import registry_fingerprint
 
     d = Path(build_dir)
     return stable_hash("score", _file_hash(d / "instances.parquet"), _file_hash(d / "responses.parquet"),
@@ -158,11 +114,11 @@ def score_if_changed(build_dir: str | Path, judge: str | None = None, judge_base
                      judge_prompts: list[str] | tuple[str, ...] | None = None) -> tuple[int, bool]:
     """``score_build`` unless the scores are current; returns (score rows, recomputed). The inputs hash is stored
     in ``scores.parquet``'s schema metadata (rewritten atomically)."""
-    from .progress import emit
-    from .score import score_build
+    from ctxbench.core.progress import emit
+    from ctxbench.run.score import score_build
 
     emit("score", str(build_dir))
-    from .storage import write_parquet
+    from ctxbench.core.storage import write_parquet
 
     d = Path(build_dir)
     check_build_tables(d)
@@ -174,7 +130,7 @@ def score_if_changed(build_dir: str | Path, judge: str | None = None, judge_base
     if s.matcher_errors:  # the rest is scored; these responses are set aside and listed beside the scores
         import logging
 
-        from .score import SCORE_ERRORS
+        from ctxbench.run.score import SCORE_ERRORS
 
         logging.getLogger(__name__).warning(
             "%d response(s) not scored by a matcher that raised, listed in %s; first: %s",
@@ -199,7 +155,7 @@ def rescore_if_unreadable(build_dir: str | Path) -> bool:
         return False
     except (pa.ArrowException, OSError) as e:
         logging.getLogger(__name__).warning("%s cannot be read (%s): scored again from the responses", p, e)
-    from .score import score_build
+    from ctxbench.run.score import score_build
 
     score_build(build_dir)
     return True
@@ -207,8 +163,8 @@ def rescore_if_unreadable(build_dir: str | Path) -> bool:
 
 def report_if_changed(build_dir: str | Path, on_write: Callable[[Path], None] | None = None) -> tuple[Path, bool]:
     """``build_report`` unless the report is current; returns (index.html path, rewritten)."""
-    from .progress import emit
-    from .report import build_report
+    from ctxbench.core.progress import emit
+    from ctxbench.report import build_report
 
     emit("report", str(build_dir))
 

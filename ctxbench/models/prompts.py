@@ -2,7 +2,7 @@
 
 Each benchmark may have its own prompt file ``assets/prompts/<benchmark>.yaml`` (else ``default.yaml``) with the
 keys of ``default.yaml``; ``intro_<context_format>`` (e.g. ``intro_tables``) replaces ``intro_lc`` for instances of
-that context format. A track's ``prompts`` (``{key: text}``, :class:`ctxbench.tracks.base.Track`) replace keys of
+that context format. A track's ``prompts`` (``{key: text}``, :class:`ctxbench.core.track.Track`) replace keys of
 that file for its instances: how a track defined outside the repository words its prompt."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 from functools import lru_cache
 
 
-from .config import assets_dir
-from .errors import InputError
+from ctxbench.core.config import assets_dir
+from ctxbench.core.errors import InputError
 
 VARIANTS = ("cot", "direct")
 
@@ -21,14 +21,14 @@ def _prompt_file(name: str = "default") -> dict:
     path = assets_dir() / "prompts" / f"{name}.yaml"
     if name != "default" and not path.exists():
         return _prompt_file("default")
-    from .config import read_yaml
+    from ctxbench.core.config import read_yaml
 
     return read_yaml(path, "prompt file")
 
 
 def _prompts(name: str = "default") -> dict:
     """The prompt keys of a benchmark: its prompt file (else ``default.yaml``) updated by its track's ``prompts``."""
-    from .tracks.base import find_track
+    from ctxbench.core.track import find_track
 
     track = find_track(name) if name != "default" else None
     extra = dict(track.prompts) if track is not None else {}

@@ -13,7 +13,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from .errors import InputError
+from ctxbench.core.errors import InputError
 
 
 def sqlite_readonly_uri(path: str | Path) -> str:

@@ -16,9 +16,9 @@ from typing import Callable
 
 import pyarrow as pa
 
-from .errors import ValidationError
-from .questions.sqlinfo import QUERY_TYPES
-from .storage import SCHEMA_DIR
+from ctxbench.core.errors import ValidationError
+from ctxbench.questions.sqlinfo import QUERY_TYPES
+from ctxbench.core.storage import SCHEMA_DIR
 
 
 def _included_once(context: str, included: str | None, sentence_of: Callable[[str, int], str] | None) -> bool:
@@ -91,13 +91,13 @@ def derive_checks(tbl: pa.Table, sentence_of: Callable[[str, int], str] | None =
 
 def _kwargs(kw: dict) -> dict:
     """An expectation's arguments with ``"$tracks"`` replaced by the registered track names."""
-    from .tracks.base import track_names
+    from ctxbench.core.track import track_names
 
     return {k: track_names() if v == "$tracks" else v for k, v in kw.items()}
 
 
 def import_library() -> bool:
-    """Import great-expectations (what a helper process does while a build assembles; ctxbench.sidecar)."""
+    """Import great-expectations (what a helper process does while a build assembles; ctxbench.core.sidecar)."""
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
     import great_expectations  # noqa: F401
 
@@ -138,27 +138,25 @@ def run_expectations(df, suite: str, expectations: list[tuple[str, dict]]) -> li
 
 
 def warm_up() -> None:
-    """Start the build's helper process (ctxbench.sidecar) and have it import great-expectations, so that the
+    """Start the build's helper process (ctxbench.core.sidecar) and have it import great-expectations, so that the
     suite runs there later without the import on the build's path. Builds call this at their first stage."""
-    from . import sidecar
-
+    from ctxbench.core import sidecar
     if sidecar.start("validate") is not None:
-        sidecar.submit("ctxbench.validate:import_library", helper="validate")
+        sidecar.submit("ctxbench.tracks.validate:import_library", helper="validate")
 
 
 def run_suite(df, suite: str = "instances") -> list[str]:
     """Validate ``df`` (a pandas DataFrame or an Arrow table) against ``schemas/<suite>.expectations.json``;
     returns the names of failed expectations. The suite runs in the build's helper process when one was started
     (:func:`warm_up`; only the columns the suite reads are sent), else here; the result is the same."""
-    from . import sidecar
-
+    from ctxbench.core import sidecar
     expectations = suite_expectations(suite)
     if sidecar.current("validate") is not None:
         names = df.column_names if isinstance(df, pa.Table) else list(df.columns)
         cols = [c for c in suite_columns(expectations) if c in names]
         df = df.select(cols) if isinstance(df, pa.Table) else df[cols]
         try:
-            return sidecar.submit("ctxbench.validate:run_expectations", df, suite, expectations,
+            return sidecar.submit("ctxbench.tracks.validate:run_expectations", df, suite, expectations,
                                   helper="validate").result()
         except sidecar.SidecarError:
             pass  # the helper could not: validate here

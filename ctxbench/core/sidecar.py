@@ -1,6 +1,6 @@
 """Helper processes beside a build, for work that needs no state of the build and would otherwise hold its main
-process: importing great-expectations and running the data-quality suite (helper ``validate``, ctxbench.validate),
-and detecting the language of contexts (helper ``language``, ctxbench.analysis.language). A build starts them at its
+process: importing great-expectations and running the data-quality suite (helper ``validate``, ctxbench.tracks.validate),
+and detecting the language of contexts (helper ``language``, ctxbench.features.language). A build starts them at its
 first stage (:func:`start`); the main process goes on assembling while the helpers import their libraries on the
 other core, and hands them work later (:func:`submit`). Each helper works through its own requests in order, so a
 short build's language requests do not wait behind the validation library's import. Results are the functions' own
@@ -121,8 +121,8 @@ class Sidecar:
     """One helper process (module docstring)."""
 
     def __init__(self):
-        root = str(Path(__file__).resolve().parent.parent)
-        boot = f"import sys; sys.path.insert(0, {root!r}); from ctxbench.sidecar import serve; serve()"
+        root = str(Path(__file__).resolve().parents[2])
+        boot = f"import sys; sys.path.insert(0, {root!r}); from ctxbench.core.sidecar import serve; serve()"
         self.proc = subprocess.Popen([sys.executable, "-c", boot], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      env={**os.environ, "GX_ANALYTICS_ENABLED": "false"})
         self.settings = _settings()
@@ -268,7 +268,7 @@ def peak_rss_mib() -> dict[str, float]:
     out = {}
     for name in list(_HELPERS):
         try:
-            out[name] = submit("ctxbench.sidecar:own_peak_rss_mib", helper=name).result()
+            out[name] = submit("ctxbench.core.sidecar:own_peak_rss_mib", helper=name).result()
         except SidecarError:
             pass
     return out

@@ -26,13 +26,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from . import __version__
-from .config import cache_dir
-from .hashing import file_sha256, stable_hash
+from ctxbench import __version__
+from ctxbench.core.config import cache_dir
+from ctxbench.core.hashing import file_sha256, stable_hash
 
 log = logging.getLogger(__name__)
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
 PAYLOAD = "prepared.pickle"
 
 

@@ -10,7 +10,7 @@ difference need not be D).
 Costs, with a build (``--build``, else the pilot) and models: per model and tier, the instances' prompts rendered
 as ``evaluate`` renders them and counted in the model's tokenizer (cl100k_base where it has none, marked
 estimated; at most :data:`COUNT_SAMPLE` instances per tier, seeded), the model's samples per instance and its
-whole output budget, priced as ``evaluate --dry-run`` prices them (:mod:`ctxbench.dryrun`: without and with
+whole output budget, priced as ``evaluate --dry-run`` prices them (:mod:`ctxbench.run.dryrun`: without and with
 prompt caching, directly and through the batch API). The decision is made per context length, so each tier needs
 the planned instances; ``tiers_pooled`` is the number of the build's tiers whose instances add up to the plan when
 lengths are pooled.
@@ -23,8 +23,8 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
-from .analysis.power import independent_n, paired_n, pilot_estimates
-from .errors import InputError
+from ctxbench.analysis.power import independent_n, paired_n, pilot_estimates
+from ctxbench.core.errors import InputError
 
 COUNT_SAMPLE = 64
 
@@ -32,7 +32,7 @@ COUNT_SAMPLE = 64
 def _tiers(build: Path) -> dict[int, list[dict]]:
     import pyarrow.parquet as pq
 
-    from .storage import require_build
+    from ctxbench.core.storage import require_build
 
     ip = require_build(build) / "instances.parquet"
     have = set(pq.read_schema(ip).names)
@@ -48,7 +48,7 @@ def pilot_scores(build: Path, a: str, b: str) -> tuple[list[float], list[float],
     """Aligned per-instance primary-matcher scores of models ``a`` and ``b`` on the instances both scored in the
     pilot build (mean over samples, mode ``lc`` first where present), with each instance's context identity.
     Raises InputError when the build has no scores or a model none."""
-    from .analysis.core import instance_scores, primary_rows
+    from ctxbench.analysis.core import instance_scores, primary_rows
 
     try:
         rows, inst = instance_scores(build)
@@ -82,11 +82,11 @@ def tier_costs(build: Path, model: str, n: int, tiers: dict[int, list[dict]] | N
     """What ``n`` instances at each tier of ``build`` cost for ``model`` (module docstring): per tier ``cost``,
     ``cost_cached``, ``cost_batch``, ``cost_batch_cached`` (USD, None where the price is unknown) and
     ``input_tokens_per_instance``; and the totals over the tiers."""
-    from .dryrun import CallTokens, cached_costs
-    from .models.pricing import cache_min_tokens, model_prices
-    from .models.registry import model_info
-    from .prompts import messages_text, render_messages, shared_prefix, takes_cache_hint
-    from .tokenizers import get_tokenizer
+    from ctxbench.run.dryrun import CallTokens, cached_costs
+    from ctxbench.models.pricing import cache_min_tokens, model_prices
+    from ctxbench.models.registry import model_info
+    from ctxbench.models.prompts import messages_text, render_messages, shared_prefix, takes_cache_hint
+    from ctxbench.tokenizers import get_tokenizer
 
     info = model_info(model)
     tokname = info.tokenizer if info.tokenizer and info.tokenizer != "local-server" else "cl100k_base"

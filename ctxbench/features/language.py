@@ -59,7 +59,7 @@ class _Store:
         self._prefix = b""
 
     def _open(self) -> sqlite3.Connection | None:
-        from ..config import cache_dir
+        from ctxbench.core.config import cache_dir
 
         if os.environ.get("CTXBENCH_LANGUAGE_CACHE", "").strip().lower() in ("off", "0", "false", "no"):
             return None
@@ -74,7 +74,7 @@ class _Store:
                 version = "?"
             self._prefix = f"{version}|{SEED}|{RULE}|".encode()
             try:
-                from ..models.cache import open_wal  # many processes open the store at once, as the response cache
+                from ctxbench.models.cache import open_wal  # many processes open the store at once, as the response cache
 
                 os.makedirs(os.path.dirname(path), exist_ok=True)
                 con = sqlite3.connect(path, timeout=30, check_same_thread=False, isolation_level=None)
@@ -144,12 +144,11 @@ def _detect_now(sample: str) -> str | None:
 
 
 def warm_up() -> None:
-    """Start the build's language helper process (ctxbench.sidecar) and have it load langdetect's profiles, so
+    """Start the build's language helper process (ctxbench.core.sidecar) and have it load langdetect's profiles, so
     that :func:`prefetch_languages` hands it the contexts later. Builds call this at their first stage."""
-    from .. import sidecar
-
+    from ctxbench.core import sidecar
     if sidecar.start("language") is not None:
-        sidecar.submit("ctxbench.analysis.language:load_profiles", helper="language")
+        sidecar.submit("ctxbench.features.language:load_profiles", helper="language")
 
 
 def load_profiles() -> bool:
@@ -159,7 +158,7 @@ def load_profiles() -> bool:
 
 
 def detect_samples(samples: list[str]) -> list[str | None]:
-    """:func:`_detect` of each sample (what the build's helper process runs, ctxbench.sidecar)."""
+    """:func:`_detect` of each sample (what the build's helper process runs, ctxbench.core.sidecar)."""
     return [_detect(s) for s in samples]
 
 
@@ -172,11 +171,10 @@ RESOLVED_KEPT = 4096
 
 
 def prefetch_languages(texts: list[str | None], windows: int = 5, window_chars: int = 2000) -> None:
-    """Have the build's helper process (ctxbench.sidecar, when one runs) detect the languages of ``texts`` while
+    """Have the build's helper process (ctxbench.core.sidecar, when one runs) detect the languages of ``texts`` while
     this process goes on; :func:`detect_language` then takes its answer instead of detecting again (same code,
     same seeded result). Without a helper this does nothing."""
-    from .. import sidecar
-
+    from ctxbench.core import sidecar
     if sidecar.current("language") is None:
         return
     samples = list(dict.fromkeys(_sample(t, max(2, windows), window_chars) for t in texts if t and t.strip()))
@@ -185,7 +183,7 @@ def prefetch_languages(texts: list[str | None], windows: int = 5, window_chars: 
         _RESOLVED[s] = code
     for s in samples:
         if s not in _RESOLVED:  # one request each: answers come as they are ready
-            _PREFETCHED[s] = (sidecar.submit("ctxbench.analysis.language:detect_samples", [s], helper="language"), 0)
+            _PREFETCHED[s] = (sidecar.submit("ctxbench.features.language:detect_samples", [s], helper="language"), 0)
     while len(_RESOLVED) > RESOLVED_KEPT:
         _RESOLVED.popitem(last=False)
     while len(_PREFETCHED) > RESOLVED_KEPT:
@@ -202,7 +200,7 @@ def detect_language(text: str | None, windows: int = 5, window_chars: int = 2000
         return _RESOLVED[sample]
     got = _PREFETCHED.pop(sample, None)
     if got is not None:
-        from ..sidecar import SidecarError
+        from ctxbench.core.sidecar import SidecarError
 
         try:
             code = got[0].result()[got[1]]

@@ -88,7 +88,7 @@ def span_sentences(context: str, spans: list[list[int]], tokenizer: str) -> list
     """The text of each evidence span (``[start, end)`` token offsets in ``context`` of the registered
     ``tokenizer``): the evidence sentences of a track that stores spans but no sentence (a plugin track).
     Raises TokenizerError when the tokenizer cannot be loaded."""
-    from ..tokenizers import get_tokenizer
+    from ctxbench.tokenizers import get_tokenizer
 
     if not spans:
         return []

@@ -2,7 +2,7 @@
 
 A feature outside the main job imports its library only when used, through :func:`require`, so that a missing
 library stops the command with one line naming the extra to install (exit status 2 on the CLI, as every
-:class:`~ctxbench.errors.InputError`), never an ``ImportError`` traceback. :data:`EXTRAS` is the one table of which
+:class:`~ctxbench.core.errors.InputError`), never an ``ImportError`` traceback. :data:`EXTRAS` is the one table of which
 module comes with which extra; ``docs/reference/extras.md`` lists the same, and ``--help`` of each option that
 needs one names it.
 """
@@ -13,7 +13,7 @@ import importlib
 from dataclasses import dataclass
 from types import ModuleType
 
-from .errors import InputError
+from ctxbench.core.errors import InputError
 
 
 @dataclass(frozen=True)

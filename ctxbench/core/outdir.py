@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .errors import CtxbenchError, InputError
+from ctxbench.core.errors import CtxbenchError, InputError
 
 MARKER = ".ctxbench-output.json"
 SHOWN = 5  # entries named in the refusal
@@ -92,7 +92,7 @@ def mark_out_dir(out: str | Path, command: str) -> None:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if marked_by(out) != command:
-        from . import __version__
+        from ctxbench import __version__
 
         (out / MARKER).write_text(json.dumps({"command": command, "ctxbench": __version__}) + "\n", encoding="utf-8")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def installed_file(distribution: str, suffix: str) -> Path | None:
@@ -123,7 +123,7 @@ def read_yaml(path: str | Path, what: str = "file"):
     set")."""
     import yaml
 
-    from .errors import InputError
+    from ctxbench.core.errors import InputError
 
     p = Path(path)
     try:
@@ -148,7 +148,7 @@ def check_keys(data, known, where: str | Path, what: str = "top-level key") -> N
     probably meant (``difflib.get_close_matches``), else the keys there are. ``where`` names the file."""
     import difflib
 
-    from .errors import InputError
+    from ctxbench.core.errors import InputError
 
     if not isinstance(data, dict):
         return

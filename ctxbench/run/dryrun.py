@@ -2,7 +2,7 @@
 
 Costs (litellm's price table through :mod:`ctxbench.models.pricing`) are given four ways: without prompt caching,
 with cached input, and both through the provider's batch API (``evaluate --batch``). Cached input: requests on one
-context share the prompt up to the end of the document (:func:`ctxbench.prompts.shared_prefix`; evaluate runs the
+context share the prompt up to the end of the document (:func:`ctxbench.models.prompts.shared_prefix`; evaluate runs the
 first call of each context before the others, so they find it cached). The first pending call of each prefix pays
 for it in full (at the cache-write price where the provider bills writes: Anthropic, whose requests carry the
 ``cache_control`` hint), each later one reads it at the cached-input price; a prefix shorter than the provider's
@@ -16,12 +16,12 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import EmptySelection
-from .evaluate import EvalConfig, plan_requests
-from .models.cache import ResponseCache
-from .models.pricing import Prices, cache_min_tokens, model_prices
-from .models.registry import model_info
-from .prompts import messages_text, shared_prefix, takes_cache_hint
+from ctxbench.core.errors import EmptySelection
+from ctxbench.run.evaluate import EvalConfig, plan_requests
+from ctxbench.models.cache import ResponseCache
+from ctxbench.models.pricing import Prices, cache_min_tokens, model_prices
+from ctxbench.models.registry import model_info
+from ctxbench.models.prompts import messages_text, shared_prefix, takes_cache_hint
 
 
 @dataclass
@@ -62,7 +62,7 @@ def estimate(build: str | Path, cfg: EvalConfig) -> dict:
     the part of them that repeats a context prefix, the output budget, and the cost as four figures (module
     docstring); "unknown" where litellm has no price."""
     info = model_info(cfg.model)
-    from .tokenizers import get_tokenizer
+    from ctxbench.tokenizers import get_tokenizer
 
     tokname = info.tokenizer if info.tokenizer and info.tokenizer != "local-server" else "cl100k_base"
     tok = get_tokenizer(tokname)
@@ -111,7 +111,7 @@ def estimate(build: str | Path, cfg: EvalConfig) -> dict:
     if cfg.max_cost is not None:  # what the spend cap lets through: the Ledger evaluate reserves with
         from types import SimpleNamespace
 
-        from .spend import ESTIMATE_MARGIN, Ledger, cap_prices
+        from ctxbench.run.spend import ESTIMATE_MARGIN, Ledger, cap_prices
 
         ledger = Ledger(cfg.max_cost, cap_prices(cfg.model, cfg.price, cfg.batch), tok.count)
         margin = ESTIMATE_MARGIN if est else 1.0  # the prompts are counted above: the margin applied once here

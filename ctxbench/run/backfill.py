@@ -1,0 +1,31 @@
+"""Backfill: one model → every existing build of the chosen benchmarks under a runs root.
+
+A new model is added to the tiers already built without rebuilding anything and without calling any other model:
+each build is evaluated with :func:`ctxbench.run.evaluate.evaluate_build`, which appends rows for this model only
+(``responses.parquet`` rows of other models are never rewritten) and reuses the shared response cache.
+"""
+
+from __future__ import annotations
+
+
+from pydantic import BaseModel, Field
+
+from ctxbench.core.storage import find_builds
+from ctxbench.run.evaluate import EvalConfig, EvalSummary, evaluate_build
+
+
+class BackfillConfig(BaseModel):
+    """What to backfill (validated the same way from the Prefect form and from Python)."""
+
+    model: EvalConfig
+    runs_root: str = Field("runs", min_length=1, description="directory searched (recursively) for builds")
+    benchmarks: list[str] = Field(default_factory=list,
+                                  description="benchmarks to backfill (the instances' `benchmark`: holobench, "
+                                              "scitrek, needles, ...); empty: every benchmark found")
+
+
+def backfill(cfg: BackfillConfig, **evaluate_kwargs) -> dict[str, EvalSummary]:
+    """Evaluate ``cfg.model`` on every build :func:`find_builds` returns; build path -> summary. Extra keyword
+    arguments go to :func:`evaluate_build` (e.g. ``server`` for the embedded model)."""
+    return {str(b): evaluate_build(b, cfg.model, **evaluate_kwargs)
+            for b in find_builds(cfg.runs_root, cfg.benchmarks)}
