@@ -22,6 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ctxbench.core.errors import InputError
+from ctxbench.core.storage import read_table, require_build
+from ctxbench.scoring.judge import is_judge_matcher
+from ctxbench.scoring.registry import is_fallback
 
 VERDICTS = {"correct": 1.0, "partial": 0.5, "incorrect": 0.0}
 Z95 = 1.959963984540054
@@ -111,8 +114,6 @@ def judge_agreement(build_dir: str | Path, labels_path: str | Path, threshold: f
     ``judge-lara:gpt-4o``, ``lara_fallback``) against the human labels: ``(rows, counts)``, one row per matcher with
     its kind (:func:`matcher_kind`), n, tp, tn, fp, fn, po, pe, kappa, se, ci_low, ci_high; ``counts`` has ``labels`` and ``unmatched`` (labels whose answer is not among the build's responses).
     A matcher that did not score a labelled answer (e.g. an unparseable judge verdict) leaves that pair out."""
-    from ctxbench.core.storage import read_table, require_build
-
     build_dir = require_build(build_dir)
     labels = read_labels(labels_path)
     resp = read_table(build_dir / "responses.parquet", "responses").to_pylist()
@@ -141,9 +142,6 @@ def judge_agreement(build_dir: str | Path, labels_path: str | Path, threshold: f
 def matcher_kind(name: str) -> str:
     """``judge`` for an LLM judge's matcher (``judge:<model>``, ``judge-<prompt>:<model>``), ``fallback`` for a
     matcher some track declares a fallback (it only approximates the benchmark's own scoring), else ``matcher``."""
-    from ctxbench.scoring.judge import is_judge_matcher
-    from ctxbench.scoring.registry import is_fallback
-
     return "judge" if is_judge_matcher(name) else "fallback" if is_fallback(name) else "matcher"
 
 
@@ -154,7 +152,6 @@ def label_sample(build_dir: str | Path, n: int, seed: int = 0, model: str | None
     model, mode, question, gold (parsed) and response."""
     import pyarrow.parquet as pq
 
-    from ctxbench.core.storage import read_table, require_build
 
     build_dir = require_build(build_dir)
     inst = {r["instance_id"]: r for r in pq.read_table(build_dir / "instances.parquet",

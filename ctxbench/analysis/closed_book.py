@@ -25,6 +25,10 @@ from ctxbench.core.config import assets_dir
 from ctxbench.models.cache import ResponseCache, key_endpoint, request_key
 from ctxbench.models.runner import complete_all
 from ctxbench.core.storage import require_build, write_parquet
+from ctxbench.core.config import read_yaml
+from ctxbench.core.errors import InputError
+from ctxbench.scoring.pipeline import score_reply
+from ctxbench.scoring.registry import matchers_for
 
 FILE = "closed_book.parquet"
 SCHEMA = pa.schema([("instance_id", pa.string()), ("model", pa.string()), ("question", pa.string()),
@@ -34,8 +38,6 @@ SCHEMA = pa.schema([("instance_id", pa.string()), ("model", pa.string()), ("ques
 
 @lru_cache(maxsize=1)
 def _prompt() -> dict:
-    from ctxbench.core.config import read_yaml
-
     return read_yaml(assets_dir() / "prompts" / "closed_book.yaml", "prompt file")
 
 
@@ -65,9 +67,6 @@ def screen_build(build_dir: str | Path, model: str, base_url: str | None = None,
     """Closed-book screen of every instance of the build with ``model`` (module docstring); writes
     ``BUILD/closed_book.parquet``. ``server`` makes a local model server (as in ``evaluate``), started only when
     some answer is not cached. Raises InputError without a build."""
-    from ctxbench.scoring.pipeline import score_reply
-    from ctxbench.scoring.registry import matchers_for
-
     build_dir = require_build(build_dir)
     ipath = build_dir / "instances.parquet"
     cols = [c for c in pq.read_schema(ipath).names if c != "context"]
@@ -113,8 +112,6 @@ def screen_build(build_dir: str | Path, model: str, base_url: str | None = None,
 
 def flagged_ids(build_dir: str | Path) -> set[str]:
     """Instances flagged by any screened model. Raises InputError when no screen was run on the build."""
-    from ctxbench.core.errors import InputError
-
     path = Path(build_dir) / FILE
     if not path.exists():
         raise InputError(f"{build_dir} has no {FILE}: run `ctxbench screen --build {build_dir} --model M` first")

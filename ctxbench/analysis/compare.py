@@ -33,6 +33,8 @@ from ctxbench.scoring.metrics import length_averages_ci
 from ctxbench.models.effort import display_model, effort_labels
 from ctxbench.analysis.core import INSTANCE_COLUMNS, group_scores, primary_rows, score_rows
 from ctxbench.analysis.decide import effective_rows, pair_rows
+from ctxbench.core.storage import LATEST, build_benchmark, find_builds, latest_build
+from ctxbench.core.track import track_of_build
 
 AVERAGES = (("Avg", "avg"), ("wAvg(inc)", "wavg_inc"), ("wAvg(dec)", "wavg_dec"))  # (name, column prefix)
 
@@ -55,8 +57,6 @@ def discover_builds(dirs: list[str | Path]) -> list[dict]:
     path. Raises InputError naming a directory that holds no build."""
     import json
 
-    from ctxbench.core.storage import build_benchmark, find_builds
-    from ctxbench.core.storage import LATEST, latest_build
 
     out: dict[Path, dict] = {}
     for given in dirs:
@@ -153,8 +153,6 @@ def _label(benchmark: str, build_hash: str, builds: list[dict], lengths: list[in
 def _selected(build_dir: str, model: str) -> set[str] | None:
     """The instances a model answers in a build (its track's selection), None for all of them."""
     try:
-        from ctxbench.core.track import track_of_build
-
         keep = track_of_build(Path(build_dir)).select_for_model(Path(build_dir), model)
     except Exception:  # noqa: BLE001 - an unregistered track: every model answers every instance
         return None

@@ -16,6 +16,9 @@ import pyarrow.parquet as pq
 from ctxbench.scoring.judge import is_judge_matcher
 from ctxbench.scoring.metrics import clustered_mean_ci, length_averages
 from ctxbench.core.storage import read_table
+from ctxbench.analysis.order import value_order
+from ctxbench.models.effort import display_model, effort_labels, is_cut_off
+from ctxbench.scoring.registry import matchers_for
 
 INSTANCE_COLUMNS = ["instance_id", "question_id", "question", "target_tokens", "position", "setting", "query_types",
                     "difficulty", "benchmark", "source_id"]
@@ -34,7 +37,6 @@ def instance_scores(build_dir: str | Path) -> tuple[list[dict], dict[str, dict]]
     resp = read_table(build_dir / "responses.parquet", "responses")
     budget = ({r["request_key"]: r["rag_tokens"] for r in resp.select(["request_key", "rag_tokens"]).to_pylist()
                if r["rag_tokens"] is not None} if "rag_tokens" in resp.column_names else {})
-    from ctxbench.models.effort import effort_labels
 
     return score_rows(inst, sc, budget, effort_labels(resp)), inst
 
@@ -47,8 +49,6 @@ def score_rows(inst: dict[str, dict], scores: Iterable[dict], budget: dict[str, 
     for responses of ``evaluate --reasoning-effort``: their ``model`` is the display label ``model@effort``,
     :func:`ctxbench.models.effort.display_model`, and ``reasoning_effort`` is set). Scores of instances not in
     ``inst`` are left out."""
-    from ctxbench.models.effort import display_model
-
     effort = effort or {}
     per: dict[tuple, list[float]] = defaultdict(list)
     cut: dict[tuple, int] = defaultdict(int)  # samples the output budget cut off (tag cut_off: scored 0)
@@ -167,8 +167,6 @@ def primary_rows(rows: list[dict]) -> list[dict]:
 
 
 def _primary(benchmark: str | None) -> str | None:
-    from ctxbench.scoring.registry import matchers_for
-
     return matchers_for(benchmark)[0]
 
 
@@ -192,8 +190,6 @@ BREAKDOWNS: dict[str, Callable[[dict], list]] = {
 
 def breakdowns(rows: list[dict]) -> dict[str, list[dict]]:
     """Score by setting, position, query type and difficulty per model × mode (:data:`BREAKDOWNS`)."""
-    from ctxbench.analysis.order import value_order
-
     return {name: sorted(({"model": g["key"][0], "mode": g["key"][1], name: g["key"][2], "n": g["n"],
                            "score": g["score"], "ci_low": g["ci_low"], "ci_high": g["ci_high"]}
                           for g in group_scores(rows, key)),
@@ -205,8 +201,6 @@ def call_counts(build_dir: str | Path) -> list[dict]:
     """Calls per model × mode: ok, over-length, failed (error rows), refused, cached, retries, and the replies
     that earn no score of their own: cut off by the output budget (``cut_off``, scored 0), truncated by the server
     (not scored), and empty replies (``empty_reply``: tokens generated, no text returned; not scored)."""
-    from ctxbench.models.effort import display_model, is_cut_off
-
     resp = read_table(Path(build_dir) / "responses.parquet", "responses").to_pylist()
     counts: dict[tuple, dict] = defaultdict(lambda: {"calls": 0, "ok": 0, "over_length": 0, "failed": 0,
                                                       "refused": 0, "cached": 0, "retries": 0, "cut_off": 0,

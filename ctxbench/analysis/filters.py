@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 
 from ctxbench.core.errors import InputError
 from ctxbench.features.language import language_matches
+from ctxbench.analysis.closed_book import flagged_ids
 
 
 @dataclass
@@ -61,8 +62,6 @@ def kept_ids(build_dir: str | Path, f: InstanceFilter) -> set[str]:
             and (not f.language or language_matches(r["language"], f.language))
             and (not f.question_language or language_matches(r["question_language"], f.question_language))}
     if f.exclude_closed_book:
-        from ctxbench.analysis.closed_book import flagged_ids
-
         keep -= flagged_ids(build_dir)
     return keep
 

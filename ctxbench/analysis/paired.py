@@ -29,7 +29,6 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import stats
 
 CLUSTERING_NOTE = (
     "Why two clusterings: the interval of one model's score is clustered by question (a question asked in several "
@@ -73,6 +72,8 @@ def clustered_t_test(d: np.ndarray, idx: np.ndarray, G: int, alpha: float = 0.05
     (every cluster's differences sum to their mean: e.g. identical answers) gives the interval [mean, mean] and
     p-value 1 when the mean is 0, else 0."""
     mean, se = clustered_mean_se(d, idx, G)
+    from scipy import stats  # third-party, imported when used: scipy.stats takes about 1 s (CLI start-up)
+
     q = stats.t.ppf(1 - alpha / 2, G - 1) if G >= 2 else np.nan
     with np.errstate(divide="ignore", invalid="ignore"):
         t = np.where(se > 0, mean / np.where(se > 0, se, 1.0), np.where(np.isclose(mean, 0.0), 0.0, np.inf))

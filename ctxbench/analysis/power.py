@@ -30,7 +30,6 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.stats import norm
 
 from ctxbench.core.errors import InputError
 from ctxbench.analysis.paired import cluster_index, clustered_mean_se
@@ -57,6 +56,8 @@ def independent_n(accuracy: float, mde: float, power: float = 0.8, alpha: float 
     _check(accuracy, mde, power, alpha)
     p1, p2 = accuracy, accuracy - mde
     pbar = (p1 + p2) / 2
+    from scipy.stats import norm  # imported when used: scipy.stats takes about 1 s (CLI start-up)
+
     za, zb = norm.ppf(1 - alpha / 2), norm.ppf(power)
     n = (za * math.sqrt(2 * pbar * (1 - pbar)) + zb * math.sqrt(p1 * (1 - p1) + p2 * (1 - p2))) ** 2 / mde ** 2
     return int(math.ceil(n - 1e-9))
@@ -71,6 +72,8 @@ def paired_n(discordance: float, mde: float, power: float = 0.8, alpha: float = 
         raise InputError(f"the pilot's models disagree on {discordance:.3f} of their instances (mean squared "
                          f"difference): a difference of --mde {mde} needs more disagreement than {mde ** 2:.4f}; "
                          f"plan a larger --mde or pilot on more instances")
+    from scipy.stats import norm  # imported when used: scipy.stats takes about 1 s (CLI start-up)
+
     za, zb = norm.ppf(1 - alpha / 2), norm.ppf(power)
     n = (za + zb) ** 2 * (discordance - mde ** 2) / mde ** 2
     return int(math.ceil(n * max(1.0, deff) - 1e-9))

@@ -31,6 +31,7 @@ from ctxbench.scoring.judge import is_judge_matcher
 from ctxbench.scoring.metrics import clustered_mean_ci
 from ctxbench.scoring.registry import is_fallback, matchers_for
 from ctxbench.features.difficulty import merge_spans
+from ctxbench.core.storage import read_table
 
 N_EVIDENCE_SEGMENTS = 5
 
@@ -239,7 +240,6 @@ def analyse(build_dir) -> dict[str, list[dict]]:
 
     import pyarrow.parquet as pq
 
-    from ctxbench.core.storage import read_table
 
     build_dir = Path(build_dir)
     ipath = build_dir / "instances.parquet"

@@ -41,6 +41,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from ctxbench.core.storage import read_table
+from ctxbench.models.effort import EFFORTS, effort_labels
+from ctxbench.scoring.registry import matchers_for
 
 PREDICTORS = ("context_length", "scope", "dispersion", "reasoning_depth")
 ATTRIBUTES = PREDICTORS[1:]
@@ -93,8 +96,6 @@ def task_of(row: dict) -> str:
 def mode_labels(build_dir: str | Path) -> dict[str, str]:
     """request_key → evaluation setting: ``lc``, ``rag`` (the default top-k retrieval) or ``rag@N`` (a retrieval
     budget of N tokens), so that a regression never pools answers from different retrieval budgets."""
-    from ctxbench.core.storage import read_table
-
     resp = read_table(Path(build_dir) / "responses.parquet", "responses")
     cols = [c for c in ("request_key", "mode", "rag_tokens") if c in resp.column_names]
     return {r["request_key"]: r["mode"] if r.get("rag_tokens") is None else f"{r['mode']}@{r['rag_tokens']}"
@@ -109,8 +110,6 @@ def observations(build_dir: str | Path, mode: str = "lc", matcher: str | None = 
     the build with a null property, scored or not)."""
     import pyarrow.parquet as pq
 
-    from ctxbench.scoring.registry import matchers_for
-    from ctxbench.core.storage import read_table
 
     build_dir = Path(build_dir)
     ipath = build_dir / "instances.parquet"
@@ -121,7 +120,6 @@ def observations(build_dir: str | Path, mode: str = "lc", matcher: str | None = 
     inst = {r["instance_id"]: r for r in pq.read_table(ipath, columns=cols).to_pylist()}
     null = {i for i, r in inst.items() if any(r.get(_COLUMN[p]) is None for p in ATTRIBUTES)}
     labels = mode_labels(build_dir)
-    from ctxbench.models.effort import EFFORTS, effort_labels
 
     efforts = effort_labels(read_table(build_dir / "responses.parquet", "responses"))
     per: dict[tuple, list[float]] = defaultdict(list)

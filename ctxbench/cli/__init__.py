@@ -28,6 +28,47 @@ from ctxbench.cli.options import (check_db, check_env, check_text, check_tokeniz
 from ctxbench.core.errors import CtxbenchError, InputError
 from ctxbench.core.redact import redact
 from ctxbench.cli.help_format import install as _install_help_format
+from ctxbench.analysis.agreement import judge_agreement, label_sample, read_labels
+from ctxbench.analysis.closed_book import screen_build
+from ctxbench.analysis.core import differing_samples, instance_scores, length_rows, primary_rows, shared_instance_rows
+from ctxbench.cli.options import check_reference, config_values, option_specs, parameters
+from ctxbench.core.errors import DataWarning, EmptySelection
+from ctxbench.core.extras import require
+from ctxbench.core.hashing import stable_hash
+from ctxbench.core.outdir import DirectoryBusy, claim_out_dir, is_run_root
+from ctxbench.core.progress import clock, eta_estimate, eta_step, flights, listening, server_status
+from ctxbench.core.redact import install
+from ctxbench.core.storage import (
+    build_benchmark, disk_full, disk_full_message, find_builds, read_table, resolve_build, write_json,
+    write_parquet,
+)
+from ctxbench.core.track import PLUGIN_ENV, default_track, find_track, get_track, load_tracks, tracks
+from ctxbench.models.effort import parse_efforts
+from ctxbench.models.local_server import EMBEDDED_MODEL, LocalServer, embedded_gguf, embedded_runtime
+from ctxbench.models.registry import unknown_model_warning
+from ctxbench.models.runner import asked_again
+from ctxbench.questions.importer import REPORT, import_questions
+from ctxbench.questions.sqlinfo import sql_info, sql_info_on_db
+from ctxbench.report import build_report, results_table
+from ctxbench.report.compare import compare_runs
+from ctxbench.run.backfill import BackfillConfig
+from ctxbench.run.dryrun import estimate
+from ctxbench.run.engine_log import engine_log, write_traceback
+from ctxbench.run.evaluate import EvalConfig, EvalSummary, evaluate_build
+from ctxbench.run.export import FORMATS, export_build
+from ctxbench.run.incremental import rescore_if_unreadable
+from ctxbench.run.planning import make_plan
+from ctxbench.run.score import SCORE_ERRORS, score_build, tagging_text
+from ctxbench.run.spend import cap_prices, parse_price
+from ctxbench.scoring.metrics import length_averages
+from ctxbench.scoring.numbers import display_number
+from ctxbench.sources.corpus import CORPUS_MANIFEST, corpus_summary, fetch_corpus, load_corpus
+from ctxbench.sources.s2 import FetchConfig, fetch_clusters
+from ctxbench.tokenizers.calibrate import calibrate, spread
+from ctxbench.tracks.holobench.generate import (
+    GenerateConfig, check_generated_out, generate_questions, write_generated,
+)
+from ctxbench.verify import CERTIFICATES, SOURCE_DATA_ENV, verify_build
 
 _install_help_format()  # option names never cut, long option lists in titled panels (issue 32 item 5)
 
@@ -39,13 +80,9 @@ class _TrackGroup(TyperGroup):
     verb = "build"
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        from ctxbench.core.track import tracks
-
         return [*super().list_commands(ctx), *(t.name for t in tracks() if self.verb in t.verbs)]
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        from ctxbench.core.track import find_track
-
         cmd = super().get_command(ctx, name)
         if cmd is not None:
             return cmd
@@ -53,8 +90,6 @@ class _TrackGroup(TyperGroup):
         return _track_command(t, self.verb) if t is not None and self.verb in t.verbs else None
 
     def resolve_command(self, ctx: click.Context, args: list[str]):
-        from ctxbench.core.track import get_track
-
         if args and not args[0].startswith("-") and self.get_command(ctx, args[0]) is None:
             try:
                 get_track(args[0])
@@ -194,8 +229,6 @@ def _fail(e: Exception, flags: dict[str, str] | None = None) -> None:
     word, for pydantic errors."""
     from rich.markup import escape
 
-    from ctxbench.core.outdir import DirectoryBusy
-    from ctxbench.core.storage import disk_full, disk_full_message
 
     if isinstance(e, PydanticValidationError):
         flag = flags or {}
@@ -249,8 +282,6 @@ def _why_no_instances(build: Path, n_quarantined: int) -> str:
 def _said_retries(con):
     """Print every timeout and retry of a model call (:func:`ctxbench.core.progress.retrying`) above the progress bar
     while the block runs."""
-    from ctxbench.core.progress import listening
-
     def say(ev) -> None:
         if ev.stage in ("retry", "target"):  # target: a --target-ci the build cannot reach, said before any call
             con.print(f"{ev.stage} {ev.detail}" if ev.stage == "retry" else ev.detail, markup=False,
@@ -273,8 +304,6 @@ def sql_info_cmd(sql: str = typer.Argument(..., help="one SQL SELECT statement")
                                               "DestAirport_airportname)")) -> None:
     """Print tables, columns, query types and difficulty (HoloBench A.3) of an SQL query as JSON; with --db also
     where each column is (`resolved`: database or preprocessed view, what a name column stands for) and `unknown`."""
-    from ctxbench.questions.sqlinfo import sql_info, sql_info_on_db
-
     try:
         out_console.print_json(json.dumps(sql_info_on_db(sql, db) if db is not None else sql_info(sql)))
     except USER_ERRORS as e:
@@ -284,8 +313,6 @@ def sql_info_cmd(sql: str = typer.Argument(..., help="one SQL SELECT statement")
 def _track_command(track, verb: str) -> click.Command:
     """The ``ctxbench build|import <track>`` command: one option per field of the track's Config (help from the
     field's description; ctxbench.cli.options), then --out and --force; runs the track's stages."""
-    from ctxbench.cli.options import config_values, option_specs, parameters
-
     specs = option_specs(track.Config, track.cli_names, track.cli_hidden, track.cli_checks)
     names = {s.field: s.flag for s in specs}
 
@@ -333,9 +360,6 @@ def main_options(plugin: Optional[list[str]] = typer.Option(
     """Build long-context benchmarks and evaluate models on them."""
     import warnings
 
-    from ctxbench.core.errors import DataWarning
-    from ctxbench.core.redact import install
-    from ctxbench.core.track import PLUGIN_ENV, load_tracks
 
     install()  # no credential in any log record or warning this process shows (issue 31)
     if not getattr(warnings.formatwarning, "_ctxbench_one_line", False):  # once per process, not once per command
@@ -365,8 +389,6 @@ def main_options(plugin: Optional[list[str]] = typer.Option(
 @app.command("tracks")
 def tracks_cmd(as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table")) -> None:
     """List every registered track: its stages, matchers (primary first), tagger and CLI verbs."""
-    from ctxbench.core.track import tracks
-
     try:
         ds = [t.describe() for t in tracks()]
     except USER_ERRORS as e:
@@ -410,8 +432,6 @@ def questions_generate_cmd(
 ) -> None:
     """Generate a query set from a database's schema: SQL of the five query types and three difficulties, each
     gold answer checked on the full database and on simulated contexts; templates too where the database has none."""
-    from ctxbench.tracks.holobench.generate import GenerateConfig, check_generated_out, generate_questions, write_generated
-
     try:
         check_generated_out(out, force)  # before the work: a user's file is never replaced without --force
         cfg = GenerateConfig(db=db, n=n, seed=seed, question_model=question_model,
@@ -450,8 +470,6 @@ def fetch_corpus_cmd(
     force: bool = typer.Option(False, "--force", help="replace a non-empty --out that holds no earlier corpus"),
 ) -> None:
     """Fetch a corpus (local files or the ctext API) in canonical volume order, with per-volume checksums."""
-    from ctxbench.sources.corpus import corpus_summary, fetch_corpus
-
     try:
         c = fetch_corpus(out, local=local, urn=urn, base_url=base_url,
                          apikey=os.environ.get(apikey_env) if apikey_env else None, remap=remap,
@@ -465,8 +483,6 @@ def fetch_corpus_cmd(
 
 def _check_calibration_out(out: Path) -> None:
     """--out of calibrate: a new file, or an earlier calibration, never a build's file or anything else."""
-    from ctxbench.core.errors import InputError
-
     if out.is_dir():
         raise InputError(f"--out {out} is a directory: give a JSON file name, e.g. {out / 'calibration.json'}")
     if not out.parent.is_dir():
@@ -492,11 +508,6 @@ def calibrate_cmd(
                                        help="JSON file to write (default: CORPUS/calibration.json for a fetched corpus)"),
 ) -> None:
     """Tokens per character of a corpus for each tokenizer (stored as JSON and printed)."""
-    from ctxbench.core.hashing import stable_hash
-    from ctxbench.sources.corpus import CORPUS_MANIFEST, load_corpus
-    from ctxbench.core.storage import write_json
-    from ctxbench.tokenizers.calibrate import calibrate, spread
-
     try:
         if out is not None:
             _check_calibration_out(out)
@@ -521,8 +532,6 @@ def calibrate_cmd(
 
 def _eval_cfg(model, base_url, concurrency, samples, per_length, prompt_variant, max_tokens, temperature,
               api_key_env=None, **opts):
-    from ctxbench.run.evaluate import EvalConfig
-
     return EvalConfig(model=model, base_url=base_url, concurrency=concurrency, samples=samples,
                       per_length=per_length, prompt_variant=prompt_variant, max_tokens=max_tokens,
                       temperature=temperature, api_key_env=api_key_env, **opts)
@@ -537,8 +546,6 @@ def _rag_opts(mode, rag_tokens, chunk_tokens, chunk_overlap, top_k, retriever, e
 
 def _price_option(value: str | None) -> str | None:
     """``--price``: two non-negative numbers IN,OUT (a usage error naming the option otherwise)."""
-    from ctxbench.run.spend import parse_price
-
     try:
         parse_price(value)
     except InputError as e:
@@ -548,8 +555,6 @@ def _price_option(value: str | None) -> str | None:
 
 def _efforts(value: Optional[str]) -> Optional[str]:
     """--reasoning-effort: comma-separated efforts of ctxbench.models.effort.EFFORTS."""
-    from ctxbench.models.effort import parse_efforts
-
     try:
         parse_efforts(value)
     except ValueError as e:
@@ -622,9 +627,6 @@ def evaluate_cmd(
                                                                     "budget_tokens, Gemini thinkingBudget)"),
 ) -> None:
     """Evaluate a model on a build; appends to BUILD/responses.parquet (reruns make no stored call again)."""
-    from ctxbench.run.evaluate import evaluate_build
-    from ctxbench.models.local_server import EMBEDDED_MODEL, LocalServer
-
     try:
         cfg = _eval_cfg(model, base_url, concurrency, samples, per_length, prompt_variant, max_tokens, temperature,
                         api_key_env, language=language, question_language=question_language,
@@ -636,9 +638,6 @@ def evaluate_cmd(
                         **_rag_opts(mode, rag_tokens, chunk_tokens, chunk_overlap, top_k, retriever, embedding_model))
         _warn_unknown_model(model, base_url)
         if dry_run:
-            from ctxbench.run.dryrun import estimate
-            from ctxbench.core.errors import EmptySelection
-
             try:
                 est = estimate(build, cfg)
             except EmptySelection as e:  # exit 1 as evaluate does for the same selection
@@ -649,7 +648,6 @@ def evaluate_cmd(
             return
         local = model == EMBEDDED_MODEL and not base_url
         if max_cost is not None:  # a model without a price is refused before the progress bar (issue 32 item 9)
-            from ctxbench.run.spend import cap_prices
 
             cap_prices(model, cfg.price, batch)
         with _progress() as p, _said_retries(p.console):
@@ -663,12 +661,8 @@ def evaluate_cmd(
 
 def _price(value: str | None, max_cost: float | None) -> tuple[float, float] | None:
     """``--price IN,OUT`` parsed (:func:`ctxbench.run.spend.parse_price`); InputError when given without --max-cost."""
-    from ctxbench.run.spend import parse_price
-
     p = parse_price(value)
     if p is not None and max_cost is None:
-        from ctxbench.core.errors import InputError
-
         raise InputError("--price is the price --max-cost counts at: give --max-cost USD with it")
     return p
 
@@ -676,9 +670,6 @@ def _price(value: str | None, max_cost: float | None) -> tuple[float, float] | N
 def _warn_unknown_model(model: str, base_url: str | None) -> None:
     """Print :func:`ctxbench.models.registry.unknown_model_warning` (a misspelt name such as ``gtp-4o``) on
     stderr; the command goes on."""
-    from ctxbench.models.local_server import EMBEDDED_MODEL
-    from ctxbench.models.registry import unknown_model_warning
-
     if model != EMBEDDED_MODEL and (w := unknown_model_warning(model, base_url)):
         console.print(w, markup=False)
 
@@ -793,11 +784,6 @@ def backfill_cmd(
     """Add one model to every existing build under --runs (the `backfill` flow's library call): calls only that
     model, appends its rows to each build's responses.parquet (other models' rows are never rewritten), rebuilds
     nothing; answers another build already got come from the response cache."""
-    from ctxbench.run.backfill import BackfillConfig
-    from ctxbench.core.storage import build_benchmark, find_builds
-    from ctxbench.run.evaluate import evaluate_build
-    from ctxbench.models.local_server import EMBEDDED_MODEL, LocalServer
-
     try:
         cfg = BackfillConfig(model=_eval_cfg(model, base_url, concurrency, samples, per_length, prompt_variant,
                                              max_tokens, 0.0, api_key_env),
@@ -836,9 +822,6 @@ def screen_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, hel
                concurrency: int = typer.Option(8, min=1, help="calls in flight")) -> None:
     """Closed-book screen (LURCH): flag instances a model answers correctly without the context;
     writes BUILD/closed_book.parquet (evaluate --exclude-closed-book leaves them out)."""
-    from ctxbench.analysis.closed_book import screen_build
-    from ctxbench.models.local_server import EMBEDDED_MODEL, LocalServer
-
     try:
         s = screen_build(build, model, base_url, api_key_env, concurrency,
                          server=LocalServer if model == EMBEDDED_MODEL and not base_url else None)
@@ -861,8 +844,6 @@ def label_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help
               model: Optional[str] = typer.Option(None, callback=check_text, help="only this model's answers"),
               seed: int = typer.Option(0, min=0, help="sample seed")) -> None:
     """Label a sample of answers by hand (correct / partial / incorrect) for judge validation (`ctxbench kappa`)."""
-    from ctxbench.analysis.agreement import label_sample, read_labels
-
     try:
         done = {x.get("request_key") for x in read_labels(out)} if out.exists() else set()
         items = label_sample(build, n - len(done), seed, model, exclude=done) if n > len(done) else []
@@ -872,8 +853,6 @@ def label_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help
                       f"gold answer: c = correct, p = partial, i = incorrect, s = skip, q = quit.")
     labelled = 0
     for k, it in enumerate(items, 1):
-        from ctxbench.scoring.numbers import display_number
-
         gold = "\n".join("  " + " | ".join("NULL" if v is None else display_number(v) if isinstance(v, float)
                                             else str(v) for v in row) for row in it["gold"])
         out_console.print(f"\n[{k}/{len(items)}] {it['instance_id']} ({it['model']}, {it['mode']})\n"
@@ -903,8 +882,6 @@ def kappa_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help
     judges of every prompt, matchers and fallbacks; writes BUILD/kappa.parquet for the report."""
     import pyarrow as pa
 
-    from ctxbench.analysis.agreement import judge_agreement
-    from ctxbench.core.storage import write_parquet
 
     try:
         rows, counts = judge_agreement(build, labels, threshold)
@@ -937,8 +914,6 @@ def score_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help
               judge_api_key_env: Optional[str] = typer.Option(
                   None, callback=check_env, help="env variable with the judge's key for --judge-base-url")) -> None:
     """Score every stored response; writes BUILD/scores.parquet."""
-    from ctxbench.run.score import score_build, tagging_text
-
     if judge_prompt and not judge:
         _fail(CtxbenchError("--judge-prompt names the prompt of an LLM judge: give the judge model with --judge MODEL"))
     try:
@@ -972,7 +947,6 @@ def score_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help
                       markup=False)
         raise typer.Exit(1)
     if s.matcher_errors:  # a matcher's bug: the rest is scored, these responses are set aside and the run fails
-        from ctxbench.run.score import SCORE_ERRORS
 
         by = Counter(e["matcher"] for e in s.matcher_errors)
         console.print(f"error: {len(s.matcher_errors)} response(s) not scored by a matcher that raised ("
@@ -997,8 +971,6 @@ def plan_cmd(accuracy: Optional[float] = typer.Option(None, min=0.0, max=1.0,
                                                   help="the build to cost and count tiers on (default: --pilot)"),
              as_json: bool = typer.Option(False, "--json", help="print only a JSON object")) -> None:
     """Instances per model needed to detect a difference D between two models, their cost and the tiers needed."""
-    from ctxbench.run.planning import make_plan
-
     try:
         p = make_plan(accuracy, mde, power, alpha, pilot, models.split(",") if models else None, build)
     except USER_ERRORS as e:
@@ -1056,7 +1028,6 @@ def verify_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, hel
     track and status, exits 1 when an instance fails."""
     import os
 
-    from ctxbench.verify import CERTIFICATES, SOURCE_DATA_ENV, verify_build
 
     if source_data is not None:
         os.environ[SOURCE_DATA_ENV] = str(source_data)
@@ -1082,9 +1053,6 @@ def report_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, hel
                                           "stable_floor=0.5, variants=chain); defaults: assets/analysis/needles.yaml")
                ) -> None:
     """Write BUILD/report/index.html (and the same numbers as Parquet)."""
-    from ctxbench.run.incremental import rescore_if_unreadable
-    from ctxbench.report import build_report
-
     opts = {"regime": regime} if regime else None
     _check_report_options(opts)
     try:
@@ -1106,8 +1074,6 @@ def compare_cmd(dirs: list[Path] = typer.Argument(..., exists=True, file_okay=Fa
                                                        "leaderboard")) -> None:
     """Leaderboard across runs: OUT/index.html (models x benchmarks x context lengths, Avg/wAvg with 95% CIs, on
     comparable instances only), OUT/*.parquet and the DuckDB catalogue OUT/catalogue.duckdb over every build."""
-    from ctxbench.report.compare import compare_runs
-
     try:
         r = compare_runs(dirs, out, force=force)
     except USER_ERRORS as e:
@@ -1123,9 +1089,6 @@ def compare_cmd(dirs: list[Path] = typer.Argument(..., exists=True, file_okay=Fa
 def _check_report_options(opts: dict | None) -> None:
     """Each report option checked by the track that reads it (``Track.report_options``) before anything is read;
     an option no track reads is an error."""
-    from ctxbench.cli.options import check_reference
-    from ctxbench.core.track import tracks
-
     for key, values in (opts or {}).items():
         refs = [t.report_options[key] for t in tracks() if key in t.report_options]
         if not refs:
@@ -1138,8 +1101,6 @@ def _check_report_options(opts: dict | None) -> None:
 
 
 def _export_format(value: str) -> str:
-    from ctxbench.run.export import FORMATS
-
     if value not in FORMATS:
         raise typer.BadParameter(f"unknown export format {value!r}: use {', '.join(FORMATS)}")
     return value
@@ -1163,8 +1124,6 @@ def export_cmd(
     force: bool = typer.Option(False, "--force", help="replace the content of a non-empty --out"),
 ) -> None:
     """Export builds as Parquet, a Hugging Face datasets directory, an inspect_ai task, or chat JSONL."""
-    from ctxbench.run.export import export_build
-
     try:
         r = export_build(build, format, out, test_fraction=test_fraction, seed=seed, prompt_variant=prompt_variant,
                          model=model, force=force)
@@ -1184,8 +1143,6 @@ def print_results(build: Path, paths: bool = True) -> None:
     (``run`` prints both; ``score`` and ``report`` the table, when something is scored). Where models side by side
     were scored on different instances, says so and prints the table of the shared instances beside it
     (:func:`print_shared_comparison`)."""
-    from ctxbench.report import results_table
-
     rows = results_table(build, primary_only=True)
     if not rows and not paths:
         return
@@ -1201,8 +1158,6 @@ def print_results(build: Path, paths: bool = True) -> None:
 def _length_table(rows: list[dict], title: str) -> Table:
     """A table of :func:`ctxbench.analysis.core.results_table` rows with each model's Avg over lengths;
     ``cut off``: replies of the row the output budget ended (each scored 0 and counted in the score)."""
-    from ctxbench.scoring.metrics import length_averages
-
     t = Table(title=title)
     for c in ("model", "mode", "matcher", "context length", "instances", "score", "95% CI", "cut off"):
         t.add_column(c, justify="right" if c not in ("model", "mode", "matcher") else "left")
@@ -1228,8 +1183,6 @@ def print_shared_comparison(build: Path) -> bool:
     """Where models side by side in a build's results were scored on different instances (e.g. each evaluated
     its own sample): print a warning naming, per context length, each model's instance count and the shared count,
     then the results table over the shared instances only. Returns whether it printed anything."""
-    from ctxbench.analysis.core import differing_samples, instance_scores, length_rows, primary_rows, shared_instance_rows
-
     rows = primary_rows(instance_scores(build)[0])
     diff = differing_samples(rows)
     if not diff:
@@ -1266,8 +1219,6 @@ def fetch_s2_cmd(
     """Fetch SciTrek-style article clusters from Semantic Scholar (API key from $S2_API_KEY): PDFs + metadata.json."""
     from semanticscholar.SemanticScholarException import BadQueryParametersException, ObjectNotFoundException
 
-    from ctxbench.core.errors import InputError
-    from ctxbench.sources.s2 import FetchConfig, fetch_clusters
 
     try:
         cfg = FetchConfig(subjects=[x.strip() for x in subjects.split(",") if x.strip()],
@@ -1327,7 +1278,6 @@ class _RunProgress:
         """The heartbeat line now, or None when no call of the current model is in flight."""
         import time
 
-        from ctxbench.core.progress import clock, flights, server_status
 
         if self._calls is None:
             return None
@@ -1347,8 +1297,6 @@ class _RunProgress:
     def _eta_now(self, now: float) -> float:
         """The ETA to show now, by the one rule of every line (calls and heartbeat): :func:`progress.eta_estimate`
         moved by :func:`progress.eta_step` from the ETA last shown."""
-        from ctxbench.core.progress import eta_estimate, eta_step
-
         _, done, total = self._calls
         est = eta_estimate(done, total, now - self.calls_t0, now - self._done_at)
         prev = self._eta
@@ -1359,8 +1307,6 @@ class _RunProgress:
     def _eta_text(self, now: float) -> str:
         """``ETA m:ss``; once the ETA has run down to 0 with calls left (the last calls running longer than the
         others took), ``ETA 0:00, overdue by m:ss`` counting up, so the line still moves at every heartbeat."""
-        from ctxbench.core.progress import clock
-
         left = self._eta_now(now)
         if left >= 0.5:
             self._due_at = None
@@ -1479,11 +1425,6 @@ def run_cmd(
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     # the temporary Prefect API server may take more than its default 20 s to start on busy cores
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
-    from ctxbench.cli.options import config_values
-    from ctxbench.run.evaluate import EvalConfig, EvalSummary
-    from ctxbench.core.storage import resolve_build
-    from ctxbench.models.local_server import EMBEDDED_MODEL
-    from ctxbench.core.track import default_track
 
     track = default_track()
     specs = _run_build_specs(track)
@@ -1494,7 +1435,6 @@ def run_cmd(
         _fail(e, names)
     if engine not in ("prefect", "luigi"):
         _fail(CtxbenchError(f"--engine {engine}: use prefect or luigi"))
-    from ctxbench.core.outdir import claim_out_dir, is_run_root
 
     try:  # the rule of every --out (ctxbench.core.outdir), said before anything starts
         claim_out_dir(out, "run", force=force, own={"latest"}, is_own=is_run_root(out), what="run root")
@@ -1525,14 +1465,11 @@ def run_cmd(
         console.print(f"{EMBEDDED_MODEL} is a 135M-parameter model: expect scores near zero. It is here to show the "
                       f"pipeline, not to rank models (a real model: ctxbench run --model NAME [--base-url URL]).",
                       markup=False)
-    from ctxbench.run.engine_log import engine_log, write_traceback
-    from ctxbench.core.progress import listening
 
     log = out / "run.log"
     res: dict = {}
     try:
         if embedded:  # a missing runtime or GGUF is said before the build, not after
-            from ctxbench.models.local_server import embedded_gguf, embedded_runtime
 
             embedded_runtime()
             embedded_gguf()
@@ -1541,8 +1478,6 @@ def run_cmd(
                              rag_tokens=_ints(rag_tokens, "--rag-tokens") if rag_tokens else None)]
         with _RunProgress() as shown, listening(shown):
             if engine == "luigi":
-                from ctxbench.core.extras import require
-
                 require("luigi", "run --engine luigi")
                 from pipelines.luigi_tasks import run_luigi
 
@@ -1576,7 +1511,6 @@ def run_cmd(
     s = _run_summary(res, model)
     rc = _report_evaluation(EvalSummary(**{k: v for k, v in s.items() if k in EvalSummary.__dataclass_fields__}),
                             build) if s else 0
-    from ctxbench.report import results_table
 
     stored = sum(r.get("cut_off", 0) for r in results_table(build, primary_only=True) if r["model"] == model)
     if stored and not (s or {}).get("cut_off"):  # a rerun: the cut-off replies were stored by an earlier run
@@ -1585,8 +1519,6 @@ def run_cmd(
                       f"and rerun to ask them again", markup=False)
     if rc:
         raise typer.Exit(rc)
-    from ctxbench.models.runner import asked_again
-    from ctxbench.core.storage import read_table
 
     rows = [r for r in read_table(build / "responses.parquet", "responses")
             .select(["instance_id", "model", "status", "error"]).to_pylist()
@@ -1611,7 +1543,6 @@ def _run_build_specs(track):
     definitions ``build <track>`` uses), with ``--lengths`` defaulting to :data:`RUN_LENGTHS`."""
     import dataclasses
 
-    from ctxbench.cli.options import option_specs
 
     return [dataclasses.replace(s, default=RUN_LENGTHS) if s.field == "lengths" else s
             for s in option_specs(track.Config, track.cli_names, track.cli_hidden, track.cli_checks)]
@@ -1620,9 +1551,6 @@ def _run_build_specs(track):
 def _run_command() -> click.Command:
     """The ``ctxbench run`` command: :func:`run_cmd`'s own options, then every build option of the default track
     (generated from its Config as for ``build``; made when asked for, so that other commands import no track)."""
-    from ctxbench.cli.options import parameters
-    from ctxbench.core.track import default_track
-
     own = [p for p in inspect.signature(run_cmd).parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
     taken = {p.name for p in own}
     params = own + [p for p in parameters(_run_build_specs(default_track())) if p.name not in taken]
@@ -1655,8 +1583,6 @@ def questions_import_cmd(
     """Import Spider-format questions whose answer is unambiguous as query sets for `build holobench --queries`.
     Exit status 0 when at least one question was written to a query set, 1 when none was (the report is written
     either way), 2 when the question file or a directory cannot be used."""
-    from ctxbench.questions.importer import REPORT, import_questions
-
     try:
         r = import_questions(spider, db_dir, out, integer_division=integer_division, force=force)
     except USER_ERRORS as e:

@@ -34,6 +34,10 @@ import typer
 import yaml
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
+from ctxbench.core.config import yaml_error_message
+from ctxbench.core.errors import CtxbenchError
+from ctxbench.sources.loaders import input_files
+from ctxbench.tokenizers import available_tokenizers
 
 
 @dataclass(frozen=True)
@@ -112,7 +116,6 @@ def check_tokenizer(value: str | None) -> str | None:
     """A registered tokenizer name (``ctxbench.tokenizers``) or ``hf:<tokenizer.json path or hub id>``."""
     if value is None:
         return value
-    from ctxbench.tokenizers import available_tokenizers
 
     names = available_tokenizers()
     if value not in names and not (value.startswith("hf:") and len(value) > 3):
@@ -137,8 +140,6 @@ def check_db(value: str | None) -> str | None:
     """``nycflights13`` or an SQLite file (a directory ``X`` holding ``X.sqlite``, Spider's layout, names it)."""
     if value is None:
         return value
-    from ctxbench.core.errors import CtxbenchError
-    from ctxbench.sources.loaders import input_files
 
     if not value.strip():
         raise typer.BadParameter("give a SQLite file or nycflights13")
@@ -343,8 +344,6 @@ def config_values(specs: list[OptionSpec], given: Mapping[str, Any]) -> dict[str
             try:
                 v = yaml.safe_load(v)
             except yaml.YAMLError as e:
-                from ctxbench.core.config import yaml_error_message
-
                 raise typer.BadParameter(yaml_error_message(e, f"--{s.flag}", v, "value")) from None
         out[s.field] = v
     return out

@@ -33,6 +33,8 @@ from pathlib import Path
 from ctxbench.core.config import ctxbench_home
 from ctxbench.core.errors import CtxbenchError
 from ctxbench.core.hashing import file_sha256
+from ctxbench.convert.layout import pdfium_markdown, pdfminer_markdown, pdfplumber_markdown
+from ctxbench.core.hashing import stable_hash
 
 # bump when the offline converter's output changes: it is part of the version, so cached conversions are redone
 # (the code's hash is part of it too: converter_code_hash)
@@ -201,16 +203,10 @@ def convert_in_child(name: str, path: str) -> dict:
     try:
         pages, _ = preflight(Path(path))
         if name == "pdfminer-layout":
-            from ctxbench.convert.layout import pdfminer_markdown
-
             md, pages = pdfminer_markdown(path)
         elif name == "pdfium-text":
-            from ctxbench.convert.layout import pdfium_markdown
-
             md, pages = pdfium_markdown(path)
         elif name == "pdfplumber-text":
-            from ctxbench.convert.layout import pdfplumber_markdown
-
             md, pages = pdfplumber_markdown(path)
         else:
             raise CtxbenchError(f"converter {name!r} does not run in the worker")
@@ -311,8 +307,6 @@ def convert_cache_dir() -> Path:
 
 
 def _cache_path(cache_dir: Path, sha: str, name: str, version: str) -> Path:
-    from ctxbench.core.hashing import stable_hash
-
     return cache_dir / sha[:2] / f"{sha}-{stable_hash(name, version, length=12)}.json"
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from ctxbench.core.errors import InputError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -123,7 +124,6 @@ def read_yaml(path: str | Path, what: str = "file"):
     set")."""
     import yaml
 
-    from ctxbench.core.errors import InputError
 
     p = Path(path)
     try:
@@ -148,7 +148,6 @@ def check_keys(data, known, where: str | Path, what: str = "top-level key") -> N
     probably meant (``difflib.get_close_matches``), else the keys there are. ``where`` names the file."""
     import difflib
 
-    from ctxbench.core.errors import InputError
 
     if not isinstance(data, dict):
         return

@@ -18,6 +18,9 @@ from ctxbench import __version__
 from ctxbench.core.errors import InputError
 from ctxbench.core.hashing import file_sha256
 from ctxbench.core.outdir import BUILD_ENTRIES
+from ctxbench.core.outdir import check_out_dir as check_dir
+from ctxbench.core.storage import parts_dir
+from ctxbench.core.track import find_track
 
 
 @dataclass
@@ -51,8 +54,6 @@ def check_out_dir(out: str | Path, build_hash: str, force: bool = False) -> Buil
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out} is a file: pass a directory for the build")
     if not mpath.exists():
-        from ctxbench.core.outdir import check_out_dir as check_dir
-
         check_dir(out, "build", force=force, own=BUILD_ENTRIES, what="build")  # the rule of every --out
         return None
     try:
@@ -77,8 +78,6 @@ def check_out_dir(out: str | Path, build_hash: str, force: bool = False) -> Buil
 def clear_replaced_build(out: Path) -> None:
     """Before writing a build over an old one (``--force``): remove the manifest (written again last) and the
     evaluation tables and report, which belong to the old instances."""
-    from ctxbench.core.storage import parts_dir
-
     (out / "manifest.json").unlink(missing_ok=True)
     for name in ("responses.parquet", "scores.parquet"):
         (out / name).unlink(missing_ok=True)
@@ -156,7 +155,6 @@ def track_source(name: str) -> TrackSource | None:
     """The :class:`TrackSource` of the registered track ``name`` (None when none is registered by that name)."""
     import sys
 
-    from ctxbench.core.track import find_track
 
     t = find_track(name)
     if t is None:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxbench.core.errors import CtxbenchError, InputError
+from ctxbench import __version__
 
 MARKER = ".ctxbench-output.json"
 SHOWN = 5  # entries named in the refusal
@@ -92,8 +93,6 @@ def mark_out_dir(out: str | Path, command: str) -> None:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if marked_by(out) != command:
-        from ctxbench import __version__
-
         (out / MARKER).write_text(json.dumps({"command": command, "ctxbench": __version__}) + "\n", encoding="utf-8")
 
 

@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from ctxbench.core.redact import redact
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,6 @@ def emit(stage: str, detail: str = "", done: int | None = None, total: int | Non
     """Tell every listener (none: nothing happens). A listener's exception is not the run's: it is dropped."""
     if not _listeners:
         return
-    from ctxbench.core.redact import redact
 
     ev = Event(stage, redact(detail), done, total)  # a retry's reason may quote a server echoing the key
     for fn in list(_listeners):

@@ -402,8 +402,6 @@ def write_json(obj: Any, path: str | Path) -> None:
 
 def require_build(build_dir: str | Path) -> Path:
     """``build_dir`` as a Path. Raises InputError when it holds no ``instances.parquet``."""
-    from ctxbench.core.errors import InputError
-
     build_dir = Path(build_dir)
     if not (build_dir / "instances.parquet").exists():
         raise InputError(f"{build_dir} is not a build directory (no instances.parquet): run `ctxbench build` first")

@@ -111,6 +111,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ctxbench.core.errors import InputError
+from ctxbench.core.outdir import check_build_out, out_dir_lock
+from ctxbench.core.progress import emit
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -352,8 +354,6 @@ def run_stages(track: Track, cfg: BaseModel, out: str | Path, *, force: bool = F
     (:func:`ctxbench.core.outdir.out_dir_lock`): raises DirectoryBusy when another process is building into it."""
     state = initial_state(track, cfg, out, force, versioned, progress, **inputs)
     result: Any = None
-    from ctxbench.core.outdir import check_build_out, out_dir_lock
-    from ctxbench.core.progress import emit
 
     # one build at a time per --out (ctxbench.core.outdir); a refused --out gets no lock file
     with out_dir_lock(out, check=lambda: check_build_out(out, force, versioned)):

@@ -37,6 +37,7 @@ from typing import Any, Mapping
 from sqlglot import exp
 
 from ctxbench.core.errors import InputError
+from ctxbench.questions.sqlinfo import parse_sql
 
 
 def merge_spans(spans: list[list[int]]) -> list[tuple[int, int]]:
@@ -276,8 +277,6 @@ def sql_derivation_graph(sql: str) -> DerivationGraph:
     ``SELECT name FROM airports`` a single lookup (depth 1: the answer is read from the evidence). Raises
     InputError when the SQL does not parse.
     """
-    from ctxbench.questions.sqlinfo import parse_sql
-
     b = _Builder()
     b.g.answer = b.query(parse_sql(sql), {})
     return b.g

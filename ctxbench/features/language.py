@@ -22,6 +22,10 @@ import sqlite3
 import threading
 from collections import OrderedDict
 from functools import lru_cache
+from ctxbench.core import sidecar
+from ctxbench.core.config import cache_dir
+from ctxbench.core.sidecar import SidecarError
+from ctxbench.models.cache import open_wal
 
 SEED = 0
 RULE = "langdetect seeded, zh for Han-only text (v1)"  # changes with _detect's rule: the store's keys follow it
@@ -59,8 +63,6 @@ class _Store:
         self._prefix = b""
 
     def _open(self) -> sqlite3.Connection | None:
-        from ctxbench.core.config import cache_dir
-
         if os.environ.get("CTXBENCH_LANGUAGE_CACHE", "").strip().lower() in ("off", "0", "false", "no"):
             return None
         path = str(cache_dir() / "language.sqlite")
@@ -74,8 +76,6 @@ class _Store:
                 version = "?"
             self._prefix = f"{version}|{SEED}|{RULE}|".encode()
             try:
-                from ctxbench.models.cache import open_wal  # many processes open the store at once, as the response cache
-
                 os.makedirs(os.path.dirname(path), exist_ok=True)
                 con = sqlite3.connect(path, timeout=30, check_same_thread=False, isolation_level=None)
                 open_wal(con, 30.0, ("CREATE TABLE IF NOT EXISTS codes (key BLOB PRIMARY KEY, code TEXT)",))
@@ -146,7 +146,6 @@ def _detect_now(sample: str) -> str | None:
 def warm_up() -> None:
     """Start the build's language helper process (ctxbench.core.sidecar) and have it load langdetect's profiles, so
     that :func:`prefetch_languages` hands it the contexts later. Builds call this at their first stage."""
-    from ctxbench.core import sidecar
     if sidecar.start("language") is not None:
         sidecar.submit("ctxbench.features.language:load_profiles", helper="language")
 
@@ -174,7 +173,6 @@ def prefetch_languages(texts: list[str | None], windows: int = 5, window_chars: 
     """Have the build's helper process (ctxbench.core.sidecar, when one runs) detect the languages of ``texts`` while
     this process goes on; :func:`detect_language` then takes its answer instead of detecting again (same code,
     same seeded result). Without a helper this does nothing."""
-    from ctxbench.core import sidecar
     if sidecar.current("language") is None:
         return
     samples = list(dict.fromkeys(_sample(t, max(2, windows), window_chars) for t in texts if t and t.strip()))
@@ -200,8 +198,6 @@ def detect_language(text: str | None, windows: int = 5, window_chars: int = 2000
         return _RESOLVED[sample]
     got = _PREFETCHED.pop(sample, None)
     if got is not None:
-        from ctxbench.core.sidecar import SidecarError
-
         try:
             code = got[0].result()[got[1]]
         except SidecarError:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from ctxbench.tokenizers import get_tokenizer
 
 _CJK = "\u2e80-\u2fff\u3040-\u9fff\uf900-\ufaff\uac00-\ud7af\U00020000-\U0003134f"  # CJK punctuation (U+3000-303F) excluded
 _CJK_RUN = re.compile(f"[{_CJK}]+")
@@ -88,8 +89,6 @@ def span_sentences(context: str, spans: list[list[int]], tokenizer: str) -> list
     """The text of each evidence span (``[start, end)`` token offsets in ``context`` of the registered
     ``tokenizer``): the evidence sentences of a track that stores spans but no sentence (a plugin track).
     Raises TokenizerError when the tokenizer cannot be loaded."""
-    from ctxbench.tokenizers import get_tokenizer
-
     if not spans:
         return []
     _ids, starts = get_tokenizer(tokenizer).char_starts(context)

@@ -38,6 +38,8 @@ from ctxbench.core.redact import redact
 from ctxbench.core.redact import register as register_secret
 from ctxbench.models.gateway import (CallResult, ErrorInfo, PermanentError, TransientError, classify, classify_error,
                       error_in_body, reply_result)
+from ctxbench.models import quiet_litellm
+from ctxbench.models.cache import model_provider
 
 TERMINAL = ("completed", "failed", "expired", "cancelled")  # a batch in one of these states runs no more
 RESEND_CODES = ("batch_expired", "batch_cancelled")  # per-request errors that only mean "not run": send again
@@ -71,8 +73,6 @@ def batch_protocol(model: str, base_url: str | None, backend: str = "auto") -> t
     ``("openai", "litellm")`` for an OpenAI model at its own endpoint (or ``backend="litellm"``), ``("openai",
     "http")`` for an OpenAI-compatible ``--base-url``. Raises InputError naming the model for a provider whose
     batch API ctxbench does not send."""
-    from ctxbench.models.cache import model_provider
-
     provider = model_provider(model)
     if provider == "anthropic":
         return "anthropic", "http"
@@ -311,7 +311,6 @@ class OpenAILitellmBatch(OpenAIHTTPBatch):
         return kw
 
     async def _call(self, fn: str, **kw):
-        from ctxbench.models import quiet_litellm
         litellm = quiet_litellm()
 
         try:

@@ -27,6 +27,10 @@ from typing import Any
 
 from ctxbench.core.config import cache_dir
 from ctxbench.core.hashing import canonical_json
+from ctxbench.core.storage import writing
+from ctxbench.models import quiet_litellm
+from ctxbench.models.local_server import embedded_endpoint
+from ctxbench.models.registry import model_info
 
 
 def request_key(model: str, messages: list[dict], sampling: dict[str, Any], max_tokens: int, sample: int,
@@ -92,7 +96,6 @@ def model_provider(model: str) -> str | None:
     if prefix in set(PROVIDER_HOSTS.values()):
         return prefix
     try:
-        from ctxbench.models import quiet_litellm
         litellm = quiet_litellm()
 
         return litellm.get_llm_provider(model)[1]
@@ -125,11 +128,7 @@ def key_endpoint(model: str, base_url: str | None) -> str | None:
     Raises CtxbenchError for such a model when no runtime is installed."""
     ep = endpoint_id(model, base_url)
     if ep is None and not base_url:
-        from ctxbench.models.registry import model_info
-
         if model_info(model).local:
-            from ctxbench.models.local_server import embedded_endpoint
-
             return embedded_endpoint()
     return ep
 
@@ -221,7 +220,6 @@ class ResponseCache:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._busy_timeout_s = busy_timeout_s
-        from ctxbench.core.storage import writing
 
         with writing(self.path):  # a full disk names the cache file ($CTXBENCH_HOME), never a bare "disk I/O error"
             self._con = sqlite3.connect(self.path, check_same_thread=False, timeout=busy_timeout_s)
@@ -230,8 +228,6 @@ class ResponseCache:
     def _write(self, fn):
         """``fn()`` under this object's lock, retried while the file is locked (:func:`_retry_locked`). Raises
         ctxbench.core.storage.DiskFull naming the cache file when its disk is full."""
-        from ctxbench.core.storage import writing
-
         with self._lock, writing(self.path):
             return _retry_locked(self._con, fn, self._busy_timeout_s)
 

@@ -33,6 +33,9 @@ on the CLI; :func:`display_model` is the label the report and ``compare`` show (
 from __future__ import annotations
 
 from typing import Any
+from ctxbench.models import quiet_litellm
+from ctxbench.models.cache import PROVIDER_HOSTS
+from ctxbench.models.gateway import is_length_finish
 
 EFFORTS = ("none", "low", "medium", "high")
 # litellm's defaults (litellm.constants DEFAULT_REASONING_EFFORT_*_THINKING_BUDGET), fixed here so that the request
@@ -69,7 +72,6 @@ def provider_of(model: str, base_url: str | None = None) -> str:
     if base_url:
         from urllib.parse import urlsplit
 
-        from ctxbench.models.cache import PROVIDER_HOSTS
 
         host = urlsplit(base_url).netloc.lower()
         p = PROVIDER_HOSTS.get(host)
@@ -77,8 +79,6 @@ def provider_of(model: str, base_url: str | None = None) -> str:
             return "openai_compatible"
         return p if p in ("openai", "anthropic", "gemini") else "other"
     try:
-        from ctxbench.models import quiet_litellm
-
         _, p, _, _ = quiet_litellm().get_llm_provider(model)
     except Exception:  # noqa: BLE001 - an unknown name: litellm fails on the call itself, with its own message
         return "other"
@@ -175,6 +175,4 @@ def is_cut_off(row: dict) -> bool:
     """Whether a stored reply was cut off by the output budget: status ``cut_off``, or a length-like
     ``finish_reason`` (OpenAI ``length``, Anthropic ``max_tokens``, Gemini ``MAX_TOKENS``) where the table has
     one."""
-    from ctxbench.models.gateway import is_length_finish
-
     return row.get("status") == "cut_off" or is_length_finish(row.get("finish_reason"))

@@ -35,6 +35,9 @@ from ctxbench.core import progress
 from ctxbench.core.redact import install as _install_redaction
 from ctxbench.core.redact import redact, register_url
 from ctxbench.core.redact import register as register_secret
+from ctxbench.core.errors import InputError
+from ctxbench.models import quiet_litellm
+from ctxbench.models.pricing import model_prices
 
 _install_redaction()  # every log record and warning of a process that calls models is redacted (ctxbench.core.redact)
 
@@ -305,8 +308,6 @@ def missing_credentials(model: str, base_url: str | None = None) -> list[str]:
     if base_url:
         return []
     try:
-        from ctxbench.models import quiet_litellm
-
         env = quiet_litellm().validate_environment(model=model)
     except Exception:  # noqa: BLE001  a check that cannot be made is no reason to stop: the call will say
         return []
@@ -320,8 +321,6 @@ def require_credentials(model: str, base_url: str | None = None, what: str = "mo
     (:func:`missing_credentials`), naming the variable(s); nothing happens when they are set."""
     missing = missing_credentials(model, base_url)
     if missing:
-        from ctxbench.core.errors import InputError
-
         either = missing[0] if len(missing) == 1 else "one of " + ", ".join(missing)
         raise InputError(f"{what} {model}: its provider's key is not set: export {either} (or call a server with "
                          f"--base-url URL [--api-key-env NAME]); nothing was called")
@@ -658,7 +657,6 @@ class Gateway:
 
     async def _once_litellm(self, messages: list[dict], max_tokens: int, sampling: dict[str, Any]) -> CallResult:
         t0 = time.perf_counter()
-        from ctxbench.models import quiet_litellm
         litellm = quiet_litellm()
 
         # a provider that lacks a parameter (seed, response_format) ignores it; not for a base URL, where litellm
@@ -1164,8 +1162,6 @@ def cost_usd(model: str, prompt_tokens: int | None, completion_tokens: int | Non
     if prompt_tokens is None or completion_tokens is None:
         return None
     try:
-        from ctxbench.models.pricing import model_prices
-
         prices = model_prices(model, batch=batch)
         if prices is None:
             return None

@@ -32,6 +32,8 @@ import httpx
 
 from ctxbench.core.config import installed_file
 from ctxbench.core.errors import CtxbenchError
+from ctxbench.core import progress
+from ctxbench.core.progress import emit
 
 EMBEDDED_MODEL = "smollm2-135m-instruct"
 EMBEDDED_WINDOW = 8192  # llama.context_length in the GGUF: the model's real window
@@ -283,8 +285,6 @@ class LocalServer:
         that is missing or not a model) when the server exits at start, or when it does not answer within
         ``startup_timeout_s``; no server process is left behind either way, nor when the start is interrupted
         (KeyboardInterrupt included), which a long-lived process (a notebook, a pipeline worker) would keep."""
-        from ctxbench.core.progress import emit
-
         for attempt in range(1, BIND_ATTEMPTS + 1):
             try:
                 started = self._start(emit)
@@ -328,7 +328,6 @@ class LocalServer:
             # a 200 counts only from our server: another one may answer on the port ours is failing to bind
             if ok and self.proc.poll() is None and listens_on(self.proc.pid, self.port) is not False:
                 emit("model", f"{self.alias} ready on 127.0.0.1:{self.port} in {time.monotonic() - started:.1f} s")
-                from ctxbench.core import progress
                 progress.set_server_status(self.alias, self.activity)
                 return True
             time.sleep(0.3)
@@ -364,7 +363,6 @@ class LocalServer:
         return f"{n} tokens generated" if n else "reading the prompt"
 
     def __exit__(self, *exc) -> None:
-        from ctxbench.core import progress
         progress.set_server_status(self.alias, None)
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ctxbench.models.registry import provider_info
+from ctxbench.models import quiet_litellm
+from ctxbench.models.cache import model_provider
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,6 @@ class Prices:
 
 def _entry(model: str) -> dict:
     try:
-        from ctxbench.models import quiet_litellm
         litellm = quiet_litellm()
 
         return litellm.model_cost.get(model) or litellm.model_cost.get(model.split("/", 1)[-1]) or {}
@@ -48,8 +49,6 @@ def _entry(model: str) -> dict:
 
 def provider_of(model: str) -> str | None:
     """The litellm provider of ``model`` (``openai`` for ``gpt-4o``), else None."""
-    from ctxbench.models.cache import model_provider
-
     return _entry(model).get("litellm_provider") or model_provider(model)
 
 

@@ -12,6 +12,8 @@ from functools import lru_cache
 
 from ctxbench.core.config import assets_dir
 from ctxbench.core.errors import InputError
+from ctxbench.core.config import read_yaml
+from ctxbench.core.track import find_track
 
 VARIANTS = ("cot", "direct")
 
@@ -21,15 +23,12 @@ def _prompt_file(name: str = "default") -> dict:
     path = assets_dir() / "prompts" / f"{name}.yaml"
     if name != "default" and not path.exists():
         return _prompt_file("default")
-    from ctxbench.core.config import read_yaml
 
     return read_yaml(path, "prompt file")
 
 
 def _prompts(name: str = "default") -> dict:
     """The prompt keys of a benchmark: its prompt file (else ``default.yaml``) updated by its track's ``prompts``."""
-    from ctxbench.core.track import find_track
-
     track = find_track(name) if name != "default" else None
     extra = dict(track.prompts) if track is not None else {}
     return {**_prompt_file(name), **extra} if extra else _prompt_file(name)

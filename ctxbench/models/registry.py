@@ -8,6 +8,9 @@ from functools import lru_cache
 
 
 from ctxbench.core.config import assets_dir
+from ctxbench.core.config import read_yaml
+from ctxbench.core.errors import InputError, TokenizerError
+from ctxbench.tokenizers import get_tokenizer
 
 
 @dataclass
@@ -58,8 +61,6 @@ def default_output_budget(window: int | None, reasoning: bool) -> int:
 
 @lru_cache(maxsize=1)
 def _registry_file() -> dict:
-    from ctxbench.core.config import read_yaml
-
     return read_yaml(assets_dir() / "models.yaml", "model registry") or {}
 
 
@@ -133,8 +134,6 @@ def unknown_model_warning(name: str, base_url: str | None = None) -> str | None:
 def check_sizing_model(name: str) -> ModelInfo:
     """The registry entry of a model that contexts can be sized for (in ``assets/models.yaml`` with a window and a
     ctxbench tokenizer), without loading the tokenizer. Raises InputError naming the model and the fix."""
-    from ctxbench.core.errors import InputError
-
     info = model_info(name)
     if not info.registered:
         raise InputError(f"model {name!r} is not in assets/models.yaml: add it with its tokenizer, window and "
@@ -150,9 +149,6 @@ def sizing_tokenizer(name: str):
 
     Raises InputError naming the model when it is not in ``assets/models.yaml``, has no window or tokenizer there,
     or its tokenizer cannot be loaded (with what to install); never falls back to another tokenizer."""
-    from ctxbench.core.errors import InputError, TokenizerError
-    from ctxbench.tokenizers import get_tokenizer
-
     info = check_sizing_model(name)
     try:
         return info, get_tokenizer(info.tokenizer)

@@ -23,6 +23,12 @@ from typing import Any, Callable
 
 from ctxbench.models.cache import ResponseCache, claim_owner, endpoint_id, key_endpoint, request_key
 from ctxbench.models.gateway import NOT_ATTEMPTED, CallResult, Gateway, PermanentError, RetryPolicy, TransientError, cost_usd
+from ctxbench.core.errors import InputError
+from ctxbench.models.batch import batch_client, line_result
+from ctxbench.models.gateway import missing_credentials, require_credentials, setting_to_change
+from ctxbench.models.prompts import messages_text
+from ctxbench.models.registry import model_info
+from ctxbench.tokenizers import get_tokenizer
 
 # cached answers; the rest are retried (an ``error`` row is never an answer: the same command asks it again)
 STORED_STATUSES = ("ok", "over_length", "truncated", "cut_off", "refused_by_provider")
@@ -102,8 +108,6 @@ class TruncationCheck:
 
     def expected(self, messages: list[dict]) -> int:
         """Tokens of the messages' text (no template) in this check's tokenizer."""
-        from ctxbench.models.prompts import messages_text
-
         return self.count(messages_text(messages))
 
     def is_truncated(self, reported: int | None, expected: int | None, cached: int | None = None,
@@ -137,8 +141,6 @@ def truncation_check(model: str, count_tokens: Callable[[str], int] | None = Non
     tokenizer) with the exact tolerance unless the registry marks the model's tokenizer approximate; else the
     registry's tokenizer; else a ``cl100k_base`` estimate with a wide tolerance. None when no tokenizer loads (the
     check is then skipped, never guessed)."""
-    from ctxbench.models.registry import model_info
-
     info = model_info(model)
     tol = TOLERANCE_APPROXIMATE if info.approximate else TOLERANCE_EXACT
     if count_tokens is not None:
@@ -147,8 +149,6 @@ def truncation_check(model: str, count_tokens: Callable[[str], int] | None = Non
     if not name or name == "local-server":
         name, tol, exact = "cl100k_base", TOLERANCE_ESTIMATE, False
     try:
-        from ctxbench.tokenizers import get_tokenizer
-
         return TruncationCheck(get_tokenizer(name).count, tol, name, exact)
     except Exception:  # noqa: BLE001 - no tokenizer, no check (a missing file must not stop an evaluation)
         return None
@@ -271,8 +271,6 @@ class CallRunner:
 
     @staticmethod
     def _config_reason(which: str, res: CallResult) -> str:
-        from ctxbench.models.gateway import setting_to_change
-
         err = res.error or ""
         advice = err if err.startswith("configuration error") else f"{setting_to_change(err)}: {err}"
         status = f"HTTP {res.http_status}" if res.http_status else "the same error"
@@ -487,8 +485,6 @@ class CallRunner:
         """Raise InputError naming the variable to set (:func:`~ctxbench.models.gateway.require_credentials`)
         when the provider's key of a model called through litellm (no base URL) is not in the environment and
         some request is not answered by the cache; a fully cached rerun needs no key."""
-        from ctxbench.models.gateway import missing_credentials, require_credentials
-
         if self.base_url or not requests or not missing_credentials(self.model):
             return
         if any(self.cache.get(r.key) is None for r in requests):
@@ -545,8 +541,6 @@ class CallRunner:
         leaves its requests unanswered (``config_error``, not stored, with its message). With ``wait_s``, batches
         still running after that many seconds are left to a rerun: their requests end ``not_attempted`` and
         ``status`` is ``waiting``. Raises InputError where the model's provider has no batch API."""
-        from ctxbench.models.batch import batch_client, line_result
-
         client = batch_client(self.model, self.base_url, self.api_key_env, self.backend, self.policy.timeout_s)
         self._stop = asyncio.Event()
         self._opened = None  # no start gate: the batch's own validation refuses a bad configuration whole
@@ -776,8 +770,6 @@ def complete_all(messages: list[list[dict]], model: str, base_url: str | None = 
 
     out = run_round(messages)
     if runner.status == "config_error":
-        from ctxbench.core.errors import InputError
-
         raise InputError(f"{model}{f' at {base_url}' if base_url else ''}: {runner.pause_reason}")
     if parse is not None and repair is not None and not runner.paused:
         bad = [i for i, c in enumerate(out) if c.status == "ok" and parse(i, c.text) is None]

@@ -59,6 +59,11 @@ from ctxbench.sources.preprocess import DatabaseSpec, normalize_database, normal
 from ctxbench.core.userfiles import open_sqlite_readonly
 from ctxbench.questions.queryset import Question, check_question, check_runs
 from ctxbench.questions.sqlinfo import sql_info
+from ctxbench.core.config import assets_dir
+from ctxbench.core.outdir import claim_out_dir
+from ctxbench.gold.dialect import parse_sqlite
+from ctxbench.verbalize.generate import generate_templates, table_templates
+from ctxbench.verbalize.templates import TemplateSet, load_templates
 
 REPORT = "import_report.jsonl"
 
@@ -360,7 +365,6 @@ def _example(db: PreparedDatabase, columns: list[str], test) -> str:
 
 def parse_ordered(sql: str) -> bool:
     """Whether the SQL's answer is ordered (a top-level ORDER BY). Raises InputError when it does not parse."""
-    from ctxbench.gold.dialect import parse_sqlite
     return parse_sqlite(sql).args.get("order") is not None
 
 
@@ -427,10 +431,6 @@ def _yaml_dump(data: Any) -> str:
 def _templates_for(raw: Database, spec: DatabaseSpec, qs: list[dict], normalized: tuple | None = None
                    ) -> tuple[Any, dict[str, list[str]] | None]:
     """(TemplateSet the build will use, generated templates to write or None when the database ships its own)."""
-    from ctxbench.core.config import assets_dir
-    from ctxbench.verbalize.generate import generate_templates, table_templates
-    from ctxbench.verbalize.templates import TemplateSet, load_templates
-
     if (assets_dir() / "templates" / f"{raw.db_id}.yaml").exists():
         return load_templates(raw.db_id), None
     gen = generate_templates(raw, spec)
@@ -520,7 +520,6 @@ def import_questions(spider: str | Path, db_dir: str | Path, out: str | Path, se
         raise InputError(f"--db-dir {db_dir} is not a directory: pass the directory holding <db_id>/<db_id>.sqlite")
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out} is a file: pass a directory for the query sets and the report")
-    from ctxbench.core.outdir import claim_out_dir
 
     # the rule of every --out (ctxbench.core.outdir): an earlier import (its report) is written again, nothing else
     claim_out_dir(out, "questions import", force=force, is_own=(out / REPORT).exists(), what="question import")

@@ -24,14 +24,14 @@ from ctxbench.models.cache import ResponseCache
 from ctxbench.core.errors import InputError
 from ctxbench.core.userfiles import open_sqlite_readonly
 from ctxbench.questions.sqlinfo import sql_is_ordered
+from ctxbench.core.config import read_yaml
+from ctxbench.models.runner import complete_all
 
 MAX_TOKENS = 512
 
 
 @lru_cache(maxsize=4)
 def _prompts(name: str = "scitrek_questions") -> dict:
-    from ctxbench.core.config import read_yaml
-
     return read_yaml(assets_dir() / "prompts" / f"{name}.yaml", "prompt file")
 
 
@@ -114,8 +114,6 @@ def phrase_questions(items: list[RoundTripItem], model: str, schema: str, base_u
     Returns one outcome per item, in order. A failed call counts as a failed attempt (transient errors are retried
     first); nothing raises for a bad reply.
     """
-    from ctxbench.models.runner import complete_all
-
     cache = cache or ResponseCache()
     outs = [RoundTripOutcome(None, 0) for _ in items]
     ordered = [sql_is_ordered(it.sql) for it in items]

@@ -25,6 +25,8 @@ import sqlglot
 from sqlglot import exp
 
 from ctxbench.gold.dialect import parse_sqlite, resolve_double_quoted
+from ctxbench.sources import Database, load_database
+from ctxbench.sources.preprocess import DatabaseSpec, preprocess
 
 QUERY_TYPES = ["Aggregation", "Max/Min", "Join", "Comparison", "Ranking"]
 _CMP = (exp.GT, exp.GTE, exp.LT, exp.LTE, exp.EQ, exp.NEQ)
@@ -243,9 +245,6 @@ def sql_info_on_db(sql: str, db: Any) -> dict[str, Any]:
     "column": its spelling there, "stands_for": "flights.DestAirport -> airports.AirportName" for a replaced
     identifier}}``) and ``unknown`` (the ``table.column`` names found in neither). Raises InputError when the SQL
     does not parse or the database cannot be read."""
-    from ctxbench.sources import Database, load_database
-    from ctxbench.sources.preprocess import DatabaseSpec, preprocess
-
     raw = db if isinstance(db, Database) else load_database(db)
     view = preprocess(raw, None, DatabaseSpec.load(raw.db_id))
     stands = {f"{r['table']}.{r['as']}".lower(): f"{r['table']}.{r['column']} -> {r['ref_table']}."

@@ -44,6 +44,16 @@ from urllib.parse import quote
 import pyarrow.parquet as pq
 
 from ctxbench.core.storage import read_table
+from ctxbench.analysis.order import value_order
+from ctxbench.analysis.rag import answer_position
+from ctxbench.core.errors import InputError
+from ctxbench.models.effort import display_model, is_cut_off
+from ctxbench.models.prompts import messages_text, render_messages
+from ctxbench.report.browser_page import page_html
+from ctxbench.scoring.numbers import display_number
+from ctxbench.scoring.pipeline import AnswerContext, get_filter
+from ctxbench.scoring.registry import matchers_for
+from ctxbench.tokenizers import get_tokenizer
 
 PAGE = "instances.html"
 DATA_DIR = "browser"
@@ -90,8 +100,6 @@ def char_spans(text: str, token_spans: Sequence[Sequence[int]], tokenizer: str) 
     start of the token after it (the end of ``text`` after the last token), sorted and merged where they overlap
     or touch. Empty spans are dropped; a span beyond the text's tokens is clipped to it. Raises TokenizerError
     for an unknown or unloadable tokenizer."""
-    from ctxbench.tokenizers import get_tokenizer
-
     spans = [(int(s), int(e)) for s, e in token_spans if int(e) > int(s)]
     if not spans:
         return []
@@ -118,8 +126,6 @@ def split_reasoning(reply: str | None, reasoning_field: str | None = None) -> tu
     the provider's reasoning field repeated in the reply and inline reasoning blocks such as ``<think>…</think>``
     removed); the blocks are the stretches of the reply those filters removed, in order (delimiters included).
     The provider's separate reasoning field itself is not among the blocks (the page shows it apart)."""
-    from ctxbench.scoring.pipeline import AnswerContext, get_filter
-
     ctx = AnswerContext(reasoning_field)
     text = get_filter("drop_reasoning_field").fn(reply, ctx) if reply else ""  # shown apart as the field itself
     visible = get_filter("strip_reasoning").fn(text, ctx) if text else ""
@@ -166,8 +172,6 @@ def facet_columns(rows: Sequence[Mapping[str, Any]], columns: Iterable[str]) -> 
     """The instance columns the browser filters on (module docstring's rule), in ``columns`` order: ``[{"key",
     "label", "multi", "values"}]`` (``multi``: a JSON-list column, an instance matching any of its elements). A
     column with one value is kept (links may name it; the page shows no filter for it)."""
-    from ctxbench.analysis.order import value_order
-
     out = []
     n = len(rows)
     for c in columns:
@@ -190,9 +194,6 @@ def facet_columns(rows: Sequence[Mapping[str, Any]], columns: Iterable[str]) -> 
 
 
 def _primary(benchmark: str | None, have: list[str]) -> str | None:
-    from ctxbench.core.errors import InputError
-    from ctxbench.scoring.registry import matchers_for
-
     try:
         first = matchers_for(benchmark)[0]
     except InputError:
@@ -216,7 +217,6 @@ def _gold_text(v: Any) -> str:
 
 def _cell(v: Any) -> str:
     if isinstance(v, float):  # no float noise: 1627.3, not 1627.3000000000009
-        from ctxbench.scoring.numbers import display_number
 
         return display_number(v)
     return v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
@@ -349,8 +349,6 @@ def output_limit_ended(response: Mapping[str, Any]) -> bool:
     """Whether the output budget ended a stored reply: status ``cut_off``, or a finish reason that says so
     (``length``, ``max_tokens``, ``MAX_TOKENS``…: :func:`ctxbench.scoring.pipeline.finish_kind`). False for builds
     written before responses stored ``finish_reason``."""
-    from ctxbench.models.effort import is_cut_off
-
     return is_cut_off(response)
 
 
@@ -359,8 +357,6 @@ def prompt_parts(instance: Mapping[str, Any], variant: str, rag: bool, model: st
     template files and track prompts), with the context left out: ``{"system": text, "before": the user text
     before the context (the intro and the opening tag), "after": the user text after it (the closing tag, the
     question and the answer instructions), "context": "lc" or "rag", "variant": "cot" or "direct"}``."""
-    from ctxbench.models.prompts import messages_text, render_messages
-
     msgs = render_messages(CONTEXT_MARK, instance.get("question") or "", variant, model, rag=rag,
                            benchmark=instance.get("benchmark"), context_format=instance.get("context_format"))
     system = "\n".join(messages_text([m]) for m in msgs if m["role"] == "system")
@@ -390,7 +386,6 @@ def browser_data(build_dir: str | Path, out: str | Path) -> tuple[dict, list[str
     ip = build_dir / "instances.parquet"
     names = [c for c in pq.read_schema(ip).names if c != "context"]
     inst = pq.read_table(ip, columns=names).to_pylist()
-    from ctxbench.analysis.rag import answer_position
 
     for r in inst:
         p = answer_position(r) if r.get("evidence_spans") or r.get("answer_segment") is not None else None
@@ -424,7 +419,6 @@ def browser_data(build_dir: str | Path, out: str | Path) -> tuple[dict, list[str
             "sql": r.get("sql"), "length": r.get("target_tokens"), "context_tokens": r.get("context_tokens"),
             "tokenizer": r.get("tokenizer"), "facets": fv, "context": c.get("context"), "chars": c.get("chars"),
             "spans": c.get("spans"), "primary": _primary(r.get("benchmark"), matchers_of.get(r["instance_id"], []))})
-    from ctxbench.models.effort import display_model
 
     answers = []
     long_written: set[str] = set()  # answers whose whole texts are in browser/replies/ (lazy_long_texts)
@@ -494,8 +488,6 @@ def write_browser(build_dir: str | Path, out: str | Path, title: str = "") -> Br
     """Write the instance browser of a build into the report directory ``out``: ``instances.html``,
     ``browser/data.js`` and ``browser/contexts/*.js``; returns what was written. ``title``: shown in the page's
     header (e.g. the build hash). Raises what reading the build's tables raises."""
-    from ctxbench.report.browser_page import page_html
-
     out = Path(out)
     (out / DATA_DIR).mkdir(parents=True, exist_ok=True)
     data, errors = browser_data(build_dir, out)

@@ -25,6 +25,9 @@ from ctxbench.analysis.compare import AVERAGES, discover_builds, leaderboard, le
 from ctxbench.core.storage import builds_catalogue, schema, to_table, write_parquet
 from ctxbench.report import plots
 from ctxbench.report.browser import PAGE, instances_link
+from ctxbench.analysis.paired import METHOD, MIN_CLUSTERS
+from ctxbench.core.errors import InputError
+from ctxbench.core.outdir import check_out_dir, mark_out_dir
 
 CELL_SCHEMA = pa.schema([
     ("benchmark", pa.string()), ("build_hash", pa.string()), ("build", pa.string()), ("mode", pa.string()),
@@ -69,13 +72,10 @@ def compare_runs(dirs: list[str | Path], out: str | Path, force: bool = False) -
     ``out/index.html`` from the catalogue's tables (module docstring). Raises InputError for a directory that holds
     no build, an ``out`` inside a build directory (a build is immutable but for its evaluation tables), or an
     ``out`` holding anything but an earlier leaderboard, unless ``force`` (:func:`ctxbench.core.outdir.check_out_dir`)."""
-    from ctxbench.core.errors import InputError
-
     out = Path(out).resolve()
     for d in (out, *out.parents):
         if (d / "manifest.json").exists() and (d / "instances.parquet").exists():
             raise InputError(f"--out {out} is inside the build {d}: write the leaderboard elsewhere")
-    from ctxbench.core.outdir import check_out_dir, mark_out_dir
 
     check_out_dir(out, "compare", force=force, what="leaderboard")
     builds = discover_builds(dirs)
@@ -190,7 +190,6 @@ def pairs_html(con, g: dict) -> str:
                    "context_length NULLS LAST", [g["build_hash"], g["benchmark"]])
     if not rows:
         return ""
-    from ctxbench.analysis.paired import METHOD, MIN_CLUSTERS
 
     tables: dict[tuple, dict[tuple[str, str], dict]] = {}
     for r in rows:

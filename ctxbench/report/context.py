@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from ctxbench.report import render
+from ctxbench.report.browser import instances_link
+from ctxbench.report.plots import figure_div
 
 
 @dataclass
@@ -38,16 +40,12 @@ class ReportContext:
         ``matcher``, ``length`` in tokens, ``score``: scored/correct/partial/wrong/unscored, or any instance column
         the browser filters on, e.g. ``position="end"``, ``query_types="Max/Min"``):
         :func:`ctxbench.report.browser.instances_link`."""
-        from ctxbench.report.browser import instances_link
-
         return instances_link(filters)
 
     @staticmethod
     def figure(fig: Any) -> str:
         """The HTML of a plotly figure (:mod:`ctxbench.report.plots`: the page already loads the local
         plotly.min.js); "" for None."""
-        from ctxbench.report.plots import figure_div
-
         return figure_div(fig)
 
     @classmethod

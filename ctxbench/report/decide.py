@@ -13,6 +13,7 @@ from ctxbench.analysis.core import instance_scores, primary_rows
 from ctxbench.analysis.decide import effective_rows, pair_rows
 from ctxbench.core.storage import to_table, write_parquet
 from ctxbench.report.context import ReportContext
+from ctxbench.report.compare import effective_table
 
 
 def decide_section(ctx: ReportContext) -> str:
@@ -42,6 +43,5 @@ def decide_section(ctx: ReportContext) -> str:
     write_parquet(to_table("effective_length", eff), ctx.out / "effective_length.parquet")
     if pairs:
         write_parquet(to_table("pairs", pairs), ctx.out / "pairs.parquet")
-    from ctxbench.report.compare import effective_table
 
     return "<section><h2>Effective context length</h2>" + effective_table(eff).split("</h3>", 1)[1] + "</section>"

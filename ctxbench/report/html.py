@@ -25,6 +25,8 @@ from ctxbench.report import plots
 from ctxbench.report.browser import PAGE, instances_link, write_browser
 from ctxbench.report.context import ReportContext
 from ctxbench.report.render import table
+from ctxbench.report.browser import BrowserData
+from ctxbench.scoring.registry import is_fallback
 
 STYLE = ("body{font-family:sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse;margin:1em 0}"
          "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}th{background:#f4f4f4}"
@@ -41,8 +43,6 @@ def results_table(build_dir: str | Path, primary_only: bool = False) -> list[dic
 
 
 def _scoring_note(ctx: ReportContext, rows: list[dict], inst: dict[str, dict]) -> str:
-    from ctxbench.scoring.registry import is_fallback
-
     notes = [t.scoring_note for t in map(find_track, ctx.benchmarks) if t is not None and t.scoring_note]
     note = " ".join(notes) or "Scores use the matchers each track registers (<code>ctxbench tracks</code>)."
     if not rows:
@@ -126,8 +126,6 @@ def core_section(ctx: ReportContext) -> str:
 
 def browse_nav(data) -> str:
     """The report's pointer to the instance browser: counts and one link per model to its wrong answers."""
-    from ctxbench.report.browser import BrowserData
-
     assert isinstance(data, BrowserData)
     models = data.models
     per_model = " · ".join(f'<a href="{html.escape(instances_link({"model": m, "score": "wrong"}))}">'

@@ -35,6 +35,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+from ctxbench.analysis.order import value_order
 
 PLOTLY_JS = "plotly.min.js"
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f",
@@ -182,7 +183,6 @@ def accuracy_by_category(rows: Sequence[Mapping[str, Any]], key: str, title: str
     rows = [r for r in rows if r.get(key) is not None]
     if not rows:
         return None
-    from ctxbench.analysis.order import value_order
 
     cats = sorted({str(r[key]) for r in rows}, key=value_order)  # easy, medium, hard: not the alphabet's order
     series: dict[str, dict[str, Mapping]] = defaultdict(dict)

@@ -11,6 +11,7 @@ from ctxbench.core.storage import write_parquet
 from ctxbench.report import plots
 from ctxbench.report.browser import answer_position_label
 from ctxbench.report.context import ReportContext
+from ctxbench.analysis.rag import analyse
 
 
 def _budget_mode(rag_tokens: str) -> str | None:
@@ -56,8 +57,6 @@ def position_figure(pos: list[dict], link=None):
 
 def rag_section(ctx: ReportContext) -> str:
     """HTML of the RAG-vs-LC section and the position plot (report section)."""
-    from ctxbench.analysis.rag import analyse
-
     out, table, link = ctx.out, ctx.table, ctx.link
     a = analyse(ctx.build_dir)
     task_key = "skill" if _has_skill(ctx) else "query_types"

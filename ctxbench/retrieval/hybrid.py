@@ -35,6 +35,8 @@ from ctxbench.core.config import ctxbench_home
 from ctxbench.core.hashing import canonical_json, stable_hash
 from ctxbench.retrieval.chunking import Chunk, chunk_context, merge_intervals, overlap_tokens
 from ctxbench.retrieval.sparse import BM25Index
+from ctxbench.retrieval.dense import embed, model_id
+from ctxbench.tokenizers import get_tokenizer
 
 INDEX_VERSION = 1  # bump when chunking or the analyzer changes what an index holds
 GAP = "\n\n[...]\n\n"
@@ -129,8 +131,6 @@ class ContextIndex:
     """Chunks, BM25 and (lazily) embeddings of one context, cached on disk (module docstring)."""
 
     def __init__(self, context: str, tokenizer: str, cfg: RetrievalConfig, root: Path | None = None):
-        from ctxbench.tokenizers import get_tokenizer
-
         self.context, self.cfg = context, cfg
         self.ctx_sha = hashlib.sha256(context.encode("utf-8")).hexdigest()
         self.key = stable_hash("ctxbench-index", INDEX_VERSION, self.ctx_sha, tokenizer, cfg.chunk_tokens,
@@ -163,8 +163,6 @@ class ContextIndex:
 
     def embeddings(self) -> np.ndarray:
         """Chunk embeddings of the configured model (computed once, stored in the index directory)."""
-        from ctxbench.retrieval.dense import embed, model_id
-
         mid = model_id(self.cfg.embedding_model)
         if mid not in self._emb:
             p = self.dir / f"emb-{stable_hash(mid)}.npy"
@@ -184,8 +182,6 @@ class ContextIndex:
         if self.cfg.retriever in ("hybrid", "bm25"):
             scores.append(self.bm25.scores(question))
         if self.cfg.retriever in ("hybrid", "dense") and n:
-            from ctxbench.retrieval.dense import embed
-
             q = embed([question], self.cfg.embedding_model)[0]
             scores.append(self.embeddings() @ q)
         return rrf(scores, n, self.cfg.rrf_k)
@@ -193,8 +189,6 @@ class ContextIndex:
     def retrieve(self, question: str, evidence: list[list[int]] | None = None) -> Retrieval:
         """The retrieved context for ``question`` (cached by question and configuration), with exact recall of
         ``evidence`` (token intervals of the context)."""
-        from ctxbench.retrieval.dense import model_id
-
         rkey = stable_hash(self.key, question, self.cfg.model_dump(),
                            model_id(self.cfg.embedding_model) if self.cfg.retriever != "bm25" else None, length=24)
         p = self.dir / "retrievals" / f"{rkey}.json"
@@ -225,7 +219,6 @@ class ContextIndex:
         for c in self.chunks:
             if c.end == tok:
                 return c.char_end
-        from ctxbench.tokenizers import get_tokenizer  # a cut inside a chunk: re-tokenize (rare)
 
         tokname = json.loads((self.dir / "chunks.json").read_text(encoding="utf-8"))["tokenizer"]
         _, st = get_tokenizer(tokname).char_starts(self.context)

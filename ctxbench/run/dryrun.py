@@ -22,6 +22,8 @@ from ctxbench.models.cache import ResponseCache
 from ctxbench.models.pricing import Prices, cache_min_tokens, model_prices
 from ctxbench.models.registry import model_info
 from ctxbench.models.prompts import messages_text, shared_prefix, takes_cache_hint
+from ctxbench.run.spend import ESTIMATE_MARGIN, Ledger, cap_prices
+from ctxbench.tokenizers import get_tokenizer
 
 
 @dataclass
@@ -62,7 +64,6 @@ def estimate(build: str | Path, cfg: EvalConfig) -> dict:
     the part of them that repeats a context prefix, the output budget, and the cost as four figures (module
     docstring); "unknown" where litellm has no price."""
     info = model_info(cfg.model)
-    from ctxbench.tokenizers import get_tokenizer
 
     tokname = info.tokenizer if info.tokenizer and info.tokenizer != "local-server" else "cl100k_base"
     tok = get_tokenizer(tokname)
@@ -111,7 +112,6 @@ def estimate(build: str | Path, cfg: EvalConfig) -> dict:
     if cfg.max_cost is not None:  # what the spend cap lets through: the Ledger evaluate reserves with
         from types import SimpleNamespace
 
-        from ctxbench.run.spend import ESTIMATE_MARGIN, Ledger, cap_prices
 
         ledger = Ledger(cfg.max_cost, cap_prices(cfg.model, cfg.price, cfg.batch), tok.count)
         margin = ESTIMATE_MARGIN if est else 1.0  # the prompts are counted above: the margin applied once here

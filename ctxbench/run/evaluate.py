@@ -29,6 +29,16 @@ from ctxbench.models.runner import (CLAIM_LEASE_S, WINDOW_DEPENDENT, CallRunner,
 from ctxbench.models.registry import model_info
 from ctxbench.models.prompts import messages_text, render_messages, shared_prefix
 from ctxbench.core.storage import TableAppender, build_hash_of_dir, consolidate, read_table, require_build
+from ctxbench.core import progress
+from ctxbench.core.progress import emit
+from ctxbench.core.track import track_of_build
+from ctxbench.models.batch import BatchStore
+from ctxbench.models.effort import apply_effort, budget_of, check_budget, parse_efforts, provider_of
+from ctxbench.models.probe import forecast_seconds, probe_speed
+from ctxbench.retrieval import RetrievalConfig, retrieve
+from ctxbench.retrieval.dense import require_dense
+from ctxbench.run.spend import cap_prices, evaluate_in_waves
+from ctxbench.tokenizers import get_tokenizer
 
 
 class EvalConfig(BaseModel):
@@ -94,8 +104,6 @@ class EvalConfig(BaseModel):
     @field_validator("reasoning_effort", mode="before")
     @classmethod
     def _efforts(cls, v: Any) -> list[str] | None:
-        from ctxbench.models.effort import parse_efforts
-
         return parse_efforts(v)
 
     @field_validator("mode")
@@ -114,8 +122,6 @@ class EvalConfig(BaseModel):
 
     def retrieval_configs(self) -> list:
         """One :class:`~ctxbench.retrieval.RetrievalConfig` per retrieval budget (or one for top_k)."""
-        from ctxbench.retrieval import RetrievalConfig
-
         return [RetrievalConfig(chunk_tokens=self.chunk_tokens, chunk_overlap=self.chunk_overlap, top_k=self.top_k,
                                 rag_tokens=b, retriever=self.retriever, embedding_model=self.embedding_model)
                 for b in (self.rag_tokens or [None])]
@@ -195,8 +201,6 @@ def select_instances(tbl: pa.Table, per_length: int | None, seed: int = 0, share
 def select_for_model(build_dir: Path, tbl: pa.Table, model: str) -> pa.Table:
     """The rows of ``tbl`` (instances of the build) that ``model`` answers, as the build's track selects them
     (:meth:`ctxbench.core.track.Track.select_for_model`; e.g. a sizing model answers its own haystacks only)."""
-    from ctxbench.core.track import track_of_build
-
     keep = track_of_build(build_dir).select_for_model(build_dir, model)
     if keep is None:
         return tbl
@@ -291,7 +295,6 @@ def plan_requests(build_dir: str | Path, cfg: EvalConfig, cache: ResponseCache) 
         raise InputError(str(e)) from None
     rag = "rag" in cfg.modes
     if rag and cfg.retriever != "bm25":  # said before any index is built or any call made, not as a traceback
-        from ctxbench.retrieval.dense import require_dense
 
         require_dense(cfg.embedding_model, f"--mode {cfg.mode} --retriever {cfg.retriever}")
     cols = ["instance_id", "context", "question", "target_tokens"] + (["tokenizer", "evidence_spans"] if rag else [])
@@ -319,7 +322,6 @@ def plan_requests(build_dir: str | Path, cfg: EvalConfig, cache: ResponseCache) 
                     if s in WINDOW_DEPENDENT}
     variants: list[tuple[str, Any]] = [(m, rc) for m in cfg.modes
                                        for rc in ([None] if m == "lc" else cfg.retrieval_configs())]
-    from ctxbench.models.effort import apply_effort, budget_of, check_budget, provider_of
 
     efforts: list[str | None] = list(cfg.reasoning_effort or [None])
     for eff in efforts:  # a budget the provider refuses stops the run before any call
@@ -336,7 +338,6 @@ def plan_requests(build_dir: str | Path, cfg: EvalConfig, cache: ResponseCache) 
             extra: dict = {}
             text = ctx
             if rc is not None:  # RAG: the retrieved chunks instead of the context (index built once per context)
-                from ctxbench.retrieval import retrieve
 
                 r = retrieve(ctx, q, row["tokenizer"], rc, json.loads(row["evidence_spans"] or "[]"))
                 text = r.text
@@ -406,8 +407,6 @@ def evaluate_build(build_dir: str | Path, cfg: EvalConfig, count_tokens: Callabl
     stored nor cached, so a fully cached rerun starts nothing and calls nothing. Every call goes through a
     :class:`ctxbench.models.runner.CallRunner`. Raises InputError when the directory holds no build.
     """
-    from ctxbench.core.progress import emit
-
     build_dir = Path(build_dir)
     cache = cache if cache is not None else ResponseCache()  # an empty cache is falsy (__len__)
     info = model_info(cfg.model)
@@ -415,14 +414,11 @@ def evaluate_build(build_dir: str | Path, cfg: EvalConfig, count_tokens: Callabl
         def progress(d: int, n: int) -> None:
             emit("calls", cfg.model, d, n)
     if count_tokens is None and info.tokenizer and info.tokenizer != "local-server":
-        from ctxbench.tokenizers import get_tokenizer
-
         count_tokens = get_tokenizer(info.tokenizer).count
     rpath = build_dir / "responses.parquet"
     consolidate(rpath)  # rows a killed evaluation left in part files
     before = _stored_keys(rpath)
     if cfg.max_cost is not None:  # a model without a price is refused before the prompts are rendered and counted
-        from ctxbench.run.spend import cap_prices
 
         cap_prices(cfg.model, cfg.price, cfg.batch)
     plan = plan_requests(build_dir, cfg, cache)
@@ -499,9 +495,6 @@ def _forecast(calls: list[dict], cfg: EvalConfig, plan: Plan, base_url: str) -> 
     """Emit (progress stage ``estimate``) how long ``calls`` should take on the local server at ``base_url``,
     from :func:`ctxbench.models.probe.probe_speed` on the first call's own prompt and the calls' prompt tokens;
     only where someone listens (``ctxbench run``), and silent when the probe gets no figure."""
-    from ctxbench.core import progress
-    from ctxbench.models.probe import forecast_seconds, probe_speed
-
     if not progress.has_listeners():
         return
     first = messages_text(calls[0]["_messages"])
@@ -645,11 +638,9 @@ def _run_calls(calls: list[dict], cfg: EvalConfig, plan: Plan, cache: ResponseCa
         progress(0, len(calls))
     try:
         if cfg.max_cost is not None or cfg.target_ci is not None:  # in waves: the spend cap, sequential stopping
-            from ctxbench.run.spend import evaluate_in_waves
 
             evaluate_in_waves(cfg, plan, out.path.parent, reqs, runner, on_outcome, s, count_tokens, concurrency)
         elif cfg.batch:  # the same runner, outcomes and rows; the calls go through the provider's batch API
-            from ctxbench.models.batch import BatchStore
 
             runner.run_batch(reqs, BatchStore(out.path.parent / "batches.json"), on_outcome, cfg.batch_poll_s,
                              cfg.batch_wait_s)

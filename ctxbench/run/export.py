@@ -36,6 +36,11 @@ from ctxbench.core.errors import InputError
 from ctxbench.core.hashing import stable_hash
 from ctxbench.models.prompts import render_messages
 from ctxbench.core.storage import read_table, require_build, write_json, write_parquet
+from ctxbench.core.extras import require
+from ctxbench.core.outdir import check_out_dir, mark_out_dir
+from ctxbench.core.track import find_track
+from ctxbench.models.registry import model_info
+from ctxbench.scoring.numbers import display_number
 
 FORMATS = ("parquet", "hf", "inspect", "jsonl")
 TEMPLATE_KEYS = ("template_id", "question_id")  # a track adds its own (Track.template_keys)
@@ -61,7 +66,6 @@ def _check_out(out: Path, builds: list[Path], force: bool) -> None:
         if o == b or b in o.parents or o in b.parents:
             raise InputError(f"--out {out} is inside (or contains) the build {b}: a build is immutable; export to a "
                              f"directory of its own")
-    from ctxbench.core.outdir import check_out_dir, mark_out_dir
 
     if check_out_dir(o, "export", force=force, what="export") or force:  # the rule of every --out (ctxbench.core.outdir)
         shutil.rmtree(o, ignore_errors=True)  # an earlier export (or --force): replaced as a whole
@@ -144,8 +148,6 @@ def split_instances(rows: list[dict], test_fraction: float = 0.2, seed: int = 0)
 
 def _template_keys(benchmark: str | None) -> tuple[str, ...]:
     """Columns naming an instance's template: its track's ``template_keys`` (the defaults for an unknown one)."""
-    from ctxbench.core.track import find_track
-
     t = find_track(benchmark)
     return tuple(t.template_keys) if t is not None else TEMPLATE_KEYS
 
@@ -178,7 +180,6 @@ def _fmt_value(v) -> str:
     if v is None:
         return "NULL"
     if isinstance(v, float):  # no float noise: 1627.3, not 1627.3000000000009
-        from ctxbench.scoring.numbers import display_number
 
         return display_number(v)
     return str(v)
@@ -275,7 +276,6 @@ def export_build(builds: list[str | Path] | str | Path, fmt: str, out: str | Pat
     builds = [Path(b) for b in ([builds] if isinstance(builds, (str, Path)) else builds)]
     out = Path(out)
     if fmt == "hf":  # before anything is read or written
-        from ctxbench.core.extras import require
 
         require("datasets", "export --format hf")
     tbl, manifests = load_instances(builds)
@@ -299,8 +299,6 @@ def export_build(builds: list[str | Path] | str | Path, fmt: str, out: str | Pat
             write_json(m, out / "manifests" / f"{m['build_hash']}.json")
         files = ["instances.parquet", "quarantine.parquet", *(f"manifests/{m['build_hash']}.json" for m in manifests)]
     elif fmt == "hf":
-        from ctxbench.core.extras import require
-
         datasets = require("datasets", "export --format hf")
         datasets.disable_progress_bars()
         dd = datasets.DatasetDict({("test" if k == "all" else k): datasets.Dataset(tbl.take(idx))
@@ -308,8 +306,6 @@ def export_build(builds: list[str | Path] | str | Path, fmt: str, out: str | Pat
         dd.save_to_disk(str(out))
         files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
     elif fmt == "inspect":
-        from ctxbench.models.registry import model_info
-
         info = model_info(model) if model else None
         settings = {"prompt_variant": prompt_variant, "model": model or None, "temperature": 0.0,
                     "max_tokens": info.max_output_tokens if info else None}

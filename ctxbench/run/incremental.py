@@ -31,6 +31,12 @@ import pyarrow.parquet as pq
 from ctxbench.core.errors import InputError
 from ctxbench.core.hashing import file_sha256, stable_hash
 from ctxbench.core.storage import check_build_tables, write_json
+from ctxbench.core.progress import emit
+from ctxbench.core.storage import pending_parts, write_parquet
+from ctxbench.report import build_report
+from ctxbench.run.score import SCORE_ERRORS, score_build
+from ctxbench.scoring.registry import registry_fingerprint
+from ctxbench.scoring.versions import scoring_fingerprint
 
 INPUTS_KEY = b"ctxbench_inputs_sha256"
 SCORING_CODE_KEY = b"ctxbench_scoring_code"
@@ -41,8 +47,6 @@ SCORING_CODE_KEY = b"ctxbench_scoring_code"
 # ------------------------------------------------------------------------------------------ skip unchanged steps
 
 def _file_hash(p: Path) -> str | None:
-    from ctxbench.core.storage import pending_parts
-
     h = file_sha256(p) if p.exists() else None
     parts = pending_parts(p)  # rows an evaluation has not merged into the table yet (ctxbench.core.storage)
     return stable_hash(h, [(q.name, file_sha256(q)) for q in parts], length=64) if parts else h
@@ -54,8 +58,6 @@ def scoring_code(build_dir: str | Path, judge: str | None = None,
     filters; the judge prompts with a judge): :func:`ctxbench.scoring.versions.scoring_fingerprint` over the
     benchmarks of ``instances.parquet``. A benchmark no track registers is recorded as an error (``score`` then
     reports it)."""
-    from ctxbench.scoring.versions import scoring_fingerprint
-
     p = Path(build_dir) / "instances.parquet"
     benches: list[str] = []
     if p.exists() and "benchmark" in pq.read_schema(p).names:
@@ -70,8 +72,6 @@ def score_inputs_hash(build_dir: str | Path, judge: str | None = None,
                       judge_prompts: list[str] | tuple[str, ...] | None = None) -> str:
     """Content hash of what ``score`` reads and runs: instances, responses, the matcher registry, the judge and its
     prompts, and the version and code of the scoring code (:func:`scoring_code`)."""
-    from ctxbench.scoring.registry import registry_fingerprint
-
     d = Path(build_dir)
     return stable_hash("score", _file_hash(d / "instances.parquet"), _file_hash(d / "responses.parquet"),
                        registry_fingerprint(), scoring_code(d, judge, judge_prompts), judge, length=64)
@@ -114,11 +114,7 @@ def score_if_changed(build_dir: str | Path, judge: str | None = None, judge_base
                      judge_prompts: list[str] | tuple[str, ...] | None = None) -> tuple[int, bool]:
     """``score_build`` unless the scores are current; returns (score rows, recomputed). The inputs hash is stored
     in ``scores.parquet``'s schema metadata (rewritten atomically)."""
-    from ctxbench.core.progress import emit
-    from ctxbench.run.score import score_build
-
     emit("score", str(build_dir))
-    from ctxbench.core.storage import write_parquet
 
     d = Path(build_dir)
     check_build_tables(d)
@@ -130,7 +126,6 @@ def score_if_changed(build_dir: str | Path, judge: str | None = None, judge_base
     if s.matcher_errors:  # the rest is scored; these responses are set aside and listed beside the scores
         import logging
 
-        from ctxbench.run.score import SCORE_ERRORS
 
         logging.getLogger(__name__).warning(
             "%d response(s) not scored by a matcher that raised, listed in %s; first: %s",
@@ -155,7 +150,6 @@ def rescore_if_unreadable(build_dir: str | Path) -> bool:
         return False
     except (pa.ArrowException, OSError) as e:
         logging.getLogger(__name__).warning("%s cannot be read (%s): scored again from the responses", p, e)
-    from ctxbench.run.score import score_build
 
     score_build(build_dir)
     return True
@@ -163,9 +157,6 @@ def rescore_if_unreadable(build_dir: str | Path) -> bool:
 
 def report_if_changed(build_dir: str | Path, on_write: Callable[[Path], None] | None = None) -> tuple[Path, bool]:
     """``build_report`` unless the report is current; returns (index.html path, rewritten)."""
-    from ctxbench.core.progress import emit
-    from ctxbench.report import build_report
-
     emit("report", str(build_dir))
 
     d = Path(build_dir)

@@ -25,6 +25,13 @@ from pathlib import Path
 
 from ctxbench.analysis.power import independent_n, paired_n, pilot_estimates
 from ctxbench.core.errors import InputError
+from ctxbench.analysis.core import instance_scores, primary_rows
+from ctxbench.core.storage import require_build
+from ctxbench.models.pricing import cache_min_tokens, model_prices
+from ctxbench.models.prompts import messages_text, render_messages, shared_prefix, takes_cache_hint
+from ctxbench.models.registry import model_info
+from ctxbench.run.dryrun import CallTokens, cached_costs
+from ctxbench.tokenizers import get_tokenizer
 
 COUNT_SAMPLE = 64
 
@@ -32,7 +39,6 @@ COUNT_SAMPLE = 64
 def _tiers(build: Path) -> dict[int, list[dict]]:
     import pyarrow.parquet as pq
 
-    from ctxbench.core.storage import require_build
 
     ip = require_build(build) / "instances.parquet"
     have = set(pq.read_schema(ip).names)
@@ -48,8 +54,6 @@ def pilot_scores(build: Path, a: str, b: str) -> tuple[list[float], list[float],
     """Aligned per-instance primary-matcher scores of models ``a`` and ``b`` on the instances both scored in the
     pilot build (mean over samples, mode ``lc`` first where present), with each instance's context identity.
     Raises InputError when the build has no scores or a model none."""
-    from ctxbench.analysis.core import instance_scores, primary_rows
-
     try:
         rows, inst = instance_scores(build)
     except FileNotFoundError:
@@ -82,12 +86,6 @@ def tier_costs(build: Path, model: str, n: int, tiers: dict[int, list[dict]] | N
     """What ``n`` instances at each tier of ``build`` cost for ``model`` (module docstring): per tier ``cost``,
     ``cost_cached``, ``cost_batch``, ``cost_batch_cached`` (USD, None where the price is unknown) and
     ``input_tokens_per_instance``; and the totals over the tiers."""
-    from ctxbench.run.dryrun import CallTokens, cached_costs
-    from ctxbench.models.pricing import cache_min_tokens, model_prices
-    from ctxbench.models.registry import model_info
-    from ctxbench.models.prompts import messages_text, render_messages, shared_prefix, takes_cache_hint
-    from ctxbench.tokenizers import get_tokenizer
-
     info = model_info(model)
     tokname = info.tokenizer if info.tokenizer and info.tokenizer != "local-server" else "cl100k_base"
     tok = get_tokenizer(tokname)

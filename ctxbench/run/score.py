@@ -26,6 +26,9 @@ from ctxbench.core.hashing import canonical_json
 from ctxbench.scoring.pipeline import score_reply
 from ctxbench.scoring.registry import tagger
 from ctxbench.core.storage import check_build_tables, read_table, reading, require_build, to_table, write_parquet
+from ctxbench.scoring.judge import DEFAULT_JUDGE_PROMPT, judge_matcher, run_judge
+from ctxbench.scoring.pipeline import no_credit
+from ctxbench.scoring.registry import judge_prompt, judge_prompt_track
 
 
 @dataclass
@@ -56,8 +59,6 @@ def score_build(build_dir: str | Path, judge: str | None = None, judge_base_url:
     (``summary.matcher_errors``, ``BUILD/score_errors.jsonl``) and scoring goes on. Raises InputError without a
     build, for instances of a benchmark no track registers, for an unknown or unloadable matcher, for an unknown
     judge prompt, and for a track's judge prompt on instances of another benchmark."""
-    from ctxbench.scoring.judge import DEFAULT_JUDGE_PROMPT
-
     build_dir = require_build(build_dir)
     bhash = check_build_tables(build_dir) if (build_dir / "manifest.json").exists() else None
     ipath = build_dir / "instances.parquet"
@@ -162,8 +163,6 @@ def tagging_text(summary: object) -> str:
 def _judge_prompts(names: Sequence[str], benchmarks: set[str]) -> list:
     """The judge prompts named (each once, in order). Raises InputError for an unknown name and for a track's
     prompt asked to judge instances of another benchmark."""
-    from ctxbench.scoring.registry import judge_prompt, judge_prompt_track
-
     out = []
     for name in dict.fromkeys(names):
         p = judge_prompt(name)
@@ -185,9 +184,6 @@ def _judge_rows(prompt, judge: str, base_url: str | None, api_key_env: str | Non
     reasoning, no draft; an empty answer scores 0 without a call, tag ``null_answer``, or ``cut_off`` for a reply
     cut off before its answer, request keys ``cut``); adds its counts to ``summary`` and its unscored responses to
     ``unscored``. ``how``: request key → the extraction's tags (``answer_from_reasoning``…), added to its rows."""
-    from ctxbench.scoring.judge import judge_matcher, run_judge
-    from ctxbench.scoring.pipeline import no_credit
-
     name = judge_matcher(prompt.name, judge)
     counts = {"judged": 0, "unparseable_verdicts": 0, "repaired_verdicts": 0, "judge_failed": 0}
     rows = []

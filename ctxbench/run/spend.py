@@ -34,6 +34,13 @@ import pyarrow.parquet as pq
 from ctxbench.core.errors import InputError
 from ctxbench.models.pricing import Prices, model_prices
 from ctxbench.models.prompts import messages_text
+from ctxbench.analysis.sequential import context_order, half_width
+from ctxbench.core.progress import emit
+from ctxbench.core.storage import read_table
+from ctxbench.models.batch import BatchStore
+from ctxbench.scoring.pipeline import score_reply
+from ctxbench.scoring.registry import matchers_for
+from ctxbench.tokenizers import get_tokenizer
 
 ESTIMATE_MARGIN = 1.10  # prompt counts in cl100k_base for a model without a tokenizer: reserve 10% more
 
@@ -152,8 +159,6 @@ class TargetCI:
         a failed call (``error``, ``refused``, ``truncated``...) is no answer and is left out."""
         if status not in ("ok", "cut_off"):
             return
-        from ctxbench.scoring.pipeline import score_reply
-        from ctxbench.scoring.registry import matchers_for
 
         inst = self._inst[t["instance_id"]]
         try:
@@ -165,15 +170,11 @@ class TargetCI:
 
     def half_width(self, g) -> tuple[float, int]:
         """The group's confidence-sequence half-width and the contexts it is over, in the seeded order."""
-        from ctxbench.analysis.sequential import half_width
-
         obs = [sum(v) / len(v) for c in self.order.get(g, []) if (v := self.scores[g].get(c))]
         return half_width(obs, self.alpha)[2], len(obs)
 
     def arrange(self, reqs: list) -> list:
         """``reqs`` sorted by group, then context in the seeded order, then sample."""
-        from ctxbench.analysis.sequential import context_order
-
         by_g: dict = defaultdict(set)
         for r in reqs:
             by_g[self.group(r.item)].add(r.item["_ctx"])
@@ -220,8 +221,6 @@ class TargetCI:
         of its ``n`` contexts scored alike (all right or all wrong, the narrowest a confidence sequence gets:
         :func:`ctxbench.analysis.sequential.half_width` of ``n`` ones), the half-width after all of them would be
         above ``W``. Said before any call, so the user can lower the target or build more contexts."""
-        from ctxbench.analysis.sequential import half_width
-
         out = []
         for g in sorted(self.order, key=str):
             n = len(self.order[g])
@@ -306,14 +305,10 @@ def evaluate_in_waves(cfg, plan, build_dir: Path, reqs: list, runner, on_outcome
     the provider's batch API. Answers already stored (``plan.stored``) and served from the cache (``plan.hits``)
     count towards the target first. Raises InputError for ``--max-cost`` on a model without a price and no
     ``--price``, before any call."""
-    from ctxbench.core.storage import read_table
-
     ledger = target = None
     if cfg.max_cost is not None:
         estimated = count_tokens is None
         if estimated:
-            from ctxbench.tokenizers import get_tokenizer
-
             count_tokens = get_tokenizer("cl100k_base").count
         ledger = Ledger(cfg.max_cost, cap_prices(cfg.model, cfg.price, cfg.batch), count_tokens, estimated)
     if cfg.target_ci is not None:
@@ -332,15 +327,12 @@ def evaluate_in_waves(cfg, plan, build_dir: Path, reqs: list, runner, on_outcome
                 target.score(t, h.get("status") or "ok", h.get("response"), h.get("reasoning"),
                              h.get("finish_reason"))
         target.arrange(reqs)  # the seeded order over every context of each group, answered or not
-        from ctxbench.core.progress import emit
 
         for line in target.unreachable():  # said now, before any call (issue 32 item 9)
             s.notes.append(line)
             emit("target", line)
 
     if cfg.batch:
-        from ctxbench.models.batch import BatchStore
-
         store = BatchStore(build_dir / "batches.json")
 
         def send(wave: list, cb: Callable) -> None:

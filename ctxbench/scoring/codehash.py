@@ -14,6 +14,7 @@ import inspect
 import sys
 from functools import lru_cache
 from pathlib import Path
+from ctxbench.core.config import assets_dir
 
 __all__ = ["code_hash", "module_closure"]
 
@@ -126,8 +127,6 @@ def _module_hash(modname: str) -> str:
             h.update(m.encode() + b"\0?\0")
         third.update(_imports(m)[1])
         for rel in getattr(mod, "SCORING_DATA", ()) or ():
-            from ctxbench.core.config import assets_dir
-
             p = Path(assets_dir()) / rel
             h.update(rel.encode() + b"\0" + (p.read_bytes() if p.exists() else b"?") + b"\0")
     for t in sorted(third):

@@ -25,6 +25,8 @@ from typing import Any
 
 from ctxbench.models.cache import ResponseCache
 from ctxbench.scoring.judge_base import CANDIDATE_IS_DATA, JudgePrompt, Polarity, fence_candidate, own_label_before, quoted
+from ctxbench.models.runner import complete_all
+from ctxbench.scoring.pipeline import AnswerChain, strip_invisible
 
 VERDICT_SCORE = {"exact": 1.0, "partial": 0.5, "none": 0.0}
 JUDGE_SYSTEM = ("You grade answers against a gold answer given as rows of values. For each gold row say whether "
@@ -65,8 +67,6 @@ def judge_text(reply: str | None, reasoning: str | None = None) -> str:
     (``<think>The format is {"verdicts": [...]}</think>{"verdicts": ["exact"]}`` → ``{"verdicts": ["exact"]}``;
     a fenced JSON block unwrapped). A reasoning judge whose visible reply is empty and whose verdict is in its
     reasoning field (``reasoning_content``) is read from that field. ``""`` for no reply."""
-    from ctxbench.scoring.pipeline import AnswerChain, strip_invisible
-
     chain = AnswerChain(JUDGE_FILTERS)
     text = chain(reply)
     if not text.strip() and strip_invisible(reasoning or "").strip():
@@ -234,8 +234,6 @@ def run_judge(prompt: JudgePrompt, items: list[tuple[dict, str]], model: str, ba
     """Judge ``(instance, extracted answer)`` items with ``prompt`` through the call runner (cache, claims,
     retries, outage pause); returns one outcome per item, in order. A verdict that does not parse is asked for
     once more with the prompt's repair message before it counts as unparseable (score None)."""
-    from ctxbench.models.runner import complete_all
-
     insts = [{**inst, JUDGED_ANSWER: ans} for inst, ans in items]
     outs = complete_all([prompt.messages(inst, ans) for inst, ans in items], model, base_url, concurrency, cache,
                         api_key_env, dict(prompt.sampling), prompt.max_tokens,

@@ -74,6 +74,12 @@ from functools import lru_cache
 
 from ctxbench.core.errors import InputError
 from ctxbench.scoring.matchers import MatchResult
+from ctxbench.core.config import assets_dir
+from ctxbench.models.gateway import is_length_finish
+from ctxbench.scoring.codehash import code_hash
+from ctxbench.scoring.numbers import inline_markers
+from ctxbench.scoring.refusal import is_refusal
+from ctxbench.scoring.registry import answer_filters, matcher, matchers_for
 
 __all__ = ["DEFAULT_FILTERS", "AnswerChain", "AnswerContext", "AnswerFilter", "Extraction", "MatcherError", "Scored",
            "answer_chain", "chain_for", "drop_ruled_out_values", "filter_names", "finish_kind", "get_filter",
@@ -343,7 +349,6 @@ def finish_kind(finish_reason: str | None) -> str | None:
     ``end_turn``, ``STOP``, ``eos``, ``stop_sequence``…), None when unknown or absent."""
     if not finish_reason:
         return None
-    from ctxbench.models.gateway import is_length_finish
 
     f = str(finish_reason).strip().lower().replace("-", "_")
     if is_length_finish(f):
@@ -586,8 +591,6 @@ def sentences(text: str) -> list[str]:
     ``e.g.``, ``Dr.`` or an initial ``J.``; a decimal point is never followed by a space) and after ``。！？``.
     Line breaks end sentences too; the marker of a list numbered inside a line (``1. John Smith 2. Jane Doe``)
     ends none. Empty pieces are dropped."""
-    from ctxbench.scoring.numbers import inline_markers
-
     out: list[str] = []
     for line in text.splitlines():
         pos = 0
@@ -661,8 +664,6 @@ def drop_ruled_out_values(text: str) -> str:
     of``, ``as opposed to``, ``excluding``, ``except``, ``而非``, ``而不是``, ``不是``, ``并非``…) and what follows
     it up to the end of its clause or bracket. ``Answer: 17 (not 42)`` → ``17``; ``六十（而非七十三）`` → ``六十``;
     ``不是七十三而是六十`` → ``而是六十``. A refusal (``not mentioned``) is a statement and is kept."""
-    from ctxbench.scoring.refusal import is_refusal
-
     def drop(m: re.Match) -> str:
         body = m.group("body")
         if not body.strip() or is_refusal(m.group(0)):
@@ -803,8 +804,6 @@ _PROMPT_TAGS = ("document", "documents", "context", "passage", "passages", "ques
 def _prompt_tag_res() -> tuple[re.Pattern, re.Pattern]:
     """(an opening prompt tag, any prompt tag): the names above plus every tag that one of the prompt files
     (``assets/prompts/*.yaml``) both opens and closes."""
-    from ctxbench.core.config import assets_dir
-
     names = set(_PROMPT_TAGS)
     for f in sorted((assets_dir() / "prompts").glob("*.yaml")):
         body = f.read_text(encoding="utf-8")
@@ -953,8 +952,6 @@ class AnswerChain:
 
     def fingerprint(self) -> list[list[str]]:
         """``[[filter name, "version:code hash"], ...]`` in chain order: what makes stored answers current."""
-        from ctxbench.scoring.codehash import code_hash
-
         return [[n, f"{get_filter(n).version}:{code_hash(get_filter(n).fn)}"] for n in self.names]
 
 
@@ -992,8 +989,6 @@ def answer_chain(extra: Sequence[str] = ()) -> AnswerChain:
 def chain_for(benchmark: str | None) -> AnswerChain:
     """The answer chain of a benchmark: the default chain and the filters its track adds. Raises InputError for an
     unregistered benchmark or an unknown filter name (naming the track)."""
-    from ctxbench.scoring.registry import answer_filters
-
     extra = tuple(answer_filters(benchmark))
     try:
         return answer_chain(extra)
@@ -1042,8 +1037,6 @@ def score_reply(response: str | None, instance: dict, reasoning: str | None = No
     :class:`MatcherError` (naming the track, the matcher, the instance and the line that raised): raised, or with
     ``errors`` (a list) appended to it while the other matchers still score the reply (``score`` sets that one
     response aside and goes on)."""
-    from ctxbench.scoring.registry import matcher, matchers_for
-
     bench = instance.get("benchmark")
     ex = chain_for(bench).extract(response, reasoning, finish_reason, status)
     answer = ex.answer

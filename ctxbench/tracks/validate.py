@@ -19,6 +19,8 @@ import pyarrow as pa
 from ctxbench.core.errors import ValidationError
 from ctxbench.questions.sqlinfo import QUERY_TYPES
 from ctxbench.core.storage import SCHEMA_DIR
+from ctxbench.core import sidecar
+from ctxbench.core.track import track_names
 
 
 def _included_once(context: str, included: str | None, sentence_of: Callable[[str, int], str] | None) -> bool:
@@ -91,8 +93,6 @@ def derive_checks(tbl: pa.Table, sentence_of: Callable[[str, int], str] | None =
 
 def _kwargs(kw: dict) -> dict:
     """An expectation's arguments with ``"$tracks"`` replaced by the registered track names."""
-    from ctxbench.core.track import track_names
-
     return {k: track_names() if v == "$tracks" else v for k, v in kw.items()}
 
 
@@ -140,7 +140,6 @@ def run_expectations(df, suite: str, expectations: list[tuple[str, dict]]) -> li
 def warm_up() -> None:
     """Start the build's helper process (ctxbench.core.sidecar) and have it import great-expectations, so that the
     suite runs there later without the import on the build's path. Builds call this at their first stage."""
-    from ctxbench.core import sidecar
     if sidecar.start("validate") is not None:
         sidecar.submit("ctxbench.tracks.validate:import_library", helper="validate")
 
@@ -149,7 +148,6 @@ def run_suite(df, suite: str = "instances") -> list[str]:
     """Validate ``df`` (a pandas DataFrame or an Arrow table) against ``schemas/<suite>.expectations.json``;
     returns the names of failed expectations. The suite runs in the build's helper process when one was started
     (:func:`warm_up`; only the columns the suite reads are sent), else here; the result is the same."""
-    from ctxbench.core import sidecar
     expectations = suite_expectations(suite)
     if sidecar.current("validate") is not None:
         names = df.column_names if isinstance(df, pa.Table) else list(df.columns)

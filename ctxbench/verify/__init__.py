@@ -24,6 +24,14 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+from ctxbench.core.errors import InputError
+from ctxbench.core.hashing import canonical_json
+from ctxbench.core.manifest import read_manifest
+from ctxbench.core.progress import emit
+from ctxbench.core.storage import reading, to_table, write_json, write_parquet
+from ctxbench.core.track import get_track, resolve
+from ctxbench.gold import compute_gold
+from ctxbench.gold.execute import norm_rows, results_equal
 
 # where an imported benchmark's own data lives (``ctxbench verify --source-data DIR``): a track verifier that needs
 # files outside the build (LaRA's query files) reads it, or its own variable first
@@ -144,7 +152,6 @@ def sqlite_answer(sql: str, eng) -> list | None:
     gold equals SQLite's answer on the rows it was computed from), rows as lists; None when SQLite cannot run it."""
     import sqlite3
 
-    from ctxbench.gold.execute import norm_rows
 
     try:
         return norm_rows(eng.sqlite("insert").execute(sql).fetchall())
@@ -184,8 +191,6 @@ def gold_mismatch(gold_json: str | None, sql: str, fast: list | None, tables: di
     different one (rows tied inside an ordered answer may come in any order)."""
     import json
 
-    from ctxbench.gold import compute_gold
-    from ctxbench.gold.execute import results_equal
 
     try:
         gold = json.loads(gold_json)  # type: ignore[arg-type]
@@ -211,8 +216,6 @@ def gold_mismatch(gold_json: str | None, sql: str, fast: list | None, tables: di
 
 def certificates_table(certs: list[Certificate]):
     """``certificates.parquet``'s Arrow table (schemas/certificates.schema.json)."""
-    from ctxbench.core.storage import to_table
-
     return to_table("certificates", [asdict(c) for c in certs])
 
 
@@ -237,8 +240,6 @@ def verify_rows(build_dir: str | Path, instances: list[dict], manifest: Any) -> 
 
 
 def _verify_rows(build_dir: Path, instances: list[dict], manifest: Any) -> VerifyResult:
-    from ctxbench.core.track import get_track, resolve
-
     by_track: dict[str, list[dict]] = {}
     for r in instances:
         by_track.setdefault(str(r["benchmark"]), []).append(r)
@@ -292,8 +293,6 @@ def verify_build(build_dir: str | Path, write: bool = True) -> VerifyResult:
     InputError when the directory holds no build."""
     import pyarrow.parquet as pq
 
-    from ctxbench.core.errors import InputError
-    from ctxbench.core.manifest import read_manifest
 
     d = Path(build_dir)
     p = d / "instances.parquet"
@@ -306,7 +305,6 @@ def verify_build(build_dir: str | Path, write: bool = True) -> VerifyResult:
         raise InputError(f"--build {d}: no instances.parquet there; {hint}")
     manifest = read_manifest(d)
     # contexts read dictionary-encoded: instances sharing a context (most do) decode its pages once
-    from ctxbench.core.storage import reading
 
     with reading(p):  # a damaged file is named (storage.UnreadableFile)
         names = pq.read_schema(p).names
@@ -314,8 +312,6 @@ def verify_build(build_dir: str | Path, write: bool = True) -> VerifyResult:
     res = verify_rows(d, rows, manifest)
     res.notes[:0] = manifest_notes(d, rows, manifest)
     if write:
-        from ctxbench.core.storage import write_parquet
-
         write_parquet(certificates_table(res.certificates + _quarantined_certificates(d, res)), d / CERTIFICATES)
     return res
 
@@ -349,9 +345,6 @@ def certify_stage(result: Any) -> Any:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from ctxbench.core.hashing import canonical_json
-    from ctxbench.core.progress import emit
-    from ctxbench.core.storage import to_table, write_json, write_parquet
 
     d = Path(result.out)
     res = verify_build(d)

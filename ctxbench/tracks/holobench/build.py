@@ -40,6 +40,7 @@ from ctxbench.features.overlap import lexical_overlap
 from ctxbench.tracks.holobench.nearmiss import near_miss_share
 from ctxbench.verbalize.templates import template_fields
 from ctxbench.tracks.holobench.source import PreparedSource, load_database_header, prepare_source_cached
+from ctxbench.tracks.holobench.nearmiss import MissCounter, NearMissPool, table_predicates
 
 # the build's copy of the templates when they came from the query set's ``templates:`` section (verify reads it)
 TEMPLATES_COPY = "templates.yaml"
@@ -225,8 +226,6 @@ def draw_relevant(src: PreparedSource, cfg: HoloBenchConfig, tables: list[str], 
     pool = _Rows(src, tables, True, cfg.seed)
     remap = None
     if near_miss is not None:
-        from ctxbench.tracks.holobench.nearmiss import NearMissPool
-
         remap = NearMissPool(pool.offsets, tables, near_miss, (cfg.seed, src.raw.db_id, sorted(tables), target,
                                                                position), pool.n)
     relevant, used = take_until(pool.units(rng, remap), rel_budget, counter)
@@ -329,7 +328,6 @@ def assemble_stage(loaded: Loaded, src: PreparedSource, progress: Callable[[int,
         qs = [q for q in qs if q.id in set(cfg.question_ids)]
     low = {n.lower(): n for n in src.db.tables}
     pairs = []
-    from ctxbench.tracks.holobench.nearmiss import MissCounter, table_predicates
 
     types = src.column_types()
     counts: dict[tuple, tuple[int, ...]] = {}  # (table, predicates) -> miss count of each row

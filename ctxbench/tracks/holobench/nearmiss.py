@@ -26,6 +26,7 @@ from sqlglot import exp
 
 from ctxbench.features.difficulty import conjuncts
 from ctxbench.core.hashing import seeded_rng
+from ctxbench.questions.sqlinfo import parse_sql
 
 DISTRACTORS = ("random", "near-miss")
 
@@ -39,8 +40,6 @@ def table_predicates(sql: str, tables: dict[str, list[str]]) -> dict[str, tuple[
     the table's unqualified columns, in query order. ``tables`` maps each queried table's name (as in the
     database) to its column names. A conjunct whose columns cannot be attributed to exactly one of these tables, or
     that holds a subquery, is no predicate. Raises InputError when the SQL does not parse."""
-    from ctxbench.questions.sqlinfo import parse_sql
-
     q = parse_sql(sql)
     while isinstance(q, exp.Subquery):
         q = q.this

@@ -29,6 +29,8 @@ from ctxbench.sources.database import sql_type, write_sqlite
 from ctxbench.sources.preprocess import DatabaseSpec, Preprocessed, preprocess
 from ctxbench.verbalize.templates import TemplateSet, load_templates, templates_from_mapping
 from ctxbench.core.userfiles import open_sqlite_readonly
+from ctxbench.core.manifest import asset_hash
+from ctxbench.questions.queryset import read_queryset_file
 
 
 @dataclass
@@ -90,7 +92,6 @@ def source_templates(db_id: str, queries: str | Path | None = None,
     p = Path(queries)
     if not p.is_file():
         load_queryset(db_id, queries)  # a missing query set: its own loader names the problem
-    from ctxbench.questions.queryset import read_queryset_file
 
     data = read_queryset_file(p)  # a syntax error's line and column, an unknown key's likely meaning
     section = data.get("templates")
@@ -150,8 +151,6 @@ def source_key(raw: Database, queries: str | Path | None = None, templates: str 
     """Cache key of a prepared source: the source's content hashes (its provenance, paths left out), the asset
     files preparation reads, and the preparation code's version. None for a database without a content hash
     (built in memory), which is never cached."""
-    from ctxbench.core.manifest import asset_hash
-
     prov = {k: v for k, v in raw.provenance.items() if k != "file"}
     if not (prov.get("sha256") or prov.get("csv_sha256")):
         return None

@@ -50,6 +50,17 @@ from typing import Any
 from ctxbench.core.config import assets_dir
 from ctxbench.core.userfiles import open_sqlite_readonly
 from ctxbench.verify import Certificate, gold_mismatch, number_type, sqlite_answer, typed_values
+from ctxbench.core.errors import InputError
+from ctxbench.core.hashing import file_sha256
+from ctxbench.core.manifest import asset_hash
+from ctxbench.gold import GoldEngines
+from ctxbench.gold.dialect import parse_sqlite
+from ctxbench.gold.execute import equal_in_tie_groups, norm_rows, results_equal, tie_groups
+from ctxbench.sources.database import declared_collations, quote_ident, with_collation
+from ctxbench.tracks.holobench.build import TEMPLATES_COPY
+from ctxbench.tracks.holobench.source import load_dummy_documents
+from ctxbench.verbalize.templates import format_value, load_templates
+from ctxbench.verify import SOURCE_DATA_ENV, orders_answer
 
 DEFAULT_MISSING = "not recorded"
 METHOD = "templates inverted, SQL re-run over recovered rows"
@@ -312,10 +323,6 @@ def load_grammar(db_id: str, source_sqlite: Path, templates_path: Path | None = 
     tables of ``source_sqlite`` with their declared types; with ``stored_kinds``, each number column's slot kind
     follows the values the table holds (:func:`_stored_kinds`: a word in an INTEGER column makes its slot text),
     one scan per table. Raises InputError for a missing or malformed file."""
-    from ctxbench.sources.database import declared_collations, with_collation
-    from ctxbench.verbalize.templates import load_templates
-    from ctxbench.tracks.holobench.source import load_dummy_documents
-
     ts = load_templates(db_id, templates_path)  # the builder's reading: templates and missing phrases stripped
     missing = ts.missing
     con = open_sqlite_readonly(source_sqlite, what="source database")
@@ -413,8 +420,6 @@ def _recovered_table(rows: list[tuple[str, tuple, tuple]], table: str, cols: lis
 def certify(build_dir: Path, instances: list[dict], manifest: Any) -> tuple[list[Certificate], list[str]]:
     """Certificates of a HoloBench build's instances (module docstring). Notes: the templates file's hash when it
     differs from the one the manifest records; the number columns read as text or fractions."""
-    from ctxbench.core.manifest import asset_hash
-
     extra = getattr(manifest, "model_extra", None) or {}
     db_id = extra.get("db_id") or (instances[0]["source_id"] if instances else "")
     seed = int(getattr(manifest, "seed", None) or 0)
@@ -423,9 +428,7 @@ def certify(build_dir: Path, instances: list[dict], manifest: Any) -> tuple[list
     if not src.exists():
         why = f"source.sqlite is missing from {build_dir} (the schema the SQL runs against)"
         return [Certificate(r["instance_id"], "uncertifiable", why, METHOD) for r in instances], notes
-    from ctxbench.core.errors import InputError
 
-    from ctxbench.tracks.holobench.build import TEMPLATES_COPY
 
     # templates the build copied (they came from its query set's ``templates:`` section), else the shipped file
     copy = build_dir / TEMPLATES_COPY
@@ -463,8 +466,6 @@ def _original_file(build_dir: Path, extra: dict, db_id: str) -> tuple[Path | Non
     the build's findings or None)."""
     import os
 
-    from ctxbench.core.hashing import file_sha256
-    from ctxbench.verify import SOURCE_DATA_ENV
 
     prov = extra.get("source") or {}
     name, digest = prov.get("file"), prov.get("sha256")
@@ -487,10 +488,6 @@ def _original_file(build_dir: Path, extra: dict, db_id: str) -> tuple[Path | Non
 def _check_original(original: Path, src: Path, instances: list[dict], certs: list[Certificate]) -> list[Certificate]:
     """Each certified instance checked against sqlite3 with the original file's schema over exactly its included
     rows (module docstring, step 4): a certificate whose SQL answers otherwise there becomes ``failed``."""
-    from ctxbench.gold.execute import equal_in_tie_groups, norm_rows, results_equal, tie_groups
-    from ctxbench.sources.database import quote_ident
-    from ctxbench.verify import orders_answer
-
     con = open_sqlite_readonly(original, what="--source-data file")
     try:
         ddl = {n.lower(): (n, q) for n, q in con.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'")}
@@ -559,8 +556,6 @@ def _order_keys(con: sqlite3.Connection, sql: str) -> list[list] | None:
     """The ORDER BY keys of each row of the SQL's top-level answer on ``con`` (the query run again with its ORDER
     BY expressions as extra columns, a positional ``ORDER BY 2`` or an alias read as the column it names), None
     where that cannot be done (a set operation, SELECT DISTINCT, an error)."""
-    from ctxbench.gold.dialect import parse_sqlite
-    from ctxbench.gold.execute import norm_rows
     from sqlglot import exp
 
     try:
@@ -587,9 +582,6 @@ def _order_keys(con: sqlite3.Connection, sql: str) -> list[list] | None:
 
 def _certify_with(g: Grammar, instances: list[dict], db_id: str, seed: int, src: Path) -> list[Certificate]:
     """:func:`certify`'s certificates of ``instances`` with the grammar ``g``."""
-    from ctxbench.gold import GoldEngines
-    from ctxbench.verbalize.templates import format_value
-
     memo: dict = {}
     parsed: dict[str, tuple] = {}   # context text -> (rows, error)
     answers: dict[tuple, Any] = {}  # (context, sql) -> GoldResult

@@ -34,6 +34,7 @@ from ctxbench.core.storage import to_table
 from ctxbench.tokenizers import get_tokenizer
 from ctxbench.tracks.common import BuildWriter
 from ctxbench.core.manifest import BuildResult, TokenizerRecord
+from ctxbench.tracks.validate import validate_build
 
 TASKS = {"location": "location", "reasoning": "reasoning", "comp": "comparison", "comparison": "comparison",
          "hallu": "hallucination", "hallucination": "hallucination"}
@@ -160,8 +161,6 @@ def instances_stage(loaded: Loaded) -> tuple[list[dict], list[dict]]:
 
 def validate_stage(instances: list[dict]) -> None:
     """The instances data-quality suite (raises ValidationError naming failed expectations)."""
-    from ctxbench.tracks.validate import validate_build
-
     validate_build(to_table("instances", instances))
 
 

@@ -78,6 +78,10 @@ from ctxbench.scoring.normalize import fold
 from ctxbench.scoring.refusal import is_refusal
 from ctxbench.core.storage import read_table
 from ctxbench.tracks.needles.scoring import expected_found, expected_values, prepare
+from ctxbench.core.config import read_yaml
+from ctxbench.models.runner import complete_all
+from ctxbench.scoring.judge import judge_text, own_verdict
+from ctxbench.scoring.judge_base import CANDIDATE_IS_DATA, fence_candidate
 
 PRIMARY_MATCHER = "substring"
 # data the failure tags depend on (refusal and substitution phrases): part of the scoring code's version
@@ -90,8 +94,6 @@ SINGLE_VARIANTS = ("real", "altered")
 
 @lru_cache(maxsize=4)
 def _settings_file(path: str) -> dict:
-    from ctxbench.core.config import read_yaml
-
     return read_yaml(path, "analysis settings") or {}
 
 
@@ -261,8 +263,6 @@ def load_facts(build_dir: Path, instances: list[dict]) -> tuple[dict[str, Needle
     if isinstance(ns, dict) and ns.get("file"):
         p = Path(ns["file"]) if Path(ns["file"]).is_absolute() else assets_dir() / "needles" / ns["file"]
         if p.exists() and (not ns.get("sha256") or hashlib.sha256(p.read_bytes()).hexdigest() == ns["sha256"]):
-            from ctxbench.core.config import read_yaml
-
             for nid, f in facts_from_needle_set(read_yaml(p, "needle set") or {}).items():
                 if nid in facts:
                     g = facts[nid]
@@ -353,7 +353,6 @@ def judge_failure_messages(question: str, instance: dict, facts: dict[str, Needl
     other = sorted({n for k, f in facts.items() if own is None or k != own.needle_id for n in f.names})
     if other:
         lines.append("Other people with planted facts in the document: " + ", ".join(other))
-    from ctxbench.scoring.judge_base import CANDIDATE_IS_DATA, fence_candidate
 
     lines.append(f"\nAnswer to classify:\n{fence_candidate(answer)}\n{CANDIDATE_IS_DATA}\n\n"
                  f"Reply as JSON: {{\"mode\": one of {list(FAILURE_MODES)}}}")
@@ -366,8 +365,6 @@ def parse_failure_mode(text: str | None, reasoning: str | None = None) -> str | 
     ``<think>`` draft, chat tokens and code fences removed; the reasoning field read when the reply is empty); the
     mode is the judge's own (:func:`ctxbench.scoring.judge.own_verdict`: never one it quotes from the answer; None
     when its own objects disagree)."""
-    from ctxbench.scoring.judge import judge_text, own_verdict
-
     def read(obj):
         if isinstance(obj, dict) and "mode" in obj:
             mode = str(obj["mode"]).strip().lower()
@@ -404,8 +401,6 @@ def tag_failures(rows: list[dict], instances: dict[str, dict], responses: dict[s
     rule = {id(x): rule_tags(x["extracted_answer"], instances[x["instance_id"]], facts, cfg) for x in cand}
     judged: dict[int, str | None] = {}
     if judge and judge.get("model"):
-        from ctxbench.models.runner import complete_all
-
         msgs = [judge_failure_messages(instances[x["instance_id"]]["question"], instances[x["instance_id"]], facts,
                                        x["extracted_answer"]) for x in cand]
         outs = complete_all(msgs, judge["model"], judge.get("base_url"), api_key_env=judge.get("api_key_env"),

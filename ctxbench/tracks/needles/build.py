@@ -65,6 +65,7 @@ from ctxbench.tracks.validate import validate_build
 from ctxbench.core.manifest import BuildResult as _CommonResult
 from ctxbench.tracks.common import BuildWriter
 from ctxbench.core.manifest import check_lengths
+from ctxbench.core.config import read_yaml
 
 MAX_TIER = MAX_CONTEXT_TOKENS
 # tokens a chat format adds around the messages (role markers, separators) beyond their text: a fixed allowance
@@ -195,7 +196,6 @@ class Haystack:
 
 def _models_yaml_entries(names: list[str]) -> dict:
 
-    from ctxbench.core.config import read_yaml
 
     reg = (read_yaml(assets_dir() / "models.yaml", "model registry") or {}).get("models", {})
     low = {k.lower(): k for k in reg}

@@ -29,6 +29,8 @@ from pathlib import Path
 from ctxbench.core.config import assets_dir, check_keys, read_yaml
 from ctxbench.core.errors import InputError
 from ctxbench.core.hashing import file_sha256
+from ctxbench.core.hashing import seeded_rng
+from ctxbench.features.language import detect_language
 
 VARIANTS = ("real", "altered")
 BOUNDARIES = ("sentence", "paragraph")
@@ -72,8 +74,6 @@ class NeedleSet:
         accepted form of the answer. So each is of the needle's form but about another subject, and none answers
         the question. Subjects and values are chosen from a seed (``seed_parts``, hashlib). Raises InputError when
         there are fewer than ``k`` look-alike subjects or no other value."""
-        from ctxbench.core.hashing import seeded_rng
-
         if k <= 0:
             return []
         subjects = [str(x) for x in (needle.get("lookalike_subjects") or self.lookalike_subjects)]
@@ -198,8 +198,6 @@ def load_needle_set(name_or_path: str) -> NeedleSet:
 def corpus_language(text: str) -> str:
     """Language code of a corpus text (:func:`ctxbench.features.language.detect_language`: langdetect, with
     Han-only text as Chinese); ``""`` when undecidable."""
-    from ctxbench.features.language import detect_language
-
     return detect_language(text) or ""
 
 

@@ -29,6 +29,10 @@ from typing import Any
 
 from ctxbench.core.config import assets_dir
 from ctxbench.verify import Certificate
+from ctxbench.core.errors import InputError
+from ctxbench.core.hashing import file_sha256
+from ctxbench.models.registry import sizing_tokenizer
+from ctxbench.tracks.needles.questions import load_needle_set
 
 METHOD = "needle text located once at its token span, value read back, haystack searched for competing values"
 _CJK_NUM = "〇零一二三四五六七八九十百千萬两兩廿卅"
@@ -103,11 +107,6 @@ def _value_pattern(statement: str) -> re.Pattern:
 def certify(build_dir: Path, instances: list[dict], manifest: Any) -> tuple[list[Certificate], list[str]]:
     """Certificates of a needles build's instances (module docstring). Notes: a needle set whose hash differs
     from the manifest's."""
-    from ctxbench.core.errors import InputError
-    from ctxbench.core.hashing import file_sha256
-    from ctxbench.models.registry import sizing_tokenizer
-    from ctxbench.tracks.needles.questions import load_needle_set
-
     extra = getattr(manifest, "model_extra", None) or {}
     rec = extra.get("needle_set") or {}
     notes: list[str] = []

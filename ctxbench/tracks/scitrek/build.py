@@ -46,6 +46,10 @@ from ctxbench.tokenizers import get_tokenizer
 from ctxbench.tracks.validate import validate_build
 from ctxbench.tracks.common import BuildWriter
 from ctxbench.core.manifest import BuildResult, asset_hash, check_choices, check_lengths
+from ctxbench import sources
+from ctxbench.core.errors import CtxbenchError, ValidationError
+from ctxbench.questions.roundtrip import RoundTripItem, phrase_questions
+from ctxbench.sources.s2 import FetchConfig, fetch_clusters
 
 MAX_TOKENS = MAX_CONTEXT_TOKENS
 FORMATS = ("full_text", "tables")
@@ -129,8 +133,6 @@ def fetch_s2_stage(cfg: SciTrekConfig, s2: S2Fetch | None) -> tuple[int, list[di
     """Fetch clusters into ``cfg.pdfs`` (see S2Fetch); returns (papers kept, quarantine rows of stage ``fetch``);
     ``(0, [])`` without ``s2`` (no fetch asked). Raises InputError when ``cfg.metadata`` is not
     ``<pdfs>/metadata.json`` (where the fetch writes it)."""
-    from ctxbench.sources.s2 import FetchConfig, fetch_clusters
-
     if s2 is None:
         return 0, []
     if cfg.pdfs is None or cfg.metadata is None:
@@ -218,9 +220,6 @@ SOURCE_CODE = ("fulltext.py", "unarxive.py", "markdown_articles.py", "s2orc.py",
 def _source_code_hash() -> str:
     """Hash of the full-text readers' code (:data:`SOURCE_CODE` in the ``ctxbench.sources`` package). Raises
     CtxbenchError when one of those modules is not there (a moved module must never drop out of the hash)."""
-    from ctxbench import sources
-    from ctxbench.core.errors import CtxbenchError
-
     d = Path(sources.__file__).resolve().parent
     missing = [n for n in SOURCE_CODE if not (d / n).is_file()]
     if missing:
@@ -494,8 +493,6 @@ def questions_stage(loaded: Loaded, conv: Converted, col: Collected) -> tuple[li
             engines.close()
     out: list[Question] = []
     if cfg.question_model:
-        from ctxbench.questions.roundtrip import RoundTripItem, phrase_questions
-
         stage = loaded.writer.staged("collections")
         items = [RoundTripItem(inst.sql, gold, str(stage / f"{c.collection_id}.sqlite")) for c, inst, gold in cands]
         outcomes = phrase_questions(items, cfg.question_model, sq.schema_text(), cfg.question_base_url,
@@ -559,8 +556,6 @@ def instances_stage(loaded: Loaded, col: Collected, questions: list[Question]) -
 def validate_stage(loaded: Loaded, col: Collected, instances: list[dict]) -> None:
     """The instances suite (great-expectations); every collection within its tier with enough articles, and each
     full-text instance as long as its collection's recount. Raises ValidationError naming what failed."""
-    from ctxbench.core.errors import ValidationError
-
     validate_build(to_table("instances", instances))
     for c in col.collections:
         if c.context_tokens > c.tier or len(c.article_ids) < loaded.cfg.min_articles:

@@ -19,6 +19,7 @@ from ctxbench.gold import GoldEngines, compute_gold
 from ctxbench.gold.execute import GoldResult
 from ctxbench.sources.articles import ArticleMeta
 from ctxbench.sources.database import Database, Table, sql_type
+from ctxbench.core.config import read_yaml
 
 SKILLS = ("aggregating", "sorting", "filtering", "filtering_aggregating", "filtering_sorting", "relational_filtering")
 TOPICS = ("author_count", "author_list", "reference_count", "title_list", "title_word_count", "author_relation",
@@ -64,7 +65,6 @@ def load_templates(path: str | Path | None = None) -> list[SqlTemplate]:
     """Templates from YAML. Raises InputError naming the file and template for an unknown skill, topic or
     placeholder, or a template whose SQL does not parse once its placeholders are filled."""
     path = Path(path or templates_path())
-    from ctxbench.core.config import read_yaml
 
     data = read_yaml(path, "SQL templates")  # a syntax error names its line and column
     try:

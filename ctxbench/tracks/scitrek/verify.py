@@ -37,6 +37,11 @@ from typing import Any
 
 from ctxbench.verify import Certificate, typed_value
 from ctxbench.core.userfiles import open_sqlite_readonly
+from ctxbench.gold import GoldEngines
+from ctxbench.questions.sqlinfo import sql_info
+from ctxbench.sources.database import quote_ident
+from ctxbench.tracks.scitrek.questions import INTEGER_DIVISION, SCHEMA
+from ctxbench.verify import gold_mismatch, sqlite_answer
 
 METHOD = "metadata facts the SQL reads found in the rendered collection"
 TABLES_METHOD = "metadata tables read back from the context, SQL re-run over them"
@@ -91,8 +96,6 @@ def _read_tables(text: str, db: Path) -> dict | str:
     """The tables of a D-* context (:func:`~ctxbench.tracks.scitrek.questions.render_tables`) as
     ``{name: (columns, declared types, rows)}`` with values typed by ``db``'s declared types, or why they cannot
     be read back (a string starting ``uncertifiable:`` or ``failed:``)."""
-    from ctxbench.tracks.scitrek.questions import SCHEMA
-
     con = open_sqlite_readonly(db, what="collection database")
     try:
         declared = {n: [(c[1], (c[2] or "TEXT").upper()) for c in con.execute(f'PRAGMA table_info("{n}")')]
@@ -123,8 +126,6 @@ def _read_tables(text: str, db: Path) -> dict | str:
 def _sql_info(sql: str, infos: dict) -> dict:
     """:func:`ctxbench.questions.sqlinfo.sql_info` of ``sql``, parsed once per build (instances share questions);
     raises what it raises."""
-    from ctxbench.questions.sqlinfo import sql_info
-
     if ("sql", sql) not in infos:
         try:
             infos[("sql", sql)] = sql_info(sql)
@@ -153,10 +154,6 @@ def _collection(con: sqlite3.Connection, db: Path, infos: dict) -> tuple[dict, d
 
 def _certify_tables(r: dict, db: Path, seed: int, read_back: dict, infos: dict) -> Certificate:
     """The certificate of a D-* instance (module docstring): its SQL re-run over the tables its context states."""
-    from ctxbench.gold import GoldEngines
-    from ctxbench.verify import gold_mismatch, sqlite_answer
-    from ctxbench.tracks.scitrek.questions import INTEGER_DIVISION
-
     iid, sql, text = r["instance_id"], r.get("sql") or "", r.get("context") or ""
     key = (text, str(db))
     if key not in read_back:
@@ -183,11 +180,6 @@ def _text_gold_mismatch(r: dict, db: Path, seed: int, read_back: dict) -> str | 
     facts the SQL reads, found in the text or not, are the database's): :func:`ctxbench.verify.gold_mismatch`
     with SciTrek's ordered comparison and SQLite integer division; None when it is. The database's tables are
     loaded into the gold engines once per build (``read_back``, keyed by the database)."""
-    from ctxbench.gold import GoldEngines
-    from ctxbench.sources.database import quote_ident
-    from ctxbench.verify import gold_mismatch, sqlite_answer
-    from ctxbench.tracks.scitrek.questions import INTEGER_DIVISION
-
     key = ("database", str(db))
     if key not in read_back:
         con = open_sqlite_readonly(db, what="collection database")
