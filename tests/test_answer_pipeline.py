@@ -134,7 +134,7 @@ def test_chain_trace_and_empty_input():
 
 
 def test_a_tracks_filters_follow_the_default_chain(monkeypatch):
-    from ctxbench.scoring import registry
+    from ctxbench.scoring import pipeline as registry  # where chain_for looks the track's filters up
 
     monkeypatch.setattr(registry, "answer_filters", lambda b: ("first_line",) if b == "holobench" else ())
     c = chain_for("holobench")

@@ -31,6 +31,7 @@ def snapshot(root: Path) -> dict[str, tuple[int, int]]:
 def counters(monkeypatch):
     """Count calls of every build stage and of score/report's computations (the flows look them up at call time)."""
     import ctxbench.report
+    import ctxbench.run.incremental
     import ctxbench.run.score
     from ctxbench.tracks import holobench
 
@@ -46,8 +47,8 @@ def counters(monkeypatch):
 
     for stage in ("verbalize_stage", "assemble_stage", "gold_stage", "validate_stage", "write_stage"):
         counting(holobench, stage)
-    counting(ctxbench.run.score, "score_build")
-    counting(ctxbench.report, "build_report")
+    counting(ctxbench.run.incremental, "score_build")  # where score_if_changed looks it up
+    counting(ctxbench.run.incremental, "build_report")
     return calls
 
 
@@ -149,6 +150,7 @@ def test_scores_follow_the_code_that_made_them(tmp_path, monkeypatch):
 
     from test_evaluate import cfg, make_build
 
+    import ctxbench.run.incremental
     import ctxbench.run.score
     from ctxbench.run.evaluate import evaluate_build
     from ctxbench.run.incremental import SCORING_CODE_KEY, score_if_changed
@@ -162,13 +164,13 @@ def test_scores_follow_the_code_that_made_them(tmp_path, monkeypatch):
     with FakeOpenAIServer() as srv:
         evaluate_build(b, cfg(srv))
     runs = Counter()
-    real = ctxbench.run.score.score_build
+    real = ctxbench.run.incremental.score_build
 
     def counting(*a, **k):
         runs["score"] += 1
         return real(*a, **k)
 
-    monkeypatch.setattr(ctxbench.run.score, "score_build", counting)
+    monkeypatch.setattr(ctxbench.run.incremental, "score_build", counting)
     assert score_if_changed(b)[1] is True and score_if_changed(b)[1] is False and runs["score"] == 1
     code = json.loads(pq.read_schema(b / "scores.parquet").metadata[SCORING_CODE_KEY])
     assert set(code) == {"holobench"} and list(code["holobench"]["matchers"]) == ["row_match"]

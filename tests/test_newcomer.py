@@ -123,7 +123,7 @@ def test_help_says_which_option_needs_which_extra(cmd, phrase):
 # --- Ctrl-C ----------------------------------------------------------------------------------------------------
 
 def test_ctrl_c_in_a_command_exits_130_without_traceback(monkeypatch):
-    import ctxbench.questions.sqlinfo as si
+    import ctxbench.cli as si  # where the sql-info command looks sql_info up
 
     def interrupted(sql):
         raise KeyboardInterrupt

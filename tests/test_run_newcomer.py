@@ -131,7 +131,7 @@ def test_runs_sample_does_not_depend_on_the_model(monkeypatch, tmp_path):
     engine differs between the embedded default and another model only in the model and its endpoint."""
     import pipelines.flows as flows
     import pipelines.temp_server as ts
-    from ctxbench.models import local_server
+    import ctxbench.cli as local_server  # where run looks the embedded runtime and GGUF up
 
     seen = []
 
