@@ -149,7 +149,7 @@ def _converter():
     """``convert_pdfs`` and the default converter's (name, version) (``ctxbench.convert.pdf``). Raises InputError
     when that module is missing from this installation."""
     try:
-        from ctxbench.convert import pdf
+        from ctxbench.convert import pdf  # lazy: PDF conversion may be left out of a slim installation
     except ImportError as e:
         raise InputError(f"PDF conversion is not available in this installation ({e})") from None
 
@@ -161,7 +161,7 @@ def _convert_code_hash() -> str:
     also part of the converter's version and so of the conversion cache key): part of the build hash of a build
     with PDFs. Raises InputError when the converter is missing from this installation."""
     try:
-        from ctxbench.convert.pdf import converter_code_hash
+        from ctxbench.convert.pdf import converter_code_hash  # lazy: PDF conversion may be left out of a slim installation
     except ImportError as e:
         raise InputError(f"PDF conversion is not available in this installation ({e})") from None
     return converter_code_hash()
