@@ -20,7 +20,8 @@ import time
 from pathlib import Path
 
 from ctxbench.gold import compute_gold
-from ctxbench.tracks.holobench.generate import Checker, GenerateConfig, generate_questions, prepare
+from ctxbench.tracks.holobench.checker import Checker
+from ctxbench.tracks.holobench.generate import GenerateConfig, generate_questions, prepare
 from ctxbench.questions.sqlinfo import sql_info
 
 

@@ -14,8 +14,10 @@ from ctxbench.run.score import score_build
 from ctxbench.scoring.judge import judge_text, parse_verdicts
 from ctxbench.scoring.lists import split_list
 from ctxbench.scoring.numbers import number_matches, read_numbers
-from ctxbench.scoring.pipeline import (answer_chain, chain_for, drop_ruled_out_values, finish_kind, last_statement,
-                                       repetition_start, score_reply)
+from ctxbench.scoring.extract import drop_ruled_out_values, last_statement
+from ctxbench.scoring.filters import finish_kind
+from ctxbench.scoring.pipeline import answer_chain, chain_for, score_reply
+from ctxbench.scoring.strip import repetition_start
 from ctxbench.core.storage import to_table, write_parquet
 from ctxbench.tracks.lara.judge import LARA_JUDGE, read_verdict
 

@@ -1,4 +1,4 @@
-"""The answer pipeline (ctxbench.scoring.pipeline): each registered filter on real answer strings, the declared
+"""The answer pipeline (ctxbench.scoring.pipeline and its filters): each registered filter on real answer strings, the declared
 chain, a track's extra filters, errors, and the fingerprint that makes ``score`` rerun when a filter changes. The
 kinds of replies (reasoning blocks, chat tokens, labels) are also run through every matcher in
 tests/test_tricky_inputs_replies.py."""
@@ -10,9 +10,9 @@ import dataclasses
 import pytest
 
 from ctxbench.core.errors import InputError
-from ctxbench.scoring import pipeline as pl
-from ctxbench.scoring.pipeline import (DEFAULT_FILTERS, AnswerChain, AnswerContext, answer_chain, chain_for,
-                                       filter_names, get_filter, register_filter, score_reply)
+from ctxbench.scoring import filters
+from ctxbench.scoring.filters import AnswerContext, filter_names, get_filter, register_filter
+from ctxbench.scoring.pipeline import DEFAULT_FILTERS, AnswerChain, answer_chain, chain_for, score_reply
 
 CTX = AnswerContext()
 
@@ -159,7 +159,7 @@ def test_fingerprint_changes_with_a_filters_version(monkeypatch):
     before = dict(answer_chain().fingerprint())
     v = get_filter("tidy").version
     assert [n for n, _ in answer_chain().fingerprint()] == list(DEFAULT_FILTERS) and before["tidy"].startswith(f"{v}:")
-    monkeypatch.setitem(pl._FILTERS, "tidy", dataclasses.replace(get_filter("tidy"), version=f"{v}.1"))
+    monkeypatch.setitem(filters._FILTERS, "tidy", dataclasses.replace(get_filter("tidy"), version=f"{v}.1"))
     after = dict(answer_chain().fingerprint())
     assert after["tidy"].startswith(f"{v}.1:") and after["tidy"] != before["tidy"]
     assert {k: v for k, v in after.items() if k != "tidy"} == {k: v for k, v in before.items() if k != "tidy"}

@@ -154,7 +154,7 @@ def test_scores_follow_the_code_that_made_them(tmp_path, monkeypatch):
     import ctxbench.run.score
     from ctxbench.run.evaluate import evaluate_build
     from ctxbench.run.incremental import SCORING_CODE_KEY, score_if_changed
-    from ctxbench.scoring import pipeline
+    from ctxbench.scoring import filters, pipeline
     from ctxbench.tracks.holobench import scoring as matchers
 
     monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
@@ -181,8 +181,8 @@ def test_scores_follow_the_code_that_made_them(tmp_path, monkeypatch):
     code = json.loads(pq.read_schema(b / "scores.parquet").metadata[SCORING_CODE_KEY])
     assert code["holobench"]["matchers"]["row_match"].startswith("2:")
     # a new version of an answer filter: rescored once
-    tidy = pipeline.get_filter("tidy")
-    monkeypatch.setitem(pipeline._FILTERS, "tidy", dataclasses.replace(tidy, version=f"{tidy.version}.1"))
+    tidy = filters.get_filter("tidy")
+    monkeypatch.setitem(filters._FILTERS, "tidy", dataclasses.replace(tidy, version=f"{tidy.version}.1"))
     assert score_if_changed(b)[1] is True and score_if_changed(b)[1] is False and runs["score"] == 3
     # a judge makes the judge prompt's code part of the inputs
     from ctxbench.run.incremental import scoring_code

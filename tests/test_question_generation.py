@@ -285,7 +285,10 @@ def test_numbers_stored_as_text_and_the_build_takes_the_generated_templates(tmp_
 def test_text_tie_breaker_with_a_numeric_looking_name(tmp_path, monkeypatch):
     """Team names are text, one of them "1860": a ranking broken by name sorts names as text, as its question
     says (alphabetical order), and says so in the SQL, so the gold engine's numbers-as-text check accepts it."""
-    from ctxbench.tracks.holobench.generate import Checker, GenerateConfig, _Table, _usable_columns, draw_candidates, prepare
+    from ctxbench.tracks.holobench.candidates import draw_candidates
+    from ctxbench.tracks.holobench.checker import Checker
+    from ctxbench.tracks.holobench.generate import GenerateConfig, _usable_columns, prepare
+    from ctxbench.tracks.holobench.sqlparts import Table
     from ctxbench.core.hashing import seeded_rng
     from ctxbench.verbalize.generate import profile_database
 
@@ -294,7 +297,7 @@ def test_text_tie_breaker_with_a_numeric_looking_name(tmp_path, monkeypatch):
     raw, src, _ = prepare(cfg)
     profiles, edges = profile_database(raw, src.pre)
     usable = _usable_columns(src.templates, src.db.tables)
-    tables = {n: _Table(profiles[n], usable[n], t.rows, t.columns) for n, t in src.db.tables.items()}
+    tables = {n: Table(profiles[n], usable[n], t.rows, t.columns) for n, t in src.db.tables.items()}
     pool = draw_candidates(tables, edges, seeded_rng("test"))
     ranked = [c for c in pool if c.family in ("top", "top_where", "top_compare") and c.signature[1] == "team"]
     assert ranked and all("CAST(name AS TEXT)" in c.sql for c in ranked)

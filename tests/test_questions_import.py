@@ -416,7 +416,7 @@ def test_ordered_answer_differing_from_sqlite3_only_inside_ties_is_accepted(tmp_
 
 def test_tie_groups_compare_inside_groups_only():
     """The shared tie-group comparison: rows swapped inside a group are equal, across groups they are not."""
-    from ctxbench.gold.execute import equal_in_tie_groups, results_equal, tie_groups
+    from ctxbench.gold.compare import equal_in_tie_groups, results_equal, tie_groups
 
     groups = tie_groups([[10.0], [10.0], [5.0], [1.0]])
     assert groups == [0, 0, 1, 2]

@@ -120,7 +120,7 @@ def test_links_carry_filters_as_the_page_reads_them():
 
 NASTY = "<script>alert('x')</script></script><!-- <|im_end|> \u2028 & <think>"
 # the reasoning of a reply: the same markup, but no opening <think> inside the block (that would open a nested block
-# that never closes, so the reply would have no answer: ctxbench.scoring.pipeline._strip_blocks)
+# that never closes, so the reply would have no answer: ctxbench.scoring.strip._strip_blocks)
 NASTY_REASONING = NASTY.removesuffix("<think>") + "<b>"
 
 

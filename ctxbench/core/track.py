@@ -57,7 +57,7 @@ Fields of a track (class attributes; the contract other layers rely on):
   ``ctxbench score`` prints, or None).
 * ``answer_filters`` — names of answer filters this track adds after the default filter chain (reasoning blocks and
   chat tokens removed, final answer taken, tidied) before its matchers and the judge see a response: filters
-  registered with :func:`ctxbench.scoring.pipeline.register_filter` (``first_line``, ``fold_width``,
+  registered with :func:`ctxbench.scoring.filters.register_filter` (``first_line``, ``fold_width``,
   ``strip_trailing_period``, or the track's own); ``-name`` removes a filter of the default chain instead (needles
   and LaRA declare ``-last_statement``: their papers score the whole reply). An unknown name is an error naming the
   track when it is scored.

@@ -52,7 +52,8 @@ import yaml
 
 from ctxbench.core.errors import InputError
 from ctxbench.gold import GoldEngines, compute_gold
-from ctxbench.gold.execute import INTEGER_DIVISION, equal_in_tie_groups, sort_key
+from ctxbench.gold.checks import INTEGER_DIVISION
+from ctxbench.gold.compare import equal_in_tie_groups, sort_key
 from ctxbench.sources import load_database
 from ctxbench.sources.database import Database, looks_numeric, sql_type, write_sqlite
 from ctxbench.sources.preprocess import DatabaseSpec, normalize_database, normalize_value, preprocess
@@ -67,7 +68,7 @@ from ctxbench.verbalize.templates import TemplateSet, load_templates
 
 REPORT = "import_report.jsonl"
 
-# rejection classes, by how the gold engine's reason starts (ctxbench.gold.execute)
+# rejection classes, by how the gold engine's reason starts (ctxbench.gold.execute, ctxbench.gold.checks)
 REASON_KINDS = [
     ("non-deterministic SQL", "nondeterministic"),
     ("numbers stored as text", "numbers_as_text"),
@@ -266,9 +267,9 @@ def same_as_original(gold: list[list[Any]], original: list[tuple], ordered: bool
                      tie_groups: list[int] | None = None) -> bool:
     """Whether ``gold`` (the accepted answer) equals ``original`` (sqlite3's rows on the original database file)
     except in how projected values are shown (:func:`_shown`), as lists when ``ordered`` else as multisets; numbers
-    within a relative (or absolute) 1e-4. ``tie_groups`` (an ordered answer's :func:`ctxbench.gold.execute.tie_groups`,
+    within a relative (or absolute) 1e-4. ``tie_groups`` (an ordered answer's :func:`ctxbench.gold.compare.tie_groups`,
     the gold engine's ``detail["tie_groups"]``): rows tied on the ORDER BY keys are compared as multisets inside
-    their group, exactly as the build's gold check compares the two engines (:func:`~ctxbench.gold.execute.
+    their group, exactly as the build's gold check compares the two engines (:func:`~ctxbench.gold.compare.
     equal_in_tie_groups`): sqlite3 may order two equal averages the other way round."""
     if len(gold) != len(original):
         return False

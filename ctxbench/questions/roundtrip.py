@@ -19,7 +19,7 @@ from functools import lru_cache
 
 
 from ctxbench.core.config import assets_dir
-from ctxbench.gold.execute import norm_rows, results_equal
+from ctxbench.gold.compare import norm_rows, results_equal
 from ctxbench.models.cache import ResponseCache
 from ctxbench.core.errors import InputError
 from ctxbench.core.userfiles import open_sqlite_readonly

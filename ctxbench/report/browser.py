@@ -51,7 +51,8 @@ from ctxbench.models.effort import display_model, is_cut_off
 from ctxbench.models.prompts import messages_text, render_messages
 from ctxbench.report.browser_page import page_html
 from ctxbench.scoring.numbers import display_number
-from ctxbench.scoring.pipeline import AnswerContext, get_filter
+from ctxbench.scoring.filters import AnswerContext
+from ctxbench.scoring.pipeline import get_filter  # the chain's module: importing it registers every filter
 from ctxbench.scoring.registry import matchers_for
 from ctxbench.tokenizers import get_tokenizer
 
@@ -122,7 +123,7 @@ def char_spans(text: str, token_spans: Sequence[Sequence[int]], tokenizer: str) 
 
 def split_reasoning(reply: str | None, reasoning_field: str | None = None) -> tuple[list[str], str]:
     """``(reasoning blocks, visible reply)`` of a stored reply: the visible reply is what the answer pipeline's
-    first two filters leave (``drop_reasoning_field``, ``strip_reasoning`` of :mod:`ctxbench.scoring.pipeline`:
+    first two filters leave (``drop_reasoning_field``, ``strip_reasoning`` of :mod:`ctxbench.scoring.strip`:
     the provider's reasoning field repeated in the reply and inline reasoning blocks such as ``<think>…</think>``
     removed); the blocks are the stretches of the reply those filters removed, in order (delimiters included).
     The provider's separate reasoning field itself is not among the blocks (the page shows it apart)."""
@@ -347,7 +348,7 @@ CONTEXT_MARK = "\u0000CTXBENCH-CONTEXT\u0000"
 
 def output_limit_ended(response: Mapping[str, Any]) -> bool:
     """Whether the output budget ended a stored reply: status ``cut_off``, or a finish reason that says so
-    (``length``, ``max_tokens``, ``MAX_TOKENS``…: :func:`ctxbench.scoring.pipeline.finish_kind`). False for builds
+    (``length``, ``max_tokens``, ``MAX_TOKENS``…: :func:`ctxbench.scoring.filters.finish_kind`). False for builds
     written before responses stored ``finish_reason``."""
     return is_cut_off(response)
 

@@ -26,7 +26,8 @@ from typing import Any
 from ctxbench.models.cache import ResponseCache
 from ctxbench.scoring.judge_base import CANDIDATE_IS_DATA, JudgePrompt, Polarity, fence_candidate, own_label_before, quoted
 from ctxbench.models.runner import complete_all
-from ctxbench.scoring.pipeline import AnswerChain, strip_invisible
+from ctxbench.scoring.filters import strip_invisible
+from ctxbench.scoring.pipeline import AnswerChain
 
 VERDICT_SCORE = {"exact": 1.0, "partial": 0.5, "none": 0.0}
 JUDGE_SYSTEM = ("You grade answers against a gold answer given as rows of values. For each gold row say whether "

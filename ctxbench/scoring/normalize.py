@@ -25,7 +25,7 @@ from functools import lru_cache
 
 from ctxbench.scoring.dates import read_whens, when_token
 from ctxbench.scoring.numbers import read_compounds, read_numbers
-from ctxbench.scoring.pipeline import unwrap_latex
+from ctxbench.scoring.tidy import unwrap_latex
 
 __all__ = ["CJK_RE", "fold", "normalize_text", "plain_latex", "text_matches", "tokens"]
 
@@ -50,7 +50,7 @@ def _greek(m: re.Match) -> str:
 
 def plain_latex(s: str) -> str:
     """``s`` with its LaTeX written plainly, the same on the gold and the answer side: the answer pipeline's
-    unwrapping (:func:`ctxbench.scoring.pipeline.unwrap_latex`: ``$…$``, ``\\(…\\)``, ``\\text{}``,
+    unwrapping (:func:`ctxbench.scoring.tidy.unwrap_latex`: ``$…$``, ``\\(…\\)``, ``\\text{}``,
     ``\\mathrm{}``…), Greek letter commands as letters (``\\alpha`` → α), the name of any other command applied
     to a braced argument dropped (``\\mathcal{O}`` → ``{O}``). Text without ``\\`` or ``$`` is returned as is."""
     if "\\" not in s and "$" not in s:

@@ -31,7 +31,7 @@ from ctxbench.core.progress import emit
 from ctxbench.core.storage import reading, to_table, write_json, write_parquet
 from ctxbench.core.track import get_track, resolve
 from ctxbench.gold import compute_gold
-from ctxbench.gold.execute import norm_rows, results_equal
+from ctxbench.gold.compare import norm_rows, results_equal
 
 # where an imported benchmark's own data lives (``ctxbench verify --source-data DIR``): a track verifier that needs
 # files outside the build (LaRA's query files) reads it, or its own variable first

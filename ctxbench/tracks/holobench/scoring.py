@@ -24,7 +24,7 @@ from ctxbench.scoring.lists import split_spans
 from ctxbench.scoring.matchers import MatchResult
 from ctxbench.scoring.normalize import normalize_text, text_matches
 from ctxbench.scoring.numbers import Number, gold_number, number_matches, read_numbers
-from ctxbench.scoring.pipeline import strip_invisible
+from ctxbench.scoring.filters import strip_invisible
 
 __all__ = ["row_match", "row_match_instance"]
 

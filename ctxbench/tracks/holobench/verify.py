@@ -19,7 +19,7 @@ rows, and the answer is compared with the stored gold.
 2. **Answer.** The recovered rows of the tables the SQL reads are loaded into SQLite and DuckDB with the source's
    schema (``source.sqlite``'s declared column types) and the SQL is answered by
    :func:`ctxbench.gold.compute_gold`, the engine and checks that accepted the stored gold; SQLite's answer is
-   compared with :func:`ctxbench.gold.execute.results_equal` in its strict form (integers exactly, a number never
+   compared with :func:`ctxbench.gold.compare.results_equal` in its strict form (integers exactly, a number never
    equal to a text, floats within 1e-6), as lists when the SQL orders its answer (as multisets where the engine
    itself finds rows tied inside an ordered answer).
 3. **Rows.** Only then is the builder's ``included_rows`` read: the multiset of recovered rows (table, stated
@@ -55,7 +55,7 @@ from ctxbench.core.hashing import file_sha256
 from ctxbench.core.manifest import asset_hash
 from ctxbench.gold import GoldEngines
 from ctxbench.gold.dialect import parse_sqlite
-from ctxbench.gold.execute import equal_in_tie_groups, norm_rows, results_equal, tie_groups
+from ctxbench.gold.compare import equal_in_tie_groups, norm_rows, results_equal, tie_groups
 from ctxbench.sources.database import declared_collations, quote_ident, with_collation
 from ctxbench.tracks.holobench.build import TEMPLATES_COPY
 from ctxbench.tracks.holobench.source import load_dummy_documents

@@ -24,7 +24,7 @@ from collections import Counter
 
 from ctxbench.scoring.matchers import MatchResult
 from ctxbench.scoring.normalize import tokens
-from ctxbench.scoring.pipeline import strip_invisible
+from ctxbench.scoring.filters import strip_invisible
 from ctxbench.scoring.refusal import is_refusal
 
 __all__ = ["containment", "containment_instance", "f1_instance", "lara_fallback", "token_f1"]

@@ -40,7 +40,7 @@ from ctxbench.scoring.dates import gold_when, read_whens, when_matches
 from ctxbench.scoring.matchers import MatchResult
 from ctxbench.scoring.normalize import CJK_RE, fold, normalize_text, text_matches
 from ctxbench.scoring.numbers import Number, number_matches, read_numbers
-from ctxbench.scoring.pipeline import strip_invisible
+from ctxbench.scoring.filters import strip_invisible
 
 __all__ = ["Reply", "expected_found", "expected_values", "prepare", "substring_match"]
 
