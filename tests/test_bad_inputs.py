@@ -432,10 +432,13 @@ def test_bad_model_replies_are_stored_and_scored(tmp_path, monkeypatch):
     b = _toy_build(tmp_path / "b", [f"The code of item {i} is {1000 + i}." for i in range(len(REPLIES))])
     with FakeOpenAIServer(answer_fn=lambda body: REPLIES[_item(body)]) as srv:
         s = evaluate_build(b, EvalConfig(model="openai/fake", base_url=srv.base_url, concurrency=2))
-        assert srv.count == len(REPLIES)
-        assert (s.errors, s.unfinished, s.new_rows) == (0, 0, len(REPLIES))
+        # a whitespace-only reply with tokens generated is no answer (issue 30: empty_reply, asked once more, never
+        # scored); every other odd reply is the model's answer
+        assert srv.count == len(REPLIES) + 1
+        assert (s.errors, s.empty_generated, s.unfinished, s.new_rows) == (0, 1, 0, len(REPLIES))
         resp = {r["instance_id"]: r for r in pq.read_table(b / "responses.parquet").to_pylist()}
-        assert len(resp) == len(REPLIES) and all(r["status"] == "ok" for r in resp.values())
+        assert len(resp) == len(REPLIES)
+        assert {i: r["status"] for i, r in resp.items() if r["status"] != "ok"} == {"toy-06": "empty_reply"}
         assert len(resp["toy-01"]["response"]) == len(REPLIES[1])
         assert resp["toy-02"]["response"] == "Answer: 1002 \ufffd and \ufffd"
         assert resp["toy-03"]["response"] == REPLIES[3] and resp["toy-04"]["response"] == REPLIES[4]
@@ -443,15 +446,15 @@ def test_bad_model_replies_are_stored_and_scored(tmp_path, monkeypatch):
         score_build(b)
         sc = {r["instance_id"]: r for r in pq.read_table(b / "scores.parquet").to_pylist()}
         assert sc["toy-00"]["score"] == 0.0 and "null_answer" in json.loads(sc["toy-00"]["tags"])
-        assert sc["toy-06"]["score"] == 0.0
+        assert "toy-06" not in sc  # empty_reply: never scored
         for i in (2, 3, 4, 5, 7):
             assert sc[f"toy-{i:02d}"]["score"] == 1.0, (i, resp[f"toy-{i:02d}"]["response"])
-        # a rerun sends nothing: every reply, however odd, was cached and stored (the same server; one at another
-        # base URL is another endpoint, with answers of its own)
+        # a rerun sends only the empty_reply again: every answer, however odd, was cached and stored (the same
+        # server; one at another base URL is another endpoint, with answers of its own)
         srv.answer_fn = lambda body: "Answer: 0"
         srv.reset_counts()
         s2 = evaluate_build(b, EvalConfig(model="openai/fake", base_url=srv.base_url))
-        assert srv.count == 0 and s2.already_stored == len(REPLIES)
+        assert srv.count == 1 and s2.already_stored == len(REPLIES) - 1 and s2.replaced_errors == 1
 
 
 def test_odd_content_shapes_become_text():

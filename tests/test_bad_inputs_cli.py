@@ -75,7 +75,7 @@ def test_calibrate_never_overwrites_a_build_file(tmp_path):
 
 @pytest.mark.parametrize("text,msg", [("- a\n- b\n", "top level must be a mapping"),
                                       ("needles: [just a string]\n", "must be a list of mappings"),
-                                      ("needles: [unclosed\n", "not readable YAML")])
+                                      ("needles: [unclosed\n", "not a readable YAML needle set")])
 def test_needle_set_of_the_wrong_shape_is_named(tmp_path, text, msg):
     p = tmp_path / "n.yaml"
     p.write_text(text, encoding="utf-8")
