@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import re
 
-from ctxbench.cli import _RunProgress
+from ctxbench.cli.progress import _RunProgress
 from ctxbench.core.progress import Event, eta_estimate, eta_step, in_flight
 
 

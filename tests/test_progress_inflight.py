@@ -9,7 +9,7 @@ import re
 import time
 
 from ctxbench.core import progress
-from ctxbench.cli import _RunProgress
+from ctxbench.cli.progress import _RunProgress
 from ctxbench.models.gateway import Gateway, RetryPolicy
 from ctxbench.core.progress import Event, clock, flights, forecast_line, in_flight, listening
 from fakeserver import FakeOpenAIServer

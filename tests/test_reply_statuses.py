@@ -507,7 +507,7 @@ def test_the_summary_names_cache_hits_and_undecidable_truncation(tmp_path, monke
 
     from rich.console import Console
 
-    from ctxbench import cli as cli_mod
+    from ctxbench.cli import evaluate as cli_mod  # where _report_evaluation prints
     from ctxbench.run.evaluate import EvalSummary
 
     buf = io.StringIO()

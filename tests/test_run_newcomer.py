@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from ctxbench.cli import _run_command, app
+from ctxbench.cli import app
+from ctxbench.cli.run import _run_command
 from ctxbench.core.storage import to_table, write_parquet
 from fakeserver import FakeOpenAIServer
 from test_crash_safety import make_toy_build
@@ -131,7 +132,7 @@ def test_runs_sample_does_not_depend_on_the_model(monkeypatch, tmp_path):
     engine differs between the embedded default and another model only in the model and its endpoint."""
     import pipelines.flows as flows
     import pipelines.temp_server as ts
-    import ctxbench.cli as local_server  # where run looks the embedded runtime and GGUF up
+    import ctxbench.cli.run as local_server  # where run looks the embedded runtime and GGUF up
 
     seen = []
 
@@ -208,7 +209,7 @@ def test_models_on_the_same_instances_get_no_warning(tmp_path):
     b = _two_model_build(tmp_path / "b")
     rows = [r for r in instance_scores(b)[0] if r["target_tokens"] == 2048]
     assert differing_samples(rows) == []
-    from ctxbench.cli import print_shared_comparison
+    from ctxbench.cli.results import print_shared_comparison
 
     import pyarrow.parquet as pq
     keep = [r for r in pq.read_table(b / "scores.parquet").to_pylist() if r["instance_id"] in ("inst-04", "inst-05")]
