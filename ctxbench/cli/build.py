@@ -1,4 +1,5 @@
-"""``ctxbench build <track>`` and ``ctxbench import <track>``: one command per registered track, generated from the track's Config."""
+"""``ctxbench build <track>`` and ``ctxbench import <track>``: one command per registered track, generated from the
+track's Config."""
 
 from __future__ import annotations
 
@@ -6,41 +7,17 @@ import inspect
 from pathlib import Path
 
 import click
-import pyarrow.parquet as pq
 import typer
 
 from ctxbench.cli.common import USER_ERRORS, _fail, _progress, console, out_console
-from ctxbench.cli.options import (
-    config_values,
-    option_specs,
-    parameters,
-)
+from ctxbench.cli.options import config_values, option_specs, parameters
+from ctxbench.run.outcome import why_no_instances
 
 
 def _print_build(r, verb: str = "built") -> None:
     """One line for a finished (or skipped: same build hash) build or import."""
     what = f"already {verb} (same build hash), nothing to do" if r.skipped else verb
     out_console.print(f"{what}: {r.n_instances} instances, {r.n_quarantined} quarantined, build {r.build_hash} → {r.out}")
-
-
-def _why_no_instances(build: Path, n_quarantined: int) -> str:
-    """Why a build holds no instance: the most frequent quarantine reasons (their class, the text before the first
-    colon), or that the inputs gave no candidate at all."""
-    if not n_quarantined:
-        return (f"the build {build} has 0 instances and quarantined nothing: its inputs gave no question x context "
-                f"to build (check the query set, the lengths and the source)")
-    try:
-        reasons = pq.read_table(build / "quarantine.parquet", columns=["reason"]).column("reason").to_pylist()
-    except (OSError, KeyError, ValueError):
-        reasons = []
-    classes: dict[str, int] = {}
-    for r in reasons:
-        k = str(r or "no reason").split(":", 1)[0].strip()
-        classes[k] = classes.get(k, 0) + 1
-    top = sorted(classes.items(), key=lambda kv: -kv[1])[:5]
-    return (f"the build {build} has 0 instances: no question x context passed its checks; quarantine.parquet "
-            f"holds {n_quarantined} row(s): " + "; ".join(f"{k} ({n})" for k, n in top)
-            + f" (every reason in {build / 'quarantine.parquet'})")
 
 
 def _track_command(track, verb: str) -> click.Command:
@@ -66,7 +43,7 @@ def _track_command(track, verb: str) -> click.Command:
         for line in track.result_lines(r):
             out_console.print(line)
         if r.n_instances == 0:
-            console.print("error: " + _why_no_instances(Path(r.out), r.n_quarantined), markup=False)
+            console.print("error: " + why_no_instances(Path(r.out), r.n_quarantined), markup=False)
             raise typer.Exit(1)
 
     params = parameters(specs) + [

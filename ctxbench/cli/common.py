@@ -17,17 +17,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from sqlglot.errors import SqlglotError
 
-from ctxbench.cli.options import (
-    parse_ints,
-)
+from ctxbench.cli.options import parse_ints
 from ctxbench.core.errors import CtxbenchError, InputError
 from ctxbench.core.outdir import DirectoryBusy
 from ctxbench.core.progress import listening
 from ctxbench.core.redact import redact
-from ctxbench.core.storage import (
-    disk_full,
-    disk_full_message,
-)
+from ctxbench.core.storage import disk_full, disk_full_message
 from ctxbench.models.effort import parse_efforts
 from ctxbench.models.local_server import EMBEDDED_MODEL
 from ctxbench.models.registry import unknown_model_warning

@@ -7,34 +7,13 @@ from typing import Literal, Optional
 
 import typer
 
-from ctxbench.cli.common import (
-    USER_ERRORS,
-    _efforts,
-    _fail,
-    _ints,
-    _mode,
-    _positive_ints,
-    _price_option,
-    _progress,
-    _said_failed,
-    _said_retries,
-    _warn_unknown_model,
-    _words,
-    console,
-    out_console,
-)
-from ctxbench.cli.options import (
-    check_env,
-    check_text,
-    check_url,
-)
+from ctxbench.cli.common import (USER_ERRORS, _efforts, _fail, _ints, _mode, _positive_ints, _price_option, _progress,
+    _said_failed, _said_retries, _warn_unknown_model, _words, console, out_console)
+from ctxbench.cli.options import check_env, check_text, check_url
 from ctxbench.core.errors import EmptySelection, InputError
-from ctxbench.core.storage import (
-    build_benchmark,
-    find_builds,
-)
+from ctxbench.core.storage import find_builds
 from ctxbench.models.local_server import EMBEDDED_MODEL, LocalServer
-from ctxbench.run.backfill import BackfillConfig
+from ctxbench.run.backfill import BackfillConfig, builds_by_benchmark
 from ctxbench.run.dryrun import estimate
 from ctxbench.run.evaluate import EvalConfig, evaluate_build
 from ctxbench.run.spend import cap_prices, parse_price
@@ -265,8 +244,7 @@ def backfill_cmd(
         _warn_unknown_model(model, base_url)
         builds = find_builds(cfg.runs_root, cfg.benchmarks)
         if not builds:
-            found = sorted(build_benchmark(b) for b in find_builds(cfg.runs_root))
-            what = ", ".join(f"{k} {found.count(k)}" for k in dict.fromkeys(found)) or "none"
+            what = ", ".join(f"{k} {n}" for k, n in builds_by_benchmark(cfg.runs_root).items()) or "none"
             _fail(InputError(f"no completed build under --runs {runs}"
                              + (f" of --benchmarks {benchmarks}" if cfg.benchmarks else "")
                              + f" (builds found by benchmark: {what})"))

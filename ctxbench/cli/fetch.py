@@ -9,11 +9,7 @@ from typing import Optional
 import typer
 
 from ctxbench.cli.common import USER_ERRORS, _fail, _words, out_console
-from ctxbench.cli.options import (
-    check_env,
-    check_text,
-    check_url,
-)
+from ctxbench.cli.options import check_env, check_text, check_url
 from ctxbench.core.errors import InputError
 from ctxbench.sources.corpus import corpus_summary, fetch_corpus
 from ctxbench.sources.s2 import FetchConfig, fetch_clusters

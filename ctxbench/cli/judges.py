@@ -2,26 +2,17 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
-import pyarrow as pa
 import typer
 from rich.table import Table
 
-from ctxbench.analysis.agreement import judge_agreement, label_sample, read_labels
+from ctxbench.analysis.agreement import append_label, judge_agreement, label_sample, labelled_keys, write_kappa
 from ctxbench.analysis.closed_book import screen_build
 from ctxbench.cli.common import USER_ERRORS, _fail, _said_failed, console, out_console, print_table
-from ctxbench.cli.options import (
-    check_env,
-    check_text,
-    check_url,
-)
+from ctxbench.cli.options import check_env, check_text, check_url
 from ctxbench.core.errors import CtxbenchError
-from ctxbench.core.storage import (
-    write_parquet,
-)
 from ctxbench.models.local_server import EMBEDDED_MODEL, LocalServer
 from ctxbench.scoring.numbers import display_number
 
@@ -57,7 +48,7 @@ def label_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help
               seed: int = typer.Option(0, min=0, help="sample seed")) -> None:
     """Label a sample of answers by hand (correct / partial / incorrect) for judge validation (`ctxbench kappa`)."""
     try:
-        done = {x.get("request_key") for x in read_labels(out)} if out.exists() else set()
+        done = labelled_keys(out)
         items = label_sample(build, n - len(done), seed, model, exclude=done) if n > len(done) else []
     except USER_ERRORS as e:
         _fail(e)
@@ -76,10 +67,7 @@ def label_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help
             break
         if v == "s":
             continue
-        rec = {"instance_id": it["instance_id"], "request_key": it["request_key"], "model": it["model"],
-               "answer": it["response"], "verdict": {"c": "correct", "p": "partial", "i": "incorrect"}[v]}
-        with open(out, "a", encoding="utf-8") as f:
-            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+        append_label(out, it, {"c": "correct", "p": "partial", "i": "incorrect"}[v])
         labelled += 1
     out_console.print(f"{labelled} labels added → {out}")
 
@@ -108,4 +96,4 @@ def kappa_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help
         _fail(CtxbenchError(f"no judge in {build / 'scores.parquet'} scored a labelled answer: run `ctxbench score` "
                             f"(with --judge) on the build the labels come from"))
     print_table(t)
-    write_parquet(pa.Table.from_pylist([{**r, "labels_file": str(labels)} for r in rows]), build / "kappa.parquet")
+    write_kappa(build, rows, labels)

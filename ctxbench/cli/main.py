@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import sys
-import warnings
 from typing import Optional
 
 import click
@@ -17,9 +15,9 @@ from ctxbench.cli.build import _track_command
 from ctxbench.cli.common import USER_ERRORS, _fail, console
 from ctxbench.cli.help_format import install as _install_help_format
 from ctxbench.cli.run import _run_command
-from ctxbench.core.errors import CtxbenchError, DataWarning, InputError
+from ctxbench.core.errors import CtxbenchError, InputError, one_line_data_warnings
 from ctxbench.core.redact import install, redact
-from ctxbench.core.track import PLUGIN_ENV, find_track, get_track, load_tracks, tracks
+from ctxbench.core.track import find_track, get_track, load_plugins, tracks
 
 _install_help_format()  # option names never cut, long option lists in titled panels (issue 32 item 5)
 
@@ -140,27 +138,12 @@ def main_options(plugin: Optional[list[str]] = typer.Option(
                                "subprocesses inherit)")) -> None:
     """Build long-context benchmarks and evaluate models on them."""
     install()  # no credential in any log record or warning this process shows (issue 31)
-    if not getattr(warnings.formatwarning, "_ctxbench_one_line", False):  # once per process, not once per command
-        plain = warnings.formatwarning
-
-        def one_line(message, category, filename, lineno, line=None):  # a data warning is one line, no source path
-            if issubclass(category, DataWarning):
-                return redact(f"warning: {message}\n")
-            return plain(message, category, filename, lineno, line)
-
-        one_line._ctxbench_one_line = True  # type: ignore[attr-defined]
-        warnings.formatwarning = one_line
+    one_line_data_warnings()  # a data warning is one line, no source path
 
     if plugin:
-        before = os.environ.get(PLUGIN_ENV)
-        os.environ[PLUGIN_ENV] = os.pathsep.join([*filter(None, [before]), *plugin])
-        try:
-            load_tracks()
+        try:  # a plugin that cannot be loaded is not left for later commands (or subprocesses)
+            load_plugins(plugin)
         except (*USER_ERRORS, ImportError) as e:
-            if before is None:  # a plugin that cannot be loaded is not left for later commands (or subprocesses)
-                os.environ.pop(PLUGIN_ENV, None)
-            else:
-                os.environ[PLUGIN_ENV] = before
             _fail(InputError(f"--plugin {', '.join(plugin)}: {e}"))
 
 

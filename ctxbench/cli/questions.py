@@ -8,19 +8,9 @@ from typing import Optional
 import typer
 
 from ctxbench.cli.common import USER_ERRORS, _fail, console, out_console
-from ctxbench.cli.options import (
-    check_db,
-    check_env,
-    check_text,
-    check_url,
-)
+from ctxbench.cli.options import check_db, check_env, check_text, check_url
 from ctxbench.questions.importer import REPORT, import_questions
-from ctxbench.tracks.holobench.generate import (
-    GenerateConfig,
-    check_generated_out,
-    generate_questions,
-    write_generated,
-)
+from ctxbench.tracks.holobench.generate import GenerateConfig, check_generated_out, generate_questions, write_generated
 
 questions_app = typer.Typer(no_args_is_help=True, help="Import or generate query sets (questions with their SQL).")
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from ctxbench.analysis.core import differing_samples, instance_scores, length_rows, primary_rows, shared_instance_rows
+from ctxbench.analysis.core import shared_comparison
 from ctxbench.cli.common import USER_ERRORS, console, out_console, print_table
 from ctxbench.report import results_table
 from ctxbench.scoring.metrics import length_averages
@@ -58,8 +58,7 @@ def print_shared_comparison(build: Path) -> bool:
     """Where models side by side in a build's results were scored on different instances (e.g. each evaluated
     its own sample): print a warning naming, per context length, each model's instance count and the shared count,
     then the results table over the shared instances only. Returns whether it printed anything."""
-    rows = primary_rows(instance_scores(build)[0])
-    diff = differing_samples(rows)
+    diff, shared = shared_comparison(build)
     if not diff:
         return False
     where = "; ".join(f"{d['context_length']:,} tokens ({d['mode']}): "
@@ -69,6 +68,5 @@ def print_shared_comparison(build: Path) -> bool:
                   f"scores compare different questions: {where}. The table below compares them on the shared instances only "
                   f"(`ctxbench compare` does the same; evaluate every model on the same sample to compare all).",
                   markup=False)
-    print_table(_length_table(length_rows(shared_instance_rows(rows)),
-                              "shared instances only (every model side by side on the same instances)"))
+    print_table(_length_table(shared, "shared instances only (every model side by side on the same instances)"))
     return True

@@ -9,45 +9,25 @@ from pathlib import Path
 from typing import Literal, Optional
 
 import click
-import pyarrow.parquet as pq
 import typer
 
-from ctxbench.cli.build import _why_no_instances
-from ctxbench.cli.common import (
-    USER_ERRORS,
-    _fail,
-    _ints,
-    _mode,
-    _positive_ints,
-    _said_failed,
-    _warn_unknown_model,
-    console,
-)
+from ctxbench.cli.common import (USER_ERRORS, _fail, _ints, _mode, _positive_ints, _said_failed, _warn_unknown_model,
+    console)
 from ctxbench.cli.evaluate import _report_evaluation
 from ctxbench.cli.logfilter import quiet_interrupt_crash
-from ctxbench.cli.options import (
-    check_text,
-    check_url,
-    config_values,
-    option_specs,
-    parameters,
-)
+from ctxbench.cli.options import check_text, check_url, config_values, option_specs, parameters
 from ctxbench.cli.progress import _RunProgress
 from ctxbench.cli.results import print_results
 from ctxbench.core.errors import CtxbenchError
 from ctxbench.core.extras import require
 from ctxbench.core.outdir import claim_out_dir, is_run_root
 from ctxbench.core.progress import listening
-from ctxbench.core.storage import (
-    read_table,
-    resolve_build,
-)
+from ctxbench.core.storage import resolve_build
 from ctxbench.core.track import default_track
 from ctxbench.models.local_server import EMBEDDED_MODEL, embedded_gguf, embedded_runtime
-from ctxbench.models.runner import asked_again
-from ctxbench.report import results_table
 from ctxbench.run.engine_log import engine_log, write_traceback
-from ctxbench.run.evaluate import EvalConfig, EvalSummary
+from ctxbench.run.outcome import build_counts, engine_summary, failed_calls, stored_cut_off, why_no_instances
+from ctxbench.run.evaluate import EvalConfig
 
 RUN_LENGTHS = "2048,4096"  # `run`'s tiers: the whole run in minutes on 2 cores (build's default is 4k..64k)
 
@@ -155,40 +135,25 @@ def run_cmd(
         console.print(f"error: {type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''} "
                       f"(the engine's log and this traceback: {log})", markup=False)
         raise typer.Exit(1) from None
-    if pq.read_metadata(build / "instances.parquet").num_rows == 0:
-        q = build / "quarantine.parquet"
-        nq = pq.read_metadata(q).num_rows if q.exists() else 0
-        console.print("error: " + _why_no_instances(build, nq), markup=False)
+    n_instances, n_quarantined = build_counts(build)
+    if n_instances == 0:
+        console.print("error: " + why_no_instances(build, n_quarantined), markup=False)
         raise typer.Exit(1)
     print_results(build)
-    s = _run_summary(res, model)
-    rc = _report_evaluation(EvalSummary(**{k: v for k, v in s.items() if k in EvalSummary.__dataclass_fields__}),
-                            build) if s else 0
+    s = engine_summary(res, model)
+    rc = _report_evaluation(s, build) if s else 0
 
-    stored = sum(r.get("cut_off", 0) for r in results_table(build, primary_only=True) if r["model"] == model)
-    if stored and not (s or {}).get("cut_off"):  # a rerun: the cut-off replies were stored by an earlier run
+    stored = stored_cut_off(build, model)
+    if stored and not (s.cut_off if s else 0):  # a rerun: the cut-off replies were stored by an earlier run
         console.print(f"cut off: {stored} stored replies of {model} ended at the output budget before they finished "
                       f"(asked by an earlier run; scored 0, counted in the table): raise the budget with --max-tokens "
                       f"and rerun to ask them again", markup=False)
     if rc:
         raise typer.Exit(rc)
 
-    rows = [r for r in read_table(build / "responses.parquet", "responses")
-            .select(["instance_id", "model", "status", "error"]).to_pylist()
-            if r["model"] == model and asked_again(r["status"])]
-    if rows:  # failed calls left by this run or an earlier one: exit 1 as evaluate does, a rerun asks them again
-        raise typer.Exit(_said_failed(len(rows), [f"{r['instance_id']}: {r['error'] or r['status']}" for r in rows],
-                                      build / "responses.parquet"))
-
-
-def _run_summary(res: dict, model: str) -> dict | None:
-    """The evaluation summary (EvalSummary as a dict) of ``model`` in an engine's result: the Prefect ``nightly``
-    flow's (``evaluations[model]["workers"][0]``, one worker) or :func:`pipelines.luigi_tasks.run_luigi`'s
-    (``evaluations[model]``, when the evaluation ran in this call); None when there is none."""
-    ev = (res or {}).get("evaluations", {}).get(model)
-    if isinstance(ev, dict) and ev.get("workers"):
-        return ev["workers"][0]
-    return ev if isinstance(ev, dict) and "selected" in ev else None
+    failed = failed_calls(build, model)
+    if failed:  # failed calls left by this run or an earlier one: exit 1 as evaluate does, a rerun asks them again
+        raise typer.Exit(_said_failed(len(failed), failed, build / "responses.parquet"))
 
 
 def _run_build_specs(track):

@@ -10,12 +10,7 @@ from typing import Optional
 import typer
 
 from ctxbench.cli.common import USER_ERRORS, _fail, console, out_console
-from ctxbench.cli.options import (
-    check_env,
-    check_reference,
-    check_text,
-    check_url,
-)
+from ctxbench.cli.options import check_env, check_reference, check_text, check_url
 from ctxbench.cli.results import _shared_note, print_results
 from ctxbench.core.errors import CtxbenchError, InputError
 from ctxbench.core.track import tracks

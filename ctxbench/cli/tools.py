@@ -10,20 +10,12 @@ import typer
 from rich.table import Table
 
 from ctxbench.cli.common import USER_ERRORS, _fail, _words, out_console, print_table
-from ctxbench.cli.options import (
-    check_tokenizers,
-)
-from ctxbench.core.errors import InputError
-from ctxbench.core.hashing import stable_hash
-from ctxbench.core.storage import (
-    write_json,
-)
+from ctxbench.cli.options import check_tokenizers
 from ctxbench.core.track import tracks
 from ctxbench.questions.sqlinfo import sql_info, sql_info_on_db
 from ctxbench.run.export import FORMATS, export_build
+from ctxbench.run.calibration import calibrate_corpus
 from ctxbench.run.planning import make_plan
-from ctxbench.sources.corpus import CORPUS_MANIFEST, load_corpus
-from ctxbench.tokenizers.calibrate import calibrate, spread
 
 
 def sql_info_cmd(sql: str = typer.Argument(..., help="one SQL SELECT statement"),
@@ -67,23 +59,6 @@ def tracks_cmd(as_json: bool = typer.Option(False, "--json", help="print JSON in
         out_console.print("\n".join(lines))
 
 
-def _check_calibration_out(out: Path) -> None:
-    """--out of calibrate: a new file, or an earlier calibration, never a build's file or anything else."""
-    if out.is_dir():
-        raise InputError(f"--out {out} is a directory: give a JSON file name, e.g. {out / 'calibration.json'}")
-    if not out.parent.is_dir():
-        raise InputError(f"--out {out}: its directory {out.parent} does not exist")
-    if (out.parent / "manifest.json").exists():
-        raise InputError(f"--out {out} is inside the build {out.parent}, which is immutable: write it elsewhere")
-    if out.exists():
-        try:
-            ok = isinstance(json.loads(out.read_text(encoding="utf-8")).get("tokenizers"), list)
-        except (ValueError, UnicodeDecodeError, AttributeError):
-            ok = False
-        if not ok:
-            raise InputError(f"--out {out} exists and is not an earlier calibration: choose another file name")
-
-
 def calibrate_cmd(
     corpus: Path = typer.Option(..., exists=True, file_okay=False, help="corpus directory"),
     tokenizers: Optional[str] = typer.Option(None, callback=check_tokenizers,
@@ -94,25 +69,18 @@ def calibrate_cmd(
 ) -> None:
     """Tokens per character of a corpus for each tokenizer (stored as JSON and printed)."""
     try:
-        if out is not None:
-            _check_calibration_out(out)
-        c = load_corpus(corpus, exclude=[x for x in exclude.split(",") if x.strip()])
-        paras = c.paragraphs()
-        cals = calibrate(paras, [x.strip() for x in tokenizers.split(",")] if tokenizers else None)
-        target = out or (Path(corpus) / "calibration.json" if (Path(corpus) / CORPUS_MANIFEST).exists() else None)
-        if target is not None:
-            write_json({"corpus_id": c.corpus_id, "corpus_sha256": stable_hash(c.checksums(), length=64),
-                        "excluded": sorted(c.excluded), "spread": spread(cals),
-                        "tokenizers": [x.as_dict() for x in cals]}, target)
+        r = calibrate_corpus(corpus, [x.strip() for x in tokenizers.split(",")] if tokenizers else None,
+                             [x for x in exclude.split(",") if x.strip()], out)
     except USER_ERRORS as e:
         _fail(e)
-    t = Table(title=f"{c.corpus_id}: tokens per character ({cals[0].chars_nonspace:,} non-space characters)")
+    cals = r.calibrations
+    t = Table(title=f"{r.corpus_id}: tokens per character ({cals[0].chars_nonspace:,} non-space characters)")
     for col in ("tokenizer", "tokens", "tokens/char", "seconds"):
         t.add_column(col, justify="left" if col == "tokenizer" else "right")
     for x in sorted(cals, key=lambda x: x.tokens_per_char):
         t.add_row(x.tokenizer, f"{x.tokens:,}", f"{x.tokens_per_char:.3f}", f"{x.seconds or 0:.1f}")
     print_table(t)
-    out_console.print(f"spread (largest / smallest): {spread(cals):.2f}x" + (f"; written to {target}" if target else ""))
+    out_console.print(f"spread (largest / smallest): {r.spread:.2f}x" + (f"; written to {r.written}" if r.written else ""))
 
 
 def plan_cmd(accuracy: Optional[float] = typer.Option(None, min=0.0, max=1.0,
