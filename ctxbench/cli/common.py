@@ -1,4 +1,5 @@
-"""Shared pieces of the commands: the two consoles (messages on stderr, results on stdout), the one-line user error and its exit status, option checks, the progress bar and the table printer."""
+"""Shared pieces of the commands: the two consoles (messages on stderr, results on stdout), the one-line user error and
+its exit status, option checks, the progress bar and the table printer."""
 
 from __future__ import annotations
 

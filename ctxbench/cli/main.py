@@ -1,4 +1,5 @@
-"""The ``ctxbench`` typer app: the root group (one-line usage errors, Ctrl-C), the track groups of ``build`` and ``import``, the global options, and the registration of every command module."""
+"""The ``ctxbench`` typer app: the root group (one-line usage errors, Ctrl-C), the track groups of ``build`` and
+``import``, the global options, and the registration of every command module."""
 
 from __future__ import annotations
 
