@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ctxbench.cli import app
-from ctxbench.cli.run import _run_command
+from ctxbench.cli.run import run_command
 from ctxbench.core.storage import to_table, write_parquet
 from fakeserver import FakeOpenAIServer
 from test_crash_safety import make_toy_build
@@ -34,11 +34,11 @@ def test_run_takes_every_build_option_of_its_track():
 
     t = default_track()
     build_flags = {"--" + s.flag for s in option_specs(t.Config, t.cli_names, t.cli_hidden, t.cli_checks)}
-    run_flags = {o for p in _run_command().params for o in p.opts}
+    run_flags = {o for p in run_command().params for o in p.opts}
     assert "--queries" in build_flags
     assert build_flags <= run_flags, build_flags - run_flags
     # run's own tiers stay small: 2,048 and 4,096 tokens (build's default starts at 4,096)
-    lengths = next(p for p in _run_command().params if "--lengths" in p.opts)
+    lengths = next(p for p in run_command().params if "--lengths" in p.opts)
     assert lengths.default == "2048,4096"
 
 

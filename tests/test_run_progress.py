@@ -8,7 +8,7 @@ import re
 from typer.testing import CliRunner
 
 from ctxbench.cli import app
-from ctxbench.cli.progress import _RunProgress
+from ctxbench.cli.progress import RunProgress
 from ctxbench.core.progress import Event, emit, listening
 from fakeserver import FakeOpenAIServer
 
@@ -41,7 +41,7 @@ def test_calls_line_says_count_rate_and_eta(monkeypatch):
     monkeypatch.setattr("time.monotonic", lambda: clock[0])
     out: list[str] = []
     monkeypatch.setattr(cli.console, "print", lambda msg, **k: out.append(msg))
-    show = _RunProgress(every_s=0)
+    show = RunProgress(every_s=0)
     with listening(show):
         emit("calls", "m", 0, 10)
         clock[0] = 108.0

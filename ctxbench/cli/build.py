@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 import typer
 
-from ctxbench.cli.common import USER_ERRORS, _fail, _progress, console, out_console
+from ctxbench.cli.common import USER_ERRORS, console, fail, out_console, progress_bar
 from ctxbench.cli.options import config_values, option_specs, parameters
 from ctxbench.run.outcome import why_no_instances
 
@@ -20,7 +20,7 @@ def _print_build(r, verb: str = "built") -> None:
     out_console.print(f"{what}: {r.n_instances} instances, {r.n_quarantined} quarantined, build {r.build_hash} → {r.out}")
 
 
-def _track_command(track, verb: str) -> click.Command:
+def track_command(track, verb: str) -> click.Command:
     """The ``ctxbench build|import <track>`` command: one option per field of the track's Config (help from the
     field's description; ctxbench.cli.options), then --out and --force; runs the track's stages."""
     specs = option_specs(track.Config, track.cli_names, track.cli_hidden, track.cli_checks)
@@ -31,14 +31,14 @@ def _track_command(track, verb: str) -> click.Command:
         try:
             cfg = track.Config(**config_values(specs, kw))
         except USER_ERRORS as e:
-            _fail(e, names)
+            fail(e, names)
         try:
-            with _progress() as p:
+            with progress_bar() as p:
                 t = p.add_task(f"{track.name}", total=None)
                 r = track.build(cfg, out, force=force, progress=lambda d, n: p.update(t, completed=d, total=n),
                                 on_stage=lambda st: p.update(t, description=f"{track.name}: {st.name}"))
         except USER_ERRORS as e:
-            _fail(e, names)
+            fail(e, names)
         _print_build(r, "imported" if verb == "import" else "built")
         for line in track.result_lines(r):
             out_console.print(line)

@@ -48,11 +48,7 @@ def print_table(t: Table) -> None:
     Console(file=out_console.file, soft_wrap=True, markup=False, width=max(natural, out_console.width)).print(t)
 
 
-def _ints(s: str, what: str) -> list[int]:
-    return parse_ints(s, what)
-
-
-def _positive_ints(value: str | None) -> str | None:
+def check_positive_ints(value: str | None) -> str | None:
     """Option check: comma-separated token counts, each at least 1 (``4k`` = 4,096)."""
     if value is None:
         return value
@@ -65,7 +61,7 @@ def _positive_ints(value: str | None) -> str | None:
     return value
 
 
-def _mode(value: str | None) -> str | None:
+def check_mode(value: str | None) -> str | None:
     """Option check: lc, rag or lc,rag."""
     if value is None:
         return value
@@ -75,14 +71,14 @@ def _mode(value: str | None) -> str | None:
     return value
 
 
-def _words(value: str | None) -> str | None:
+def check_words(value: str | None) -> str | None:
     """Option check: a comma-separated list with at least one item."""
     if value is not None and not [x for x in value.split(",") if x.strip()]:
         raise typer.BadParameter("needs at least one comma-separated value")
     return value
 
 
-def _fail(e: Exception, flags: dict[str, str] | None = None) -> None:
+def fail(e: Exception, flags: dict[str, str] | None = None) -> None:
     """Print a user error (no traceback) and exit with status 2 (bad input); 75 when another process holds the
     output directory (:class:`ctxbench.core.outdir.DirectoryBusy`: rerun once it has finished) and 1 for a full disk
     (:func:`ctxbench.core.storage.disk_full`: the run failed, the input was fine). ``flags``: config field → CLI
@@ -110,7 +106,7 @@ USER_ERRORS = (CtxbenchError, PydanticValidationError, OSError, ValueError, sqli
 
 
 @contextlib.contextmanager
-def _said_retries(con):
+def say_retries(con):
     """Print every timeout and retry of a model call (:func:`ctxbench.core.progress.retrying`) above the progress bar
     while the block runs."""
     def say(ev) -> None:
@@ -122,12 +118,12 @@ def _said_retries(con):
         yield
 
 
-def _progress() -> Progress:
+def progress_bar() -> Progress:
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     console=console, transient=False)
 
 
-def _price_option(value: str | None) -> str | None:
+def check_price(value: str | None) -> str | None:
     """``--price``: two non-negative numbers IN,OUT (a usage error naming the option otherwise)."""
     try:
         parse_price(value)
@@ -136,7 +132,7 @@ def _price_option(value: str | None) -> str | None:
     return value
 
 
-def _efforts(value: Optional[str]) -> Optional[str]:
+def check_efforts(value: Optional[str]) -> Optional[str]:
     """--reasoning-effort: comma-separated efforts of ctxbench.models.effort.EFFORTS."""
     try:
         parse_efforts(value)
@@ -145,7 +141,7 @@ def _efforts(value: Optional[str]) -> Optional[str]:
     return value
 
 
-def _said_failed(n: int, failed: list[str], where: Path, prefix: str = "") -> int:
+def say_failed(n: int, failed: list[str], where: Path, prefix: str = "") -> int:
     """Say that ``n`` calls failed and are stored as failed rows (``failed``: ``instance_id: reason``, the first
     three named) and that the same command asks them again; returns the exit status 1 (docs/reference/
     exit-codes.md: a run that leaves failed calls, status error or empty_reply, is incomplete, whatever its answers)."""
@@ -155,7 +151,7 @@ def _said_failed(n: int, failed: list[str], where: Path, prefix: str = "") -> in
     return 1
 
 
-def _warn_unknown_model(model: str, base_url: str | None) -> None:
+def warn_unknown_model(model: str, base_url: str | None) -> None:
     """Print :func:`ctxbench.models.registry.unknown_model_warning` (a misspelt name such as ``gtp-4o``) on
     stderr; the command goes on."""
     if model != EMBEDDED_MODEL and (w := unknown_model_warning(model, base_url)):

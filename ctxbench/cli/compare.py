@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from ctxbench.cli.common import USER_ERRORS, _fail, out_console
+from ctxbench.cli.common import USER_ERRORS, fail, out_console
 from ctxbench.report.compare import compare_runs
 
 
@@ -21,7 +21,7 @@ def compare_cmd(dirs: list[Path] = typer.Argument(..., exists=True, file_okay=Fa
     try:
         r = compare_runs(dirs, out, force=force)
     except USER_ERRORS as e:
-        _fail(e)
+        fail(e)
     out_console.print(f"leaderboard of {r.models} models on {r.groups} benchmark builds ({r.builds} build "
                       f"directories): {r.cells - r.missing} cells, {r.missing} missing (reasons on the page) → "
                       f"{r.page}; catalogue {r.catalogue}")

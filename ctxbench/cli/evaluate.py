@@ -7,9 +7,9 @@ from typing import Literal, Optional
 
 import typer
 
-from ctxbench.cli.common import (USER_ERRORS, _efforts, _fail, _ints, _mode, _positive_ints, _price_option, _progress,
-    _said_failed, _said_retries, _warn_unknown_model, _words, console, out_console)
-from ctxbench.cli.options import check_env, check_text, check_url
+from ctxbench.cli.common import (USER_ERRORS, check_efforts, check_mode, check_positive_ints, check_price, check_words,
+    console, fail, out_console, progress_bar, say_failed, say_retries, warn_unknown_model)
+from ctxbench.cli.options import check_env, check_text, check_url, parse_ints
 from ctxbench.core.errors import EmptySelection, InputError
 from ctxbench.core.storage import find_builds
 from ctxbench.models.local_server import EMBEDDED_MODEL, LocalServer
@@ -28,7 +28,7 @@ def _eval_cfg(model, base_url, concurrency, samples, per_length, prompt_variant,
 
 def _rag_opts(mode, rag_tokens, chunk_tokens, chunk_overlap, top_k, retriever, embedding_model) -> dict:
     """EvalConfig fields of --mode and the retrieval options (RAG mode, ctxbench.retrieval)."""
-    return {"mode": mode, "rag_tokens": _ints(rag_tokens, "--rag-tokens") if rag_tokens else None,
+    return {"mode": mode, "rag_tokens": parse_ints(rag_tokens, "--rag-tokens") if rag_tokens else None,
             "chunk_tokens": chunk_tokens, "chunk_overlap": chunk_overlap, "top_k": top_k, "retriever": retriever,
             "embedding_model": embedding_model}
 
@@ -49,9 +49,9 @@ def evaluate_cmd(
     prompt_variant: Literal["cot", "direct"] = typer.Option("cot", help="cot | direct"),
     max_tokens: Optional[int] = typer.Option(None, min=1, help="output budget (default: the registry's)"),
     temperature: float = typer.Option(0.0, min=0.0, max=2.0),
-    mode: str = typer.Option("lc", callback=_mode, help="lc (full context), rag (retrieved chunks) or lc,rag (both); rag with the "
+    mode: str = typer.Option("lc", callback=check_mode, help="lc (full context), rag (retrieved chunks) or lc,rag (both); rag with the "
                                                                   "hybrid or dense retriever needs .\\[retrieval]"),
-    rag_tokens: Optional[str] = typer.Option(None, callback=_positive_ints,
+    rag_tokens: Optional[str] = typer.Option(None, callback=check_positive_ints,
                                              help="RAG retrieval budgets in tokens, e.g. 2048,4096,8192 "
                                                   "(one RAG run each; default: --top-k chunks)"),
     chunk_tokens: int = typer.Option(600, min=1, help="RAG chunk size in tokens (the instance's tokenizer)"),
@@ -83,13 +83,13 @@ def evaluate_cmd(
                                              help="spend at most this many USD in this invocation: each call reserves "
                                                   "its worst case first; stops with exit 3 before the cap, nothing "
                                                   "lost (rerun with a larger cap to ask the rest)"),
-    price: Optional[str] = typer.Option(None, callback=_price_option,
+    price: Optional[str] = typer.Option(None, callback=check_price,
                                         help="IN,OUT: USD per million input and output tokens, for "
                                                    "--max-cost on a model without a price (e.g. 0.5,1.5)"),
     target_ci: Optional[float] = typer.Option(None, min=0.0, max=0.5,
                                               help="ask instances in a seeded random order and stop once the 95% "
                                                    "anytime-valid interval's half-width per context length is <= W"),
-    reasoning_effort: Optional[str] = typer.Option(None, callback=_efforts,
+    reasoning_effort: Optional[str] = typer.Option(None, callback=check_efforts,
                                                    help="reasoning efforts, one run each: any of none,low,medium,high "
                                                         "(OpenAI reasoning_effort, Anthropic thinking, Gemini "
                                                         "thinkingBudget, chat_template_kwargs.enable_thinking)"),
@@ -106,7 +106,7 @@ def evaluate_cmd(
                         price=_price(price, max_cost), target_ci=target_ci,
                         reasoning_effort=reasoning_effort, thinking_budget=thinking_budget,
                         **_rag_opts(mode, rag_tokens, chunk_tokens, chunk_overlap, top_k, retriever, embedding_model))
-        _warn_unknown_model(model, base_url)
+        warn_unknown_model(model, base_url)
         if dry_run:
             try:
                 est = estimate(build, cfg)
@@ -120,13 +120,13 @@ def evaluate_cmd(
         if max_cost is not None:  # a model without a price is refused before the progress bar (issue 32 item 9)
 
             cap_prices(model, cfg.price, batch)
-        with _progress() as p, _said_retries(p.console):
+        with progress_bar() as p, say_retries(p.console):
             t = p.add_task(f"calling {model}", total=None)
             s = evaluate_build(build, cfg, progress=lambda d, n: p.update(t, completed=d, total=n),
                                server=LocalServer if local else None)
     except USER_ERRORS as e:
-        _fail(e)
-    raise typer.Exit(_report_evaluation(s, build))
+        fail(e)
+    raise typer.Exit(report_evaluation(s, build))
 
 
 def _price(value: str | None, max_cost: float | None) -> tuple[float, float] | None:
@@ -137,7 +137,7 @@ def _price(value: str | None, max_cost: float | None) -> tuple[float, float] | N
     return p
 
 
-def _report_evaluation(s, build: Path, prefix: str = "") -> int:
+def report_evaluation(s, build: Path, prefix: str = "") -> int:
     """Print an evaluation's summary (:class:`ctxbench.run.evaluate.EvalSummary`); returns the exit status: 1 when it
     selected no instance (saying which selection or filter emptied it), left calls unfinished or stored as failed
     (error rows, named: a rerun asks them again), or stopped because its first calls were all refused alike (a
@@ -212,7 +212,7 @@ def _report_evaluation(s, build: Path, prefix: str = "") -> int:
                       markup=False)
         return 1
     if s.errors or s.empty_generated:  # error and empty_reply rows: failed calls the same command asks again
-        return _said_failed(s.errors + s.empty_generated, s.failed, build / "responses.parquet", prefix)
+        return say_failed(s.errors + s.empty_generated, s.failed, build / "responses.parquet", prefix)
     return 0
 
 
@@ -221,7 +221,7 @@ def backfill_cmd(
                                                              "embedded smollm2-135m-instruct)"),
     runs: Path = typer.Option(..., exists=True, file_okay=False,
                               help="runs root: every completed build under it (recursively) is evaluated"),
-    benchmarks: Optional[str] = typer.Option(None, callback=_words, help="only builds of these benchmarks, "
+    benchmarks: Optional[str] = typer.Option(None, callback=check_words, help="only builds of these benchmarks, "
                                              "comma-separated (holobench, scitrek, needles, lara, ...); default all"),
     base_url: Optional[str] = typer.Option(None, callback=check_url, help="OpenAI-compatible endpoint of --model"),
     api_key_env: Optional[str] = typer.Option(None, callback=check_env,
@@ -241,23 +241,23 @@ def backfill_cmd(
                                              max_tokens, 0.0, api_key_env),
                              runs_root=str(runs),
                              benchmarks=[x.strip() for x in (benchmarks or "").split(",") if x.strip()])
-        _warn_unknown_model(model, base_url)
+        warn_unknown_model(model, base_url)
         builds = find_builds(cfg.runs_root, cfg.benchmarks)
         if not builds:
             what = ", ".join(f"{k} {n}" for k, n in builds_by_benchmark(cfg.runs_root).items()) or "none"
-            _fail(InputError(f"no completed build under --runs {runs}"
+            fail(InputError(f"no completed build under --runs {runs}"
                              + (f" of --benchmarks {benchmarks}" if cfg.benchmarks else "")
                              + f" (builds found by benchmark: {what})"))
         local = model == EMBEDDED_MODEL and not base_url
         worst = 0
         for i, b in enumerate(builds, 1):
-            with _progress() as p, _said_retries(p.console):
+            with progress_bar() as p, say_retries(p.console):
                 t = p.add_task(f"[{i}/{len(builds)}] {b}", total=None)
                 s = evaluate_build(b, cfg.model, progress=lambda d, n: p.update(t, completed=d, total=n),
                                    server=LocalServer if local else None)
-            rc = _report_evaluation(s, b, prefix=f"{b}: ")
+            rc = report_evaluation(s, b, prefix=f"{b}: ")
             worst = rc if rc == 75 or (rc and worst != 75) else worst
     except USER_ERRORS as e:
-        _fail(e)
+        fail(e)
     out_console.print(f"backfill of {model}: {len(builds)} build(s) under {runs}")
     raise typer.Exit(worst)

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from ctxbench.cli.common import USER_ERRORS, _fail, _words, out_console
+from ctxbench.cli.common import USER_ERRORS, check_words, fail, out_console
 from ctxbench.cli.options import check_env, check_text, check_url
 from ctxbench.core.errors import InputError
 from ctxbench.sources.corpus import corpus_summary, fetch_corpus
@@ -37,7 +37,7 @@ def fetch_corpus_cmd(
                          apikey=os.environ.get(apikey_env) if apikey_env else None, remap=remap,
                          exclude=[x for x in exclude.split(",") if x.strip()], corpus_id=corpus_id, force=force)
     except USER_ERRORS as e:
-        _fail(e)
+        fail(e)
     s = corpus_summary(c)
     out_console.print(f"{s['corpus_id']}: {s['volumes']} volumes, {s['paragraphs']:,} paragraphs, {s['chars']:,} "
                       f"characters → {out}" + (f"; excluded {', '.join(s['excluded'])}" if s["excluded"] else ""))
@@ -47,7 +47,7 @@ def fetch_corpus_cmd(
 def fetch_s2_cmd(
     out: Path = typer.Option(..., file_okay=False, help="directory for the PDFs and metadata.json"),
     subjects: str = typer.Option("Computer Science,Economics,Electronic Engineering,Math,Physics,Biology,Finance,"
-                                 "Statistics", callback=_words,
+                                 "Statistics", callback=check_words,
                                  help="comma-separated subjects (SciTrek's eight by default)"),
     seeds_per_subject: int = typer.Option(2, min=1, help="seed papers per subject"),
     first_hop: int = typer.Option(10, min=0, help="papers sampled from each seed's references and citations"),
@@ -71,9 +71,9 @@ def fetch_s2_cmd(
                           api_url=api_url or os.environ.get("S2_API_URL") or None, min_interval_s=min_interval)
         rows, quarantine = fetch_clusters(out, cfg, force=force)
     except (ObjectNotFoundException, BadQueryParametersException) as e:  # the API answered 404/400 at the root
-        _fail(InputError(f"--api-url {api_url}: the Semantic Scholar Graph API answered "
+        fail(InputError(f"--api-url {api_url}: the Semantic Scholar Graph API answered "
                          f"{type(e).__name__} ({e}); check the address (it should end before /graph/v1)"))
     except USER_ERRORS as e:
-        _fail(e)
+        fail(e)
     out_console.print(f"{len(rows)} papers with PDFs in {out} (metadata.json); {len(quarantine)} left out"
                       + (" (quarantine.json)" if quarantine else ""))

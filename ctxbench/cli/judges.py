@@ -10,7 +10,7 @@ from rich.table import Table
 
 from ctxbench.analysis.agreement import append_label, judge_agreement, label_sample, labelled_keys, write_kappa
 from ctxbench.analysis.closed_book import screen_build
-from ctxbench.cli.common import USER_ERRORS, _fail, _said_failed, console, out_console, print_table
+from ctxbench.cli.common import USER_ERRORS, console, fail, out_console, print_table, say_failed
 from ctxbench.cli.options import check_env, check_text, check_url
 from ctxbench.core.errors import CtxbenchError
 from ctxbench.models.local_server import EMBEDDED_MODEL, LocalServer
@@ -30,14 +30,14 @@ def screen_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, hel
         s = screen_build(build, model, base_url, api_key_env, concurrency,
                          server=LocalServer if model == EMBEDDED_MODEL and not base_url else None)
     except USER_ERRORS as e:
-        _fail(e)
+        fail(e)
     out_console.print(f"{model}: {s.questions} questions asked without context ({s.from_cache} from cache, "
                       f"{s.failed} failed); {s.flagged} of {s.instances} instances answered correctly closed-book "
                       f"(flagged) → {build / 'closed_book.parquet'}")
     for n in s.notes:
         console.print(f"  {n}", markup=False)
     if s.failed:  # failed calls: exit 1 as evaluate does (docs/reference/exit-codes.md); a rerun asks them again
-        raise typer.Exit(_said_failed(s.failed, [], build / "closed_book.parquet"))
+        raise typer.Exit(say_failed(s.failed, [], build / "closed_book.parquet"))
 
 
 def label_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help="build directory"),
@@ -51,7 +51,7 @@ def label_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help
         done = labelled_keys(out)
         items = label_sample(build, n - len(done), seed, model, exclude=done) if n > len(done) else []
     except USER_ERRORS as e:
-        _fail(e)
+        fail(e)
     out_console.print(f"{len(done)} already labelled in {out}; {len(items)} to go. Compare the answer with the "
                       f"gold answer: c = correct, p = partial, i = incorrect, s = skip, q = quit.")
     labelled = 0
@@ -84,7 +84,7 @@ def kappa_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help
     try:
         rows, counts = judge_agreement(build, labels, threshold)
     except USER_ERRORS as e:
-        _fail(e)
+        fail(e)
     t = Table(title=f"judge agreement with {counts['labels']} human labels ({counts['unmatched']} unmatched)")
     for c in ("judge", "kind", "n", "P_o", "P_e", "kappa", "95% CI"):
         t.add_column(c, justify="left" if c in ("judge", "kind") else "right")
@@ -93,7 +93,7 @@ def kappa_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help
         t.add_row(r["matcher"], r["kind"], str(r["n"]), f"{r['po']:.3f}", f"{r['pe']:.3f}",
                   "undefined" if r["kappa"] is None else f"{r['kappa']:.3f}", ci)
     if not rows:
-        _fail(CtxbenchError(f"no judge in {build / 'scores.parquet'} scored a labelled answer: run `ctxbench score` "
+        fail(CtxbenchError(f"no judge in {build / 'scores.parquet'} scored a labelled answer: run `ctxbench score` "
                             f"(with --judge) on the build the labels come from"))
     print_table(t)
     write_kappa(build, rows, labels)

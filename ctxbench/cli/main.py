@@ -12,10 +12,10 @@ from rich.markup import escape
 from typer.core import TyperGroup
 
 from ctxbench.cli import compare, evaluate, fetch, judges, questions, score, tools
-from ctxbench.cli.build import _track_command
-from ctxbench.cli.common import USER_ERRORS, _fail, console
+from ctxbench.cli.build import track_command
+from ctxbench.cli.common import USER_ERRORS, console, fail
 from ctxbench.cli.help_format import install as _install_help_format
-from ctxbench.cli.run import _run_command
+from ctxbench.cli.run import run_command
 from ctxbench.core.errors import CtxbenchError, InputError, one_line_data_warnings
 from ctxbench.core.redact import install, redact
 from ctxbench.core.track import find_track, get_track, load_plugins, tracks
@@ -37,7 +37,7 @@ class _TrackGroup(TyperGroup):
         if cmd is not None:
             return cmd
         t = find_track(name)
-        return _track_command(t, self.verb) if t is not None and self.verb in t.verbs else None
+        return track_command(t, self.verb) if t is not None and self.verb in t.verbs else None
 
     def resolve_command(self, ctx: click.Context, args: list[str]):
         if args and not args[0].startswith("-") and self.get_command(ctx, args[0]) is None:
@@ -56,9 +56,9 @@ class _ImportGroup(_TrackGroup):
 class _RootGroup(TyperGroup):
     """The ``ctxbench`` group: a usage error (a bad option value, a missing option, an unknown command) is printed
     as one unwrapped line, ``error: Invalid value for '--db': ...`` after the usage, like every other error of the
-    CLI (:func:`_fail`), so paths in messages stay whole and logs can be searched; exit status 2. A Ctrl-C prints
+    CLI (:func:`fail`), so paths in messages stay whole and logs can be searched; exit status 2. A Ctrl-C prints
     ``interrupted`` and exits 130 (128 + SIGINT), never a traceback. ``run`` is made when asked for
-    (:func:`_run_command`: its options include the default track's build options)."""
+    (:func:`run_command`: its options include the default track's build options)."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         names = super().list_commands(ctx)
@@ -66,7 +66,7 @@ class _RootGroup(TyperGroup):
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name == "run" and "run" not in self.commands:
-            self.commands["run"] = _run_command()
+            self.commands["run"] = run_command()
         return super().get_command(ctx, name)
 
     def invoke(self, ctx):
@@ -145,7 +145,7 @@ def main_options(plugin: Optional[list[str]] = typer.Option(
         try:  # a plugin that cannot be loaded is not left for later commands (or subprocesses)
             load_plugins(plugin)
         except (*USER_ERRORS, ImportError) as e:
-            _fail(InputError(f"--plugin {', '.join(plugin)}: {e}"))
+            fail(InputError(f"--plugin {', '.join(plugin)}: {e}"))
 
 
 def main() -> None:  # pragma: no cover

@@ -9,7 +9,7 @@ from ctxbench.cli.common import console
 from ctxbench.core.progress import clock, eta_estimate, eta_step, flights, server_status
 
 
-class _RunProgress:
+class RunProgress:
     """What ``ctxbench run`` shows while it works (:mod:`ctxbench.core.progress` events): one line per stage as it
     starts (build stages, model start, calls, score, report), prefixed by the time since the run began; calls with
     their count, rate and ETA, at most every few seconds (in a terminal: one line updated in place); the forecast
@@ -33,7 +33,7 @@ class _RunProgress:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def __enter__(self) -> "_RunProgress":
+    def __enter__(self) -> "RunProgress":
         self._thread = threading.Thread(target=self._beat, name="ctxbench-heartbeat", daemon=True)
         self._thread.start()
         return self

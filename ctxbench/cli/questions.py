@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from ctxbench.cli.common import USER_ERRORS, _fail, console, out_console
+from ctxbench.cli.common import USER_ERRORS, console, fail, out_console
 from ctxbench.cli.options import check_db, check_env, check_text, check_url
 from ctxbench.questions.importer import REPORT, import_questions
 from ctxbench.tracks.holobench.generate import GenerateConfig, check_generated_out, generate_questions, write_generated
@@ -40,7 +40,7 @@ def questions_generate_cmd(
             r = generate_questions(cfg, progress=lambda m: st.update(m))
         write_generated(r, out)
     except USER_ERRORS as e:
-        _fail(e)
+        fail(e)
     rep, cov = r.report, r.report["coverage"]
     out_console.print(f"{len(r.questions)} questions for {r.db_id} → {out} ({rep['checked']} of {rep['candidates']} "
                       f"candidate queries checked, {rep['passed']} passed; {r.seconds:.1f} s)"
@@ -74,7 +74,7 @@ def questions_import_cmd(
     try:
         r = import_questions(spider, db_dir, out, integer_division=integer_division, force=force)
     except USER_ERRORS as e:
-        _fail(e)
+        fail(e)
     c = r.counts
     why = ", ".join(f"{k} {n}" for k, n in c["by_reason"].items())
     out_console.print(f"imported {c['inputs']} questions: {c['accepted']} accepted, {c['rejected']} rejected"

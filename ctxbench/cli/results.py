@@ -22,7 +22,7 @@ def print_results(build: Path, paths: bool = True) -> None:
     if not rows and not paths:
         return
     print_table(_length_table(rows, "ctxbench results (each track's primary matcher, mean score over instances)"))
-    _shared_note(build)
+    shared_note(build)
     if not paths:
         return
     out_console.print(f"build directory: {build}\n  instances: {build / 'instances.parquet'}\n"
@@ -47,7 +47,7 @@ def _length_table(rows: list[dict], title: str) -> Table:
     return t
 
 
-def _shared_note(build: Path) -> None:
+def shared_note(build: Path) -> None:
     """:func:`print_shared_comparison` for ``run``, ``score`` and ``report``; a build whose tables cannot be read
     says nothing more (the command's own output stands)."""
     with contextlib.suppress(*USER_ERRORS):

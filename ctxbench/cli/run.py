@@ -11,12 +11,12 @@ from typing import Literal, Optional
 import click
 import typer
 
-from ctxbench.cli.common import (USER_ERRORS, _fail, _ints, _mode, _positive_ints, _said_failed, _warn_unknown_model,
-    console)
-from ctxbench.cli.evaluate import _report_evaluation
+from ctxbench.cli.common import (USER_ERRORS, check_mode, check_positive_ints, console, fail, say_failed,
+    warn_unknown_model)
+from ctxbench.cli.evaluate import report_evaluation
 from ctxbench.cli.logfilter import quiet_interrupt_crash
-from ctxbench.cli.options import check_text, check_url, config_values, option_specs, parameters
-from ctxbench.cli.progress import _RunProgress
+from ctxbench.cli.options import check_text, check_url, config_values, option_specs, parameters, parse_ints
+from ctxbench.cli.progress import RunProgress
 from ctxbench.cli.results import print_results
 from ctxbench.core.errors import CtxbenchError
 from ctxbench.core.extras import require
@@ -26,8 +26,8 @@ from ctxbench.core.storage import resolve_build
 from ctxbench.core.track import default_track
 from ctxbench.models.local_server import EMBEDDED_MODEL, embedded_gguf, embedded_runtime
 from ctxbench.run.engine_log import engine_log, write_traceback
-from ctxbench.run.outcome import build_counts, engine_summary, failed_calls, stored_cut_off, why_no_instances
 from ctxbench.run.evaluate import EvalConfig
+from ctxbench.run.outcome import build_counts, engine_summary, failed_calls, stored_cut_off, why_no_instances
 
 RUN_LENGTHS = "2048,4096"  # `run`'s tiers: the whole run in minutes on 2 cores (build's default is 4k..64k)
 
@@ -36,10 +36,10 @@ def run_cmd(
     out: Path = typer.Option(Path("runs/default"), file_okay=False, help="build directory to write"),
     per_length: int = typer.Option(3, min=1, help="instances evaluated per context length (3: the whole run in "
                                                  "about 4 minutes on 2 idle cores with the embedded model)"),
-    mode: str = typer.Option("lc", callback=_mode,
+    mode: str = typer.Option("lc", callback=check_mode,
                              help="lc, rag or lc,rag (RAG: hybrid retrieval of 600-token chunks, top 5; "
                                   "needs .\\[retrieval])"),
-    rag_tokens: Optional[str] = typer.Option(None, callback=_positive_ints,
+    rag_tokens: Optional[str] = typer.Option(None, callback=check_positive_ints,
                                              help="RAG retrieval budgets in tokens, e.g. 512,1024"),
     engine: Literal["prefect", "luigi"] = typer.Option(
         "prefect", help="prefect (flow `nightly`) | luigi (local scheduler, no server; needs .\\[service])"),
@@ -67,17 +67,17 @@ def run_cmd(
     try:  # a bad build option: the line and exit status `ctxbench build` gives, before any engine starts
         cfg = track.Config(**config_values(specs, build_options))
     except USER_ERRORS as e:
-        _fail(e, names)
+        fail(e, names)
     if engine not in ("prefect", "luigi"):
-        _fail(CtxbenchError(f"--engine {engine}: use prefect or luigi"))
+        fail(CtxbenchError(f"--engine {engine}: use prefect or luigi"))
 
     try:  # the rule of every --out (ctxbench.core.outdir), said before anything starts
         claim_out_dir(out, "run", force=force, own={"latest"}, is_own=is_run_root(out), what="run root")
     except USER_ERRORS as e:
-        _fail(e)
+        fail(e)
     ls = list(getattr(cfg, "lengths", []) or [])
     model = model or EMBEDDED_MODEL
-    _warn_unknown_model(model, base_url)
+    warn_unknown_model(model, base_url)
     embedded = model == EMBEDDED_MODEL and not base_url
     where = "the embedded model (served locally by llama.cpp)" if embedded else model
     # on 2 CPU cores the embedded model processes a 4,096-token context in about a minute: the sample shares one
@@ -110,8 +110,8 @@ def run_cmd(
             embedded_gguf()
         models = [EvalConfig(model=model, base_url=base_url, per_length=per_length, mode=mode, share_contexts=True,
                              max_tokens=max_tokens,
-                             rag_tokens=_ints(rag_tokens, "--rag-tokens") if rag_tokens else None)]
-        with _RunProgress() as shown, listening(shown):
+                             rag_tokens=parse_ints(rag_tokens, "--rag-tokens") if rag_tokens else None)]
+        with RunProgress() as shown, listening(shown):
             if engine == "luigi":
                 require("luigi", "run --engine luigi")
                 from pipelines.luigi_tasks import run_luigi  # lazy: the luigi engine, an optional extra
@@ -129,7 +129,7 @@ def run_cmd(
                     res = nightly(build=cfg, out=str(out), models=models)
         build = resolve_build(out)
     except USER_ERRORS as e:
-        _fail(e, names)
+        fail(e, names)
     except Exception as e:  # noqa: BLE001 - an engine's failure: one line here, its traceback in the log
         write_traceback(log, e)
         console.print(f"error: {type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''} "
@@ -141,7 +141,7 @@ def run_cmd(
         raise typer.Exit(1)
     print_results(build)
     s = engine_summary(res, model)
-    rc = _report_evaluation(s, build) if s else 0
+    rc = report_evaluation(s, build) if s else 0
 
     stored = stored_cut_off(build, model)
     if stored and not (s.cut_off if s else 0):  # a rerun: the cut-off replies were stored by an earlier run
@@ -153,7 +153,7 @@ def run_cmd(
 
     failed = failed_calls(build, model)
     if failed:  # failed calls left by this run or an earlier one: exit 1 as evaluate does, a rerun asks them again
-        raise typer.Exit(_said_failed(len(failed), failed, build / "responses.parquet"))
+        raise typer.Exit(say_failed(len(failed), failed, build / "responses.parquet"))
 
 
 def _run_build_specs(track):
@@ -165,7 +165,7 @@ def _run_build_specs(track):
             for s in option_specs(track.Config, track.cli_names, track.cli_hidden, track.cli_checks)]
 
 
-def _run_command() -> click.Command:
+def run_command() -> click.Command:
     """The ``ctxbench run`` command: :func:`run_cmd`'s own options, then every build option of the default track
     (generated from its Config as for ``build``; made when asked for, so that other commands import no track)."""
     own = [p for p in inspect.signature(run_cmd).parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]

@@ -9,9 +9,9 @@ from typing import Optional
 
 import typer
 
-from ctxbench.cli.common import USER_ERRORS, _fail, console, out_console
+from ctxbench.cli.common import USER_ERRORS, console, fail, out_console
 from ctxbench.cli.options import check_env, check_reference, check_text, check_url
-from ctxbench.cli.results import _shared_note, print_results
+from ctxbench.cli.results import print_results, shared_note
 from ctxbench.core.errors import CtxbenchError, InputError
 from ctxbench.core.track import tracks
 from ctxbench.report import build_report
@@ -33,11 +33,11 @@ def score_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help
                   None, callback=check_env, help="env variable with the judge's key for --judge-base-url")) -> None:
     """Score every stored response; writes BUILD/scores.parquet."""
     if judge_prompt and not judge:
-        _fail(CtxbenchError("--judge-prompt names the prompt of an LLM judge: give the judge model with --judge MODEL"))
+        fail(CtxbenchError("--judge-prompt names the prompt of an LLM judge: give the judge model with --judge MODEL"))
     try:
         s = score_build(build, judge, judge_base_url, judge_api_key_env, judge_prompt)
     except USER_ERRORS as e:
-        _fail(e)
+        fail(e)
     msg = f"{s.rows} scores → {build / 'scores.parquet'}"
     if s.no_answer:
         msg += (f"; {s.no_answer} replies hold no answer after removing reasoning and chat tokens (scored 0, "
@@ -87,7 +87,7 @@ def verify_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, hel
     try:
         res = verify_build(build)
     except USER_ERRORS as e:
-        _fail(e)
+        fail(e)
     for line in res.summary_lines():
         out_console.print(line, markup=False)
     out_console.print(f"{len(res.certificates)} certificates → {build / CERTIFICATES}", markup=False)
@@ -111,10 +111,10 @@ def report_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, hel
         rescore_if_unreadable(build)  # a damaged scores.parquet is derived: scored again, not an error
         p = build_report(build, opts)
     except USER_ERRORS as e:
-        _fail(e)
+        fail(e)
     print_results(build, paths=False)  # the primary score per model and length, as run prints it
     out_console.print(f"report → {p}")
-    _shared_note(build)
+    shared_note(build)
 
 
 def _check_report_options(opts: dict | None) -> None:
@@ -123,9 +123,9 @@ def _check_report_options(opts: dict | None) -> None:
     for key, values in (opts or {}).items():
         refs = [t.report_options[key] for t in tracks() if key in t.report_options]
         if not refs:
-            _fail(InputError(f"--{key}: no track's report reads this option"))
+            fail(InputError(f"--{key}: no track's report reads this option"))
         for ref in refs:
             try:
                 check_reference(ref)(values)
             except typer.BadParameter as e:
-                _fail(InputError(f"--{key}: {e.message}"))
+                fail(InputError(f"--{key}: {e.message}"))

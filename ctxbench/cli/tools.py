@@ -9,12 +9,12 @@ from typing import Literal, Optional
 import typer
 from rich.table import Table
 
-from ctxbench.cli.common import USER_ERRORS, _fail, _words, out_console, print_table
+from ctxbench.cli.common import USER_ERRORS, check_words, fail, out_console, print_table
 from ctxbench.cli.options import check_tokenizers
 from ctxbench.core.track import tracks
 from ctxbench.questions.sqlinfo import sql_info, sql_info_on_db
-from ctxbench.run.export import FORMATS, export_build
 from ctxbench.run.calibration import calibrate_corpus
+from ctxbench.run.export import FORMATS, export_build
 from ctxbench.run.planning import make_plan
 
 
@@ -28,7 +28,7 @@ def sql_info_cmd(sql: str = typer.Argument(..., help="one SQL SELECT statement")
     try:
         out_console.print_json(json.dumps(sql_info_on_db(sql, db) if db is not None else sql_info(sql)))
     except USER_ERRORS as e:
-        _fail(e)
+        fail(e)
 
 
 def tracks_cmd(as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table")) -> None:
@@ -36,7 +36,7 @@ def tracks_cmd(as_json: bool = typer.Option(False, "--json", help="print JSON in
     try:
         ds = [t.describe() for t in tracks()]
     except USER_ERRORS as e:
-        _fail(e)
+        fail(e)
     if as_json:
         out_console.print_json(json.dumps(ds))
         return
@@ -72,7 +72,7 @@ def calibrate_cmd(
         r = calibrate_corpus(corpus, [x.strip() for x in tokenizers.split(",")] if tokenizers else None,
                              [x for x in exclude.split(",") if x.strip()], out)
     except USER_ERRORS as e:
-        _fail(e)
+        fail(e)
     cals = r.calibrations
     t = Table(title=f"{r.corpus_id}: tokens per character ({cals[0].chars_nonspace:,} non-space characters)")
     for col in ("tokenizer", "tokens", "tokens/char", "seconds"):
@@ -92,7 +92,7 @@ def plan_cmd(accuracy: Optional[float] = typer.Option(None, min=0.0, max=1.0,
              pilot: Optional[Path] = typer.Option(None, exists=True, file_okay=False,
                                                   help="a scored build both --models answered: plan the paired "
                                                        "design from its discordance and design effect"),
-             models: Optional[str] = typer.Option(None, callback=_words,
+             models: Optional[str] = typer.Option(None, callback=check_words,
                                                   help="A,B: the two models (with --pilot), or the models to cost"),
              build: Optional[Path] = typer.Option(None, exists=True, file_okay=False,
                                                   help="the build to cost and count tiers on (default: --pilot)"),
@@ -101,7 +101,7 @@ def plan_cmd(accuracy: Optional[float] = typer.Option(None, min=0.0, max=1.0,
     try:
         p = make_plan(accuracy, mde, power, alpha, pilot, models.split(",") if models else None, build)
     except USER_ERRORS as e:
-        _fail(e)
+        fail(e)
     if as_json:
         print(json.dumps(p, indent=1, default=str))
         return
@@ -172,7 +172,7 @@ def export_cmd(
         r = export_build(build, format, out, test_fraction=test_fraction, seed=seed, prompt_variant=prompt_variant,
                          model=model, force=force)
     except USER_ERRORS as e:
-        _fail(e)
+        fail(e)
     out_console.print(f"exported {r.n_instances} instances as {format} → {r.out} ({', '.join(r.files[:6])}"
                       f"{', ...' if len(r.files) > 6 else ''})")
     if r.split:
