@@ -30,8 +30,6 @@ from ctxbench.models.registry import unknown_model_warning
 from ctxbench.run.spend import parse_price
 
 console = Console(stderr=True, soft_wrap=True)
-
-
 out_console = Console(soft_wrap=True, markup=False)  # paths and messages may hold [brackets]
 
 
