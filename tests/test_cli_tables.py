@@ -8,7 +8,7 @@ import io
 from rich.console import Console
 from rich.table import Table
 
-from ctxbench import cli
+from ctxbench.cli import common, results
 
 LONG = "anthropic/claude-sonnet-4-20250514"
 
@@ -22,8 +22,8 @@ def _rows():
 
 def test_results_table_in_a_log_keeps_every_value(monkeypatch, capsys, tmp_path):
 
-    monkeypatch.setattr(cli, "results_table", lambda build, primary_only=False: _rows())  # where print_results looks it up
-    cli.print_results(tmp_path)
+    monkeypatch.setattr(results, "results_table", lambda build, primary_only=False: _rows())  # where print_results looks it up
+    results.print_results(tmp_path)
     out = capsys.readouterr().out
     assert "…" not in out
     assert LONG in out
@@ -35,12 +35,12 @@ def test_results_table_in_a_log_keeps_every_value(monkeypatch, capsys, tmp_path)
 
 def test_narrow_terminal_wraps_instead_of_cutting(monkeypatch):
     buf = io.StringIO()
-    monkeypatch.setattr(cli, "out_console", Console(file=buf, force_terminal=True, width=40, color_system=None))
+    monkeypatch.setattr(common, "out_console", Console(file=buf, force_terminal=True, width=40, color_system=None))
     t = Table(title="t")
     for c in ("model", "score"):
         t.add_column(c)
     t.add_row(LONG, "0.500")
-    cli.print_table(t)
+    common.print_table(t)
     out = buf.getvalue()
     assert "…" not in out
     joined = "".join(ln.split("│")[1].strip() for ln in out.splitlines() if ln.count("│") >= 3)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import re
 
-from ctxbench.cli import _RunProgress
+from ctxbench.cli.progress import RunProgress
 from ctxbench.core.progress import Event, eta_estimate, eta_step, in_flight
 
 
@@ -38,11 +38,11 @@ def _eta(line: str) -> int:
 
 
 def _script(monkeypatch, durations, beat=5.0):
-    """Drive _RunProgress through calls of the given durations, one at a time, a heartbeat every ``beat`` seconds
+    """Drive RunProgress through calls of the given durations, one at a time, a heartbeat every ``beat`` seconds
     while a call runs; returns (time, ETA seconds) of every line showing an ETA (calls lines and heartbeats)."""
     now = [1000.0]
     monkeypatch.setattr("time.monotonic", lambda: now[0])
-    shown = _RunProgress(every_s=0.0, heartbeat_s=beat)
+    shown = RunProgress(every_s=0.0, heartbeat_s=beat)
     lines: list[tuple[float, str]] = []
     shown._line = lambda text, update=False: lines.append((now[0], text))
     n = len(durations)
@@ -90,7 +90,7 @@ def test_an_overdue_last_call_still_moves_the_line(monkeypatch):
     and the line says for how long it has been overdue, moving at every heartbeat instead of freezing at 0:00."""
     now = [0.0]
     monkeypatch.setattr("time.monotonic", lambda: now[0])
-    shown = _RunProgress(every_s=0.0, heartbeat_s=5.0)
+    shown = RunProgress(every_s=0.0, heartbeat_s=5.0)
     shown._line = lambda text, update=False: None
     shown(Event("calls", "m", 0, 4))
     for i in range(3):

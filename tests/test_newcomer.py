@@ -123,7 +123,7 @@ def test_help_says_which_option_needs_which_extra(cmd, phrase):
 # --- Ctrl-C ----------------------------------------------------------------------------------------------------
 
 def test_ctrl_c_in_a_command_exits_130_without_traceback(monkeypatch):
-    import ctxbench.cli as si  # where the sql-info command looks sql_info up
+    import ctxbench.cli.tools as si  # where the sql-info command looks sql_info up
 
     def interrupted(sql):
         raise KeyboardInterrupt
@@ -475,7 +475,7 @@ def test_prefect_crash_record_of_a_ctrl_c_is_dropped():
     interrupt signal" record is dropped, its other records stay."""
     import logging
 
-    from ctxbench.cli import quiet_interrupt_crash
+    from ctxbench.cli.logfilter import quiet_interrupt_crash
 
     lg = logging.getLogger("prefect.flow_runs")
     seen: list[str] = []

@@ -9,7 +9,7 @@ import re
 import time
 
 from ctxbench.core import progress
-from ctxbench.cli import _RunProgress
+from ctxbench.cli.progress import RunProgress
 from ctxbench.models.gateway import Gateway, RetryPolicy
 from ctxbench.core.progress import Event, clock, flights, forecast_line, in_flight, listening
 from fakeserver import FakeOpenAIServer
@@ -47,7 +47,7 @@ def test_forecast_line_worked_example():
 def test_heartbeat_while_a_slow_call_is_in_flight():
     """One call that takes 3.5 s: the heartbeat (every second here) says a call is in flight and for how long,
     before the call's own line comes."""
-    shown = _RunProgress(every_s=1.0, heartbeat_s=1.0)
+    shown = RunProgress(every_s=1.0, heartbeat_s=1.0)
     lines: list[str] = []
     shown._line = lambda text, update=False: lines.append(text)  # what would be printed
     progress.set_server_status("openai/fake", lambda: "57 tokens generated")
@@ -73,7 +73,7 @@ def test_heartbeat_says_how_long_the_oldest_call_has_run(monkeypatch):
     """The heartbeat's age is the oldest flight's, read on the clock: worked out on a clock the test moves."""
     now = [1000.0]
     monkeypatch.setattr("time.monotonic", lambda: now[0])
-    shown = _RunProgress(every_s=1.0, heartbeat_s=1.0)
+    shown = RunProgress(every_s=1.0, heartbeat_s=1.0)
     assert shown.heartbeat() is None  # no calls event yet
     shown(Event("calls", "openai/fake", 0, 2))
     assert shown.heartbeat() is None  # nothing in flight
@@ -105,7 +105,7 @@ def test_timeout_and_retry_are_said():
 
 
 def test_run_progress_prints_retries_and_the_estimate():
-    shown = _RunProgress()
+    shown = RunProgress()
     lines: list[str] = []
     shown._line = lambda text, update=False: lines.append(text)
     shown(Event("estimate", "8 calls, 16,000 prompt tokens: about 1:36 to 5:36 on this machine"))
@@ -133,7 +133,7 @@ def test_heartbeat_eta_counts_down_while_a_call_runs(monkeypatch):
     1 × 200 / 2) = 100 s (1:40), no longer frozen at the old mean's 1:00 (issue 32 item 6); worked out by hand."""
     now = [1000.0]
     monkeypatch.setattr("time.monotonic", lambda: now[0])
-    shown = _RunProgress(every_s=1.0, heartbeat_s=1.0)
+    shown = RunProgress(every_s=1.0, heartbeat_s=1.0)
     shown._line = lambda text, update=False: None
     shown(Event("calls", "m", 0, 3))
     now[0] = 1060.0

@@ -507,14 +507,14 @@ def test_the_summary_names_cache_hits_and_undecidable_truncation(tmp_path, monke
 
     from rich.console import Console
 
-    from ctxbench import cli as cli_mod
+    from ctxbench.cli import evaluate as cli_mod  # where report_evaluation prints
     from ctxbench.run.evaluate import EvalSummary
 
     buf = io.StringIO()
     monkeypatch.setattr(cli_mod, "console", Console(file=buf, soft_wrap=True))
     monkeypatch.setattr(cli_mod, "out_console", Console(file=buf, soft_wrap=True, markup=False))
     s = EvalSummary(selected=16, calls=16, truncated=1, prefix_cache_hits=14, truncation_unclear=1, new_rows=16)
-    assert cli_mod._report_evaluation(s, tmp_path) == 0
+    assert cli_mod.report_evaluation(s, tmp_path) == 0
     out = " ".join(buf.getvalue().split())
     assert "14 replies whose prompt count fell by about the size of a prefix already sent in this run were read as " \
            "prompt-cache hits" in out

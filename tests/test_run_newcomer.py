@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from ctxbench.cli import _run_command, app
+from ctxbench.cli import app
+from ctxbench.cli.run import run_command
 from ctxbench.core.storage import to_table, write_parquet
 from fakeserver import FakeOpenAIServer
 from test_crash_safety import make_toy_build
@@ -33,11 +34,11 @@ def test_run_takes_every_build_option_of_its_track():
 
     t = default_track()
     build_flags = {"--" + s.flag for s in option_specs(t.Config, t.cli_names, t.cli_hidden, t.cli_checks)}
-    run_flags = {o for p in _run_command().params for o in p.opts}
+    run_flags = {o for p in run_command().params for o in p.opts}
     assert "--queries" in build_flags
     assert build_flags <= run_flags, build_flags - run_flags
     # run's own tiers stay small: 2,048 and 4,096 tokens (build's default starts at 4,096)
-    lengths = next(p for p in _run_command().params if "--lengths" in p.opts)
+    lengths = next(p for p in run_command().params if "--lengths" in p.opts)
     assert lengths.default == "2048,4096"
 
 
@@ -131,7 +132,7 @@ def test_runs_sample_does_not_depend_on_the_model(monkeypatch, tmp_path):
     engine differs between the embedded default and another model only in the model and its endpoint."""
     import pipelines.flows as flows
     import pipelines.temp_server as ts
-    import ctxbench.cli as local_server  # where run looks the embedded runtime and GGUF up
+    import ctxbench.cli.run as local_server  # where run looks the embedded runtime and GGUF up
 
     seen = []
 
@@ -208,7 +209,7 @@ def test_models_on_the_same_instances_get_no_warning(tmp_path):
     b = _two_model_build(tmp_path / "b")
     rows = [r for r in instance_scores(b)[0] if r["target_tokens"] == 2048]
     assert differing_samples(rows) == []
-    from ctxbench.cli import print_shared_comparison
+    from ctxbench.cli.results import print_shared_comparison
 
     import pyarrow.parquet as pq
     keep = [r for r in pq.read_table(b / "scores.parquet").to_pylist() if r["instance_id"] in ("inst-04", "inst-05")]

@@ -7,7 +7,8 @@ import re
 
 from typer.testing import CliRunner
 
-from ctxbench.cli import _RunProgress, app
+from ctxbench.cli import app
+from ctxbench.cli.progress import RunProgress
 from ctxbench.core.progress import Event, emit, listening
 from fakeserver import FakeOpenAIServer
 
@@ -34,13 +35,13 @@ def test_run_prints_each_stage_in_order(spider_db, tmp_path, monkeypatch):
 
 def test_calls_line_says_count_rate_and_eta(monkeypatch):
     """10 calls over 20 s, 4 done after 8 s: 30 calls/min, 6 left, ETA 12 s."""
-    import ctxbench.cli as cli
+    import ctxbench.cli.common as cli  # the console the progress lines are printed on
 
     clock = [100.0]
     monkeypatch.setattr("time.monotonic", lambda: clock[0])
     out: list[str] = []
     monkeypatch.setattr(cli.console, "print", lambda msg, **k: out.append(msg))
-    show = _RunProgress(every_s=0)
+    show = RunProgress(every_s=0)
     with listening(show):
         emit("calls", "m", 0, 10)
         clock[0] = 108.0

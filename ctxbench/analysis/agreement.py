@@ -21,8 +21,10 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow as pa
+
 from ctxbench.core.errors import InputError
-from ctxbench.core.storage import read_table, require_build
+from ctxbench.core.storage import read_table, require_build, write_parquet
 from ctxbench.scoring.judge import is_judge_matcher
 from ctxbench.scoring.registry import is_fallback
 
@@ -163,3 +165,29 @@ def label_sample(build_dir: str | Path, n: int, seed: int = 0, model: str | None
     return [{"request_key": r["request_key"], "instance_id": r["instance_id"], "model": r["model"],
              "mode": r["mode"], "question": inst[r["instance_id"]]["question"],
              "gold": json.loads(inst[r["instance_id"]]["gold"]), "response": r["response"]} for r in resp[:n]]
+
+
+def labelled_keys(path: str | Path) -> set:
+    """The request keys already labelled in the labels file ``path`` (:func:`read_labels`); empty when the file
+    does not exist yet (``ctxbench label`` resumes from these). Raises InputError for a bad label."""
+    return {x.get("request_key") for x in read_labels(path)} if Path(path).exists() else set()
+
+
+def append_label(path: str | Path, item: dict, verdict: str) -> None:
+    """Append one human label to the JSON Lines file ``path``: the item of :func:`label_sample` (its
+    ``instance_id``, ``request_key``, ``model`` and ``response`` as ``answer``) and ``verdict``, one of
+    :data:`VERDICTS` (``correct``, ``partial``, ``incorrect``). Raises InputError for another verdict."""
+    if verdict not in VERDICTS:
+        raise InputError(f"verdict {verdict!r}: use one of {', '.join(VERDICTS)}")
+    rec = {"instance_id": item["instance_id"], "request_key": item["request_key"], "model": item["model"],
+           "answer": item["response"], "verdict": verdict}
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+
+
+def write_kappa(build_dir: str | Path, rows: list[dict], labels_path: str | Path) -> Path:
+    """Write the rows of :func:`judge_agreement` with the labels file they came from (column ``labels_file``) to
+    ``BUILD/kappa.parquet`` for the report; returns its path."""
+    out = Path(build_dir) / "kappa.parquet"
+    write_parquet(pa.Table.from_pylist([{**r, "labels_file": str(labels_path)} for r in rows]), out)
+    return out

@@ -161,6 +161,17 @@ def differing_samples(rows: list[dict]) -> list[dict]:
     return out
 
 
+def shared_comparison(build_dir: str | Path) -> tuple[list[dict], list[dict]]:
+    """Whether a build's models side by side were scored on different instances, and their table on the shared
+    ones: ``(differing, rows)``, ``differing`` as :func:`differing_samples` gives it over the primary matchers'
+    rows (:func:`primary_rows`), ``rows`` the :func:`results_table` rows over only the instances every model of a
+    (mode, matcher, context length) was scored on (:func:`shared_instance_rows`); ``([], [])`` when every row
+    compares the same instances. What ``run``, ``score`` and ``report`` print beside the results table."""
+    rows = primary_rows(instance_scores(build_dir)[0])
+    diff = differing_samples(rows)
+    return (diff, length_rows(shared_instance_rows(rows))) if diff else ([], [])
+
+
 def primary_rows(rows: list[dict]) -> list[dict]:
     """The rows (of :func:`instance_scores`) of each instance's track's primary matcher and of the LLM judges."""
     return [r for r in rows if is_judge_matcher(r["matcher"]) or r["matcher"] == _primary(r["benchmark"])]

@@ -22,6 +22,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich import box
+from rich.columns import Columns
+from rich.console import Group
+from rich.padding import Padding
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+from typer import rich_utils as ru
+from typer.core import TyperArgument
+
 MIN_HELP = 28  # the narrowest help column worth having beside the names (characters)
 GROUP_FROM = 8  # commands with more options than this show them in panels
 
@@ -74,8 +84,6 @@ def option_panel(param: Any, n_options: int) -> str | None:
 def _names(param: Any) -> list[str]:
     """The lines of ``param``'s name cell: its names joined by commas, its secondary (``--no-x``) names on a
     second line; an argument's shown name."""
-    from typer.core import TyperArgument
-
     if isinstance(param, TyperArgument):
         name = param.display_name_raw or param.name or ""
         if param.metavar is None and param.nargs != 1:
@@ -92,14 +100,6 @@ def print_options_panel(*, name: str, params: list, ctx: Any, markup_mode: Any, 
     """Print one panel of options (typer's ``_print_options_panel`` signature) so that no name is ever cut:
     side by side (names | type and help) where a help column of :data:`MIN_HELP` characters fits beside the
     longest name, else each help under its name; without a box where a name is wider than the box's inside."""
-    from rich import box
-    from rich.console import Group
-    from rich.padding import Padding
-    from rich.panel import Panel
-    from rich.table import Table
-    from rich.text import Text
-    from typer import rich_utils as ru
-
     if not params:
         return
     rows = []
@@ -117,8 +117,6 @@ def print_options_panel(*, name: str, params: list, ctx: Any, markup_mode: Any, 
             helptext: Any = Text(" ").join(items)
             helptext.overflow = "fold"  # a word wider than the column is folded, never cut with an ellipsis
         else:  # markdown help: rich's own columns
-            from rich.columns import Columns
-
             helptext = Columns(items)
         star = ru.REQUIRED_SHORT_STRING if param.required else " "
         rows.append((star, names, helptext))
@@ -162,8 +160,6 @@ def print_options_panel(*, name: str, params: list, ctx: Any, markup_mode: Any, 
 def install() -> None:
     """Put :func:`print_options_panel` and the panel grouping into ``typer.rich_utils`` (idempotent; a typer
     without these functions keeps its own help)."""
-    from typer import rich_utils as ru
-
     if getattr(ru, "_ctxbench_help", False) or not hasattr(ru, "_print_options_panel"):
         return
     original = ru.rich_format_help

@@ -1,6 +1,6 @@
 """Ctrl-C for long-running scripts (``bench/*.py``, ``infra/serve.py``): exit 130 with one line, no traceback.
 
-The CLI does the same in its root group (``ctxbench.cli._RootGroup``); this is the one helper for the scripts
+The CLI does the same in its root group (``ctxbench.cli.main._RootGroup``); this is the one helper for the scripts
 that are not ``ctxbench`` commands.
 """
 

