@@ -71,14 +71,17 @@ def run_cmd(
     if engine not in ("prefect", "luigi"):
         fail(CtxbenchError(f"--engine {engine}: use prefect or luigi"))
 
-    try:  # the rule of every --out (ctxbench.core.outdir), said before anything starts
+    model = model or EMBEDDED_MODEL
+    embedded = model == EMBEDDED_MODEL and not base_url
+    try:  # a missing runtime or GGUF, then the rule of every --out (ctxbench.core.outdir): said before anything
+        if embedded:  # starts or is written
+            embedded_runtime()
+            embedded_gguf()
         claim_out_dir(out, "run", force=force, own={"latest"}, is_own=is_run_root(out), what="run root")
     except USER_ERRORS as e:
         fail(e)
     ls = list(getattr(cfg, "lengths", []) or [])
-    model = model or EMBEDDED_MODEL
     warn_unknown_model(model, base_url)
-    embedded = model == EMBEDDED_MODEL and not base_url
     where = "the embedded model (served locally by llama.cpp)" if embedded else model
     # on 2 CPU cores the embedded model processes a 4,096-token context in about a minute: the sample shares one
     # context per length, whose prefix the server keeps (each further question costs its own tokens only). The
@@ -104,10 +107,6 @@ def run_cmd(
     log = out / "run.log"
     res: dict = {}
     try:
-        if embedded:  # a missing runtime or GGUF is said before the build, not after
-
-            embedded_runtime()
-            embedded_gguf()
         models = [EvalConfig(model=model, base_url=base_url, per_length=per_length, mode=mode, share_contexts=True,
                              max_tokens=max_tokens,
                              rag_tokens=parse_ints(rag_tokens, "--rag-tokens") if rag_tokens else None)]
