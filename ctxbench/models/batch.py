@@ -39,7 +39,7 @@ from ctxbench.core.redact import register as register_secret
 from ctxbench.models.gateway import (CallResult, ErrorInfo, PermanentError, TransientError, classify, classify_error,
                       error_in_body, reply_result)
 from ctxbench.models import quiet_litellm
-from ctxbench.models.cache import model_provider
+from ctxbench.models.providers import LITELLM_BATCH_PROVIDERS, batch_protocol  # noqa: F401 - re-exported
 
 TERMINAL = ("completed", "failed", "expired", "cancelled")  # a batch in one of these states runs no more
 RESEND_CODES = ("batch_expired", "batch_cancelled")  # per-request errors that only mean "not run": send again
@@ -48,7 +48,6 @@ ANTHROPIC_ERROR_STATUS = {"invalid_request_error": 400, "authentication_error": 
                           "not_found_error": 404, "request_too_large": 413, "rate_limit_error": 429,
                           "api_error": 500, "overloaded_error": 529, "billing_error": 402}
 ANTHROPIC_URL = "https://api.anthropic.com/v1"
-LITELLM_BATCH_PROVIDERS = ("openai",)  # providers whose batches ctxbench sends through litellm
 
 
 @dataclass
@@ -66,23 +65,6 @@ class BatchState:
     @property
     def done(self) -> bool:
         return self.status in TERMINAL
-
-
-def batch_protocol(model: str, base_url: str | None, backend: str = "auto") -> tuple[str, str]:
-    """``(protocol, transport)`` of ``--batch`` for ``model``: ``("anthropic", "http")`` for an Anthropic model,
-    ``("openai", "litellm")`` for an OpenAI model at its own endpoint (or ``backend="litellm"``), ``("openai",
-    "http")`` for an OpenAI-compatible ``--base-url``. Raises InputError naming the model for a provider whose
-    batch API ctxbench does not send."""
-    provider = model_provider(model)
-    if provider == "anthropic":
-        return "anthropic", "http"
-    if base_url:
-        return "openai", "litellm" if backend == "litellm" else "http"
-    if provider in LITELLM_BATCH_PROVIDERS:
-        return "openai", "litellm"
-    raise InputError(f"--batch: model {model!r} (provider {provider or 'unknown'}) has no batch API ctxbench can "
-                     f"send to: batches go to OpenAI, Anthropic, or an OpenAI-compatible --base-url that serves "
-                     f"/v1/files and /v1/batches; run without --batch")
 
 
 # -- what comes back ---------------------------------------------------------------------------------------------
