@@ -107,9 +107,10 @@ class Backend(Protocol):
     - :meth:`classify`: a client exception of this backend's library as ``TransientError`` or ``PermanentError``
       (the error table of :mod:`ctxbench.models.replies`).
     - :meth:`aclose`: release connections.
-    - ``lifecycle(model, base_url)`` (a classmethod, optional): a context manager that starts what the backend needs
-      (the embedded llama.cpp server) and stops it on exit; the entered object has ``base_url`` and
-      ``count_tokens``. None for a backend that needs nothing started.
+    - ``has_lifecycle(model, base_url)`` and ``lifecycle(model, base_url)`` (classmethods): whether something must
+      run while the backend serves (answered without starting anything), and that thing as a context manager that
+      starts what the backend needs (the embedded llama.cpp server) and stops it on exit; the entered object has
+      ``base_url`` and ``count_tokens``. False and None for a backend that needs nothing started.
     """
 
     name: ClassVar[str]
@@ -121,6 +122,10 @@ class Backend(Protocol):
         ...
 
     async def aclose(self) -> None:
+        ...
+
+    @classmethod
+    def has_lifecycle(cls, model: str, base_url: str | None) -> bool:
         ...
 
     @classmethod
