@@ -41,7 +41,8 @@ from ctxbench.models.providers import missing_credentials, require_credentials  
 from ctxbench.models.replies import (  # noqa: F401 - re-exported: the reply classifier's names
     ERROR_FINISH_REASONS, FINISHED_FINISH_REASONS, LENGTH_FINISH_REASONS, REFUSAL_FINISH_REASONS, Parts,
     completion_result, cost_usd, finish_text, http_result, inband_error, is_error_finish, is_finished,
-    is_length_finish, is_refusal_finish, litellm_choice, read_content, reply_parts, reply_result, usage_counts)
+    is_length_finish, is_refusal_finish, litellm_choice, litellm_result, read_content, reply_parts, reply_result,
+    usage_counts)
 
 _install_redaction()  # every log record and warning of a process that calls models is redacted (ctxbench.core.redact)
 

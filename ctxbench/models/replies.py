@@ -64,6 +64,29 @@ def usage_counts(usage: Any) -> tuple[int | None, int | None, int, int]:
     return None, None, 0, 0
 
 
+def litellm_result(model: str, response: Any, max_tokens: int | None = None) -> CallResult:
+    """The :class:`CallResult` of one ``litellm.acompletion`` response: its first choice through
+    :func:`completion_result` (the finish as :func:`litellm_choice` reads it; zeros in usage read as no usage, as
+    litellm writes them where the server reported none). A response without choices is read for an error object
+    (:func:`~ctxbench.models.errors.error_in_body`) and raised through the error table (TransientError or
+    PermanentError)."""
+    choices = getattr(response, "choices", None)
+    if not choices:  # a body without an answer: an error object where the server sent one
+        body = response.model_dump() if hasattr(response, "model_dump") else response
+        err = error_in_body(body if isinstance(body, dict) else {})
+        raise classify_error(ErrorInfo(err[0] if err else None,
+                                       f"no answer in the response: {(err[1] if err else str(body))[:2000]}"))
+    choice = choices[0]
+    msg = getattr(choice, "message", None)
+    return completion_result(model, litellm_choice(choice),
+                             {"content": getattr(msg, "content", None),
+                              "reasoning_content": getattr(msg, "reasoning_content", None),
+                              "reasoning": getattr(msg, "reasoning", None),
+                              "refusal": getattr(msg, "refusal", None),
+                              "tool_calls": getattr(msg, "tool_calls", None)},
+                             getattr(response, "usage", None), zeros_mean_none=True, max_tokens=max_tokens)
+
+
 def litellm_choice(choice: Any) -> dict:
     """The finish of a litellm ``Choices`` as the gateway reads it. litellm maps every provider's finish reason to
     OpenAI's (``end_turn`` and ``STOP`` to ``stop``, but also ``error``, ``ERROR``, ``network_error``,
