@@ -13,7 +13,7 @@ from ctxbench.core.backend import Backend, CallResult
 from ctxbench.core.registry import Registry, UnknownNameError
 from ctxbench.models import gateway, local_server, providers
 from ctxbench.models.backends import (BACKENDS, BaseBackend, EmbeddedBackend, LitellmBackend, OpenAIHTTPBackend,
-                                      backend_class, register_backend, server_for)
+                                      backend_class, preflight, register_backend, server_for)
 from ctxbench.models.batch import BATCH_CLIENTS, AnthropicBatch, OpenAIHTTPBatch, OpenAILitellmBatch, batch_client
 from ctxbench.models.cache import endpoint_id, request_key
 from ctxbench.models.effort import apply_effort
@@ -231,3 +231,16 @@ def test_the_embedded_backend_starts_its_server_on_the_first_call_and_stops_it_o
         results = asyncio.run(go())
     assert [r.status for r in results] == ["ok"] * 3
     assert events == ["start", "stop"]  # one server for three calls arriving together, stopped on close
+
+
+def test_preflight_says_a_missing_embedded_runtime_before_any_work(monkeypatch):
+    from ctxbench.core.errors import CtxbenchError
+
+    def missing():
+        raise CtxbenchError("no runtime: pip install xllamacpp")
+
+    monkeypatch.setattr(local_server, "embedded_runtime", missing)
+    with pytest.raises(CtxbenchError, match="pip install xllamacpp"):
+        preflight("smollm2-135m-instruct")
+    preflight("smollm2-135m-instruct", "http://127.0.0.1:8080/v1")  # someone else's server: nothing to check
+    preflight("gpt-4o")

@@ -107,6 +107,8 @@ class Backend(Protocol):
     - :meth:`classify`: a client exception of this backend's library as ``TransientError`` or ``PermanentError``
       (the error table of :mod:`ctxbench.models.replies`).
     - :meth:`aclose`: release connections.
+    - ``preflight(model, base_url)`` (a classmethod): raise CtxbenchError, before any work, naming what the
+      backend lacks locally (the embedded model's runtime); nothing for a backend that needs nothing.
     - ``has_lifecycle(model, base_url)`` and ``lifecycle(model, base_url)`` (classmethods): whether something must
       run while the backend serves (answered without starting anything), and that thing as a context manager that
       starts what the backend needs (the embedded llama.cpp server) and stops it on exit; the entered object has
@@ -122,6 +124,10 @@ class Backend(Protocol):
         ...
 
     async def aclose(self) -> None:
+        ...
+
+    @classmethod
+    def preflight(cls, model: str, base_url: str | None) -> None:
         ...
 
     @classmethod

@@ -28,7 +28,7 @@ from ctxbench.models.backends.openai_http import OpenAIHTTPBackend
 from ctxbench.models.providers import backend_name
 
 __all__ = ["BACKENDS", "BaseBackend", "EmbeddedBackend", "LitellmBackend", "OpenAIHTTPBackend", "backend_class",
-           "register_backend", "server_for"]
+           "preflight", "register_backend", "server_for"]
 
 
 def backend_class(model: str, base_url: str | None = None, backend: str = "auto") -> type[BaseBackend]:
@@ -47,3 +47,10 @@ def server_for(model: str, base_url: str | None = None) -> Callable[[], Abstract
     if not cls.has_lifecycle(model, base_url):
         return None
     return lambda: cls.lifecycle(model, base_url)
+
+
+def preflight(model: str, base_url: str | None = None) -> None:
+    """Say before any work what the backend of ``model`` at ``base_url`` lacks locally (the embedded model's
+    runtime or GGUF): raises CtxbenchError naming the install command; nothing for a backend that needs nothing.
+    Replaces ``if model == EMBEDDED_MODEL and not base_url: embedded_runtime(); embedded_gguf()``."""
+    backend_class(model, base_url).preflight(model, base_url)

@@ -68,6 +68,11 @@ class BaseBackend:
         """Release connections (nothing to release here)."""
 
     @classmethod
+    def preflight(cls, model: str, base_url: str | None) -> None:
+        """Check, before any work, that what this backend needs locally is installed (nothing here); raises
+        CtxbenchError naming what to install."""
+
+    @classmethod
     def has_lifecycle(cls, model: str, base_url: str | None) -> bool:
         """Whether something must run while this backend serves ``model`` at ``base_url`` (:meth:`lifecycle`);
         answered without starting or loading anything."""

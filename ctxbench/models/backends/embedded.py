@@ -33,6 +33,15 @@ class EmbeddedBackend(OpenAIHTTPBackend):
     _starting: asyncio.Lock | None = None
 
     @classmethod
+    def preflight(cls, model: str, base_url: str | None) -> None:
+        """A missing runtime or GGUF said before any work (:func:`~ctxbench.models.local_server.embedded_runtime`,
+        :func:`~ctxbench.models.local_server.embedded_gguf` raise CtxbenchError naming the install command), for the
+        embedded model at no base URL; nothing otherwise."""
+        if cls.has_lifecycle(model, base_url):
+            local_server.embedded_runtime()
+            local_server.embedded_gguf()
+
+    @classmethod
     def has_lifecycle(cls, model: str, base_url: str | None) -> bool:
         """True for the embedded model at no base URL (:func:`ctxbench.models.providers.is_embedded`)."""
         return is_embedded(model, base_url)
