@@ -75,4 +75,4 @@ class EmbeddedBackend(OpenAIHTTPBackend):
         await super().aclose()
         if self._server is not None:
             srv, self._server = self._server, None
-            srv.__exit__(None, None, None)
+            await asyncio.to_thread(srv.__exit__, None, None, None)
