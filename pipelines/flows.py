@@ -31,7 +31,8 @@ from ctxbench.run.backfill import BackfillConfig
 from ctxbench.core.storage import find_builds
 from ctxbench.run.evaluate import EvalConfig, evaluate_build, unanswered_calls
 from ctxbench.run.incremental import report_if_changed, score_if_changed
-from ctxbench.models.local_server import EMBEDDED_MODEL, LocalServer
+from ctxbench.models.backends import server_for
+from ctxbench.models.local_server import EMBEDDED_MODEL
 from ctxbench.core.outdir import check_build_out, out_dir_lock
 from ctxbench.core.progress import emit
 from ctxbench.report import results_table
@@ -116,8 +117,7 @@ def evaluate_task(build: str, cfg: EvalConfig, secrets: dict[str, str] | None = 
 
         for env, block in secrets.items():
             os.environ[env] = Secret.load(block).get()
-    local = cfg.model == EMBEDDED_MODEL and not cfg.base_url
-    s = evaluate_build(build, cfg, server=LocalServer if local else None)
+    s = evaluate_build(build, cfg, server=server_for(cfg.model, cfg.base_url))
     return s.__dict__
 
 
@@ -160,8 +160,8 @@ def evaluate_flow(build: str, cfg: EvalConfig, secrets: dict[str, str] | None = 
     made); nothing is marked wrong. Returns the summary (totals over workers; ``workers``: each one's)."""
     if workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
-    if cfg.model == EMBEDDED_MODEL and not cfg.base_url:
-        workers = 1  # one embedded server on this machine
+    if server_for(cfg.model, cfg.base_url) is not None:
+        workers = 1  # one server of ctxbench's own (the embedded model's) on this machine
     from prefect.flow_runs import pause_flow_run
 
     for attempt in range(1000):

@@ -21,7 +21,7 @@ from ctxbench.run.evaluate import EvalConfig, evaluate_build
 from ctxbench.run.incremental import report_if_changed, report_is_current, score_if_changed, scores_are_current
 from ctxbench.core.storage import latest_build
 from ctxbench.models.cache import ResponseCache
-from ctxbench.models.local_server import EMBEDDED_MODEL, LocalServer
+from ctxbench.models.backends import server_for
 from ctxbench.core.track import check_build_dir, default_track, get_track, run_stages, track_for_config
 
 
@@ -95,8 +95,7 @@ class EvaluateTask(_KeepsFailure, luigi.Task):
 
     def run(self) -> None:
         ec = EvalConfig.model_validate_json(self.eval_cfg)
-        local = ec.model == EMBEDDED_MODEL and not ec.base_url
-        s = evaluate_build(self.requires().build_dir(), ec, server=LocalServer if local else None)
+        s = evaluate_build(self.requires().build_dir(), ec, server=server_for(ec.model, ec.base_url))
         self.summary = dict(s.__dict__)
         if s.unfinished:
             raise RuntimeError(f"{s.unfinished} call(s) of {ec.model} did not finish: {s.notes[:3]}; rerun to retry")

@@ -1,4 +1,7 @@
-"""Models: registry, response cache, gateway (litellm / OpenAI-compatible HTTP), embedded local server."""
+"""Models: registry, providers table (:mod:`~ctxbench.models.providers`), backends registered by name
+(:mod:`~ctxbench.models.backends`: OpenAI-compatible HTTP, litellm, the embedded llama.cpp server), the gateway
+(retries around one backend), the error table (:mod:`~ctxbench.models.errors`), the one reply classifier
+(:mod:`~ctxbench.models.replies`), the call runner and the response cache."""
 
 import os as _os
 

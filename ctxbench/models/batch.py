@@ -36,10 +36,13 @@ from typing import Any
 from ctxbench.core.errors import InputError
 from ctxbench.core.redact import redact
 from ctxbench.core.redact import register as register_secret
-from ctxbench.models.gateway import (CallResult, ErrorInfo, PermanentError, TransientError, classify, classify_error,
-                      error_in_body, reply_result)
+from ctxbench.core.backend import CallResult
+from ctxbench.core.registry import Registry
 from ctxbench.models import quiet_litellm
-from ctxbench.models.cache import model_provider
+from ctxbench.models.errors import (ErrorInfo, PermanentError, TransientError, classify, classify_error,
+                                    error_in_body)
+from ctxbench.models.providers import LITELLM_BATCH_PROVIDERS, batch_protocol  # noqa: F401 - re-exported
+from ctxbench.models.replies import reply_result
 
 TERMINAL = ("completed", "failed", "expired", "cancelled")  # a batch in one of these states runs no more
 RESEND_CODES = ("batch_expired", "batch_cancelled")  # per-request errors that only mean "not run": send again
@@ -48,7 +51,10 @@ ANTHROPIC_ERROR_STATUS = {"invalid_request_error": 400, "authentication_error": 
                           "not_found_error": 404, "request_too_large": 413, "rate_limit_error": 429,
                           "api_error": 500, "overloaded_error": 529, "billing_error": 402}
 ANTHROPIC_URL = "https://api.anthropic.com/v1"
-LITELLM_BATCH_PROVIDERS = ("openai",)  # providers whose batches ctxbench sends through litellm
+
+
+# the batch backends, by "protocol/transport" (ctxbench.models.providers.batch_protocol names the pair)
+BATCH_CLIENTS: Registry[type] = Registry("batch backend")
 
 
 @dataclass
@@ -66,23 +72,6 @@ class BatchState:
     @property
     def done(self) -> bool:
         return self.status in TERMINAL
-
-
-def batch_protocol(model: str, base_url: str | None, backend: str = "auto") -> tuple[str, str]:
-    """``(protocol, transport)`` of ``--batch`` for ``model``: ``("anthropic", "http")`` for an Anthropic model,
-    ``("openai", "litellm")`` for an OpenAI model at its own endpoint (or ``backend="litellm"``), ``("openai",
-    "http")`` for an OpenAI-compatible ``--base-url``. Raises InputError naming the model for a provider whose
-    batch API ctxbench does not send."""
-    provider = model_provider(model)
-    if provider == "anthropic":
-        return "anthropic", "http"
-    if base_url:
-        return "openai", "litellm" if backend == "litellm" else "http"
-    if provider in LITELLM_BATCH_PROVIDERS:
-        return "openai", "litellm"
-    raise InputError(f"--batch: model {model!r} (provider {provider or 'unknown'}) has no batch API ctxbench can "
-                     f"send to: batches go to OpenAI, Anthropic, or an OpenAI-compatible --base-url that serves "
-                     f"/v1/files and /v1/batches; run without --batch")
 
 
 # -- what comes back ---------------------------------------------------------------------------------------------
@@ -252,6 +241,7 @@ def _batch_state(b: Any) -> BatchState:
                       d.get("request_counts") or {})
 
 
+@BATCH_CLIENTS.register("openai/http")
 class OpenAIHTTPBatch(BatchClient):
     """OpenAI's files + batches protocol over plain HTTP, for an OpenAI-compatible ``--base-url``."""
 
@@ -300,6 +290,7 @@ class OpenAIHTTPBatch(BatchClient):
         return next((b["id"] for b in r.json().get("data") or [] if b.get("input_file_id") == file_id), None)
 
 
+@BATCH_CLIENTS.register("openai/litellm")
 class OpenAILitellmBatch(OpenAIHTTPBatch):
     """OpenAI's files + batches protocol through litellm's batch functions (the provider's own endpoint, or a base
     URL with ``backend="litellm"``)."""
@@ -357,6 +348,7 @@ class OpenAILitellmBatch(OpenAIHTTPBatch):
         return None
 
 
+@BATCH_CLIENTS.register("anthropic/http")
 class AnthropicBatch(BatchClient):
     """Anthropic's Message Batches over HTTP (``ANTHROPIC_API_KEY``, or ``--api-key-env`` for a base URL)."""
 
@@ -401,12 +393,10 @@ class AnthropicBatch(BatchClient):
 
 def batch_client(model: str, base_url: str | None, api_key_env: str | None, backend: str = "auto",
                  timeout_s: float = 600.0) -> BatchClient:
-    """The :class:`BatchClient` for ``model`` (:func:`batch_protocol`; raises InputError where there is none)."""
+    """The :class:`BatchClient` for ``model``: the one registered in :data:`BATCH_CLIENTS` as
+    ``protocol/transport`` of :func:`batch_protocol` (raises InputError where there is none)."""
     protocol, transport = batch_protocol(model, base_url, backend)
-    if protocol == "anthropic":
-        return AnthropicBatch(model, base_url, api_key_env, timeout_s)
-    cls = OpenAILitellmBatch if transport == "litellm" else OpenAIHTTPBatch
-    return cls(model, base_url, api_key_env, timeout_s)
+    return BATCH_CLIENTS.get(f"{protocol}/{transport}")(model, base_url, api_key_env, timeout_s)
 
 
 # -- the record in the build ------------------------------------------------------------------------------------

@@ -28,8 +28,8 @@ from typing import Any
 from ctxbench.core.config import cache_dir
 from ctxbench.core.hashing import canonical_json
 from ctxbench.core.storage import writing
-from ctxbench.models import quiet_litellm
 from ctxbench.models.local_server import embedded_endpoint
+from ctxbench.models.providers import PROVIDER_HOSTS, model_provider
 from ctxbench.models.registry import model_info
 
 
@@ -50,16 +50,6 @@ def request_key(model: str, messages: list[dict], sampling: dict[str, Any], max_
     return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
 
 
-# public API hosts of providers litellm calls by default (host[:port] -> litellm provider name); a --base-url on one
-# of these hosts is that provider's default endpoint, whatever its path (/v1, /v1beta, /openai/v1, ...)
-PROVIDER_HOSTS = {
-    "api.openai.com": "openai", "api.anthropic.com": "anthropic", "generativelanguage.googleapis.com": "gemini",
-    "openrouter.ai": "openrouter", "api.deepseek.com": "deepseek", "api.groq.com": "groq",
-    "api.together.ai": "together_ai", "api.together.xyz": "together_ai", "api.mistral.ai": "mistral",
-    "api.x.ai": "xai", "api.fireworks.ai": "fireworks_ai", "api.cohere.ai": "cohere", "api.cohere.com": "cohere",
-    "api.perplexity.ai": "perplexity", "api.deepinfra.com": "deepinfra", "api.cerebras.ai": "cerebras",
-    "api.moonshot.ai": "moonshot", "api.moonshot.cn": "moonshot",
-}
 _LOOPBACK = {"localhost", "127.0.0.1", "::1", "0.0.0.0", "[::1]"}
 
 
@@ -87,20 +77,6 @@ def normalise_base_url(url: str) -> str:
     path = re.sub(r"/+", "/", u.path).rstrip("/")
     path = re.sub(r"/chat/completions$", "", path)
     return f"{scheme}://{host}{path}" + (f"?{u.query}" if u.query else "")
-
-
-def model_provider(model: str) -> str | None:
-    """The litellm provider that serves ``model`` by default (``openai`` for ``gpt-4o``), or None when litellm
-    cannot tell (or is not installed)."""
-    prefix = model.split("/", 1)[0] if "/" in model else None
-    if prefix in set(PROVIDER_HOSTS.values()):
-        return prefix
-    try:
-        litellm = quiet_litellm()
-
-        return litellm.get_llm_provider(model)[1]
-    except Exception:  # noqa: BLE001 - litellm raises its own BadRequestError for unknown names
-        return prefix
 
 
 def endpoint_id(model: str, base_url: str | None) -> str | None:

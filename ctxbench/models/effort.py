@@ -33,9 +33,8 @@ on the CLI; :func:`display_model` is the label the report and ``compare`` show (
 from __future__ import annotations
 
 from typing import Any
-from ctxbench.models import quiet_litellm
-from ctxbench.models.cache import PROVIDER_HOSTS
-from ctxbench.models.gateway import is_length_finish
+from ctxbench.models.providers import request_shape
+from ctxbench.models.replies import is_length_finish
 
 EFFORTS = ("none", "low", "medium", "high")
 # litellm's defaults (litellm.constants DEFAULT_REASONING_EFFORT_*_THINKING_BUDGET), fixed here so that the request
@@ -60,31 +59,10 @@ def parse_efforts(value: Any) -> list[str] | None:
 
 
 def provider_of(model: str, base_url: str | None = None) -> str:
-    """The request shape a call of ``model`` takes: ``anthropic`` / ``gemini`` for a name with that provider prefix;
-    ``openai_compatible`` for a ``--base-url`` server that is not a provider's own API host; else the provider
-    litellm resolves the name to (``openai``, ``anthropic``,
-    ``gemini``; Vertex AI's Gemini is ``gemini``), ``other`` for any other provider (litellm maps
-    ``reasoning_effort`` there)."""
-    low = model.lower()
-    for prefix, p in (("anthropic/", "anthropic"), ("gemini/", "gemini")):
-        if low.startswith(prefix):  # the provider's own protocol (litellm, batch APIs), also at a base URL
-            return p
-    if base_url:
-        from urllib.parse import urlsplit
-
-
-        host = urlsplit(base_url).netloc.lower()
-        p = PROVIDER_HOSTS.get(host)
-        if p is None:
-            return "openai_compatible"
-        return p if p in ("openai", "anthropic", "gemini") else "other"
-    try:
-        _, p, _, _ = quiet_litellm().get_llm_provider(model)
-    except Exception:  # noqa: BLE001 - an unknown name: litellm fails on the call itself, with its own message
-        return "other"
-    if p in ("vertex_ai", "vertex_ai_beta"):
-        return "gemini" if "gemini" in model.lower() else "other"
-    return p if p in ("openai", "anthropic", "gemini") else "other"
+    """The request shape a call of ``model`` takes: ``anthropic``, ``gemini``, ``openai``, ``openai_compatible``
+    (a ``--base-url`` server that is not a provider's own API host) or ``other``
+    (:func:`ctxbench.models.providers.request_shape`)."""
+    return request_shape(model, base_url)
 
 
 def budget_of(effort: str | None, thinking_budget: int | None) -> int | None:
@@ -147,7 +125,7 @@ def apply_effort(sampling: dict[str, Any], model: str, base_url: str | None, eff
     thinking on gets no temperature (its API refuses one with thinking)."""
     if effort is None and thinking_budget is None:
         return sampling
-    provider = provider_of(model, base_url)
+    provider = request_shape(model, base_url)
     out = {**sampling, **call_fields(provider, effort, thinking_budget)}
     if provider == "anthropic" and budget_of(effort, thinking_budget):
         out.pop("temperature", None)

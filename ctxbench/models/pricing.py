@@ -13,8 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ctxbench.models.registry import provider_info
-from ctxbench.models import quiet_litellm
-from ctxbench.models.cache import model_provider
+from ctxbench.models.providers import price_entry, price_provider
 
 
 @dataclass(frozen=True)
@@ -38,32 +37,24 @@ class Prices:
                 + completion_tokens * self.output)
 
 
-def _entry(model: str) -> dict:
-    try:
-        litellm = quiet_litellm()
-
-        return litellm.model_cost.get(model) or litellm.model_cost.get(model.split("/", 1)[-1]) or {}
-    except Exception:  # noqa: BLE001 - no litellm, no prices
-        return {}
-
-
 def provider_of(model: str) -> str | None:
-    """The litellm provider of ``model`` (``openai`` for ``gpt-4o``), else None."""
-    return _entry(model).get("litellm_provider") or model_provider(model)
+    """The litellm provider ``model`` is billed by (``openai`` for ``gpt-4o``), else None
+    (:func:`ctxbench.models.providers.price_provider`)."""
+    return price_provider(model)
 
 
 def model_prices(model: str, batch: bool = False) -> Prices | None:
     """The token prices of ``model`` (:class:`Prices`), in the provider's batch API with ``batch``; None when
     litellm has no input price for it, or (``batch``) neither a batch price nor a ``batch_discount`` of its
     provider is known."""
-    p = _entry(model)
+    p = price_entry(model)
     if p.get("input_cost_per_token") is None:
         return None
     keys = ("input_cost_per_token", "output_cost_per_token", "cache_read_input_token_cost",
             "cache_creation_input_token_cost")
     vals = [None if p.get(k) is None else float(p[k]) for k in keys]
     if batch:
-        discount = provider_info(provider_of(model)).get("batch_discount")
+        discount = provider_info(price_provider(model)).get("batch_discount")
         out = []
         for k, v in zip(keys, vals):
             b = p.get(f"{k}_batches")
@@ -82,4 +73,4 @@ def model_prices(model: str, batch: bool = False) -> Prices | None:
 def cache_min_tokens(model: str) -> int:
     """The shortest prompt prefix (tokens) the prompt cache of ``model``'s provider stores (``providers:`` in
     ``assets/models.yaml``; 1,024, OpenAI's and Anthropic's, for an unlisted provider)."""
-    return int(provider_info(provider_of(model)).get("cache_min_tokens", 1024))
+    return int(provider_info(price_provider(model)).get("cache_min_tokens", 1024))

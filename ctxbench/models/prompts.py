@@ -14,6 +14,7 @@ from ctxbench.core.config import assets_dir
 from ctxbench.core.errors import InputError
 from ctxbench.core.config import read_yaml
 from ctxbench.core.track import find_track
+from ctxbench.models.providers import CACHE_HINT_PREFIXES, takes_cache_hint  # noqa: F401 - re-exported
 
 VARIANTS = ("cot", "direct")
 
@@ -32,23 +33,6 @@ def _prompts(name: str = "default") -> dict:
     track = find_track(name) if name != "default" else None
     extra = dict(track.prompts) if track is not None else {}
     return {**_prompt_file(name), **extra} if extra else _prompt_file(name)
-
-
-# litellm provider prefixes under which a Claude model takes Anthropic's ``cache_control`` hint (litellm passes it
-# on to Anthropic's API, to Bedrock as a cache point and to Vertex AI); an ``openai/`` name at a --base-url is an
-# OpenAI-compatible server, which takes no hint
-CACHE_HINT_PREFIXES = ("", "anthropic", "bedrock", "vertex_ai", "vertex_ai_beta", "openrouter")
-
-
-def takes_cache_hint(model: str) -> bool:
-    """Whether requests to ``model`` mark their shared prefix with ``cache_control`` (Anthropic's prompt caching
-    is opt-in per request; OpenAI, DeepSeek and vLLM/llama.cpp servers cache prefixes by themselves, so their
-    messages carry no hint and their request keys stay plain): a Claude model named bare or under one of
-    :data:`CACHE_HINT_PREFIXES` (``claude-sonnet-4-20250514``, ``anthropic/claude-...``,
-    ``bedrock/anthropic.claude-...``, ``vertex_ai/claude-...``, ``openrouter/anthropic/claude-...``)."""
-    name = model.lower()
-    prefix = name.split("/", 1)[0] if "/" in name else ""
-    return "claude" in name and prefix in CACHE_HINT_PREFIXES
 
 
 def render_messages(context: str, question: str, variant: str = "cot", model: str = "", rag: bool = False,
