@@ -132,7 +132,7 @@ def test_runs_sample_does_not_depend_on_the_model(monkeypatch, tmp_path):
     engine differs between the embedded default and another model only in the model and its endpoint."""
     import pipelines.flows as flows
     import pipelines.temp_server as ts
-    import ctxbench.cli.run as local_server  # where run looks the embedded runtime and GGUF up
+    import ctxbench.cli.run as cli_run  # where run looks the backend's preflight check up
 
     seen = []
 
@@ -142,8 +142,7 @@ def test_runs_sample_does_not_depend_on_the_model(monkeypatch, tmp_path):
 
     monkeypatch.setattr(flows, "nightly", fake_nightly)
     monkeypatch.setattr(ts, "temporary_server", lambda: __import__("contextlib").nullcontext())
-    monkeypatch.setattr(local_server, "embedded_runtime", lambda: None)
-    monkeypatch.setattr(local_server, "embedded_gguf", lambda: None)
+    monkeypatch.setattr(cli_run, "preflight", lambda model, base_url=None: None)  # no runtime or GGUF needed
     for extra in ([], ["--model", "openai/x", "--base-url", "http://127.0.0.1:9/v1"]):
         r = runner.invoke(app, ["run", *extra, "--out", str(tmp_path / "r")])
         assert r.exit_code == 2 and "stop here" in r.output

@@ -25,7 +25,7 @@ from ctxbench.core.progress import listening
 from ctxbench.core.redact import redact
 from ctxbench.core.storage import disk_full, disk_full_message
 from ctxbench.models.effort import parse_efforts
-from ctxbench.models.local_server import EMBEDDED_MODEL
+from ctxbench.models.providers import is_embedded
 from ctxbench.models.registry import unknown_model_warning
 from ctxbench.run.spend import parse_price
 
@@ -152,5 +152,5 @@ def say_failed(n: int, failed: list[str], where: Path, prefix: str = "") -> int:
 def warn_unknown_model(model: str, base_url: str | None) -> None:
     """Print :func:`ctxbench.models.registry.unknown_model_warning` (a misspelt name such as ``gtp-4o``) on
     stderr; the command goes on."""
-    if model != EMBEDDED_MODEL and (w := unknown_model_warning(model, base_url)):
+    if not is_embedded(model, base_url) and (w := unknown_model_warning(model, base_url)):
         console.print(w, markup=False)

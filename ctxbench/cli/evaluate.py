@@ -12,7 +12,7 @@ from ctxbench.cli.common import (USER_ERRORS, check_efforts, check_mode, check_p
 from ctxbench.cli.options import check_env, check_text, check_url, parse_ints
 from ctxbench.core.errors import EmptySelection, InputError
 from ctxbench.core.storage import find_builds
-from ctxbench.models.local_server import EMBEDDED_MODEL, LocalServer
+from ctxbench.models.backends import server_for
 from ctxbench.run.backfill import BackfillConfig, builds_by_benchmark
 from ctxbench.run.dryrun import estimate
 from ctxbench.run.evaluate import EvalConfig, evaluate_build
@@ -116,14 +116,13 @@ def evaluate_cmd(
             for k, v in est.items():
                 out_console.print(f"{k}: {v}")
             return
-        local = model == EMBEDDED_MODEL and not base_url
         if max_cost is not None:  # a model without a price is refused before the progress bar (issue 32 item 9)
 
             cap_prices(model, cfg.price, batch)
         with progress_bar() as p, say_retries(p.console):
             t = p.add_task(f"calling {model}", total=None)
             s = evaluate_build(build, cfg, progress=lambda d, n: p.update(t, completed=d, total=n),
-                               server=LocalServer if local else None)
+                               server=server_for(model, base_url))
     except USER_ERRORS as e:
         fail(e)
     raise typer.Exit(report_evaluation(s, build))
@@ -248,13 +247,12 @@ def backfill_cmd(
             fail(InputError(f"no completed build under --runs {runs}"
                              + (f" of --benchmarks {benchmarks}" if cfg.benchmarks else "")
                              + f" (builds found by benchmark: {what})"))
-        local = model == EMBEDDED_MODEL and not base_url
         worst = 0
         for i, b in enumerate(builds, 1):
             with progress_bar() as p, say_retries(p.console):
                 t = p.add_task(f"[{i}/{len(builds)}] {b}", total=None)
                 s = evaluate_build(b, cfg.model, progress=lambda d, n: p.update(t, completed=d, total=n),
-                                   server=LocalServer if local else None)
+                                   server=server_for(model, base_url))
             rc = report_evaluation(s, b, prefix=f"{b}: ")
             worst = rc if rc == 75 or (rc and worst != 75) else worst
     except USER_ERRORS as e:

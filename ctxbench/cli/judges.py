@@ -13,7 +13,7 @@ from ctxbench.analysis.closed_book import screen_build
 from ctxbench.cli.common import USER_ERRORS, console, fail, out_console, print_table, say_failed
 from ctxbench.cli.options import check_env, check_text, check_url
 from ctxbench.core.errors import CtxbenchError
-from ctxbench.models.local_server import EMBEDDED_MODEL, LocalServer
+from ctxbench.models.backends import server_for
 from ctxbench.scoring.numbers import display_number
 
 
@@ -28,7 +28,7 @@ def screen_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, hel
     writes BUILD/closed_book.parquet (evaluate --exclude-closed-book leaves them out)."""
     try:
         s = screen_build(build, model, base_url, api_key_env, concurrency,
-                         server=LocalServer if model == EMBEDDED_MODEL and not base_url else None)
+                         server=server_for(model, base_url))
     except USER_ERRORS as e:
         fail(e)
     out_console.print(f"{model}: {s.questions} questions asked without context ({s.from_cache} from cache, "

@@ -24,7 +24,9 @@ from ctxbench.core.outdir import claim_out_dir, is_run_root
 from ctxbench.core.progress import listening
 from ctxbench.core.storage import resolve_build
 from ctxbench.core.track import default_track
-from ctxbench.models.local_server import EMBEDDED_MODEL, embedded_gguf, embedded_runtime
+from ctxbench.models.backends import preflight
+from ctxbench.models.local_server import EMBEDDED_MODEL
+from ctxbench.models.providers import is_embedded
 from ctxbench.run.engine_log import engine_log, write_traceback
 from ctxbench.run.evaluate import EvalConfig
 from ctxbench.run.outcome import build_counts, engine_summary, failed_calls, stored_cut_off, why_no_instances
@@ -72,11 +74,9 @@ def run_cmd(
         fail(CtxbenchError(f"--engine {engine}: use prefect or luigi"))
 
     model = model or EMBEDDED_MODEL
-    embedded = model == EMBEDDED_MODEL and not base_url
+    embedded = is_embedded(model, base_url)
     try:  # a missing runtime or GGUF, then the rule of every --out (ctxbench.core.outdir): said before anything
-        if embedded:  # starts or is written
-            embedded_runtime()
-            embedded_gguf()
+        preflight(model, base_url)  # starts or is written (the embedded model's runtime and GGUF)
         claim_out_dir(out, "run", force=force, own={"latest"}, is_own=is_run_root(out), what="run root")
     except USER_ERRORS as e:
         fail(e)

@@ -25,6 +25,7 @@ from ctxbench.models.cache import ResponseCache, claim_owner, endpoint_id, key_e
 from ctxbench.models.gateway import NOT_ATTEMPTED, CallResult, Gateway, PermanentError, RetryPolicy, TransientError, cost_usd
 from ctxbench.core.errors import InputError
 from ctxbench.models.batch import batch_client, line_result
+from ctxbench.models.providers import batch_protocol
 from ctxbench.models.gateway import missing_credentials, require_credentials, setting_to_change
 from ctxbench.models.prompts import messages_text
 from ctxbench.models.registry import model_info
@@ -493,8 +494,9 @@ class CallRunner:
     # -- through the provider's batch API ----------------------------------------------------------------------
     def run_batch(self, requests: list[Request], store: Any, on_outcome: Callable[[Outcome], None] | None = None,
                   poll_s: float = 30.0, wait_s: float | None = None) -> list[Outcome]:
-        """:meth:`arun_batch` in a new event loop (from synchronous code); the key is checked first, as by
-        :meth:`run`."""
+        """:meth:`arun_batch` in a new event loop (from synchronous code). A provider with no batch API is refused
+        first (InputError: no key makes a batch possible), then the key is checked, as by :meth:`run`."""
+        batch_protocol(self.model, self.base_url, self.backend)
         self.check_credentials(requests)
         cost_usd(self.model, 0, 0)
         return asyncio.run(self.arun_batch(requests, store, on_outcome, poll_s, wait_s))
