@@ -117,7 +117,6 @@ def evaluate_cmd(
                 out_console.print(f"{k}: {v}")
             return
         if max_cost is not None:  # a model without a price is refused before the progress bar (issue 32 item 9)
-
             cap_prices(model, cfg.price, batch)
         with progress_bar() as p, say_retries(p.console):
             t = p.add_task(f"calling {model}", total=None)

@@ -65,7 +65,6 @@ def score_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help
                       markup=False)
         raise typer.Exit(1)
     if s.matcher_errors:  # a matcher's bug: the rest is scored, these responses are set aside and the run fails
-
         by = Counter(e["matcher"] for e in s.matcher_errors)
         console.print(f"error: {len(s.matcher_errors)} response(s) not scored by a matcher that raised ("
                       + ", ".join(f"{m} {n}" for m, n in sorted(by.items())) + f"), listed in {build / SCORE_ERRORS}; "

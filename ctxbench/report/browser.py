@@ -218,7 +218,6 @@ def _gold_text(v: Any) -> str:
 
 def _cell(v: Any) -> str:
     if isinstance(v, float):  # no float noise: 1627.3, not 1627.3000000000009
-
         return display_number(v)
     return v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
 

@@ -295,7 +295,6 @@ def plan_requests(build_dir: str | Path, cfg: EvalConfig, cache: ResponseCache) 
         raise InputError(str(e)) from None
     rag = "rag" in cfg.modes
     if rag and cfg.retriever != "bm25":  # said before any index is built or any call made, not as a traceback
-
         require_dense(cfg.embedding_model, f"--mode {cfg.mode} --retriever {cfg.retriever}")
     cols = ["instance_id", "context", "question", "target_tokens"] + (["tokenizer", "evidence_spans"] if rag else [])
     have = set(pq.read_schema(ipath).names)
@@ -338,7 +337,6 @@ def plan_requests(build_dir: str | Path, cfg: EvalConfig, cache: ResponseCache) 
             extra: dict = {}
             text = ctx
             if rc is not None:  # RAG: the retrieved chunks instead of the context (index built once per context)
-
                 r = retrieve(ctx, q, row["tokenizer"], rc, json.loads(row["evidence_spans"] or "[]"))
                 text = r.text
                 extra = {"rag_tokens": rc.rag_tokens, "retrieved_tokens": r.retrieved_tokens,
@@ -419,7 +417,6 @@ def evaluate_build(build_dir: str | Path, cfg: EvalConfig, count_tokens: Callabl
     consolidate(rpath)  # rows a killed evaluation left in part files
     before = _stored_keys(rpath)
     if cfg.max_cost is not None:  # a model without a price is refused before the prompts are rendered and counted
-
         cap_prices(cfg.model, cfg.price, cfg.batch)
     plan = plan_requests(build_dir, cfg, cache)
     s = EvalSummary(selected=plan.selected, already_stored=plan.already_stored, from_cache=len(plan.hits),
@@ -638,10 +635,8 @@ def _run_calls(calls: list[dict], cfg: EvalConfig, plan: Plan, cache: ResponseCa
         progress(0, len(calls))
     try:
         if cfg.max_cost is not None or cfg.target_ci is not None:  # in waves: the spend cap, sequential stopping
-
             evaluate_in_waves(cfg, plan, out.path.parent, reqs, runner, on_outcome, s, count_tokens, concurrency)
         elif cfg.batch:  # the same runner, outcomes and rows; the calls go through the provider's batch API
-
             runner.run_batch(reqs, BatchStore(out.path.parent / "batches.json"), on_outcome, cfg.batch_poll_s,
                              cfg.batch_wait_s)
         else:

@@ -180,7 +180,6 @@ def _fmt_value(v) -> str:
     if v is None:
         return "NULL"
     if isinstance(v, float):  # no float noise: 1627.3, not 1627.3000000000009
-
         return display_number(v)
     return str(v)
 
@@ -276,7 +275,6 @@ def export_build(builds: list[str | Path] | str | Path, fmt: str, out: str | Pat
     builds = [Path(b) for b in ([builds] if isinstance(builds, (str, Path)) else builds)]
     out = Path(out)
     if fmt == "hf":  # before anything is read or written
-
         require("datasets", "export --format hf")
     tbl, manifests = load_instances(builds)
     _check_out(out, builds, force)

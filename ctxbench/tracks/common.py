@@ -50,7 +50,6 @@ class BuildWriter:
         if self.existing is not None and self.root is not None:
             set_latest(self.root, build_hash)
         if self.existing is None:  # a build follows: its helper processes load their libraries meanwhile
-
             warm_up()
             language.warm_up()
 
