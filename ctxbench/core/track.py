@@ -568,7 +568,7 @@ def track_of_build(build_dir: str | Path) -> Track:
     return get_track(name)
 
 
-__all__ = ["BUILTIN", "DEFAULT_TRACK", "ENTRY_POINT_GROUP", "PLUGIN_ENV", "Stage", "Track", "call_stage",
+__all__ = ["BUILTIN", "DEFAULT_TRACK", "ENTRY_POINT_GROUP", "PLUGIN_ENV", "PROMPT_KEYS", "RUN_KEYS", "Stage", "Track", "call_stage",
            "check_build_dir", "check_track", "default_track", "existing_build", "find_track", "get_track",
            "initial_state", "load_tracks", "register_track", "resolve", "run_stages", "store_outputs",
            "track_for_config", "track_names", "track_of_build", "tracks"]

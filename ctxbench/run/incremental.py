@@ -31,6 +31,8 @@ import pyarrow.parquet as pq
 from ctxbench.core.errors import InputError
 from ctxbench.core.hashing import file_sha256, stable_hash
 from ctxbench.core.storage import check_build_tables, write_json
+# the run-root pointer lives in ctxbench.core.storage; still importable from here for one release
+from ctxbench.core.storage import LATEST, builds_of, latest_build, resolve_build, set_latest  # noqa: F401
 from ctxbench.core.progress import emit
 from ctxbench.core.storage import pending_parts, write_parquet
 from ctxbench.report import build_report

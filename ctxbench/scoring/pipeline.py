@@ -295,3 +295,12 @@ def _matcher_failure(name: str, bench: str | None, instance: dict, e: Exception)
                 f"never loads them); it holds {', '.join(sorted(instance))}. A failure tag that needs the context "
                 f"belongs in the track's `tagger`, which is given the build directory")
     return msg
+
+# the names that moved to the modules beside this one, still importable from here for one release (CHANGELOG.md)
+from ctxbench.scoring.strip import (  # noqa: E402,F401
+    cut_repetition, drop_reasoning_field, strip_chat_tokens, strip_format_chars, strip_reasoning,
+)
+from ctxbench.scoring.extract import drop_ruled_out, final_answer, last_statement_filter  # noqa: E402,F401
+from ctxbench.scoring.tidy import (  # noqa: E402,F401
+    first_line, fold_width, strip_code_fences, strip_trailing_period, tidy,
+)

@@ -17,6 +17,9 @@ import pyarrow as pa
 from ctxbench.core.errors import InputError
 from ctxbench.core.manifest import (MANIFEST_PACKAGES, BuildManifest, BuildResult, TokenizerRecord, check_out_dir,
                                     clear_replaced_build, track_source, versions)
+# build records and the manifest live in ctxbench.core.manifest; still importable from here for one release
+from ctxbench.core.manifest import (MANIFEST_FORMAT, TrackSource, asset_hash, check_choices,  # noqa: F401
+                                    check_lengths, read_manifest, version)
 from ctxbench.core.outdir import BUILD_ENTRIES, check_build_out  # noqa: F401  (BUILD_ENTRIES: what a build may hold unfinished)
 from ctxbench.core.storage import set_latest, to_table, write_json, write_parquet
 from ctxbench.features import language

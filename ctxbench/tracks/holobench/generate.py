@@ -344,3 +344,16 @@ def write_generated(result: GenerateResult, out: str | Path) -> Path:
     tmp.write_text(result.text, encoding="utf-8")
     tmp.replace(p)
     return p
+
+# the names that moved to the modules beside this one, still importable from here for one release (CHANGELOG.md)
+from ctxbench.tracks.holobench.sqlparts import MIN_VALUE_SHARE, SQLITE_KEYWORDS, literal, nice_number  # noqa: E402,F401
+from ctxbench.tracks.holobench.candidates import (  # noqa: E402,F401
+    FAMILIES, MAX_GROUPS_LISTED, f_above_average, f_aggregate_value, f_average, f_between, f_count_compare,
+    f_count_distinct, f_count_distinct_compare, f_count_value, f_count_value_compare, f_either, f_extreme,
+    f_group_average_top, f_group_count, f_group_count_compare, f_group_extreme, f_group_stats, f_group_top,
+    f_group_top_above_average, f_group_top_extreme, f_group_top_where, f_having, f_join_count,
+    f_join_count_compare, f_join_count_nested, f_join_count_value, f_join_extreme, f_join_extreme_value,
+    f_join_group, f_join_group_top, f_join_list_compare, f_join_top, f_join_top_compare, f_list_compare,
+    f_max_where, f_top, f_top_compare, f_top_details, f_top_nested, f_top_where,
+)
+from ctxbench.tracks.holobench.checker import MAX_ANSWER_ROWS  # noqa: E402,F401
