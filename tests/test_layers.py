@@ -207,3 +207,18 @@ def test_the_moved_modules_keep_their_old_paths_for_one_release():
         from ctxbench.scoring.pipeline import final_answer, strip_code_fences, tidy  # noqa: F401
         from ctxbench.tracks.base import PROMPT_KEYS, RUN_KEYS  # noqa: F401
         from ctxbench.tracks.common import BuildResult, TrackSource, read_manifest  # noqa: F401
+
+
+def test_a_track_file_that_cannot_import_is_one_line(tmp_path):
+    """A plugin track importing a module this installation lacks (e.g. an old path removed later) is named in one
+    line with exit 2, whichever command loads the tracks; no traceback."""
+    bad = tmp_path / "oldtrack.py"
+    bad.write_text("import ctxbench.no_such_module\n", encoding="utf-8")
+    env = {**os.environ, "CTXBENCH_TRACKS": str(bad),
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    for args in (["tracks"], ["build", "holobench", "--help"]):
+        r = subprocess.run([sys.executable, "-m", "ctxbench.cli", *args], capture_output=True, text=True, env=env,
+                           cwd=tmp_path)
+        out = r.stdout + r.stderr
+        assert r.returncode == 2, out
+        assert f"cannot import track file {bad}" in " ".join(out.split()) and "Traceback" not in out, out

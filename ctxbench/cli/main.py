@@ -102,6 +102,9 @@ class _RootGroup(TyperGroup):
         except KeyboardInterrupt:  # a Ctrl-C outside click's own handler (e.g. while a result is printed)
             console.print("interrupted", markup=False)
             sys.exit(130)
+        except CtxbenchError as e:  # raised while the command tree is made (a track plugin that cannot load)
+            console.print("[bold red]error:[/] " + escape(redact(str(e))), highlight=False)
+            sys.exit(2)
         sys.exit(rv if isinstance(rv, int) else 0)
 
 

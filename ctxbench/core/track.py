@@ -438,6 +438,10 @@ def _import_plugin(spec: str) -> None:
         sys.modules[name] = mod
         try:
             s.loader.exec_module(mod)
+        except ImportError as e:  # a plugin importing what this installation lacks: one line naming both
+            del sys.modules[name]
+            raise InputError(f"{PLUGIN_ENV}: cannot import track file {p} ({e}); ctxbench modules that moved are "
+                             f"listed in CHANGELOG.md") from None
         except BaseException:
             del sys.modules[name]
             raise
