@@ -165,6 +165,7 @@ class Reached(RuntimeError):
 @pytest.fixture(autouse=True)
 def _no_real_work(monkeypatch, tmp_path):
     """Runs, network fetches and model servers are not reached by any bad value: a sentinel takes their place."""
+    import ctxbench.cli.fetch as cli_fetch
     import ctxbench.models.local_server as ls
     import ctxbench.sources.s2 as s2
     import pipelines.flows as flows
@@ -176,6 +177,7 @@ def _no_real_work(monkeypatch, tmp_path):
     monkeypatch.setattr(flows, "nightly", reached)
     monkeypatch.setattr(lt, "run_luigi", reached)
     monkeypatch.setattr(s2, "fetch_clusters", reached)
+    monkeypatch.setattr(cli_fetch, "fetch_clusters", reached)  # where `fetch s2` looks it up
     monkeypatch.setattr(ls.LocalServer, "__enter__", reached)
     monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("CTXBENCH_NO_SUCH_VARIABLE", raising=False)
