@@ -1,0 +1,161 @@
+"""The REPL sandbox checked from inside (issue 35, ctxbench.run.repl.sandbox): code run in it under bubblewrap
+probes the network (no interface but its own loopback; a listener on the host's 127.0.0.1 is unreachable), the
+files (the root read-only, a private /tmp, the host's files readable but not writable), the processes (its own PID
+namespace: no host process visible), the environment (no variable of the parent, e.g. an API key) and its limits
+(memory, CPU time, wall clock); and the protocol: llm_query and llm_query_batched reach the parent, FINAL and
+FINAL_VAR end the code, variables persist between steps."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+
+import pytest
+
+from ctxbench.core.errors import InputError
+from ctxbench.run.repl import protocol
+from ctxbench.run.repl import sandbox as sandbox_mod
+from ctxbench.run.repl.sandbox import Sandbox, StepLimits, require_sandbox
+
+needs_bwrap = pytest.mark.skipif(sandbox_mod.shutil.which("bwrap") is None,
+                                 reason="bubblewrap (bwrap) not installed: apt-get install -y bubblewrap")
+
+
+def _no_queries(prompts):
+    raise AssertionError(f"unexpected llm_query {prompts}")
+
+
+def _probe(sb: Sandbox, code: str) -> dict:
+    """Run ``code`` (which fills a dict ``r``) and return ``r``."""
+    run = sb.run("r = {}\n" + code + "\nprint(__import__('json').dumps(r))", _no_queries)
+    assert not run.timed_out and not run.ended, run
+    return json.loads(run.output.strip().splitlines()[-1])
+
+
+@needs_bwrap
+def test_sandbox_from_inside(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-never-visible")
+    host_file = tmp_path / "host.txt"
+    host_file.write_text("host data")
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+    with Sandbox("the context", "bwrap", StepLimits(wall_s=5, cpu_s=3, memory_mb=256)) as sb:
+        r = _probe(sb, f"""
+import os, socket, resource
+r['interfaces'] = [n for _, n in socket.if_nameindex()]
+try:
+    socket.create_connection(('127.0.0.1', {port}), timeout=2); r['net'] = 'reached'
+except OSError as e:
+    r['net'] = type(e).__name__
+try:
+    socket.getaddrinfo('example.org', 443); r['dns'] = 'resolved'
+except OSError as e:
+    r['dns'] = type(e).__name__
+r['host_tmp_visible'] = os.path.exists({str(host_file)!r})
+r['read_repo'] = open({os.path.abspath('pyproject.toml')!r}).read()[:200]
+for name, p in [('write_host', {os.path.abspath('pyproject.toml')!r}), ('write_root', '/etc/ctxbench-probe'),
+                ('write_cwd_repo', {os.getcwd() + '/probe.txt'!r})]:
+    try:
+        open(p, 'a').write('x'); r[name] = 'written'
+    except OSError as e:
+        r[name] = type(e).__name__
+open('/tmp/private.txt', 'w').write('mine'); r['tmp'] = open('/tmp/private.txt').read()
+r['pids'] = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())
+r['env'] = sorted(os.environ)
+r['as_limit'] = resource.getrlimit(resource.RLIMIT_AS)[0]
+r['fsize_limit'] = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+r['context'] = context
+""")
+        assert r["interfaces"] == ["lo"]                           # its own network namespace
+        assert r["net"] in ("ConnectionRefusedError", "OSError")   # the host's 127.0.0.1 is not its 127.0.0.1
+        assert r["dns"] != "resolved"
+        assert r["read_repo"] == open("pyproject.toml").read()[:200]  # the root is there, read-only
+        assert r["host_tmp_visible"] is False                            # its /tmp is its own
+        assert r["write_host"] == r["write_root"] == r["write_cwd_repo"] == "OSError"
+        assert r["tmp"] == "mine" and not (tmp_path / "private.txt").exists()
+        assert host_file.read_text() == "host data" and not os.path.exists(os.path.join(os.getcwd(), "probe.txt"))
+        assert len(r["pids"]) <= 4 and os.getpid() not in r["pids"]  # its own PID namespace
+        assert "OPENAI_API_KEY" not in r["env"] and set(r["env"]) <= {"PATH", "HOME", "PYTHONDONTWRITEBYTECODE",
+                                                                       "PYTHONIOENCODING", "LC_CTYPE", "PWD"}
+        assert r["as_limit"] == 256 * 1024 * 1024 + 4 * len("the context")
+        assert r["fsize_limit"] == 64 * 1024 * 1024
+        assert r["context"] == "the context"
+
+        # memory: an allocation past the limit fails inside (MemoryError), the REPL lives on
+        run = sb.run("try:\n    b = bytearray(600 * 1024 * 1024)\nexcept MemoryError:\n    print('MEM refused')",
+                     _no_queries)
+        assert run.output.strip() == "MEM refused"
+        assert _probe(sb, "r['alive'] = context")["alive"] == "the context"  # variables persist
+
+        # CPU time: a busy loop ends past its CPU-time limit (or the wall clock), and the process with it
+        t0 = time.monotonic()
+        run = sb.run("while True:\n    pass", _no_queries)
+        assert run.timed_out and run.ended and time.monotonic() - t0 < 15
+        assert "limit" in run.reason
+    listener.close()
+
+
+@needs_bwrap
+def test_wall_clock_excludes_sub_calls_and_sleep_is_stopped():
+    with Sandbox("abc", "bwrap", StepLimits(wall_s=1.5, cpu_s=5)) as sb:
+        def slow(prompts):
+            time.sleep(2.0)  # longer than the step's wall clock: the sub-model's time does not count
+            return [p.upper() for p in prompts]
+
+        run = sb.run("print(llm_query('x'), llm_query_batched(['a', 'b']))", slow)
+        assert run.output.strip() == "X ['A', 'B']" and run.wait_s >= 4.0 and not run.timed_out
+        run = sb.run("import time\ntime.sleep(30)", _no_queries)  # no CPU used: the wall clock ends it
+        assert run.timed_out and "wall-clock limit of 1.5 s" in run.reason
+
+
+@needs_bwrap
+def test_final_and_final_var_and_errors():
+    with Sandbox("x" * 10, "bwrap", StepLimits(wall_s=10)) as sb:
+        run = sb.run("items = ['b', 'a']\nFINAL(sorted(items))\nprint('not reached')", _no_queries)
+        assert (run.final, run.output) == ('["a", "b"]', "")
+        run = sb.run("n = len(context) * 3\ntry:\n    FINAL_VAR('n')\nexcept Exception:\n    print('caught')",
+                     _no_queries)
+        assert run.final == "30" and run.output == ""
+        run = sb.run("1 / 0", _no_queries)
+        assert "ZeroDivisionError" in run.output and run.final is None
+        run = sb.run("import os\nos._exit(3)", _no_queries)  # the process ends: said, variables lost
+        assert run.ended and not run.timed_out and "exit code 3" in run.reason
+        assert sb.variable("n") is None  # a fresh process after that
+        sb.run("n = 5", _no_queries)
+        assert sb.variable("n") == "5" and sb.variable("missing") is None
+
+
+def test_sandbox_none_runs_without_isolation_but_with_limits(tmp_path):
+    with Sandbox("ctx", "none", StepLimits(wall_s=1.0, cpu_s=1.0)) as sb:
+        run = sb.run(f"open({str(tmp_path / 'out.txt')!r}, 'w').write('x'); print(len(context))", _no_queries)
+        assert run.output.strip() == "3" and (tmp_path / "out.txt").read_text() == "x"
+        assert sb.run("while True: pass", _no_queries).timed_out
+
+
+def test_missing_bwrap_is_refused_with_the_package_name(monkeypatch):
+    monkeypatch.setattr(sandbox_mod.shutil, "which", lambda name: None)
+    with pytest.raises(InputError) as e:
+        require_sandbox("bwrap")
+    assert "install the package bubblewrap" in str(e.value) and "--sandbox none" in str(e.value)
+    require_sandbox("none")  # needs nothing
+    with pytest.raises(InputError, match="--sandbox 'docker'"):
+        require_sandbox("docker")
+
+
+def test_protocol_parsing():
+    reply = ("Let me look.\n```repl\nx = 1\n```\ntext\n```python\nprint(x)\n```\n```bash\nls\n```\n"
+             "FINAL(42)")
+    assert protocol.code_blocks(reply) == ["x = 1\n", "print(x)\n"]
+    assert protocol.final_in_text(reply) == ("value", "42")
+    assert protocol.final_in_text("```repl\nFINAL(1)\n```") is None  # in code: the sandbox's FINAL
+    assert protocol.final_in_text("done\nFINAL_VAR(answer)") == ("var", "answer")
+    assert protocol.final_in_text('FINAL("Paris")') == ("value", "Paris")
+    assert protocol.truncate("a" * 10, 4) == "aaaa\n[... 6 more characters not shown]"
+    msgs = protocol.root_messages("Who?", 1234567, 300000, 60.0)
+    assert "1,234,567 characters (300,000 tokens)" in msgs[1]["content"] and "Question: Who?" in msgs[1]["content"]
+    assert f"cut to {protocol.OUTPUT_CHARS} characters" in msgs[0]["content"]
+    assert "llm_query_batched" in msgs[0]["content"] and "FINAL_VAR" in msgs[0]["content"]
