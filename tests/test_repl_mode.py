@@ -235,3 +235,52 @@ def test_missing_bubblewrap_is_one_line_naming_the_package(tmp_path, monkeypatch
         with pytest.raises(InputError, match="install the package bubblewrap") as e:
             evaluate_build(build, cfg(srv))
         assert "\n" not in str(e.value) and srv.count == 0
+
+
+def _cli(build, srv, *extra):
+    from typer.testing import CliRunner  # lazy: only the CLI tests drive the command line
+
+    from ctxbench.cli import app  # lazy: as above
+    return CliRunner().invoke(app, ["evaluate", "--build", str(build), "--model", "openai/fake", "--base-url",
+                                    srv.base_url, "--mode", "repl", "--concurrency", "1", *extra])
+
+
+def test_cli_missing_bwrap_exit_2_and_sandbox_none_warns_every_run(tmp_path, monkeypatch):
+    build = make_build(tmp_path / "b", n=2)
+    with FakeOpenAIServer(answer_fn=scripted_root) as srv:
+        with monkeypatch.context() as m:
+            m.setattr(sandbox_mod.shutil, "which", lambda name: None)
+            r = _cli(build, srv)
+        assert r.exit_code == 2 and srv.count == 0
+        lines = [x for x in r.output.splitlines() if x.strip()]
+        assert len(lines) == 1 and "bubblewrap" in lines[0] and "apt-get install -y bubblewrap" in lines[0]
+        for _ in range(2):  # the warning on every run, the fully stored rerun included
+            r = _cli(build, srv, "--sandbox", "none")
+            assert r.exit_code == 0, r.output
+            assert "warning: --sandbox none" in r.output
+        assert srv.count == 6
+        assert all(x["status"] == "ok" for x in pq.read_table(build / "responses.parquet").to_pylist())
+
+
+def test_max_cost_counts_sub_calls_before_they_are_sent(tmp_path):
+    """--max-cost reserves each call's worst case, sub-calls included, before sending it: the server's own count
+    of what it answered stays under the cap; the answers cut short are not stored, and a rerun with a larger cap
+    finishes them, replaying what was already answered from the cache."""
+    build = make_build(tmp_path / "b", n=3)
+    price = 1000.0  # USD per million tokens, input and output: $0.001 a token
+    with FakeOpenAIServer(answer_fn=scripted_root) as srv:
+        r = _cli(build, srv, "--max-tokens", "100", "--max-cost", "1.5", "--price", f"{price},{price}")
+        assert r.exit_code == 3, r.output
+        sent = len(srv.requests)
+        subs_sent = sum(1 for b in srv.requests if b["messages"][0]["role"] == "user")
+        assert subs_sent >= 1  # a sub-call was counted and sent under the cap
+        spent = float(re.search(r"spent \$([\d.]+)", r.output).group(1))
+        assert 0 < spent <= 1.5
+        stored = pq.read_table(build / "responses.parquet").to_pylist()
+        assert len(stored) < 3 and all(x["status"] == "ok" for x in stored)
+        r = _cli(build, srv, "--max-tokens", "100", "--max-cost", "100", "--price", f"{price},{price}")
+        assert r.exit_code == 0, r.output
+        assert len(pq.read_table(build / "responses.parquet").to_pylist()) == 3
+        # every call of the first run was replayed from the cache: 3 answers × 3 calls in all, none asked twice
+        assert len(srv.requests) == 9 and len({json.dumps(b, sort_keys=True) for b in srv.requests}) == 9
+        assert sent < 9

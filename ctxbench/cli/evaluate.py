@@ -16,7 +16,7 @@ from ctxbench.models.backends import server_for
 from ctxbench.run.backfill import BackfillConfig, builds_by_benchmark
 from ctxbench.run.dryrun import estimate
 from ctxbench.run.evaluate import EvalConfig, evaluate_build
-from ctxbench.run.repl import ReplConfig, sandbox_warning
+from ctxbench.run.repl import ReplConfig, require_sandbox, sandbox_warning
 from ctxbench.run.spend import cap_prices, parse_price
 
 
@@ -126,8 +126,10 @@ def evaluate_cmd(
                                         max_answer_tokens=repl_max_tokens, max_answer_cost=repl_max_cost or None),
                         **_rag_opts(mode, rag_tokens, chunk_tokens, chunk_overlap, top_k, retriever, embedding_model))
         warn_unknown_model(model, base_url)
-        if "repl" in cfg.modes and sandbox_warning(cfg.repl):  # said on every run without a sandbox
-            console.print(sandbox_warning(cfg.repl), markup=False)
+        if "repl" in cfg.modes:  # no bubblewrap: one line naming the package, before the progress bar
+            require_sandbox(cfg.repl.sandbox)
+            if sandbox_warning(cfg.repl):  # said on every run without a sandbox
+                console.print(sandbox_warning(cfg.repl), markup=False)
         if dry_run:
             try:
                 est = estimate(build, cfg)
