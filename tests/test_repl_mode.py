@@ -25,6 +25,7 @@ from ctxbench.models.gateway import RetryPolicy
 from ctxbench.run.evaluate import EvalConfig, evaluate_build
 from ctxbench.run.repl import ReplConfig
 from ctxbench.run.repl import sandbox as sandbox_mod
+from ctxbench.report.browser import browser_data
 from ctxbench.run.score import score_build
 from ctxbench.core.storage import to_table, write_parquet
 from fakeserver import FakeOpenAIServer, message_text
@@ -136,6 +137,12 @@ def test_repl_answers_every_instance_right_and_reruns_make_no_request(tmp_path):
         score_build(build)
         sc = pq.read_table(build / "scores.parquet").to_pylist()
         assert sc and all(r["mode"] == "repl" and r["score"] == 1.0 for r in sc), sc
+        # the instance browser holds each answer's steps (shown folded), and no LC prompt for them
+        d, _ = browser_data(build, tmp_path / "site")
+        shown = [a for a in d["answers"] if a["mode"] == "repl"]
+        assert len(shown) == 6 and all(a["prompt"] is None for a in shown)
+        assert all([(x["step"], x["status"], x["sub_calls"]) for x in a["steps"]] ==
+                   [(1, "continue", 1), (2, "final", 0)] for a in shown)
 
         # a rerun of the same command makes no request
         s2 = evaluate_build(build, cfg(srv))
