@@ -153,6 +153,15 @@ def main() -> None:
             print(f"{mode:5} {acc:8.3f} {diff:>38} {calls:10.2f} {tin:14,.0f} {tout:15,.0f} {usd:9.5f} "
                   f"{per_correct:9.5f} {wall[mode][0]:7.2f}")
         print("requests per mode: " + ", ".join(f"{m} {w[1]} ({w[2]})" for m, w in wall.items()))
+        from ctxbench.run.repl.sandbox import Sandbox
+
+        starts = []
+        for _ in range(10):  # a sandbox's start, one step and its end (bubblewrap where installed)
+            t0 = time.perf_counter()
+            with Sandbox(inst[ids[0]]["context"]) as sb:
+                sb.run("print(len(context))", lambda ps: ps)
+            starts.append(time.perf_counter() - t0)
+        print(f"sandbox start + one step + end: median {sorted(starts)[5]:.3f} s of 10")
 
 
 if __name__ == "__main__":

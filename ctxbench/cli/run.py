@@ -39,8 +39,9 @@ def run_cmd(
     per_length: int = typer.Option(3, min=1, help="instances evaluated per context length (3: the whole run in "
                                                  "about 4 minutes on 2 idle cores with the embedded model)"),
     mode: str = typer.Option("lc", callback=check_mode,
-                             help="lc, rag or lc,rag (RAG: hybrid retrieval of 600-token chunks, top 5; "
-                                  "needs .\\[retrieval])"),
+                             help="lc, rag, repl or several, e.g. lc,rag (RAG: hybrid retrieval of 600-token "
+                                  "chunks, top 5; needs .\\[retrieval]; repl: the context as a REPL variable, "
+                                  "needs bubblewrap)"),
     rag_tokens: Optional[str] = typer.Option(None, callback=check_positive_ints,
                                              help="RAG retrieval budgets in tokens, e.g. 512,1024"),
     engine: Literal["prefect", "luigi"] = typer.Option(
