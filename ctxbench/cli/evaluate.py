@@ -51,10 +51,9 @@ def evaluate_cmd(
     max_tokens: Optional[int] = typer.Option(None, min=1, help="output budget (default: the registry's)"),
     temperature: float = typer.Option(0.0, min=0.0, max=2.0),
     mode: str = typer.Option("lc", callback=check_mode, help="lc (full context), rag (retrieved chunks), repl (the "
-                                                              "context as a REPL variable, the model writes code; "
-                                                              "needs bubblewrap) or several, e.g. lc,rag,repl; rag "
-                                                              "with the hybrid or dense retriever needs "
-                                                              ".\\[retrieval]"),
+                                                              "context as a REPL variable: bubblewrap) or several, "
+                                                              "e.g. lc,rag,repl; rag with the hybrid or dense "
+                                                              "retriever needs .\\[retrieval]"),
     rag_tokens: Optional[str] = typer.Option(None, callback=check_positive_ints,
                                              help="RAG retrieval budgets in tokens, e.g. 2048,4096,8192 "
                                                   "(one RAG run each; default: --top-k chunks)"),
@@ -99,18 +98,14 @@ def evaluate_cmd(
                                                         "thinkingBudget, chat_template_kwargs.enable_thinking)"),
     thinking_budget: Optional[int] = typer.Option(None, min=0, help="reasoning tokens allowed (Anthropic "
                                                                     "budget_tokens, Gemini thinkingBudget)"),
-    sub_model: Optional[str] = typer.Option(None, callback=check_text, help="--mode repl: the model llm_query asks "
-                                                                            "(default: --model; same --base-url)"),
-    max_steps: int = typer.Option(20, min=1, help="--mode repl: root turns before the answer ends as max_steps"),
-    sandbox: Literal["bwrap", "none"] = typer.Option("bwrap", help="--mode repl: bwrap (bubblewrap: no network, "
-                                                                   "read-only files) | none (no isolation, warns)"),
-    step_timeout: float = typer.Option(60.0, min=0.01, help="--mode repl: wall-clock and CPU seconds of one step's "
-                                                            "code (past it: step_timeout)"),
-    step_memory: int = typer.Option(2048, min=64, help="--mode repl: MiB of memory of the REPL process"),
-    repl_max_tokens: Optional[int] = typer.Option(None, min=1, help="--mode repl: tokens one answer may use (root "
-                                                                    "and sub-calls; past it: over_budget)"),
-    repl_max_cost: Optional[float] = typer.Option(None, min=0.0, help="--mode repl: USD one answer may cost (past "
-                                                                      "it: over_budget)"),
+    sub_model: Optional[str] = typer.Option(None, callback=check_text,
+                                            help="the model llm_query asks (default: --model)"),
+    max_steps: int = typer.Option(20, min=1, help="root turns at most"),
+    sandbox: Literal["bwrap", "none"] = typer.Option("bwrap", help="bwrap | none (warns)"),
+    step_timeout: float = typer.Option(60.0, min=0.01, help="seconds a step may run"),
+    step_memory: int = typer.Option(2048, min=64, help="MiB of memory"),
+    repl_max_tokens: Optional[int] = typer.Option(None, min=1, help="tokens per answer"),
+    repl_max_cost: Optional[float] = typer.Option(None, min=0.0, help="USD per answer"),
 ) -> None:
     """Evaluate a model on a build; appends to BUILD/responses.parquet (reruns make no stored call again)."""
     try:
