@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 import re
 import socket
 import threading
@@ -30,8 +31,18 @@ from ctxbench.run.score import score_build
 from ctxbench.core.storage import to_table, write_parquet
 from fakeserver import FakeOpenAIServer, message_text
 
-pytestmark = pytest.mark.skipif(sandbox_mod.shutil.which("bwrap") is None,
-                                reason="bubblewrap (bwrap) not installed: apt-get install -y bubblewrap")
+
+
+@pytest.fixture
+def bwrap():
+    """Skip where bubblewrap cannot start a sandbox (not installed, or no user namespaces); fail under CI=true,
+    where .ci/run installs it."""
+    try:
+        sandbox_mod.require_sandbox("bwrap")
+    except InputError as e:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"{e} (required under CI=true)")
+        pytest.skip(str(e))
 
 NAMES = ["Aster", "Birch", "Cedar", "Dahlia", "Elm", "Fern"]
 CODES = [4821, 1937, 7065, 3310, 5582, 6149]
@@ -100,7 +111,7 @@ def cfg(srv, **repl):
                       mode="repl", repl=ReplConfig(**{"step_timeout_s": 20.0, **repl}))
 
 
-def test_repl_answers_every_instance_right_and_reruns_make_no_request(tmp_path):
+def test_repl_answers_every_instance_right_and_reruns_make_no_request(tmp_path, bwrap):
     build = make_build(tmp_path / "b")
     with FakeOpenAIServer(answer_fn=scripted_root) as srv:
         s = evaluate_build(build, cfg(srv))
@@ -150,11 +161,11 @@ def test_repl_answers_every_instance_right_and_reruns_make_no_request(tmp_path):
         # a resume with the rows lost replays every conversation from the response cache: no request either
         (build / "responses.parquet").unlink()
         s3 = evaluate_build(build, cfg(srv))
-        assert (srv.count, s3.calls, s3.new_rows) == (18, 0, 6)
+        assert (srv.count, s3.calls, s3.new_rows, s3.from_cache) == (18, 0, 6, 6)
         assert all(r["cached"] for r in pq.read_table(build / "responses.parquet").to_pylist())
 
 
-def test_endless_loop_and_escapes_end_only_their_instance(tmp_path):
+def test_endless_loop_and_escapes_end_only_their_instance(tmp_path, bwrap):
     """The code cannot reach a listener on the host's 127.0.0.1 nor write outside its sandbox; an endless loop
     ends its instance with step_timeout (stored, scored 0, not asked again) while the run completes."""
     build = make_build(tmp_path / "b")
@@ -217,7 +228,7 @@ def test_endless_loop_and_escapes_end_only_their_instance(tmp_path):
     assert not outside.exists() and not worktree_file.exists()
 
 
-def test_max_steps_and_token_budget_are_the_models_own_statuses(tmp_path):
+def test_max_steps_and_token_budget_are_the_models_own_statuses(tmp_path, bwrap):
     build = make_build(tmp_path / "b", n=2)
     talk = lambda b: "```repl\nprint('still looking')\n```"  # noqa: E731 - never ends
     with FakeOpenAIServer(answer_fn=talk) as srv:
@@ -269,7 +280,7 @@ def test_cli_missing_bwrap_exit_2_and_sandbox_none_warns_every_run(tmp_path, mon
         assert all(x["status"] == "ok" for x in pq.read_table(build / "responses.parquet").to_pylist())
 
 
-def test_max_cost_counts_sub_calls_before_they_are_sent(tmp_path):
+def test_max_cost_counts_sub_calls_before_they_are_sent(tmp_path, bwrap):
     """--max-cost reserves each call's worst case, sub-calls included, before sending it: the server's own count
     of what it answered stays under the cap; the answers cut short are not stored, and a rerun with a larger cap
     finishes them, replaying what was already answered from the cache."""

@@ -495,6 +495,7 @@ def _run_repl(items: list[dict], cfg: EvalConfig, plan: Plan, cache: ResponseCac
                       max_tokens=plan.max_tokens, concurrency=concurrency, build_dir=out.path.parent, store=store,
                       max_cost=cfg.max_cost, price=cfg.price, progress=progress)
     s.calls += c["calls"]
+    s.from_cache += c["from_cache"]
     s.unfinished += c["unfinished"]
     s.not_asked += c["not_asked"]
     s.cut_off += c["statuses"].get("cut_off", 0)

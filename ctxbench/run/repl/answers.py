@@ -59,7 +59,7 @@ def evaluate_repl(items: list[dict], *, model: str, base_url: str | None, key_ba
     ``_messages``, ``_sampling``, ``_context``). ``store(row, replaces_error)`` appends one response row;
     the steps go to ``steps.parquet`` of ``build_dir``. Checks the sandbox first (InputError naming the package
     when bubblewrap is missing). Returns counts: ``calls`` (made), ``replayed`` (answered by the cache),
-    ``stored`` (rows), ``unfinished`` and ``not_asked`` (answers left unstored), ``statuses`` (row status →
+    ``stored`` (rows), ``from_cache`` (rows whose every call the cache answered), ``unfinished`` and ``not_asked`` (answers left unstored), ``statuses`` (row status →
     count), ``notes`` (one line per answer that did not end with FINAL), ``spent_usd`` (with ``max_cost``)."""
     require_sandbox(rcfg.sandbox)
     warning = sandbox_warning(rcfg)
@@ -72,7 +72,7 @@ def evaluate_repl(items: list[dict], *, model: str, base_url: str | None, key_ba
         spend = Spend({m: Ledger(max_cost, cap_prices(m, price if m == model else None, False), count, True)
                        for m in {model, sub_model}}, max_cost)
     sub_tokens = max_tokens if sub_model == model else model_info(sub_model).max_output_tokens
-    counts: dict[str, Any] = {"calls": 0, "replayed": 0, "stored": 0, "unfinished": 0, "not_asked": 0,
+    counts: dict[str, Any] = {"calls": 0, "replayed": 0, "stored": 0, "from_cache": 0, "unfinished": 0, "not_asked": 0,
                               "statuses": {}, "notes": [], "warning": warning}
     lock = threading.Lock()
     done = 0
@@ -102,6 +102,7 @@ def evaluate_repl(items: list[dict], *, model: str, base_url: str | None, key_ba
                 append_rows(steps_path, "steps", a.steps, key="step_key",
                             replace={f"{t['request_key']}:{i}" for i in range(1, rcfg.max_steps + 1)})
                 counts["stored"] += 1
+                counts["from_cache"] += bool(a.row["cached"])  # every call of it replayed from the cache
                 st = a.row["status"]
                 counts["statuses"][st] = counts["statuses"].get(st, 0) + 1
                 if st != "ok":
