@@ -26,6 +26,7 @@ from ctxbench.models.gateway import RetryPolicy
 from ctxbench.run.evaluate import EvalConfig, evaluate_build
 from ctxbench.run.repl import ReplConfig
 from ctxbench.run.repl import sandbox as sandbox_mod
+from ctxbench.report import build_report
 from ctxbench.report.browser import browser_data
 from ctxbench.run.score import score_build
 from ctxbench.core.storage import to_table, write_parquet
@@ -148,6 +149,10 @@ def test_repl_answers_every_instance_right_and_reruns_make_no_request(tmp_path, 
         score_build(build)
         sc = pq.read_table(build / "scores.parquet").to_pylist()
         assert sc and all(r["mode"] == "repl" and r["score"] == 1.0 for r in sc), sc
+        # the report puts the modes side by side: calls per instance counted from the steps (2 turns + 1 sub-call)
+        build_report(build)
+        (m,) = pq.read_table(build / "report" / "modes.parquet").to_pylist()
+        assert (m["mode"], m["instances"], m["score"], m["calls_per_instance"]) == ("repl", 6, 1.0, 3.0)
         # the instance browser holds each answer's steps (shown folded), and no LC prompt for them
         d, _ = browser_data(build, tmp_path / "site")
         shown = [a for a in d["answers"] if a["mode"] == "repl"]
