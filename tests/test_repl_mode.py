@@ -26,6 +26,7 @@ from ctxbench.models.gateway import RetryPolicy
 from ctxbench.run.evaluate import EvalConfig, evaluate_build
 from ctxbench.run.repl import ReplConfig
 from ctxbench.run.repl import sandbox as sandbox_mod
+from ctxbench.analysis.modes import analyse_modes
 from ctxbench.report import build_report
 from ctxbench.report.browser import browser_data
 from ctxbench.run.score import score_build
@@ -222,9 +223,13 @@ def test_endless_loop_and_escapes_end_only_their_instance(tmp_path, bwrap):
             n = srv.count
             s2 = evaluate_build(build, cfg(srv, step_timeout_s=2.0))  # step_timeout is not asked again
             assert srv.count == n and s2.calls == 0 and s2.new_rows == 0
-        score_build(build)
-        sc = {r["instance_id"]: r["score"] for r in pq.read_table(build / "scores.parquet").to_pylist()}
-        assert "inst-00" not in sc or sc["inst-00"] == 0.0
+        summary = score_build(build)
+        sc = {r["instance_id"]: (r["score"], json.loads(r["tags"]))
+              for r in pq.read_table(build / "scores.parquet").to_pylist()}
+        assert summary.repl_unfinished == 1 and sc["inst-00"] == (0.0, ["step_timeout"])  # never credited
+        assert all(sc[f"inst-{i:02d}"][0] == 1.0 for i in range(1, 6))
+        (m,) = analyse_modes(build)["modes"]  # the side-by-side table counts it, as a wrong answer
+        assert (m["step_timeout"], m["scored"], m["score"]) == (1, 6, pytest.approx(5 / 6))
     finally:
         stop.set()
         th.join(5)

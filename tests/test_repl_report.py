@@ -41,6 +41,7 @@ def test_mode_rows_by_hand():
     lc, repl = rows["lc"], rows["repl"]
     assert (lc["instances"], lc["score"], lc["calls_per_instance"]) == (6, pytest.approx(4 / 6), 1.0)
     assert (repl["score"], repl["calls_per_instance"]) == (1.0, 4.0)
+    assert (repl["max_steps"], repl["over_budget"], repl["step_timeout"]) == (0, 0, 0)
     assert (lc["prompt_tokens_per_instance"], repl["completion_tokens_per_instance"]) == (1000, 90)
     assert lc["cost_per_instance_usd"] == pytest.approx(0.01) and repl["cost_per_instance_usd"] == pytest.approx(0.002)
     assert lc["usd_per_correct"] == pytest.approx(0.06 / 4) and repl["usd_per_correct"] == pytest.approx(0.012 / 6)

@@ -29,6 +29,7 @@ from ctxbench.analysis.rag import instance_scores
 from ctxbench.core.storage import read_table
 
 MODE_ORDER = {"lc": 0, "rag": 1, "repl": 2}
+NO_FINAL = ("max_steps", "over_budget", "step_timeout")  # --mode repl's own statuses (ctxbench.run.repl)
 
 
 def _mode(r: dict) -> str:
@@ -44,7 +45,7 @@ def mode_rows(instances: dict[str, dict], responses: list[dict], scores: list[di
     """One row per model × mode (module docstring): ``model``, ``mode``, ``instances``, ``score``,
     ``calls_per_instance``, ``prompt_tokens_per_instance``, ``completion_tokens_per_instance``,
     ``cost_per_instance_usd`` and ``usd_per_correct`` (None where no response has a price, or nothing was
-    right)."""
+    right), and the answers that ended without ``FINAL``: ``max_steps``, ``over_budget``, ``step_timeout``."""
     calls_of: dict[str, int] = defaultdict(int)  # request key of a repl answer -> its calls
     for s in steps:
         calls_of[s["request_key"]] += 1 + len(json.loads(s.get("sub_calls") or "[]"))
@@ -68,7 +69,8 @@ def mode_rows(instances: dict[str, dict], responses: list[dict], scores: list[di
                     "prompt_tokens_per_instance": sum(r.get("prompt_tokens") or 0 for r in rs) / n,
                     "completion_tokens_per_instance": sum(r.get("completion_tokens") or 0 for r in rs) / n,
                     "cost_per_instance_usd": cost / n if cost is not None else None,
-                    "usd_per_correct": cost / right if cost is not None and right else None})
+                    "usd_per_correct": cost / right if cost is not None and right else None,
+                    **{st: sum(r["status"] == st for r in rs) for st in NO_FINAL}})
     return out
 
 

@@ -23,7 +23,8 @@ def modes_section(ctx: ReportContext) -> str:
             write_parquet(pa.Table.from_pylist(a[name]), ctx.out / f"{name}.parquet")
     link = lambda r: ctx.link(model=r["model"], mode=r["mode"])  # noqa: E731
     cols = ["model", "mode", "instances", "scored", "score", "calls_per_instance", "prompt_tokens_per_instance",
-            "completion_tokens_per_instance", "cost_per_instance_usd", "usd_per_correct"]
+            "completion_tokens_per_instance", "cost_per_instance_usd", "usd_per_correct", "max_steps", "over_budget",
+            "step_timeout"]
     pair_cols = ["model", "a", "b", "n", "clusters", "diff", "ci_low", "ci_high", "p_value", "reason"]
     return ("<h2>Full context, retrieval and the REPL side by side</h2><p>The same instances read three ways: "
             "<code>lc</code> (the whole context in the prompt), <code>rag</code> (retrieved chunks), "
