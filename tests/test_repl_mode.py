@@ -312,3 +312,41 @@ def test_max_cost_counts_sub_calls_before_they_are_sent(tmp_path, bwrap):
         # every call of the first run was replayed from the cache: 3 answers × 3 calls in all, none asked twice
         assert len(srv.requests) == 9 and len({json.dumps(b, sort_keys=True) for b in srv.requests}) == 9
         assert sent < 9
+
+
+def test_sub_call_failures_go_through_the_runners_statuses(tmp_path, bwrap):
+    """A sub-call the server refuses (a permanent 400) comes back to the code as a failed llm_query and the answer
+    goes on; a sub-call failing past its retries (transient 503s) leaves its answer unstored, and a rerun, once
+    the server is back, finishes it with the earlier calls replayed from the cache."""
+    build = make_build(tmp_path / "b", n=3)
+    state = {"down": True}
+
+    def rule(body):
+        first = body["messages"][0]
+        if first["role"] != "user":
+            return None  # root turns always answered
+        text = message_text(first["content"])
+        if "Aster" in text:
+            return "400"
+        if "Birch" in text and state["down"]:
+            return "503"
+        return None
+
+    with FakeOpenAIServer(answer_fn=scripted_root, rule=rule, retry_after="0") as srv:
+        s = evaluate_build(build, cfg(srv))
+        rows = {r["instance_id"]: r for r in pq.read_table(build / "responses.parquet").to_pylist()}
+        assert set(rows) == {"inst-00", "inst-02"} and s.unfinished == 1 and s.status == "incomplete"
+        assert rows["inst-00"]["status"] == "ok" and rows["inst-00"]["response"] == str(CODES[0])
+        step1 = [r for r in pq.read_table(build / "steps.parquet").to_pylist()
+                 if r["instance_id"] == "inst-00" and r["step"] == 1][0]
+        assert "SUB [llm_query failed: error: " in step1["output"]
+        assert json.loads(step1["sub_calls"])[0]["status"] == "error"
+        assert any("inst-01" in n for n in s.notes)
+        before = srv.count
+        state["down"] = False
+        s2 = evaluate_build(build, cfg(srv))
+        assert s2.new_rows == 1 and s2.unfinished == 0
+        # the rerun made the sub-call and the second root turn; the first root turn came from the cache
+        assert srv.count - before == 2 and s2.calls == 2
+        rows = {r["instance_id"]: r for r in pq.read_table(build / "responses.parquet").to_pylist()}
+        assert rows["inst-01"]["status"] == "ok" and rows["inst-01"]["response"] == str(CODES[1])

@@ -161,6 +161,7 @@ def test_protocol_parsing():
     assert protocol.final_in_text("```repl\nFINAL(1)\n```") is None  # in code: the sandbox's FINAL
     assert protocol.final_in_text("done\nFINAL_VAR(answer)") == ("var", "answer")
     assert protocol.final_in_text('FINAL("Paris")') == ("value", "Paris")
+    assert protocol.final_in_text("FINAL(42)\nThat is all (done)") == ("value", "42")  # one line only
     assert protocol.truncate("a" * 10, 4) == "aaaa\n[... 6 more characters not shown]"
     msgs = protocol.root_messages("Who?", 1234567, 300000, 60.0)
     assert "1,234,567 characters (300,000 tokens)" in msgs[1]["content"] and "Question: Who?" in msgs[1]["content"]

@@ -240,7 +240,7 @@ def run_answer(messages: list[dict], context: str, sample: int, root: Caller, su
                     if final is None:
                         outputs.append(f"FINAL_VAR({said[1]}): no variable {said[1]!r} in the REPL")
             shown = [truncate(o, cfg.output_chars) for o in outputs]
-            row.update(code="\n\n".join(blocks) if blocks else None, output="\n\n".join(shown) if blocks else None,
+            row.update(code="\n\n".join(blocks) if blocks else None, output="\n\n".join(shown) if outputs else None,
                        sub_calls=json.dumps(subs, ensure_ascii=False) if subs else None)
             budget = budget or over_budget()
             if timed_out is not None:

@@ -44,7 +44,7 @@ Write code in a ```repl block to examine `context` and answer the question; end 
 
 _BLOCK = re.compile(r"```(?:repl|python|py)[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 _FINAL_VAR = re.compile(r"^[ \t]*FINAL_VAR\(\s*['\"]?([A-Za-z_]\w*)['\"]?\s*\)[ \t]*$", re.MULTILINE)
-_FINAL = re.compile(r"^[ \t]*FINAL\((.*)\)[ \t]*$", re.MULTILINE | re.DOTALL)
+_FINAL = re.compile(r"^[ \t]*FINAL\((.*)\)[ \t]*$", re.MULTILINE)
 
 
 def system_prompt(wall_s: float, limit: int = OUTPUT_CHARS) -> str:
