@@ -7,6 +7,7 @@ FINAL_VAR end the code, variables persist between steps."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import socket
@@ -73,6 +74,22 @@ for name, p in [('write_host', {os.path.abspath('pyproject.toml')!r}), ('write_r
     except OSError as e:
         r[name] = type(e).__name__
 open('/tmp/private.txt', 'w').write('mine'); r['tmp'] = open('/tmp/private.txt').read()
+try:  # 5 files of 60 MiB (each under the 64 MiB file limit) overfill the 256 MiB /tmp
+    for k in range(5):
+        with open(f'/tmp/big{{k}}', 'wb') as f:
+            f.write(bytes(60 * 1024 * 1024))
+    r['tmp_full'] = 'no'
+except OSError as e:
+    r['tmp_full'] = e.errno
+for k in range(5):
+    if os.path.exists(f'/tmp/big{{k}}'):
+        os.remove(f'/tmp/big{{k}}')
+try:
+    with open('/tmp/huge', 'wb') as f:
+        f.write(bytes(65 * 1024 * 1024))
+    r['file_limit'] = 'no'
+except OSError as e:
+    r['file_limit'] = e.errno
 r['pids'] = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())
 r['env'] = sorted(os.environ)
 r['as_limit'] = resource.getrlimit(resource.RLIMIT_AS)[0]
@@ -86,6 +103,7 @@ r['context'] = context
         assert r["host_tmp_visible"] is False                            # its /tmp is its own
         assert r["write_host"] == r["write_root"] == r["write_cwd_repo"] == "OSError"
         assert r["tmp"] == "mine" and not (tmp_path / "private.txt").exists()
+        assert r["tmp_full"] == errno.ENOSPC and r["file_limit"] == errno.EFBIG  # /tmp size, file size limits
         assert host_file.read_text() == "host data" and not os.path.exists(os.path.join(os.getcwd(), "probe.txt"))
         assert len(r["pids"]) <= 4 and os.getpid() not in r["pids"]  # its own PID namespace
         assert "OPENAI_API_KEY" not in r["env"] and set(r["env"]) <= {"PATH", "HOME", "PYTHONDONTWRITEBYTECODE",

@@ -5,7 +5,7 @@ bubblewrap on Linux, that holds the instance's context in the variable ``context
 Bubblewrap (Debian's ``bubblewrap``, the ``bwrap`` command; the sandbox of Flatpak) runs the child with
 ``--unshare-all`` (its own network namespace with only a loopback of its own: no listener of the host, not even on
 127.0.0.1, is reachable; its own PID, IPC, UTS, user and cgroup namespaces: it sees only its own processes), the
-host's root bound read-only, a private ``/tmp`` (tmpfs, gone with the process), a minimal ``/dev`` and its own
+host's root bound read-only, a private ``/tmp`` (a tmpfs of :attr:`StepLimits.tmp_mb`, gone with the process), a minimal ``/dev`` and its own
 ``/proc``, the environment cleared (no API key is visible to the code), ``--die-with-parent`` and ``--new-session``.
 Per step the child limits its CPU time and address space (rlimits, :mod:`.child`); this process keeps a wall-clock
 limit per step (time spent answering the code's ``llm_query`` calls does not count) and ends the whole sandbox at
@@ -38,12 +38,13 @@ BWRAP_PACKAGE = "bubblewrap"
 class StepLimits:
     """Limits of one step of the model's code: ``wall_s`` seconds of wall-clock time (not counting the time its
     ``llm_query`` calls wait for the sub-model), ``cpu_s`` seconds of CPU time, ``memory_mb`` MiB of address space,
-    ``file_mb`` MiB per file it writes (in its private ``/tmp``)."""
+    ``file_mb`` MiB per file it writes, ``tmp_mb`` MiB in its private ``/tmp`` in all (a tmpfs, held in memory)."""
 
     wall_s: float = 60.0
     cpu_s: float = 60.0
     memory_mb: int = 2048
     file_mb: int = 64
+    tmp_mb: int = 256
 
 
 @dataclass
@@ -81,10 +82,11 @@ def require_sandbox(kind: str) -> None:
                          f"sandbox with --sandbox none")
 
 
-def bwrap_argv(exe: str = "bwrap") -> list[str]:
-    """The bubblewrap command line before the program (module docstring)."""
+def bwrap_argv(exe: str = "bwrap", tmp_mb: int = StepLimits.tmp_mb) -> list[str]:
+    """The bubblewrap command line before the program (module docstring); ``tmp_mb``: the size of its private
+    ``/tmp`` in MiB."""
     return [exe, "--unshare-all", "--die-with-parent", "--new-session", "--ro-bind", "/", "/", "--dev", "/dev",
-            "--proc", "/proc", "--tmpfs", "/tmp", "--chdir", "/tmp", "--clearenv", "--setenv", "PATH",
+            "--proc", "/proc", "--size", str(tmp_mb * 1024 * 1024), "--tmpfs", "/tmp", "--chdir", "/tmp", "--clearenv", "--setenv", "PATH",
             "/usr/local/bin:/usr/bin:/bin", "--setenv", "HOME", "/tmp", "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
             "--setenv", "PYTHONIOENCODING", "utf-8", "--"]
 
@@ -107,7 +109,7 @@ class Sandbox:
             exe = shutil.which("bwrap")
             if exe is None:
                 require_sandbox("bwrap")
-            argv = bwrap_argv(exe) + argv
+            argv = bwrap_argv(exe, self.limits.tmp_mb) + argv
         else:
             env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": os.environ.get("TMPDIR", "/tmp"),
                    "PYTHONIOENCODING": "utf-8"}
