@@ -185,3 +185,35 @@ def test_protocol_parsing():
     assert "1,234,567 characters (300,000 tokens)" in msgs[1]["content"] and "Question: Who?" in msgs[1]["content"]
     assert f"cut to {protocol.OUTPUT_CHARS} characters" in msgs[0]["content"]
     assert "llm_query_batched" in msgs[0]["content"] and "FINAL_VAR" in msgs[0]["content"]
+
+
+def _running(argv: list[str]) -> bool:
+    """Whether a host process runs exactly ``argv``."""
+    want = ("\0".join(argv) + "\0").encode()
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                with open(f"/proc/{p}/cmdline", "rb") as f:
+                    if f.read() == want:
+                        return True
+            except OSError:
+                continue
+    return False
+
+
+def test_processes_the_code_starts_end_with_the_sandbox(bwrap):
+    argv = ["sleep", "4321.5"]
+    sb = Sandbox("x", "bwrap", StepLimits(wall_s=5))
+    sb.start()
+    run = sb.run(f"import subprocess\nsubprocess.Popen({argv!r}, start_new_session=True)\nprint('started')",
+                 _no_queries)
+    assert run.output.strip() == "started"
+    deadline = time.monotonic() + 5
+    while not _running(argv) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _running(argv)  # a detached process of its own session, still in the sandbox's PID namespace
+    sb.close()
+    deadline = time.monotonic() + 5
+    while _running(argv) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _running(argv)
