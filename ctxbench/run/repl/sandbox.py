@@ -73,13 +73,13 @@ def require_sandbox(kind: str) -> None:
     if exe is None:
         raise InputError(f"--mode repl runs the model's code under bubblewrap, which is not installed: install the "
                          f"package {BWRAP_PACKAGE} (apt-get install -y {BWRAP_PACKAGE}), or run the code without a "
-                         f"sandbox with --sandbox none")
+                         f"sandbox with `ctxbench evaluate ... --sandbox none`")
     r = subprocess.run(bwrap_argv(exe) + ["true"], capture_output=True, text=True, timeout=30)
     if r.returncode != 0:
         err = " ".join((r.stderr or "").split())[:200]
         raise InputError(f"--mode repl: bubblewrap cannot start a sandbox here ({err}): allow unprivileged user "
                          f"namespaces (sysctl kernel.unprivileged_userns_clone=1), or run the code without a "
-                         f"sandbox with --sandbox none")
+                         f"sandbox with `ctxbench evaluate ... --sandbox none`")
 
 
 def bwrap_argv(exe: str = "bwrap", tmp_mb: int = StepLimits.tmp_mb) -> list[str]:
