@@ -145,11 +145,16 @@ def test_final_and_final_var_and_errors(bwrap):
         run = sb.run("n = len(context) * 3\ntry:\n    FINAL_VAR('n')\nexcept Exception:\n    print('caught')",
                      _no_queries)
         assert run.final == "30" and run.output == ""
+        run = sb.run("print('bad \\ud800 text', 'ü')", _no_queries)  # a lone surrogate: valid UTF-8 out
+        assert run.output == "bad ? text ü\n"
         run = sb.run("1 / 0", _no_queries)
         assert "ZeroDivisionError" in run.output and run.final is None
         run = sb.run("import os\nos._exit(3)", _no_queries)  # the process ends: said, variables lost
         assert run.ended and not run.timed_out and "exit code 3" in run.reason
         assert sb.variable("n") is None  # a fresh process after that
+        # the kernel's signal at the CPU-time limit (bubblewrap exits 128 + 24 for it): a timed-out step
+        run = sb.run("import os, signal\nos.kill(os.getpid(), signal.SIGXCPU)", _no_queries)
+        assert run.timed_out and "CPU-time limit" in run.reason
         sb.run("n = 5", _no_queries)
         assert sb.variable("n") == "5" and sb.variable("missing") is None
 

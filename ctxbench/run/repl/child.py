@@ -53,7 +53,7 @@ def main():
     sys.stdin = io.StringIO("")
 
     def send(msg):
-        proto_out.write(json.dumps(msg, ensure_ascii=False) + "\n")
+        proto_out.write(json.dumps(msg) + "\n")  # ASCII escapes: a lone surrogate the code printed travels too
         proto_out.flush()
 
     def receive():

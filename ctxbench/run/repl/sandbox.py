@@ -62,6 +62,11 @@ class StepRun:
     wait_s: float = 0.0
 
 
+def _text(s: object) -> str:
+    """Text from the child as valid UTF-8 (a lone surrogate the code printed becomes ``?``)."""
+    return str(s).encode("utf-8", "replace").decode("utf-8")
+
+
 def require_sandbox(kind: str) -> None:
     """Check that the sandbox ``kind`` can run here: ``bwrap`` needs the ``bwrap`` command (package bubblewrap)
     and user namespaces; ``none`` needs nothing. Raises InputError (one line naming the package or the setting)."""
@@ -156,9 +161,10 @@ class Sandbox:
             rc = self.proc.wait(timeout=2)
         except subprocess.TimeoutExpired:
             return "still running"
-        if rc < 0:
-            name = signal.Signals(-rc).name
-            return f"ended by {name}" + (" (its CPU-time limit)" if -rc == signal.SIGXCPU else "")
+        sig = -rc if rc < 0 else rc - 128 if rc > 128 else 0  # bubblewrap exits 128 + N for its child's signal N
+        if sig in {s.value for s in signal.Signals}:
+            name = signal.Signals(sig).name
+            return f"ended by {name}" + (" (its CPU-time limit)" if sig == signal.SIGXCPU else "")
         return f"exit code {rc}"
 
     def run(self, code: str, on_query: Callable[[list[str]], list[str]]) -> StepRun:
@@ -183,13 +189,14 @@ class Sandbox:
                 return StepRun("", timed_out=timed_out or cpu, ended=True, reason=reason, wait_s=waited)
             if msg["op"] == "query":
                 t0 = time.monotonic()
-                replies = on_query(list(msg["prompts"]))
+                replies = on_query([_text(p) for p in msg["prompts"]])
                 spent = time.monotonic() - t0
                 waited += spent
                 deadline += spent
                 self._send({"op": "replies", "texts": [r if r is not None else "" for r in replies]})
             elif msg["op"] == "done":
-                return StepRun(msg.get("output") or "", msg.get("final"), wait_s=waited)
+                final = msg.get("final")
+                return StepRun(_text(msg.get("output") or ""), None if final is None else _text(final), wait_s=waited)
 
     def variable(self, name: str) -> str | None:
         """The value (as text) of variable ``name`` in the REPL, None when it has none (or the process is gone)."""
@@ -197,7 +204,7 @@ class Sandbox:
             return None
         self._send({"op": "var", "name": name})
         msg = self._receive(time.monotonic() + 30)
-        return msg["value"] if msg and msg.get("found") else None
+        return _text(msg["value"]) if msg and msg.get("found") else None
 
     def _kill(self) -> None:
         if self.proc is None:
