@@ -145,6 +145,8 @@ def test_final_and_final_var_and_errors(bwrap):
         run = sb.run("n = len(context) * 3\ntry:\n    FINAL_VAR('n')\nexcept Exception:\n    print('caught')",
                      _no_queries)
         assert run.final == "30" and run.output == ""
+        run = sb.run("FINAL_VAR('nowhere')\nprint('went on')", _no_queries)
+        assert run.final is None and run.output == "FINAL_VAR('nowhere'): no variable 'nowhere' in the REPL\nwent on\n"
         run = sb.run("print('bad \\ud800 text', 'ü')", _no_queries)  # a lone surrogate: valid UTF-8 out
         assert run.output == "bad ? text ü\n"
         run = sb.run("1 / 0", _no_queries)

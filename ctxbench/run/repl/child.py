@@ -87,8 +87,12 @@ def main():
         raise _Final()
 
     def FINAL_VAR(name):  # noqa: N802 - the protocol's name
-        """End with the variable ``name`` (its name as a string, or the value itself) as the answer."""
-        if isinstance(name, str) and name.strip().isidentifier() and name.strip() in namespace:
+        """End with the variable ``name`` (its name as a string, or the value itself) as the answer; a name the
+        REPL does not hold ends nothing (said in the output)."""
+        if isinstance(name, str) and name.strip().isidentifier():
+            if name.strip() not in namespace:
+                print(f"FINAL_VAR({name!r}): no variable {name.strip()!r} in the REPL")
+                return
             state["final"] = _text(namespace[name.strip()])
         else:
             state["final"] = _text(name)
