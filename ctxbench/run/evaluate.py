@@ -452,6 +452,8 @@ def evaluate_build(build_dir: str | Path, cfg: EvalConfig, count_tokens: Callabl
                                                      if h["request_key"] in plan.error_keys})
         repl = [t for t in plan.pending if t["mode"] == "repl"]  # answers of --mode repl: ctxbench.run.repl
         plan.pending = [t for t in plan.pending if t["mode"] != "repl"]
+        if repl and cfg.batch:  # refused before any call
+            raise InputError("--batch: --mode repl makes its calls one turn at a time; run it without --batch")
         if not plan.pending and not plan.verify and not repl:
             emit("calls", f"{cfg.model}: every answer stored or cached", 0, 0)
             return s
@@ -481,8 +483,6 @@ def _run_repl(items: list[dict], cfg: EvalConfig, plan: Plan, cache: ResponseCac
     appended to ``out`` as they end and counted in ``s``."""
     if not items:
         return
-    if cfg.batch:
-        raise InputError("--batch: --mode repl makes its calls one turn at a time; run it without --batch")
     policy = RetryPolicy(max_retries=cfg.max_retries, base_delay_s=cfg.retry_base_delay_s,
                          max_delay_s=cfg.retry_max_delay_s, timeout_s=cfg.timeout_s,
                          max_retry_after_s=cfg.max_retry_after_s)
