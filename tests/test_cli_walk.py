@@ -68,6 +68,8 @@ BY_FLAG = {
     "--accuracy": FRACTION, "--mde": FRACTION, "--power": FRACTION, "--alpha": FRACTION, "--pilot": DIR_IN,
     "--distractors": CHOICE, "--integer-division": CHOICE, "--distractor-needles": COUNT, "--max-overlap": FRACTION,
     "--reasoning-effort": ["nonesuch", "low,nonesuch"], "--thinking-budget": COUNT, "--source-data": DIR_IN,
+    "--sub-model": TEXT, "--max-steps": COUNT, "--sandbox": CHOICE, "--step-timeout": NUMBER,
+    "--step-memory": COUNT, "--repl-max-tokens": COUNT, "--repl-max-cost": NUMBER,
 }
 BY_COMMAND = {
     ("calibrate", "--out"): FILE_OUT, ("label", "--out"): FILE_OUT, ("questions generate", "--out"): FILE_OUT,

@@ -90,4 +90,4 @@ def test_cli_mode_lc_rag_and_dry_run(tmp_path):
         assert r.exit_code == 0, r.output
         assert srv.count == 8
     bad = CliRunner().invoke(app, ["evaluate", "--build", str(build), "--model", "x", "--mode", "lc,closed"])
-    assert bad.exit_code == 2 and "use lc, rag or lc,rag" in bad.output and "--mode" in bad.output
+    assert bad.exit_code == 2 and "use lc, rag, repl" in bad.output and "--mode" in bad.output

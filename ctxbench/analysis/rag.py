@@ -250,8 +250,9 @@ def analyse(build_dir) -> dict[str, list[dict]]:
     responses = read_table(build_dir / "responses.parquet", "responses").to_pylist()
     scores = read_table(build_dir / "scores.parquet", "scores").to_pylist()
     rows = instance_scores(inst, responses, scores)
-    return {"rag_gap": gap_table(inst, rows, responses), "rag_sweep": sweep_table(inst, rows),
-            "rag_routing": routing(inst, rows, responses), "position": position_table(inst, rows),
+    lc_rag = [r for r in rows if r["mode"] in ("lc", "rag")]  # the LC/RAG tables leave --mode repl out
+    return {"rag_gap": gap_table(inst, lc_rag, responses), "rag_sweep": sweep_table(inst, lc_rag),
+            "rag_routing": routing(inst, lc_rag, responses), "position": position_table(inst, rows),
             "_has_rag": [{"yes": any(r["mode"] == "rag" for r in responses)}],
             "_fallback": [{"matcher": m} for m in sorted({r["matcher"] for r in rows
                                                           if is_fallback(r["matcher"], inst[r["instance_id"]].get("benchmark"))})]}

@@ -60,12 +60,12 @@ def check_positive_ints(value: str | None) -> str | None:
 
 
 def check_mode(value: str | None) -> str | None:
-    """Option check: lc, rag or lc,rag."""
+    """Option check: lc, rag, repl or several comma-separated (lc,rag,repl)."""
     if value is None:
         return value
     ms = [m.strip().lower() for m in value.split(",") if m.strip()]
-    if not ms or any(m not in ("lc", "rag") for m in ms):
-        raise typer.BadParameter(f"{value!r}: use lc, rag or lc,rag")
+    if not ms or any(m not in ("lc", "rag", "repl") for m in ms):
+        raise typer.BadParameter(f"{value!r}: use lc, rag, repl or several comma-separated, e.g. lc,rag,repl")
     return value
 
 

@@ -16,6 +16,7 @@ from ctxbench.models.backends import server_for
 from ctxbench.run.backfill import BackfillConfig, builds_by_benchmark
 from ctxbench.run.dryrun import estimate
 from ctxbench.run.evaluate import EvalConfig, evaluate_build
+from ctxbench.run.repl import ReplConfig, require_sandbox, sandbox_warning
 from ctxbench.run.spend import cap_prices, parse_price
 
 
@@ -49,8 +50,10 @@ def evaluate_cmd(
     prompt_variant: Literal["cot", "direct"] = typer.Option("cot", help="cot | direct"),
     max_tokens: Optional[int] = typer.Option(None, min=1, help="output budget (default: the registry's)"),
     temperature: float = typer.Option(0.0, min=0.0, max=2.0),
-    mode: str = typer.Option("lc", callback=check_mode, help="lc (full context), rag (retrieved chunks) or lc,rag (both); rag with the "
-                                                                  "hybrid or dense retriever needs .\\[retrieval]"),
+    mode: str = typer.Option("lc", callback=check_mode, help="lc (full context), rag (retrieved chunks), repl (the "
+                                                              "context as a REPL variable: bubblewrap) or several, "
+                                                              "e.g. lc,rag,repl; rag with the hybrid or dense "
+                                                              "retriever needs .\\[retrieval]"),
     rag_tokens: Optional[str] = typer.Option(None, callback=check_positive_ints,
                                              help="RAG retrieval budgets in tokens, e.g. 2048,4096,8192 "
                                                   "(one RAG run each; default: --top-k chunks)"),
@@ -95,6 +98,14 @@ def evaluate_cmd(
                                                         "thinkingBudget, chat_template_kwargs.enable_thinking)"),
     thinking_budget: Optional[int] = typer.Option(None, min=0, help="reasoning tokens allowed (Anthropic "
                                                                     "budget_tokens, Gemini thinkingBudget)"),
+    sub_model: Optional[str] = typer.Option(None, callback=check_text,
+                                            help="the model llm_query asks (default: --model)"),
+    max_steps: int = typer.Option(20, min=1, help="root turns at most"),
+    sandbox: Literal["bwrap", "none"] = typer.Option("bwrap", help="bwrap | none (warns)"),
+    step_timeout: float = typer.Option(60.0, min=0.01, help="seconds a step may run"),
+    step_memory: int = typer.Option(2048, min=64, help="MiB of memory"),
+    repl_max_tokens: Optional[int] = typer.Option(None, min=1, help="tokens per answer"),
+    repl_max_cost: Optional[float] = typer.Option(None, min=0.0, help="USD per answer"),
 ) -> None:
     """Evaluate a model on a build; appends to BUILD/responses.parquet (reruns make no stored call again)."""
     try:
@@ -105,8 +116,15 @@ def evaluate_cmd(
                         batch=batch, batch_poll_s=batch_poll, batch_wait_s=batch_wait, max_cost=max_cost,
                         price=_price(price, max_cost), target_ci=target_ci,
                         reasoning_effort=reasoning_effort, thinking_budget=thinking_budget,
+                        repl=ReplConfig(sub_model=sub_model, max_steps=max_steps, sandbox=sandbox,
+                                        step_timeout_s=step_timeout, step_memory_mb=step_memory,
+                                        max_answer_tokens=repl_max_tokens, max_answer_cost=repl_max_cost or None),
                         **_rag_opts(mode, rag_tokens, chunk_tokens, chunk_overlap, top_k, retriever, embedding_model))
         warn_unknown_model(model, base_url)
+        if "repl" in cfg.modes:  # no bubblewrap: one line naming the package, before the progress bar
+            require_sandbox(cfg.repl.sandbox)
+            if sandbox_warning(cfg.repl):  # said on every run without a sandbox
+                console.print(sandbox_warning(cfg.repl), markup=False)
         if dry_run:
             try:
                 est = estimate(build, cfg)

@@ -38,6 +38,7 @@ GROUP_FROM = 8  # commands with more options than this show them in panels
 SELECT, MODEL, RAG, COST, STATS, OUTPUT, SOURCE, CONTEXTS = (
     "What to evaluate", "Model to call", "Retrieval (RAG)", "Budgets and cost", "Statistics", "Output",
     "Source data", "Contexts and lengths")
+REPL = "REPL (--mode repl)"
 PANELS: dict[str, str] = {
     # what to evaluate: which build and which of its instances
     "--build": SELECT, "--per-length": SELECT, "--language": SELECT, "--question-language": SELECT,
@@ -52,6 +53,9 @@ PANELS: dict[str, str] = {
     # retrieval
     "--mode": RAG, "--rag-tokens": RAG, "--chunk-tokens": RAG, "--chunk-overlap": RAG, "--top-k": RAG,
     "--retriever": RAG, "--embedding-model": RAG,
+    # the context as an environment (ctxbench.run.repl)
+    "--sub-model": REPL, "--max-steps": REPL, "--sandbox": REPL, "--step-timeout": REPL, "--step-memory": REPL,
+    "--repl-max-tokens": REPL, "--repl-max-cost": REPL,
     # budgets and cost
     "--max-tokens": COST, "--thinking-budget": COST, "--output-budget": COST, "--max-cost": COST, "--price": COST,
     # statistics

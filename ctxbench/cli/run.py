@@ -29,6 +29,7 @@ from ctxbench.models.local_server import EMBEDDED_MODEL
 from ctxbench.models.providers import is_embedded
 from ctxbench.run.engine_log import engine_log, write_traceback
 from ctxbench.run.evaluate import EvalConfig
+from ctxbench.run.repl import require_sandbox
 from ctxbench.run.outcome import build_counts, engine_summary, failed_calls, stored_cut_off, why_no_instances
 
 RUN_LENGTHS = "2048,4096"  # `run`'s tiers: the whole run in minutes on 2 cores (build's default is 4k..64k)
@@ -39,8 +40,9 @@ def run_cmd(
     per_length: int = typer.Option(3, min=1, help="instances evaluated per context length (3: the whole run in "
                                                  "about 4 minutes on 2 idle cores with the embedded model)"),
     mode: str = typer.Option("lc", callback=check_mode,
-                             help="lc, rag or lc,rag (RAG: hybrid retrieval of 600-token chunks, top 5; "
-                                  "needs .\\[retrieval])"),
+                             help="lc, rag, repl or several, e.g. lc,rag (RAG: hybrid retrieval of 600-token "
+                                  "chunks, top 5; needs .\\[retrieval]; repl: the context as a REPL variable, "
+                                  "needs bubblewrap)"),
     rag_tokens: Optional[str] = typer.Option(None, callback=check_positive_ints,
                                              help="RAG retrieval budgets in tokens, e.g. 512,1024"),
     engine: Literal["prefect", "luigi"] = typer.Option(
@@ -110,6 +112,8 @@ def run_cmd(
         models = [EvalConfig(model=model, base_url=base_url, per_length=per_length, mode=mode, share_contexts=True,
                              max_tokens=max_tokens,
                              rag_tokens=parse_ints(rag_tokens, "--rag-tokens") if rag_tokens else None)]
+        if "repl" in models[0].modes:  # no bubblewrap: one line naming the package, before the engine starts
+            require_sandbox("bwrap")
         with RunProgress() as shown, listening(shown):
             if engine == "luigi":
                 require("luigi", "run --engine luigi")

@@ -45,6 +45,9 @@ def score_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help
     if getattr(s, "cut_off", 0):
         msg += (f"; {s.cut_off} replies cut off by the output budget before their answer (scored 0, tag cut_off; "
                 f"raise the budget with `evaluate --max-tokens`)")
+    if getattr(s, "repl_unfinished", 0):
+        msg += (f"; {s.repl_unfinished} --mode repl answers ended without FINAL (scored 0, tagged max_steps, "
+                f"over_budget or step_timeout)")
     if getattr(s, "answer_from_reasoning", 0):
         msg += (f"; {s.answer_from_reasoning} answers read from the reasoning field (empty content; tag "
                 f"answer_from_reasoning)")

@@ -32,7 +32,8 @@ from ctxbench.models.registry import model_info
 from ctxbench.tokenizers import get_tokenizer
 
 # cached answers; the rest are retried (an ``error`` row is never an answer: the same command asks it again)
-STORED_STATUSES = ("ok", "over_length", "truncated", "cut_off", "refused_by_provider")
+STORED_STATUSES = ("ok", "over_length", "truncated", "cut_off", "refused_by_provider",
+                   "max_steps", "over_budget", "step_timeout")  # the last three: --mode repl's own (run.repl)
 CONFIG_STOP_AFTER = 3  # the first calls of a run failing alike with a permanent 4xx (or a config_error): stop
 
 

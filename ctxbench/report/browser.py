@@ -379,6 +379,22 @@ def _prompt_key(instance: Mapping[str, Any], response: Mapping[str, Any], prompt
     return key
 
 
+def repl_steps(build_dir: Path) -> dict[str, list[dict]]:
+    """The steps of each ``--mode repl`` answer (``steps.parquet``, :mod:`ctxbench.run.repl`) by request key, in
+    order: ``step``, ``status``, ``code``, ``output`` (as stored: cut to the stated limit), ``sub_calls`` (how many
+    llm_query prompts); empty for a build without REPL answers."""
+    p = build_dir / "steps.parquet"
+    if not p.exists():
+        return {}
+    out: dict[str, list[dict]] = defaultdict(list)
+    cols = ["request_key", "step", "status", "code", "output", "sub_calls"]
+    for r in sorted(read_table(p, "steps", columns=cols, key="step_key").to_pylist(),
+                    key=lambda r: (r["request_key"], r["step"])):
+        out[r["request_key"]].append({"step": r["step"], "status": r["status"], "code": r["code"],
+                                      "output": r["output"], "sub_calls": len(_parsed(r["sub_calls"]) or [])})
+    return out
+
+
 def browser_data(build_dir: str | Path, out: str | Path) -> tuple[dict, list[str]]:
     """The browser's data for a build (and the span conversion errors): instances with their facets, answers with
     their scores, the filters; writes the context files under ``out/browser/contexts``."""
@@ -395,6 +411,7 @@ def browser_data(build_dir: str | Path, out: str | Path) -> tuple[dict, list[str
     ctx_info, errors = write_contexts(build_dir, out, {k: v if isinstance(v, list) else [] for k, v in evidence.items()})
     resp = read_table(build_dir / "responses.parquet", "responses").to_pylist()
     scores = read_table(build_dir / "scores.parquet", "scores").to_pylist()
+    steps = repl_steps(build_dir)
     by_key: dict[Any, list[dict]] = defaultdict(list)
     for s in scores:
         by_key[s.get("request_key") or (s["instance_id"], s["model"], s["mode"], s["sample"])].append(s)
@@ -431,7 +448,7 @@ def browser_data(build_dir: str | Path, out: str | Path) -> tuple[dict, list[str
                                                                 r["sample"])) or [], key=lambda s: s["matcher"])
         blocks, visible = split_reasoning(r.get("response"), r.get("reasoning"))
         extracted = {s["matcher"]: s.get("extracted_answer") for s in sc}
-        pkey = _prompt_key(inst[index[r["instance_id"]]], r, prompts)
+        pkey = _prompt_key(inst[index[r["instance_id"]]], r, prompts) if r["mode"] != "repl" else None
         answers.append({
             "i": index[r["instance_id"]], "model": display_model(r["model"], r.get("reasoning_effort")), "mode": mode_label(r["mode"], r.get("rag_tokens")),
             "sample": r["sample"], "status": r["status"], "error": r.get("error"), "reply": r.get("response"),
@@ -442,6 +459,8 @@ def browser_data(build_dir: str | Path, out: str | Path) -> tuple[dict, list[str
             "finish_reason": r.get("finish_reason"), "cut_off": output_limit_ended(r), "prompt": pkey,
             "prompt_tokens": r.get("prompt_tokens"), "completion_tokens": r.get("completion_tokens"),
             "cached": bool(r.get("cached")), "_key": r["request_key"]})   # latency left out: same build, same bytes
+        if r["request_key"] in steps:  # --mode repl: its steps, shown folded
+            answers[-1]["steps"] = steps[r["request_key"]]
         lazy_long_texts(answers[-1], out, long_written)
         answers[-1].pop("_key", None)
     rdir = out / DATA_DIR / "replies"

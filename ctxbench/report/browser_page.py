@@ -245,6 +245,16 @@ JS = r"""
       var raw = el('details', 'raw'); raw.appendChild(el('summary', null, 'raw reply, as stored'));
       raw.appendChild(el('pre', null, a.reply)); art.appendChild(raw);
     }
+    if (a.steps && a.steps.length) {  // --mode repl: the code of each step and what it printed, folded
+      var sd = el('details', 'raw'); sd.appendChild(el('summary', null, 'REPL steps (' + a.steps.length + ')'));
+      a.steps.forEach(function (s) {
+        sd.appendChild(el('span', 'label', 'step ' + s.step + ': ' + s.status +
+          (s.sub_calls ? ', ' + s.sub_calls + ' llm_query call' + (s.sub_calls > 1 ? 's' : '') : '')));
+        if (s.code != null) sd.appendChild(el('pre', null, s.code));
+        if (s.output != null) sd.appendChild(el('pre', null, s.output === '' ? '(nothing printed)' : s.output));
+      });
+      art.appendChild(sd);
+    }
     var pr = a.prompt != null && D.prompts ? D.prompts[a.prompt] : null;
     if (pr) {
       var pm = el('details', 'messages'); pm.appendChild(el('summary', null, 'messages sent (' + pr.variant + ' prompt)'));

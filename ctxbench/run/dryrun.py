@@ -96,6 +96,11 @@ def estimate(build: str | Path, cfg: EvalConfig) -> dict:
            "input tokens": f"{sum(c.prompt for c in calls):,} ({tokname}{est})",
            "input tokens repeating a context prefix (cacheable)": f"{repeat:,}",
            "output tokens (upper bound)": f"{sum(c.output for c in calls):,}"}
+    repl = sum(1 for t in todo if t["mode"] == "repl")
+    if repl:  # a REPL answer's turns and sub-calls depend on the model's code: only its first turn is counted
+        out["--mode repl answers (first turn counted only)"] = (
+            f"{repl}: each makes at least one root call, and up to --max-steps {cfg.repl.max_steps} plus its "
+            f"llm_query sub-calls; bound the spend with --max-cost or --repl-max-cost")
     hinted, min_prefix = takes_cache_hint(cfg.model), cache_min_tokens(cfg.model)
     for label, batch in (("", False), (" through the batch API (--batch)", True)):
         prices = model_prices(cfg.model, batch=batch)

@@ -37,6 +37,7 @@ from ctxbench.models.effort import apply_effort, budget_of, check_budget, parse_
 from ctxbench.models.probe import forecast_seconds, probe_speed
 from ctxbench.retrieval import RetrievalConfig, retrieve
 from ctxbench.retrieval.dense import require_dense
+from ctxbench.run.repl import ReplConfig, evaluate_repl, repl_request
 from ctxbench.run.spend import cap_prices, evaluate_in_waves
 from ctxbench.tokenizers import get_tokenizer
 
@@ -57,7 +58,8 @@ class EvalConfig(BaseModel):
     share_contexts: bool = Field(False, description="draw the per-length sample from as few contexts as possible "
                                  "(questions on one context share its prefix: a local server or a provider's prompt "
                                  "cache processes the context once); off, the sample spreads over contexts")
-    mode: str = Field("lc", description="lc (full context), rag (retrieved chunks) or lc,rag (both)")
+    mode: str = Field("lc", description="lc (full context), rag (retrieved chunks), repl (the context as a REPL "
+                                        "variable, ctxbench.run.repl) or several, comma-separated (lc,rag,repl)")
     # RAG mode (ctxbench.retrieval): token counts in each instance's own tokenizer
     rag_tokens: list[int] | None = Field(None, description="retrieval budgets in tokens, one RAG run each "
                                                             "(default: top_k chunks)")
@@ -100,6 +102,8 @@ class EvalConfig(BaseModel):
                                                "low, medium, high (comma-separated); mapped to each provider's field")
     thinking_budget: int | None = Field(None, ge=0, description="reasoning tokens allowed (Anthropic budget_tokens, "
                                         "Gemini thinkingBudget); default: each effort's")
+    # issue 35 (ctxbench.run.repl): --mode repl's sub-model, steps, sandbox and budgets
+    repl: ReplConfig = Field(default_factory=ReplConfig, description="settings of --mode repl")
 
     @field_validator("reasoning_effort", mode="before")
     @classmethod
@@ -110,9 +114,10 @@ class EvalConfig(BaseModel):
     @classmethod
     def _modes(cls, v: str) -> str:
         ms = list(dict.fromkeys(m.strip().lower() for m in v.split(",") if m.strip()))
-        bad = [m for m in ms if m not in ("lc", "rag")]
+        bad = [m for m in ms if m not in ("lc", "rag", "repl")]
         if not ms or bad:
-            raise ValueError(f"mode must be lc, rag or lc,rag (got {v!r})")
+            raise ValueError(f"mode must be lc, rag, repl or several of them comma-separated, e.g. lc,rag "
+                             f"(got {v!r})")
         return ",".join(ms)
 
     @property
@@ -299,6 +304,8 @@ def plan_requests(build_dir: str | Path, cfg: EvalConfig, cache: ResponseCache) 
     cols = ["instance_id", "context", "question", "target_tokens"] + (["tokenizer", "evidence_spans"] if rag else [])
     have = set(pq.read_schema(ipath).names)
     cols += [c for c in ("benchmark", "context_format") if c in have]  # prompt per benchmark/format
+    if "repl" in cfg.modes:  # the root model is told the context's length in tokens
+        cols += [c for c in ("tokenizer", "context_tokens") if c in have and c not in cols]
     every = pq.read_table(ipath, columns=cols)
     tbl = select_for_model(build_dir, every, cfg.model)
     n_model = tbl.num_rows
@@ -320,7 +327,7 @@ def plan_requests(build_dir: str | Path, cfg: EvalConfig, cache: ResponseCache) 
         windowed = {k: (s, w) for k, s, w in zip(stored_rows.column("request_key").to_pylist(), st, sw)
                     if s in WINDOW_DEPENDENT}
     variants: list[tuple[str, Any]] = [(m, rc) for m in cfg.modes
-                                       for rc in ([None] if m == "lc" else cfg.retrieval_configs())]
+                                       for rc in ([None] if m in ("lc", "repl") else cfg.retrieval_configs())]
 
     efforts: list[str | None] = list(cfg.reasoning_effort or [None])
     for eff in efforts:  # a budget the provider refuses stops the run before any call
@@ -342,15 +349,22 @@ def plan_requests(build_dir: str | Path, cfg: EvalConfig, cache: ResponseCache) 
                 extra = {"rag_tokens": rc.rag_tokens, "retrieved_tokens": r.retrieved_tokens,
                          "retrieval_recall": r.recall,
                          "retrieval": canonical_json({**r.record(), "config": rc.model_dump()})}
-            msgs = render_messages(text, q, cfg.prompt_variant, cfg.model, rag=rc is not None,
-                                   benchmark=row.get("benchmark"), context_format=row.get("context_format"))
+            if mode != "repl":
+                msgs = render_messages(text, q, cfg.prompt_variant, cfg.model, rag=rc is not None,
+                                       benchmark=row.get("benchmark"), context_format=row.get("context_format"))
+            else:  # the context is the REPL's variable, not in the prompt (ctxbench.run.repl)
+                msgs = []
             ctx_hash = hashlib.sha256(text.encode()).hexdigest()
             prefix = hashlib.sha256(shared_prefix(msgs, text).encode()).hexdigest()  # the provider-cacheable part
             for eff, k in ((e, k) for e in efforts for k in range(K)):
                 # the effort's provider fields join the sampling parameters (so the request key): none, none added
                 sampling = apply_effort({"temperature": temperature, "seed": k}, cfg.model, cfg.base_url, eff,
                                         cfg.thinking_budget)
-                key = request_key(cfg.model, msgs, sampling, max_tokens, k, keyed)
+                if mode == "repl":
+                    msgs, key = repl_request(cfg.model, q, ctx, _context_tokens(row), sampling, max_tokens, k,
+                                             keyed, cfg.repl)
+                else:
+                    key = request_key(cfg.model, msgs, sampling, max_tokens, k, keyed)
                 if key in seen:  # e.g. two budgets that both retrieve the whole context: one request
                     continue
                 seen.add(key)
@@ -381,6 +395,14 @@ def plan_requests(build_dir: str | Path, cfg: EvalConfig, cache: ResponseCache) 
     verify = [t for t in check if t["request_key"] in found]  # answered by the server (not a registry pre-check)
     return Plan(tbl.num_rows, already, hits, pending, max_tokens, todo, verify, endpoint, empty, kept,
                 {t["request_key"] for t in todo if t.get("_replaces_error")})
+
+
+def _context_tokens(row: dict) -> int | None:
+    """An instance's context length in tokens: its ``context_tokens``, else counted in its tokenizer (None when
+    it names none)."""
+    if row.get("context_tokens") is not None:
+        return int(row["context_tokens"])
+    return get_tokenizer(row["tokenizer"]).count(row["context"]) if row.get("tokenizer") else None
 
 
 def unanswered_calls(build_dir: str | Path, cfg: EvalConfig, cache: ResponseCache | None = None) -> int:
@@ -428,7 +450,11 @@ def evaluate_build(build_dir: str | Path, cfg: EvalConfig, count_tokens: Callabl
     try:
         s.new_rows += out.append(plan.hits, replace={h["request_key"] for h in plan.hits
                                                      if h["request_key"] in plan.error_keys})
-        if not plan.pending and not plan.verify:
+        repl = [t for t in plan.pending if t["mode"] == "repl"]  # answers of --mode repl: ctxbench.run.repl
+        plan.pending = [t for t in plan.pending if t["mode"] != "repl"]
+        if repl and cfg.batch:  # refused before any call
+            raise InputError("--batch: --mode repl makes its calls one turn at a time; run it without --batch")
+        if not plan.pending and not plan.verify and not repl:
             emit("calls", f"{cfg.model}: every answer stored or cached", 0, 0)
             return s
         if server is not None:
@@ -437,8 +463,10 @@ def evaluate_build(build_dir: str | Path, cfg: EvalConfig, count_tokens: Callabl
             with server() as srv:
                 _call_pending(plan, cfg, info, srv.count_tokens, cache, out, s, progress, flush_every,
                               base_url=srv.base_url, concurrency=1, window=getattr(srv, "n_ctx", None))
+                _run_repl(repl, cfg, plan, cache, out, s, progress, srv.base_url, 1)
         else:
             _call_pending(plan, cfg, info, count_tokens, cache, out, s, progress, flush_every)
+            _run_repl(repl, cfg, plan, cache, out, s, progress, cfg.base_url, cfg.concurrency)
         return s
     finally:
         out.close()
@@ -447,6 +475,41 @@ def evaluate_build(build_dir: str | Path, cfg: EvalConfig, count_tokens: Callabl
                 s.others_rows = len(_stored_keys(rpath) - before - out.added)
             except (OSError, ValueError):  # never hides the error the run is ending with (a full disk, ...)
                 pass
+
+
+def _run_repl(items: list[dict], cfg: EvalConfig, plan: Plan, cache: ResponseCache, out: TableAppender,
+              s: EvalSummary, progress, base_url: str | None, concurrency: int) -> None:
+    """The answers of ``--mode repl`` not yet stored (:func:`ctxbench.run.repl.evaluate_repl`), their rows
+    appended to ``out`` as they end and counted in ``s``."""
+    if not items:
+        return
+    policy = RetryPolicy(max_retries=cfg.max_retries, base_delay_s=cfg.retry_base_delay_s,
+                         max_delay_s=cfg.retry_max_delay_s, timeout_s=cfg.timeout_s,
+                         max_retry_after_s=cfg.max_retry_after_s)
+
+    def store(row: dict, replaces_error: bool) -> None:
+        s.new_rows += out.append([row], replace={row["request_key"]} if replaces_error else set())
+
+    c = evaluate_repl(items, model=cfg.model, base_url=base_url, key_base_url=cfg.base_url,
+                      api_key_env=cfg.api_key_env, rcfg=cfg.repl, cache=cache, policy=policy,
+                      max_tokens=plan.max_tokens, concurrency=concurrency, build_dir=out.path.parent, store=store,
+                      max_cost=cfg.max_cost, price=cfg.price, progress=progress)
+    s.calls += c["calls"]
+    s.from_cache += c["from_cache"]
+    s.unfinished += c["unfinished"]
+    s.not_asked += c["not_asked"]
+    s.cut_off += c["statuses"].get("cut_off", 0)
+    s.over_length += c["statuses"].get("over_length", 0)
+    s.errors += sum(n for st, n in c["statuses"].items() if asked_again(st))
+    s.notes.extend(c["notes"])
+    if c.get("warning"):
+        s.notes.insert(0, c["warning"])
+    if "spent_usd" in c:
+        s.spent_usd = (s.spent_usd or 0.0) + c["spent_usd"]
+    if c["not_asked"]:
+        s.status = "budget"
+    elif c["unfinished"] and s.status == "complete":
+        s.status = "incomplete"
 
 
 def _stored_keys(path: Path) -> set:

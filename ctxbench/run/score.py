@@ -3,7 +3,8 @@
 Responses with status ``ok`` are scored, and those with status ``cut_off`` (the output budget ended the reply
 before its answer), which earn 0 from every matcher and judge with the tag ``cut_off`` (counted apart:
 ``ScoreSummary.cut_off``); over-length, truncated, refused and failed calls are never scored as wrong answers (they
-are counted in the report instead). A reply the budget ended without a finished final answer (``finish_reason``
+are counted in the report instead). ``--mode repl`` answers that ended without ``FINAL`` (``max_steps``,
+``over_budget``, ``step_timeout``) earn 0 from every matcher, tagged with their status, as ``cut_off`` does. A reply the budget ended without a finished final answer (``finish_reason``
 ``length``…) is scored as ``cut_off`` too, whatever values it quoted on the way; a reply whose visible content is
 empty and whose answer is in the reasoning field is scored from it (tag ``answer_from_reasoning``); a reply that
 degenerates into repetition is tagged ``degenerate_repetition`` (:meth:`ctxbench.scoring.pipeline.AnswerChain.extract`).
@@ -28,7 +29,8 @@ from ctxbench.scoring.registry import tagger
 from ctxbench.core.storage import check_build_tables, read_table, reading, require_build, to_table, write_parquet
 from ctxbench.scoring.judge import DEFAULT_JUDGE_PROMPT, judge_matcher, run_judge
 from ctxbench.scoring.pipeline import no_credit
-from ctxbench.scoring.registry import judge_prompt, judge_prompt_track
+from ctxbench.scoring.registry import judge_prompt, judge_prompt_track, matchers_for
+from ctxbench.run.repl import REPL_STATUSES
 
 
 @dataclass
@@ -45,6 +47,7 @@ class ScoreSummary:
     tagging: dict | None = None   # benchmark → what its failure tagger did (registry.TAGGERS)
     judges: dict | None = None    # judge matcher (judge:<model>, judge-<prompt>:<model>) → its counts (the totals above)
     matcher_errors: list = field(default_factory=list)  # responses a matcher raised on: set aside (SCORE_ERRORS)
+    repl_unfinished: int = 0      # --mode repl answers that ended without FINAL: 0 from every matcher, tag = status
 
 
 def score_build(build_dir: str | Path, judge: str | None = None, judge_base_url: str | None = None,
@@ -122,6 +125,7 @@ def score_build(build_dir: str | Path, judge: str | None = None, judge_base_url:
         for prompt in prompts:
             rows += _judge_rows(prompt, judge, judge_base_url, judge_api_key_env, ok, by_id, answers, bhash,
                                 summary, unscored, cut, how)
+    rows += _no_final_rows(resp, by_id, bhash, summary)
     write_unscored_verdicts(build_dir, unscored)
     write_score_errors(build_dir, summary.matcher_errors)
     write_parquet(to_table("scores", rows), build_dir / "scores.parquet")
@@ -131,6 +135,25 @@ def score_build(build_dir: str | Path, judge: str | None = None, judge_base_url:
 
 # response statuses ``score`` scores: ok, and cut_off (0 from every matcher and judge, tag cut_off)
 SCORED_STATUSES = ("ok", "cut_off")
+
+
+def _no_final_rows(resp: list[dict], by_id: dict[str, dict], bhash: str | None, summary: ScoreSummary) -> list[dict]:
+    """Score rows of ``--mode repl`` answers that ended without ``FINAL`` (``max_steps``, ``over_budget``,
+    ``step_timeout``: :mod:`ctxbench.run.repl`): like ``cut_off``, the model's own result, so 0 from every matcher
+    of the instance's track, tagged with the status (the mean counts them as wrong)."""
+    out = []
+    for r in sorted(resp, key=lambda r: (r["model"], r["mode"], r["instance_id"], r["sample"], r["request_key"])):
+        if r["status"] not in REPL_STATUSES or r["instance_id"] not in by_id:
+            continue
+        row = by_id[r["instance_id"]]
+        summary.repl_unfinished += 1
+        for n in matchers_for(row.get("benchmark")):
+            m = no_credit(row, [r["status"]])
+            out.append({"instance_id": r["instance_id"], "model": r["model"], "mode": r["mode"],
+                        "sample": r["sample"], "matcher": n, "score": 0.0, "tags": canonical_json(m.tags),
+                        "extracted_answer": None, "request_key": r["request_key"], "build_hash": bhash,
+                        "detail": canonical_json({"rows": m.rows}), "details": canonical_json(m.details)})
+    return out
 
 SCORE_ERRORS = "score_errors.jsonl"
 

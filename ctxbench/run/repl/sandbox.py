@@ -1,0 +1,238 @@
+"""Where a REPL model's code runs (``evaluate --mode repl``): a separate Python process (:mod:`.child`), under
+bubblewrap on Linux, that holds the instance's context in the variable ``context`` and whose only way out is
+``llm_query`` through a pipe to this process.
+
+Bubblewrap (Debian's ``bubblewrap``, the ``bwrap`` command; the sandbox of Flatpak) runs the child with
+``--unshare-all`` (its own network namespace with only a loopback of its own: no listener of the host, not even on
+127.0.0.1, is reachable; its own PID, IPC, UTS, user and cgroup namespaces: it sees only its own processes), the
+host's root bound read-only, a private ``/tmp`` (a tmpfs of :attr:`StepLimits.tmp_mb`, gone with the process), a minimal ``/dev`` and its own
+``/proc``, the environment cleared (no API key is visible to the code), ``--die-with-parent`` and ``--new-session``.
+Per step the child limits its CPU time and address space (rlimits, :mod:`.child`); this process keeps a wall-clock
+limit per step (time spent answering the code's ``llm_query`` calls does not count) and ends the whole sandbox at
+it. ``--sandbox none`` runs the same child without bubblewrap (rlimits and the wall clock still apply; network and
+files are not isolated).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from ctxbench.core.errors import InputError
+
+CHILD = Path(__file__).with_name("child.py")
+SANDBOXES = ("bwrap", "none")
+BWRAP_PACKAGE = "bubblewrap"
+
+
+@dataclass(frozen=True)
+class StepLimits:
+    """Limits of one step of the model's code: ``wall_s`` seconds of wall-clock time (not counting the time its
+    ``llm_query`` calls wait for the sub-model), ``cpu_s`` seconds of CPU time, ``memory_mb`` MiB of address space,
+    ``file_mb`` MiB per file it writes, ``tmp_mb`` MiB in its private ``/tmp`` in all (a tmpfs, held in memory)."""
+
+    wall_s: float = 60.0
+    cpu_s: float = 60.0
+    memory_mb: int = 2048
+    file_mb: int = 64
+    tmp_mb: int = 256
+
+
+@dataclass
+class StepRun:
+    """What one run of code gave: ``output`` (its stdout and stderr, whole), ``final`` (the answer when it called
+    ``FINAL``/``FINAL_VAR``, else None), ``timed_out`` (the wall-clock or CPU limit ended it: the sandbox is gone),
+    ``ended`` (the process ended otherwise, e.g. ``os._exit`` or a signal: its variables are lost), ``reason``
+    (why, in words), ``wait_s`` (seconds spent answering its queries)."""
+
+    output: str
+    final: str | None = None
+    timed_out: bool = False
+    ended: bool = False
+    reason: str | None = None
+    wait_s: float = 0.0
+
+
+def _text(s: object) -> str:
+    """Text from the child as valid UTF-8 (a lone surrogate the code printed becomes ``?``)."""
+    return str(s).encode("utf-8", "replace").decode("utf-8")
+
+
+def require_sandbox(kind: str) -> None:
+    """Check that the sandbox ``kind`` can run here: ``bwrap`` needs the ``bwrap`` command (package bubblewrap)
+    and user namespaces; ``none`` needs nothing. Raises InputError (one line naming the package or the setting)."""
+    if kind not in SANDBOXES:
+        raise InputError(f"--sandbox {kind!r}: use bwrap (bubblewrap, the default) or none")
+    if kind == "none":
+        return
+    exe = shutil.which("bwrap")
+    if exe is None:
+        raise InputError(f"--mode repl runs the model's code under bubblewrap, which is not installed: install the "
+                         f"package {BWRAP_PACKAGE} (apt-get install -y {BWRAP_PACKAGE}), or run the code without a "
+                         f"sandbox with `ctxbench evaluate ... --sandbox none`")
+    r = subprocess.run(bwrap_argv(exe) + ["true"], capture_output=True, text=True, timeout=30)
+    if r.returncode != 0:
+        err = " ".join((r.stderr or "").split())[:200]
+        raise InputError(f"--mode repl: bubblewrap cannot start a sandbox here ({err}): allow unprivileged user "
+                         f"namespaces (sysctl kernel.unprivileged_userns_clone=1), or run the code without a "
+                         f"sandbox with `ctxbench evaluate ... --sandbox none`")
+
+
+def bwrap_argv(exe: str = "bwrap", tmp_mb: int = StepLimits.tmp_mb) -> list[str]:
+    """The bubblewrap command line before the program (module docstring); ``tmp_mb``: the size of its private
+    ``/tmp`` in MiB."""
+    return [exe, "--unshare-all", "--die-with-parent", "--new-session", "--ro-bind", "/", "/", "--dev", "/dev",
+            "--proc", "/proc", "--size", str(tmp_mb * 1024 * 1024), "--tmpfs", "/tmp", "--chdir", "/tmp", "--clearenv", "--setenv", "PATH",
+            "/usr/local/bin:/usr/bin:/bin", "--setenv", "HOME", "/tmp", "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
+            "--setenv", "PYTHONIOENCODING", "utf-8", "--"]
+
+
+class Sandbox:
+    """One REPL process for one answer: started with the context (:meth:`start`), then code runs in it step by step
+    (:meth:`run`), variables kept between steps; :meth:`close` ends it. ``kind``: ``bwrap`` or ``none``."""
+
+    def __init__(self, context: str, kind: str = "bwrap", limits: StepLimits | None = None):
+        self.context, self.kind, self.limits = context, kind, limits or StepLimits()
+        self.proc: subprocess.Popen | None = None
+        self._buf = b""
+
+    def start(self) -> None:
+        """Start the process and hand it the context. Raises InputError when the sandbox cannot start, RuntimeError
+        when the child does not report ready."""
+        argv = [sys.executable, "-I", str(CHILD)]
+        env = None
+        if self.kind == "bwrap":
+            exe = shutil.which("bwrap")
+            if exe is None:
+                require_sandbox("bwrap")
+            argv = bwrap_argv(exe, self.limits.tmp_mb) + argv
+        else:
+            env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": os.environ.get("TMPDIR", "/tmp"),
+                   "PYTHONIOENCODING": "utf-8"}
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, env=env, start_new_session=True,
+                                     cwd="/tmp" if self.kind == "none" else None)
+        self._buf = b""
+        mb = 1024 * 1024
+        # the context itself lives in the child: its address space holds it (UTF-8 and str) plus the limit
+        mem = self.limits.memory_mb * mb + 4 * len(self.context.encode("utf-8"))
+        self._send({"op": "init", "context": self.context, "memory_bytes": mem,
+                    "file_bytes": self.limits.file_mb * mb})
+        msg = self._receive(time.monotonic() + 60)
+        if msg is None or msg.get("op") != "ready":
+            self.close()
+            raise RuntimeError(f"the REPL process did not start ({self._exit_reason()})")
+
+    def _send(self, msg: dict) -> None:
+        assert self.proc is not None and self.proc.stdin is not None
+        self.proc.stdin.write((json.dumps(msg, ensure_ascii=False) + "\n").encode("utf-8"))
+        self.proc.stdin.flush()
+
+    def _receive(self, deadline: float) -> dict | None:
+        """The next message of the child, or None when the deadline passes or the child's output ends."""
+        assert self.proc is not None and self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            while b"\n" not in self._buf:
+                left = deadline - time.monotonic()
+                if left <= 0 or not sel.select(left):
+                    return None
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    return None
+                self._buf += chunk
+        line, _, self._buf = self._buf.partition(b"\n")
+        return json.loads(line)
+
+    def _exit_reason(self) -> str:
+        if self.proc is None:
+            return "not started"
+        try:
+            rc = self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            return "still running"
+        sig = -rc if rc < 0 else rc - 128 if rc > 128 else 0  # bubblewrap exits 128 + N for its child's signal N
+        if sig in {s.value for s in signal.Signals}:
+            name = signal.Signals(sig).name
+            return f"ended by {name}" + (" (its CPU-time limit)" if sig == signal.SIGXCPU else "")
+        return f"exit code {rc}"
+
+    def run(self, code: str, on_query: Callable[[list[str]], list[str]]) -> StepRun:
+        """Run ``code`` in the process (started first if needed). ``on_query(prompts) -> replies`` answers the
+        code's ``llm_query`` / ``llm_query_batched`` calls (its time does not count toward the wall-clock limit).
+        Never raises for the code's own faults: they are in the result."""
+        if self.proc is None or self.proc.poll() is not None:
+            self.start()
+        self._send({"op": "exec", "code": code, "cpu_s": self.limits.cpu_s})
+        deadline = time.monotonic() + self.limits.wall_s
+        waited = 0.0
+        while True:
+            msg = self._receive(deadline)
+            if msg is None:
+                timed_out = time.monotonic() >= deadline
+                self._kill()
+                reason = (f"the step ran past its wall-clock limit of {self.limits.wall_s:g} s" if timed_out
+                          else f"the REPL process ended ({self._exit_reason()})")
+                cpu = "SIGXCPU" in reason
+                if cpu:
+                    reason = f"the step ran past its CPU-time limit of {self.limits.cpu_s:g} s"
+                return StepRun("", timed_out=timed_out or cpu, ended=True, reason=reason, wait_s=waited)
+            if msg["op"] == "query":
+                t0 = time.monotonic()
+                replies = on_query([_text(p) for p in msg["prompts"]])
+                spent = time.monotonic() - t0
+                waited += spent
+                deadline += spent
+                self._send({"op": "replies", "texts": [r if r is not None else "" for r in replies]})
+            elif msg["op"] == "done":
+                final = msg.get("final")
+                return StepRun(_text(msg.get("output") or ""), None if final is None else _text(final), wait_s=waited)
+
+    def variable(self, name: str) -> str | None:
+        """The value (as text) of variable ``name`` in the REPL, None when it has none (or the process is gone)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return None
+        self._send({"op": "var", "name": name})
+        msg = self._receive(time.monotonic() + 30)
+        return _text(msg["value"]) if msg and msg.get("found") else None
+
+    def _kill(self) -> None:
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # bwrap and everything in its session
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def close(self) -> None:
+        """End the process (and, under bubblewrap, its namespaces and private ``/tmp``)."""
+        if self.proc is not None:
+            for f in (self.proc.stdin, self.proc.stdout):
+                try:
+                    if f is not None:
+                        f.close()
+                except OSError:
+                    pass
+            self._kill()
+            self.proc = None
+
+    def __enter__(self) -> "Sandbox":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
