@@ -95,6 +95,12 @@ def evaluate_cmd(
                                                         "thinkingBudget, chat_template_kwargs.enable_thinking)"),
     thinking_budget: Optional[int] = typer.Option(None, min=0, help="reasoning tokens allowed (Anthropic "
                                                                     "budget_tokens, Gemini thinkingBudget)"),
+    adaptive_calls: Optional[int] = typer.Option(None, min=1,
+                                                 help="ask at most N calls, the most informative instances first "
+                                                      "(2PL item response theory calibrated on the other models' "
+                                                      "answers); `score` writes adaptive.parquet"),
+    runs: Optional[Path] = typer.Option(None, exists=True, file_okay=False,
+                                        help="--adaptive-calls: every build under DIR also calibrates the items"),
 ) -> None:
     """Evaluate a model on a build; appends to BUILD/responses.parquet (reruns make no stored call again)."""
     try:
@@ -105,6 +111,7 @@ def evaluate_cmd(
                         batch=batch, batch_poll_s=batch_poll, batch_wait_s=batch_wait, max_cost=max_cost,
                         price=_price(price, max_cost), target_ci=target_ci,
                         reasoning_effort=reasoning_effort, thinking_budget=thinking_budget,
+                        **_adaptive_opts(adaptive_calls, runs, build),
                         **_rag_opts(mode, rag_tokens, chunk_tokens, chunk_overlap, top_k, retriever, embedding_model))
         warn_unknown_model(model, base_url)
         if dry_run:
@@ -125,6 +132,17 @@ def evaluate_cmd(
     except USER_ERRORS as e:
         fail(e)
     raise typer.Exit(report_evaluation(s, build))
+
+
+def _adaptive_opts(calls: int | None, runs: Path | None, build: Path) -> dict:
+    """EvalConfig fields of ``--adaptive-calls`` and ``--runs`` (every completed build under it but ``build``);
+    InputError for ``--runs`` without ``--adaptive-calls``."""
+    if runs is None:
+        return {"adaptive_calls": calls}
+    if calls is None:
+        raise InputError("--runs names builds that calibrate --adaptive-calls: give --adaptive-calls N with it")
+    others = [str(b) for b in find_builds(runs, []) if Path(b).resolve() != Path(build).resolve()]
+    return {"adaptive_calls": calls, "adaptive_runs": others}
 
 
 def _price(value: str | None, max_cost: float | None) -> tuple[float, float] | None:

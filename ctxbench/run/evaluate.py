@@ -95,6 +95,11 @@ class EvalConfig(BaseModel):
     price: tuple[float, float] | None = Field(None, description="(input, output) USD per million tokens (--price)")
     target_ci: float | None = Field(None, gt=0.0, le=0.5, description="stop once the 95% confidence-sequence "
                                                                        "half-width per context length is <= this")
+    # issue 34 (ctxbench.run.adaptive): at most N calls, the most informative instances first
+    adaptive_calls: int | None = Field(None, ge=1, description="ask at most N calls, each next instance the one of "
+                                       "maximum information at the model's current ability (item response theory)")
+    adaptive_runs: list[str] | None = Field(None, description="other builds whose stored answers also calibrate "
+                                            "the items (--adaptive-calls)")
     # reasoning effort (issue 25, ctxbench.models.effort): one run per effort, part of the request key
     reasoning_effort: list[str] | None = Field(None, description="reasoning efforts, one run each: any of none, "
                                                "low, medium, high (comma-separated); mapped to each provider's field")
@@ -634,7 +639,7 @@ def _run_calls(calls: list[dict], cfg: EvalConfig, plan: Plan, cache: ResponseCa
     if progress:
         progress(0, len(calls))
     try:
-        if cfg.max_cost is not None or cfg.target_ci is not None:  # in waves: the spend cap, sequential stopping
+        if cfg.max_cost is not None or cfg.target_ci is not None or cfg.adaptive_calls is not None:  # waves
             evaluate_in_waves(cfg, plan, out.path.parent, reqs, runner, on_outcome, s, count_tokens, concurrency)
         elif cfg.batch:  # the same runner, outcomes and rows; the calls go through the provider's batch API
             runner.run_batch(reqs, BatchStore(out.path.parent / "batches.json"), on_outcome, cfg.batch_poll_s,

@@ -34,10 +34,12 @@ import pyarrow.parquet as pq
 from ctxbench.core.errors import InputError
 from ctxbench.models.pricing import Prices, model_prices
 from ctxbench.models.prompts import messages_text
+from ctxbench.analysis.irt import record_adaptive
 from ctxbench.analysis.sequential import context_order, half_width
 from ctxbench.core.progress import emit
 from ctxbench.core.storage import read_table
 from ctxbench.models.batch import BatchStore
+from ctxbench.run.adaptive import AdaptiveSelector
 from ctxbench.scoring.pipeline import score_reply
 from ctxbench.scoring.registry import matchers_for
 from ctxbench.tokenizers import get_tokenizer
@@ -311,8 +313,13 @@ def evaluate_in_waves(cfg, plan, build_dir: Path, reqs: list, runner, on_outcome
         if estimated:
             count_tokens = get_tokenizer("cl100k_base").count
         ledger = Ledger(cfg.max_cost, cap_prices(cfg.model, cfg.price, cfg.batch), count_tokens, estimated)
-    if cfg.target_ci is not None:
+    if getattr(cfg, "adaptive_calls", None) is not None:  # issue 34: most informative first (ctxbench.run.adaptive)
+        target = AdaptiveSelector(build_dir, cfg.model, cfg.adaptive_calls, len(plan.stored), cfg.target_ci,
+                                  list(cfg.adaptive_runs or []))
+        record_adaptive(build_dir, cfg.model, cfg.adaptive_calls, list(cfg.adaptive_runs or []))
+    elif cfg.target_ci is not None:
         target = TargetCI(build_dir, cfg.target_ci, cfg.seed)
+    if target is not None:
         keys = {t["request_key"]: t for t in plan.stored}
         if keys:
             resp = read_table(build_dir / "responses.parquet", "responses")

@@ -1,0 +1,202 @@
+"""Adaptive evaluation with item response theory (issue 34): a small calibration and the first information-maximising
+choice worked out by hand, and `evaluate --adaptive-calls` on a needles build answered fully by five simulated models
+(a local server where each model is right with a probability set per context length)."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import math
+import shutil
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from fakeserver import FakeOpenAIServer, message_text
+from scipy.optimize import brentq
+from typer.testing import CliRunner
+
+import ctxbench.run.evaluate as ev
+from ctxbench.analysis import irt
+from ctxbench.cli import app
+from ctxbench.models.gateway import RetryPolicy
+from ctxbench.run.score import score_build
+
+pytest.importorskip("ctxbench.tracks.needles", reason="the needles build track (ctxbench.tracks.needles) is absent")
+
+LENGTHS = [1000, 2000, 3000, 4000]
+# P(right) per model and context length: five calibration models and the new one
+P_RIGHT = {"m1": [0.95, 0.9, 0.85, 0.8], "m2": [0.9, 0.8, 0.7, 0.6], "m3": [0.8, 0.65, 0.5, 0.4],
+           "m4": [0.6, 0.45, 0.3, 0.2], "m5": [0.4, 0.3, 0.2, 0.1], "m6": [0.85, 0.7, 0.55, 0.4]}
+
+
+# --------------------------------------------------------------------------------------------- worked by hand
+
+def test_one_model_one_item_calibration_solves_the_posterior_mode_equations():
+    """One model right on one item, no features (an intercept β₀ only), a = 1 fixed. The posterior mode solves
+    ∂/∂θ: −(1 − p) + θ = 0, ∂/∂b: (1 − p) + (b − β₀)/τ² = 0, ∂/∂β₀: −(b − β₀)/τ² + λβ₀ = 0 with λ = 1e-6, so
+    β₀ ≈ b(1 − ...) : with λ → 0, b − β₀ → 0 and b = −θ... worked out numerically below from these equations
+    alone."""
+    lam, tau = 1e-6, irt.TAU
+    # from the third equation, b − β₀ = τ² λ β₀, so the second gives 1 − p = −λ β₀; with the first, θ = 1 − p;
+    # b = β₀(1 + τ²λ). Solve for β₀: θ = −λβ₀ and p = σ(θ − b) must satisfy 1 − p = θ.
+    def eq(beta0):
+        theta = -lam * beta0
+        b = beta0 * (1 + tau ** 2 * lam)
+        p = 1 / (1 + math.exp(-(theta - b)))
+        return (1 - p) - theta
+    beta0 = brentq(eq, -50, 50)
+    theta, b = -lam * beta0, beta0 * (1 + tau ** 2 * lam)
+    fit = irt.fit_2pl(np.ones((1, 1)), np.array([0]), np.array([0]), np.array([1.0]), 1, fix_discrimination=True)
+    assert fit["theta"][0] == pytest.approx(theta, abs=2e-3)
+    assert fit["b"][0] == pytest.approx(b, abs=2e-3)
+
+
+def test_two_models_two_items_symmetric_calibration():
+    """Model A right on both items, model B wrong on both, the items alike, a = 1: by symmetry θ_A = −θ_B = t and
+    b₁ = b₂ = β₀ = 0 (λ on β₀ keeps it there), and ∂/∂θ_A = −2(1 − σ(t)) + t = 0."""
+    t = brentq(lambda t: -2 * (1 - 1 / (1 + math.exp(-t))) + t, 0, 5)
+    fit = irt.fit_2pl(np.ones((2, 1)), np.array([0, 0, 1, 1]), np.array([0, 1, 0, 1]), np.array([1.0, 1, 0, 0]), 2,
+                      fix_discrimination=True)
+    assert fit["theta"] == pytest.approx([t, -t], abs=2e-3)
+    assert fit["b"] == pytest.approx([0, 0], abs=2e-3)
+    # b's standard error: 1/√(Σ p(1−p) + 1/τ²) with p = σ(±t)
+    p = 1 / (1 + math.exp(-t))
+    assert fit["b_sd"] == pytest.approx([1 / math.sqrt(2 * p * (1 - p) + 1)] * 2, abs=2e-3)
+
+
+def test_first_choice_is_the_item_of_maximum_information_at_the_prior_mean():
+    """Before any answer the EAP is 0 (the N(0, 1) prior, symmetric grid); the items' information a²p(1 − p) at 0:
+    (a=1, b=0) 0.25; (a=2, b=1) 4·σ(−2)·σ(2) = 0.4200; (a=0.5, b=0) 0.0625; (a=3, b=3) 9·σ(−9)σ(9) = 0.0011."""
+    a = np.array([1.0, 2.0, 0.5, 3.0])
+    b = np.array([0.0, 1.0, 0.0, 3.0])
+    w = irt.posterior(a[:0], b[:0], np.array([]))
+    theta, se = irt.eap(w)
+    assert theta == pytest.approx(0.0, abs=1e-9) and se == pytest.approx(1.0, abs=1e-3)
+    s2 = 1 / (1 + math.exp(2))
+    info = irt.information(theta, a, b)
+    assert info == pytest.approx([0.25, 4 * s2 * (1 - s2), 0.0625, 9 * (1 / (1 + math.exp(9))) * (1 - 1 / (1 + math.exp(9)))])
+    assert int(np.argmax(info)) == 1
+    # after a right answer to item 1, the EAP moves up: ∫θ·π(θ)σ(2(θ−1)) / ∫π(θ)σ(2(θ−1)), by quadrature here
+    g = np.linspace(-6, 6, 24001)
+    like = np.exp(-g ** 2 / 2) / (1 + np.exp(-2 * (g - 1)))
+    w = irt.posterior(a[1:2], b[1:2], np.array([1.0]))
+    assert irt.eap(w)[0] == pytest.approx(float((g * like).sum() / like.sum()), abs=1e-3)
+
+
+def test_group_prediction_of_unasked_items():
+    """θ known exactly (all weight on θ = 0): two unasked items with p = ½ and σ(1); one asked item scored 1. The
+    estimate is (1 + ½ + σ(1)) / 3 and the interval ±1.96·√(¼ + σ(1)σ(−1)) / 3."""
+    w = np.zeros(len(irt.GRID))
+    w[np.argmin(abs(irt.GRID))] = 1.0
+    est, lo, hi = irt.predict_group(w, [1.0], np.array([1.0, 1.0]), np.array([0.0, -1.0]), np.zeros(2))
+    s1 = 1 / (1 + math.exp(-1))
+    assert est == pytest.approx((1 + 0.5 + s1) / 3)
+    half = 1.959963984540054 * math.sqrt(0.25 + s1 * (1 - s1)) / 3
+    assert (lo, hi) == pytest.approx((est - half, min(1.0, est + half)))
+
+
+# ------------------------------------------------------------------------------------------------- end to end
+
+@pytest.fixture(scope="module")
+def needles4(shared_data, tmp_path_factory):
+    from conftest import require_path
+
+    from ctxbench.tracks.needles import NeedlesConfig, build_needles
+
+    corpus = require_path(shared_data / "classical" / "songyuan_xuean" / "volumes", "宋元學案 volumes")
+    out = tmp_path_factory.mktemp("adaptive") / "needles"
+    build_needles(NeedlesConfig(corpus=str(corpus), models=["gpt-4.1"], lengths=LENGTHS, output_budget=64), out)
+    return out
+
+
+def _instances(build) -> list[dict]:
+    return pq.read_table(build / "instances.parquet").to_pylist()
+
+
+def _right(model: str, instance_id: str, L: int) -> bool:
+    """Whether the simulated model answers this instance right: SHA-256 of (model, instance) below P_RIGHT."""
+    u = int(hashlib.sha256(f"{model}|{instance_id}".encode()).hexdigest(), 16) / 2 ** 256
+    return u < P_RIGHT[model][LENGTHS.index(L)]
+
+
+def _server(build):
+    rows = _instances(build)
+
+    def answer(body: dict) -> str:
+        text = message_text(body["messages"][-1]["content"])
+        # the instance whose question and context the prompt holds (a shorter haystack can be part of a longer one)
+        r = max((r for r in rows if r["question"] in text and r["context"] in text), key=lambda r: len(r["context"]))
+        model = body["model"].split("/")[-1]
+        if not _right(model, r["instance_id"], r["target_tokens"]):
+            return "文中未提及。"
+        acc = json.loads(r["accepted_answers"] or "[]") or [json.loads(r["gold"])]
+        return f"Answer: {acc[0]}"
+
+    return FakeOpenAIServer(answer_fn=answer)
+
+
+@pytest.fixture(autouse=True)
+def _env(tmp_path, monkeypatch):
+    monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(ev, "RetryPolicy", functools.partial(RetryPolicy, base_delay_s=0.01, max_delay_s=0.05))
+
+
+def _evaluate(build, srv, model, *extra):
+    return CliRunner().invoke(app, ["evaluate", "--build", str(build), "--model", f"openai/{model}", "--base-url",
+                                    srv.base_url, "--max-tokens", "64", *extra])
+
+
+def _primary_mean(build, model) -> float:
+    inst = irt.instances(build)
+    ans = irt.answers(build, inst)
+    vals = [s for (m, _, _), s in ans.items() if m == f"openai/{model}"]
+    assert len(vals) == len(inst)
+    return sum(vals) / len(vals)
+
+
+def test_adaptive_calls_on_a_needles_build_of_four_lengths(needles4, tmp_path):
+    build = tmp_path / "b"
+    shutil.copytree(needles4, build)
+    rows = _instances(build)
+    assert sorted({r["target_tokens"] for r in rows}) == LENGTHS
+    with _server(build) as srv:
+        for m in ("m1", "m2", "m3", "m4", "m5"):
+            r = _evaluate(build, srv, m)
+            assert r.exit_code == 0, r.output
+        score_build(build)
+        n0 = srv.count
+        r = _evaluate(build, srv, "m6", "--adaptive-calls", "25")
+        assert r.exit_code == 0, r.output
+        asked = srv.count - n0
+        assert 0 < asked <= 25
+        assert "--adaptive-calls 25" in r.output
+        # every context length covered
+        m6 = [x for x in pq.read_table(build / "responses.parquet").to_pylist() if x["model"] == "openai/m6"]
+        by_id = {x["instance_id"]: x for x in rows}
+        assert {by_id[x["instance_id"]]["target_tokens"] for x in m6} == set(LENGTHS)
+        s = score_build(build)
+        assert s.adaptive == 5  # four lengths and the whole build
+        ad = pq.read_table(build / "adaptive.parquet").to_pylist()
+        whole = [x for x in ad if x["context_length"] is None]
+        assert len(whole) == 1 and whole[0]["model"] == "openai/m6" and whole[0]["n_asked"] == asked
+        assert whole[0]["n_instances"] == len(rows)
+        items = pq.read_table(build / "irt_items.parquet").to_pylist()
+        prov = json.loads(items[0]["provenance"])
+        assert prov["models"] == [f"openai/m{k}" for k in range(1, 6)] and prov["answers"] == 5 * len(rows)
+        # a rerun with the same budget asks nothing; a larger one continues
+        n1 = srv.count
+        r = _evaluate(build, srv, "m6", "--adaptive-calls", "25")
+        assert r.exit_code == 0 and srv.count == n1, r.output
+        r = _evaluate(build, srv, "m6", "--adaptive-calls", "30")
+        assert r.exit_code == 0 and 0 < srv.count - n1 <= 5, r.output
+        # the full grid, in a copy: its score is what the interval must cover
+        full = tmp_path / "full"
+        shutil.copytree(needles4, full)
+        r = _evaluate(full, srv, "m6")
+        assert r.exit_code == 0, r.output
+    truth = _primary_mean(full, "m6")
+    lo, hi = whole[0]["ci_low"], whole[0]["ci_high"]
+    assert lo <= truth <= hi, (truth, whole[0])
+    assert hi - lo < 0.5
