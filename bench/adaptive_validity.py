@@ -65,9 +65,10 @@ def design(raw: np.ndarray, ref: np.ndarray) -> np.ndarray:
 
 
 def calibrate(X: np.ndarray, Y: np.ndarray) -> dict:
-    """irt.fit_2pl on a full response matrix (models × items)."""
+    """irt.fit_2pl on a full response matrix (models × items); the Rasch model below irt.MIN_2PL models, as
+    :func:`irt.calibrate_builds` does."""
     m, i = np.nonzero(np.ones_like(Y))
-    return irt.fit_2pl(X, m, i, Y[m, i], Y.shape[0])
+    return irt.fit_2pl(X, m, i, Y[m, i], Y.shape[0], fix_discrimination=Y.shape[0] < irt.MIN_2PL)
 
 
 def run_model(y: np.ndarray, a, b, sd, group, budget: int, adaptive: bool, rng) -> dict:

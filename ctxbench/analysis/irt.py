@@ -12,7 +12,11 @@ any other model's answers is calibrated from the features alone (on whatever bui
 
 **Calibration** is the joint posterior mode (Bayes modal, Mislevy 1986) of θ, log a, b and β over every stored
 answer, found by scipy's L-BFGS-B with the analytic gradient; ``b_sd`` is each difficulty's Laplace standard error
-(the inverse of its diagonal posterior curvature). Library choice: docs/reference/statistics.md.
+(the inverse of its diagonal posterior curvature). With fewer than :data:`MIN_2PL` calibration respondents every
+``a_i`` is held at 1 (the Rasch model with the same priors): discriminations estimated from a handful of models are
+noise that maximum-information selection then capitalises on (bench/adaptive_validity.py: with 5 models the
+intervals' coverage fell to 0.40 with free discriminations, 0.90 with a = 1). Library choice:
+docs/reference/statistics.md.
 
 **Scores that are not 0/1** (row match, F1) are declared binary: the mean over an item's samples of the primary
 matcher's score is 1 when it is at least :data:`THRESHOLD` (0.5), else 0.
@@ -54,6 +58,8 @@ RIDGE = 0.1              # ridge penalty on the feature weights (not the interce
 GRID = np.linspace(-6.0, 6.0, 241)
 Z95 = 1.959963984540054
 METHOD = "2pl-map-features+eap"
+RASCH_METHOD = "rasch-map-features+eap"
+MIN_2PL = 10             # fewer calibration respondents than this: every a = 1 (the Rasch model; bench figures)
 NUMERIC = ("scope", "dispersion", "reasoning_depth", "hops", "depth", "near_miss_share", "lexical_overlap",
            "distractor_needles", "n_articles")
 CATEGORICAL = ("variant", "difficulty", "setting", "skill", "position", "attribute")
@@ -152,6 +158,7 @@ class ItemParams:
     models: list[str]
     n_answers: np.ndarray  # answers per item
     converged: bool = True
+    method: str = METHOD
 
 
 def fit_2pl(X: np.ndarray, model_idx: np.ndarray, item_idx: np.ndarray, y: np.ndarray, n_models: int,
@@ -359,7 +366,7 @@ class Calibration:
             L = length_of(self.rows[iid])
             out.append({"instance_id": iid, "mode": mode, "context_length": length_tokens(L),
                         "a": float(p.a[j]), "b": float(p.b[j]), "b_sd": float(p.b_sd[j]),
-                        "b_prior": float(p.b_prior[j]), "n_answers": int(p.n_answers[j]), "method": METHOD,
+                        "b_prior": float(p.b_prior[j]), "n_answers": int(p.n_answers[j]), "method": p.method,
                         "provenance": prov})
         return out
 
@@ -399,7 +406,8 @@ def calibrate_builds(build_dirs: Sequence[str | Path], modes: Sequence[str], exc
     fs = FeatureSpace.fit(rows)
     X = fs.matrix(rows)
     item_idx = np.array([pos[k] for k in ii], int)
-    fit = fit_2pl(X, np.array(mi, int), item_idx, np.array(ys), len(persons), fix_discrimination=fix_discrimination)
+    rasch = fix_discrimination or len(persons) < MIN_2PL
+    fit = fit_2pl(X, np.array(mi, int), item_idx, np.array(ys), len(persons), fix_discrimination=rasch)
     n_target = sum(1 for k in keys if k[0] == 0)
     sel = [j for j, k in enumerate(keys) if k[0] == 0]
     counts = np.bincount(item_idx, minlength=len(keys)) if len(item_idx) else np.zeros(len(keys), int)
@@ -407,7 +415,7 @@ def calibrate_builds(build_dirs: Sequence[str | Path], modes: Sequence[str], exc
                         theta={f"{m}|{md}": float(fit["theta"][j]) for (m, md), j in persons.items()},
                         beta=fit["beta"], features=fs.names,
                         models=sorted({m for m, _ in persons}), n_answers=counts[sel],
-                        converged=fit["converged"])
+                        converged=fit["converged"], method=RASCH_METHOD if rasch else METHOD)
     assert len(sel) == n_target
     return Calibration([(m, iid) for _, m, iid in (keys[j] for j in sel)], target_rows, params,
                        [str(Path(d)) for d in build_dirs])
@@ -496,5 +504,5 @@ def adaptive_rows(build_dir: str | Path) -> tuple[list[dict], list[dict]]:
             for L, keys in groups:
                 g = group_estimates(cal, keys, scores)
                 out.append({"model": model, "mode": mode, "benchmark": ",".join(bench),
-                            "context_length": length_tokens(L), **g, "method": METHOD})
+                            "context_length": length_tokens(L), **g, "method": cal.params.method})
     return out, items
