@@ -174,9 +174,23 @@ def test_adaptive_calls_on_a_needles_build_of_four_lengths(needles4, tmp_path):
         m6 = [x for x in pq.read_table(build / "responses.parquet").to_pylist() if x["model"] == "openai/m6"]
         by_id = {x["instance_id"]: x for x in rows}
         assert {by_id[x["instance_id"]]["target_tokens"] for x in m6} == set(LENGTHS)
-        s = score_build(build)
-        assert s.adaptive == 5  # four lengths and the whole build
+        r = CliRunner().invoke(app, ["score", "--build", str(build)])
+        assert r.exit_code == 0 and "adaptive estimate (item response theory, not a full result): openai/m6 lc" \
+            in r.output, r.output
         ad = pq.read_table(build / "adaptive.parquet").to_pylist()
+        assert len(ad) == 5 and all(x["model"] == "openai/m6" for x in ad)  # four lengths and the whole build
+        # compare: the five full runs on every instance, the sixth model's cells its estimates, marked as such
+        r = CliRunner().invoke(app, ["compare", str(build), "--out", str(tmp_path / "board")])
+        assert r.exit_code == 0, r.output
+        cells = pq.read_table(tmp_path / "board" / "leaderboard.parquet").to_pylist()
+        per_len = len(rows) // 4
+        for c in cells:
+            if c["model"] == "openai/m6":
+                e = [x for x in ad if x["context_length"] == c["context_length"]][0]
+                assert c["estimate"] and c["score"] == e["estimate"] and c["n"] == e["n_asked"]
+            else:
+                assert not c["estimate"] and c["n"] == per_len
+        assert "estimate" in (tmp_path / "board" / "index.html").read_text(encoding="utf-8")
         whole = [x for x in ad if x["context_length"] is None]
         assert len(whole) == 1 and whole[0]["model"] == "openai/m6" and whole[0]["n_asked"] == asked
         assert whole[0]["n_instances"] == len(rows)
