@@ -74,13 +74,57 @@ def test_first_choice_is_the_item_of_maximum_information_at_the_prior_mean():
     assert theta == pytest.approx(0.0, abs=1e-9) and se == pytest.approx(1.0, abs=1e-3)
     s2 = 1 / (1 + math.exp(2))
     info = irt.information(theta, a, b)
-    assert info == pytest.approx([0.25, 4 * s2 * (1 - s2), 0.0625, 9 * (1 / (1 + math.exp(9))) * (1 - 1 / (1 + math.exp(9)))])
+    s9 = 1 / (1 + math.exp(9))
+    assert info == pytest.approx([0.25, 4 * s2 * (1 - s2), 0.0625, 9 * s9 * (1 - s9)])
     assert int(np.argmax(info)) == 1
     # after a right answer to item 1, the EAP moves up: ∫θ·π(θ)σ(2(θ−1)) / ∫π(θ)σ(2(θ−1)), by quadrature here
     g = np.linspace(-6, 6, 24001)
     like = np.exp(-g ** 2 / 2) / (1 + np.exp(-2 * (g - 1)))
     w = irt.posterior(a[1:2], b[1:2], np.array([1.0]))
     assert irt.eap(w)[0] == pytest.approx(float((g * like).sum() / like.sum()), abs=1e-3)
+
+
+def test_the_selector_covers_each_length_then_asks_the_most_informative(tmp_path):
+    """AdaptiveSelector on a toy build of two lengths (3 instances each) with hand-set item parameters: at θ = 0
+    (no answer yet) the informations a²p(1 − p) are, at 1,024 tokens, (a=1, b=0) .25, (a=2, b=1) .420, (a=1,
+    b=−2) .105; at 2,048, (a=1, b=3) .045, (a=0.5, b=0) .0625, (a=1, b=2) .105. With one item a wave (a budget of 4
+    calls: a quarter is 1), the first wave is the best at 1,024 (item 1); the second, with 1,024 covered, the best
+    at 2,048 (item 5) although item 0 at 1,024 carries more; a right answer to 1 and a wrong one to 5 leave θ's
+    EAP between, and the third is the most informative at that EAP, worked out here; the fourth spends the budget
+    and a fifth wave is empty."""
+    from types import SimpleNamespace
+
+    from test_spend_and_stopping import make_build
+
+    from ctxbench.run.adaptive import AdaptiveSelector
+
+    build = make_build(tmp_path / "b", per_length=3)
+    ids = [r["instance_id"] for r in pq.read_table(build / "instances.parquet").to_pylist()]
+    a = np.array([1.0, 2.0, 1.0, 1.0, 0.5, 1.0])
+    b = np.array([0.0, 1.0, -2.0, 3.0, 0.0, 2.0])
+    sel = AdaptiveSelector(build, "openai/new", calls=4)
+    reqs = [SimpleNamespace(item={"instance_id": i, "mode": "lc", "sample": 0}) for i in ids]
+    sel._cal = irt.Calibration([("lc", i) for i in ids], irt.instances(build),
+                               irt.ItemParams(a=a, b=b, b_sd=np.zeros(6), b_prior=b, theta={}, beta=np.zeros(1),
+                                              features=[], models=[], n_answers=np.zeros(6, int)), [str(build)])
+    sel.arrange(reqs)
+    assert [r.item["instance_id"] for r in sel.next_wave(reqs, 1)] == [ids[1]]
+    sel.score(reqs[1].item, "ok", "Answer: 0", None)  # the fake's item code is never 0: scored wrong...
+    sel.answers[("lc", ids[1])] = [1.0]                # ...set right by hand
+    left = [r for r in reqs if r is not reqs[1]]
+    assert [r.item["instance_id"] for r in sel.next_wave(left, 1)] == [ids[5]]
+    sel.answers[("lc", ids[5])] = [0.0]
+    left = [r for r in left if r is not reqs[5]]
+    g = irt.GRID
+    post = np.exp(-g ** 2 / 2) / (1 + np.exp(-2 * (g - 1))) * (1 - 1 / (1 + np.exp(-(g - 2))))
+    th = float((g * post).sum() / post.sum())
+    p = 1 / (1 + np.exp(-a * (th - b)))
+    info = a ** 2 * p * (1 - p)
+    best = max((0, 2, 3, 4), key=lambda j: info[j])
+    assert [r.item["instance_id"] for r in sel.next_wave(left, 1)] == [ids[best]]
+    left = [r for r in left if r is not reqs[best]]
+    assert len(sel.next_wave(left, 8)) == 1  # the fourth call of the budget: one item whatever the concurrency
+    assert sel.next_wave(left[1:], 8) == [] and sel.left() == 0
 
 
 def test_group_prediction_of_unasked_items():
