@@ -21,6 +21,7 @@ import ctxbench.run.evaluate as ev
 from ctxbench.analysis import irt
 from ctxbench.cli import app
 from ctxbench.models.gateway import RetryPolicy
+from ctxbench.report.html import build_report
 from ctxbench.run.score import score_build
 
 pytest.importorskip("ctxbench.tracks.needles", reason="the needles build track (ctxbench.tracks.needles) is absent")
@@ -235,6 +236,8 @@ def test_adaptive_calls_on_a_needles_build_of_four_lengths(needles4, tmp_path):
             else:
                 assert not c["estimate"] and c["n"] == per_len
         assert "estimate" in (tmp_path / "board" / "index.html").read_text(encoding="utf-8")
+        doc = build_report(build).read_text(encoding="utf-8")
+        assert "Adaptive estimates (item response theory, not full results)" in doc and "whole build" in doc
         whole = [x for x in ad if x["context_length"] is None]
         assert len(whole) == 1 and whole[0]["model"] == "openai/m6" and whole[0]["n_asked"] == asked
         assert whole[0]["n_instances"] == len(rows)

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
+
 from ctxbench.core.errors import InputError
 from ctxbench.scoring.metrics import length_averages_ci
 from ctxbench.models.effort import display_model, effort_labels
@@ -290,8 +292,6 @@ def _adaptive_estimates(dirs: list[str]) -> dict[str, dict[tuple[str, Any], dict
     """The ``adaptive.parquet`` rows of the models ``evaluate --adaptive-calls`` ran on these build directories:
     model → (mode, context length or None for the whole build) → row (:func:`ctxbench.analysis.irt.adaptive_rows`).
     A model evaluated adaptively but not yet scored has {} (its few answers are still no comparable run)."""
-    import pyarrow.parquet as pq  # lazy: read only where a build holds adaptive estimates
-
     out: dict[str, dict] = {}
     for d in dirs:
         runs = adaptive_models(d)

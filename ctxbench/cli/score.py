@@ -7,6 +7,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Optional
 
+import pyarrow.parquet as pq
 import typer
 
 from ctxbench.cli.common import USER_ERRORS, console, fail, out_console
@@ -77,8 +78,6 @@ def score_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help
 def say_adaptive(build: Path) -> None:
     """The whole-build adaptive estimates (``adaptive.parquet``, issue 34), marked as estimates: a model evaluated
     with ``--adaptive-calls`` answered a few instances, and the table above shows only those."""
-    import pyarrow.parquet as pq  # lazy: only after an adaptive run
-
     for r in pq.read_table(build / "adaptive.parquet").to_pylist():
         if r["context_length"] is None:
             out_console.print(f"adaptive estimate (item response theory, not a full result): {r['model']} "
