@@ -128,6 +128,35 @@ def test_the_selector_covers_each_length_then_asks_the_most_informative(tmp_path
     assert sel.next_wave(left[1:], 8) == [] and sel.left() == 0
 
 
+def test_a_build_without_other_models_is_estimated_from_the_features_alone(tmp_path):
+    """No other model on the build: β has no data (its ridge keeps it 0), so every b = 0 with b_sd = τ = 1 and
+    a = 1; every item informs alike, so the selection alternates between the two lengths (ties: the group asked
+    least). The whole-build estimate is then worked out here by quadrature: θ's posterior from the 6 answers under
+    p(θ) = σ(θ/√(1 + π/8)), the 14 unasked items at its posterior mean, the interval from E[Σp(1−p)] + Var[Σp]."""
+    from fakeserver import FakeOpenAIServer as Fake
+    from test_spend_and_stopping import answer, make_build, wrong
+
+    build = make_build(tmp_path / "b", per_length=10)
+    with Fake(answer_fn=answer) as srv:
+        r = _evaluate(build, srv, "fake", "--adaptive-calls", "6")
+        assert r.exit_code == 0 and srv.count == 6, r.output
+    rows = {x["instance_id"]: x for x in pq.read_table(build / "instances.parquet").to_pylist()}
+    asked = [x["instance_id"] for x in pq.read_table(build / "responses.parquet").to_pylist()]
+    assert sorted(rows[i]["target_tokens"] for i in asked) == [1024] * 3 + [2048] * 3
+    assert score_build(build).adaptive == 3
+    [whole] = [x for x in pq.read_table(build / "adaptive.parquet").to_pylist() if x["context_length"] is None]
+    y = np.array([0.0 if wrong(int(i[1:])) else 1.0 for i in asked])
+    g = np.linspace(-6, 6, 241)
+    p = 1 / (1 + np.exp(-g / math.sqrt(1 + math.pi / 8)))
+    w = np.exp(-g ** 2 / 2) * np.prod([p if v else 1 - p for v in y], axis=0)
+    w /= w.sum()
+    mu, var = w @ (14 * p), w @ (14 * p * (1 - p) + (14 * p) ** 2) - (w @ (14 * p)) ** 2
+    est = (y.sum() + mu) / 20
+    assert whole["n_asked"] == 6 and whole["n_instances"] == 20 and whole["method"] == "rasch-map-features+eap"
+    assert whole["estimate"] == pytest.approx(est, abs=1e-4)
+    assert whole["ci_high"] - whole["ci_low"] == pytest.approx(2 * 1.959964 * math.sqrt(var) / 20, abs=1e-3)
+
+
 def test_group_prediction_of_unasked_items():
     """θ known exactly (all weight on θ = 0): two unasked items with p = ½ and σ(1); one asked item scored 1. The
     estimate is (1 + ½ + σ(1)) / 3 and the interval ±1.96·√(¼ + σ(1)σ(−1)) / 3."""

@@ -14,7 +14,8 @@ count as answered and stored calls count towards ``N``: a later run with a large
 
 from __future__ import annotations
 
-from collections import defaultdict
+import hashlib
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -96,7 +97,7 @@ class AdaptiveSelector:
 
     def next_wave(self, remaining: list, concurrency: int) -> list:
         """The requests (every sample) of the next items: the most informative item at the current EAP, among the
-        groups not yet answered where some are; up to ``concurrency`` items per wave but at most a quarter of the
+        groups not yet answered where some are (ties: the group asked least, then SHA-256 of the instance id); up to ``concurrency`` items per wave but at most a quarter of the
         calls left (at least one item); [] when the budget is spent, the target reached or nothing is left."""
         by_item: dict = defaultdict(list)
         for r in remaining:
@@ -129,7 +130,11 @@ class AdaptiveSelector:
             pool = sorted(k for k in pool if k[0] == m)
             a, b, _ = self._cal.arrays(pool)
             info = information(thetas[m], a, b)
-            best = pool[int(np.argmax(info))]
+            per_group = Counter(self.group(k) for k in list(self.answers) + chosen)
+            # ties (e.g. items alike in every feature): the group asked least, then SHA-256 of the instance id
+            best = min(range(len(pool)), key=lambda j: (-round(float(info[j]), 9), per_group[self.group(pool[j])],
+                                                        hashlib.sha256(pool[j][1].encode()).hexdigest()))
+            best = pool[best]
             if sum(len(by_item[k]) for k in chosen) + len(by_item[best]) > self.left():
                 break
             chosen.append(best)
