@@ -253,6 +253,7 @@ def test_adaptive_calls_on_a_needles_build_of_four_lengths(needles4, tmp_path):
             in r.output, r.output
         ad = pq.read_table(build / "adaptive.parquet").to_pylist()
         assert len(ad) == 5 and all(x["model"] == "openai/m6" for x in ad)  # four lengths and the whole build
+        whole = [x for x in ad if x["context_length"] is None]
         # compare: the five full runs on every instance, the sixth model's cells its estimates, marked as such
         r = CliRunner().invoke(app, ["compare", str(build), "--out", str(tmp_path / "board")])
         assert r.exit_code == 0, r.output
@@ -265,9 +266,18 @@ def test_adaptive_calls_on_a_needles_build_of_four_lengths(needles4, tmp_path):
             else:
                 assert not c["estimate"] and c["n"] == per_len
         assert "estimate" in (tmp_path / "board" / "index.html").read_text(encoding="utf-8")
+        # ranked together: P(the full grid ranks m6 above a full run) = Φ((estimate − its Avg) / (half-width/1.96))
+        avgs = {a["model"]: a for a in pq.read_table(tmp_path / "board" / "averages.parquet").to_pylist()}
+        page = (tmp_path / "board" / "index.html").read_text(encoding="utf-8")
+        assert "Adaptive and full runs ranked together" in page
+        a6 = avgs["openai/m6"]
+        assert a6["estimate"] and a6["avg"] == whole[0]["estimate"]
+        se = (whole[0]["ci_high"] - whole[0]["ci_low"]) / 2 / 1.959963984540054
+        for m in ("m1", "m5"):
+            pr = 0.5 * (1 + math.erf((a6["avg"] - avgs[f"openai/{m}"]["avg"]) / se / math.sqrt(2)))
+            assert f"<td>{pr:.2f}</td>" in page
         doc = build_report(build).read_text(encoding="utf-8")
         assert "Adaptive estimates (item response theory, not full results)" in doc and "whole build" in doc
-        whole = [x for x in ad if x["context_length"] is None]
         assert len(whole) == 1 and whole[0]["model"] == "openai/m6" and whole[0]["n_asked"] == asked
         assert whole[0]["n_instances"] == len(rows)
         items = pq.read_table(build / "irt_items.parquet").to_pylist()

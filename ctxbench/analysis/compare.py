@@ -22,10 +22,12 @@ responses not scored yet, or no instance in common with the other models.
 
 from __future__ import annotations
 
+import math
 import os
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any
 
 import pyarrow.parquet as pq
@@ -286,6 +288,33 @@ def leaderboard(con, builds: list[dict]) -> Leaderboard:
                                      else "no comparable score")
                 lb.averages.append(avg)
     return lb
+
+
+def rank_with_estimates(averages: list[dict]) -> list[tuple[dict, dict[str, float]]]:
+    """Adaptive and full runs of one table (one benchmark build × mode × matcher) ranked together by their Avg
+    (:data:`AVERAGES`' first; an adaptive run's is its whole-build estimate), each with the probability that the
+    full grid ranks it above each other run: ``Φ((s_a − s_b) / √(se_a² + se_b²))`` with ``se`` = half the 95%
+    interval / 1.96 for an estimate and 0 for a full run (its full-grid score is known: two full runs give 1, 0,
+    or ½ for a tie). Rows without an Avg are left out. Returns ``[(row, {other model: probability})]``, best
+    first."""
+    rows = [a for a in averages if a.get("avg") is not None]
+    rows.sort(key=lambda a: -a["avg"])
+
+    def se(a: dict) -> float:
+        if not a.get("estimate") or a.get("avg_ci_low") is None:
+            return 0.0
+        return (a["avg_ci_high"] - a["avg_ci_low"]) / 2 / 1.959963984540054
+
+    out = []
+    for a in rows:
+        probs = {}
+        for b in rows:
+            if b is a:
+                continue
+            d, s = a["avg"] - b["avg"], math.hypot(se(a), se(b))
+            probs[b["model"]] = (0.5 if d == 0 else float(d > 0)) if s == 0 else NormalDist().cdf(d / s)
+        out.append((a, probs))
+    return out
 
 
 def _adaptive_estimates(dirs: list[str]) -> dict[str, dict[tuple[str, Any], dict]]:

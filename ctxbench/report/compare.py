@@ -21,7 +21,8 @@ from pathlib import Path
 import pyarrow as pa
 
 from ctxbench.analysis.paired import CLUSTERING_NOTE
-from ctxbench.analysis.compare import AVERAGES, discover_builds, leaderboard, length_text, relative_link
+from ctxbench.analysis.compare import (AVERAGES, discover_builds, leaderboard, length_text, rank_with_estimates,
+                                      relative_link)
 from ctxbench.core.storage import builds_catalogue, schema, to_table, write_parquet
 from ctxbench.report import plots
 from ctxbench.report.browser import PAGE, instances_link
@@ -164,6 +165,29 @@ def _overview(con, groups: list[dict], notes: dict[str, int]) -> str:
         body.append("<tr>" + "".join(tds) + "</tr>")
     return (f"<h2>Overview: Avg per model and benchmark build</h2><table><thead>{head}</thead>"
             f"<tbody>{''.join(body)}</tbody></table>")
+
+
+def _estimates_html(g: dict, averages: list[dict]) -> str:
+    """Where a table holds adaptive estimates (issue 34): its runs ranked together with the probability that the
+    full grid ranks the row above the column (:func:`ctxbench.analysis.compare.rank_with_estimates`)."""
+    out = []
+    for mode, matcher in sorted({(a["mode"], a["matcher"] or "") for a in averages if a.get("estimate")}):
+        ranked = rank_with_estimates([a for a in averages if (a["mode"], a["matcher"] or "") == (mode, matcher)])
+        if len(ranked) < 2:
+            continue
+        names = [a["model"] for a, _ in ranked]
+        head = '<tr><th class="name">rank · model</th><th>Avg</th>' + "".join(
+            f"<th>{html.escape(n)}</th>" for n in names) + "</tr>"
+        body = "".join(
+            f'<tr><td class="name">{i} · {html.escape(a["model"])}{" (estimate)" if a.get("estimate") else ""}</td>'
+            f'<td>{"≈" if a.get("estimate") else ""}{_num(a["avg"])}</td>'
+            + "".join("<td>–</td>" if n == a["model"] else f"<td>{probs[n]:.2f}</td>" for n in names) + "</tr>"
+            for i, (a, probs) in enumerate(ranked, 1))
+        out.append(f"<h3>Adaptive and full runs ranked together · {html.escape(g['label'])} · {html.escape(mode)} · "
+                   f"{html.escape(matcher or '–')}</h3><p class=note>Each cell: the probability that the full grid "
+                   f"ranks the row's Avg above the column's (an adaptive run's Avg is its whole-build estimate, "
+                   f"uncertain; a full run's is known).</p><table><thead>{head}</thead><tbody>{body}</tbody></table>")
+    return "".join(out)
 
 
 def _diff_cell(p: dict | None, flip: bool) -> str:
@@ -328,7 +352,7 @@ def render_page(con, out: Path) -> str:
             f"{'; run roots ' + html.escape(', '.join(roots)) if roots else ''}; build directories "
             f"{html.escape(', '.join(dirs))}.</p>"
             f"<table><thead>{head_row}</thead><tbody>{''.join(body)}</tbody></table>{fig}")
-        decisions.append(pairs_html(con, g) + effective_html(con, g))
+        decisions.append(pairs_html(con, g) + _estimates_html(g, list(avgs.values())) + effective_html(con, g))
     overview = _overview(con, groups, notes)
     legend = "".join(f"<li><sup>{k}</sup> {html.escape(r)}</li>" for r, k in sorted(notes.items(),
                                                                                     key=lambda x: x[1]))
