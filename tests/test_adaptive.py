@@ -273,9 +273,12 @@ def test_adaptive_calls_on_a_needles_build_of_four_lengths(needles4, tmp_path):
         a6 = avgs["openai/m6"]
         assert a6["estimate"] and a6["avg"] == whole[0]["estimate"]
         se = (whole[0]["ci_high"] - whole[0]["ci_low"]) / 2 / 1.959963984540054
-        for m in ("m1", "m5"):
-            pr = 0.5 * (1 + math.erf((a6["avg"] - avgs[f"openai/{m}"]["avg"]) / se / math.sqrt(2)))
-            assert f"<td>{pr:.2f}</td>" in page
+        order = sorted(avgs, key=lambda m: -avgs[m]["avg"])
+        cells = "".join("<td>–</td>" if m == "openai/m6" else
+                        f"<td>{0.5 * (1 + math.erf((a6['avg'] - avgs[m]['avg']) / se / math.sqrt(2))):.2f}</td>"
+                        for m in order)
+        rank = order.index("openai/m6") + 1
+        assert f'<td class="name">{rank} · openai/m6 (estimate)</td><td>≈{a6["avg"]:.3f}</td>{cells}</tr>' in page
         doc = build_report(build).read_text(encoding="utf-8")
         assert "Adaptive estimates (item response theory, not full results)" in doc and "whole build" in doc
         assert len(whole) == 1 and whole[0]["model"] == "openai/m6" and whole[0]["n_asked"] == asked
