@@ -297,6 +297,10 @@ def test_adaptive_calls_on_a_needles_build_of_four_lengths(needles4, tmp_path):
         shutil.copytree(needles4, full)
         r = _evaluate(full, srv, "m6")
         assert r.exit_code == 0, r.output
+        # the same model evaluated in full on the adaptive build: a full run now, no estimate left
+        r = _evaluate(build, srv, "m6")
+        assert r.exit_code == 0, r.output
+        assert score_build(build).adaptive == 0 and not (build / "adaptive.parquet").exists()
     truth = _primary_mean(full, "m6")
     lo, hi = whole[0]["ci_low"], whole[0]["ci_high"]
     assert lo <= truth <= hi, (truth, whole[0])

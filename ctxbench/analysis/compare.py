@@ -320,17 +320,15 @@ def rank_with_estimates(averages: list[dict]) -> list[tuple[dict, dict[str, floa
 def _adaptive_estimates(dirs: list[str]) -> dict[str, dict[tuple[str, Any], dict]]:
     """The ``adaptive.parquet`` rows of the models ``evaluate --adaptive-calls`` ran on these build directories:
     model → (mode, context length or None for the whole build) → row (:func:`ctxbench.analysis.irt.adaptive_rows`).
-    A model evaluated adaptively but not yet scored has {} (its few answers are still no comparable run)."""
+    Only models with rows there (``score`` writes none for a model that has since answered every instance)."""
     out: dict[str, dict] = {}
     for d in dirs:
         runs = adaptive_models(d)
-        for m in runs:
-            out.setdefault(m, {})
         p = Path(d) / "adaptive.parquet"
         if runs and p.exists():
             for r in pq.read_table(p).to_pylist():
                 if r["model"] in runs:
-                    out[r["model"]].setdefault((r["mode"], r["context_length"]), r)
+                    out.setdefault(r["model"], {}).setdefault((r["mode"], r["context_length"]), r)
     return out
 
 

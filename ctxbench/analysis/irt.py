@@ -309,10 +309,16 @@ def answers(build_dir: str | Path, inst: dict[str, dict] | None = None) -> dict[
                         "reasoning", "finish_reason") if c in resp.column_names]
     sc = read_table(build_dir / "scores.parquet", "scores")
     scored: dict[str, float] = {}
+    primary: dict[Any, str] = {}
     if sc.num_rows:
         for r in sc.select(["request_key", "instance_id", "matcher", "score"]).to_pylist():
             i = inst.get(r["instance_id"])
-            if i is not None and r["score"] is not None and r["matcher"] == matchers_for(i.get("benchmark"))[0]:
+            if i is None or r["score"] is None:
+                continue
+            bench = i.get("benchmark")
+            if bench not in primary:
+                primary[bench] = matchers_for(bench)[0]
+            if r["matcher"] == primary[bench]:
                 scored[r["request_key"]] = float(r["score"])
     acc: dict[tuple, list[float]] = defaultdict(list)
     for r in resp.select(cols).to_pylist():
@@ -472,8 +478,8 @@ def group_estimates(cal: Calibration, keys: Sequence[tuple[str, str]], scores: d
 def adaptive_rows(build_dir: str | Path) -> tuple[list[dict], list[dict]]:
     """``adaptive.parquet`` rows of a build: for each model ``evaluate --adaptive-calls`` ran (:func:`adaptive_models`)
     × each mode it answered, one row per context length and one with ``context_length`` null for every instance
-    the model answers (the track's selection) — the predicted mean score over every instance of the group, asked or
-    not (:func:`group_estimates`), on items calibrated on the other models' answers (and its calibration builds).
+    the model answers (the track's selection; none for a model that has since answered all of them) — the predicted
+    mean score over every instance of the group, asked or not (:func:`group_estimates`), on items calibrated on the other models' answers (and its calibration builds).
     Also returns the ``irt_items.parquet`` rows of those calibrations (:meth:`Calibration.table_rows`, column
     ``for_model``: the model left out)."""
     build_dir = Path(build_dir)
@@ -490,6 +496,9 @@ def adaptive_rows(build_dir: str | Path) -> tuple[list[dict], list[dict]]:
             continue
         keep = track.select_for_model(build_dir, model)
         ids = [i for i in inst if keep is None or i in keep]
+        done = {(md, i) for (m, md, i) in ans if m == model}
+        if all((md, i) in done for md in modes for i in ids):
+            continue  # evaluated in full since: a full run, no estimate
         builds = [build_dir, *[Path(p) for p in runs[model].get("calibration_builds") or []]]
         cal = calibrate_builds(builds, modes, exclude_model=model)
         items += [{"for_model": model, **r} for r in cal.table_rows()]
