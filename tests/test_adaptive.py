@@ -8,6 +8,7 @@ import functools
 import hashlib
 import json
 import math
+import re
 import shutil
 
 import numpy as np
@@ -155,6 +156,28 @@ def test_a_build_without_other_models_is_estimated_from_the_features_alone(tmp_p
     assert whole["n_asked"] == 6 and whole["n_instances"] == 20 and whole["method"] == "rasch-map-features+eap"
     assert whole["estimate"] == pytest.approx(est, abs=1e-4)
     assert whole["ci_high"] - whole["ci_low"] == pytest.approx(2 * 1.959964 * math.sqrt(var) / 20, abs=1e-3)
+
+
+def test_target_ci_stops_an_adaptive_run_once_the_whole_build_interval_is_narrow(tmp_path):
+    """--adaptive-calls 20 --target-ci 0.3 on a toy build of 20 instances: the run stops once the whole-build
+    interval is within ±0.3, before the budget; the half-width it reports is ≤ 0.3 and adaptive.parquet's
+    whole-build interval (the same computation) agrees; a rerun asks nothing."""
+    from fakeserver import FakeOpenAIServer as Fake
+    from test_spend_and_stopping import answer, make_build
+
+    build = make_build(tmp_path / "b", per_length=10)
+    with Fake(answer_fn=answer) as srv:
+        r = _evaluate(build, srv, "fake", "--adaptive-calls", "20", "--target-ci", "0.3", "--concurrency", "1")
+        assert r.exit_code == 0, r.output
+        n = srv.count
+        assert 0 < n < 20 and "--target-ci 0.3 reached" in r.output, r.output
+        hw = float(re.search(r"whole-build estimate ±([0-9.]+)", r.output).group(1))
+        assert hw <= 0.3
+        r = _evaluate(build, srv, "fake", "--adaptive-calls", "20", "--target-ci", "0.3", "--concurrency", "1")
+        assert r.exit_code == 0 and srv.count == n, r.output
+    score_build(build)
+    [whole] = [x for x in pq.read_table(build / "adaptive.parquet").to_pylist() if x["context_length"] is None]
+    assert whole["n_asked"] == n and (whole["ci_high"] - whole["ci_low"]) / 2 == pytest.approx(hw, abs=1e-3)
 
 
 def test_group_prediction_of_unasked_items():
