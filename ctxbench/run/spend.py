@@ -18,6 +18,10 @@ after each wave scores the answers (the track's primary matcher, as ``score`` do
 anytime-valid confidence sequence over context means (:mod:`ctxbench.analysis.sequential`, Waudby-Smith & Ramdas
 2024). A group whose half-width is at most ``W`` asks nothing more; answers stored by earlier runs count, so a later
 run with a smaller ``W`` continues from where the last one stopped.
+
+Adaptive evaluation (``--adaptive-calls N``): :class:`ctxbench.run.adaptive.AdaptiveSelector` takes the place of
+:class:`TargetCI` (the same waves, spend cap and scoring of stored answers): the most informative instances first,
+at most N calls, and with ``--target-ci`` a stop once the whole-build estimate is within ±W.
 """
 
 from __future__ import annotations
