@@ -150,8 +150,10 @@ def main() -> int:
     print(f"{args.items} items (4 lengths, 15% with a = 0.25), {args.models} new models, seed {args.seed}")
     print(f"{'calibration':<26} {'share':>6} {'calls':>6} {'kendall':>8} {'coverage':>9} {'rmse':>8} "
           f"{'vs random':>10} {'vs rnd mean':>12} {'width':>7}")
+    notes = []
     for c in (args.calibration, 5, 3):
         fit = calibrate(X, Yc[:c])
+        notes.append(f"{c} models {float(np.sqrt(np.mean((fit['b'] - items['b']) ** 2))):.2f}")
         for line in condition(f"{c} calibration models", fit["a"], fit["b"], fit["b_sd"], items, Yt, truth,
                               args.seed):
             print(line, flush=True)
@@ -167,6 +169,8 @@ def main() -> int:
     for line in condition("oracle (true parameters)", items["a"], items["b"], np.zeros(args.items), items, Yt, truth,
                           args.seed):
         print(line, flush=True)
+    notes.append(f"features only {float(np.sqrt(np.mean((b0 - items['b']) ** 2))):.2f}")
+    print("RMSE of the calibrated difficulties against the true ones: " + ", ".join(notes))
     print(f"true full-grid scores: {truth.min():.3f} to {truth.max():.3f}; {time.perf_counter() - t0:.1f} s")
     return 0
 
