@@ -97,7 +97,8 @@ class AdaptiveSelector:
 
     def next_wave(self, remaining: list, concurrency: int) -> list:
         """The requests (every sample) of the next items: the most informative item at the current EAP, among the
-        groups not yet answered where some are (ties: the group asked least, then SHA-256 of the instance id); up to ``concurrency`` items per wave but at most a quarter of the
+        groups not yet answered where some are (ties: the group asked least, then SHA-256 of the instance id), the
+        wave's calls sorted by context so that those sharing one run together; up to ``concurrency`` items per wave but at most a quarter of the
         calls left (at least one item); [] when the budget is spent, the target reached or nothing is left."""
         by_item: dict = defaultdict(list)
         for r in remaining:
@@ -141,7 +142,8 @@ class AdaptiveSelector:
         for k in chosen:
             wave += by_item[k]
         self.made += len(wave)
-        return wave
+        # a wave's calls on one context run together (a server's prefix cache reads the context once)
+        return sorted(wave, key=lambda r: (r.item.get("_ctx") or "", r.item["sample"]))
 
     def unreachable(self) -> list[str]:
         """Nothing is unreachable for an adaptive run (its estimate covers every instance)."""
