@@ -110,11 +110,15 @@ def test_the_selector_covers_each_length_then_asks_the_most_informative(tmp_path
                                irt.ItemParams(a=a, b=b, b_sd=np.zeros(6), b_prior=b, theta={}, beta=np.zeros(1),
                                               features=[], models=[], n_answers=np.zeros(6, int)), [str(build)])
     sel.arrange(reqs)
-    assert [r.item["instance_id"] for r in sel.next_wave(reqs, 1)] == [ids[1]]
+    w = sel.next_wave(reqs, 1)
+    assert [r.item["instance_id"] for r in w] == [ids[1]]
+    sel.sent(w)
     sel.score(reqs[1].item, "ok", "Answer: 0", None)  # the fake's item code is never 0: scored wrong...
     sel.answers[("lc", ids[1])] = [1.0]                # ...set right by hand
     left = [r for r in reqs if r is not reqs[1]]
-    assert [r.item["instance_id"] for r in sel.next_wave(left, 1)] == [ids[5]]
+    w = sel.next_wave(left, 1)
+    assert [r.item["instance_id"] for r in w] == [ids[5]]
+    sel.sent(w)
     sel.answers[("lc", ids[5])] = [0.0]
     left = [r for r in left if r is not reqs[5]]
     g = irt.GRID
@@ -123,9 +127,13 @@ def test_the_selector_covers_each_length_then_asks_the_most_informative(tmp_path
     p = 1 / (1 + np.exp(-a * (th - b)))
     info = a ** 2 * p * (1 - p)
     best = max((0, 2, 3, 4), key=lambda j: info[j])
-    assert [r.item["instance_id"] for r in sel.next_wave(left, 1)] == [ids[best]]
+    w = sel.next_wave(left, 1)
+    assert [r.item["instance_id"] for r in w] == [ids[best]]
+    sel.sent(w)
     left = [r for r in left if r is not reqs[best]]
-    assert len(sel.next_wave(left, 8)) == 1  # the fourth call of the budget: one item whatever the concurrency
+    w = sel.next_wave(left, 8)
+    assert len(w) == 1  # the fourth call of the budget: one item whatever the concurrency
+    sel.sent(w)
     assert sel.next_wave(left[1:], 8) == [] and sel.left() == 0
 
 
@@ -178,6 +186,23 @@ def test_target_ci_stops_an_adaptive_run_once_the_whole_build_interval_is_narrow
     score_build(build)
     [whole] = [x for x in pq.read_table(build / "adaptive.parquet").to_pylist() if x["context_length"] is None]
     assert whole["n_asked"] == n and (whole["ci_high"] - whole["ci_low"]) / 2 == pytest.approx(hw, abs=1e-3)
+
+
+def test_max_cost_trims_an_adaptive_run_and_a_larger_cap_continues_to_the_budget(tmp_path):
+    """--adaptive-calls 15 under a cap that lets about 5 calls through: the cap stops it (exit 3), the calls
+    counted towards N are the calls sent; a rerun with a larger cap asks the rest of the 15, no more."""
+    from fakeserver import FakeOpenAIServer as Fake
+    from test_spend_and_stopping import answer, make_build
+
+    build = make_build(tmp_path / "b", per_length=10)
+    with Fake(answer_fn=answer) as srv:
+        args = ("--adaptive-calls", "15", "--price", "2,8", "--concurrency", "1")
+        r = _evaluate(build, srv, "fake", *args, "--max-cost", "0.002")
+        n = srv.count
+        assert r.exit_code == 3 and 0 < n < 15, r.output
+        assert f"({n} calls counted of 15)" in r.output, r.output
+        r = _evaluate(build, srv, "fake", *args, "--max-cost", "1")
+        assert r.exit_code == 0 and srv.count == 15, r.output
 
 
 def test_group_prediction_of_unasked_items():

@@ -141,9 +141,12 @@ class AdaptiveSelector:
             chosen.append(best)
         for k in chosen:
             wave += by_item[k]
-        self.made += len(wave)
         # a wave's calls on one context run together (a server's prefix cache reads the context once)
         return sorted(wave, key=lambda r: (r.item.get("_ctx") or "", r.item["sample"]))
+
+    def sent(self, wave: list) -> None:
+        """Count the calls of a wave as sent (after the spend cap has trimmed it)."""
+        self.made += len(wave)
 
     def unreachable(self) -> list[str]:
         """Nothing is unreachable for an adaptive run (its estimate covers every instance)."""

@@ -289,6 +289,8 @@ def run_waves(reqs: list, send: Callable[[list, Callable], None], on_outcome: Ca
             wave = fitting
         sent = {id(r) for r in wave}
         remaining = [r for r in remaining if id(r) not in sent]
+        if hasattr(target, "sent"):  # the adaptive selector counts its budget of calls (ctxbench.run.adaptive)
+            target.sent(wave)
         send(wave, counted)
     s.not_asked = len(remaining)
     if ledger is not None:
