@@ -350,3 +350,14 @@ def test_sub_call_failures_go_through_the_runners_statuses(tmp_path, bwrap):
         assert srv.count - before == 2 and s2.calls == 2
         rows = {r["instance_id"]: r for r in pq.read_table(build / "responses.parquet").to_pylist()}
         assert rows["inst-01"]["status"] == "ok" and rows["inst-01"]["response"] == str(CODES[1])
+
+
+def test_adaptive_calls_with_repl_is_refused_before_any_call(tmp_path):
+    """--adaptive-calls counts single calls; a repl answer makes many, so the two are refused together in one line
+    before anything is asked (no sandbox is needed to say so)."""
+    build = make_build(tmp_path / "b", n=2)
+    with FakeOpenAIServer(answer_fn=scripted_root) as srv:
+        with pytest.raises(InputError, match="--adaptive-calls: --mode repl") as e:
+            evaluate_build(build, cfg(srv, sandbox="none").model_copy(update={"adaptive_calls": 5}))
+        assert "\n" not in str(e.value) and srv.count == 0
+        assert not (build / "responses.parquet").exists() or not pq.read_table(build / "responses.parquet").num_rows

@@ -22,17 +22,22 @@ responses not scored yet, or no instance in common with the other models.
 
 from __future__ import annotations
 
+import math
 import os
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any
+
+import pyarrow.parquet as pq
 
 from ctxbench.core.errors import InputError
 from ctxbench.scoring.metrics import length_averages_ci
 from ctxbench.models.effort import display_model, effort_labels
 from ctxbench.analysis.core import INSTANCE_COLUMNS, group_scores, primary_rows, score_rows
 from ctxbench.analysis.decide import effective_rows, pair_rows
+from ctxbench.analysis.irt import adaptive_models
 from ctxbench.core.storage import LATEST, build_benchmark, find_builds, latest_build
 from ctxbench.core.track import track_of_build
 
@@ -204,7 +209,7 @@ def leaderboard(con, builds: list[dict]) -> Leaderboard:
         models = sorted({r["model"] for r in responses} | {r["model"] for r in rows})
         all_models |= set(models)
         per_group[key] = {"builds": bs, "inst": inst, "rows": rows, "responses": responses, "models": models,
-                          "ctx_of": ctx_of, "base_of": base_of}
+                          "ctx_of": ctx_of, "base_of": base_of, "adaptive": _adaptive_estimates(dirs)}
     evaluated_on: dict[str, list[str]] = defaultdict(list)
     for (bench, bh), g in sorted(per_group.items()):
         for m in g["models"]:
@@ -226,8 +231,8 @@ def leaderboard(con, builds: list[dict]) -> Leaderboard:
             comparable_by_len: dict[int, dict[str, list[dict]]] = {}
             for L in lengths:
                 by_model: dict[str, dict[str, dict]] = defaultdict(dict)
-                for r in mine:
-                    if r["target_tokens"] == L:
+                for r in mine:  # a model evaluated adaptively answered a few instances: not a comparable run
+                    if r["target_tokens"] == L and r["model"] not in g["adaptive"]:
                         by_model[r["model"]][r["instance_id"]] = r
                 ids = {i for v in by_model.values() for i in v}
                 keep = {i for i in ids if all(i in by_model[m] for m in by_model
@@ -245,10 +250,15 @@ def leaderboard(con, builds: list[dict]) -> Leaderboard:
                 for L in lengths:
                     cell = {**base, "mode": mode, "matcher": matcher, "model": m, "context_length": L,
                             "context_length_text": length_text(L), "n": 0, "score": None, "ci_low": None,
-                            "ci_high": None, "dropped": 0, "reason": None}
+                            "ci_high": None, "dropped": 0, "reason": None, "estimate": False}
                     rs = comparable_by_len[L].get(m) or []
                     scored = sum(1 for r in mine if r["model"] == m and r["target_tokens"] == L)
-                    if rs:
+                    est = g["adaptive"].get(m, {}).get((mode, L))
+                    if est is not None:  # issue 34: the adaptive estimate of the full grid, marked as one
+                        cell.update(n=est["n_asked"], score=est["estimate"], ci_low=est["ci_low"],
+                                    ci_high=est["ci_high"], estimate=True)
+                        by_length[L] = []
+                    elif rs:
                         [agg] = group_scores(rs, lambda r: [(r["model"],)])
                         cell.update(n=agg["n"], score=agg["score"], ci_low=agg["ci_low"], ci_high=agg["ci_high"],
                                     dropped=scored - len(rs))
@@ -259,8 +269,14 @@ def leaderboard(con, builds: list[dict]) -> Leaderboard:
                         gap = gap or L
                     lb.cells.append(cell)
                 avg = {**base, "mode": mode, "matcher": matcher, "model": m,
-                       "lengths": " / ".join(length_text(L) for L in lengths), "reason": None}
-                if gap is None and by_length:
+                       "lengths": " / ".join(length_text(L) for L in lengths), "reason": None, "estimate": False}
+                whole = g["adaptive"].get(m, {}).get((mode, None))
+                if gap is None and whole is not None:  # the whole-build estimate (every instance, asked or not)
+                    for _, col in AVERAGES:
+                        avg[col] = avg[f"{col}_ci_low"] = avg[f"{col}_ci_high"] = None
+                    avg.update(avg=whole["estimate"], avg_ci_low=whole["ci_low"], avg_ci_high=whole["ci_high"],
+                               estimate=True)
+                elif gap is None and by_length:
                     ci = length_averages_ci(by_length)
                     for name, col in AVERAGES:
                         avg[col], avg[f"{col}_ci_low"], avg[f"{col}_ci_high"] = ci[name]
@@ -272,6 +288,48 @@ def leaderboard(con, builds: list[dict]) -> Leaderboard:
                                      else "no comparable score")
                 lb.averages.append(avg)
     return lb
+
+
+def rank_with_estimates(averages: list[dict]) -> list[tuple[dict, dict[str, float]]]:
+    """Adaptive and full runs of one table (one benchmark build × mode × matcher) ranked together by their Avg
+    (:data:`AVERAGES`' first; an adaptive run's is its whole-build estimate), each with the probability that the
+    full grid ranks it above each other run: ``Φ((s_a − s_b) / √(se_a² + se_b²))`` with ``se`` = half the 95%
+    interval / 1.96 for an estimate and 0 for a full run (its full-grid score is known: two full runs give 1, 0,
+    or ½ for a tie). Rows without an Avg are left out. Returns ``[(row, {other model: probability})]``, best
+    first."""
+    rows = [a for a in averages if a.get("avg") is not None]
+    rows.sort(key=lambda a: -a["avg"])
+
+    def se(a: dict) -> float:
+        if not a.get("estimate") or a.get("avg_ci_low") is None:
+            return 0.0
+        return (a["avg_ci_high"] - a["avg_ci_low"]) / 2 / 1.959963984540054
+
+    out = []
+    for a in rows:
+        probs = {}
+        for b in rows:
+            if b is a:
+                continue
+            d, s = a["avg"] - b["avg"], math.hypot(se(a), se(b))
+            probs[b["model"]] = (0.5 if d == 0 else float(d > 0)) if s == 0 else NormalDist().cdf(d / s)
+        out.append((a, probs))
+    return out
+
+
+def _adaptive_estimates(dirs: list[str]) -> dict[str, dict[tuple[str, Any], dict]]:
+    """The ``adaptive.parquet`` rows of the models ``evaluate --adaptive-calls`` ran on these build directories:
+    model → (mode, context length or None for the whole build) → row (:func:`ctxbench.analysis.irt.adaptive_rows`).
+    Only models with rows there (``score`` writes none for a model that has since answered every instance)."""
+    out: dict[str, dict] = {}
+    for d in dirs:
+        runs = adaptive_models(d)
+        p = Path(d) / "adaptive.parquet"
+        if runs and p.exists():
+            for r in pq.read_table(p).to_pylist():
+                if r["model"] in runs:
+                    out.setdefault(r["model"], {}).setdefault((r["mode"], r["context_length"]), r)
+    return out
 
 
 def _context_ids(con, have: set[str], dirs: list[str], marks: str) -> dict[str, str]:

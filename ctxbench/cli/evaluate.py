@@ -106,6 +106,12 @@ def evaluate_cmd(
     step_memory: int = typer.Option(2048, min=64, help="MiB of memory"),
     repl_max_tokens: Optional[int] = typer.Option(None, min=1, help="tokens per answer"),
     repl_max_cost: Optional[float] = typer.Option(None, min=0.0, help="USD per answer"),
+    adaptive_calls: Optional[int] = typer.Option(None, min=1,
+                                                 help="ask at most N calls, the most informative instances first "
+                                                      "(2PL item response theory calibrated on the other models' "
+                                                      "answers); `score` writes adaptive.parquet"),
+    runs: Optional[Path] = typer.Option(None, exists=True, file_okay=False,
+                                        help="--adaptive-calls: every build under DIR also calibrates the items"),
 ) -> None:
     """Evaluate a model on a build; appends to BUILD/responses.parquet (reruns make no stored call again)."""
     try:
@@ -119,6 +125,7 @@ def evaluate_cmd(
                         repl=ReplConfig(sub_model=sub_model, max_steps=max_steps, sandbox=sandbox,
                                         step_timeout_s=step_timeout, step_memory_mb=step_memory,
                                         max_answer_tokens=repl_max_tokens, max_answer_cost=repl_max_cost or None),
+                        **_adaptive_opts(adaptive_calls, runs, build),
                         **_rag_opts(mode, rag_tokens, chunk_tokens, chunk_overlap, top_k, retriever, embedding_model))
         warn_unknown_model(model, base_url)
         if "repl" in cfg.modes:  # no bubblewrap: one line naming the package, before the progress bar
@@ -143,6 +150,17 @@ def evaluate_cmd(
     except USER_ERRORS as e:
         fail(e)
     raise typer.Exit(report_evaluation(s, build))
+
+
+def _adaptive_opts(calls: int | None, runs: Path | None, build: Path) -> dict:
+    """EvalConfig fields of ``--adaptive-calls`` and ``--runs`` (every completed build under it but ``build``);
+    InputError for ``--runs`` without ``--adaptive-calls``."""
+    if runs is None:
+        return {"adaptive_calls": calls}
+    if calls is None:
+        raise InputError("--runs names builds that calibrate --adaptive-calls: give --adaptive-calls N with it")
+    others = [str(b) for b in find_builds(runs, []) if Path(b).resolve() != Path(build).resolve()]
+    return {"adaptive_calls": calls, "adaptive_runs": others}
 
 
 def _price(value: str | None, max_cost: float | None) -> tuple[float, float] | None:

@@ -59,7 +59,7 @@ PANELS: dict[str, str] = {
     # budgets and cost
     "--max-tokens": COST, "--thinking-budget": COST, "--output-budget": COST, "--max-cost": COST, "--price": COST,
     # statistics
-    "--target-ci": STATS, "--accuracy": STATS, "--mde": STATS, "--power": STATS, "--alpha": STATS,
+    "--target-ci": STATS, "--adaptive-calls": STATS, "--accuracy": STATS, "--mde": STATS, "--power": STATS, "--alpha": STATS,
     "--pilot": STATS, "--models": STATS, "--threshold": STATS, "--regime": STATS,
     # output
     "--out": OUTPUT, "--force": OUTPUT, "--json": OUTPUT, "--format": OUTPUT, "--test-fraction": OUTPUT,

@@ -7,6 +7,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Optional
 
+import pyarrow.parquet as pq
 import typer
 
 from ctxbench.cli.common import USER_ERRORS, console, fail, out_console
@@ -62,6 +63,8 @@ def score_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help
         msg += f"; {bench} failure tags: {tagging_text(t)}" if t is not None else ""
     out_console.print(msg)
     print_results(build, paths=False)  # the primary score per model and length, as run prints it
+    if getattr(s, "adaptive", 0):
+        say_adaptive(build)
     judge_failed = sum(c.get("judge_failed", 0) for c in (s.judges or {}).values())
     if judge_failed and not s.matcher_errors:  # judge calls that failed: exit 1, a rerun asks them again
         console.print(f"error: {judge_failed} judge call(s) failed (not scored); the same command asks them again",
@@ -73,6 +76,17 @@ def score_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help
                       + ", ".join(f"{m} {n}" for m, n in sorted(by.items())) + f"), listed in {build / SCORE_ERRORS}; "
                       f"first: {s.matcher_errors[0]['error']}", markup=False)
         raise typer.Exit(1)
+
+
+def say_adaptive(build: Path) -> None:
+    """The whole-build adaptive estimates (``adaptive.parquet``, issue 34), marked as estimates: a model evaluated
+    with ``--adaptive-calls`` answered a few instances, and the table above shows only those."""
+    for r in pq.read_table(build / "adaptive.parquet").to_pylist():
+        if r["context_length"] is None:
+            out_console.print(f"adaptive estimate (item response theory, not a full result): {r['model']} "
+                              f"{r['mode']}: {r['estimate']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}] over all "
+                              f"{r['n_instances']} instances from {r['n_asked']} asked ({r['method']}) → "
+                              f"{build / 'adaptive.parquet'}", markup=False)
 
 
 def verify_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help="build directory"),

@@ -21,7 +21,8 @@ from pathlib import Path
 import pyarrow as pa
 
 from ctxbench.analysis.paired import CLUSTERING_NOTE
-from ctxbench.analysis.compare import AVERAGES, discover_builds, leaderboard, length_text, relative_link
+from ctxbench.analysis.compare import (AVERAGES, discover_builds, leaderboard, length_text, rank_with_estimates,
+                                      relative_link)
 from ctxbench.core.storage import builds_catalogue, schema, to_table, write_parquet
 from ctxbench.report import plots
 from ctxbench.report.browser import PAGE, instances_link
@@ -33,12 +34,12 @@ CELL_SCHEMA = pa.schema([
     ("benchmark", pa.string()), ("build_hash", pa.string()), ("build", pa.string()), ("mode", pa.string()),
     ("matcher", pa.string()), ("model", pa.string()), ("context_length", pa.int64()),
     ("context_length_text", pa.string()), ("n", pa.int64()), ("score", pa.float64()), ("ci_low", pa.float64()),
-    ("ci_high", pa.float64()), ("dropped", pa.int64()), ("reason", pa.string())])
+    ("ci_high", pa.float64()), ("dropped", pa.int64()), ("reason", pa.string()), ("estimate", pa.bool_())])
 AVG_SCHEMA = pa.schema([
     ("benchmark", pa.string()), ("build_hash", pa.string()), ("build", pa.string()), ("mode", pa.string()),
     ("matcher", pa.string()), ("model", pa.string()), ("lengths", pa.string())]
     + [(f"{c}{s}", pa.float64()) for _, c in AVERAGES for s in ("", "_ci_low", "_ci_high")]
-    + [("reason", pa.string())])
+    + [("reason", pa.string()), ("estimate", pa.bool_())])
 GROUP_SCHEMA = pa.schema([
     ("benchmark", pa.string()), ("build_hash", pa.string()), ("label", pa.string()), ("build_dirs", pa.string()),
     ("run_roots", pa.string()), ("is_latest", pa.bool_()), ("lengths", pa.string()), ("models", pa.string()),
@@ -124,8 +125,11 @@ def _num(v: float | None) -> str:
     return "–" if v is None else f"{v:.3f}"
 
 
-def _cell(score, lo, hi, title: str, href: str | None) -> str:
+def _cell(score, lo, hi, title: str, href: str | None, estimate: bool = False) -> str:
     body = f'{_num(score)}<span class="ci">[{_num(lo)}, {_num(hi)}]</span>'
+    if estimate:  # an adaptive run's IRT estimate of the full grid (issue 34), never a measured score
+        body = f'≈{body}<span class="ci">estimate</span>'
+        title = f"adaptive estimate (item response theory) of the full-grid score; {title}"
     if href:
         body = f'<a href="{html.escape(href)}">{body}</a>'
     return f'<td title="{html.escape(title)}">{body}</td>'
@@ -156,10 +160,34 @@ def _overview(con, groups: list[dict], notes: dict[str, int]) -> str:
                 k = notes.setdefault(reason, len(notes) + 1)
                 tds.append(f'<td class="missing" title="{html.escape(reason)}">missing<sup>{k}</sup></td>')
             else:
-                tds.append(_cell(a["avg"], a["avg_ci_low"], a["avg_ci_high"], f"over {a['lengths']} tokens", None))
+                tds.append(_cell(a["avg"], a["avg_ci_low"], a["avg_ci_high"], f"over {a['lengths']} tokens", None,
+                                 bool(a.get("estimate"))))
         body.append("<tr>" + "".join(tds) + "</tr>")
     return (f"<h2>Overview: Avg per model and benchmark build</h2><table><thead>{head}</thead>"
             f"<tbody>{''.join(body)}</tbody></table>")
+
+
+def _estimates_html(g: dict, averages: list[dict]) -> str:
+    """Where a table holds adaptive estimates (issue 34): its runs ranked together with the probability that the
+    full grid ranks the row above the column (:func:`ctxbench.analysis.compare.rank_with_estimates`)."""
+    out = []
+    for mode, matcher in sorted({(a["mode"], a["matcher"] or "") for a in averages if a.get("estimate")}):
+        ranked = rank_with_estimates([a for a in averages if (a["mode"], a["matcher"] or "") == (mode, matcher)])
+        if len(ranked) < 2:
+            continue
+        names = [a["model"] for a, _ in ranked]
+        head = '<tr><th class="name">rank · model</th><th>Avg</th>' + "".join(
+            f"<th>{html.escape(n)}</th>" for n in names) + "</tr>"
+        body = "".join(
+            f'<tr><td class="name">{i} · {html.escape(a["model"])}{" (estimate)" if a.get("estimate") else ""}</td>'
+            f'<td>{"≈" if a.get("estimate") else ""}{_num(a["avg"])}</td>'
+            + "".join("<td>–</td>" if n == a["model"] else f"<td>{probs[n]:.2f}</td>" for n in names) + "</tr>"
+            for i, (a, probs) in enumerate(ranked, 1))
+        out.append(f"<h3>Adaptive and full runs ranked together · {html.escape(g['label'])} · {html.escape(mode)} · "
+                   f"{html.escape(matcher or '–')}</h3><p class=note>Each cell: the probability that the full grid "
+                   f"ranks the row's Avg above the column's (an adaptive run's Avg is its whole-build estimate, "
+                   f"uncertain; a full run's is known).</p><table><thead>{head}</thead><tbody>{body}</tbody></table>")
+    return "".join(out)
 
 
 def _diff_cell(p: dict | None, flip: bool) -> str:
@@ -294,9 +322,9 @@ def render_page(con, out: Path) -> str:
                 if browser is not None:
                     href = relative_link(browser, out) + instances_link(
                         {"model": model, "mode": mode, "matcher": matcher, "length": L}, page="")
-                title = f"{c['n']} instances" + (f"; {c['dropped']} more scored but not by every model (left out)"
-                                                  if c["dropped"] else "")
-                tds.append(_cell(c["score"], c["ci_low"], c["ci_high"], title, href))
+                title = f"{c['n']} instances" + (" asked" if c.get("estimate") else "") + (
+                    f"; {c['dropped']} more scored but not by every model (left out)" if c["dropped"] else "")
+                tds.append(_cell(c["score"], c["ci_low"], c["ci_high"], title, href, bool(c.get("estimate"))))
             a = avgs.get((mode, matcher, model))
             for _, col in AVERAGES:
                 if a is None or a["reason"] is not None:
@@ -305,7 +333,7 @@ def render_page(con, out: Path) -> str:
                     tds.append(f'<td class="missing" title="{html.escape(reason)}">missing<sup>{k}</sup></td>')
                 else:
                     tds.append(_cell(a[col], a[f"{col}_ci_low"], a[f"{col}_ci_high"],
-                                     f"over {a['lengths']} tokens", None))
+                                     f"over {a['lengths']} tokens", None, bool(a.get("estimate"))))
             body.append("<tr>" + "".join(tds) + "</tr>")
         present = [{"model": c["model"], "mode": c["mode"], "matcher": c["matcher"] or "",
                     "context_length": c["context_length"], "n": c["n"], "score": c["score"], "ci_low": c["ci_low"],
@@ -324,7 +352,7 @@ def render_page(con, out: Path) -> str:
             f"{'; run roots ' + html.escape(', '.join(roots)) if roots else ''}; build directories "
             f"{html.escape(', '.join(dirs))}.</p>"
             f"<table><thead>{head_row}</thead><tbody>{''.join(body)}</tbody></table>{fig}")
-        decisions.append(pairs_html(con, g) + effective_html(con, g))
+        decisions.append(pairs_html(con, g) + _estimates_html(g, list(avgs.values())) + effective_html(con, g))
     overview = _overview(con, groups, notes)
     legend = "".join(f"<li><sup>{k}</sup> {html.escape(r)}</li>" for r, k in sorted(notes.items(),
                                                                                     key=lambda x: x[1]))

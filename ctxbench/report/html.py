@@ -137,7 +137,8 @@ def browse_nav(data) -> str:
 
 
 # the sections every report has, in order; the build's tracks' sections go before the last one
-CORE_SECTIONS = ("ctxbench.report.html:core_section", "ctxbench.report.decide:decide_section",
+CORE_SECTIONS = ("ctxbench.report.html:core_section", "ctxbench.report.adaptive:adaptive_section",
+                 "ctxbench.report.decide:decide_section",
                  "ctxbench.report.rag:rag_section", "ctxbench.report.modes:modes_section",
                  "ctxbench.report.call_issues:call_issues_section",
                  "ctxbench.report.certificates:certificates_section", "ctxbench.report.effort:effort_section",

@@ -97,6 +97,11 @@ class EvalConfig(BaseModel):
     price: tuple[float, float] | None = Field(None, description="(input, output) USD per million tokens (--price)")
     target_ci: float | None = Field(None, gt=0.0, le=0.5, description="stop once the 95% confidence-sequence "
                                                                        "half-width per context length is <= this")
+    # issue 34 (ctxbench.run.adaptive): at most N calls, the most informative instances first
+    adaptive_calls: int | None = Field(None, ge=1, description="ask at most N calls, each next instance the one of "
+                                       "maximum information at the model's current ability (item response theory)")
+    adaptive_runs: list[str] | None = Field(None, description="other builds whose stored answers also calibrate "
+                                            "the items (--adaptive-calls)")
     # reasoning effort (issue 25, ctxbench.models.effort): one run per effort, part of the request key
     reasoning_effort: list[str] | None = Field(None, description="reasoning efforts, one run each: any of none, "
                                                "low, medium, high (comma-separated); mapped to each provider's field")
@@ -454,6 +459,9 @@ def evaluate_build(build_dir: str | Path, cfg: EvalConfig, count_tokens: Callabl
         plan.pending = [t for t in plan.pending if t["mode"] != "repl"]
         if repl and cfg.batch:  # refused before any call
             raise InputError("--batch: --mode repl makes its calls one turn at a time; run it without --batch")
+        if repl and cfg.adaptive_calls is not None:  # the selector picks single calls; a repl answer is many
+            raise InputError("--adaptive-calls: --mode repl answers with many calls each, which the adaptive "
+                             "selector cannot count; run --mode repl without --adaptive-calls")
         if not plan.pending and not plan.verify and not repl:
             emit("calls", f"{cfg.model}: every answer stored or cached", 0, 0)
             return s
@@ -697,7 +705,7 @@ def _run_calls(calls: list[dict], cfg: EvalConfig, plan: Plan, cache: ResponseCa
     if progress:
         progress(0, len(calls))
     try:
-        if cfg.max_cost is not None or cfg.target_ci is not None:  # in waves: the spend cap, sequential stopping
+        if cfg.max_cost is not None or cfg.target_ci is not None or cfg.adaptive_calls is not None:  # waves
             evaluate_in_waves(cfg, plan, out.path.parent, reqs, runner, on_outcome, s, count_tokens, concurrency)
         elif cfg.batch:  # the same runner, outcomes and rows; the calls go through the provider's batch API
             runner.run_batch(reqs, BatchStore(out.path.parent / "batches.json"), on_outcome, cfg.batch_poll_s,

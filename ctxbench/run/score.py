@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from ctxbench.analysis.irt import adaptive_rows
 from ctxbench.core.errors import InputError
 from ctxbench.core.hashing import canonical_json
 from ctxbench.scoring.pipeline import score_reply
@@ -45,6 +46,7 @@ class ScoreSummary:
     answer_from_reasoning: int = 0  # empty content, answer taken from the reasoning field
     degenerate_repetition: int = 0  # replies that degenerate into repetition (the repeated block earns nothing)
     tagging: dict | None = None   # benchmark → what its failure tagger did (registry.TAGGERS)
+    adaptive: int = 0             # rows of adaptive.parquet (models evaluated with --adaptive-calls)
     judges: dict | None = None    # judge matcher (judge:<model>, judge-<prompt>:<model>) → its counts (the totals above)
     matcher_errors: list = field(default_factory=list)  # responses a matcher raised on: set aside (SCORE_ERRORS)
     repl_unfinished: int = 0      # --mode repl answers that ended without FINAL: 0 from every matcher, tag = status
@@ -130,7 +132,25 @@ def score_build(build_dir: str | Path, judge: str | None = None, judge_base_url:
     write_score_errors(build_dir, summary.matcher_errors)
     write_parquet(to_table("scores", rows), build_dir / "scores.parquet")
     summary.rows = len(rows)
+    summary.adaptive = write_adaptive(build_dir)
     return summary
+
+
+ADAPTIVE = "adaptive.parquet"
+IRT_ITEMS = "irt_items.parquet"
+
+
+def write_adaptive(build_dir: Path) -> int:
+    """``BUILD/adaptive.parquet`` and ``BUILD/irt_items.parquet`` (:func:`ctxbench.analysis.irt.adaptive_rows`)
+    for the models ``evaluate --adaptive-calls`` ran on the build: rewritten whole with every scoring; nothing
+    written (and none left) where no model was evaluated adaptively. Returns the rows of adaptive.parquet."""
+    rows, items = adaptive_rows(build_dir)
+    for name, table, data in ((ADAPTIVE, "adaptive", rows), (IRT_ITEMS, "irt_items", items)):
+        if data:
+            write_parquet(to_table(table, data), build_dir / name)
+        else:
+            (build_dir / name).unlink(missing_ok=True)
+    return len(rows)
 
 
 # response statuses ``score`` scores: ok, and cut_off (0 from every matcher and judge, tag cut_off)

@@ -18,6 +18,10 @@ after each wave scores the answers (the track's primary matcher, as ``score`` do
 anytime-valid confidence sequence over context means (:mod:`ctxbench.analysis.sequential`, Waudby-Smith & Ramdas
 2024). A group whose half-width is at most ``W`` asks nothing more; answers stored by earlier runs count, so a later
 run with a smaller ``W`` continues from where the last one stopped.
+
+Adaptive evaluation (``--adaptive-calls N``): :class:`ctxbench.run.adaptive.AdaptiveSelector` takes the place of
+:class:`TargetCI` (the same waves, spend cap and scoring of stored answers): the most informative instances first,
+at most N calls, and with ``--target-ci`` a stop once the whole-build estimate is within ±W.
 """
 
 from __future__ import annotations
@@ -34,10 +38,12 @@ import pyarrow.parquet as pq
 from ctxbench.core.errors import InputError
 from ctxbench.models.pricing import Prices, model_prices
 from ctxbench.models.prompts import messages_text
+from ctxbench.analysis.irt import record_adaptive
 from ctxbench.analysis.sequential import context_order, half_width
 from ctxbench.core.progress import emit
 from ctxbench.core.storage import read_table
 from ctxbench.models.batch import BatchStore
+from ctxbench.run.adaptive import AdaptiveSelector
 from ctxbench.scoring.pipeline import score_reply
 from ctxbench.scoring.registry import matchers_for
 from ctxbench.tokenizers import get_tokenizer
@@ -283,6 +289,8 @@ def run_waves(reqs: list, send: Callable[[list, Callable], None], on_outcome: Ca
             wave = fitting
         sent = {id(r) for r in wave}
         remaining = [r for r in remaining if id(r) not in sent]
+        if hasattr(target, "sent"):  # the adaptive selector counts its budget of calls (ctxbench.run.adaptive)
+            target.sent(wave)
         send(wave, counted)
     s.not_asked = len(remaining)
     if ledger is not None:
@@ -311,8 +319,13 @@ def evaluate_in_waves(cfg, plan, build_dir: Path, reqs: list, runner, on_outcome
         if estimated:
             count_tokens = get_tokenizer("cl100k_base").count
         ledger = Ledger(cfg.max_cost, cap_prices(cfg.model, cfg.price, cfg.batch), count_tokens, estimated)
-    if cfg.target_ci is not None:
+    if getattr(cfg, "adaptive_calls", None) is not None:  # issue 34: most informative first (ctxbench.run.adaptive)
+        target = AdaptiveSelector(build_dir, cfg.model, cfg.adaptive_calls, len(plan.stored), cfg.target_ci,
+                                  list(cfg.adaptive_runs or []))
+        record_adaptive(build_dir, cfg.model, cfg.adaptive_calls, list(cfg.adaptive_runs or []))
+    elif cfg.target_ci is not None:
         target = TargetCI(build_dir, cfg.target_ci, cfg.seed)
+    if target is not None:
         keys = {t["request_key"]: t for t in plan.stored}
         if keys:
             resp = read_table(build_dir / "responses.parquet", "responses")

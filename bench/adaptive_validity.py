@@ -1,0 +1,179 @@
+"""Validity of adaptive evaluation (issue 34): simulated populations of models on a simulated build, the items
+calibrated and the new models asked adaptively exactly as ``evaluate --adaptive-calls`` does
+(:mod:`ctxbench.analysis.irt`: the 2PL posterior mode with the feature prior, EAP on the grid, maximum Fisher
+information with each context length covered first, the posterior-predictive estimate of the full-grid score).
+
+The build: ``--items`` items (default 2,000) in 4 context lengths, with 4 features (log₂ length, scope,
+dispersion, depth); difficulty ``b = xᵀβ + N(0, 0.6²)`` (β = 0.8, 0.4, 0.3, 0.5 on the standardised features),
+discrimination ``a = exp(N(0, 0.25²))`` except for 15% of the items, whose ``a = 0.25`` (low discrimination).
+Models have ``θ ~ N(0, 1)``; every answer is drawn once (seeded), so a model's full-grid score is known.
+
+For each calibration condition — ``--calibration`` models (default 20) answering the full grid; 5; 3; none (the
+difficulties from the features alone, with β fitted on another simulated build of 1,000 items answered by 5
+models, as ``--runs`` does) — the ``--models`` new models (default 30) are asked with a budget of 1%, 2.5%, 5% and
+10% of the items, adaptively and at random (the random sample scored by the same estimator, and by its plain
+mean); and, for reference, with the true item parameters (an oracle calibration). Printed per condition and share:
+Kendall τ of the estimated ranking against the full-grid one, the coverage of the 95% intervals of each model's
+full-grid score, and RMSE(adaptive) / RMSE(random) at equal calls.
+
+Run: ``python bench/adaptive_validity.py [--items 2000] [--models 30] [--seed 0]`` (70–110 s on one core).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from scipy.stats import kendalltau
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from ctxbench.analysis import irt  # noqa: E402
+
+SHARES = (0.01, 0.025, 0.05, 0.10)
+BETA = np.array([0.8, 0.4, 0.3, 0.5])
+
+
+def rng_for(seed: int, what: str) -> np.random.Generator:
+    """A generator seeded by SHA-256 of (seed, what)."""
+    return np.random.default_rng(int(hashlib.sha256(f"{seed}|{what}".encode()).hexdigest()[:16], 16))
+
+
+def make_items(n: int, rng: np.random.Generator) -> dict:
+    """Items: group (length index), raw features (n, 4), true a and b."""
+    g = rng.integers(0, 4, n)
+    raw = np.column_stack([np.log2(1000 * 2.0 ** g), rng.integers(1, 6, n), rng.random(n), rng.integers(1, 4, n)])
+    z = (raw - raw.mean(0)) / raw.std(0)
+    b = z @ BETA + rng.normal(0, 0.6, n)
+    a = np.exp(rng.normal(0, 0.25, n))
+    a[rng.random(n) < 0.15] = 0.25
+    return {"group": g, "raw": raw, "a": a, "b": b}
+
+
+def answers(items: dict, theta: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """(n_models, n_items) 0/1 answers drawn from the true 2PL."""
+    p = 1 / (1 + np.exp(-items["a"][None, :] * (theta[:, None] - items["b"][None, :])))
+    return (rng.random(p.shape) < p).astype(float)
+
+
+def design(raw: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    """The intercept and the features standardised on ``ref`` (as :class:`irt.FeatureSpace` does)."""
+    return np.column_stack([np.ones(len(raw)), (raw - ref.mean(0)) / ref.std(0)])
+
+
+def calibrate(X: np.ndarray, Y: np.ndarray) -> dict:
+    """irt.fit_2pl on a full response matrix (models × items); the Rasch model below irt.MIN_2PL models, as
+    :func:`irt.calibrate_builds` does."""
+    m, i = np.nonzero(np.ones_like(Y))
+    return irt.fit_2pl(X, m, i, Y[m, i], Y.shape[0], fix_discrimination=Y.shape[0] < irt.MIN_2PL)
+
+
+def run_model(y: np.ndarray, a, b, sd, group, budget: int, adaptive: bool, rng) -> dict:
+    """Ask ``budget`` items of one model (answers ``y``): adaptively (the first of each group, then maximum
+    information at the EAP) or at random; the estimate at each share's checkpoint."""
+    n = len(y)
+    P = irt.probabilities(irt.GRID, a, b, sd)
+    logP, log1P = np.log(np.clip(P, 1e-12, 1)), np.log(np.clip(1 - P, 1e-12, 1))
+    logw = -0.5 * irt.GRID ** 2
+    asked = np.zeros(n, bool)
+    order = rng.permutation(n)
+    covered: set = set()
+    out = {}
+    checkpoints = {max(1, int(round(s * n))): s for s in SHARES}
+    for k in range(1, budget + 1):
+        if adaptive:
+            w = np.exp(logw - logw.max())
+            w /= w.sum()
+            th = float(w @ irt.GRID)
+            info = irt.information(th, a, b)
+            info[asked] = -1
+            open_ = [g for g in range(4) if g not in covered]
+            if open_:
+                info[~np.isin(group, open_)] = -1
+            j = int(np.argmax(info))
+        else:
+            j = int(order[k - 1])
+        asked[j] = True
+        covered.add(int(group[j]))
+        logw = logw + (logP[:, j] if y[j] else log1P[:, j])
+        if k in checkpoints:
+            w = np.exp(logw - logw.max())
+            w /= w.sum()
+            est, lo, hi = irt.predict_group(w, y[asked], a[~asked], b[~asked], sd[~asked])
+            out[checkpoints[k]] = (est, lo, hi, float(y[asked].mean()))
+    return out
+
+
+def condition(name: str, a, b, sd, items, Yt, truth, seed: int) -> list[str]:
+    """One calibration condition: adaptive and random runs of every new model, the figures per share."""
+    n = len(b)
+    res = {"adaptive": [], "random": []}
+    for kind in res:
+        for k in range(Yt.shape[0]):
+            res[kind].append(run_model(Yt[k], a, b, sd, items["group"], int(round(max(SHARES) * n)),
+                                       kind == "adaptive", rng_for(seed, f"order{k}")))
+    lines = []
+    for s in SHARES:
+        ad = np.array([r[s][0] for r in res["adaptive"]])
+        lo = np.array([r[s][1] for r in res["adaptive"]])
+        hi = np.array([r[s][2] for r in res["adaptive"]])
+        rnd = np.array([r[s][0] for r in res["random"]])
+        rnd_mean = np.array([r[s][3] for r in res["random"]])
+        tau = kendalltau(ad, truth).statistic
+        cover = float(np.mean((lo <= truth) & (truth <= hi)))
+        rmse = lambda e: float(np.sqrt(np.mean((e - truth) ** 2)))  # noqa: E731
+        lines.append(f"{name:<26} {s:>6.1%} {int(round(s * n)):>6} {tau:>8.3f} {cover:>9.2f} "
+                     f"{rmse(ad):>8.4f} {rmse(ad) / rmse(rnd):>10.2f} {rmse(ad) / rmse(rnd_mean):>12.2f} "
+                     f"{float(np.mean(hi - lo)):>7.3f}")
+    return lines
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--items", type=int, default=2000)
+    ap.add_argument("--models", type=int, default=30)
+    ap.add_argument("--calibration", type=int, default=20)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    items = make_items(args.items, rng_for(args.seed, "items"))
+    X = design(items["raw"], items["raw"])
+    theta_t = rng_for(args.seed, "theta-new").normal(size=args.models)
+    Yt = answers(items, theta_t, rng_for(args.seed, "answers-new"))
+    truth = Yt.mean(1)
+    theta_c = rng_for(args.seed, "theta-cal").normal(size=args.calibration)
+    Yc = answers(items, theta_c, rng_for(args.seed, "answers-cal"))
+    print(f"{args.items} items (4 lengths, 15% with a = 0.25), {args.models} new models, seed {args.seed}")
+    print(f"{'calibration':<26} {'share':>6} {'calls':>6} {'kendall':>8} {'coverage':>9} {'rmse':>8} "
+          f"{'vs random':>10} {'vs rnd mean':>12} {'width':>7}")
+    notes = []
+    for c in (args.calibration, 5, 3):
+        fit = calibrate(X, Yc[:c])
+        notes.append(f"{c} models {float(np.sqrt(np.mean((fit['b'] - items['b']) ** 2))):.2f}")
+        for line in condition(f"{c} calibration models", fit["a"], fit["b"], fit["b_sd"], items, Yt, truth,
+                              args.seed):
+            print(line, flush=True)
+    # none: β from another build (1,000 items, 5 models), each difficulty its feature prediction, a = 1
+    other = make_items(1000, rng_for(args.seed, "other-items"))
+    Yo = answers(other, rng_for(args.seed, "theta-other").normal(size=5), rng_for(args.seed, "answers-other"))
+    fo = calibrate(design(other["raw"], other["raw"]), Yo)
+    b0 = design(items["raw"], other["raw"]) @ fo["beta"]
+    sd0 = np.full(args.items, irt.TAU)
+    for line in condition("none (features, --runs)", np.ones(args.items), b0, sd0, items, Yt, truth, args.seed):
+        print(line, flush=True)
+    # the oracle: the true item parameters (what the selection and the estimator reach with a perfect calibration)
+    for line in condition("oracle (true parameters)", items["a"], items["b"], np.zeros(args.items), items, Yt, truth,
+                          args.seed):
+        print(line, flush=True)
+    notes.append(f"features only {float(np.sqrt(np.mean((b0 - items['b']) ** 2))):.2f}")
+    print("RMSE of the calibrated difficulties against the true ones: " + ", ".join(notes))
+    print(f"true full-grid scores: {truth.min():.3f} to {truth.max():.3f}; {time.perf_counter() - t0:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,168 @@
+"""``evaluate --adaptive-calls N`` (issue 34): ask a new model the most informative instances first.
+
+The items (instances × mode) of the build are calibrated on the answers the other models already gave
+(:func:`ctxbench.analysis.irt.calibrate_builds`; ``--adaptive-runs`` adds other builds: with no other model anywhere
+every item's difficulty is its feature prediction). :class:`AdaptiveSelector` then plays the part of
+:class:`ctxbench.run.spend.TargetCI` in :func:`ctxbench.run.spend.run_waves`: each wave asks the item of maximum
+Fisher information at the model's current ability estimate (EAP), first covering every group (mode × retrieval
+budget × context length) once, while the calls stay within ``N``. Answers stored by earlier runs (and cache hits)
+count as answered and stored calls count towards ``N``: a later run with a larger ``N`` continues. With
+``--target-ci W`` it also stops once the 95% interval of the whole-build estimate of each mode is at most ±W; with
+``--max-cost`` the spend cap holds as for any evaluation. The run is recorded in ``BUILD/adaptive.json`` so that
+``score`` writes ``adaptive.parquet`` (:func:`ctxbench.analysis.irt.adaptive_rows`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ctxbench.analysis.irt import (THRESHOLD, calibrate_builds, eap, information, instances, length_of, mode_label,
+                                   posterior, predict_group, primary_score)
+
+
+@dataclass
+class AdaptiveSelector:
+    """The wave controller of ``--adaptive-calls`` (module docstring). ``calls``: the budget N of calls of the
+    model on this build; ``stored_calls``: calls already stored by earlier runs (counted towards N);
+    ``width``: the ``--target-ci`` half-width, or None."""
+
+    build_dir: Path
+    model: str
+    calls: int
+    stored_calls: int = 0
+    width: float | None = None
+    calibration_builds: list[str] = field(default_factory=list)
+    made: int = 0
+    answers: dict = field(default_factory=lambda: defaultdict(list))  # (mode, iid) -> scores
+    closed: dict = field(default_factory=dict)
+    _cal: object = None
+    _inst: dict = field(default_factory=dict)
+    _items: set = field(default_factory=set)  # (mode, iid) of the requests seen (the candidates)
+
+    def __post_init__(self) -> None:
+        self._inst = instances(self.build_dir)
+
+    def key(self, t: dict) -> tuple[str, str]:
+        """A request's item: (mode label, instance_id)."""
+        return mode_label(t["mode"], t.get("rag_tokens")), t["instance_id"]
+
+    def group(self, key: tuple[str, str]) -> tuple:
+        """An item's group: (mode label, context length)."""
+        return key[0], length_of(self._inst.get(key[1]) or {})
+
+    def score(self, t: dict, status: str, response: str | None, reasoning: str | None,
+              finish_reason: str | None = None) -> None:
+        """Record an answer (primary matcher, as ``score``); a reply that is no answer is left out."""
+        s = primary_score(self._inst[t["instance_id"]], status, response, reasoning, finish_reason)
+        if s is not None:
+            self.answers[self.key(t)].append(s)
+
+    def arrange(self, reqs: list) -> list:
+        """Calibrate the items of the requests' modes (once) and note the candidates; returns ``reqs``."""
+        for r in reqs:
+            self._items.add(self.key(r.item))
+        modes = sorted({k[0] for k in self._items} | {k[0] for k in self.answers})
+        if self._cal is None and modes:
+            self._cal = calibrate_builds([self.build_dir, *self.calibration_builds], modes, exclude_model=self.model)
+        return reqs
+
+    def _state(self, mode: str) -> tuple[np.ndarray, float, float]:
+        cal = self._cal
+        asked = [k for k in self.answers if k[0] == mode and k in cal.index]
+        a, b, sd = cal.arrays(asked)
+        y = np.array([1.0 if np.mean(self.answers[k]) >= THRESHOLD else 0.0 for k in asked])
+        w = posterior(a, b, y, sd)
+        th, se = eap(w)
+        return w, th, se
+
+    def half_width(self, mode: str) -> float:
+        """The 95% half-width of the whole-build estimate of ``mode`` (every item of the mode in the build that
+        this run could ask or has answered)."""
+        w, _, _ = self._state(mode)
+        keys = [k for k in set(self._items) | set(self.answers) if k[0] == mode]
+        obs = [float(np.mean(self.answers[k])) for k in keys if self.answers.get(k)]
+        rest = [k for k in keys if not self.answers.get(k) and k in self._cal.index]
+        a, b, sd = self._cal.arrays(rest)
+        _, lo, hi = predict_group(w, obs, a, b, sd)
+        return (hi - lo) / 2
+
+    def left(self) -> int:
+        """Calls the budget still allows."""
+        return self.calls - self.stored_calls - self.made
+
+    def next_wave(self, remaining: list, concurrency: int) -> list:
+        """The requests (every sample) of the next items: the most informative item at the current EAP, among the
+        groups not yet answered where some are (ties: the group asked least, then SHA-256 of the instance id), the
+        wave's calls sorted by context so that those sharing one run together; up to ``concurrency`` items per wave but at most a quarter of the
+        calls left (at least one item); [] when the budget is spent, the target reached or nothing is left."""
+        by_item: dict = defaultdict(list)
+        for r in remaining:
+            by_item[self.key(r.item)].append(r)
+        wave: list = []
+        modes = sorted({k[0] for k in by_item})
+        if self.width is not None:
+            for m in modes:
+                hw = self.half_width(m)
+                if hw <= self.width:
+                    self.closed[m] = hw
+            modes = [m for m in modes if m not in self.closed]
+        n_items = max(1, min(concurrency, self.left() // 4 // max(1, max(len(v) for v in by_item.values()))
+                             if by_item else 1))
+        chosen: list = []
+        thetas = {m: self._state(m)[1] for m in modes}
+        for _ in range(n_items):
+            cands = [k for k in by_item if k[0] in thetas and k not in chosen and not self.answers.get(k)
+                     and k in self._cal.index]
+            if not cands:
+                break
+            covered = {self.group(k) for k in self.answers} | {self.group(k) for k in chosen}
+            open_ = [k for k in cands if self.group(k) not in covered]
+            pool = open_ or cands
+            # the mode with the fewest answers first, then maximum information at its EAP (ties: the first id)
+            count = defaultdict(int)
+            for k in list(self.answers) + chosen:
+                count[k[0]] += 1
+            m = min({k[0] for k in pool}, key=lambda md: (count[md], md))
+            pool = sorted(k for k in pool if k[0] == m)
+            a, b, _ = self._cal.arrays(pool)
+            info = information(thetas[m], a, b)
+            per_group = Counter(self.group(k) for k in list(self.answers) + chosen)
+            # ties (e.g. items alike in every feature): the group asked least, then SHA-256 of the instance id
+            best = min(range(len(pool)), key=lambda j: (-round(float(info[j]), 9), per_group[self.group(pool[j])],
+                                                        hashlib.sha256(pool[j][1].encode()).hexdigest()))
+            best = pool[best]
+            if sum(len(by_item[k]) for k in chosen) + len(by_item[best]) > self.left():
+                break
+            chosen.append(best)
+        for k in chosen:
+            wave += by_item[k]
+        # a wave's calls on one context run together (a server's prefix cache reads the context once)
+        return sorted(wave, key=lambda r: (r.item.get("_ctx") or "", r.item["sample"]))
+
+    def sent(self, wave: list) -> None:
+        """Count the calls of a wave as sent (after the spend cap has trimmed it)."""
+        self.made += len(wave)
+
+    def unreachable(self) -> list[str]:
+        """Nothing is unreachable for an adaptive run (its estimate covers every instance)."""
+        return []
+
+    def summary(self, remaining: list) -> list[str]:
+        """One line per mode: the budget used, the EAP ability and the whole-build estimate's interval."""
+        out = []
+        items_left = {self.key(r.item) for r in remaining}
+        for m in sorted({k[0] for k in set(self._items) | set(self.answers)}):
+            _, th, se = self._state(m)
+            hw = self.half_width(m)
+            answered = sum(1 for k in self.answers if k[0] == m)
+            out.append(f"--adaptive-calls {self.calls}: {self.model} {m}: {answered} instances answered "
+                       f"({self.stored_calls + self.made} calls counted of {self.calls}); ability θ = {th:.2f} ± "
+                       f"{se:.2f}; whole-build estimate ±{hw:.3f} (95%); "
+                       f"{len([k for k in items_left if k[0] == m])} instances not asked"
+                       + (f"; --target-ci {self.width} reached" if m in self.closed else ""))
+        return out

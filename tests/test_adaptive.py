@@ -1,0 +1,355 @@
+"""Adaptive evaluation with item response theory (issue 34): a small calibration and the first information-maximising
+choice worked out by hand, and `evaluate --adaptive-calls` on a needles build answered fully by five simulated models
+(a local server where each model is right with a probability set per context length)."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import math
+import re
+import shutil
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from fakeserver import FakeOpenAIServer, message_text
+from scipy.optimize import brentq
+from typer.testing import CliRunner
+
+import ctxbench.run.evaluate as ev
+from ctxbench.analysis import irt
+from ctxbench.cli import app
+from ctxbench.models.gateway import RetryPolicy
+from ctxbench.report.html import build_report
+from ctxbench.run.score import score_build
+
+pytest.importorskip("ctxbench.tracks.needles", reason="the needles build track (ctxbench.tracks.needles) is absent")
+
+LENGTHS = [1000, 2000, 3000, 4000]
+# P(right) per model and context length: five calibration models and the new one
+P_RIGHT = {"m1": [0.95, 0.9, 0.85, 0.8], "m2": [0.9, 0.8, 0.7, 0.6], "m3": [0.8, 0.65, 0.5, 0.4],
+           "m4": [0.6, 0.45, 0.3, 0.2], "m5": [0.4, 0.3, 0.2, 0.1], "m6": [0.85, 0.7, 0.55, 0.4]}
+
+
+# --------------------------------------------------------------------------------------------- worked by hand
+
+def test_one_model_one_item_calibration_solves_the_posterior_mode_equations():
+    """One model right on one item, no features (an intercept β₀ only, ridge λ = 1e-6), a = 1 fixed. The posterior
+    mode zeroes the gradient of −log σ(θ − b) + θ²/2 + (b − β₀)²/2τ² + λβ₀²/2:
+    ∂θ: −(1 − p) + θ = 0; ∂b: (1 − p) + (b − β₀)/τ² = 0; ∂β₀: −(b − β₀)/τ² + λβ₀ = 0. So b − β₀ = τ²λβ₀,
+    θ = 1 − p = −λβ₀, and β₀ solves 1 − σ(θ − b) = θ: one equation, solved here by bisection."""
+    lam, tau = 1e-6, irt.TAU
+
+    def eq(beta0):
+        theta, b = -lam * beta0, beta0 * (1 + tau ** 2 * lam)
+        return (1 - 1 / (1 + math.exp(-(theta - b)))) - theta
+
+    beta0 = brentq(eq, -50, 50)
+    theta, b = -lam * beta0, beta0 * (1 + tau ** 2 * lam)
+    fit = irt.fit_2pl(np.ones((1, 1)), np.array([0]), np.array([0]), np.array([1.0]), 1, fix_discrimination=True)
+    assert fit["theta"][0] == pytest.approx(theta, abs=2e-3)
+    assert fit["b"][0] == pytest.approx(b, abs=2e-2)
+
+
+def test_two_models_two_items_symmetric_calibration():
+    """Model A right on both items, model B wrong on both, the items alike, a = 1: by symmetry θ_A = −θ_B = t and
+    b₁ = b₂ = β₀ = 0 (λ on β₀ keeps it there), and ∂/∂θ_A = −2(1 − σ(t)) + t = 0."""
+    t = brentq(lambda t: -2 * (1 - 1 / (1 + math.exp(-t))) + t, 0, 5)
+    fit = irt.fit_2pl(np.ones((2, 1)), np.array([0, 0, 1, 1]), np.array([0, 1, 0, 1]), np.array([1.0, 1, 0, 0]), 2,
+                      fix_discrimination=True)
+    assert fit["theta"] == pytest.approx([t, -t], abs=2e-3)
+    assert fit["b"] == pytest.approx([0, 0], abs=2e-3)
+    # b's standard error: 1/√(Σ p(1−p) + 1/τ²) with p = σ(±t)
+    p = 1 / (1 + math.exp(-t))
+    assert fit["b_sd"] == pytest.approx([1 / math.sqrt(2 * p * (1 - p) + 1)] * 2, abs=2e-3)
+
+
+def test_first_choice_is_the_item_of_maximum_information_at_the_prior_mean():
+    """Before any answer the EAP is 0 (the N(0, 1) prior, symmetric grid); the items' information a²p(1 − p) at 0:
+    (a=1, b=0) 0.25; (a=2, b=1) 4·σ(−2)·σ(2) = 0.4200; (a=0.5, b=0) 0.0625; (a=3, b=3) 9·σ(−9)σ(9) = 0.0011."""
+    a = np.array([1.0, 2.0, 0.5, 3.0])
+    b = np.array([0.0, 1.0, 0.0, 3.0])
+    w = irt.posterior(a[:0], b[:0], np.array([]))
+    theta, se = irt.eap(w)
+    assert theta == pytest.approx(0.0, abs=1e-9) and se == pytest.approx(1.0, abs=1e-3)
+    s2 = 1 / (1 + math.exp(2))
+    info = irt.information(theta, a, b)
+    s9 = 1 / (1 + math.exp(9))
+    assert info == pytest.approx([0.25, 4 * s2 * (1 - s2), 0.0625, 9 * s9 * (1 - s9)])
+    assert int(np.argmax(info)) == 1
+    # after a right answer to item 1, the EAP moves up: ∫θ·π(θ)σ(2(θ−1)) / ∫π(θ)σ(2(θ−1)), by quadrature here
+    g = np.linspace(-6, 6, 24001)
+    like = np.exp(-g ** 2 / 2) / (1 + np.exp(-2 * (g - 1)))
+    w = irt.posterior(a[1:2], b[1:2], np.array([1.0]))
+    assert irt.eap(w)[0] == pytest.approx(float((g * like).sum() / like.sum()), abs=1e-3)
+
+
+def test_the_selector_covers_each_length_then_asks_the_most_informative(tmp_path):
+    """AdaptiveSelector on a toy build of two lengths (3 instances each) with hand-set item parameters: at θ = 0
+    (no answer yet) the informations a²p(1 − p) are, at 1,024 tokens, (a=1, b=0) .25, (a=2, b=1) .420, (a=1,
+    b=−2) .105; at 2,048, (a=1, b=3) .045, (a=0.5, b=0) .0625, (a=1, b=2) .105. With one item a wave (a budget of 4
+    calls: a quarter is 1), the first wave is the best at 1,024 (item 1); the second, with 1,024 covered, the best
+    at 2,048 (item 5) although item 0 at 1,024 carries more; a right answer to 1 and a wrong one to 5 leave θ's
+    EAP between, and the third is the most informative at that EAP, worked out here; the fourth spends the budget
+    and a fifth wave is empty."""
+    from types import SimpleNamespace
+
+    from test_spend_and_stopping import make_build
+
+    from ctxbench.run.adaptive import AdaptiveSelector
+
+    build = make_build(tmp_path / "b", per_length=3)
+    ids = [r["instance_id"] for r in pq.read_table(build / "instances.parquet").to_pylist()]
+    a = np.array([1.0, 2.0, 1.0, 1.0, 0.5, 1.0])
+    b = np.array([0.0, 1.0, -2.0, 3.0, 0.0, 2.0])
+    sel = AdaptiveSelector(build, "openai/new", calls=4)
+    reqs = [SimpleNamespace(item={"instance_id": i, "mode": "lc", "sample": 0}) for i in ids]
+    sel._cal = irt.Calibration([("lc", i) for i in ids], irt.instances(build),
+                               irt.ItemParams(a=a, b=b, b_sd=np.zeros(6), b_prior=b, theta={}, beta=np.zeros(1),
+                                              features=[], models=[], n_answers=np.zeros(6, int)), [str(build)])
+    sel.arrange(reqs)
+    w = sel.next_wave(reqs, 1)
+    assert [r.item["instance_id"] for r in w] == [ids[1]]
+    sel.sent(w)
+    sel.score(reqs[1].item, "ok", "Answer: 0", None)  # the fake's item code is never 0: scored wrong...
+    sel.answers[("lc", ids[1])] = [1.0]                # ...set right by hand
+    left = [r for r in reqs if r is not reqs[1]]
+    w = sel.next_wave(left, 1)
+    assert [r.item["instance_id"] for r in w] == [ids[5]]
+    sel.sent(w)
+    sel.answers[("lc", ids[5])] = [0.0]
+    left = [r for r in left if r is not reqs[5]]
+    g = irt.GRID
+    post = np.exp(-g ** 2 / 2) / (1 + np.exp(-2 * (g - 1))) * (1 - 1 / (1 + np.exp(-(g - 2))))
+    th = float((g * post).sum() / post.sum())
+    p = 1 / (1 + np.exp(-a * (th - b)))
+    info = a ** 2 * p * (1 - p)
+    best = max((0, 2, 3, 4), key=lambda j: info[j])
+    w = sel.next_wave(left, 1)
+    assert [r.item["instance_id"] for r in w] == [ids[best]]
+    sel.sent(w)
+    left = [r for r in left if r is not reqs[best]]
+    w = sel.next_wave(left, 8)
+    assert len(w) == 1  # the fourth call of the budget: one item whatever the concurrency
+    sel.sent(w)
+    assert sel.next_wave(left[1:], 8) == [] and sel.left() == 0
+
+
+def test_a_build_without_other_models_is_estimated_from_the_features_alone(tmp_path):
+    """No other model on the build: β has no data (its ridge keeps it 0), so every b = 0 with b_sd = τ = 1 and
+    a = 1; every item informs alike, so the selection alternates between the two lengths (ties: the group asked
+    least). The whole-build estimate is then worked out here by quadrature: θ's posterior from the 6 answers under
+    p(θ) = σ(θ/√(1 + π/8)), the 14 unasked items at its posterior mean, the interval from E[Σp(1−p)] + Var[Σp]."""
+    from fakeserver import FakeOpenAIServer as Fake
+    from test_spend_and_stopping import answer, make_build, wrong
+
+    build = make_build(tmp_path / "b", per_length=10)
+    with Fake(answer_fn=answer) as srv:
+        r = _evaluate(build, srv, "fake", "--adaptive-calls", "6")
+        assert r.exit_code == 0 and srv.count == 6, r.output
+    rows = {x["instance_id"]: x for x in pq.read_table(build / "instances.parquet").to_pylist()}
+    asked = [x["instance_id"] for x in pq.read_table(build / "responses.parquet").to_pylist()]
+    assert sorted(rows[i]["target_tokens"] for i in asked) == [1024] * 3 + [2048] * 3
+    assert score_build(build).adaptive == 3
+    [whole] = [x for x in pq.read_table(build / "adaptive.parquet").to_pylist() if x["context_length"] is None]
+    y = np.array([0.0 if wrong(int(i[1:])) else 1.0 for i in asked])
+    g = np.linspace(-6, 6, 241)
+    p = 1 / (1 + np.exp(-g / math.sqrt(1 + math.pi / 8)))
+    w = np.exp(-g ** 2 / 2) * np.prod([p if v else 1 - p for v in y], axis=0)
+    w /= w.sum()
+    mu, var = w @ (14 * p), w @ (14 * p * (1 - p) + (14 * p) ** 2) - (w @ (14 * p)) ** 2
+    est = (y.sum() + mu) / 20
+    assert whole["n_asked"] == 6 and whole["n_instances"] == 20 and whole["method"] == "rasch-map-features+eap"
+    assert whole["estimate"] == pytest.approx(est, abs=1e-4)
+    assert whole["ci_high"] - whole["ci_low"] == pytest.approx(2 * 1.959964 * math.sqrt(var) / 20, abs=1e-3)
+
+
+def test_target_ci_stops_an_adaptive_run_once_the_whole_build_interval_is_narrow(tmp_path):
+    """--adaptive-calls 20 --target-ci 0.3 on a toy build of 20 instances: the run stops once the whole-build
+    interval is within ±0.3, before the budget; the half-width it reports is ≤ 0.3 and adaptive.parquet's
+    whole-build interval (the same computation) agrees; a rerun asks nothing."""
+    from fakeserver import FakeOpenAIServer as Fake
+    from test_spend_and_stopping import answer, make_build
+
+    build = make_build(tmp_path / "b", per_length=10)
+    with Fake(answer_fn=answer) as srv:
+        r = _evaluate(build, srv, "fake", "--adaptive-calls", "20", "--target-ci", "0.3", "--concurrency", "1")
+        assert r.exit_code == 0, r.output
+        n = srv.count
+        assert 0 < n < 20 and "--target-ci 0.3 reached" in r.output, r.output
+        hw = float(re.search(r"whole-build estimate ±([0-9.]+)", r.output).group(1))
+        assert hw <= 0.3
+        r = _evaluate(build, srv, "fake", "--adaptive-calls", "20", "--target-ci", "0.3", "--concurrency", "1")
+        assert r.exit_code == 0 and srv.count == n, r.output
+    score_build(build)
+    [whole] = [x for x in pq.read_table(build / "adaptive.parquet").to_pylist() if x["context_length"] is None]
+    assert whole["n_asked"] == n and (whole["ci_high"] - whole["ci_low"]) / 2 == pytest.approx(hw, abs=1e-3)
+
+
+def test_max_cost_trims_an_adaptive_run_and_a_larger_cap_continues_to_the_budget(tmp_path):
+    """--adaptive-calls 15 under a cap that lets about 5 calls through: the cap stops it (exit 3), the calls
+    counted towards N are the calls sent; a rerun with a larger cap asks the rest of the 15, no more."""
+    from fakeserver import FakeOpenAIServer as Fake
+    from test_spend_and_stopping import answer, make_build
+
+    build = make_build(tmp_path / "b", per_length=10)
+    with Fake(answer_fn=answer) as srv:
+        args = ("--adaptive-calls", "15", "--price", "2,8", "--concurrency", "1")
+        r = _evaluate(build, srv, "fake", *args, "--max-cost", "0.002")
+        n = srv.count
+        assert r.exit_code == 3 and 0 < n < 15, r.output
+        assert f"({n} calls counted of 15)" in r.output, r.output
+        r = _evaluate(build, srv, "fake", *args, "--max-cost", "1")
+        assert r.exit_code == 0 and srv.count == 15, r.output
+
+
+def test_group_prediction_of_unasked_items():
+    """θ known exactly (all weight on θ = 0): two unasked items with p = ½ and σ(1); one asked item scored 1. The
+    estimate is (1 + ½ + σ(1)) / 3 and the interval ±1.96·√(¼ + σ(1)σ(−1)) / 3."""
+    w = np.zeros(len(irt.GRID))
+    w[np.argmin(abs(irt.GRID))] = 1.0
+    est, lo, hi = irt.predict_group(w, [1.0], np.array([1.0, 1.0]), np.array([0.0, -1.0]), np.zeros(2))
+    s1 = 1 / (1 + math.exp(-1))
+    assert est == pytest.approx((1 + 0.5 + s1) / 3)
+    half = 1.959963984540054 * math.sqrt(0.25 + s1 * (1 - s1)) / 3
+    assert (lo, hi) == pytest.approx((est - half, min(1.0, est + half)))
+
+
+# ------------------------------------------------------------------------------------------------- end to end
+
+@pytest.fixture(scope="module")
+def needles4(shared_data, tmp_path_factory):
+    from conftest import require_path
+
+    from ctxbench.tracks.needles import NeedlesConfig, build_needles
+
+    corpus = require_path(shared_data / "classical" / "songyuan_xuean" / "volumes", "宋元學案 volumes")
+    out = tmp_path_factory.mktemp("adaptive") / "needles"
+    build_needles(NeedlesConfig(corpus=str(corpus), models=["gpt-4.1"], lengths=LENGTHS, output_budget=64), out)
+    return out
+
+
+def _instances(build) -> list[dict]:
+    return pq.read_table(build / "instances.parquet").to_pylist()
+
+
+def _right(model: str, instance_id: str, L: int) -> bool:
+    """Whether the simulated model answers this instance right: SHA-256 of (model, instance) below P_RIGHT."""
+    u = int(hashlib.sha256(f"{model}|{instance_id}".encode()).hexdigest(), 16) / 2 ** 256
+    return u < P_RIGHT[model][LENGTHS.index(L)]
+
+
+def _server(build):
+    rows = _instances(build)
+
+    def answer(body: dict) -> str:
+        text = message_text(body["messages"][-1]["content"])
+        # the instance whose question and context the prompt holds (a shorter haystack can be part of a longer one)
+        r = max((r for r in rows if r["question"] in text and r["context"] in text), key=lambda r: len(r["context"]))
+        model = body["model"].split("/")[-1]
+        if not _right(model, r["instance_id"], r["target_tokens"]):
+            return "文中未提及。"
+        acc = json.loads(r["accepted_answers"] or "[]") or [json.loads(r["gold"])]
+        return f"Answer: {acc[0]}"
+
+    return FakeOpenAIServer(answer_fn=answer)
+
+
+@pytest.fixture(autouse=True)
+def _env(tmp_path, monkeypatch):
+    monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(ev, "RetryPolicy", functools.partial(RetryPolicy, base_delay_s=0.01, max_delay_s=0.05))
+
+
+def _evaluate(build, srv, model, *extra):
+    return CliRunner().invoke(app, ["evaluate", "--build", str(build), "--model", f"openai/{model}", "--base-url",
+                                    srv.base_url, "--max-tokens", "64", *extra])
+
+
+def _primary_mean(build, model) -> float:
+    inst = irt.instances(build)
+    ans = irt.answers(build, inst)
+    vals = [s for (m, _, _), s in ans.items() if m == f"openai/{model}"]
+    assert len(vals) == len(inst)
+    return sum(vals) / len(vals)
+
+
+def test_adaptive_calls_on_a_needles_build_of_four_lengths(needles4, tmp_path):
+    build = tmp_path / "b"
+    shutil.copytree(needles4, build)
+    rows = _instances(build)
+    assert sorted({r["target_tokens"] for r in rows}) == LENGTHS
+    with _server(build) as srv:
+        for m in ("m1", "m2", "m3", "m4", "m5"):
+            r = _evaluate(build, srv, m)
+            assert r.exit_code == 0, r.output
+        score_build(build)
+        n0 = srv.count
+        r = _evaluate(build, srv, "m6", "--adaptive-calls", "25")
+        assert r.exit_code == 0, r.output
+        asked = srv.count - n0
+        assert 0 < asked <= 25
+        assert "--adaptive-calls 25" in r.output
+        # every context length covered
+        m6 = [x for x in pq.read_table(build / "responses.parquet").to_pylist() if x["model"] == "openai/m6"]
+        by_id = {x["instance_id"]: x for x in rows}
+        assert {by_id[x["instance_id"]]["target_tokens"] for x in m6} == set(LENGTHS)
+        r = CliRunner().invoke(app, ["score", "--build", str(build)])
+        assert r.exit_code == 0 and "adaptive estimate (item response theory, not a full result): openai/m6 lc" \
+            in r.output, r.output
+        ad = pq.read_table(build / "adaptive.parquet").to_pylist()
+        assert len(ad) == 5 and all(x["model"] == "openai/m6" for x in ad)  # four lengths and the whole build
+        whole = [x for x in ad if x["context_length"] is None]
+        # compare: the five full runs on every instance, the sixth model's cells its estimates, marked as such
+        r = CliRunner().invoke(app, ["compare", str(build), "--out", str(tmp_path / "board")])
+        assert r.exit_code == 0, r.output
+        cells = pq.read_table(tmp_path / "board" / "leaderboard.parquet").to_pylist()
+        per_len = len(rows) // 4
+        for c in cells:
+            if c["model"] == "openai/m6":
+                e = [x for x in ad if x["context_length"] == c["context_length"]][0]
+                assert c["estimate"] and c["score"] == e["estimate"] and c["n"] == e["n_asked"]
+            else:
+                assert not c["estimate"] and c["n"] == per_len
+        assert "estimate" in (tmp_path / "board" / "index.html").read_text(encoding="utf-8")
+        # ranked together: P(the full grid ranks m6 above a full run) = Φ((estimate − its Avg) / (half-width/1.96))
+        avgs = {a["model"]: a for a in pq.read_table(tmp_path / "board" / "averages.parquet").to_pylist()}
+        page = (tmp_path / "board" / "index.html").read_text(encoding="utf-8")
+        assert "Adaptive and full runs ranked together" in page
+        a6 = avgs["openai/m6"]
+        assert a6["estimate"] and a6["avg"] == whole[0]["estimate"]
+        se = (whole[0]["ci_high"] - whole[0]["ci_low"]) / 2 / 1.959963984540054
+        order = sorted(avgs, key=lambda m: -avgs[m]["avg"])
+        cells = "".join("<td>–</td>" if m == "openai/m6" else
+                        f"<td>{0.5 * (1 + math.erf((a6['avg'] - avgs[m]['avg']) / se / math.sqrt(2))):.2f}</td>"
+                        for m in order)
+        rank = order.index("openai/m6") + 1
+        assert f'<td class="name">{rank} · openai/m6 (estimate)</td><td>≈{a6["avg"]:.3f}</td>{cells}</tr>' in page
+        doc = build_report(build).read_text(encoding="utf-8")
+        assert "Adaptive estimates (item response theory, not full results)" in doc and "whole build" in doc
+        assert len(whole) == 1 and whole[0]["model"] == "openai/m6" and whole[0]["n_asked"] == asked
+        assert whole[0]["n_instances"] == len(rows)
+        items = pq.read_table(build / "irt_items.parquet").to_pylist()
+        prov = json.loads(items[0]["provenance"])
+        assert prov["models"] == [f"openai/m{k}" for k in range(1, 6)] and prov["answers"] == 5 * len(rows)
+        # a rerun with the same budget asks nothing; a larger one continues
+        n1 = srv.count
+        r = _evaluate(build, srv, "m6", "--adaptive-calls", "25")
+        assert r.exit_code == 0 and srv.count == n1, r.output
+        r = _evaluate(build, srv, "m6", "--adaptive-calls", "30")
+        assert r.exit_code == 0 and 0 < srv.count - n1 <= 5, r.output
+        # the full grid, in a copy: its score is what the interval must cover
+        full = tmp_path / "full"
+        shutil.copytree(needles4, full)
+        r = _evaluate(full, srv, "m6")
+        assert r.exit_code == 0, r.output
+        # the same model evaluated in full on the adaptive build: a full run now, no estimate left
+        r = _evaluate(build, srv, "m6")
+        assert r.exit_code == 0, r.output
+        assert score_build(build).adaptive == 0 and not (build / "adaptive.parquet").exists()
+    truth = _primary_mean(full, "m6")
+    lo, hi = whole[0]["ci_low"], whole[0]["ci_high"]
+    assert lo <= truth <= hi, (truth, whole[0])
+    assert hi - lo < 0.5
