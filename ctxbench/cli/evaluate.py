@@ -9,7 +9,7 @@ import typer
 
 from ctxbench.cli.common import (USER_ERRORS, check_efforts, check_mode, check_positive_ints, check_price, check_words,
     console, fail, out_console, progress_bar, say_failed, say_retries, warn_unknown_model)
-from ctxbench.cli.options import check_env, check_text, check_url, parse_ints
+from ctxbench.cli.options import check_base_url, check_env, check_text, parse_ints
 from ctxbench.core.errors import EmptySelection, InputError
 from ctxbench.core.storage import find_builds
 from ctxbench.models.backends import server_for
@@ -37,8 +37,10 @@ def evaluate_cmd(
     build: Path = typer.Option(..., exists=True, file_okay=False, help="build directory"),
     model: str = typer.Option(..., callback=check_text,
                               help="model name (registry name, litellm name, or the embedded smollm2-135m-instruct)"),
-    base_url: Optional[str] = typer.Option(None, callback=check_url,
-                                           help="OpenAI-compatible endpoint (vLLM, llama.cpp, Ollama)"),
+    base_url: Optional[str] = typer.Option(None, callback=check_base_url,
+                                           help="OpenAI-compatible endpoint (vLLM, llama.cpp, Ollama); several "
+                                                "replicas of one model: comma-separated URLs or a deployment file "
+                                                "(contexts sharded over them)"),
     api_key_env: Optional[str] = typer.Option(None, callback=check_env,
                                               help="environment variable holding the key for --base-url"),
     concurrency: int = typer.Option(8, min=1, help="calls in flight for this model"),
@@ -221,7 +223,8 @@ def backfill_cmd(
                               help="runs root: every completed build under it (recursively) is evaluated"),
     benchmarks: Optional[str] = typer.Option(None, callback=check_words, help="only builds of these benchmarks, "
                                              "comma-separated (holobench, scitrek, needles, lara, ...); default all"),
-    base_url: Optional[str] = typer.Option(None, callback=check_url, help="OpenAI-compatible endpoint of --model"),
+    base_url: Optional[str] = typer.Option(None, callback=check_base_url, help="OpenAI-compatible endpoint of "
+                                           "--model (several replicas: comma-separated, or a deployment file)"),
     api_key_env: Optional[str] = typer.Option(None, callback=check_env,
                                               help="environment variable holding the key for --base-url"),
     concurrency: int = typer.Option(8, min=1, help="calls in flight"),

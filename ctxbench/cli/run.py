@@ -15,7 +15,7 @@ from ctxbench.cli.common import (USER_ERRORS, check_mode, check_positive_ints, c
     warn_unknown_model)
 from ctxbench.cli.evaluate import report_evaluation
 from ctxbench.cli.logfilter import quiet_interrupt_crash
-from ctxbench.cli.options import check_text, check_url, config_values, option_specs, parameters, parse_ints
+from ctxbench.cli.options import check_base_url, check_text, config_values, option_specs, parameters, parse_ints
 from ctxbench.cli.progress import RunProgress
 from ctxbench.cli.results import print_results
 from ctxbench.core.errors import CtxbenchError
@@ -47,7 +47,8 @@ def run_cmd(
         "prefect", help="prefect (flow `nightly`) | luigi (local scheduler, no server; needs .\\[service])"),
     model: Optional[str] = typer.Option(None, callback=check_text,
                                         help="model to evaluate (default: the embedded SmolLM2)"),
-    base_url: Optional[str] = typer.Option(None, callback=check_url, help="OpenAI-compatible endpoint of --model"),
+    base_url: Optional[str] = typer.Option(None, callback=check_base_url, help="OpenAI-compatible endpoint of "
+                                           "--model (several replicas: comma-separated, or a deployment file)"),
     force: bool = typer.Option(False, "--force", help="write into a non-empty --out that is no run root"),
     max_tokens: Optional[int] = typer.Option(None, min=1, help="output budget of each reply in tokens (default: "
                                                                "the registry's); a reply it ends is cut off, "

@@ -28,6 +28,7 @@ from typing import Any
 from ctxbench.core.config import cache_dir
 from ctxbench.core.hashing import canonical_json
 from ctxbench.core.storage import writing
+from ctxbench.models.deployment import deployment_key, is_deployment, parse_deployment
 from ctxbench.models.local_server import embedded_endpoint
 from ctxbench.models.providers import PROVIDER_HOSTS, model_provider
 from ctxbench.models.registry import model_info
@@ -84,9 +85,17 @@ def endpoint_id(model: str, base_url: str | None) -> str | None:
     ``--base-url``; a provider's default endpoint is its name). None (nothing added to the key) for no base URL or
     the model's own provider's public API host (``--model gpt-4o --base-url https://api.openai.com/v1`` is the
     same endpoint as ``--model gpt-4o``); another provider's public host gives that provider's name; any other
-    server its :func:`normalise_base_url`."""
+    server its :func:`normalise_base_url`. A deployment of several replicas (:mod:`ctxbench.models.deployment`:
+    comma-separated URLs or a deployment file) is its name, ``deployment:<name>``, never a replica's URL, so the
+    replicas' order and number leave the keys unchanged. Raises InputError for a deployment that cannot be
+    read."""
     if not base_url:
         return None
+    if is_deployment(base_url):
+        dep = parse_deployment(base_url, model)
+        if dep.several:
+            return deployment_key(dep)
+        base_url = dep.replicas[0]  # one URL written as a list ("http://a/v1,"): keyed as that URL
     norm = normalise_base_url(base_url)
     host = norm.split("://", 1)[1].split("/", 1)[0].split("?", 1)[0]
     provider = PROVIDER_HOSTS.get(host)
