@@ -190,6 +190,7 @@ def test_a_failing_replica_is_taken_out_and_its_contexts_move(tmp_path, fault):
             bad_url = b.base_url
         r = _evaluate(build, f"{a.base_url},{bad_url}")
         assert r.exit_code == 0, r.output
+        assert f"replica {bad_url} taken out of service" in r.output.replace("\n", "")
         rows = pq.read_table(build / "responses.parquet").to_pylist()
         assert len(rows) == 32 and {x["status"] for x in rows} == {"ok"}
         answered = a.call_counts(ok_only=True) + b.call_counts(ok_only=True)

@@ -228,6 +228,13 @@ class CallRunner:
             self.heartbeat()
 
     @property
+    def replicas_down(self) -> dict[str, str]:
+        """Replicas of a deployment (:mod:`ctxbench.models.deployment`) this run took out of service, each with
+        the last error it gave; empty for a single endpoint."""
+        health = getattr(self._gw._backend if self._gw is not None else None, "health", None)
+        return dict(health.down) if health is not None else {}
+
+    @property
     def paused(self) -> bool:
         """True once no new call starts: a provider outage (``status`` ``paused``) or a configuration error
         (``config_error``: every call would fail alike)."""

@@ -644,6 +644,8 @@ def _run_calls(calls: list[dict], cfg: EvalConfig, plan: Plan, cache: ResponseCa
     finally:
         flush()
         s.batches = runner.batches_resumed + runner.batches_submitted
+        s.notes += [f"replica {r} taken out of service, its contexts moved to the others: {why}"
+                    for r, why in runner.replicas_down.items()]
         if runner.status == "config_error":
             s.status = "config_error"
             s.notes.insert(0, runner.pause_reason or "stopped: configuration error")
