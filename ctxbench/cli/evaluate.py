@@ -17,6 +17,7 @@ from ctxbench.run.backfill import BackfillConfig, builds_by_benchmark
 from ctxbench.run.dryrun import estimate
 from ctxbench.run.evaluate import EvalConfig, evaluate_build
 from ctxbench.run.spend import cap_prices, parse_price
+from ctxbench.run.workers import evaluate_workers
 
 
 def _eval_cfg(model, base_url, concurrency, samples, per_length, prompt_variant, max_tokens, temperature,
@@ -97,6 +98,9 @@ def evaluate_cmd(
                                                         "thinkingBudget, chat_template_kwargs.enable_thinking)"),
     thinking_budget: Optional[int] = typer.Option(None, min=0, help="reasoning tokens allowed (Anthropic "
                                                                     "budget_tokens, Gemini thinkingBudget)"),
+    workers: int = typer.Option(1, min=1, help="evaluation workers, each with --concurrency calls in flight, sharded "
+                                               "by context (Dask: the scheduler at CTXBENCH_DASK_ADDRESS, else a "
+                                               "local cluster; needs .\\[service])"),
 ) -> None:
     """Evaluate a model on a build; appends to BUILD/responses.parquet (reruns make no stored call again)."""
     try:
@@ -122,8 +126,12 @@ def evaluate_cmd(
             cap_prices(model, cfg.price, batch)
         with progress_bar() as p, say_retries(p.console):
             t = p.add_task(f"calling {model}", total=None)
-            s = evaluate_build(build, cfg, progress=lambda d, n: p.update(t, completed=d, total=n),
-                               server=server_for(model, base_url))
+            if workers > 1 and server_for(model, base_url) is None:  # the embedded model: one server, one worker
+                p.update(t, description=f"calling {model} ({workers} workers)")
+                s = evaluate_workers(build, cfg, workers, progress=lambda d, n: p.update(t, completed=d, total=n))
+            else:
+                s = evaluate_build(build, cfg, progress=lambda d, n: p.update(t, completed=d, total=n),
+                                   server=server_for(model, base_url))
     except USER_ERRORS as e:
         fail(e)
     raise typer.Exit(report_evaluation(s, build))

@@ -37,6 +37,7 @@ from ctxbench.models.effort import apply_effort, budget_of, check_budget, parse_
 from ctxbench.models.probe import forecast_seconds, probe_speed
 from ctxbench.retrieval import RetrievalConfig, retrieve
 from ctxbench.retrieval.dense import require_dense
+from ctxbench.run.shard import restrict_plan
 from ctxbench.run.spend import cap_prices, evaluate_in_waves
 from ctxbench.tokenizers import get_tokenizer
 
@@ -396,14 +397,16 @@ def _public(t: dict) -> dict:
 
 def evaluate_build(build_dir: str | Path, cfg: EvalConfig, count_tokens: Callable[[str], int] | None = None,
                    cache: ResponseCache | None = None, progress: Callable[[int, int], None] | None = None,
-                   flush_every: int = 8, server: Callable[[], Any] | None = None) -> EvalSummary:
+                   flush_every: int = 8, server: Callable[[], Any] | None = None,
+                   contexts: set[str] | None = None) -> EvalSummary:
     """Evaluate ``cfg.model`` on the build in ``build_dir``, appending to ``responses.parquet``.
 
     ``count_tokens`` counts prompt tokens in the model's tokenizer (for the over-length pre-check where the
     window is known, and the silent-truncation check). ``server`` makes a context manager for a local model server
     (with ``base_url``, ``count_tokens`` and optionally ``n_ctx``), entered only when some request is neither
     stored nor cached, so a fully cached rerun starts nothing and calls nothing. Every call goes through a
-    :class:`ctxbench.models.runner.CallRunner`. Raises InputError when the directory holds no build.
+    :class:`ctxbench.models.runner.CallRunner`. ``contexts``: only the requests on these contexts (hashes, one
+    worker's shard: :mod:`ctxbench.run.shard`). Raises InputError when the directory holds no build.
     """
     build_dir = Path(build_dir)
     cache = cache if cache is not None else ResponseCache()  # an empty cache is falsy (__len__)
@@ -419,6 +422,8 @@ def evaluate_build(build_dir: str | Path, cfg: EvalConfig, count_tokens: Callabl
     if cfg.max_cost is not None:  # a model without a price is refused before the prompts are rendered and counted
         cap_prices(cfg.model, cfg.price, cfg.batch)
     plan = plan_requests(build_dir, cfg, cache)
+    if contexts is not None:  # one worker's shard (ctxbench.run.workers)
+        plan = restrict_plan(plan, contexts)
     s = EvalSummary(selected=plan.selected, already_stored=plan.already_stored, from_cache=len(plan.hits),
                     empty_reason=plan.empty_reason)
     s.max_tokens = plan.max_tokens

@@ -1,0 +1,113 @@
+"""``evaluate --workers N`` (issue 36): calls sharded over Dask workers by context, every question of a context on
+one worker, contexts balanced by the prompt tokens they carry (not their count); each call made once; a rerun
+starts nothing."""
+
+from __future__ import annotations
+
+import functools
+import json
+
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+import ctxbench.run.evaluate as ev
+from ctxbench.cli import app
+from ctxbench.core.storage import to_table, write_parquet
+from ctxbench.models.cache import ResponseCache
+from ctxbench.models.gateway import RetryPolicy
+from ctxbench.run.evaluate import EvalConfig, plan_requests
+from ctxbench.run.shard import assign_contexts, restrict_plan
+from ctxbench.run.workers import combine, plan_shards
+from fakeserver import FakeOpenAIServer
+
+runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def _env(tmp_path, monkeypatch):
+    monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("CTXBENCH_DASK_ADDRESS", raising=False)
+    monkeypatch.delenv("CTXBENCH_CACHE_URL", raising=False)
+    monkeypatch.setattr(ev, "RetryPolicy", functools.partial(RetryPolicy, base_delay_s=0.01, max_delay_s=0.05))
+
+
+def test_contexts_are_balanced_by_tokens_not_by_count():
+    # worked by hand (longest first, each to the lighter worker): a->0 (100); b->1 (60); c->1 (110); d->0 (140);
+    # e->1 (120)
+    assert assign_contexts({"a": 100, "b": 60, "c": 50, "d": 40, "e": 10}, 2) == [["a", "d"], ["b", "c", "e"]]
+    # one long context against nine short ones: the long one alone (an even count would put 5 and 5)
+    tokens = {"big": 1000, **{f"s{i}": 10 for i in range(9)}}
+    got = assign_contexts(tokens, 2)
+    assert got[0] == ["big"] and sorted(got[1]) == sorted(f"s{i}" for i in range(9))
+    assert assign_contexts({"x": 5}, 3) == [["x"], [], []]
+    assert assign_contexts(tokens, 3) == assign_contexts(dict(reversed(list(tokens.items()))), 3)  # deterministic
+    with pytest.raises(ValueError):
+        assign_contexts(tokens, 0)
+
+
+def make_build(d, sizes=(150, 10, 10, 10, 10, 10), questions=3):
+    """Contexts of ``sizes`` sentences, ``questions`` questions each."""
+    d.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for c, n in enumerate(sizes):
+        ctx = " ".join(f"Entry {i} of ledger {c} is at shelf {i * 7 % 101}." for i in range(n))
+        for q in range(questions):
+            rows.append({"instance_id": f"c{c}q{q}", "benchmark": "holobench", "source_id": "toy",
+                         "question": f"Which shelf holds entry {q} of ledger {c}?", "gold": json.dumps([[q]]),
+                         "context": ctx, "tokenizer": "cl100k_base", "target_tokens": 1024, "context_tokens": 100,
+                         "context_format": "full_text", "query_types": "[]", "evidence_spans": "[]",
+                         "build_hash": "wbuild"})
+    write_parquet(to_table("instances", rows), d / "instances.parquet")
+    (d / "manifest.json").write_text(json.dumps({"build_hash": "wbuild", "track": "holobench"}), encoding="utf-8")
+    return d
+
+
+def test_shards_keep_a_context_whole_and_restrict_the_plan(tmp_path):
+    build = make_build(tmp_path / "b")
+    cfg = EvalConfig(model="openai/fake", base_url="http://127.0.0.1:9/v1", max_tokens=32)
+    plan = plan_requests(build, cfg, ResponseCache())
+    shards = plan_shards(plan, 2)
+    ctx_of = {t["instance_id"]: t["_ctx"] for t in plan.todo}
+    big = ctx_of["c0q0"]  # 150 sentences: more tokens than the other five contexts together
+    assert len(shards) == 2 and sorted(sum(shards, [])) == sorted(set(ctx_of.values()))
+    assert [big] in shards  # alone on its worker
+    parts = [restrict_plan(plan, set(s)) for s in shards]
+    assert sorted(t["instance_id"] for p in parts for t in p.pending) == sorted(ctx_of)  # each request once
+    for p in parts:  # every question of a context in the same part
+        ids = {t["instance_id"] for t in p.pending}
+        assert all({f"c{c}q{q}" for q in range(3)} <= ids for c in {i[1] for i in ids})
+
+
+def test_combine_adds_counts_and_keeps_the_worst_status():
+    a = {"calls": 3, "from_cache": 1, "retry_delay_s": 0.5, "notes": ["x"], "status": "complete",
+         "unfinished_finish": {"length": 1}, "max_tokens": 32}
+    b = {"calls": 4, "from_cache": 0, "retry_delay_s": 0.25, "notes": ["y"], "status": "paused",
+         "unfinished_finish": {"length": 2, "stop": 1}, "max_tokens": 32}
+    s = combine([a, b], selected=9, already_stored=2)
+    assert (s.calls, s.from_cache, s.retry_delay_s, s.notes, s.status) == (7, 1, 0.75, ["x", "y"], "paused")
+    assert s.unfinished_finish == {"length": 3, "stop": 1} and (s.selected, s.already_stored) == (9, 2)
+
+
+def test_evaluate_with_two_workers_makes_each_call_once_and_a_rerun_starts_nothing(tmp_path):
+    build = make_build(tmp_path / "b")
+    with FakeOpenAIServer(latency_s=0.05) as srv:
+        args = ["evaluate", "--build", str(build), "--model", "openai/fake", "--base-url", srv.base_url,
+                "--max-tokens", "32", "--concurrency", "2", "--workers", "2"]
+        r = runner.invoke(app, args)
+        assert r.exit_code == 0, r.output
+        counts = srv.call_counts()
+        assert len(counts) == 18 and set(counts.values()) == {1}
+        assert "18 calls made, 0 from cache" in r.output
+        rows = pq.read_table(build / "responses.parquet").to_pylist()
+        assert len(rows) == 18 and {x["status"] for x in rows} == {"ok"}
+        srv.reset_counts()
+        r = runner.invoke(app, args)
+        assert r.exit_code == 0 and srv.count == 0 and "0 calls made" in r.output
+
+
+def test_workers_refuse_options_that_need_every_call_at_once(tmp_path):
+    build = make_build(tmp_path / "b", sizes=(5,), questions=1)
+    r = runner.invoke(app, ["evaluate", "--build", str(build), "--model", "openai/fake", "--base-url",
+                            "http://127.0.0.1:9/v1", "--batch", "--workers", "2"])
+    assert r.exit_code == 2 and "--batch decides over all calls at once" in r.output
