@@ -291,10 +291,12 @@ TrackBuild = Annotated[Union[tuple([*(_track_build_model(t) for t in registered_
 DefaultConfig = default_track().Config
 
 
-def _nightly_one(t: Track, cfg: BaseModel, out: str, versioned: bool, models: list[EvalConfig], **inputs) -> dict:
+def _nightly_one(t: Track, cfg: BaseModel, out: str, versioned: bool, models: list[EvalConfig], workers: int = 1,
+                 **inputs) -> dict:
     b = get_build_flow(t)(cfg, out, versioned=versioned, **inputs)
     bdir = str(b["out"])
-    return {"build": b, "evaluations": {m.model: evaluate_flow(bdir, m) for m in models}, "scores": score_flow(bdir),
+    return {"build": b, "evaluations": {m.model: evaluate_flow(bdir, m, workers=workers) for m in models},
+            "scores": score_flow(bdir),
             "report": report_flow(bdir), "out": str(Path(out)), "build_dir": bdir}
 
 
@@ -312,17 +314,18 @@ def nightly(build: DefaultConfig | None = DefaultConfig(lengths=[2048, 4096]),  
             out: str = "runs/default",
             models: list[EvalConfig] = [EvalConfig(model=EMBEDDED_MODEL, per_length=8)],  # noqa: B006
             tracks: list[TrackBuild] = [],  # type: ignore[valid-type]  # noqa: B006
-            versioned: bool = True) -> dict:
+            versioned: bool = True, workers: int = 1) -> dict:
     """build → evaluate (each model) → score → report for the default track's ``build`` into ``out`` (None: skip
     it) and for every entry of ``tracks`` (``{"track": NAME, "config": {...}, "out": DIR, "versioned": bool}`` plus
     the track's inputs, e.g. ``s2`` to fetch new Semantic Scholar clusters before an article build).
 
     Incremental (ctxbench.run.incremental): with ``versioned`` the build goes to ``out/<build_hash>`` (``out/latest``
     points at it, older builds stay); unchanged inputs build nothing, stored calls are not repeated, and score and
-    report run only when their inputs changed."""
+    report run only when their inputs changed. ``workers``: evaluation tasks per model (``evaluate``'s
+    ``workers``: sharded by context)."""
     res: dict = {}
     if build is not None:
-        res = _nightly_one(default_track(), build, out, versioned, models)
+        res = _nightly_one(default_track(), build, out, versioned, models, workers)
     for tb in tracks:
         t = get_track(tb.track)
         if isinstance(tb, AnyTrackBuild):
@@ -330,5 +333,5 @@ def nightly(build: DefaultConfig | None = DefaultConfig(lengths=[2048, 4096]),  
         else:
             cfg, tout, inputs = tb.config, tb.out, {k: getattr(tb, k) for k in t.inputs}
         res.setdefault("tracks", []).append({"track": t.name, **_nightly_one(t, cfg, tout, tb.versioned, models,
-                                                                             **inputs)})
+                                                                             workers, **inputs)})
     return res

@@ -111,3 +111,19 @@ def test_workers_refuse_options_that_need_every_call_at_once(tmp_path):
     r = runner.invoke(app, ["evaluate", "--build", str(build), "--model", "openai/fake", "--base-url",
                             "http://127.0.0.1:9/v1", "--batch", "--workers", "2"])
     assert r.exit_code == 2 and "--batch decides over all calls at once" in r.output
+
+
+def test_backfill_with_workers_shards_each_build(tmp_path):
+    make_build(tmp_path / "runs" / "b", sizes=(10, 10, 10, 10), questions=2)
+    with FakeOpenAIServer() as srv:
+        r = runner.invoke(app, ["backfill", "--runs", str(tmp_path / "runs"), "--model", "openai/fake",
+                                "--base-url", srv.base_url, "--max-tokens", "32", "--workers", "2"])
+        assert r.exit_code == 0, r.output
+        counts = srv.call_counts()
+    assert len(counts) == 8 and set(counts.values()) == {1} and "8 calls made" in r.output
+
+
+def test_run_workers_need_the_prefect_engine(tmp_path):
+    r = runner.invoke(app, ["run", "--engine", "luigi", "--workers", "2", "--model", "gpt-4o", "--base-url",
+                            "http://127.0.0.1:9/v1", "--out", str(tmp_path / "runs")])
+    assert r.exit_code == 2 and "use --engine prefect" in r.output and not (tmp_path / "runs").exists()

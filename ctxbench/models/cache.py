@@ -198,7 +198,8 @@ CACHE_SCHEMA = ("PRAGMA synchronous=NORMAL",
                 "NOT NULL)")
 
 
-CACHE_URL_ENV = "CTXBENCH_CACHE_URL"  # postgresql://...: the cache and its claims in PostgreSQL (ctxbench.models.cache_pg)
+# postgresql://...: the cache and its claims in PostgreSQL (ctxbench.models.cache_pg)
+CACHE_URL_ENV = "CTXBENCH_CACHE_URL"
 
 
 class ResponseCache:

@@ -30,7 +30,7 @@ _SCHEMA_LOCK = 7_360_036  # advisory lock id of the schema set-up (concurrent CR
 
 def is_pg_url(url: str | None) -> bool:
     """Whether ``url`` names a PostgreSQL database (``postgresql://`` or ``postgres://``)."""
-    return bool(url) and url.strip().lower().split("://", 1)[0] in ("postgresql", "postgres")  # type: ignore[union-attr]
+    return bool(url) and str(url).strip().lower().split("://", 1)[0] in ("postgresql", "postgres")
 
 
 def shown_url(url: str) -> str:

@@ -207,7 +207,8 @@ def is_embedded(model: str, base_url: str | None) -> bool:
 
 def backend_name(model: str, base_url: str | None = None, backend: str = "auto") -> str:
     """The registered backend (:mod:`ctxbench.models.backends`) a call of ``model`` goes through. ``backend``:
-    ``auto`` or ``http`` (``openai_http`` for a base URL, ``replicas`` for several (:mod:`ctxbench.models.deployment`), ``embedded`` for the embedded model, else ``litellm``),
+    ``auto`` or ``http`` (``openai_http`` for a base URL, ``replicas`` for several (:mod:`ctxbench.models.deployment`),
+    ``embedded`` for the embedded model, else ``litellm``),
     ``litellm`` (litellm also for a base URL, sent as its ``api_base``), or any registered name, taken as given."""
     if backend not in ("auto", "http"):
         return backend
