@@ -7,13 +7,16 @@ machines, which then need the build directory at the same path and one shared ca
 local cluster of N worker processes started for the run and closed at its end. The workers share the response cache
 and claim each request key before calling (:meth:`ctxbench.models.cache.ResponseCache.claim`), so no call is made
 twice, even when a worker is killed (its claims lapse and a rerun makes only the missing calls). Workers talk to no
-Prefect API. The parent plans the calls once, so a fully answered evaluation starts no cluster.
+Prefect API. The parent plans the calls once, so a fully answered evaluation starts no cluster. With a local cluster
+the parent process is the first worker: it starts calling at once (as one process would) while the other N-1
+start.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import fields
 from pathlib import Path
 from typing import Any, Callable
@@ -97,22 +100,43 @@ def evaluate_workers(build: str | Path, cfg: EvalConfig, workers: int, address: 
     shards = plan_shards(plan, workers)
     if workers == 1 or len(shards) <= 1 or not (plan.pending or plan.verify):
         return evaluate_build(build, cfg, cache=cache, progress=progress)  # nothing to share out
-    client = _client(len(shards), address if address is not None else os.environ.get(DASK_ADDRESS_ENV))
-    try:
-        distributed = require("distributed", "evaluate --workers (Dask)")
-        futs = [client.submit(evaluate_shard, str(build.resolve()), cfg.model_dump(), sh, pure=False,
-                              key=f"ctxbench-shard-{i}-{os.getpid()}") for i, sh in enumerate(shards)]
-        parts, done = [], 0
+    require("distributed", "evaluate --workers (Dask)")  # said before any call
+    address = address if address is not None else os.environ.get(DASK_ADDRESS_ENV)
+    # a local cluster: this process is the first worker (warm: it calls at once, as one process would) while the
+    # cluster of the other N-1 starts; a remote scheduler gets every shard
+    own, remote = (shards[0], shards[1:]) if not address else (None, shards)
+    cfg_d, where = cfg.model_dump(), str(build.resolve())
+    done = [0]
+
+    def tick() -> None:
+        done[0] += 1
         if progress:
-            progress(0, len(futs))
-        for f in distributed.as_completed(futs):
-            parts.append(f.result())
-            done += 1
-            if progress:
-                progress(done, len(futs))
-    finally:
-        cluster = client.cluster
-        client.close()
-        if cluster is not None:
-            cluster.close()
+            progress(done[0], len(shards))
+
+    def on_cluster() -> list[dict]:
+        distributed = require("distributed", "evaluate --workers (Dask)")  # checked above: no import cost here
+        client = _client(len(remote), address)
+        try:
+            futs = [client.submit(evaluate_shard, where, cfg_d, sh, pure=False,
+                                  key=f"ctxbench-shard-{i}-{os.getpid()}") for i, sh in enumerate(remote)]
+            out = []
+            for f in distributed.as_completed(futs):
+                out.append(f.result())
+                tick()
+            return out
+        finally:
+            cluster = client.cluster
+            client.close()
+            if cluster is not None:
+                cluster.close()
+
+    if progress:
+        progress(0, len(shards))
+    with ThreadPoolExecutor(1) as pool:
+        fut = pool.submit(on_cluster)
+        parts = []
+        if own is not None:
+            parts.append(evaluate_shard(where, cfg_d, own))
+            tick()
+        parts += fut.result()
     return combine(parts, plan.selected, plan.already_stored)
