@@ -127,3 +127,24 @@ def test_run_workers_need_the_prefect_engine(tmp_path):
     r = runner.invoke(app, ["run", "--engine", "luigi", "--workers", "2", "--model", "gpt-4o", "--base-url",
                             "http://127.0.0.1:9/v1", "--out", str(tmp_path / "runs")])
     assert r.exit_code == 2 and "use --engine prefect" in r.output and not (tmp_path / "runs").exists()
+
+
+def test_python_m_ctxbench_cli_with_workers_starts_no_second_command(tmp_path):
+    """Dask starts its worker processes by spawning, which imports the main module again: ``python -m
+    ctxbench.cli`` must not run the command a second time there (its ``__main__`` is guarded)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    build = make_build(tmp_path / "b", sizes=(10, 10, 10, 10), questions=2)
+    env = {**os.environ, "PYTHONPATH": f"{repo}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    with FakeOpenAIServer() as srv:
+        p = subprocess.run([sys.executable, "-m", "ctxbench.cli", "evaluate", "--build", str(build), "--model",
+                            "openai/fake", "--base-url", srv.base_url, "--max-tokens", "32", "--workers", "3"],
+                           env=env, capture_output=True, text=True, timeout=300)
+        counts = srv.call_counts()
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.count("instances selected") == 1 and "8 calls made" in p.stdout
+    assert len(counts) == 8 and set(counts.values()) == {1}

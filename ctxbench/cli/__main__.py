@@ -2,4 +2,5 @@
 
 from ctxbench.cli import app
 
-app(prog_name="ctxbench")
+if __name__ == "__main__":  # not when a spawned worker process (evaluate --workers: Dask) imports this main module
+    app(prog_name="ctxbench")
