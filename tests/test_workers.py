@@ -148,3 +148,24 @@ def test_python_m_ctxbench_cli_with_workers_starts_no_second_command(tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     assert p.stdout.count("instances selected") == 1 and "8 calls made" in p.stdout
     assert len(counts) == 8 and set(counts.values()) == {1}
+
+
+def test_the_flow_exports_its_temporary_api_to_the_workers_it_starts(monkeypatch):
+    """A flow run without a server talks to Prefect's temporary server; its URL goes into the environment before
+    a local Dask cluster starts, so the workers report there instead of starting a temporary server each."""
+    import os
+
+    from prefect.server.api.server import SubprocessASGIServer
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from pipelines.flows import share_prefect_api
+
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    srv = SubprocessASGIServer()  # the singleton a flow run without a server starts
+    monkeypatch.setattr(srv, "running", True)
+    monkeypatch.setattr(srv, "port", 8765)
+    with temporary_settings(restore_defaults={PREFECT_API_URL}):
+        assert share_prefect_api() == "http://127.0.0.1:8765/api"
+        assert os.environ["PREFECT_API_URL"] == "http://127.0.0.1:8765/api"
+    monkeypatch.setenv("PREFECT_API_URL", "http://prefect:4200/api")  # a real server: kept as it is
+    assert share_prefect_api() == "http://prefect:4200/api"
