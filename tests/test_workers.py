@@ -129,9 +129,9 @@ def test_run_workers_need_the_prefect_engine(tmp_path):
     assert r.exit_code == 2 and "use --engine prefect" in r.output and not (tmp_path / "runs").exists()
 
 
-def test_python_m_ctxbench_cli_with_workers_starts_no_second_command(tmp_path):
-    """Dask starts its worker processes by spawning, which imports the main module again: ``python -m
-    ctxbench.cli`` must not run the command a second time there (its ``__main__`` is guarded)."""
+def test_workers_from_a_real_command_line(tmp_path):
+    """``python -m ctxbench.cli evaluate --workers 3`` in a process of its own (Dask spawns the workers from it):
+    one summary, every call made once."""
     import os
     import subprocess
     import sys
