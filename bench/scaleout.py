@@ -17,6 +17,11 @@ Printed per engine: calls/s from the first call to the last answer (the server's
 work was handed over (flow started / flow runs created) to the end, each against the bound; the calls each worker
 made; requests the server saw more than once (must be 0) and calls it saw in all (must be ``--n``).
 
+First (issue 36), the figures of ``bench/scaleout_workers.py``: one process, N Dask workers sharded by context
+(``evaluate --workers N``), the ``evaluate`` flow with ``workers: N`` on a local Dask cluster, and two replicas with
+prefix sharding (prefix-cache hits over the most possible), on a latency-bound scripted server (options
+``--sharded-*``; ``--skip-sharded`` leaves them out).
+
     python bench/scaleout.py [--n 960] [--concurrency 8] [--latency 0.2] [--skip-dask] [--skip-prefect]
 """
 
@@ -36,6 +41,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "bench"), str(REPO / "tests")]
+
+import scaleout_workers  # noqa: E402  (bench/, on the path above)
 
 MODEL = "openai/bench"
 
@@ -272,8 +279,15 @@ def main() -> None:
     ap.add_argument("--latency", type=float, default=0.2)
     ap.add_argument("--skip-dask", action="store_true")
     ap.add_argument("--skip-prefect", action="store_true")
+    ap.add_argument("--skip-sharded", action="store_true", help="leave out bench/scaleout_workers.py's figures")
+    scaleout_workers.add_arguments(ap, "sharded-")
     a = ap.parse_args()
     from fakeserver import FakeOpenAIServer
+
+    if not a.skip_sharded:
+        scaleout_workers.measure_all(a.sharded_contexts, a.sharded_questions, a.sharded_concurrency,
+                                     a.sharded_workers, a.sharded_latency, a.sharded_prefill, a.sharded_skip_flow)
+        os.environ.pop("CTXBENCH_DASK_WORKERS", None)
 
     print(f"{a.n} instances, 2 worker processes x {a.concurrency} in flight, server latency {a.latency * 1000:.0f} ms; "
           f"load {os.getloadavg()[0]:.1f}", flush=True)

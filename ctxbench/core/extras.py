@@ -28,6 +28,8 @@ EXTRAS: dict[str, Extra] = {
     "datasets": Extra("service", "the Hugging Face datasets library"),
     "luigi": Extra("service", "luigi"),
     "prefect_dask": Extra("service", "Prefect's Dask task runner (prefect-dask)"),
+    "distributed": Extra("service", "Dask's distributed scheduler (with prefect-dask)"),
+    "psycopg": Extra("service", "psycopg 3, the PostgreSQL client (the response cache in PostgreSQL)"),
     "playwright": Extra("service", "playwright"),
     "sentence_transformers": Extra("retrieval", "sentence-transformers"),
     "torch": Extra("retrieval", "torch"),

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
 import re
 import sqlite3
@@ -26,8 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from ctxbench.core.config import cache_dir
+from ctxbench.core.errors import InputError
 from ctxbench.core.hashing import canonical_json
 from ctxbench.core.storage import writing
+from ctxbench.models.cache_pg import PgResponseCache, is_pg_url, shown_url
+from ctxbench.models.deployment import deployment_key, is_deployment, parse_deployment
 from ctxbench.models.local_server import embedded_endpoint
 from ctxbench.models.providers import PROVIDER_HOSTS, model_provider
 from ctxbench.models.registry import model_info
@@ -84,9 +88,17 @@ def endpoint_id(model: str, base_url: str | None) -> str | None:
     ``--base-url``; a provider's default endpoint is its name). None (nothing added to the key) for no base URL or
     the model's own provider's public API host (``--model gpt-4o --base-url https://api.openai.com/v1`` is the
     same endpoint as ``--model gpt-4o``); another provider's public host gives that provider's name; any other
-    server its :func:`normalise_base_url`."""
+    server its :func:`normalise_base_url`. A deployment of several replicas (:mod:`ctxbench.models.deployment`:
+    comma-separated URLs or a deployment file) is its name, ``deployment:<name>``, never a replica's URL, so the
+    replicas' order and number leave the keys unchanged. Raises InputError for a deployment that cannot be
+    read."""
     if not base_url:
         return None
+    if is_deployment(base_url):
+        dep = parse_deployment(base_url, model)
+        if dep.several:
+            return deployment_key(dep)
+        base_url = dep.replicas[0]  # one URL written as a list ("http://a/v1,"): keyed as that URL
     norm = normalise_base_url(base_url)
     host = norm.split("://", 1)[1].split("/", 1)[0].split("?", 1)[0]
     provider = PROVIDER_HOSTS.get(host)
@@ -186,10 +198,28 @@ CACHE_SCHEMA = ("PRAGMA synchronous=NORMAL",
                 "NOT NULL)")
 
 
+# postgresql://...: the cache and its claims in PostgreSQL (ctxbench.models.cache_pg)
+CACHE_URL_ENV = "CTXBENCH_CACHE_URL"
+
+
 class ResponseCache:
     """Key -> stored response (a JSON object). Only answers are stored (status ok, over_length, truncated,
     refused_by_provider); failed calls are not, so a rerun tries them again. Any number of processes may open one
-    cache file at the same moment (see :func:`open_wal`)."""
+    cache file at the same moment (see :func:`open_wal`).
+
+    Made without a ``path`` while ``CTXBENCH_CACHE_URL`` names a PostgreSQL database (``postgresql://...``), it is
+    a :class:`ctxbench.models.cache_pg.PgResponseCache` there (same methods, same protocol), so every command and
+    flow uses the server database without a change; any other value of the variable is refused (InputError)."""
+
+    def __new__(cls, path: str | Path | None = None, busy_timeout_s: float = 60.0):
+        url = os.environ.get(CACHE_URL_ENV, "").strip()
+        if cls is ResponseCache and path is None and url:
+            if not is_pg_url(url):
+                raise InputError(f"{CACHE_URL_ENV}={shown_url(url)}: give a PostgreSQL URL "
+                                 f"(postgresql://USER@HOST:PORT/DB), or unset it for the SQLite cache under "
+                                 f"$CTXBENCH_HOME")
+            return PgResponseCache(url, dead_owner=_dead_local_owner)
+        return super().__new__(cls)
 
     def __init__(self, path: str | Path | None = None, busy_timeout_s: float = 60.0):
         self.path = Path(path) if path else cache_dir() / "responses.sqlite"

@@ -32,6 +32,7 @@ from ctxbench.core.backend import PAYLOAD_FIELDS, CallResult, clean_text  # noqa
 from ctxbench.core.redact import install as _install_redaction
 from ctxbench.models.backends import backend_class
 from ctxbench.models.backends.base import BaseBackend, api_key, served_name
+from ctxbench.models.deployment import is_deployment, parse_deployment
 from ctxbench.models.errors import (  # noqa: F401 - re-exported: the error table's names, as before the split
     CONFIG_RE, CONTENT_FILTER_RE, CONTEXT_LENGTH_RE, CREDENTIALS_RE, ERROR_TABLE, MISSING_KEY_RE, OUTCOMES,
     OUTPUT_BUDGET_RE, PARAMETER_RE, QUOTA_RE, TRANSIENT_EXCEPTIONS, TRANSIENT_RE, ErrorInfo, ErrorRule,
@@ -213,6 +214,8 @@ class Gateway:
         if not self.base_url:
             return None
         base = self.base_url.rstrip("/")
+        if is_deployment(base):  # replicas serve one model: the first one's window
+            base = parse_deployment(base, self.model).replicas[0].rstrip("/")
         root = re.sub(r"/v\d+$", "", base)
         urls = [f"{base}/models", f"{root}/props", f"{root}/info", f"{root}/api/ps", f"{root}/api/v0/models"]
         async with httpx.AsyncClient(timeout=5.0, headers={"Authorization": f"Bearer {self._api_key()}"}) as c:

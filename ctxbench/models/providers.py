@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 from ctxbench.core.errors import InputError
 from ctxbench.models import quiet_litellm
+from ctxbench.models.deployment import is_deployment
 from ctxbench.models.local_server import EMBEDDED_MODEL
 
 
@@ -206,12 +207,13 @@ def is_embedded(model: str, base_url: str | None) -> bool:
 
 def backend_name(model: str, base_url: str | None = None, backend: str = "auto") -> str:
     """The registered backend (:mod:`ctxbench.models.backends`) a call of ``model`` goes through. ``backend``:
-    ``auto`` or ``http`` (``openai_http`` for a base URL, ``embedded`` for the embedded model, else ``litellm``),
+    ``auto`` or ``http`` (``openai_http`` for a base URL, ``replicas`` for several (:mod:`ctxbench.models.deployment`),
+    ``embedded`` for the embedded model, else ``litellm``),
     ``litellm`` (litellm also for a base URL, sent as its ``api_base``), or any registered name, taken as given."""
     if backend not in ("auto", "http"):
         return backend
     if base_url:
-        return "openai_http"
+        return "replicas" if is_deployment(base_url) else "openai_http"
     if is_embedded(model, base_url):
         return "embedded"
     return "litellm"

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ctxbench.models.cache import ResponseCache, claim_owner, endpoint_id, key_endpoint, request_key
+from ctxbench.models.deployment import ROUTE, is_deployment
 from ctxbench.models.gateway import NOT_ATTEMPTED, CallResult, Gateway, PermanentError, RetryPolicy, TransientError, cost_usd
 from ctxbench.core.errors import InputError
 from ctxbench.models.batch import batch_client, line_result
@@ -228,6 +229,13 @@ class CallRunner:
             self.heartbeat()
 
     @property
+    def replicas_down(self) -> dict[str, str]:
+        """Replicas of a deployment (:mod:`ctxbench.models.deployment`) this run took out of service, each with
+        the last error it gave; empty for a single endpoint."""
+        health = getattr(self._gw._backend if self._gw is not None else None, "health", None)
+        return dict(health.down) if health is not None else {}
+
+    @property
     def paused(self) -> bool:
         """True once no new call starts: a provider outage (``status`` ``paused``) or a configuration error
         (``config_error``: every call would fail alike)."""
@@ -396,7 +404,9 @@ class CallRunner:
     # -- running ------------------------------------------------------------------------------------------------
     async def _one(self, req: Request, slots: asyncio.Semaphore, wait: bool) -> Outcome | None:
         """One request: served from the cache, called, or (``wait`` False and another worker holds it) deferred
-        (None)."""
+        (None). Its calls carry its route (its shared prefix, else its key): a deployment of several replicas
+        sends every request of one prefix to one replica (:mod:`ctxbench.models.deployment`)."""
+        ROUTE.set(req.prefix or req.key)  # this request's own task: the context ends with it
         while True:
             if self.paused:
                 return Outcome(req, None, "not_attempted")
@@ -497,6 +507,9 @@ class CallRunner:
                   poll_s: float = 30.0, wait_s: float | None = None) -> list[Outcome]:
         """:meth:`arun_batch` in a new event loop (from synchronous code). A provider with no batch API is refused
         first (InputError: no key makes a batch possible), then the key is checked, as by :meth:`run`."""
+        if is_deployment(self.base_url):
+            raise InputError("--batch sends one batch to one server: give --batch a single --base-url, not "
+                             "several replicas")
         batch_protocol(self.model, self.base_url, self.backend)
         self.check_credentials(requests)
         cost_usd(self.model, 0, 0)

@@ -38,6 +38,7 @@ from ctxbench.models.probe import forecast_seconds, probe_speed
 from ctxbench.retrieval import RetrievalConfig, retrieve
 from ctxbench.retrieval.dense import require_dense
 from ctxbench.run.repl import ReplConfig, evaluate_repl, repl_request
+from ctxbench.run.shard import restrict_plan
 from ctxbench.run.spend import cap_prices, evaluate_in_waves
 from ctxbench.tokenizers import get_tokenizer
 
@@ -423,14 +424,16 @@ def _public(t: dict) -> dict:
 
 def evaluate_build(build_dir: str | Path, cfg: EvalConfig, count_tokens: Callable[[str], int] | None = None,
                    cache: ResponseCache | None = None, progress: Callable[[int, int], None] | None = None,
-                   flush_every: int = 8, server: Callable[[], Any] | None = None) -> EvalSummary:
+                   flush_every: int = 8, server: Callable[[], Any] | None = None,
+                   contexts: set[str] | None = None) -> EvalSummary:
     """Evaluate ``cfg.model`` on the build in ``build_dir``, appending to ``responses.parquet``.
 
     ``count_tokens`` counts prompt tokens in the model's tokenizer (for the over-length pre-check where the
     window is known, and the silent-truncation check). ``server`` makes a context manager for a local model server
     (with ``base_url``, ``count_tokens`` and optionally ``n_ctx``), entered only when some request is neither
     stored nor cached, so a fully cached rerun starts nothing and calls nothing. Every call goes through a
-    :class:`ctxbench.models.runner.CallRunner`. Raises InputError when the directory holds no build.
+    :class:`ctxbench.models.runner.CallRunner`. ``contexts``: only the requests on these contexts (hashes, one
+    worker's shard: :mod:`ctxbench.run.shard`). Raises InputError when the directory holds no build.
     """
     build_dir = Path(build_dir)
     cache = cache if cache is not None else ResponseCache()  # an empty cache is falsy (__len__)
@@ -446,6 +449,8 @@ def evaluate_build(build_dir: str | Path, cfg: EvalConfig, count_tokens: Callabl
     if cfg.max_cost is not None:  # a model without a price is refused before the prompts are rendered and counted
         cap_prices(cfg.model, cfg.price, cfg.batch)
     plan = plan_requests(build_dir, cfg, cache)
+    if contexts is not None:  # one worker's shard (ctxbench.run.workers)
+        plan = restrict_plan(plan, contexts)
     s = EvalSummary(selected=plan.selected, already_stored=plan.already_stored, from_cache=len(plan.hits),
                     empty_reason=plan.empty_reason)
     s.max_tokens = plan.max_tokens
@@ -715,6 +720,8 @@ def _run_calls(calls: list[dict], cfg: EvalConfig, plan: Plan, cache: ResponseCa
     finally:
         flush()
         s.batches = runner.batches_resumed + runner.batches_submitted
+        s.notes += [f"replica {r} taken out of service, its contexts moved to the others: {why}"
+                    for r, why in runner.replicas_down.items()]
         if runner.status == "config_error":
             s.status = "config_error"
             s.notes.insert(0, runner.pause_reason or "stopped: configuration error")

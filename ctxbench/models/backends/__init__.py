@@ -6,6 +6,7 @@ name            calls                                                 file
 ``openai_http`` an OpenAI-compatible server at a ``--base-url``        :mod:`~ctxbench.models.backends.openai_http`
 ``litellm``     every provider litellm knows, by model name            :mod:`~ctxbench.models.backends.litellm_backend`
 ``embedded``    the embedded llama.cpp model, started and stopped      :mod:`~ctxbench.models.backends.embedded`
+``replicas``    several replicas of one model (a ``--base-url`` list)  :mod:`~ctxbench.models.backends.replicas`
 ==============  ====================================================  ===========================================
 
 Providers' batch APIs are the batch clients of :mod:`ctxbench.models.batch` (``BATCH_CLIENTS``). Which backend a
@@ -25,9 +26,11 @@ from ctxbench.models.backends.base import BACKENDS, BaseBackend, register_backen
 from ctxbench.models.backends.embedded import EmbeddedBackend
 from ctxbench.models.backends.litellm_backend import LitellmBackend
 from ctxbench.models.backends.openai_http import OpenAIHTTPBackend
+from ctxbench.models.backends.replicas import ReplicasBackend
 from ctxbench.models.providers import backend_name
 
-__all__ = ["BACKENDS", "BaseBackend", "EmbeddedBackend", "LitellmBackend", "OpenAIHTTPBackend", "backend_class",
+__all__ = ["BACKENDS", "BaseBackend", "EmbeddedBackend", "LitellmBackend", "OpenAIHTTPBackend", "ReplicasBackend",
+           "backend_class",
            "preflight", "register_backend", "server_for"]
 
 

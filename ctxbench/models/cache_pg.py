@@ -1,0 +1,148 @@
+"""The response cache and its call claims in PostgreSQL (``CTXBENCH_CACHE_URL=postgresql://user@host/db``), for
+many machines sharing one cache where SQLite on a network file system is fragile (its locks are only as good as the
+file system's). The same tables, protocol and answers as the SQLite cache (:class:`ctxbench.models.cache
+.ResponseCache`, which gives an instance of this class when the variable names a PostgreSQL database): a
+response per request key (the first stored wins), and claims with an owner and a lease.
+
+Atomic claims: :meth:`PgResponseCache.claim` and :meth:`PgResponseCache.put` of one key run in transactions that
+first take a transaction-level advisory lock on the key (``pg_advisory_xact_lock``), so the check "no answer, no
+live claim" and the insert of the claim are one step for every worker on every machine, as ``BEGIN IMMEDIATE`` makes
+them in SQLite. Uses psycopg 3 (the ``service`` extra).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Callable
+from urllib.parse import urlsplit
+
+from ctxbench.core.errors import InputError
+from ctxbench.core.extras import require
+
+PG_SCHEMA = ("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, model TEXT, payload TEXT NOT NULL, "
+             "created_at DOUBLE PRECISION)",
+             "CREATE TABLE IF NOT EXISTS claims (key TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at DOUBLE "
+             "PRECISION NOT NULL)")
+_SCHEMA_LOCK = 7_360_036  # advisory lock id of the schema set-up (concurrent CREATE TABLE IF NOT EXISTS can race)
+
+
+def is_pg_url(url: str | None) -> bool:
+    """Whether ``url`` names a PostgreSQL database (``postgresql://`` or ``postgres://``)."""
+    return bool(url) and str(url).strip().lower().split("://", 1)[0] in ("postgresql", "postgres")
+
+
+def shown_url(url: str) -> str:
+    """``url`` without its password, for messages."""
+    u = urlsplit(url)
+    return url.replace(f":{u.password}@", ":***@") if u.password else url
+
+
+class PgResponseCache:
+    """Key -> stored response (a JSON object) in the PostgreSQL database at ``url``, with the claims protocol of
+    :class:`ctxbench.models.cache.ResponseCache` (same methods, same answers). ``dead_owner(owner)`` tells a
+    claim owner that is a dead process of this machine (its claims need not wait for their lease). Raises
+    InputError naming the URL (password hidden) when the database cannot be reached, and CtxbenchError naming
+    the extra when psycopg is not installed."""
+
+    def __init__(self, url: str, dead_owner: Callable[[str], bool] = lambda owner: False,
+                 connect_timeout_s: float = 10.0):
+        psycopg = require("psycopg", "CTXBENCH_CACHE_URL=postgresql://... (the response cache in PostgreSQL)")
+        self.url, self.path = url, None
+        self._dead_owner = dead_owner
+        self._lock = threading.Lock()
+        try:
+            self._con = psycopg.connect(url, autocommit=True, connect_timeout=int(max(connect_timeout_s, 1)))
+        except psycopg.Error as e:
+            raise InputError(f"CTXBENCH_CACHE_URL {shown_url(url)}: cannot connect to the PostgreSQL cache "
+                             f"({str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}); "
+                             f"start the server or fix the URL") from None
+        with self._lock, self._con.transaction():
+            self._con.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+            for sql in PG_SCHEMA:
+                self._con.execute(sql)
+
+    def _key_lock(self, key: str) -> None:
+        """Inside a transaction: wait for, then hold until it ends, the advisory lock of ``key``."""
+        self._con.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))
+
+    def get(self, key: str) -> dict | None:
+        with self._lock:
+            r = self._con.execute("SELECT payload FROM responses WHERE key = %s", (key,)).fetchone()
+        return json.loads(r[0]) if r else None
+
+    def get_many(self, keys: list[str]) -> dict[str, dict]:
+        out: dict[str, dict] = {}
+        with self._lock:
+            for i in range(0, len(keys), 1000):
+                chunk = keys[i:i + 1000]
+                for k, p in self._con.execute("SELECT key, payload FROM responses WHERE key = ANY(%s)", (chunk,)):
+                    out[k] = json.loads(p)
+        return out
+
+    def drop(self, key: str, payload: dict) -> bool:
+        """Remove the stored answer of ``key`` if it is still ``payload``; returns whether it was removed."""
+        with self._lock:
+            cur = self._con.execute("DELETE FROM responses WHERE key = %s AND payload = %s",
+                                    (key, json.dumps(payload, ensure_ascii=False)))
+            return cur.rowcount > 0
+
+    def put(self, key: str, model: str, payload: dict) -> None:
+        """Store an answer (the first one stored for a key wins) and drop any claim on the key."""
+        with self._lock, self._con.transaction():
+            self._key_lock(key)
+            self._con.execute("INSERT INTO responses VALUES (%s, %s, %s, %s) ON CONFLICT (key) DO NOTHING",
+                              (key, model, json.dumps(payload, ensure_ascii=False), time.time()))
+            self._con.execute("DELETE FROM claims WHERE key = %s", (key,))
+
+    def claim(self, key: str, owner: str, lease_s: float = 120.0) -> str:
+        """``"claimed"``, ``"cached"`` or ``"taken"``, as :meth:`ctxbench.models.cache.ResponseCache.claim`:
+        atomic across every process and machine (the key's advisory lock is held from the check to the insert)."""
+        now = time.time()
+        con = self._con
+        with self._lock:
+            # a read first (no lock): most answers for keys another worker holds are "taken" or "cached"
+            if con.execute("SELECT 1 FROM responses WHERE key = %s", (key,)).fetchone():
+                return "cached"
+            held = con.execute("SELECT owner, expires_at FROM claims WHERE key = %s", (key,)).fetchone()
+            if held and held[0] != owner and held[1] >= now and not self._dead_owner(held[0]):
+                return "taken"
+            with con.transaction():
+                self._key_lock(key)
+                if con.execute("SELECT 1 FROM responses WHERE key = %s", (key,)).fetchone():
+                    return "cached"
+                con.execute("DELETE FROM claims WHERE key = %s AND (expires_at < %s OR owner = %s)",
+                            (key, now, owner))
+                held = con.execute("SELECT owner FROM claims WHERE key = %s", (key,)).fetchone()
+                if held and self._dead_owner(held[0]):  # a crashed process on this machine: no need to wait
+                    con.execute("DELETE FROM claims WHERE key = %s", (key,))
+                cur = con.execute("INSERT INTO claims VALUES (%s, %s, %s) ON CONFLICT (key) DO NOTHING",
+                                  (key, owner, now + lease_s))
+                return "claimed" if cur.rowcount == 1 else "taken"
+
+    def release(self, key: str, owner: str) -> None:
+        """Give up ``owner``'s claim on ``key``."""
+        with self._lock:
+            self._con.execute("DELETE FROM claims WHERE key = %s AND owner = %s", (key, owner))
+
+    def renew(self, owner: str, lease_s: float = 120.0) -> int:
+        """Extend every claim ``owner`` holds to ``lease_s`` seconds from now; returns how many it holds."""
+        with self._lock:
+            return self._con.execute("UPDATE claims SET expires_at = %s WHERE owner = %s",
+                                     (time.time() + lease_s, owner)).rowcount
+
+    def claims(self) -> dict[str, tuple[str, float]]:
+        """Current claims: key -> (owner, expires_at as a Unix time), expired ones included."""
+        with self._lock:
+            return {k: (o, e) for k, o, e in self._con.execute("SELECT key, owner, expires_at FROM claims")}
+
+    def __bool__(self) -> bool:
+        return True
+
+    def __len__(self) -> int:
+        with self._lock:
+            return self._con.execute("SELECT count(*) FROM responses").fetchone()[0]
+
+    def close(self) -> None:
+        self._con.close()

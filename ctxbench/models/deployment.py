@@ -1,0 +1,186 @@
+"""Deployments: several replicas of one model behind one ``--base-url`` (the usual vLLM / SGLang set-up), and the
+sharding of contexts over them.
+
+``--base-url`` takes one endpoint (``http://gpu1:8000/v1``: today's behaviour, keys unchanged), several separated by
+commas (``http://gpu1:8000/v1,http://gpu2:8000/v1``), or the path of a deployment file (YAML or JSON)::
+
+    name: llama-70b-prod          # what the request keys name (default: the model's served name)
+    replicas:
+      - http://gpu1:8000/v1
+      - http://gpu2:8000/v1
+    fail_after: 3                 # consecutive failures that take a replica out (default 3)
+
+The request key of a deployment names the deployment (``deployment:<name>``), never a replica, so a rerun with the
+replicas in another order, or with one fewer, makes no call again (:func:`ctxbench.models.cache.endpoint_id`).
+
+Sharding: every request carries a route (its context's shared-prefix hash, :class:`ctxbench.models.runner.Request`
+``prefix``); the replica a route goes to is chosen by rendezvous hashing (highest SHA-256 of replica and route,
+Thaler and Ravishankar 1998), so every question of a context reaches the same replica (its prefix cache serves
+the context once), the choice does not depend on the order replicas are listed in, and a replica taken out moves
+only its own contexts, each to the replica that ranks next for it. A replica fails on connection errors, timeouts
+and 5xx answers (not on 429: a busy replica is not a broken one); after ``fail_after`` consecutive failures it is
+taken out for the rest of the run (:class:`ReplicaHealth`).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import json
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import yaml
+
+from ctxbench.core.errors import InputError
+
+FAIL_AFTER = 3  # consecutive failures (connection errors, timeouts, 5xx) that take a replica out
+DEPLOYMENT_SUFFIXES = (".yaml", ".yml", ".json")
+
+# the route of the call being made (a context's shared-prefix hash): set by the call runner around each call, read
+# by the replicas backend (ctxbench.models.backends.replicas); an asyncio task copies it into the tasks it starts
+ROUTE: contextvars.ContextVar[str | None] = contextvars.ContextVar("ctxbench_route", default=None)
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """One model served by ``replicas`` (URLs as given). ``name``: what request keys name (None: a single URL,
+    keyed by its normalised URL as before); ``fail_after``: consecutive failures that take a replica out."""
+
+    replicas: tuple[str, ...]
+    name: str | None = None
+    fail_after: int = FAIL_AFTER
+
+    @property
+    def several(self) -> bool:
+        """True for a deployment keyed by its name (several replicas, or a named deployment file)."""
+        return self.name is not None
+
+
+def is_deployment(base_url: str | None) -> bool:
+    """Whether ``base_url`` names a deployment (several comma-separated URLs, or a deployment file) rather than
+    one endpoint. Never raises."""
+    if not base_url:
+        return False
+    v = base_url.strip()
+    if "," in v:
+        return True
+    return v.lower().endswith(DEPLOYMENT_SUFFIXES) and "://" not in v
+
+
+def _check_url(url: str, where: str) -> str:
+    u = url.strip()
+    if not (u.startswith("http://") or u.startswith("https://")) or len(u.split("://", 1)[1].strip("/")) == 0:
+        raise InputError(f"{where}: {url!r} is not an http(s) URL: write each replica like http://HOST:PORT/v1")
+    return u
+
+
+def parse_deployment(base_url: str, model: str) -> Deployment:
+    """The :class:`Deployment` ``base_url`` names for ``model``: one URL (name None), comma-separated URLs (named
+    after the model's served name, a leading ``openai/`` dropped), or a deployment file (module docstring; its
+    ``name``, else the model's served name). Duplicate replicas (the same normalised URL) count once. Raises
+    InputError naming the value and the fix for an empty list, a URL that is not http(s), or a file that cannot
+    be read or holds no ``replicas`` list."""
+    v = base_url.strip()
+    served = model[len("openai/"):] if model.startswith("openai/") else model
+    fail_after = FAIL_AFTER
+    if v.lower().endswith(DEPLOYMENT_SUFFIXES) and "://" not in v:
+        p = Path(v)
+        try:
+            doc = yaml.safe_load(p.read_text(encoding="utf-8"))  # JSON is YAML
+        except (OSError, yaml.YAMLError) as e:
+            raise InputError(f"--base-url {v}: cannot read the deployment file ({e}); give a YAML file with "
+                             f"'replicas: [http://HOST:PORT/v1, ...]'") from None
+        reps = doc.get("replicas") if isinstance(doc, dict) else None
+        if not isinstance(reps, list) or not reps or not all(isinstance(r, str) for r in reps):
+            raise InputError(f"--base-url {v}: the deployment file needs 'replicas:', a list of URLs "
+                             f"(e.g. replicas: [http://gpu1:8000/v1, http://gpu2:8000/v1])")
+        name = doc.get("name") if doc.get("name") is not None else served
+        if not isinstance(name, str) or not name.strip():
+            raise InputError(f"--base-url {v}: 'name' must be a non-empty string (what the request keys name)")
+        fa = doc.get("fail_after", FAIL_AFTER)
+        if not isinstance(fa, int) or isinstance(fa, bool) or fa < 1:
+            raise InputError(f"--base-url {v}: 'fail_after' must be a whole number of at least 1 (got {fa!r})")
+        urls, name, fail_after = [_check_url(r, f"--base-url {v}") for r in reps], name.strip(), fa
+    else:
+        parts = [x for x in (s.strip() for s in v.split(",")) if x]
+        if not parts:
+            raise InputError(f"--base-url {base_url!r} names no endpoint: write it like http://HOST:PORT/v1")
+        urls = [_check_url(x, "--base-url") for x in parts]
+        name = served if len(urls) > 1 else None
+    seen: dict[str, str] = {}
+    for u in urls:
+        seen.setdefault(_norm(u), u)
+    return Deployment(tuple(seen.values()), name, fail_after)
+
+
+def _norm(url: str) -> str:
+    """The normalised spelling of a replica URL (the cache's, :func:`ctxbench.models.cache.normalise_base_url`
+    rules, repeated here so this module needs nothing above it): lower-cased scheme and host, loopback names as
+    ``localhost``, trailing slashes dropped."""
+    u = urlsplit(url.strip())
+    host = (u.hostname or "").lower()
+    if host in ("127.0.0.1", "::1", "0.0.0.0"):
+        host = "localhost"
+    port = f":{u.port}" if u.port else ""
+    return f"{u.scheme.lower()}://{host}{port}{u.path.rstrip('/')}"
+
+
+def deployment_key(dep: Deployment) -> str:
+    """What the request keys of a named deployment hold as their endpoint: ``deployment:<name>``."""
+    return f"deployment:{dep.name}"
+
+
+def rank(route: str, replicas: tuple[str, ...] | list[str]) -> list[str]:
+    """``replicas`` in the order ``route`` prefers them: by descending SHA-256 of ``<normalised replica>|<route>``
+    (rendezvous hashing). The first is where the route's calls go; when it is taken out, the next. The same for
+    any order of ``replicas``."""
+    return sorted(replicas, key=lambda r: hashlib.sha256(f"{_norm(r)}|{route}".encode()).hexdigest(), reverse=True)
+
+
+def route_of(messages: list[dict]) -> str:
+    """A route for a call made without one (a caller that names no shared prefix): SHA-256 of the messages'
+    canonical JSON, so the same call always reaches the same replica."""
+    return hashlib.sha256(json.dumps(messages, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+@dataclass
+class ReplicaHealth:
+    """Which replicas of a deployment are in service. :meth:`pick` gives the replica a route goes to (the first
+    in :func:`rank` order still in service); :meth:`failed` counts a failure of a replica and takes it out after
+    ``fail_after`` in a row; :meth:`ok` resets its count. Thread-safe. ``down`` maps each replica taken out to
+    the last error it gave."""
+
+    replicas: tuple[str, ...]
+    fail_after: int = FAIL_AFTER
+    down: dict[str, str] = field(default_factory=dict)
+    _fails: dict[str, int] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def live(self) -> list[str]:
+        """The replicas still in service, in the order given."""
+        with self._lock:
+            return [r for r in self.replicas if r not in self.down]
+
+    def pick(self, route: str) -> str | None:
+        """The replica ``route``'s calls go to now; None when every replica is out."""
+        live = self.live()
+        return rank(route, live)[0] if live else None
+
+    def failed(self, replica: str, error: str) -> bool:
+        """Count one failure of ``replica``; returns True when it is (now or already) out of service."""
+        with self._lock:
+            if replica in self.down:
+                return True
+            self._fails[replica] = self._fails.get(replica, 0) + 1
+            if self._fails[replica] >= self.fail_after:
+                self.down[replica] = error
+                return True
+            return False
+
+    def ok(self, replica: str) -> None:
+        """An answer from ``replica``: its failure count starts again."""
+        with self._lock:
+            self._fails[replica] = 0

@@ -1,0 +1,201 @@
+"""Replicas (issue 36): ``--base-url`` with several endpoints of one model. Contexts are sharded over the replicas
+by rendezvous hashing of their prefix, so each replica's prefix cache serves its contexts; the request key names
+the deployment, so a rerun with the replicas reordered or one fewer makes no call; a single URL keeps today's key;
+a replica that fails is taken out and its contexts move to the others, no call made twice."""
+
+from __future__ import annotations
+
+import functools
+import json
+import socket
+from collections import Counter, defaultdict
+
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+import ctxbench.run.evaluate as ev
+from ctxbench.cli import app
+from ctxbench.core.errors import InputError
+from ctxbench.core.storage import to_table, write_parquet
+from ctxbench.models.cache import endpoint_id, key_endpoint, request_key
+from ctxbench.models.deployment import ReplicaHealth, parse_deployment, rank
+from ctxbench.models.gateway import RetryPolicy
+from fakeserver import FakeOpenAIServer, call_id, message_text
+
+runner = CliRunner()
+MSGS = [{"role": "system", "content": "You answer questions."}, {"role": "user", "content": "What is 2+2?"}]
+SAMPLING = {"temperature": 0.0, "seed": 0}
+
+
+@pytest.fixture(autouse=True)
+def _env(tmp_path, monkeypatch):
+    monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(ev, "RetryPolicy", functools.partial(RetryPolicy, base_delay_s=0.01, max_delay_s=0.05))
+
+
+def _key(base_url):
+    return request_key("openai/fake", MSGS, SAMPLING, 256, 0, endpoint_id("openai/fake", base_url))
+
+
+# -- keys ------------------------------------------------------------------------------------------------------------
+
+def test_a_single_base_url_keeps_the_key_it_had_before_replicas():
+    # worked out with the code before this change (commit 9db8e30): nothing stored is asked again
+    assert _key("http://127.0.0.1:8000/v1/") == "49f103309183a7cde15421c841a15db1925134cf7647e86e884349ff41f7c964"
+    assert _key(None) == "5fc81508e7aaa90d7e2599df44428da89423a2ceea143526f681ca14ffa3e0bc"
+    assert _key("http://localhost:8000/v1,") == _key("http://localhost:8000/v1")  # a list of one is that URL
+
+
+def test_the_key_of_a_deployment_names_it_not_its_replicas(tmp_path):
+    a, b, c = "http://gpu1:8000/v1", "http://gpu2:8000/v1", "http://gpu3:8000/v1"
+    assert endpoint_id("openai/fake", f"{a},{b},{c}") == "deployment:fake"
+    k = _key(f"{a},{b},{c}")
+    assert _key(f"{c},{a},{b}") == k and _key(f"{b},{a}") == k and _key(f" {a} , {c} ") == k
+    assert k not in (_key(a), _key(b), _key(None))
+    f = tmp_path / "dep.yaml"
+    f.write_text(f"name: fake-prod\nreplicas: [{a}, {b}]\n", encoding="utf-8")
+    assert endpoint_id("openai/fake", str(f)) == key_endpoint("openai/fake", str(f)) == "deployment:fake-prod"
+    f.write_text(json.dumps({"replicas": [c, a]}), encoding="utf-8")  # no name: the model's
+    assert _key(str(f)) == k
+
+
+@pytest.mark.parametrize("value,says", [
+    ("http://a:1/v1,ftp://b/v1", "not an http(s) URL"),
+    ("{dir}/missing.yaml", "cannot read the deployment file"),
+    ("{dir}/noreplicas.yaml", "needs 'replicas:'"),
+    ("{dir}/badfail.yaml", "'fail_after' must be"),
+])
+def test_a_bad_deployment_is_one_line_naming_it(tmp_path, value, says):
+    (tmp_path / "noreplicas.yaml").write_text("name: x\n", encoding="utf-8")
+    (tmp_path / "badfail.yaml").write_text("replicas: [http://a:1/v1]\nfail_after: 0\n", encoding="utf-8")
+    value = value.format(dir=tmp_path)
+    with pytest.raises(InputError, match=says.replace("(", r"\(").replace(")", r"\)")):
+        parse_deployment(value, "openai/fake")
+    r = runner.invoke(app, ["evaluate", "--build", str(tmp_path), "--model", "openai/fake", "--base-url", value])
+    assert r.exit_code == 2 and says in r.output and "Traceback" not in r.output
+
+
+# -- sharding ----------------------------------------------------------------------------------------------------
+
+def test_rank_ignores_the_order_and_taking_a_replica_out_moves_only_its_routes():
+    reps = ["http://gpu1:8000/v1", "http://gpu2:8000/v1", "http://gpu3:8000/v1"]
+    routes = [f"ctx{i}" for i in range(300)]
+    first = {r: rank(r, reps)[0] for r in routes}
+    assert all(rank(r, list(reversed(reps)))[0] == first[r] for r in routes)
+    assert all(rank(r, ["HTTP://GPU1:8000/v1/", *reps[1:]])[0].lower().rstrip("/") == first[r].lower()
+               for r in routes)  # spelling of a URL does not move a route
+    counts = Counter(first.values())
+    assert set(counts) == set(reps) and min(counts.values()) > 60  # spread (300 routes, 3 replicas: ~100 each)
+    h = ReplicaHealth(tuple(reps), fail_after=2)
+    assert not h.failed(reps[0], "reset") and h.failed(reps[0], "reset")  # out after 2 in a row
+    for r in routes:  # only gpu1's routes move, each to the replica that ranked next for it
+        assert h.pick(r) == (first[r] if first[r] != reps[0] else rank(r, reps)[1])
+    h.failed(reps[1], "x"), h.ok(reps[1]), h.failed(reps[1], "x")
+    assert reps[1] not in h.down  # an answer starts the count again
+
+
+# -- through the command line -------------------------------------------------------------------------------------
+
+WORDS = "amber basil cobalt dune ember fjord garnet harbor indigo jasper kelp lumen".split()
+
+
+def make_build(d, contexts=8, questions=4):
+    d.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for c in range(contexts):
+        ctx = " ".join(f"Entry {i} of ledger {c} lists {WORDS[(i + c) % 12]} at shelf {i * 7 % 101}."
+                       for i in range(25))
+        for q in range(questions):
+            rows.append({
+                "instance_id": f"c{c}q{q}", "benchmark": "holobench", "source_id": "toy",
+                "question": f"Which shelf holds entry {q + 1} of ledger {c}?", "question_id": f"q{q}", "sql": None,
+                "gold": json.dumps([[(q + 1) * 7 % 101]]), "context": ctx, "tokenizer": "cl100k_base",
+                "target_tokens": 1024, "context_tokens": 300, "setting": "amount", "context_format": "full_text",
+                "position": "uniform", "query_types": "[]", "difficulty": "easy", "evidence_spans": "[]",
+                "build_hash": "replicabuild"})
+    write_parquet(to_table("instances", rows), d / "instances.parquet")
+    (d / "manifest.json").write_text(json.dumps({"build_hash": "replicabuild", "track": "holobench"}),
+                                     encoding="utf-8")
+    return d
+
+
+def _evaluate(build, base_url, *extra):
+    return runner.invoke(app, ["evaluate", "--build", str(build), "--model", "openai/fake", "--base-url", base_url,
+                               "--max-tokens", "64", "--concurrency", "4", *extra])
+
+
+def _ledger(body: dict) -> str:
+    """The context a request is on (its ledger number, read from the prompt)."""
+    text = "\n".join(message_text(m.get("content")) for m in body["messages"])
+    return text.split("of ledger ", 1)[1].split(" ", 1)[0]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_replicas_keep_each_context_on_one_and_see_every_possible_prefix_hit(tmp_path):
+    build = make_build(tmp_path / "b")
+    with FakeOpenAIServer(prompt_cache=True, prompt_cache_min=1) as a, \
+            FakeOpenAIServer(prompt_cache=True, prompt_cache_min=1) as b:
+        r = _evaluate(build, f"{a.base_url},{b.base_url}")
+        assert r.exit_code == 0, r.output
+        where = defaultdict(set)
+        for name, srv in (("a", a), ("b", b)):
+            for body in srv.requests:
+                where[_ledger(body)].add(name)
+        assert len(where) == 8 and all(len(v) == 1 for v in where.values())  # a context on one replica
+        assert a.count and b.count and a.count + b.count == 32  # both used, each call once
+        rows = pq.read_table(build / "responses.parquet").to_pylist()
+        hits = sum(1 for x in rows if (x["cached_prompt_tokens"] or 0) > 0)
+        possible = 32 - 8  # every question but the first of each context
+        assert hits >= 0.9 * possible and hits == possible
+        # rerun with the replicas in reverse order, the rows gone: every answer from the response cache
+        (build / "responses.parquet").unlink()
+        a.reset_counts(), b.reset_counts()
+        r = _evaluate(build, f"{b.base_url},{a.base_url}")
+        assert r.exit_code == 0, r.output
+        assert a.count == 0 and b.count == 0 and "0 calls made, 32 from cache" in r.output
+
+
+def test_a_rerun_with_one_replica_fewer_makes_no_call_and_a_file_names_the_deployment(tmp_path):
+    build = make_build(tmp_path / "b", contexts=4, questions=2)
+    with FakeOpenAIServer() as a, FakeOpenAIServer() as b, FakeOpenAIServer() as c:
+        r = _evaluate(build, ",".join(s.base_url for s in (a, b, c)))
+        assert r.exit_code == 0 and a.count + b.count + c.count == 8, r.output
+        (build / "responses.parquet").unlink()
+        dep = tmp_path / "dep.yaml"
+        dep.write_text(f"replicas:\n  - {c.base_url}\n  - {a.base_url}\n", encoding="utf-8")
+        a.reset_counts(), b.reset_counts(), c.reset_counts()
+        r = _evaluate(build, str(dep))
+        assert r.exit_code == 0, r.output
+        assert a.count + b.count + c.count == 0 and "8 from cache" in r.output
+
+
+@pytest.mark.parametrize("fault", ["dead", "503", "killed"])
+def test_a_failing_replica_is_taken_out_and_its_contexts_move(tmp_path, fault):
+    build = make_build(tmp_path / "b")
+    with FakeOpenAIServer() as a, FakeOpenAIServer() as b:
+        if fault == "dead":
+            bad_url = f"http://127.0.0.1:{_free_port()}/v1"  # nothing listens: connection refused
+        elif fault == "503":
+            b.outage(True, "503")
+            bad_url = b.base_url
+        else:  # answers 5 calls, then its connections are reset (a replica killed mid-run)
+            seen = []
+            b.rule = lambda body: (seen.append(1) or None) if len(seen) < 5 else "reset"
+            bad_url = b.base_url
+        r = _evaluate(build, f"{a.base_url},{bad_url}")
+        assert r.exit_code == 0, r.output
+        assert f"replica {bad_url} taken out of service" in r.output.replace("\n", "")
+        rows = pq.read_table(build / "responses.parquet").to_pylist()
+        assert len(rows) == 32 and {x["status"] for x in rows} == {"ok"}
+        answered = a.call_counts(ok_only=True) + b.call_counts(ok_only=True)
+        assert len(answered) == 32 and set(answered.values()) == {1}  # no call answered twice
+        # every context b could not serve moved whole to a: a saw all its questions
+        moved = {_ledger(x) for x in a.requests}
+        per = Counter(_ledger(x) for x in a.requests if call_id(x) in a.call_counts(ok_only=True))
+        assert all(per[c] == 4 for c in moved if fault != "killed")

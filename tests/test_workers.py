@@ -1,0 +1,175 @@
+"""``evaluate --workers N`` (issue 36): calls sharded over Dask workers by context, every question of a context on
+one worker, contexts balanced by the prompt tokens they carry (not their count); each call made once; a rerun
+starts nothing."""
+
+from __future__ import annotations
+
+import functools
+import json
+
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+import ctxbench.run.evaluate as ev
+from ctxbench.cli import app
+from ctxbench.core.storage import to_table, write_parquet
+from ctxbench.models.cache import ResponseCache
+from ctxbench.models.gateway import RetryPolicy
+from ctxbench.run.evaluate import EvalConfig, plan_requests
+from ctxbench.run.shard import assign_contexts, restrict_plan
+from ctxbench.run.workers import combine, plan_shards
+from fakeserver import FakeOpenAIServer
+
+runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def _env(tmp_path, monkeypatch):
+    monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("CTXBENCH_DASK_ADDRESS", raising=False)
+    monkeypatch.delenv("CTXBENCH_CACHE_URL", raising=False)
+    monkeypatch.setattr(ev, "RetryPolicy", functools.partial(RetryPolicy, base_delay_s=0.01, max_delay_s=0.05))
+
+
+def test_contexts_are_balanced_by_tokens_not_by_count():
+    # worked by hand (longest first, each to the lighter worker): a->0 (100); b->1 (60); c->1 (110); d->0 (140);
+    # e->1 (120)
+    assert assign_contexts({"a": 100, "b": 60, "c": 50, "d": 40, "e": 10}, 2) == [["a", "d"], ["b", "c", "e"]]
+    # one long context against nine short ones: the long one alone (an even count would put 5 and 5)
+    tokens = {"big": 1000, **{f"s{i}": 10 for i in range(9)}}
+    got = assign_contexts(tokens, 2)
+    assert got[0] == ["big"] and sorted(got[1]) == sorted(f"s{i}" for i in range(9))
+    assert assign_contexts({"x": 5}, 3) == [["x"], [], []]
+    assert assign_contexts(tokens, 3) == assign_contexts(dict(reversed(list(tokens.items()))), 3)  # deterministic
+    with pytest.raises(ValueError):
+        assign_contexts(tokens, 0)
+
+
+def make_build(d, sizes=(150, 10, 10, 10, 10, 10), questions=3):
+    """Contexts of ``sizes`` sentences, ``questions`` questions each."""
+    d.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for c, n in enumerate(sizes):
+        ctx = " ".join(f"Entry {i} of ledger {c} is at shelf {i * 7 % 101}." for i in range(n))
+        for q in range(questions):
+            rows.append({"instance_id": f"c{c}q{q}", "benchmark": "holobench", "source_id": "toy",
+                         "question": f"Which shelf holds entry {q} of ledger {c}?", "gold": json.dumps([[q]]),
+                         "context": ctx, "tokenizer": "cl100k_base", "target_tokens": 1024, "context_tokens": 100,
+                         "context_format": "full_text", "query_types": "[]", "evidence_spans": "[]",
+                         "build_hash": "wbuild"})
+    write_parquet(to_table("instances", rows), d / "instances.parquet")
+    (d / "manifest.json").write_text(json.dumps({"build_hash": "wbuild", "track": "holobench"}), encoding="utf-8")
+    return d
+
+
+def test_shards_keep_a_context_whole_and_restrict_the_plan(tmp_path):
+    build = make_build(tmp_path / "b")
+    cfg = EvalConfig(model="openai/fake", base_url="http://127.0.0.1:9/v1", max_tokens=32)
+    plan = plan_requests(build, cfg, ResponseCache())
+    shards = plan_shards(plan, 2)
+    ctx_of = {t["instance_id"]: t["_ctx"] for t in plan.todo}
+    big = ctx_of["c0q0"]  # 150 sentences: more tokens than the other five contexts together
+    assert len(shards) == 2 and sorted(sum(shards, [])) == sorted(set(ctx_of.values()))
+    assert [big] in shards  # alone on its worker
+    parts = [restrict_plan(plan, set(s)) for s in shards]
+    assert sorted(t["instance_id"] for p in parts for t in p.pending) == sorted(ctx_of)  # each request once
+    for p in parts:  # every question of a context in the same part
+        ids = {t["instance_id"] for t in p.pending}
+        assert all({f"c{c}q{q}" for q in range(3)} <= ids for c in {i[1] for i in ids})
+
+
+def test_combine_adds_counts_and_keeps_the_worst_status():
+    a = {"calls": 3, "from_cache": 1, "retry_delay_s": 0.5, "notes": ["x"], "status": "complete",
+         "unfinished_finish": {"length": 1}, "max_tokens": 32}
+    b = {"calls": 4, "from_cache": 0, "retry_delay_s": 0.25, "notes": ["y"], "status": "paused",
+         "unfinished_finish": {"length": 2, "stop": 1}, "max_tokens": 32}
+    s = combine([a, b], selected=9, already_stored=2)
+    assert (s.calls, s.from_cache, s.retry_delay_s, s.notes, s.status) == (7, 1, 0.75, ["x", "y"], "paused")
+    assert s.unfinished_finish == {"length": 3, "stop": 1} and (s.selected, s.already_stored) == (9, 2)
+
+
+def test_evaluate_with_two_workers_makes_each_call_once_and_a_rerun_starts_nothing(tmp_path):
+    build = make_build(tmp_path / "b")
+    with FakeOpenAIServer(latency_s=0.05) as srv:
+        args = ["evaluate", "--build", str(build), "--model", "openai/fake", "--base-url", srv.base_url,
+                "--max-tokens", "32", "--concurrency", "2", "--workers", "2"]
+        r = runner.invoke(app, args)
+        assert r.exit_code == 0, r.output
+        counts = srv.call_counts()
+        assert len(counts) == 18 and set(counts.values()) == {1}
+        assert "18 calls made, 0 from cache" in r.output
+        rows = pq.read_table(build / "responses.parquet").to_pylist()
+        assert len(rows) == 18 and {x["status"] for x in rows} == {"ok"}
+        srv.reset_counts()
+        r = runner.invoke(app, args)
+        assert r.exit_code == 0 and srv.count == 0 and "0 calls made" in r.output
+
+
+def test_workers_refuse_options_that_need_every_call_at_once(tmp_path):
+    build = make_build(tmp_path / "b", sizes=(5,), questions=1)
+    r = runner.invoke(app, ["evaluate", "--build", str(build), "--model", "openai/fake", "--base-url",
+                            "http://127.0.0.1:9/v1", "--batch", "--workers", "2"])
+    assert r.exit_code == 2 and "--batch decides over all calls at once" in r.output
+    for flag in (["--target-ci", "0.1"], ["--adaptive-calls", "5"]):  # each picks its next call over all of them
+        r = runner.invoke(app, ["evaluate", "--build", str(build), "--model", "openai/fake", "--base-url",
+                                "http://127.0.0.1:9/v1", *flag, "--workers", "2"])
+        assert r.exit_code == 2 and f"{flag[0]} decides over all calls at once" in r.output, r.output
+
+
+def test_backfill_with_workers_shards_each_build(tmp_path):
+    make_build(tmp_path / "runs" / "b", sizes=(10, 10, 10, 10), questions=2)
+    with FakeOpenAIServer() as srv:
+        r = runner.invoke(app, ["backfill", "--runs", str(tmp_path / "runs"), "--model", "openai/fake",
+                                "--base-url", srv.base_url, "--max-tokens", "32", "--workers", "2"])
+        assert r.exit_code == 0, r.output
+        counts = srv.call_counts()
+    assert len(counts) == 8 and set(counts.values()) == {1} and "8 calls made" in r.output
+
+
+def test_run_workers_need_the_prefect_engine(tmp_path):
+    r = runner.invoke(app, ["run", "--engine", "luigi", "--workers", "2", "--model", "gpt-4o", "--base-url",
+                            "http://127.0.0.1:9/v1", "--out", str(tmp_path / "runs")])
+    assert r.exit_code == 2 and "use --engine prefect" in r.output and not (tmp_path / "runs").exists()
+
+
+def test_workers_from_a_real_command_line(tmp_path):
+    """``python -m ctxbench.cli evaluate --workers 3`` in a process of its own (Dask spawns the workers from it):
+    one summary, every call made once."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    build = make_build(tmp_path / "b", sizes=(10, 10, 10, 10), questions=2)
+    env = {**os.environ, "PYTHONPATH": f"{repo}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    with FakeOpenAIServer() as srv:
+        p = subprocess.run([sys.executable, "-m", "ctxbench.cli", "evaluate", "--build", str(build), "--model",
+                            "openai/fake", "--base-url", srv.base_url, "--max-tokens", "32", "--workers", "3"],
+                           env=env, capture_output=True, text=True, timeout=300)
+        counts = srv.call_counts()
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.count("instances selected") == 1 and "8 calls made" in p.stdout
+    assert len(counts) == 8 and set(counts.values()) == {1}
+
+
+def test_the_flow_exports_its_temporary_api_to_the_workers_it_starts(monkeypatch):
+    """A flow run without a server talks to Prefect's temporary server; its URL goes into the environment before
+    a local Dask cluster starts, so the workers report there instead of starting a temporary server each."""
+    import os
+
+    from prefect.server.api.server import SubprocessASGIServer
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from pipelines.flows import share_prefect_api
+
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    srv = SubprocessASGIServer()  # the singleton a flow run without a server starts
+    monkeypatch.setattr(srv, "running", True)
+    monkeypatch.setattr(srv, "port", 8765)
+    with temporary_settings(restore_defaults={PREFECT_API_URL}):
+        assert share_prefect_api() == "http://127.0.0.1:8765/api"
+        assert os.environ["PREFECT_API_URL"] == "http://127.0.0.1:8765/api"
+    monkeypatch.setenv("PREFECT_API_URL", "http://prefect:4200/api")  # a real server: kept as it is
+    assert share_prefect_api() == "http://prefect:4200/api"
