@@ -65,7 +65,7 @@ BY_FLAG = {
     "--min-interval": NUMBER, "--spider": FILE_IN, "--db-dir": DIR_IN, "--runs": DIR_IN, "--benchmarks": TEXT,
     "--plugin": PATH_IN, "--judge-prompt": NAME, "--batch-poll": NUMBER, "--batch-wait": NUMBER,
     "--max-cost": NUMBER, "--price": ["abc", "", "1", "-1,2", "1,2,3"], "--target-ci": FRACTION + ["0.7"],
-    "--adaptive-calls": COUNT,
+    "--adaptive-calls": COUNT, "--workers": COUNT,
     "--accuracy": FRACTION, "--mde": FRACTION, "--power": FRACTION, "--alpha": FRACTION, "--pilot": DIR_IN,
     "--distractors": CHOICE, "--integer-division": CHOICE, "--distractor-needles": COUNT, "--max-overlap": FRACTION,
     "--reasoning-effort": ["nonesuch", "low,nonesuch"], "--thinking-budget": COUNT, "--source-data": DIR_IN,

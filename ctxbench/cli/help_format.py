@@ -49,7 +49,7 @@ PANELS: dict[str, str] = {
     "--temperature": MODEL, "--reasoning-effort": MODEL, "--max-retry-after": MODEL, "--batch": MODEL,
     "--batch-poll": MODEL, "--batch-wait": MODEL, "--engine": MODEL, "--judge": MODEL, "--judge-prompt": MODEL,
     "--judge-base-url": MODEL, "--judge-api-key-env": MODEL, "--question-model": MODEL,
-    "--question-base-url": MODEL, "--question-api-key-env": MODEL, "--max-attempts": MODEL,
+    "--question-base-url": MODEL, "--question-api-key-env": MODEL, "--max-attempts": MODEL, "--workers": MODEL,
     # retrieval
     "--mode": RAG, "--rag-tokens": RAG, "--chunk-tokens": RAG, "--chunk-overlap": RAG, "--top-k": RAG,
     "--retriever": RAG, "--embedding-model": RAG,
