@@ -66,13 +66,19 @@ try:
 except OSError as e:
     r['dns'] = type(e).__name__
 r['host_tmp_visible'] = os.path.exists({str(host_file)!r})
-r['read_repo'] = open({os.path.abspath('pyproject.toml')!r}).read()[:200]
-for name, p in [('write_host', {os.path.abspath('pyproject.toml')!r}), ('write_root', '/etc/ctxbench-probe'),
+try:  # the host's files outside the system and Python's installation are not there: no build, cache, home
+    r['read_repo'] = open({os.path.abspath('pyproject.toml')!r}).read()[:200]
+except OSError as e:
+    r['read_repo'] = type(e).__name__
+r['read_home'] = os.path.exists(os.path.expanduser('~root/.bashrc')) or os.path.exists('/home')
+r['read_etc'] = os.path.exists('/etc/passwd')
+r['python_stdlib'] = __import__('json').__name__
+for name, p in [('write_host', {os.path.abspath('pyproject.toml')!r}), ('write_root', '/ctxbench-probe'), ('write_usr', '/usr/ctxbench-probe'),
                 ('write_cwd_repo', {os.getcwd() + '/probe.txt'!r})]:
     try:
         open(p, 'a').write('x'); r[name] = 'written'
     except OSError as e:
-        r[name] = type(e).__name__
+        r[name] = 'OSError'
 open('/tmp/private.txt', 'w').write('mine'); r['tmp'] = open('/tmp/private.txt').read()
 try:  # 5 files of 60 MiB (each under the 64 MiB file limit) overfill the 256 MiB /tmp
     for k in range(5):
@@ -99,9 +105,10 @@ r['context'] = context
         assert r["interfaces"] == ["lo"]                           # its own network namespace
         assert r["net"] in ("ConnectionRefusedError", "OSError")   # the host's 127.0.0.1 is not its 127.0.0.1
         assert r["dns"] != "resolved"
-        assert r["read_repo"] == open("pyproject.toml").read()[:200]  # the root is there, read-only
+        assert r["read_repo"] == "FileNotFoundError" and os.path.exists("pyproject.toml")  # the repo is not there
+        assert r["read_home"] is False and r["read_etc"] is False and r["python_stdlib"] == "json"
         assert r["host_tmp_visible"] is False                            # its /tmp is its own
-        assert r["write_host"] == r["write_root"] == r["write_cwd_repo"] == "OSError"
+        assert r["write_host"] == r["write_root"] == r["write_usr"] == r["write_cwd_repo"] == "OSError"
         assert r["tmp"] == "mine" and not (tmp_path / "private.txt").exists()
         assert r["tmp_full"] == errno.ENOSPC and r["file_limit"] == errno.EFBIG  # /tmp size, file size limits
         assert host_file.read_text() == "host data" and not os.path.exists(os.path.join(os.getcwd(), "probe.txt"))

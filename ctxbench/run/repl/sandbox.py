@@ -4,8 +4,9 @@ bubblewrap on Linux, that holds the instance's context in the variable ``context
 
 Bubblewrap (Debian's ``bubblewrap``, the ``bwrap`` command; the sandbox of Flatpak) runs the child with
 ``--unshare-all`` (its own network namespace with only a loopback of its own: no listener of the host, not even on
-127.0.0.1, is reachable; its own PID, IPC, UTS, user and cgroup namespaces: it sees only its own processes), the
-host's root bound read-only, a private ``/tmp`` (a tmpfs of :attr:`StepLimits.tmp_mb`, gone with the process), a minimal ``/dev`` and its own
+127.0.0.1, is reachable; its own PID, IPC, UTS, user and cgroup namespaces: it sees only its own processes), of
+the host only the system's programs and libraries and Python's installation, read-only (:func:`visible_paths`: no
+home directory, build or cache, so no gold answer and no key), a private ``/tmp`` (a tmpfs of :attr:`StepLimits.tmp_mb`, gone with the process), a minimal ``/dev`` and its own
 ``/proc``, the environment cleared (no API key is visible to the code), ``--die-with-parent`` and ``--new-session``.
 Per step the child limits its CPU time and address space (rlimits, :mod:`.child`); this process keeps a wall-clock
 limit per step (time spent answering the code's ``llm_query`` calls does not count) and ends the whole sandbox at
@@ -87,13 +88,38 @@ def require_sandbox(kind: str) -> None:
                          f"sandbox with `ctxbench evaluate ... --sandbox none`")
 
 
+def python_exe() -> str:
+    """The interpreter the sandboxed child runs: the real file behind ``sys.executable`` (a virtual environment's
+    ``python`` is a link to it; the child needs the standard library only)."""
+    return os.path.realpath(sys.executable)
+
+
+def visible_paths() -> list[str]:
+    """The host directories the sandbox sees, read-only: the system's programs and libraries (``/usr``, and
+    ``/bin``, ``/lib``, ``/lib64``, ``/sbin`` where they are directories rather than links into ``/usr``), the
+    interpreter's installation (``sys.base_prefix``) and the child program's folder. Nothing else of the host: no
+    home directory, no build, no response cache, no ``/etc`` secrets, so the code cannot read gold answers or keys."""
+    paths = ["/usr"] + [d for d in ("/bin", "/lib", "/lib64", "/lib32", "/sbin")
+                        if os.path.isdir(d) and not os.path.islink(d)]
+    for extra in (os.path.realpath(sys.base_prefix), os.path.dirname(python_exe()), str(CHILD.parent)):
+        if not any(extra == p or extra.startswith(p + "/") for p in paths):
+            paths.append(extra)
+    return paths
+
+
 def bwrap_argv(exe: str = "bwrap", tmp_mb: int = StepLimits.tmp_mb) -> list[str]:
     """The bubblewrap command line before the program (module docstring); ``tmp_mb``: the size of its private
     ``/tmp`` in MiB."""
-    return [exe, "--unshare-all", "--die-with-parent", "--new-session", "--ro-bind", "/", "/", "--dev", "/dev",
+    binds: list[str] = []
+    for p in visible_paths():
+        binds += ["--ro-bind", p, p]
+    for d in ("/bin", "/lib", "/lib64", "/lib32", "/sbin"):  # merged-/usr systems: the links, as on the host
+        if os.path.islink(d):
+            binds += ["--symlink", os.readlink(d), d]
+    return [exe, "--unshare-all", "--die-with-parent", "--new-session", *binds, "--dev", "/dev",
             "--proc", "/proc", "--size", str(tmp_mb * 1024 * 1024), "--tmpfs", "/tmp", "--chdir", "/tmp", "--clearenv", "--setenv", "PATH",
             "/usr/local/bin:/usr/bin:/bin", "--setenv", "HOME", "/tmp", "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
-            "--setenv", "PYTHONIOENCODING", "utf-8", "--"]
+            "--setenv", "PYTHONIOENCODING", "utf-8", "--remount-ro", "/", "--"]
 
 
 class Sandbox:
@@ -114,7 +140,7 @@ class Sandbox:
             exe = shutil.which("bwrap")
             if exe is None:
                 require_sandbox("bwrap")
-            argv = bwrap_argv(exe, self.limits.tmp_mb) + argv
+            argv = bwrap_argv(exe, self.limits.tmp_mb) + [python_exe(), "-I", str(CHILD)]
         else:
             env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": os.environ.get("TMPDIR", "/tmp"),
                    "PYTHONIOENCODING": "utf-8"}
