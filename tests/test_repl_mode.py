@@ -361,3 +361,30 @@ def test_adaptive_calls_with_repl_is_refused_before_any_call(tmp_path):
             evaluate_build(build, cfg(srv, sandbox="none").model_copy(update={"adaptive_calls": 5}))
         assert "\n" not in str(e.value) and srv.count == 0
         assert not (build / "responses.parquet").exists() or not pq.read_table(build / "responses.parquet").num_rows
+
+
+def test_repl_max_cost_on_a_model_without_a_price_is_refused(tmp_path):
+    """A cost nobody can count would never end an answer: --repl-max-cost on a model litellm has no price for is
+    refused in one line before any call (naming --repl-max-tokens); 0 USD is refused at the command line."""
+    build = make_build(tmp_path / "b", n=1)
+    with FakeOpenAIServer(answer_fn=scripted_root) as srv:
+        with pytest.raises(InputError, match="--repl-max-cost: openai/fake has no price") as e:
+            evaluate_build(build, cfg(srv, sandbox="none", max_answer_cost=0.01))
+        assert "--repl-max-tokens" in str(e.value) and "\n" not in str(e.value) and srv.count == 0
+        r = _cli(build, srv, "--sandbox", "none", "--repl-max-cost", "0")
+        assert r.exit_code == 2 and "--repl-max-cost 0: give a budget above 0" in r.output and srv.count == 0
+
+
+def test_a_final_answer_is_a_finished_turn_never_read_as_cut_off(tmp_path):
+    """An answer FINAL gave is stored with finish reason stop: a value that ends on a word no sentence ends with
+    ("... is") is the model's answer, not a reply the output budget cut off (it was, with no finish reason)."""
+    from ctxbench.scoring.pipeline import answer_chain  # lazy: only this test reads an answer
+
+    build = make_build(tmp_path / "b", n=2)
+    with FakeOpenAIServer(answer_fn=scripted_root) as srv:
+        evaluate_build(build, cfg(srv, sandbox="none"))
+    rows = pq.read_table(build / "responses.parquet").to_pylist()
+    assert {(x["status"], x["finish_reason"]) for x in rows} == {("ok", "stop")}
+    got = answer_chain().extract("The aircraft with tail number N802UA is", finish_reason="stop")
+    assert "cut_off" not in got.tags and got.answer
+    assert "cut_off" in answer_chain().extract("The aircraft with tail number N802UA is", finish_reason=None).tags

@@ -231,3 +231,67 @@ def test_processes_the_code_starts_end_with_the_sandbox(bwrap):
     while _running(argv) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _running(argv)
+
+
+def test_no_key_in_the_sandbox_not_even_in_bubblewraps_own_environment(monkeypatch, bwrap):
+    """bubblewrap is PID 1 in the sandbox and its /proc/1/environ is readable by the code: it gets no variable of
+    ours either, so an API key never crosses into the sandbox."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-never-in-the-sandbox")
+    with Sandbox("c", "bwrap", StepLimits(wall_s=10, cpu_s=5, memory_mb=256)) as sb:
+        r = _probe(sb, """
+import os
+r['env1'] = [open(f'/proc/{p}/environ').read() for p in os.listdir('/proc') if p.isdigit()]
+""")
+    assert r["env1"] and not any("sk-never-in-the-sandbox" in e for e in r["env1"])
+
+
+def test_code_writing_into_the_protocol_pipe_ends_its_step_only(bwrap):
+    """The protocol's descriptors are reachable through /proc/self/fd: garbage or a forged message written there
+    ends that step (the process with it), never the evaluation; the next step starts a fresh process."""
+    forge = """
+import os
+for fd in os.listdir('/proc/self/fd'):
+    try:
+        os.write(int(fd), PAYLOAD)
+    except OSError:
+        pass
+"""
+    with Sandbox("ctx", "bwrap", StepLimits(wall_s=10, cpu_s=5, memory_mb=256)) as sb:
+        for payload in ("b'\\xff\\xfe\\n'", "b'{}\\n'", "b'[1, 2]\\n'"):
+            run = sb.run(forge.replace("PAYLOAD", payload), _no_queries)
+            assert run.ended and "protocol pipe" in run.reason, run
+            assert sb.run("print(len(context))", _no_queries).output.strip() == "3"  # a fresh process
+
+
+def test_a_huge_print_comes_back_cut_and_quickly(bwrap):
+    """Printing 50 million characters ends the step normally with its output cut (not a wall-clock timeout)."""
+    with Sandbox("ctx", "bwrap", StepLimits(wall_s=30, cpu_s=30, memory_mb=1024)) as sb:
+        run = sb.run("print('x' * 50_000_000)", _no_queries)
+    assert not run.timed_out and not run.ended
+    assert len(run.output) < 1_100_000 and "more characters printed" in run.output
+
+
+def test_a_checkout_under_tmp_stays_visible_in_the_sandbox():
+    """The private /tmp is mounted before the read-only binds, so the REPL program and interpreter of a checkout or
+    virtual environment under /tmp are bound over it (not hidden by it)."""
+    argv = sandbox_mod.bwrap_argv("bwrap")
+    tmpfs = argv.index("--tmpfs")
+    binds = [i for i, a in enumerate(argv) if a == "--ro-bind"]
+    assert binds and min(binds) > tmpfs
+    assert str(sandbox_mod.CHILD.parent) in {argv[i + 1] for i in binds} or any(
+        str(sandbox_mod.CHILD).startswith(argv[i + 1] + "/") for i in binds)
+
+
+def test_protocol_parsing_of_sloppy_replies():
+    """Replies as models write them: CRLF line ends, a block left open (cut short), a fence inside a string of the
+    code, and FINAL written before the code (the protocol restated) or naming a variable."""
+    assert protocol.code_blocks("```repl\r\nx = 1\r\nFINAL(x)\r\n```\r\n") == ["x = 1\nFINAL(x)\n"]
+    assert protocol.final_in_text("done\r\nFINAL(42)\r\n") == ("value", "42")
+    assert protocol.code_blocks("```repl\nans = 6*7\nFINAL(ans)\n") == ["ans = 6*7\nFINAL(ans)\n"]
+    assert protocol.final_in_text("```repl\nans = 6*7\nFINAL(ans)\n") is None  # the code's FINAL, not the text's
+    code = 's = """a ``` inside FINAL(oops)"""\nFINAL(len(s))\n'
+    assert protocol.code_blocks(f"```repl\n{code}```") == [code]
+    assert protocol.final_in_text(f"```repl\n{code}```") is None
+    restated = "I will end with\n    FINAL(answer)\nonce I know it.\n```repl\nprint(context[:10])\n```\n"
+    assert protocol.final_in_text(restated) is None
+    assert protocol.final_in_text("```repl\nx = 2\n```\nFINAL(x)") == ("value", "x")  # the loop reads x's value

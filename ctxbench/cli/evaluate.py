@@ -123,7 +123,7 @@ def evaluate_cmd(
                         reasoning_effort=reasoning_effort, thinking_budget=thinking_budget,
                         repl=ReplConfig(sub_model=sub_model, max_steps=max_steps, sandbox=sandbox,
                                         step_timeout_s=step_timeout, step_memory_mb=step_memory,
-                                        max_answer_tokens=repl_max_tokens, max_answer_cost=repl_max_cost or None),
+                                        max_answer_tokens=repl_max_tokens, max_answer_cost=_positive(repl_max_cost, "--repl-max-cost")),
                         **_adaptive_opts(adaptive_calls, runs, build),
                         **_rag_opts(mode, rag_tokens, chunk_tokens, chunk_overlap, top_k, retriever, embedding_model))
         warn_unknown_model(model, base_url)
@@ -164,6 +164,13 @@ def _adaptive_opts(calls: int | None, runs: Path | None, build: Path) -> dict:
         raise InputError("--runs names builds that calibrate --adaptive-calls: give --adaptive-calls N with it")
     others = [str(b) for b in find_builds(runs, []) if Path(b).resolve() != Path(build).resolve()]
     return {"adaptive_calls": calls, "adaptive_runs": others}
+
+
+def _positive(value: float | None, name: str) -> float | None:
+    """``value`` when it is None or above 0; InputError naming ``name`` for 0 (a budget of nothing)."""
+    if value is not None and value <= 0:
+        raise InputError(f"{name} {value:g}: give a budget above 0 USD, or leave it out for none")
+    return value
 
 
 def _price(value: str | None, max_cost: float | None) -> tuple[float, float] | None:

@@ -21,7 +21,9 @@ from typing import Any, Callable
 from ctxbench.core.progress import emit
 from ctxbench.core.storage import append_rows
 from ctxbench.models.cache import ResponseCache, request_key
+from ctxbench.core.errors import InputError
 from ctxbench.models.gateway import RetryPolicy
+from ctxbench.models.pricing import model_prices
 from ctxbench.models.registry import model_info
 from ctxbench.models.runner import CallRunner
 from ctxbench.run.repl.loop import Answer, Caller, ReplConfig, Spend, run_answer
@@ -62,6 +64,11 @@ def evaluate_repl(items: list[dict], *, model: str, base_url: str | None, key_ba
     ``stored`` (rows), ``from_cache`` (rows whose every call the cache answered), ``unfinished`` and ``not_asked`` (answers left unstored), ``statuses`` (row status →
     count), ``notes`` (one line per answer that did not end with FINAL), ``spent_usd`` (with ``max_cost``)."""
     require_sandbox(rcfg.sandbox)
+    if rcfg.max_answer_cost is not None:  # a cost nobody can count would never end an answer: said, not ignored
+        for m in sorted({model, rcfg.sub_model or model}):
+            if model_prices(m) is None:
+                raise InputError(f"--repl-max-cost: {m} has no price in litellm's table, so an answer's cost cannot "
+                                 f"be counted; budget the answers with --repl-max-tokens N instead")
     warning = sandbox_warning(rcfg)
     if warning:
         emit("warning", warning)

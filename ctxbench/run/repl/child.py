@@ -28,6 +28,9 @@ import sys
 import traceback
 
 
+OUTPUT_CAP = 1_000_000  # characters of a step's output sent to the parent
+
+
 class _Final(BaseException):
     """Raised by FINAL / FINAL_VAR to end the code (a BaseException: ``except Exception`` in the code does not
     swallow it)."""
@@ -121,7 +124,10 @@ def main():
                 pass
             except BaseException:  # noqa: BLE001 - the model's error is its output (SystemExit included)
                 traceback.print_exc(limit=-3)
-        send({"op": "done", "output": buf.getvalue(), "final": state["final"]})
+        out = buf.getvalue()
+        if len(out) > OUTPUT_CAP:  # the parent shows a few thousand characters; a huge print need not cross
+            out = out[:OUTPUT_CAP] + f"\n[... {len(out) - OUTPUT_CAP:,} more characters printed]"
+        send({"op": "done", "output": out, "final": state["final"]})
 
 
 if __name__ == "__main__":

@@ -236,7 +236,11 @@ def run_answer(messages: list[dict], context: str, sample: int, root: Caller, su
             if final is None and timed_out is None:
                 said = final_in_text(reply)
                 if said is not None:
-                    final = said[1] if said[0] == "value" else sb.variable(said[1])
+                    if said[0] == "value":  # FINAL(ans) outside code, ans a variable of the REPL: its value
+                        held = sb.variable(said[1]) if said[1].isidentifier() else None
+                        final = said[1] if held is None else held
+                    else:
+                        final = sb.variable(said[1])
                     if final is None:
                         outputs.append(f"FINAL_VAR({said[1]}): no variable {said[1]!r} in the REPL")
             shown = [truncate(o, cfg.output_chars) for o in outputs]
@@ -263,7 +267,10 @@ def run_answer(messages: list[dict], context: str, sample: int, root: Caller, su
     finally:
         sb.close()
         ans.calls, ans.replayed = root.made + sub.made, root.replayed + sub.replayed
-    ans.row = {"status": status, "response": response, "error": error, "cached": all_cached, **totals}
+    # an answer given by FINAL is finished by the protocol's own marker: stored as a finished turn ("stop"), so the
+    # answer pipeline never reads a FINAL value that ends on "is" or "at" as a reply the budget cut off
+    ans.row = {"status": status, "response": response, "error": error, "cached": all_cached, **totals,
+               "finish_reason": "stop" if status == "ok" else None}
     return ans
 
 

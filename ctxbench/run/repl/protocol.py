@@ -42,7 +42,8 @@ Question: {question}
 
 Write code in a ```repl block to examine `context` and answer the question; end with FINAL(answer)."""
 
-_BLOCK = re.compile(r"```(?:repl|python|py)[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
+_OPEN = re.compile(r"```(?:repl|python|py)[ \t]*\n", re.IGNORECASE)
+_CLOSE = re.compile(r"^[ \t]*```", re.MULTILINE)  # a closing fence starts its line: a ``` inside code does not
 _FINAL_VAR = re.compile(r"^[ \t]*FINAL_VAR\(\s*['\"]?([A-Za-z_]\w*)['\"]?\s*\)[ \t]*$", re.MULTILINE)
 _FINAL = re.compile(r"^[ \t]*FINAL\((.*)\)[ \t]*$", re.MULTILINE)
 
@@ -64,15 +65,40 @@ def root_messages(question: str, context_chars: int, context_tokens: int | None,
                                                     question=question)}]
 
 
+def _normal(reply: str | None) -> str:
+    """The reply with every line ending as ``\n`` (a CRLF reply parses as any other)."""
+    return (reply or "").replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _block_spans(text: str) -> list[tuple[int, int, int, int]]:
+    """``(start, code_start, code_end, end)`` of every fenced ```` ```repl ```` / ```` ```python ```` block of
+    ``text``: the closing fence is the first line that starts with ```` ``` ```` (so a fence inside a string of
+    the code, mid-line, does not end it); a block left open (a reply cut short) runs to the end."""
+    spans, pos = [], 0
+    while (m := _OPEN.search(text, pos)) is not None:
+        c = _CLOSE.search(text, m.end())
+        if c is None:
+            spans.append((m.start(), m.end(), len(text), len(text)))
+            break
+        spans.append((m.start(), m.end(), c.start(), c.end()))
+        pos = c.end()
+    return spans
+
+
 def code_blocks(reply: str) -> list[str]:
-    """The code of every fenced ```` ```repl ```` / ```` ```python ```` block of a reply, in order."""
-    return [m.group(1) for m in _BLOCK.finditer(reply or "")]
+    """The code of every fenced ```` ```repl ```` / ```` ```python ```` block of a reply, in order (line endings
+    normalised; a block the reply leaves open runs to its end)."""
+    text = _normal(reply)
+    return [text[a:b] for _, a, b, _ in _block_spans(text)]
 
 
 def final_in_text(reply: str) -> tuple[str, str] | None:
-    """A ``FINAL(answer)`` or ``FINAL_VAR(name)`` the reply writes on a line of its own outside its code blocks:
+    """A ``FINAL(answer)`` or ``FINAL_VAR(name)`` the reply writes on a line of its own outside its code blocks
+    and after the last of them (a FINAL written before the code, e.g. the protocol restated, is not an answer):
     ``("value", answer)`` or ``("var", name)``; None when it writes neither. The last one written counts."""
-    text = _BLOCK.sub("", reply or "")
+    text = _normal(reply)
+    spans = _block_spans(text)
+    text = text[spans[-1][3]:] if spans else text
     found: list[tuple[int, tuple[str, str]]] = []
     for m in _FINAL_VAR.finditer(text):
         found.append((m.start(), ("var", m.group(1))))

@@ -80,7 +80,14 @@ def require_sandbox(kind: str) -> None:
         raise InputError(f"--mode repl runs the model's code under bubblewrap, which is not installed: install the "
                          f"package {BWRAP_PACKAGE} (apt-get install -y {BWRAP_PACKAGE}), or run the code without a "
                          f"sandbox with `ctxbench evaluate ... --sandbox none`")
-    r = subprocess.run(bwrap_argv(exe) + ["true"], capture_output=True, text=True, timeout=30)
+    # the interpreter and the REPL program must be visible inside, read-only (visible_paths)
+    r = subprocess.run(bwrap_argv(exe) + [python_exe(), "-I", "-c", f"open({str(CHILD)!r}).close()"],
+                       capture_output=True, text=True, timeout=30, env={"PATH": "/usr/local/bin:/usr/bin:/bin"})
+    if r.returncode != 0 and "bwrap:" not in (r.stderr or ""):
+        err = " ".join((r.stderr or "").split())[-200:]
+        raise InputError(f"--mode repl: the sandbox cannot run Python's {python_exe()} on ctxbench's REPL program "
+                         f"{CHILD} ({err}); run the code without a sandbox with `ctxbench evaluate ... --sandbox "
+                         f"none`")
     if r.returncode != 0:
         err = " ".join((r.stderr or "").split())[:200]
         raise InputError(f"--mode repl: bubblewrap cannot start a sandbox here ({err}): allow unprivileged user "
@@ -116,8 +123,9 @@ def bwrap_argv(exe: str = "bwrap", tmp_mb: int = StepLimits.tmp_mb) -> list[str]
     for d in ("/bin", "/lib", "/lib64", "/lib32", "/sbin"):  # merged-/usr systems: the links, as on the host
         if os.path.islink(d):
             binds += ["--symlink", os.readlink(d), d]
-    return [exe, "--unshare-all", "--die-with-parent", "--new-session", *binds, "--dev", "/dev",
-            "--proc", "/proc", "--size", str(tmp_mb * 1024 * 1024), "--tmpfs", "/tmp", "--chdir", "/tmp", "--clearenv", "--setenv", "PATH",
+    # the private /tmp first, the binds over it: a checkout or an interpreter under /tmp stays visible (read-only)
+    return [exe, "--unshare-all", "--die-with-parent", "--new-session", "--dev", "/dev", "--proc", "/proc",
+            "--size", str(tmp_mb * 1024 * 1024), "--tmpfs", "/tmp", *binds, "--chdir", "/tmp", "--clearenv", "--setenv", "PATH",
             "/usr/local/bin:/usr/bin:/bin", "--setenv", "HOME", "/tmp", "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
             "--setenv", "PYTHONIOENCODING", "utf-8", "--remount-ro", "/", "--"]
 
@@ -135,15 +143,14 @@ class Sandbox:
         """Start the process and hand it the context. Raises InputError when the sandbox cannot start, RuntimeError
         when the child does not report ready."""
         argv = [sys.executable, "-I", str(CHILD)]
-        env = None
+        # bubblewrap itself (PID 1 in the sandbox, its /proc/1/environ readable by the code) and the bare child get
+        # no variable of ours: no API key crosses into the sandbox
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "PYTHONIOENCODING": "utf-8"}
         if self.kind == "bwrap":
             exe = shutil.which("bwrap")
             if exe is None:
                 require_sandbox("bwrap")
             argv = bwrap_argv(exe, self.limits.tmp_mb) + [python_exe(), "-I", str(CHILD)]
-        else:
-            env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": os.environ.get("TMPDIR", "/tmp"),
-                   "PYTHONIOENCODING": "utf-8"}
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, env=env, start_new_session=True,
                                      cwd="/tmp" if self.kind == "none" else None)
@@ -155,8 +162,9 @@ class Sandbox:
                     "file_bytes": self.limits.file_mb * mb})
         msg = self._receive(time.monotonic() + 60)
         if msg is None or msg.get("op") != "ready":
+            reason = self._exit_reason()  # before close() forgets the process
             self.close()
-            raise RuntimeError(f"the REPL process did not start ({self._exit_reason()})")
+            raise RuntimeError(f"the REPL process did not start ({reason})")
 
     def _send(self, msg: dict) -> None:
         assert self.proc is not None and self.proc.stdin is not None
@@ -164,21 +172,33 @@ class Sandbox:
         self.proc.stdin.flush()
 
     def _receive(self, deadline: float) -> dict | None:
-        """The next message of the child, or None when the deadline passes or the child's output ends."""
+        """The next message of the child, or None when the deadline passes or the child's output ends. A line
+        that is not a protocol message (the code wrote into the pipe) gives ``{"op": "bad", ...}``. Reads in
+        linear time however much the child writes."""
         assert self.proc is not None and self.proc.stdout is not None
         fd = self.proc.stdout.fileno()
-        with selectors.DefaultSelector() as sel:
-            sel.register(fd, selectors.EVENT_READ)
-            while b"\n" not in self._buf:
-                left = deadline - time.monotonic()
-                if left <= 0 or not sel.select(left):
-                    return None
-                chunk = os.read(fd, 1 << 20)
-                if not chunk:
-                    return None
-                self._buf += chunk
-        line, _, self._buf = self._buf.partition(b"\n")
-        return json.loads(line)
+        chunks = [self._buf] if self._buf else []
+        if b"\n" not in self._buf:
+            with selectors.DefaultSelector() as sel:
+                sel.register(fd, selectors.EVENT_READ)
+                while True:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or not sel.select(left):
+                        self._buf = b"".join(chunks)
+                        return None
+                    chunk = os.read(fd, 1 << 20)
+                    if not chunk:
+                        self._buf = b"".join(chunks)
+                        return None
+                    chunks.append(chunk)
+                    if b"\n" in chunk:
+                        break
+        line, _, self._buf = b"".join(chunks).partition(b"\n")
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            return {"op": "bad", "line": line[:80]}
+        return msg if isinstance(msg, dict) and isinstance(msg.get("op"), str) else {"op": "bad", "line": line[:80]}
 
     def _exit_reason(self) -> str:
         if self.proc is None:
@@ -213,7 +233,7 @@ class Sandbox:
                 if cpu:
                     reason = f"the step ran past its CPU-time limit of {self.limits.cpu_s:g} s"
                 return StepRun("", timed_out=timed_out or cpu, ended=True, reason=reason, wait_s=waited)
-            if msg["op"] == "query":
+            if msg["op"] == "query" and isinstance(msg.get("prompts"), list):
                 t0 = time.monotonic()
                 replies = on_query([_text(p) for p in msg["prompts"]])
                 spent = time.monotonic() - t0
@@ -223,6 +243,9 @@ class Sandbox:
             elif msg["op"] == "done":
                 final = msg.get("final")
                 return StepRun(_text(msg.get("output") or ""), None if final is None else _text(final), wait_s=waited)
+            else:  # the code wrote into the protocol's pipe: the step ends, and the process with it
+                self._kill()
+                return StepRun("", ended=True, reason="the code wrote into the REPL's protocol pipe", wait_s=waited)
 
     def variable(self, name: str) -> str | None:
         """The value (as text) of variable ``name`` in the REPL, None when it has none (or the process is gone)."""
@@ -230,7 +253,7 @@ class Sandbox:
             return None
         self._send({"op": "var", "name": name})
         msg = self._receive(time.monotonic() + 30)
-        return _text(msg["value"]) if msg and msg.get("found") else None
+        return _text(msg.get("value", "")) if msg and msg.get("op") == "value" and msg.get("found") else None
 
     def _kill(self) -> None:
         if self.proc is None:
