@@ -60,6 +60,18 @@ def test_the_key_of_a_deployment_names_it_not_its_replicas(tmp_path):
     assert _key(str(f)) == k
 
 
+def test_duplicates_collapse_before_the_key_is_chosen_and_a_file_of_one_keeps_the_deployment(tmp_path):
+    a, b = "http://gpu1:8000/v1", "http://gpu2:8000/v1"
+    # a list of one distinct URL is that URL (whatever its spelling): --base-url A and A,A share every answer
+    assert _key(f"{a},{a}") == _key(a) == _key(f"{a}/, {a}") and endpoint_id("openai/fake", f"{a},{a}") == a
+    assert _key(f"{a},{b},{b}") == _key(f"{b},{a}") == _key(f"{a},{b}")
+    # down to one replica in a deployment file (no name: the model's): still the list's key
+    f = tmp_path / "one.yaml"
+    f.write_text(f"replicas: [{a}]\n", encoding="utf-8")
+    assert parse_deployment(str(f), "openai/fake").name == "fake"
+    assert _key(str(f)) == _key(f"{a},{b}") != _key(a)
+
+
 @pytest.mark.parametrize("value,says", [
     ("http://a:1/v1,ftp://b/v1", "not an http(s) URL"),
     ("{dir}/missing.yaml", "cannot read the deployment file"),
@@ -173,6 +185,27 @@ def test_a_rerun_with_one_replica_fewer_makes_no_call_and_a_file_names_the_deplo
         r = _evaluate(build, str(dep))
         assert r.exit_code == 0, r.output
         assert a.count + b.count + c.count == 0 and "8 from cache" in r.output
+
+
+def test_a_list_then_one_replica_in_a_file_and_a_url_then_the_url_twice_make_no_call(tmp_path):
+    build = make_build(tmp_path / "b", contexts=3, questions=2)
+    with FakeOpenAIServer() as a, FakeOpenAIServer() as b:
+        r = _evaluate(build, f"{a.base_url},{b.base_url}")
+        assert r.exit_code == 0 and a.count + b.count == 6, r.output
+        (build / "responses.parquet").unlink()
+        dep = tmp_path / "one.yaml"
+        dep.write_text(f"replicas:\n  - {a.base_url}\n", encoding="utf-8")  # b gone: the one left in a file
+        a.reset_counts(), b.reset_counts()
+        r = _evaluate(build, str(dep))
+        assert r.exit_code == 0 and a.count + b.count == 0 and "6 from cache" in r.output, r.output
+        # a plain URL, then the same URL listed twice: one endpoint, one key
+        build2 = make_build(tmp_path / "b2", contexts=3, questions=2)
+        r = _evaluate(build2, a.base_url, "--max-tokens", "32")
+        assert r.exit_code == 0 and a.count == 6, r.output
+        (build2 / "responses.parquet").unlink()
+        a.reset_counts()
+        r = _evaluate(build2, f"{a.base_url},{a.base_url}", "--max-tokens", "32")
+        assert r.exit_code == 0 and a.count == 0 and "6 from cache" in r.output, r.output
 
 
 @pytest.mark.parametrize("fault", ["dead", "503", "killed"])
