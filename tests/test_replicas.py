@@ -232,3 +232,24 @@ def test_a_failing_replica_is_taken_out_and_its_contexts_move(tmp_path, fault):
         moved = {_ledger(x) for x in a.requests}
         per = Counter(_ledger(x) for x in a.requests if call_id(x) in a.call_counts(ok_only=True))
         assert all(per[c] == 4 for c in moved if fault != "killed")
+
+
+def test_replica_credentials_never_reach_a_message(tmp_path):
+    value = "http://u:pw1secret@a/v1,ftp://u:pw2secret@b"
+    with pytest.raises(InputError) as e:
+        parse_deployment(value, "openai/fake")
+    assert "pw2secret" not in str(e.value) and "'ftp://[redacted]@b' is not an http(s) URL" in str(e.value)
+    with pytest.raises(InputError) as e:  # no scheme: the user information is still hidden
+        parse_deployment("http://a/v1,u:pw3secret@b:1", "openai/fake")
+    assert "pw3secret" not in str(e.value) and "[redacted]@b:1" in str(e.value)
+    r = runner.invoke(app, ["evaluate", "--build", str(tmp_path), "--model", "openai/fake", "--base-url", value])
+    assert r.exit_code == 2 and "not an http(s) URL" in r.output and "pw2secret" not in r.output
+    # a dead replica named with a password and a key in its URL: taken out, and named without either
+    build = make_build(tmp_path / "b", contexts=16, questions=1)  # the dead one ranks first for some (1 - 2**-16)
+    with FakeOpenAIServer() as a:
+        bad = f"http://bob:pw4secret@127.0.0.1:{_free_port()}/v1?api_key=k5secret"
+        r = _evaluate(build, f"{a.base_url},{bad}")
+        out = r.output.replace("\n", "")
+        assert r.exit_code == 0, r.output
+        assert f"replica http://[redacted]@127.0.0.1:" in out and "api_key=[redacted] taken out of service" in out
+        assert "pw4secret" not in out and "k5secret" not in out and "bob" not in out

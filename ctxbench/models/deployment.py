@@ -46,6 +46,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from ctxbench.core.errors import InputError
+from ctxbench.core.redact import MARK, redact
 
 FAIL_AFTER = 3  # consecutive failures (connection errors, timeouts, 5xx) that take a replica out
 DEPLOYMENT_SUFFIXES = (".yaml", ".yml", ".json")
@@ -81,10 +82,21 @@ def is_deployment(base_url: str | None) -> bool:
     return v.lower().endswith(DEPLOYMENT_SUFFIXES) and "://" not in v
 
 
+def shown(url: str) -> str:
+    """``url`` as messages show it: user information (``http://user:password@host``, also without a scheme) and
+    key-, token- and password-like query parameters replaced by ``[redacted]`` (:func:`ctxbench.core.redact
+    .redact`). Never raises."""
+    t = redact(str(url))
+    if "://" not in t and "@" in t:  # user:password@host without a scheme: redact's URL rule needs one
+        t = f"{MARK}@{t.rsplit('@', 1)[1]}"
+    return t
+
+
 def _check_url(url: str, where: str) -> str:
     u = url.strip()
     if not (u.startswith("http://") or u.startswith("https://")) or len(u.split("://", 1)[1].strip("/")) == 0:
-        raise InputError(f"{where}: {url!r} is not an http(s) URL: write each replica like http://HOST:PORT/v1")
+        raise InputError(f"{where}: {shown(url)!r} is not an http(s) URL: write each replica like "
+                         f"http://HOST:PORT/v1")
     return u
 
 
@@ -120,7 +132,8 @@ def parse_deployment(base_url: str, model: str) -> Deployment:
     else:
         parts = [x for x in (s.strip() for s in v.split(",")) if x]
         if not parts:
-            raise InputError(f"--base-url {base_url!r} names no endpoint: write it like http://HOST:PORT/v1")
+            raise InputError(f"--base-url {shown(base_url)!r} names no endpoint: write it like "
+                             f"http://HOST:PORT/v1")
         urls = [_check_url(x, "--base-url") for x in parts]
         name = None  # named below when more than one distinct URL is left
     seen: dict[str, str] = {}
