@@ -251,5 +251,5 @@ def test_replica_credentials_never_reach_a_message(tmp_path):
         r = _evaluate(build, f"{a.base_url},{bad}")
         out = r.output.replace("\n", "")
         assert r.exit_code == 0, r.output
-        assert f"replica http://[redacted]@127.0.0.1:" in out and "api_key=[redacted] taken out of service" in out
+        assert "replica http://[redacted]@127.0.0.1:" in out and "api_key=[redacted] taken out of service" in out
         assert "pw4secret" not in out and "k5secret" not in out and "bob" not in out
