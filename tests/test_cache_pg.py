@@ -19,8 +19,10 @@ import pytest
 from typer.testing import CliRunner
 
 from ctxbench.cli import app
+from ctxbench.core.errors import InputError
 from ctxbench.core.storage import to_table, write_parquet
 from ctxbench.models.cache import ResponseCache
+from ctxbench.models.cache_pg import shown_url
 from fakeserver import FakeOpenAIServer
 from pgserver import PgServer, pg_binaries
 
@@ -162,3 +164,22 @@ def test_a_bad_cache_url_is_one_line_naming_it(tmp_path, monkeypatch, url, says)
                                  "http://127.0.0.1:9/v1"])
     assert r.exit_code == 2 and says in r.output and "CTXBENCH_CACHE_URL" in r.output
     assert "s3cret" not in r.output and "Traceback" not in r.output
+
+
+@pytest.mark.parametrize("url,shown", [
+    ("postgresql://bob@127.0.0.1:1/db?password=s3cret",
+     "postgresql://[redacted]@127.0.0.1:1/db?password=[redacted]"),
+    ("postgresql://127.0.0.1:1/db?user=bob&password=s3cret", "postgresql://127.0.0.1:1/db?user=bob&password=[redacted]"),
+    ("postgresql://bob:s3cret@127.0.0.1:1/db?sslpassword=s3cret&sslmode=require",
+     "postgresql://[redacted]@127.0.0.1:1/db?sslpassword=[redacted]&sslmode=require"),
+    ("host=db user=bob password=s3cret", "host=db user=bob password=[redacted]"),
+    ("host=db password = 's3cret with space' dbname=x", "host=db password = [redacted] dbname=x"),
+])
+def test_a_cache_url_is_shown_without_its_password_in_every_form(tmp_path, monkeypatch, url, shown):
+    assert shown_url(url) == shown
+    pytest.importorskip("psycopg")
+    monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("CTXBENCH_CACHE_URL", url)
+    with pytest.raises(InputError) as e:  # the Python API's message (no CLI line redaction on the way)
+        ResponseCache()
+    assert "s3cret" not in str(e.value) and shown in str(e.value)

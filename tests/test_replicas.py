@@ -60,6 +60,18 @@ def test_the_key_of_a_deployment_names_it_not_its_replicas(tmp_path):
     assert _key(str(f)) == k
 
 
+def test_duplicates_collapse_before_the_key_is_chosen_and_a_file_of_one_keeps_the_deployment(tmp_path):
+    a, b = "http://gpu1:8000/v1", "http://gpu2:8000/v1"
+    # a list of one distinct URL is that URL (whatever its spelling): --base-url A and A,A share every answer
+    assert _key(f"{a},{a}") == _key(a) == _key(f"{a}/, {a}") and endpoint_id("openai/fake", f"{a},{a}") == a
+    assert _key(f"{a},{b},{b}") == _key(f"{b},{a}") == _key(f"{a},{b}")
+    # down to one replica in a deployment file (no name: the model's): still the list's key
+    f = tmp_path / "one.yaml"
+    f.write_text(f"replicas: [{a}]\n", encoding="utf-8")
+    assert parse_deployment(str(f), "openai/fake").name == "fake"
+    assert _key(str(f)) == _key(f"{a},{b}") != _key(a)
+
+
 @pytest.mark.parametrize("value,says", [
     ("http://a:1/v1,ftp://b/v1", "not an http(s) URL"),
     ("{dir}/missing.yaml", "cannot read the deployment file"),
@@ -175,6 +187,27 @@ def test_a_rerun_with_one_replica_fewer_makes_no_call_and_a_file_names_the_deplo
         assert a.count + b.count + c.count == 0 and "8 from cache" in r.output
 
 
+def test_a_list_then_one_replica_in_a_file_and_a_url_then_the_url_twice_make_no_call(tmp_path):
+    build = make_build(tmp_path / "b", contexts=3, questions=2)
+    with FakeOpenAIServer() as a, FakeOpenAIServer() as b:
+        r = _evaluate(build, f"{a.base_url},{b.base_url}")
+        assert r.exit_code == 0 and a.count + b.count == 6, r.output
+        (build / "responses.parquet").unlink()
+        dep = tmp_path / "one.yaml"
+        dep.write_text(f"replicas:\n  - {a.base_url}\n", encoding="utf-8")  # b gone: the one left in a file
+        a.reset_counts(), b.reset_counts()
+        r = _evaluate(build, str(dep))
+        assert r.exit_code == 0 and a.count + b.count == 0 and "6 from cache" in r.output, r.output
+        # a plain URL, then the same URL listed twice: one endpoint, one key
+        build2 = make_build(tmp_path / "b2", contexts=3, questions=2)
+        r = _evaluate(build2, a.base_url, "--max-tokens", "32")
+        assert r.exit_code == 0 and a.count == 6, r.output
+        (build2 / "responses.parquet").unlink()
+        a.reset_counts()
+        r = _evaluate(build2, f"{a.base_url},{a.base_url}", "--max-tokens", "32")
+        assert r.exit_code == 0 and a.count == 0 and "6 from cache" in r.output, r.output
+
+
 @pytest.mark.parametrize("fault", ["dead", "503", "killed"])
 def test_a_failing_replica_is_taken_out_and_its_contexts_move(tmp_path, fault):
     build = make_build(tmp_path / "b")
@@ -199,3 +232,24 @@ def test_a_failing_replica_is_taken_out_and_its_contexts_move(tmp_path, fault):
         moved = {_ledger(x) for x in a.requests}
         per = Counter(_ledger(x) for x in a.requests if call_id(x) in a.call_counts(ok_only=True))
         assert all(per[c] == 4 for c in moved if fault != "killed")
+
+
+def test_replica_credentials_never_reach_a_message(tmp_path):
+    value = "http://u:pw1secret@a/v1,ftp://u:pw2secret@b"
+    with pytest.raises(InputError) as e:
+        parse_deployment(value, "openai/fake")
+    assert "pw2secret" not in str(e.value) and "'ftp://[redacted]@b' is not an http(s) URL" in str(e.value)
+    with pytest.raises(InputError) as e:  # no scheme: the user information is still hidden
+        parse_deployment("http://a/v1,u:pw3secret@b:1", "openai/fake")
+    assert "pw3secret" not in str(e.value) and "[redacted]@b:1" in str(e.value)
+    r = runner.invoke(app, ["evaluate", "--build", str(tmp_path), "--model", "openai/fake", "--base-url", value])
+    assert r.exit_code == 2 and "not an http(s) URL" in r.output and "pw2secret" not in r.output
+    # a dead replica named with a password and a key in its URL: taken out, and named without either
+    build = make_build(tmp_path / "b", contexts=16, questions=1)  # the dead one ranks first for some (1 - 2**-16)
+    with FakeOpenAIServer() as a:
+        bad = f"http://bob:pw4secret@127.0.0.1:{_free_port()}/v1?api_key=k5secret"
+        r = _evaluate(build, f"{a.base_url},{bad}")
+        out = r.output.replace("\n", "")
+        assert r.exit_code == 0, r.output
+        assert "replica http://[redacted]@127.0.0.1:" in out and "api_key=[redacted] taken out of service" in out
+        assert "pw4secret" not in out and "k5secret" not in out and "bob" not in out

@@ -18,7 +18,7 @@ from ctxbench.models.cache import ResponseCache
 from ctxbench.models.gateway import RetryPolicy
 from ctxbench.run.evaluate import EvalConfig, plan_requests
 from ctxbench.run.shard import assign_contexts, restrict_plan
-from ctxbench.run.workers import combine, plan_shards
+from ctxbench.run.workers import combine, others_rows, plan_shards
 from fakeserver import FakeOpenAIServer
 
 runner = CliRunner()
@@ -89,6 +89,19 @@ def test_combine_adds_counts_and_keeps_the_worst_status():
     assert s.unfinished_finish == {"length": 3, "stop": 1} and (s.selected, s.already_stored) == (9, 2)
 
 
+def test_the_workers_rows_are_not_counted_as_another_process_rows():
+    # each worker counts the other workers' rows as "another process's": the combined summary never sums them
+    a = {"new_rows": 4, "others_rows": 2, "status": "complete"}
+    b = {"new_rows": 2, "others_rows": 4, "status": "complete"}
+    assert combine([a, b], selected=6, already_stored=0).others_rows == 0
+    assert combine([a, b], selected=6, already_stored=0, others=3).others_rows == 3
+    own = {"k1", "k2", "k3", "k4", "k5", "k6"}
+    # the six new keys are the workers' six rows: none another process's
+    assert others_rows({"k1", "k2", "k3", "k4", "k5", "k6"}, own, 6) == 0
+    # two keys of another build's selection, and one of ours the workers did not write (the other process did)
+    assert others_rows({"k1", "k2", "k3", "x1", "x2"}, own, 2) == 2 + 1
+
+
 def test_evaluate_with_two_workers_makes_each_call_once_and_a_rerun_starts_nothing(tmp_path):
     build = make_build(tmp_path / "b")
     with FakeOpenAIServer(latency_s=0.05) as srv:
@@ -98,7 +111,8 @@ def test_evaluate_with_two_workers_makes_each_call_once_and_a_rerun_starts_nothi
         assert r.exit_code == 0, r.output
         counts = srv.call_counts()
         assert len(counts) == 18 and set(counts.values()) == {1}
-        assert "18 calls made, 0 from cache" in r.output
+        assert "18 calls made, 0 from cache" in r.output and "18 rows added" in r.output
+        assert "another process" not in r.output  # the other worker's rows are this evaluation's
         rows = pq.read_table(build / "responses.parquet").to_pylist()
         assert len(rows) == 18 and {x["status"] for x in rows} == {"ok"}
         srv.reset_counts()

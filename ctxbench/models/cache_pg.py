@@ -13,13 +13,15 @@ them in SQLite. Uses psycopg 3 (the ``service`` extra).
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from typing import Callable
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from ctxbench.core.errors import InputError
 from ctxbench.core.extras import require
+from ctxbench.core.redact import MARK, redact, register
 
 PG_SCHEMA = ("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, model TEXT, payload TEXT NOT NULL, "
              "created_at DOUBLE PRECISION)",
@@ -33,22 +35,45 @@ def is_pg_url(url: str | None) -> bool:
     return bool(url) and str(url).strip().lower().split("://", 1)[0] in ("postgresql", "postgres")
 
 
+# a password given as a parameter: ``?password=...`` / ``&sslpassword=...`` of a URL, or ``password=...`` (quoted
+# or not) of a key=value connection string (libpq's conninfo: ``host=db user=bob password=s3cret``)
+_PASSWORD_PARAM_RE = re.compile(r"(?P<name>(?<![\w-])(?:ssl)?password\s*=\s*)"
+                                r"(?P<value>'(?:[^'\\]|\\.)*'?|[^\s&#]+)", re.I)
+
+
 def shown_url(url: str) -> str:
-    """``url`` without its password, for messages."""
-    u = urlsplit(url)
-    return url.replace(f":{u.password}@", ":***@") if u.password else url
+    """``url`` (a ``postgresql://`` URL or a key=value connection string) as messages show it: the password of its
+    user information, a ``password``/``sslpassword`` parameter of its query or of a connection string (quoted or
+    not), and any other credential :func:`ctxbench.core.redact.redact` knows replaced by ``[redacted]``. Never
+    raises."""
+    return redact(_PASSWORD_PARAM_RE.sub(lambda m: m.group("name") + MARK, str(url)))
+
+
+def register_passwords(url: str) -> None:
+    """Register the passwords ``url`` carries (its user information, its ``password`` parameters, a connection
+    string's ``password=``) with :func:`ctxbench.core.redact.register`, so no later text (a driver's error, a log
+    line) shows them. Never raises."""
+    try:
+        u = urlsplit(url)
+        register(u.password, *(v for k, v in parse_qsl(u.query) if k.lower() in ("password", "sslpassword")))
+    except ValueError:
+        pass
+    for m in _PASSWORD_PARAM_RE.finditer(url):
+        v = m.group("value")
+        register(v[1:-1] if len(v) > 1 and v[0] == v[-1] == "'" else v)
 
 
 class PgResponseCache:
     """Key -> stored response (a JSON object) in the PostgreSQL database at ``url``, with the claims protocol of
     :class:`ctxbench.models.cache.ResponseCache` (same methods, same answers). ``dead_owner(owner)`` tells a
     claim owner that is a dead process of this machine (its claims need not wait for their lease). Raises
-    InputError naming the URL (password hidden) when the database cannot be reached, and CtxbenchError naming
+    InputError naming the URL (passwords hidden: :func:`shown_url`) when the database cannot be reached, and CtxbenchError naming
     the extra when psycopg is not installed."""
 
     def __init__(self, url: str, dead_owner: Callable[[str], bool] = lambda owner: False,
                  connect_timeout_s: float = 10.0):
         psycopg = require("psycopg", "CTXBENCH_CACHE_URL=postgresql://... (the response cache in PostgreSQL)")
+        register_passwords(url)
         self.url, self.path = url, None
         self._dead_owner = dead_owner
         self._lock = threading.Lock()
@@ -56,7 +81,7 @@ class PgResponseCache:
             self._con = psycopg.connect(url, autocommit=True, connect_timeout=int(max(connect_timeout_s, 1)))
         except psycopg.Error as e:
             raise InputError(f"CTXBENCH_CACHE_URL {shown_url(url)}: cannot connect to the PostgreSQL cache "
-                             f"({str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}); "
+                             f"({shown_url(str(e).strip().splitlines()[0]) if str(e).strip() else type(e).__name__}); "
                              f"start the server or fix the URL") from None
         with self._lock, self._con.transaction():
             self._con.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))

@@ -11,7 +11,18 @@ commas (``http://gpu1:8000/v1,http://gpu2:8000/v1``), or the path of a deploymen
     fail_after: 3                 # consecutive failures that take a replica out (default 3)
 
 The request key of a deployment names the deployment (``deployment:<name>``), never a replica, so a rerun with the
-replicas in another order, or with one fewer, makes no call again (:func:`ctxbench.models.cache.endpoint_id`).
+replicas in another order, with one fewer, or with one listed twice makes no call again
+(:func:`ctxbench.models.cache.endpoint_id`). The rule (keys of a single ``--base-url URL`` stay what they were
+before deployments existed):
+
+* one URL, or a comma list that holds one distinct URL once duplicates are dropped (``A,`` ``A,A``): keyed by that
+  URL, as a plain ``--base-url A``;
+* a comma list of two or more distinct URLs: ``deployment:<served name of the model>``;
+* a deployment file: ``deployment:<name>`` (``name:``, else the model's served name), even with one replica, so a
+  deployment can go down to one replica (a file listing it) without asking anything again.
+
+Going from a list to a bare single URL (``A,B`` to ``A``) or back changes the key; write the one replica left in a
+deployment file instead.
 
 Sharding: every request carries a route (its context's shared-prefix hash, :class:`ctxbench.models.runner.Request`
 ``prefix``); the replica a route goes to is chosen by rendezvous hashing (highest SHA-256 of replica and route,
@@ -35,6 +46,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from ctxbench.core.errors import InputError
+from ctxbench.core.redact import MARK, redact
 
 FAIL_AFTER = 3  # consecutive failures (connection errors, timeouts, 5xx) that take a replica out
 DEPLOYMENT_SUFFIXES = (".yaml", ".yml", ".json")
@@ -46,8 +58,8 @@ ROUTE: contextvars.ContextVar[str | None] = contextvars.ContextVar("ctxbench_rou
 
 @dataclass(frozen=True)
 class Deployment:
-    """One model served by ``replicas`` (URLs as given). ``name``: what request keys name (None: a single URL,
-    keyed by its normalised URL as before); ``fail_after``: consecutive failures that take a replica out."""
+    """One model served by ``replicas`` (URLs as given). ``name``: what request keys name (None: a single distinct
+    URL given as a URL or a comma list, keyed by its normalised URL as before); ``fail_after``: consecutive failures that take a replica out."""
 
     replicas: tuple[str, ...]
     name: str | None = None
@@ -55,7 +67,7 @@ class Deployment:
 
     @property
     def several(self) -> bool:
-        """True for a deployment keyed by its name (several replicas, or a named deployment file)."""
+        """True for a deployment keyed by its name (two or more distinct URLs in a list, or a deployment file)."""
         return self.name is not None
 
 
@@ -70,17 +82,30 @@ def is_deployment(base_url: str | None) -> bool:
     return v.lower().endswith(DEPLOYMENT_SUFFIXES) and "://" not in v
 
 
+def shown(url: str) -> str:
+    """``url`` as messages show it: user information (``http://user:password@host``, also without a scheme) and
+    key-, token- and password-like query parameters replaced by ``[redacted]`` (:func:`ctxbench.core.redact
+    .redact`). Never raises."""
+    t = redact(str(url))
+    if "://" not in t and "@" in t:  # user:password@host without a scheme: redact's URL rule needs one
+        t = f"{MARK}@{t.rsplit('@', 1)[1]}"
+    return t
+
+
 def _check_url(url: str, where: str) -> str:
     u = url.strip()
     if not (u.startswith("http://") or u.startswith("https://")) or len(u.split("://", 1)[1].strip("/")) == 0:
-        raise InputError(f"{where}: {url!r} is not an http(s) URL: write each replica like http://HOST:PORT/v1")
+        raise InputError(f"{where}: {shown(url)!r} is not an http(s) URL: write each replica like "
+                         f"http://HOST:PORT/v1")
     return u
 
 
 def parse_deployment(base_url: str, model: str) -> Deployment:
     """The :class:`Deployment` ``base_url`` names for ``model``: one URL (name None), comma-separated URLs (named
-    after the model's served name, a leading ``openai/`` dropped), or a deployment file (module docstring; its
-    ``name``, else the model's served name). Duplicate replicas (the same normalised URL) count once. Raises
+    after the model's served name, a leading ``openai/`` dropped, when two or more distinct URLs remain: a list of
+    one distinct URL, ``A,`` or ``A,A``, is that URL, name None), or a deployment file (module docstring; its
+    ``name``, else the model's served name, whatever the number of replicas). Duplicate replicas (the same
+    normalised URL) count once. Raises
     InputError naming the value and the fix for an empty list, a URL that is not http(s), or a file that cannot
     be read or holds no ``replicas`` list."""
     v = base_url.strip()
@@ -107,12 +132,15 @@ def parse_deployment(base_url: str, model: str) -> Deployment:
     else:
         parts = [x for x in (s.strip() for s in v.split(",")) if x]
         if not parts:
-            raise InputError(f"--base-url {base_url!r} names no endpoint: write it like http://HOST:PORT/v1")
+            raise InputError(f"--base-url {shown(base_url)!r} names no endpoint: write it like "
+                             f"http://HOST:PORT/v1")
         urls = [_check_url(x, "--base-url") for x in parts]
-        name = served if len(urls) > 1 else None
+        name = None  # named below when more than one distinct URL is left
     seen: dict[str, str] = {}
     for u in urls:
         seen.setdefault(_norm(u), u)
+    if name is None and len(seen) > 1:
+        name = served
     return Deployment(tuple(seen.values()), name, fail_after)
 
 

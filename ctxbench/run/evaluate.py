@@ -22,7 +22,9 @@ from pydantic import BaseModel, Field, field_validator
 from ctxbench.analysis.filters import InstanceFilter, filter_instances, kept_ids
 from ctxbench.core.errors import InputError
 from ctxbench.core.hashing import canonical_json
+from ctxbench.core.redact import redact
 from ctxbench.models.cache import ResponseCache, endpoint_id, key_endpoint, request_key
+from ctxbench.models.deployment import shown as shown_url
 from ctxbench.models.gateway import NOT_ATTEMPTED, RetryPolicy
 from ctxbench.models.runner import (CLAIM_LEASE_S, WINDOW_DEPENDENT, CallRunner, Outcome, Request, asked_again,
                             truncation_check)
@@ -720,7 +722,8 @@ def _run_calls(calls: list[dict], cfg: EvalConfig, plan: Plan, cache: ResponseCa
     finally:
         flush()
         s.batches = runner.batches_resumed + runner.batches_submitted
-        s.notes += [f"replica {r} taken out of service, its contexts moved to the others: {why}"
+        s.notes += [f"replica {shown_url(r)} taken out of service, its contexts moved to the others: "
+                    f"{redact(why)}"
                     for r, why in runner.replicas_down.items()]
         if runner.status == "config_error":
             s.status = "config_error"

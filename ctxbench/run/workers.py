@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 from ctxbench.core.errors import InputError
 from ctxbench.core.extras import require
+from ctxbench.core.storage import consolidate, read_table
 from ctxbench.models.cache import ResponseCache
 from ctxbench.run.evaluate import EvalConfig, EvalSummary, evaluate_build, plan_requests
 from ctxbench.run.shard import assign_contexts, context_tokens
@@ -49,12 +50,32 @@ def evaluate_shard(build: str, cfg: dict, contexts: list[str]) -> dict:
     return dict(s.__dict__)
 
 
-def combine(parts: list[dict], selected: int, already_stored: int) -> EvalSummary:
+def stored_keys(build: Path) -> set[str]:
+    """The request keys ``build``'s ``responses.parquet`` holds (with pending part files); empty when it has none."""
+    return set(read_table(build / "responses.parquet", "responses", columns=["request_key"])
+               .column("request_key").to_pylist())
+
+
+def others_rows(new_keys: set[str], own_keys: set[str], own_rows: int) -> int:
+    """Rows another process (not one of this evaluation's workers) added to ``responses.parquet`` while the workers
+    ran. ``new_keys``: request keys stored at the end and not at the start; ``own_keys``: the keys this evaluation
+    could add (its plan's requests); ``own_rows``: the rows its workers added (their ``new_rows``, summed). New keys
+    outside ``own_keys`` are another process's; of those inside, whatever the workers did not add. (A worker's row
+    replacing a stored error row adds no new key: another process evaluating the same requests at the same time
+    may then be under-counted by those rows, never over-counted.)"""
+    inside = len(new_keys & own_keys)
+    return len(new_keys - own_keys) + max(0, inside - own_rows)
+
+
+def combine(parts: list[dict], selected: int, already_stored: int, others: int = 0) -> EvalSummary:
     """One summary of the workers' summaries: counts and waits added, notes and failures joined, the worst status
-    (:data:`STATUS_ORDER`); ``selected`` and ``already_stored`` are the whole evaluation's."""
-    s = EvalSummary(selected=selected, already_stored=already_stored)
+    (:data:`STATUS_ORDER`); ``selected`` and ``already_stored`` are the whole evaluation's, ``others`` the rows
+    another process added meanwhile (:func:`others_rows`: a worker's own count names the other workers' rows too,
+    so it is never summed)."""
+    s = EvalSummary(selected=selected, already_stored=already_stored, others_rows=others)
     for f in fields(EvalSummary):
-        if f.name in ("selected", "already_stored", "status", "empty_reason", "max_tokens", "spent_usd"):
+        if f.name in ("selected", "already_stored", "status", "empty_reason", "max_tokens", "spent_usd",
+                      "others_rows"):
             continue
         for p in parts:
             v = p.get(f.name)
@@ -97,6 +118,7 @@ def evaluate_workers(build: str | Path, cfg: EvalConfig, workers: int, address: 
             raise InputError(f"{flag} decides over all calls at once: run it without --workers")
     build = Path(build)
     cache = ResponseCache()
+    consolidate(build / "responses.parquet")  # rows a killed evaluation left in part files
     plan = plan_requests(build, cfg, cache)
     shards = plan_shards(plan, workers)
     if workers == 1 or len(shards) <= 1 or not (plan.pending or plan.verify):
@@ -133,6 +155,7 @@ def evaluate_workers(build: str | Path, cfg: EvalConfig, workers: int, address: 
 
     if progress:
         progress(0, len(shards))
+    before = stored_keys(build)
     with ThreadPoolExecutor(1) as pool:
         fut = pool.submit(on_cluster)
         parts = []
@@ -140,4 +163,6 @@ def evaluate_workers(build: str | Path, cfg: EvalConfig, workers: int, address: 
             parts.append(evaluate_shard(where, cfg_d, own))
             tick()
         parts += fut.result()
-    return combine(parts, plan.selected, plan.already_stored)
+    own_keys = {t["request_key"] for t in plan.todo + plan.verify}
+    others = others_rows(stored_keys(build) - before, own_keys, sum(p.get("new_rows", 0) for p in parts))
+    return combine(parts, plan.selected, plan.already_stored, others)

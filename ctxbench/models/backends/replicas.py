@@ -14,9 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 from ctxbench.core.backend import CallResult
+from ctxbench.core.redact import redact
 from ctxbench.models.backends.base import BaseBackend, register_backend
 from ctxbench.models.backends.openai_http import OpenAIHTTPBackend
-from ctxbench.models.deployment import ROUTE, ReplicaHealth, parse_deployment, route_of
+from ctxbench.models.deployment import ROUTE, ReplicaHealth, parse_deployment, route_of, shown
 from ctxbench.models.errors import TransientError
 
 
@@ -47,13 +48,13 @@ class ReplicasBackend(BaseBackend):
         while True:
             r = self.health.pick(route)
             if r is None:
-                why = "; ".join(f"{k}: {v}" for k, v in self.health.down.items())
+                why = "; ".join(f"{shown(k)}: {redact(v)}" for k, v in self.health.down.items())
                 raise TransientError(f"every replica of the deployment is out of service ({why[:400]})")
             self.calls[r] += 1
             try:
                 res = await self._backends[r].generate(messages, max_tokens, sampling)
             except TransientError as e:
-                if replica_fault(e) and self.health.failed(r, str(e)[:200]):
+                if replica_fault(e) and self.health.failed(r, redact(str(e))[:200]):
                     continue  # taken out: this attempt goes to the replica ranked next
                 raise
             self.health.ok(r)
