@@ -6,23 +6,27 @@ difficulties have a prior from the items' own properties, calibrated on the answ
 ``log a_i ~ N(0, SIGMA_LOG_A²)`` and ``b_i ~ N(x_iᵀβ, TAU²)``, where ``x_i`` are the item's features
 (:class:`FeatureSpace`: log₂ context length, LURCH scope, dispersion and reasoning depth, needle depth and hops,
 distractors, lexical overlap, near-miss share, variant, ...; standardised, missing values at the mean) and ``β``
-(ridge ``RIDGE``) is fitted jointly: an explanatory item model in the sense of De Boeck & Wilson (2004), the
-"feature-based prior on difficulty" of the issue. An item no model answered gets ``b_i = x_iᵀβ``, so a build without
-any other model's answers is calibrated from the features alone (on whatever builds are given).
+(ridge ``RIDGE`` on the feature weights, prior ``β₀ ~ N(0, SIGMA_B0²)`` on the intercept, which keeps every
+difficulty finite when every calibration answer is right, or every one wrong) is fitted jointly: an explanatory
+item model in the sense of De Boeck & Wilson (2004), the "feature-based prior on difficulty" of the issue. An
+item no model answered gets ``b_i = x_iᵀβ``, so a build without any other model's answers is calibrated from the
+features alone (on whatever builds are given).
 
 **Calibration** is the joint posterior mode (Bayes modal, Mislevy 1986) of θ, log a, b and β over every stored
 answer, found by scipy's L-BFGS-B with the analytic gradient; ``b_sd`` is each difficulty's Laplace standard error
-(the inverse of its diagonal posterior curvature). With fewer than :data:`MIN_2PL` calibration respondents every
-``a_i`` is held at 1 (the Rasch model with the same priors): discriminations estimated from a handful of models are
-noise that maximum-information selection then capitalises on (bench/adaptive_validity.py: with 5 models the
-intervals' coverage fell to 0.40 with free discriminations, 0.90 with a = 1). Library choice:
-docs/reference/statistics.md.
+given the rest (the inverse of its diagonal posterior curvature) and ``shift_sd`` the Laplace SD of the build's mean
+difficulty through what the difficulties share (θ and β; :func:`_shift_sd`). With fewer than :data:`MIN_2PL`
+calibration respondents every ``a_i`` is held at 1 (the Rasch model with the same priors): discriminations
+estimated from a handful of models are noise that maximum-information selection then capitalises on
+(bench/adaptive_validity.py: with 5 models the intervals' coverage fell to 0.40 with free discriminations, 0.90 with
+a = 1). Library choice: docs/reference/statistics.md.
 
 **Scores that are not 0/1** (row match, F1) are declared binary: the mean over an item's samples of the primary
 matcher's score is 1 when it is at least :data:`THRESHOLD` (0.5), else 0.
 
-**A new model** is scored by expected a posteriori (EAP) on a grid :data:`GRID` of θ with the N(0, 1) prior
-(Bock & Mislevy 1982), each item's probability widened for its difficulty's uncertainty by the probit
+**A new model** is scored by expected a posteriori (EAP) on a grid :data:`GRID` of θ with the prior
+N(0, 1 + shift_sd²) (Bock & Mislevy 1982; a common shift of the difficulties is a shift of θ, so the calibration's
+shared uncertainty widens θ's prior), each item's probability widened for its difficulty's uncertainty by the probit
 approximation ``σ(a(θ−b)/√(1 + π a² b_sd²/8))``. The next item to ask is the one of maximum Fisher information
 ``a² p (1 − p)`` at the current EAP (Lord 1980). The **estimate** of a group (a context length, or the whole build)
 is the predicted mean score over every instance of the group, asked or not: observed answers as they are, the
