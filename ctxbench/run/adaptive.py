@@ -7,7 +7,8 @@ every item's difficulty is its feature prediction). :class:`AdaptiveSelector` th
 Fisher information at the model's current ability estimate (EAP), first covering every group (mode × retrieval
 budget × context length) once, while the calls stay within ``N``. Answers stored by earlier runs (and cache hits)
 count as answered and stored calls count towards ``N``: a later run with a larger ``N`` continues. With
-``--target-ci W`` it also stops once the 95% interval of the whole-build estimate of each mode is at most ±W; with
+``--target-ci W`` it also stops once the 95% interval of the whole-build estimate of each mode is at most ±W and
+the model has answered at least one instance of each context length (never on the calibration alone); with
 ``--max-cost`` the spend cap holds as for any evaluation. The run is recorded in ``BUILD/adaptive.json`` so that
 ``score`` writes ``adaptive.parquet`` (:func:`ctxbench.analysis.irt.adaptive_rows`).
 """
