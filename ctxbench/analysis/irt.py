@@ -418,17 +418,21 @@ class Calibration:
 
 
 def calibrate_builds(build_dirs: Sequence[str | Path], modes: Sequence[str], exclude_model: str | None = None,
-                     fix_discrimination: bool = False) -> Calibration:
+                     fix_discrimination: bool = False, first: tuple[dict, dict] | None = None) -> Calibration:
     """Calibrate the items of ``build_dirs[0]`` (each instance × each of ``modes``, plus every item some model
     answered) on the stored answers of every build given, leaving out ``exclude_model``'s (the model being
     evaluated). A respondent is a model in one mode; items of the other builds calibrate the feature weights and
     the respondents' abilities. With no answer at all every difficulty is its feature prediction (then 0: the
-    prior's intercept). Raises InputError when a directory holds no build."""
+    prior's intercept). ``first``: ``(instances, answers)`` of ``build_dirs[0]`` when the caller has read them
+    already (:func:`instances`, :func:`answers`). Raises InputError when a directory holds no build."""
     per_build = []
-    for d in build_dirs:
+    for k, d in enumerate(build_dirs):
         d = Path(d)
         if not (d / "instances.parquet").exists():
             raise InputError(f"{d} holds no build (no instances.parquet): give build directories")
+        if k == 0 and first is not None:
+            per_build.append((d, *first))
+            continue
         inst = instances(d)
         per_build.append((d, inst, answers(d, inst)))
     target_rows = per_build[0][1]
@@ -554,7 +558,7 @@ def adaptive_rows(build_dir: str | Path) -> tuple[list[dict], list[dict]]:
         if all((md, i) in done for md in modes for i in ids):
             continue  # evaluated in full since: a full run, no estimate
         builds = [build_dir, *[Path(p) for p in runs[model].get("calibration_builds") or []]]
-        cal = calibrate_builds(builds, modes, exclude_model=model)
+        cal = calibrate_builds(builds, modes, exclude_model=model, first=(inst, ans))
         items += [{"for_model": model, **r} for r in cal.table_rows()]
         for mode in modes:
             scores = model_scores(ans, model, mode)

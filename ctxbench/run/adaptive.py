@@ -74,7 +74,8 @@ class AdaptiveSelector:
         if self._cal is None and modes:
             ans = answers(self.build_dir, self._inst)
             self._stored = {k: v for md in modes for k, v in model_scores(ans, self.model, md).items()}
-            self._cal = calibrate_builds([self.build_dir, *self.calibration_builds], modes, exclude_model=self.model)
+            self._cal = calibrate_builds([self.build_dir, *self.calibration_builds], modes, exclude_model=self.model,
+                                         first=(self._inst, ans))
         return reqs
 
     def scores(self, mode: str) -> dict[tuple[str, str], float]:
