@@ -72,13 +72,14 @@ def calibrate(X: np.ndarray, Y: np.ndarray) -> dict:
     return irt.fit_2pl(X, m, i, Y[m, i], Y.shape[0], fix_discrimination=Y.shape[0] < irt.MIN_2PL)
 
 
-def run_model(y: np.ndarray, a, b, sd, group, budget: int, adaptive: bool, rng) -> dict:
+def run_model(y: np.ndarray, a, b, sd, group, budget: int, adaptive: bool, rng, shift_sd: float = 0.0) -> dict:
     """Ask ``budget`` items of one model (answers ``y``): adaptively (the first of each group, then maximum
-    information at the EAP) or at random; the estimate at each share's checkpoint."""
+    information at the EAP) or at random; the estimate at each share's checkpoint. θ's prior is
+    N(0, 1 + ``shift_sd``²), as :meth:`irt.ItemParams.prior_var` gives it."""
     n = len(y)
     P = irt.probabilities(irt.GRID, a, b, sd)
     logP, log1P = np.log(np.clip(P, 1e-12, 1)), np.log(np.clip(1 - P, 1e-12, 1))
-    logw = -0.5 * irt.GRID ** 2
+    logw = -0.5 * irt.GRID ** 2 / (1 + shift_sd ** 2)
     asked = np.zeros(n, bool)
     order = rng.permutation(n)
     covered: set = set()
@@ -108,14 +109,14 @@ def run_model(y: np.ndarray, a, b, sd, group, budget: int, adaptive: bool, rng) 
     return out
 
 
-def condition(name: str, a, b, sd, items, Yt, truth, seed: int) -> list[str]:
+def condition(name: str, a, b, sd, items, Yt, truth, seed: int, shift_sd: float = 0.0) -> list[str]:
     """One calibration condition: adaptive and random runs of every new model, the figures per share."""
     n = len(b)
     res = {"adaptive": [], "random": []}
     for kind in res:
         for k in range(Yt.shape[0]):
             res[kind].append(run_model(Yt[k], a, b, sd, items["group"], int(round(max(SHARES) * n)),
-                                       kind == "adaptive", rng_for(seed, f"order{k}")))
+                                       kind == "adaptive", rng_for(seed, f"order{k}"), shift_sd))
     lines = []
     for s in SHARES:
         ad = np.array([r[s][0] for r in res["adaptive"]])
@@ -154,8 +155,9 @@ def main() -> int:
     for c in (args.calibration, 5, 3):
         fit = calibrate(X, Yc[:c])
         notes.append(f"{c} models {float(np.sqrt(np.mean((fit['b'] - items['b']) ** 2))):.2f}")
+        notes.append(f"shift_sd {fit['shift_sd']:.2f}")
         for line in condition(f"{c} calibration models", fit["a"], fit["b"], fit["b_sd"], items, Yt, truth,
-                              args.seed):
+                              args.seed, fit["shift_sd"]):
             print(line, flush=True)
     # none: β from another build (1,000 items, 5 models), each difficulty its feature prediction, a = 1
     other = make_items(1000, rng_for(args.seed, "other-items"))
@@ -163,14 +165,17 @@ def main() -> int:
     fo = calibrate(design(other["raw"], other["raw"]), Yo)
     b0 = design(items["raw"], other["raw"]) @ fo["beta"]
     sd0 = np.full(args.items, irt.TAU)
-    for line in condition("none (features, --runs)", np.ones(args.items), b0, sd0, items, Yt, truth, args.seed):
+    # the common location of these items is known as well as the other build's (its shift_sd)
+    for line in condition("none (features, --runs)", np.ones(args.items), b0, sd0, items, Yt, truth, args.seed,
+                          fo["shift_sd"]):
         print(line, flush=True)
     # the oracle: the true item parameters (what the selection and the estimator reach with a perfect calibration)
     for line in condition("oracle (true parameters)", items["a"], items["b"], np.zeros(args.items), items, Yt, truth,
                           args.seed):
         print(line, flush=True)
     notes.append(f"features only {float(np.sqrt(np.mean((b0 - items['b']) ** 2))):.2f}")
-    print("RMSE of the calibrated difficulties against the true ones: " + ", ".join(notes))
+    print("RMSE of the calibrated difficulties against the true ones (and each calibration's shift_sd): "
+          + ", ".join(notes))
     print(f"true full-grid scores: {truth.min():.3f} to {truth.max():.3f}; {time.perf_counter() - t0:.1f} s")
     return 0
 

@@ -36,11 +36,11 @@ P_RIGHT = {"m1": [0.95, 0.9, 0.85, 0.8], "m2": [0.9, 0.8, 0.7, 0.6], "m3": [0.8,
 # --------------------------------------------------------------------------------------------- worked by hand
 
 def test_one_model_one_item_calibration_solves_the_posterior_mode_equations():
-    """One model right on one item, no features (an intercept β₀ only, ridge λ = 1e-6), a = 1 fixed. The posterior
-    mode zeroes the gradient of −log σ(θ − b) + θ²/2 + (b − β₀)²/2τ² + λβ₀²/2:
+    """One model right on one item, no features (an intercept β₀ only, its prior N(0, σ₀²): λ = 1/σ₀²), a = 1
+    fixed. The posterior mode zeroes the gradient of −log σ(θ − b) + θ²/2 + (b − β₀)²/2τ² + λβ₀²/2:
     ∂θ: −(1 − p) + θ = 0; ∂b: (1 − p) + (b − β₀)/τ² = 0; ∂β₀: −(b − β₀)/τ² + λβ₀ = 0. So b − β₀ = τ²λβ₀,
     θ = 1 − p = −λβ₀, and β₀ solves 1 − σ(θ − b) = θ: one equation, solved here by bisection."""
-    lam, tau = 1e-6, irt.TAU
+    lam, tau = 1 / irt.SIGMA_B0 ** 2, irt.TAU
 
     def eq(beta0):
         theta, b = -lam * beta0, beta0 * (1 + tau ** 2 * lam)
@@ -138,10 +138,12 @@ def test_the_selector_covers_each_length_then_asks_the_most_informative(tmp_path
 
 
 def test_a_build_without_other_models_is_estimated_from_the_features_alone(tmp_path):
-    """No other model on the build: β has no data (its ridge keeps it 0), so every b = 0 with b_sd = τ = 1 and
+    """No other model on the build: β has no data (its prior keeps it 0), so every b = 0 with b_sd = τ = 1 and
     a = 1; every item informs alike, so the selection alternates between the two lengths (ties: the group asked
-    least). The whole-build estimate is then worked out here by quadrature: θ's posterior from the 6 answers under
-    p(θ) = σ(θ/√(1 + π/8)), the 14 unasked items at its posterior mean, the interval from E[Σp(1−p)] + Var[Σp]."""
+    least). The items' common location is the intercept alone, whose posterior is then its prior N(0, σ₀²), so θ's
+    prior relative to the items is N(0, 1 + σ₀²). The whole-build estimate is then worked out here by quadrature:
+    θ's posterior from the 6 answers under p(θ) = σ(θ/√(1 + π/8)), the 14 unasked items at its posterior mean, the
+    interval from E[Σp(1−p)] + Var[Σp]."""
     from fakeserver import FakeOpenAIServer as Fake
     from test_spend_and_stopping import answer, make_build, wrong
 
@@ -155,9 +157,9 @@ def test_a_build_without_other_models_is_estimated_from_the_features_alone(tmp_p
     assert score_build(build).adaptive == 3
     [whole] = [x for x in pq.read_table(build / "adaptive.parquet").to_pylist() if x["context_length"] is None]
     y = np.array([0.0 if wrong(int(i[1:])) else 1.0 for i in asked])
-    g = np.linspace(-6, 6, 241)
+    g = np.linspace(-10, 10, 401)
     p = 1 / (1 + np.exp(-g / math.sqrt(1 + math.pi / 8)))
-    w = np.exp(-g ** 2 / 2) * np.prod([p if v else 1 - p for v in y], axis=0)
+    w = np.exp(-g ** 2 / (2 * (1 + irt.SIGMA_B0 ** 2))) * np.prod([p if v else 1 - p for v in y], axis=0)
     w /= w.sum()
     mu, var = w @ (14 * p), w @ (14 * p * (1 - p) + (14 * p) ** 2) - (w @ (14 * p)) ** 2
     est = (y.sum() + mu) / 20
@@ -179,7 +181,7 @@ def test_target_ci_stops_an_adaptive_run_once_the_whole_build_interval_is_narrow
         assert r.exit_code == 0, r.output
         n = srv.count
         assert 0 < n < 20 and "--target-ci 0.3 reached" in r.output, r.output
-        hw = float(re.search(r"whole-build estimate ±([0-9.]+)", r.output).group(1))
+        hw = float(re.search(r"whole-build estimate [0-9.]+ \[[0-9., ]+\] ±([0-9.]+)", r.output).group(1))
         assert hw <= 0.3
         r = _evaluate(build, srv, "fake", "--adaptive-calls", "20", "--target-ci", "0.3", "--concurrency", "1")
         assert r.exit_code == 0 and srv.count == n, r.output
@@ -203,6 +205,146 @@ def test_max_cost_trims_an_adaptive_run_and_a_larger_cap_continues_to_the_budget
         assert f"({n} calls counted of 15)" in r.output, r.output
         r = _evaluate(build, srv, "fake", *args, "--max-cost", "1")
         assert r.exit_code == 0 and srv.count == 15, r.output
+
+
+def test_all_right_calibration_has_finite_difficulties_solving_the_mode_equations():
+    """Two models right on all of 20 alike items (an intercept only, a = 1): by symmetry every b is one value and
+    both θ one value. The posterior mode zeroes ∂θ: −N(1 − p) + θ; ∂b: M(1 − p) + (b − β₀)/τ²;
+    ∂β₀: −N(b − β₀)/τ² + β₀/σ₀². So b = β₀(1 + τ²/(Nσ₀²)), θ = −β₀/(Mσ₀²) and β₀ solves
+    1 − σ(θ − b) = −β₀/(NMσ₀²): finite, where without the intercept's prior b ran to −∞. All wrong is the mirror
+    image (b → −b, θ → −θ)."""
+    M, N, tau, s0 = 2, 20, irt.TAU, irt.SIGMA_B0
+
+    def parts(beta0):
+        return -beta0 / (M * s0 ** 2), beta0 * (1 + tau ** 2 / (N * s0 ** 2))
+
+    def eq(beta0):
+        theta, b = parts(beta0)
+        return (1 - 1 / (1 + math.exp(-(theta - b)))) + beta0 / (N * M * s0 ** 2)
+
+    beta0 = brentq(eq, -50, 0)
+    theta, b = parts(beta0)
+    m, i = np.repeat(np.arange(M), N), np.tile(np.arange(N), M)
+    right = irt.fit_2pl(np.ones((N, 1)), m, i, np.ones(M * N), M, fix_discrimination=True)
+    wrong = irt.fit_2pl(np.ones((N, 1)), m, i, np.zeros(M * N), M, fix_discrimination=True)
+    assert right["b"] == pytest.approx([b] * N, abs=2e-2) and right["theta"] == pytest.approx([theta] * M, abs=2e-3)
+    assert wrong["b"] == pytest.approx([-b] * N, abs=2e-2) and wrong["theta"] == pytest.approx([-theta] * M, abs=2e-3)
+    assert -6 < b < -2
+
+
+def test_shift_sd_is_the_shared_part_of_the_mean_difficultys_laplace_variance():
+    """The Laplace variance of the mean difficulty b̄ from the full Hessian, built here by finite differences of the
+    Rasch objective written out again (θ²/2 + Σ(b − β₀)²/2τ² + β₀²/2σ₀² + Σ log(1 + e^z) − yz, z = θ − b):
+    Var(b̄) = 1ᵀ Cov_bb 1 / N². Less its independent part Σ (1/H_ii) / N² (each b_i given the rest: ``b_sd``) it is
+    ``shift_sd``². All wrong: two models, 6 items."""
+    M, N, tau, s0 = 2, 6, irt.TAU, irt.SIGMA_B0
+    m, i = np.repeat(np.arange(M), N), np.tile(np.arange(N), M)
+    y = np.zeros(M * N)
+    fit = irt.fit_2pl(np.ones((N, 1)), m, i, y, M, fix_discrimination=True)
+
+    def obj(v):
+        th, b, b0 = v[:M], v[M:M + N], v[-1]
+        z = th[m] - b[i]
+        return (np.sum(np.logaddexp(0, z) - y * z) + th @ th / 2 + np.sum((b - b0) ** 2) / (2 * tau ** 2)
+                + b0 ** 2 / (2 * s0 ** 2))
+
+    v = np.concatenate([fit["theta"], fit["b"], fit["beta"]])
+    h, K = 1e-3, len(v)
+    H = np.zeros((K, K))
+    for r in range(K):
+        for c in range(K):
+            e_r, e_c = np.eye(K)[r] * h, np.eye(K)[c] * h
+            H[r, c] = (obj(v + e_r + e_c) - obj(v + e_r - e_c) - obj(v - e_r + e_c) + obj(v - e_r - e_c)) / (4 * h * h)
+    cov = np.linalg.inv(H)
+    var_mean = cov[M:M + N, M:M + N].sum() / N ** 2
+    indep = np.sum(1 / np.diag(H)[M:M + N]) / N ** 2
+    assert fit["b_sd"] == pytest.approx(1 / np.sqrt(np.diag(H)[M:M + N]), rel=1e-3)
+    assert fit["shift_sd"] == pytest.approx(math.sqrt(var_mean - indep), rel=1e-3)
+    assert fit["shift_sd"] > 0.5  # the all-wrong answers say little about how hard the items are
+
+
+def _half_server():
+    """The calibration models ``right*`` answer every item right, ``wrong*`` every one wrong; ``half`` is right on
+    the items of odd number: exactly 10 of the 20 of ``make_build(per_length=10)``, a true score of 0.5."""
+    from test_spend_and_stopping import code
+
+    def answer(body: dict) -> str:
+        text = message_text([x for x in body["messages"] if x["role"] == "user"][-1]["content"])
+        i = int(re.search(r"What is the code of item X(\d+)\?", text).group(1))
+        model = body["model"].split("/")[-1]
+        ok = model.startswith("right") or (model == "half" and i % 2 == 1)
+        return f"Answer: {code(i) + (0 if ok else 1)}"
+
+    return FakeOpenAIServer(answer_fn=answer)
+
+
+@pytest.mark.parametrize("kind", ["right", "wrong"])
+def test_all_right_or_all_wrong_calibration_keeps_the_interval_honest(tmp_path, kind):
+    """Every calibration model right on everything (or wrong on everything), a new model right on exactly half: with
+    1 call the interval is wide (it was ±0.004 when the difficulties ran off to ±∞) and evaluate's summary is the
+    same interval as score's adaptive.parquet; with 4 calls, 2 right and 2 wrong, the interval covers the true 0.5;
+    and --target-ci 0.05 is not "reached" before the model has answered."""
+    from test_spend_and_stopping import make_build
+
+    out = {}
+    for n in (1, 4):
+        build = make_build(tmp_path / f"b{n}", per_length=10)
+        with _half_server() as srv:
+            for k in (1, 2):
+                assert _evaluate(build, srv, f"{kind}{k}").exit_code == 0
+            r = _evaluate(build, srv, "half", "--adaptive-calls", str(n))
+            assert r.exit_code == 0, r.output
+        est, lo, hi, hw = map(float, re.search(r"whole-build estimate ([0-9.]+) \[([0-9.]+), ([0-9.]+)\] ±([0-9.]+)",
+                                               r.output).groups())
+        score_build(build)
+        [whole] = [x for x in pq.read_table(build / "adaptive.parquet").to_pylist() if x["context_length"] is None]
+        assert (whole["estimate"], whole["ci_low"], whole["ci_high"]) == pytest.approx((est, lo, hi), abs=6e-4)
+        assert whole["n_asked"] == n
+        asked = [int(x["instance_id"][1:]) for x in pq.read_table(build / "responses.parquet").to_pylist()
+                 if x["model"] == "openai/half"]
+        out[n] = (whole, sum(i % 2 for i in asked))
+    assert out[1][0]["ci_high"] - out[1][0]["ci_low"] > 0.25
+    whole, n_right = out[4]
+    assert n_right == 2 and whole["ci_low"] <= 0.5 <= whole["ci_high"], whole
+    build = make_build(tmp_path / "t", per_length=10)
+    with _half_server() as srv:
+        for k in (1, 2):
+            assert _evaluate(build, srv, f"{kind}{k}").exit_code == 0
+        n0 = srv.count
+        r = _evaluate(build, srv, "half", "--adaptive-calls", "20", "--target-ci", "0.05")
+        assert r.exit_code == 0 and srv.count - n0 >= 2, r.output
+        if "--target-ci 0.05 reached" in r.output:
+            assert float(re.search(r"±([0-9.]+) \(95%\)", r.output).group(1)) <= 0.05
+
+
+def test_target_ci_is_not_reached_before_each_length_has_an_answer(tmp_path):
+    """--target-ci 1.0 (any interval is within ±1): with no answer, then with an answer at 1,024 tokens only, the
+    selector still asks (a length without an answer of the model is never estimated by the calibration alone);
+    once both lengths have one it stops."""
+    from types import SimpleNamespace
+
+    from test_spend_and_stopping import make_build
+
+    from ctxbench.run.adaptive import AdaptiveSelector
+
+    build = make_build(tmp_path / "b", per_length=3)
+    ids = [r["instance_id"] for r in pq.read_table(build / "instances.parquet").to_pylist()]
+    sel = AdaptiveSelector(build, "openai/new", calls=20, width=1.0)
+    reqs = [SimpleNamespace(item={"instance_id": i, "mode": "lc", "sample": 0}) for i in ids]
+    sel.arrange(reqs)
+    assert sel.uncovered("lc") == [1024, 2048]
+    w = sel.next_wave(reqs, 1)
+    assert len(w) == 1 and "lc" not in sel.closed
+    sel.sent(w)
+    sel.answers[sel.key(w[0].item)] = [0.0]
+    left = [r for r in reqs if r is not w[0]]
+    w2 = sel.next_wave(left, 1)
+    assert len(w2) == 1 and "lc" not in sel.closed
+    assert {sel.group(sel.key(x.item))[1] for x in (w[0], w2[0])} == {1024, 2048}
+    sel.sent(w2)
+    sel.answers[sel.key(w2[0].item)] = [1.0]
+    left = [r for r in left if r is not w2[0]]
+    assert sel.next_wave(left, 1) == [] and "lc" in sel.closed
 
 
 def test_group_prediction_of_unasked_items():

@@ -6,23 +6,27 @@ difficulties have a prior from the items' own properties, calibrated on the answ
 ``log a_i ~ N(0, SIGMA_LOG_A²)`` and ``b_i ~ N(x_iᵀβ, TAU²)``, where ``x_i`` are the item's features
 (:class:`FeatureSpace`: log₂ context length, LURCH scope, dispersion and reasoning depth, needle depth and hops,
 distractors, lexical overlap, near-miss share, variant, ...; standardised, missing values at the mean) and ``β``
-(ridge ``RIDGE``) is fitted jointly: an explanatory item model in the sense of De Boeck & Wilson (2004), the
-"feature-based prior on difficulty" of the issue. An item no model answered gets ``b_i = x_iᵀβ``, so a build without
-any other model's answers is calibrated from the features alone (on whatever builds are given).
+(ridge ``RIDGE`` on the feature weights, prior ``β₀ ~ N(0, SIGMA_B0²)`` on the intercept, which keeps every
+difficulty finite when every calibration answer is right, or every one wrong) is fitted jointly: an explanatory
+item model in the sense of De Boeck & Wilson (2004), the "feature-based prior on difficulty" of the issue. An
+item no model answered gets ``b_i = x_iᵀβ``, so a build without any other model's answers is calibrated from the
+features alone (on whatever builds are given).
 
 **Calibration** is the joint posterior mode (Bayes modal, Mislevy 1986) of θ, log a, b and β over every stored
 answer, found by scipy's L-BFGS-B with the analytic gradient; ``b_sd`` is each difficulty's Laplace standard error
-(the inverse of its diagonal posterior curvature). With fewer than :data:`MIN_2PL` calibration respondents every
-``a_i`` is held at 1 (the Rasch model with the same priors): discriminations estimated from a handful of models are
-noise that maximum-information selection then capitalises on (bench/adaptive_validity.py: with 5 models the
-intervals' coverage fell to 0.40 with free discriminations, 0.90 with a = 1). Library choice:
-docs/reference/statistics.md.
+given the rest (the inverse of its diagonal posterior curvature) and ``shift_sd`` the Laplace SD of the build's mean
+difficulty through what the difficulties share (θ and β; :func:`_shift_sd`). With fewer than :data:`MIN_2PL`
+calibration respondents every ``a_i`` is held at 1 (the Rasch model with the same priors): discriminations
+estimated from a handful of models are noise that maximum-information selection then capitalises on
+(bench/adaptive_validity.py: with 5 models the intervals' coverage fell to 0.40 with free discriminations, 0.90 with
+a = 1). Library choice: docs/reference/statistics.md.
 
 **Scores that are not 0/1** (row match, F1) are declared binary: the mean over an item's samples of the primary
 matcher's score is 1 when it is at least :data:`THRESHOLD` (0.5), else 0.
 
-**A new model** is scored by expected a posteriori (EAP) on a grid :data:`GRID` of θ with the N(0, 1) prior
-(Bock & Mislevy 1982), each item's probability widened for its difficulty's uncertainty by the probit
+**A new model** is scored by expected a posteriori (EAP) on a grid :data:`GRID` of θ with the prior
+N(0, 1 + shift_sd²) (Bock & Mislevy 1982; a common shift of the difficulties is a shift of θ, so the calibration's
+shared uncertainty widens θ's prior), each item's probability widened for its difficulty's uncertainty by the probit
 approximation ``σ(a(θ−b)/√(1 + π a² b_sd²/8))``. The next item to ask is the one of maximum Fisher information
 ``a² p (1 − p)`` at the current EAP (Lord 1980). The **estimate** of a group (a context length, or the whole build)
 is the predicted mean score over every instance of the group, asked or not: observed answers as they are, the
@@ -55,7 +59,8 @@ THRESHOLD = 0.5          # a mean score at or above this is "right" (binary decl
 TAU = 1.0                # prior SD of a difficulty around its feature prediction
 SIGMA_LOG_A = 0.5        # prior SD of log discrimination
 RIDGE = 0.1              # ridge penalty on the feature weights (not the intercept)
-GRID = np.linspace(-6.0, 6.0, 241)
+SIGMA_B0 = 2.0           # prior SD of the intercept β₀ (the difficulties' common location; ability SD is 1)
+GRID = np.linspace(-10.0, 10.0, 401)
 Z95 = 1.959963984540054
 METHOD = "2pl-map-features+eap"
 RASCH_METHOD = "rasch-map-features+eap"
@@ -159,21 +164,30 @@ class ItemParams:
     n_answers: np.ndarray  # answers per item
     converged: bool = True
     method: str = METHOD
+    shift_sd: float = 0.0  # posterior SD of the items' common location (module docstring); widens θ's prior
+
+    def prior_var(self) -> float:
+        """The variance of a new model's θ prior relative to these items: ``1 + shift_sd²``."""
+        return 1.0 + self.shift_sd ** 2
 
 
 def fit_2pl(X: np.ndarray, model_idx: np.ndarray, item_idx: np.ndarray, y: np.ndarray, n_models: int,
             tau: float = TAU, sigma_log_a: float = SIGMA_LOG_A, ridge: float = RIDGE,
-            fix_discrimination: bool = False) -> dict[str, Any]:
+            fix_discrimination: bool = False, sigma_b0: float = SIGMA_B0,
+            target: np.ndarray | None = None) -> dict[str, Any]:
     """The joint posterior mode of the 2PL with the feature prior (module docstring). ``X``: ``(n_items, F)`` with
     the intercept first; answers as parallel arrays (model index, item index, 0/1). ``fix_discrimination``: every
-    ``a_i = 1`` (the Rasch model with the same priors). Returns ``theta`` (n_models), ``a``, ``b``, ``b_sd``
-    (n_items), ``beta`` (F) and ``converged``."""
+    ``a_i = 1`` (the Rasch model with the same priors). ``sigma_b0``: prior SD of the intercept (keeps every
+    difficulty finite when all answers are right or all wrong). ``target``: the items (indices or a mask) whose
+    common location ``shift_sd`` describes (default all). Returns ``theta`` (n_models), ``a``, ``b``, ``b_sd``
+    (n_items: each difficulty's own Laplace SD given the rest), ``beta`` (F), ``shift_sd`` (the Laplace SD of the
+    target items' mean difficulty shared through θ and β, :func:`_shift_sd`) and ``converged``."""
     n_items, F = X.shape
     m = np.asarray(model_idx, int)
     i = np.asarray(item_idx, int)
     y = np.asarray(y, float)
     pen = np.full(F, ridge)
-    pen[0] = 1e-6
+    pen[0] = 1.0 / sigma_b0 ** 2
 
     def unpack(v):
         th, la, b, beta = v[:n_models], v[n_models:n_models + n_items], v[n_models + n_items:n_models + 2 * n_items], \
@@ -206,8 +220,32 @@ def fit_2pl(X: np.ndarray, model_idx: np.ndarray, item_idx: np.ndarray, y: np.nd
     th, la, b, beta = unpack(res.x)
     a = np.exp(la)
     p = _sigmoid(a[i] * (th[m] - b[i]))
-    curv = np.bincount(i, a[i] ** 2 * p * (1 - p), n_items) + 1.0 / tau ** 2
-    return {"theta": th, "a": a, "b": b, "b_sd": 1.0 / np.sqrt(curv), "beta": beta, "converged": bool(res.success)}
+    wgt = a[i] ** 2 * p * (1 - p)
+    curv = np.bincount(i, wgt, n_items) + 1.0 / tau ** 2
+    tgt = np.arange(n_items) if target is None else np.asarray(target)
+    return {"theta": th, "a": a, "b": b, "b_sd": 1.0 / np.sqrt(curv), "beta": beta,
+            "shift_sd": _shift_sd(X, m, i, wgt, curv, n_models, tau, pen, tgt), "converged": bool(res.success)}
+
+
+def _shift_sd(X: np.ndarray, m: np.ndarray, i: np.ndarray, wgt: np.ndarray, curv: np.ndarray, n_models: int,
+              tau: float, pen: np.ndarray, target: np.ndarray) -> float:
+    """The Laplace posterior SD of the mean difficulty of the ``target`` items through what they share: the
+    calibration abilities θ and the feature weights β (u = (θ, β); a held at its mode). With the Hessian at the mode
+    in blocks (u, b), H_bb = diag(``curv``) and the Schur complement S = H_uu − H_ub H_bb⁻¹ H_bu, each
+    b_i = b̂_i − g_iᵀ δu + ε_i with g_i = H_bu[i] / curv_i, δu ~ N(0, S⁻¹) and ε_i independent (SD ``b_sd``);
+    the shared part of the mean is ḡᵀ δu, variance ḡᵀ S⁻¹ ḡ (ḡ: the mean of g_i over the target)."""
+    n_items, F = X.shape
+    K = n_models + F
+    Hub = np.zeros((K, n_items))
+    np.add.at(Hub, (m, i), -wgt)
+    Hub[n_models:, :] = -X.T / tau ** 2
+    Huu = np.zeros((K, K))
+    Huu[:n_models, :n_models] = np.diag(np.bincount(m, wgt, n_models) + 1.0)
+    Huu[n_models:, n_models:] = X.T @ X / tau ** 2 + np.diag(pen)
+    G = Hub / curv[None, :]
+    S = Huu - G @ Hub.T
+    gbar = G[:, target].mean(axis=1) if len(target) else np.zeros(K)
+    return float(math.sqrt(max(float(gbar @ np.linalg.solve(0.5 * (S + S.T), gbar)), 0.0)))
 
 
 def probabilities(grid: np.ndarray, a: np.ndarray, b: np.ndarray, b_sd: np.ndarray | None = None) -> np.ndarray:
@@ -218,10 +256,11 @@ def probabilities(grid: np.ndarray, a: np.ndarray, b: np.ndarray, b_sd: np.ndarr
 
 
 def posterior(a: np.ndarray, b: np.ndarray, y: np.ndarray, b_sd: np.ndarray | None = None,
-              grid: np.ndarray = GRID) -> np.ndarray:
+              grid: np.ndarray = GRID, prior_var: float = 1.0) -> np.ndarray:
     """Posterior weights of θ on ``grid`` (summing to 1) after answers ``y`` (0/1) to items with parameters ``a``,
-    ``b`` (, ``b_sd``), prior N(0, 1)."""
-    logw = -0.5 * grid ** 2
+    ``b`` (, ``b_sd``), prior N(0, ``prior_var``) (:meth:`ItemParams.prior_var`: 1 plus the variance of the
+    items' common location)."""
+    logw = -0.5 * grid ** 2 / prior_var
     if len(y):
         P = np.clip(probabilities(grid, a, b, b_sd), 1e-12, 1 - 1e-12)
         logw = logw + np.log(P) @ y + np.log1p(-P) @ (1 - np.asarray(y, float))
@@ -365,7 +404,8 @@ class Calibration:
         p = self.params
         prov = json.dumps({"models": p.models, "builds": self.builds, "answers": int(p.n_answers.sum()),
                            "features": p.features, "beta": [round(float(x), 6) for x in p.beta],
-                           "tau": TAU, "sigma_log_a": SIGMA_LOG_A, "threshold": THRESHOLD,
+                           "tau": TAU, "sigma_log_a": SIGMA_LOG_A, "sigma_b0": SIGMA_B0,
+                           "shift_sd": round(float(p.shift_sd), 6), "threshold": THRESHOLD,
                            "converged": p.converged}, ensure_ascii=False)
         out = []
         for j, (mode, iid) in enumerate(self.keys):
@@ -378,17 +418,21 @@ class Calibration:
 
 
 def calibrate_builds(build_dirs: Sequence[str | Path], modes: Sequence[str], exclude_model: str | None = None,
-                     fix_discrimination: bool = False) -> Calibration:
+                     fix_discrimination: bool = False, first: tuple[dict, dict] | None = None) -> Calibration:
     """Calibrate the items of ``build_dirs[0]`` (each instance × each of ``modes``, plus every item some model
     answered) on the stored answers of every build given, leaving out ``exclude_model``'s (the model being
     evaluated). A respondent is a model in one mode; items of the other builds calibrate the feature weights and
     the respondents' abilities. With no answer at all every difficulty is its feature prediction (then 0: the
-    prior's intercept). Raises InputError when a directory holds no build."""
+    prior's intercept). ``first``: ``(instances, answers)`` of ``build_dirs[0]`` when the caller has read them
+    already (:func:`instances`, :func:`answers`). Raises InputError when a directory holds no build."""
     per_build = []
-    for d in build_dirs:
+    for k, d in enumerate(build_dirs):
         d = Path(d)
         if not (d / "instances.parquet").exists():
             raise InputError(f"{d} holds no build (no instances.parquet): give build directories")
+        if k == 0 and first is not None:
+            per_build.append((d, *first))
+            continue
         inst = instances(d)
         per_build.append((d, inst, answers(d, inst)))
     target_rows = per_build[0][1]
@@ -413,15 +457,17 @@ def calibrate_builds(build_dirs: Sequence[str | Path], modes: Sequence[str], exc
     X = fs.matrix(rows)
     item_idx = np.array([pos[k] for k in ii], int)
     rasch = fix_discrimination or len(persons) < MIN_2PL
-    fit = fit_2pl(X, np.array(mi, int), item_idx, np.array(ys), len(persons), fix_discrimination=rasch)
     n_target = sum(1 for k in keys if k[0] == 0)
     sel = [j for j, k in enumerate(keys) if k[0] == 0]
+    fit = fit_2pl(X, np.array(mi, int), item_idx, np.array(ys), len(persons), fix_discrimination=rasch,
+                  target=np.array(sel, int))
     counts = np.bincount(item_idx, minlength=len(keys)) if len(item_idx) else np.zeros(len(keys), int)
     params = ItemParams(a=fit["a"][sel], b=fit["b"][sel], b_sd=fit["b_sd"][sel], b_prior=(X @ fit["beta"])[sel],
                         theta={f"{m}|{md}": float(fit["theta"][j]) for (m, md), j in persons.items()},
                         beta=fit["beta"], features=fs.names,
                         models=sorted({m for m, _ in persons}), n_answers=counts[sel],
-                        converged=fit["converged"], method=RASCH_METHOD if rasch else METHOD)
+                        converged=fit["converged"], method=RASCH_METHOD if rasch else METHOD,
+                        shift_sd=fit["shift_sd"])
     assert len(sel) == n_target
     return Calibration([(m, iid) for _, m, iid in (keys[j] for j in sel)], target_rows, params,
                        [str(Path(d)) for d in build_dirs])
@@ -465,7 +511,8 @@ def group_estimates(cal: Calibration, keys: Sequence[tuple[str, str]], scores: d
     ``ci_high``, ``theta``, ``theta_se``."""
     asked = [k for k in scores if k in cal.index]
     a, b, sd = cal.arrays(asked)
-    w = posterior(a, b, np.array([1.0 if scores[k] >= THRESHOLD else 0.0 for k in asked]), sd)
+    w = posterior(a, b, np.array([1.0 if scores[k] >= THRESHOLD else 0.0 for k in asked]), sd,
+                  prior_var=cal.params.prior_var())
     th, se = eap(w)
     obs = [scores[k] for k in keys if k in scores]
     rest = [k for k in keys if k not in scores]
@@ -473,6 +520,19 @@ def group_estimates(cal: Calibration, keys: Sequence[tuple[str, str]], scores: d
     est, lo, hi = predict_group(w, obs, a2, b2, sd2)
     return {"n_asked": len(obs), "n_instances": len(keys), "estimate": est, "ci_low": lo, "ci_high": hi,
             "theta": th, "theta_se": se}
+
+
+def model_ids(build_dir: str | Path, inst: dict[str, dict], model: str) -> list[str]:
+    """The instance ids ``model`` answers on the build (the track's selection, in the build's order): the items an
+    adaptive estimate covers (both ``evaluate``'s summary and ``score``'s ``adaptive.parquet``)."""
+    keep = track_of_build(Path(build_dir)).select_for_model(Path(build_dir), model)
+    return [i for i in inst if keep is None or i in keep]
+
+
+def model_scores(ans: dict[tuple[str, str, str], float], model: str, mode: str) -> dict[tuple[str, str], float]:
+    """``(mode, instance_id) → mean primary score`` of ``model``'s stored answers in ``mode`` (from
+    :func:`answers`)."""
+    return {(md, i): s for (m, md, i), s in ans.items() if m == model and md == mode}
 
 
 def adaptive_rows(build_dir: str | Path) -> tuple[list[dict], list[dict]]:
@@ -488,22 +548,20 @@ def adaptive_rows(build_dir: str | Path) -> tuple[list[dict], list[dict]]:
         return [], []
     inst = instances(build_dir)
     ans = answers(build_dir, inst)
-    track = track_of_build(build_dir)
     out, items = [], []
     for model in sorted(runs):
         modes = sorted({md for (m, md, _) in ans if m == model})
         if not modes:
             continue
-        keep = track.select_for_model(build_dir, model)
-        ids = [i for i in inst if keep is None or i in keep]
+        ids = model_ids(build_dir, inst, model)
         done = {(md, i) for (m, md, i) in ans if m == model}
         if all((md, i) in done for md in modes for i in ids):
             continue  # evaluated in full since: a full run, no estimate
         builds = [build_dir, *[Path(p) for p in runs[model].get("calibration_builds") or []]]
-        cal = calibrate_builds(builds, modes, exclude_model=model)
+        cal = calibrate_builds(builds, modes, exclude_model=model, first=(inst, ans))
         items += [{"for_model": model, **r} for r in cal.table_rows()]
         for mode in modes:
-            scores = {(md, i): s for (m, md, i), s in ans.items() if m == model and md == mode}
+            scores = model_scores(ans, model, mode)
             by_len: dict[Any, list] = defaultdict(list)
             for i in ids:
                 by_len[length_of(inst[i])].append((mode, i))

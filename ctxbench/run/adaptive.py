@@ -7,7 +7,8 @@ every item's difficulty is its feature prediction). :class:`AdaptiveSelector` th
 Fisher information at the model's current ability estimate (EAP), first covering every group (mode × retrieval
 budget × context length) once, while the calls stay within ``N``. Answers stored by earlier runs (and cache hits)
 count as answered and stored calls count towards ``N``: a later run with a larger ``N`` continues. With
-``--target-ci W`` it also stops once the 95% interval of the whole-build estimate of each mode is at most ±W; with
+``--target-ci W`` it also stops once the 95% interval of the whole-build estimate of each mode is at most ±W and
+the model has answered at least one instance of each context length (never on the calibration alone); with
 ``--max-cost`` the spend cap holds as for any evaluation. The run is recorded in ``BUILD/adaptive.json`` so that
 ``score`` writes ``adaptive.parquet`` (:func:`ctxbench.analysis.irt.adaptive_rows`).
 """
@@ -21,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ctxbench.analysis.irt import (THRESHOLD, calibrate_builds, eap, information, instances, length_of, mode_label,
-                                   posterior, predict_group, primary_score)
+from ctxbench.analysis.irt import (THRESHOLD, answers, calibrate_builds, eap, group_estimates, information, instances,
+                                   length_of, mode_label, model_ids, model_scores, posterior, primary_score)
 
 
 @dataclass
@@ -43,9 +44,12 @@ class AdaptiveSelector:
     _cal: object = None
     _inst: dict = field(default_factory=dict)
     _items: set = field(default_factory=set)  # (mode, iid) of the requests seen (the candidates)
+    _ids: list = field(default_factory=list)  # the instances the model answers (the estimate's items)
+    _stored: dict = field(default_factory=dict)  # (mode, iid) -> mean score of the model's answers stored before
 
     def __post_init__(self) -> None:
         self._inst = instances(self.build_dir)
+        self._ids = model_ids(self.build_dir, self._inst, self.model)
 
     def key(self, t: dict) -> tuple[str, str]:
         """A request's item: (mode label, instance_id)."""
@@ -68,28 +72,45 @@ class AdaptiveSelector:
             self._items.add(self.key(r.item))
         modes = sorted({k[0] for k in self._items} | {k[0] for k in self.answers})
         if self._cal is None and modes:
-            self._cal = calibrate_builds([self.build_dir, *self.calibration_builds], modes, exclude_model=self.model)
+            ans = answers(self.build_dir, self._inst)
+            self._stored = {k: v for md in modes for k, v in model_scores(ans, self.model, md).items()}
+            self._cal = calibrate_builds([self.build_dir, *self.calibration_builds], modes, exclude_model=self.model,
+                                         first=(self._inst, ans))
         return reqs
+
+    def scores(self, mode: str) -> dict[tuple[str, str], float]:
+        """``(mode, iid) → mean primary score`` of every answer of the model in ``mode``: those stored before this
+        run (as ``score`` reads them) and this run's."""
+        out = {k: v for k, v in self._stored.items() if k[0] == mode}
+        out.update({k: float(np.mean(v)) for k, v in self.answers.items() if k[0] == mode and v})
+        return out
 
     def _state(self, mode: str) -> tuple[np.ndarray, float, float]:
         cal = self._cal
-        asked = [k for k in self.answers if k[0] == mode and k in cal.index]
+        sc = self.scores(mode)
+        asked = [k for k in sc if k in cal.index]
         a, b, sd = cal.arrays(asked)
-        y = np.array([1.0 if np.mean(self.answers[k]) >= THRESHOLD else 0.0 for k in asked])
-        w = posterior(a, b, y, sd)
+        y = np.array([1.0 if sc[k] >= THRESHOLD else 0.0 for k in asked])
+        w = posterior(a, b, y, sd, prior_var=cal.params.prior_var())
         th, se = eap(w)
         return w, th, se
 
+    def estimate(self, mode: str) -> dict:
+        """The whole-build estimate of ``mode``: :func:`ctxbench.analysis.irt.group_estimates` over every instance
+        the model answers, exactly as ``score`` writes it to ``adaptive.parquet``."""
+        return group_estimates(self._cal, [(mode, i) for i in self._ids if (mode, i) in self._cal.index],
+                               self.scores(mode))
+
     def half_width(self, mode: str) -> float:
-        """The 95% half-width of the whole-build estimate of ``mode`` (every item of the mode in the build that
-        this run could ask or has answered)."""
-        w, _, _ = self._state(mode)
-        keys = [k for k in set(self._items) | set(self.answers) if k[0] == mode]
-        obs = [float(np.mean(self.answers[k])) for k in keys if self.answers.get(k)]
-        rest = [k for k in keys if not self.answers.get(k) and k in self._cal.index]
-        a, b, sd = self._cal.arrays(rest)
-        _, lo, hi = predict_group(w, obs, a, b, sd)
-        return (hi - lo) / 2
+        """The 95% half-width of the whole-build estimate of ``mode`` (:meth:`estimate`)."""
+        e = self.estimate(mode)
+        return (e["ci_high"] - e["ci_low"]) / 2
+
+    def uncovered(self, mode: str) -> list:
+        """The context lengths of ``mode`` with no answer of the model yet: ``--target-ci`` is never reached before
+        each has one (an interval from no answer of a length is the calibration's, not the model's)."""
+        done = {length_of(self._inst[i]) for (_, i) in self.scores(mode) if i in self._inst}
+        return sorted({length_of(self._inst[i]) for i in self._ids} - done, key=str)
 
     def left(self) -> int:
         """Calls the budget still allows."""
@@ -107,6 +128,8 @@ class AdaptiveSelector:
         modes = sorted({k[0] for k in by_item})
         if self.width is not None:
             for m in modes:
+                if self.uncovered(m):
+                    continue
                 hw = self.half_width(m)
                 if hw <= self.width:
                     self.closed[m] = hw
@@ -120,7 +143,8 @@ class AdaptiveSelector:
                      and k in self._cal.index]
             if not cands:
                 break
-            covered = {self.group(k) for k in self.answers} | {self.group(k) for k in chosen}
+            covered = {self.group(k) for k in self.answers} | {self.group(k) for k in self._stored} | \
+                {self.group(k) for k in chosen}
             open_ = [k for k in cands if self.group(k) not in covered]
             pool = open_ or cands
             # the mode with the fewest answers first, then maximum information at its EAP (ties: the first id)
@@ -158,11 +182,13 @@ class AdaptiveSelector:
         items_left = {self.key(r.item) for r in remaining}
         for m in sorted({k[0] for k in set(self._items) | set(self.answers)}):
             _, th, se = self._state(m)
-            hw = self.half_width(m)
-            answered = sum(1 for k in self.answers if k[0] == m)
+            e = self.estimate(m)
+            hw = (e["ci_high"] - e["ci_low"]) / 2
+            answered = len(self.scores(m))
             out.append(f"--adaptive-calls {self.calls}: {self.model} {m}: {answered} instances answered "
                        f"({self.stored_calls + self.made} calls counted of {self.calls}); ability θ = {th:.2f} ± "
-                       f"{se:.2f}; whole-build estimate ±{hw:.3f} (95%); "
+                       f"{se:.2f}; whole-build estimate {e['estimate']:.3f} [{e['ci_low']:.3f}, {e['ci_high']:.3f}] "
+                       f"±{hw:.3f} (95%); "
                        f"{len([k for k in items_left if k[0] == m])} instances not asked"
                        + (f"; --target-ci {self.width} reached" if m in self.closed else ""))
         return out
