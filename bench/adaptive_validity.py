@@ -181,4 +181,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from ctxbench.core.interrupt import run_main
+
+    run_main(main)  # Ctrl-C: exit 130, no traceback

