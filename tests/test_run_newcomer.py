@@ -136,7 +136,7 @@ def test_runs_sample_does_not_depend_on_the_model(monkeypatch, tmp_path):
 
     seen = []
 
-    def fake_nightly(build, out, models):
+    def fake_nightly(build, out, models, **engine_options):  # workers=... since issue 36
         seen.append(models[0])
         raise ValueError("stop here")
 
