@@ -88,10 +88,11 @@ def endpoint_id(model: str, base_url: str | None) -> str | None:
     ``--base-url``; a provider's default endpoint is its name). None (nothing added to the key) for no base URL or
     the model's own provider's public API host (``--model gpt-4o --base-url https://api.openai.com/v1`` is the
     same endpoint as ``--model gpt-4o``); another provider's public host gives that provider's name; any other
-    server its :func:`normalise_base_url`. A deployment of several replicas (:mod:`ctxbench.models.deployment`:
-    comma-separated URLs or a deployment file) is its name, ``deployment:<name>``, never a replica's URL, so the
-    replicas' order and number leave the keys unchanged. Raises InputError for a deployment that cannot be
-    read."""
+    server its :func:`normalise_base_url`. A deployment (:mod:`ctxbench.models.deployment`) is its name,
+    ``deployment:<name>``, never a replica's URL: a comma list of two or more distinct URLs, or a deployment file
+    of any number of replicas, so their order, duplicates and a replica fewer leave the keys unchanged. A comma
+    list of one distinct URL is keyed as that URL; going from a list to a bare single ``--base-url`` (or back)
+    changes the key (docs/tutorials/own-endpoint.md). Raises InputError for a deployment that cannot be read."""
     if not base_url:
         return None
     if is_deployment(base_url):
