@@ -48,6 +48,7 @@ def _probe(sb: Sandbox, code: str) -> dict:
 def test_sandbox_from_inside(tmp_path, monkeypatch, bwrap):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-never-visible")
     host_file = tmp_path / "host.txt"
+    pyproject = open("pyproject.toml").read()
     host_file.write_text("host data")
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
@@ -108,7 +109,12 @@ r['context'] = context
         assert r["read_repo"] == "FileNotFoundError" and os.path.exists("pyproject.toml")  # the repo is not there
         assert r["read_home"] is False and r["read_etc"] is False and r["python_stdlib"] == "json"
         assert r["host_tmp_visible"] is False                            # its /tmp is its own
-        assert r["write_host"] == r["write_root"] == r["write_usr"] == r["write_cwd_repo"] == "OSError"
+        assert r["write_root"] == r["write_usr"] == "OSError"
+        # the checkout is not visible; under /tmp a write to its path lands in the sandbox's private /tmp, never
+        # on the host (checked below: the host's files unchanged)
+        in_tmp = "written" if os.getcwd().startswith("/tmp/") else "OSError"
+        assert r["write_host"] == r["write_cwd_repo"] == in_tmp
+        assert open("pyproject.toml").read() == pyproject
         assert r["tmp"] == "mine" and not (tmp_path / "private.txt").exists()
         assert r["tmp_full"] == errno.ENOSPC and r["file_limit"] == errno.EFBIG  # /tmp size, file size limits
         assert host_file.read_text() == "host data" and not os.path.exists(os.path.join(os.getcwd(), "probe.txt"))
