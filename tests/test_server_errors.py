@@ -341,7 +341,8 @@ def test_the_stored_contract_names_the_truncated_status():
     cols = {c["name"]: c for c in json.loads((Path(__file__).resolve().parent.parent / "schemas" /
                                                "responses.schema.json").read_text())["columns"]}
     assert cols["status"]["values"] == ["ok", "over_length", "truncated", "cut_off", "refused_by_provider", "error",
-                                        "empty_reply"]  # issue 30: tokens generated, no text returned
+                                        "empty_reply",  # issue 30: tokens generated, no text returned
+                                        "max_steps", "over_budget", "step_timeout"]  # issue 35: --mode repl
     assert cols["server_window"]["type"] == cols["expected_prompt_tokens"]["type"] == "int64"
 
 
