@@ -388,3 +388,24 @@ def test_a_final_answer_is_a_finished_turn_never_read_as_cut_off(tmp_path):
     got = answer_chain().extract("The aircraft with tail number N802UA is", finish_reason="stop")
     assert "cut_off" not in got.tags and got.answer
     assert "cut_off" in answer_chain().extract("The aircraft with tail number N802UA is", finish_reason=None).tags
+
+
+def test_backfill_mode_repl_adds_the_model_to_every_build(tmp_path, bwrap):
+    """`backfill --mode repl` answers every build under --runs the REPL way (steps stored); a rerun asks nothing."""
+    from typer.testing import CliRunner  # lazy: only the CLI tests drive the command line
+
+    from ctxbench.cli import app  # lazy: as above
+    builds = [make_build(tmp_path / "runs" / n, n=2) for n in ("b1", "b2")]
+    args = ["backfill", "--runs", str(tmp_path / "runs"), "--model", "openai/fake", "--mode", "repl",
+            "--concurrency", "1"]
+    with FakeOpenAIServer(answer_fn=scripted_root) as srv:
+        r = CliRunner().invoke(app, [*args, "--base-url", srv.base_url])
+        assert r.exit_code == 0, r.output
+        for b in builds:
+            rows = pq.read_table(b / "responses.parquet").to_pylist()
+            assert {(x["mode"], x["status"]) for x in rows} == {("repl", "ok")} and len(rows) == 2
+            assert {x["response"] for x in rows} == {str(CODES[0]), str(CODES[1])}
+            assert pq.read_table(b / "steps.parquet").num_rows >= 4
+        made = srv.count
+        r = CliRunner().invoke(app, [*args, "--base-url", srv.base_url])
+        assert r.exit_code == 0 and srv.count == made

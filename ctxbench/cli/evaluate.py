@@ -279,16 +279,20 @@ def backfill_cmd(
     max_tokens: Optional[int] = typer.Option(None, min=1, help="output budget (default: the registry's)"),
     workers: int = typer.Option(1, min=1, help="evaluation workers per build, sharded by context (Dask: "
                                                "CTXBENCH_DASK_ADDRESS, else a local cluster)"),
+    mode: str = typer.Option("lc", callback=check_mode, help="lc, rag, repl or several, e.g. lc,repl (as in "
+                                                              "evaluate, with its default settings)"),
 ) -> None:
     """Add one model to every existing build under --runs (the `backfill` flow's library call): calls only that
     model, appends its rows to each build's responses.parquet (other models' rows are never rewritten), rebuilds
     nothing; answers another build already got come from the response cache."""
     try:
         cfg = BackfillConfig(model=_eval_cfg(model, base_url, concurrency, samples, per_length, prompt_variant,
-                                             max_tokens, 0.0, api_key_env),
+                                             max_tokens, 0.0, api_key_env, mode=mode),
                              runs_root=str(runs),
                              benchmarks=[x.strip() for x in (benchmarks or "").split(",") if x.strip()])
         warn_unknown_model(model, base_url)
+        if "repl" in cfg.model.modes:  # no bubblewrap: one line naming the package, before any build is touched
+            require_sandbox(cfg.model.repl.sandbox)
         builds = find_builds(cfg.runs_root, cfg.benchmarks)
         if not builds:
             what = ", ".join(f"{k} {n}" for k, n in builds_by_benchmark(cfg.runs_root).items()) or "none"
