@@ -139,7 +139,7 @@ def observations(build_dir: str | Path, mode: str = "lc", matcher: str | None = 
         f = {k: (None if r.get(c) is None else float(r[c])) for k, c in _FACTOR_COLUMN.items()}
         f["reasoning_effort"] = float(EFFORTS.index(effort)) if effort in EFFORTS else None
         rows.append({"instance_id": iid, "obs": f"{iid}|{effort}", "question": r.get("question_id") or r["question"],
-                     "task": task_of(r), "model": model, "score": sum(vals) / len(vals),
+                     "task": task_of(r), "model": model, "mode": mode, "score": sum(vals) / len(vals),
                      **{p: float(r[_COLUMN[p]]) for p in PREDICTORS}, **f})
     return rows, {"null_properties": dropped, "instances_null": len(null), "instances": len(inst)}
 
@@ -162,7 +162,9 @@ class _Design:
         self.rows, self.z, self.preds, self.interaction = rows, z, preds, interaction
         tasks = sorted({r["task"] for r in rows})
         models = sorted({r["model"] for r in rows})
-        self.fe = [("task", t) for t in tasks[1:]] + [("model", m) for m in models[1:]]
+        modes = sorted({r.get("mode") or "lc" for r in rows})  # several only in the pooled fit (mode as a factor)
+        self.fe = ([("task", t) for t in tasks[1:]] + [("model", m) for m in models[1:]]
+                   + [("mode", m) for m in modes[1:]])
         self.names = ["intercept", *preds, *([f"context_length:{interaction}"] if interaction else []),
                       *(f"{k}[{v}]" for k, v in self.fe)]
 
@@ -177,7 +179,8 @@ class _Design:
         if self.interaction:
             cols.append(vals["context_length"] * vals[self.interaction])
         for k, v in self.fe:
-            cols.append(np.array([1.0 if r[k] == v else 0.0 for r in self.rows]))
+            cols.append(np.array([1.0 if (r.get(k) or "lc" if k == "mode" else r[k]) == v else 0.0
+                                  for r in self.rows]))
         return np.column_stack(cols)
 
 
@@ -259,18 +262,18 @@ def _prepare(rows: list[dict]) -> tuple[list[dict], list[str], str | None]:
         return rows, notes, f"all {len(rows)} scores are 0: there is no variation in score to explain"
     if ys == {1.0}:
         return rows, notes, f"all {len(rows)} scores are 1: there is no variation in score to explain"
-    for key in ("task", "model"):
+    for key in ("task", "model", "mode"):
         while True:
             by: dict[str, set] = defaultdict(set)
             for r in rows:
-                by[r[key]].add(r["score"])
+                by[r.get(key)].add(r["score"])
             flat = {k for k, v in by.items() if v == {0.0} or v == {1.0}}
             if not flat:
                 break
             for k in sorted(flat):
                 notes.append(f"{key} {k} left out: all its scores are {int(next(iter(by[k])))} "
                              f"(its fixed effect would diverge)")
-            rows = [r for r in rows if r[key] not in flat]
+            rows = [r for r in rows if r.get(key) not in flat]
     if not rows:
         return rows, notes, "every task or model has constant scores (all 0 or all 1)"
     return rows, notes, None
@@ -478,6 +481,25 @@ def per_model_contrasts(rows: list[dict], cov: str = "cluster") -> list[dict]:
         out += [{"model": m, "predictor": c["predictor"], "pp": c["pp"], "ci_low_pp": c["ci_low_pp"],
                  "ci_high_pp": c["ci_high_pp"], "reason": c.get("reason")} for c in res["contrasts"]]
     return out
+
+
+def difficulty_regression_modes(build_dir: str | Path, modes: list[str], matcher: str | None = None,
+                                cov: str = "cluster") -> dict[str, Any]:
+    """:func:`fit_difficulty` on the observations of several settings (``modes``: ``lc``, ``rag``, ``rag@N``,
+    ``repl``) pooled, with the mode as a fixed effect beside task and model (terms ``mode[rag]``, ``mode[repl]``...,
+    against the first mode in name order, e.g. ``lc``): how much the way the context is read moves the score at equal
+    scope, dispersion and depth (issue 35; LURCH equation 4 with one more factor). Clustered by question as the
+    per-mode fits; ``modes`` in the result. Raises nothing for too few modes: one mode is the per-mode fit."""
+    rows: list[dict] = []
+    counts = {"null_properties": 0}
+    for m in modes:
+        r, c = observations(build_dir, m, matcher)
+        rows += r
+        counts["null_properties"] += c["null_properties"]
+        counts.update(instances_null=c["instances_null"], instances=c["instances"])
+    out = fit_difficulty(rows, cov, interactions=False)
+    out.update(counts, mode="+".join(modes), modes=list(modes), matcher=matcher or "primary")
+    return json.loads(json.dumps(out, default=float))
 
 
 def difficulty_regression(build_dir: str | Path, mode: str = "lc", matcher: str | None = None,

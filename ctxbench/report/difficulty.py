@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ctxbench.analysis.closed_book import screen_summary
-from ctxbench.analysis.regression import difficulty_regression, mode_labels
+from ctxbench.analysis.regression import difficulty_regression, difficulty_regression_modes, mode_labels
 from ctxbench.core.storage import read_table, write_parquet
 from ctxbench.report.context import ReportContext
 from ctxbench.report.plots import contrasts, figure_div
@@ -99,6 +99,13 @@ def difficulty_section(ctx: ReportContext) -> str:
                         for c in res["coefficients"]]
             summary += [{"mode": mode, "kind": "contrast_pp", "term": c["predictor"], "value": c["pp"],
                          "se": c["se_pp"], "p_holm": None, "reason": c.get("reason")} for c in res["contrasts"]]
+        if len(modes) > 1:  # the modes pooled, the mode as a factor: at equal scope, dispersion, depth
+            res = difficulty_regression_modes(build_dir, modes)
+            parts.append(f"<h3>All modes pooled, the mode as a factor (against {modes[0]})</h3>"
+                         + _regression_block(res))
+            summary += [{"mode": res["mode"], "kind": "coefficient", "term": c["term"], "value": c["coef"],
+                         "se": c["se"], "p_holm": c.get("p_holm"), "reason": c["reason"] or res["reason"]}
+                        for c in res["coefficients"]]
         if summary:
             write_parquet(pa.Table.from_pylist(summary), out / "difficulty_regression.parquet")
         if not modes:
