@@ -19,7 +19,7 @@ import luigi
 
 from ctxbench.run.evaluate import EvalConfig, evaluate_build
 from ctxbench.run.incremental import report_if_changed, report_is_current, score_if_changed, scores_are_current
-from ctxbench.core.storage import latest_build
+from ctxbench.core.storage import latest_build, pending_parts
 from ctxbench.models.cache import ResponseCache
 from ctxbench.models.backends import server_for
 from ctxbench.core.track import check_build_dir, default_track, get_track, run_stages, track_for_config
@@ -90,6 +90,8 @@ class EvaluateTask(_KeepsFailure, luigi.Task):
             return True
         if not self.requires().complete():
             return False
+        if pending_parts(self.requires().build_dir() / "responses.parquet"):
+            return False  # a killed run's rows not yet merged: run() merges them (evaluate_build), asking nothing again
         plan = plan_requests(self.requires().build_dir(), EvalConfig.model_validate_json(self.eval_cfg), ResponseCache())
         return not plan.todo
 
