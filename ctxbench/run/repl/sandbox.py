@@ -33,6 +33,8 @@ from ctxbench.core.errors import InputError
 CHILD = Path(__file__).with_name("child.py")
 SANDBOXES = ("bwrap", "none")
 BWRAP_PACKAGE = "bubblewrap"
+# the whole environment bubblewrap (and a bare child) starts with: no variable of ours, so no key, crosses over
+SANDBOX_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "PYTHONIOENCODING": "utf-8"}
 
 
 @dataclass(frozen=True)
@@ -82,7 +84,7 @@ def require_sandbox(kind: str) -> None:
                          f"sandbox with `ctxbench evaluate ... --sandbox none`")
     # the interpreter and the REPL program must be visible inside, read-only (visible_paths)
     r = subprocess.run(bwrap_argv(exe) + [python_exe(), "-I", "-c", f"open({str(CHILD)!r}).close()"],
-                       capture_output=True, text=True, timeout=30, env={"PATH": "/usr/local/bin:/usr/bin:/bin"})
+                       capture_output=True, text=True, timeout=30, env=SANDBOX_ENV)
     if r.returncode != 0 and "bwrap:" not in (r.stderr or ""):
         err = " ".join((r.stderr or "").split())[-200:]
         raise InputError(f"--mode repl: the sandbox cannot run Python's {python_exe()} on ctxbench's REPL program "
@@ -126,7 +128,7 @@ def bwrap_argv(exe: str = "bwrap", tmp_mb: int = StepLimits.tmp_mb) -> list[str]
     # the private /tmp first, the binds over it: a checkout or an interpreter under /tmp stays visible (read-only)
     return [exe, "--unshare-all", "--die-with-parent", "--new-session", "--dev", "/dev", "--proc", "/proc",
             "--size", str(tmp_mb * 1024 * 1024), "--tmpfs", "/tmp", *binds, "--chdir", "/tmp", "--clearenv", "--setenv", "PATH",
-            "/usr/local/bin:/usr/bin:/bin", "--setenv", "HOME", "/tmp", "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
+            SANDBOX_ENV["PATH"], "--setenv", "HOME", "/tmp", "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
             "--setenv", "PYTHONIOENCODING", "utf-8", "--remount-ro", "/", "--"]
 
 
@@ -145,7 +147,7 @@ class Sandbox:
         argv = [sys.executable, "-I", str(CHILD)]
         # bubblewrap itself (PID 1 in the sandbox, its /proc/1/environ readable by the code) and the bare child get
         # no variable of ours: no API key crosses into the sandbox
-        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "PYTHONIOENCODING": "utf-8"}
+        env = dict(SANDBOX_ENV)
         if self.kind == "bwrap":
             exe = shutil.which("bwrap")
             if exe is None:
