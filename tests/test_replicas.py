@@ -5,6 +5,7 @@ a replica that fails is taken out and its contexts move to the others, no call m
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import socket
@@ -149,10 +150,33 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_two_replicas_keep_each_context_on_one_and_see_every_possible_prefix_hit(tmp_path):
+def _routes(build, tmp_path, monkeypatch) -> set[str]:
+    """The routes (shared-prefix hashes) the build's contexts take, read by a run against two throwaway replicas
+    with its own response cache and rows, so the run under test starts from nothing."""
+    seen: set[str] = set()
+    pick = ReplicaHealth.pick
+    monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "routes-home"))
+    with monkeypatch.context() as m, FakeOpenAIServer() as x, FakeOpenAIServer() as y:
+        m.setattr(ReplicaHealth, "pick", lambda self, route: (seen.add(route), pick(self, route))[1])
+        assert _evaluate(build, f"{x.base_url},{y.base_url}").exit_code == 0
+    monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
+    (build / "responses.parquet").unlink()
+    return seen
+
+
+def _served_by(url: str, other: str, routes: set[str]) -> int:
+    """How many of ``routes`` rank ``url`` first among ``url`` and ``other``."""
+    return sum(rank(r, [other, url])[0] == url for r in routes)
+
+
+def test_two_replicas_keep_each_context_on_one_and_see_every_possible_prefix_hit(tmp_path, monkeypatch):
     build = make_build(tmp_path / "b")
-    with FakeOpenAIServer(prompt_cache=True, prompt_cache_min=1) as a, \
-            FakeOpenAIServer(prompt_cache=True, prompt_cache_min=1) as b:
+    routes = _routes(build, tmp_path, monkeypatch)
+    with FakeOpenAIServer(prompt_cache=True, prompt_cache_min=1) as a, contextlib.ExitStack() as stack:
+        while True:  # random ports: b drawn until both replicas serve a context (2 draws in 256 give one all)
+            b = stack.enter_context(FakeOpenAIServer(prompt_cache=True, prompt_cache_min=1))
+            if 1 <= _served_by(b.base_url, a.base_url, routes) <= 7:
+                break
         r = _evaluate(build, f"{a.base_url},{b.base_url}")
         assert r.exit_code == 0, r.output
         where = defaultdict(set)
@@ -209,18 +233,24 @@ def test_a_list_then_one_replica_in_a_file_and_a_url_then_the_url_twice_make_no_
 
 
 @pytest.mark.parametrize("fault", ["dead", "503", "killed"])
-def test_a_failing_replica_is_taken_out_and_its_contexts_move(tmp_path, fault):
+def test_a_failing_replica_is_taken_out_and_its_contexts_move(tmp_path, fault, monkeypatch):
     build = make_build(tmp_path / "b")
-    with FakeOpenAIServer() as a, FakeOpenAIServer() as b:
-        if fault == "dead":
-            bad_url = f"http://127.0.0.1:{_free_port()}/v1"  # nothing listens: connection refused
-        elif fault == "503":
+    routes = _routes(build, tmp_path, monkeypatch)
+    assert len(routes) == 8  # one route per context
+    with FakeOpenAIServer() as a, contextlib.ExitStack() as stack:
+        # the replicas' ports are random and rendezvous hashing places contexts by URL: b is drawn until it serves
+        # at least two contexts (else the fault could go unseen: 9 draws in 256 give it fewer)
+        while True:
+            b = stack.enter_context(FakeOpenAIServer())
+            bad_url = f"http://127.0.0.1:{_free_port()}/v1" if fault == "dead" else b.base_url
+            if _served_by(bad_url, a.base_url, routes) >= 2:
+                break
+        if fault == "503":
             b.outage(True, "503")
-            bad_url = b.base_url
-        else:  # answers 5 calls, then its connections are reset (a replica killed mid-run)
+        elif fault == "killed":  # answers 5 calls, then its connections are reset (a replica killed mid-run)
             seen = []
             b.rule = lambda body: (seen.append(1) or None) if len(seen) < 5 else "reset"
-            bad_url = b.base_url
+        # "dead": nothing listens at bad_url, connection refused
         r = _evaluate(build, f"{a.base_url},{bad_url}")
         assert r.exit_code == 0, r.output
         assert f"replica {bad_url} taken out of service" in r.output.replace("\n", "")
