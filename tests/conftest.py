@@ -3,8 +3,11 @@ gold and build tests; other fixtures may be added below them."""
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -15,6 +18,18 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")  # slow under load
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+# The suite never touches the user's homes. It runs in several processes (pytest-xdist's -n in the README's test
+# command): the first process (pytest's own) makes one ctxbench home (response cache, prepared sources, converted
+# PDFs), which its workers share as one process would (the cache is made for several processes at once), and each
+# process has its own Prefect home (its temporary server's SQLite database, which two servers must not share). A
+# test that needs other homes still sets its own (monkeypatch.setenv).
+_TEST_HOMES = Path(tempfile.mkdtemp(prefix=f"ctxbench-test-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}-"))
+if os.environ.get("CTXBENCH_TEST_HOME_OWNER") is None:  # pytest's own process (the workers inherit its home)
+    os.environ["CTXBENCH_TEST_HOME_OWNER"] = str(os.getpid())
+    os.environ["CTXBENCH_HOME"] = str(_TEST_HOMES / "ctxbench")
+os.environ["PREFECT_HOME"] = str(_TEST_HOMES / "prefect")
+atexit.register(shutil.rmtree, _TEST_HOMES, ignore_errors=True)
 
 
 def _shared_data_path() -> Path:
@@ -78,3 +93,11 @@ def tiktoken_enc():
         return cache[name]
 
     return get
+
+
+def pytest_collection_modifyitems(config, items):
+    """The files holding a test marked ``slow`` come first, each file's tests in their order: pytest-xdist hands
+    out whole files in this order (``--dist loadfile``), so the longest start first and none is left alone at the
+    end (longest-first scheduling)."""
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow)

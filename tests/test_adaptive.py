@@ -418,6 +418,7 @@ def _primary_mean(build, model) -> float:
     return sum(vals) / len(vals)
 
 
+@pytest.mark.slow
 def test_adaptive_calls_on_a_needles_build_of_four_lengths(needles4, tmp_path):
     build = tmp_path / "b"
     shutil.copytree(needles4, build)

@@ -196,6 +196,7 @@ def _check_every_answer(pg, build: Path, replies: dict) -> None:
     assert pg.evaluate("() => window.__pwned === undefined")
 
 
+@pytest.mark.slow
 def test_every_answer_is_shown_as_a_file_and_over_http(scored, page):
     build, replies, shots = scored
     pg = page.page

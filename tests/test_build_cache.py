@@ -344,6 +344,7 @@ def _tree(d: Path) -> dict[str, str]:
             if p.is_file()}
 
 
+@pytest.mark.slow
 def test_holobench_rebuild_from_caches_is_byte_identical(spider_db, tmp_path, monkeypatch):
     """A build on empty caches, a build on full ones (source neither parsed nor preprocessed, unit counts read)
     and a build with caches off write the same bytes and the same build hash."""

@@ -183,6 +183,7 @@ print("ok", flush=True)
 
 
 @pytest.mark.parametrize("round_", range(3))
+@pytest.mark.slow
 def test_many_processes_open_one_new_cache_at_the_same_moment(tmp_path, round_):
     """Twelve processes (evaluate workers) wait for one signal, then open the same new cache file, store answers
     and claim keys: none fails with "database is locked" (issue 16: one start in three of the service benchmark

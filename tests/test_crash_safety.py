@@ -193,6 +193,7 @@ def _schedule(name: str, rng: random.Random) -> list[tuple[str, float]]:
 
 
 @pytest.mark.parametrize("schedule", ["fixed", "random"])
+@pytest.mark.slow
 def test_evaluation_killed_and_restarted_loses_nothing_and_repeats_no_completed_call(tmp_path, schedule):
     seed = int(os.environ.get("CTXBENCH_CRASH_SEED", "0")) + (0 if schedule == "fixed" else 1)
     rng = random.Random(seed)
@@ -377,6 +378,7 @@ def _written(out: Path, before: dict[str, int], names: tuple[str, ...], tmp_pref
     return cond
 
 
+@pytest.mark.slow
 def test_build_killed_and_restarted_never_shows_a_half_written_file(tmp_path, spider_db):
     db = str(spider_db("wine_1"))
     out = tmp_path / "build"

@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 
 import pyarrow.parquet as pq
+import pytest
 
 
+@pytest.mark.slow
 def test_build_flow_then_rerun_is_skipped(tmp_path, spider_db, monkeypatch):
     monkeypatch.setenv("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))

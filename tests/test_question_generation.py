@@ -147,6 +147,7 @@ def generated(request, spider_db, tmp_path_factory):
     return db_id, db, qfile, out, r.output
 
 
+@pytest.mark.slow
 def test_generated_query_set_covers_types_and_difficulties(generated):
     db_id, _, qfile, _, output = generated
     doc = yaml.safe_load(qfile.read_text(encoding="utf-8"))

@@ -124,6 +124,7 @@ def built(spider_db, tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_hybrid_recall_on_a_built_instance_is_exact(built, tiktoken_enc):
     enc = tiktoken_enc("cl100k_base")
     rows = pq.read_table(built / "instances.parquet").to_pylist()

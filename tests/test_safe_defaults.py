@@ -334,6 +334,7 @@ def _numbers(out: str) -> dict:
             "others": int(other[1]) if other else 0}
 
 
+@pytest.mark.slow
 def test_two_evaluations_of_one_build_each_count_their_own_calls_and_rows(tmp_path):
     b = make_build(tmp_path / "b", n=10)
     env = {**os.environ, "PYTHONPATH": REPO, "CTXBENCH_HOME": str(tmp_path / "home")}

@@ -73,6 +73,7 @@ def leaks(root: Path) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 def test_echoed_key_is_written_nowhere_cli(tmp_path):
     _seen.clear()
     build = make_toy_build(tmp_path / "build", n=8)

@@ -177,6 +177,7 @@ print('SUMMARY ' + json.dumps(dataclasses.asdict(s)), flush=True)
 
 
 @pytest.mark.parametrize("workers", [2, 4])
+@pytest.mark.slow
 def test_worker_processes_sharing_the_cache_make_every_call_once(tmp_path, workers):
     build = make_toy_build(tmp_path / "b")
     env = {**os.environ, "CTXBENCH_HOME": str(tmp_path / "home")}
@@ -231,6 +232,7 @@ def prefect_api(monkeypatch):
         yield PREFECT_API_URL.value()
 
 
+@pytest.mark.slow
 def test_evaluate_flow_on_a_dask_local_cluster_splits_the_calls(tmp_path, monkeypatch, prefect_api):
     """The evaluate flow with prefect-dask's DaskTaskRunner on a LocalCluster of 2 workers: 2 evaluation
     tasks, sharded by context, share the response cache; every call is made once. (A LocalCluster of worker threads: the
@@ -259,6 +261,7 @@ def test_evaluate_flow_on_a_dask_local_cluster_splits_the_calls(tmp_path, monkey
 
 # ------------------------------------------------------------------------------------------------ backfill
 
+@pytest.mark.slow
 def test_backfill_calls_only_the_new_model_and_rewrites_no_row(tmp_path, monkeypatch, prefect_api):
     monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
     from pipelines.flows import backfill_flow
@@ -300,6 +303,7 @@ def test_backfill_calls_only_the_new_model_and_rewrites_no_row(tmp_path, monkeyp
     assert not (other / "responses.parquet").exists()
 
 
+@pytest.mark.slow
 def test_evaluate_flow_pauses_on_an_outage_and_a_resume_makes_only_the_missing_calls(tmp_path, monkeypatch,
                                                                                      prefect_api):
     """The Prefect side of a pause: the flow run goes to Paused (resumable from the UI); resuming it after the

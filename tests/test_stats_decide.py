@@ -96,6 +96,7 @@ def test_paired_difference_by_hand_and_few_clusters():
         paired_difference([1], [1, 0], ["a"])
 
 
+@pytest.mark.slow
 def test_holm_matches_statsmodels():
     from statsmodels.stats.multitest import multipletests
 

@@ -166,6 +166,7 @@ def expected_rows(cfg: ToyConfig) -> int:
     return cfg.items * len(cfg.lengths)
 
 
+@pytest.mark.slow
 def test_toy_track_end_to_end(tmp_path, monkeypatch):
     from fakeserver import FakeOpenAIServer
 

@@ -147,6 +147,7 @@ def test_run_workers_need_the_prefect_engine(tmp_path):
     assert r.exit_code == 2 and "use --engine prefect" in r.output and not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_workers_from_a_real_command_line(tmp_path):
     """``python -m ctxbench.cli evaluate --workers 3`` in a process of its own (Dask spawns the workers from it):
     one summary, every call made once."""
