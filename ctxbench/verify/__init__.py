@@ -133,16 +133,23 @@ def typed_value(text: str | None, declared: str) -> Any:
 
 def typed_values(texts: list, declared: str) -> list:
     """:func:`typed_value` of every text of one column (None stays NULL), in bulk (one pattern match over the
-    whole column, then C-level conversion) when every text is a number literal of the column's kind."""
+    whole column, then C-level conversion) when every text that is not NULL is a number literal of the column's
+    kind (the NULLs put back where they stood)."""
     conv = number_type(declared)
     if conv is None or not texts:
         return texts
-    if None not in texts:
-        joined = "\n".join(texts)  # a context line holds no newline, so neither does a value read from it
-        if (_INT_COLUMN if conv is int else _REAL_COLUMN).fullmatch(joined):
-            out = list(map(conv, texts))
-            if conv is float or _INT64[0] <= min(out) and max(out) <= _INT64[1]:
+    nulls = None in texts
+    present = [x for x in texts if x is not None] if nulls else texts
+    if not present:
+        return texts
+    joined = "\n".join(present)  # a context line holds no newline, so neither does a value read from it
+    if (_INT_COLUMN if conv is int else _REAL_COLUMN).fullmatch(joined):
+        out = list(map(conv, present))
+        if conv is float or _INT64[0] <= min(out) and max(out) <= _INT64[1]:
+            if not nulls:
                 return out
+            it = iter(out)
+            return [None if x is None else next(it) for x in texts]
     return [typed_value(x, declared) for x in texts]
 
 

@@ -39,6 +39,7 @@ import hashlib
 import itertools
 import json
 import operator
+import os
 import re
 import sqlite3
 import string
@@ -51,12 +52,13 @@ from ctxbench.core.config import assets_dir
 from ctxbench.core.userfiles import open_sqlite_readonly
 from ctxbench.verify import Certificate, gold_mismatch, number_type, sqlite_answer, typed_values
 from ctxbench.core.errors import InputError
-from ctxbench.core.hashing import file_sha256
+from ctxbench.core.hashing import file_sha256, stable_hash
 from ctxbench.core.manifest import asset_hash
 from ctxbench.gold import GoldEngines
 from ctxbench.gold.dialect import parse_sqlite
 from ctxbench.gold.compare import equal_in_tie_groups, norm_rows, results_equal, tie_groups
 from ctxbench.sources.database import declared_collations, quote_ident, with_collation
+from ctxbench.tracks.holobench import precertify
 from ctxbench.tracks.holobench.build import TEMPLATES_COPY
 from ctxbench.tracks.holobench.source import load_dummy_documents
 from ctxbench.verbalize.templates import format_value, load_templates
@@ -197,6 +199,15 @@ class Grammar:
             what = "; ".join(f"{k[0]} template {i + 1}" for k, i in found.items())
             return f"sentence matches templates giving different rows ({what}): {line[:160]!r}"
         return first
+
+    def fingerprint(self) -> str:
+        """SHA-256 (hex) of everything a parse depends on: the inverted templates, the dummy documents, the
+        missing-value phrases, the columns and their types, and the bytes of ``source.sqlite`` (whose values
+        settle ambiguous sentences). Two grammars with one fingerprint parse every line alike."""
+        temps = [[t.table, t.index, t.fields, t.lazy.pattern, t.greedy.pattern, t.literals, t.kinds, t.phrases,
+                  t.exhaustive] for t in self.templates]
+        return stable_hash(temps, sorted(self.dummies), self.missing, self.columns, self.types,
+                           sorted([*k, v] for k, v in self.relaxed.items()), file_sha256(self.source), length=64)
 
     def _domain(self, table: str, column: str) -> frozenset[str]:
         """The values of a TEXT column in ``source.sqlite`` (as text), loaded once."""
@@ -401,6 +412,17 @@ def _parse_context(g: Grammar, text: str, memo: dict) -> tuple[list[tuple[str, t
     return rows, None
 
 
+def _parsed_ahead(build_dir: Path, g: Grammar, seed: int) -> tuple[dict, dict]:
+    """What this process's build worked out ahead for its certify stage (:mod:`.precertify`), when done with a
+    grammar of ``g``'s fingerprint (else nothing): ``{context text: parse}`` and ``{(context text, included_rows
+    JSON): rows-check reason}`` (checked with ``seed``)."""
+    ahead = precertify.take(build_dir)
+    got = ahead.parsed() if ahead is not None else None
+    if got is None or got.fingerprint != g.fingerprint():
+        return {}, {}
+    return got.parses, {(t, inc): why for (t, inc, s), why in got.checks.items() if s == seed}
+
+
 def _recovered_table(rows: list[tuple[str, tuple, tuple]], table: str, cols: list[str], tys: list[str]) -> list:
     """The rows of ``table`` among a context's parsed ``rows`` as full tuples over ``cols`` (a column the row's
     template does not state: NULL), each text typed as SQLite stores it under its declared type; context order."""
@@ -428,8 +450,6 @@ def certify(build_dir: Path, instances: list[dict], manifest: Any) -> tuple[list
     if not src.exists():
         why = f"source.sqlite is missing from {build_dir} (the schema the SQL runs against)"
         return [Certificate(r["instance_id"], "uncertifiable", why, METHOD) for r in instances], notes
-
-
     # templates the build copied (they came from its query set's ``templates:`` section), else the shipped file
     copy = build_dir / TEMPLATES_COPY
     try:
@@ -441,7 +461,7 @@ def certify(build_dir: Path, instances: list[dict], manifest: Any) -> tuple[list
     if recorded and not copy.is_file() and asset_hash(tpath) != recorded:
         notes.append(f"manifest hash mismatch: {tpath} has changed since the build (sha256 {asset_hash(tpath)[:12]}, "
                      f"the manifest records {recorded[:12]}); contexts are parsed with the current templates")
-    certs = _certify_with(g, instances, db_id, seed, src)
+    certs = _certify_with(g, instances, db_id, seed, src, *_parsed_ahead(build_dir, g, seed))
     if any(c.status == "failed" for c in certs):
         # a number column may hold words or fractions (user databases do): slots read by the values the source
         # holds; an instance either grammar certifies is certified, the others keep the second reason
@@ -464,9 +484,6 @@ def _original_file(build_dir: Path, extra: dict, db_id: str) -> tuple[Path | Non
     variable) gives a directory holding it: ``DIR/<file>``, ``DIR/<db_id>/<file>`` or ``DIR`` naming the file itself,
     with the sha256 the manifest records (``source``: the loader's provenance). Returns (path or None, a note for
     the build's findings or None)."""
-    import os
-
-
     prov = extra.get("source") or {}
     name, digest = prov.get("file"), prov.get("sha256")
     data = os.environ.get(SOURCE_DATA_ENV)
@@ -580,10 +597,12 @@ def _order_keys(con: sqlite3.Connection, sql: str) -> list[list] | None:
         return None
 
 
-def _certify_with(g: Grammar, instances: list[dict], db_id: str, seed: int, src: Path) -> list[Certificate]:
-    """:func:`certify`'s certificates of ``instances`` with the grammar ``g``."""
+def _certify_with(g: Grammar, instances: list[dict], db_id: str, seed: int, src: Path, parses: dict | None = None,
+                  checks: dict | None = None) -> list[Certificate]:
+    """:func:`certify`'s certificates of ``instances`` with the grammar ``g``; ``parses`` / ``checks``: contexts
+    parsed and rows checked ahead with a grammar of the same fingerprint (:func:`_parsed_ahead`)."""
     memo: dict = {}
-    parsed: dict[str, tuple] = {}   # context text -> (rows, error)
+    parsed: dict[str, tuple] = dict(parses or {})   # context text -> (rows, error)
     answers: dict[tuple, Any] = {}  # (context, sql) -> GoldResult
     src_rows: dict[str, dict[int, tuple]] = {}
     con = open_sqlite_readonly(src, what="source database")
@@ -597,7 +616,7 @@ def _certify_with(g: Grammar, instances: list[dict], db_id: str, seed: int, src:
             read[sql] = sql_tables(sql, list(g.columns))
         last_use[(inst.get("context") or "", tuple(read[sql] or ()))] = k + 1
     n_done = 0
-    compared: dict[tuple, str | None] = {}
+    compared: dict[tuple, str | None] = dict(checks or {})  # (context, included_rows) -> why they differ
     try:
         for inst in instances:
             n_done += 1

@@ -1,0 +1,124 @@
+"""Certify's parsing of a HoloBench build's contexts, done ahead in a helper process while the build goes on
+(issue 36): the longest part of the ``certify`` stage is reading each distinct context back into rows
+(:func:`ctxbench.tracks.holobench.verify.certify`, step 1), which depends on the context's text and the inverted
+templates alone. A large build hands each context to the helper ``certify`` (:mod:`ctxbench.core.sidecar`, a
+fresh Python process) as soon as it is assembled; the helper parses it with the grammar of the staged
+``source.sqlite`` and templates on the other core while the main process assembles the next contexts and computes
+the gold answers. The ``certify`` stage then asks for the parses (:meth:`Ahead.parsed`) and uses one only for a
+context whose stored text (read from ``instances.parquet``) is equal to the parsed text, character for character,
+and only when the helper's grammar fingerprint (the inverted templates, dummy documents, declared types and the
+SHA-256 of ``source.sqlite``'s bytes: :meth:`~ctxbench.tracks.holobench.verify.Grammar.fingerprint`) equals that
+of the grammar certify loads from the written build. Parsing is a function of those two alone, so the
+certificates are what a parse in the ``certify`` stage gives, byte for byte; any other context, a different
+grammar, or a helper that fails (or ``CTXBENCH_SIDECAR=off``) is parsed in the ``certify`` stage as before.
+
+Builds whose largest tier is under :data:`MIN_TOKENS` do not start the helper (its start-up, a Python process
+importing the gold engines, costs more than their parse).
+"""
+
+from __future__ import annotations
+
+import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ctxbench.core import sidecar
+
+HELPER = "certify"
+# the smallest largest tier whose contexts are parsed ahead (a 131,072-token context parses in about 0.1 s)
+MIN_TOKENS = 131_072
+_HELPER_MODULE = "ctxbench.tracks.holobench.precertify_helper"
+# build directory (resolved) -> the parses started for it, taken by its certify stage
+_AHEAD: dict[Path, "Ahead"] = {}
+
+
+@dataclass
+class AheadResult:
+    """What the helper worked out: the ``fingerprint`` of its grammar, ``parses`` (context text -> parse) and
+    ``checks`` ((context text, included_rows JSON, seed) -> the rows check's reason, None when they agree)."""
+
+    fingerprint: str
+    parses: dict[str, Any]
+    checks: dict[tuple[str, str, int], str | None]
+
+
+class Ahead:
+    """The contexts of one build handed to the helper (:meth:`add`, :meth:`add_rows`) and what it made of them
+    (:meth:`parsed`)."""
+
+    def __init__(self, db_id: str, source: Path, templates: Path | None):
+        self.key = uuid.uuid4().hex  # the helper's state of this build
+        self.grammar = (db_id, str(source), str(templates) if templates else None)
+        self._texts: dict[str, int] = {}
+        self._checks: dict[tuple[int, str, int], None] = {}
+        self._sent: list[Future] = []
+        # requests go to the helper from a thread of their own: writing a long context into the helper's pipe
+        # waits while it parses the previous one, and the build does not
+        self._sender = ThreadPoolExecutor(1, thread_name_prefix="precertify")
+
+    def _submit(self, fn: str, *args: Any) -> None:
+        self._sent.append(self._sender.submit(sidecar.submit, f"{_HELPER_MODULE}:{fn}", *args, helper=HELPER))
+
+    def add(self, text: str) -> None:
+        """Hand one context's text to the helper to parse (a text already handed over is not sent again)."""
+        if text not in self._texts:
+            self._texts[text] = len(self._texts)
+            self._submit("parse_ahead", self.key, *self.grammar, self._texts[text], text)
+
+    def add_rows(self, text: str, included_json: str, seed: int) -> None:
+        """Have the helper check the rows of a context handed over with :meth:`add` against its instances'
+        ``included_rows`` (``included_json``, as stored) with ``seed``."""
+        k = (self._texts.get(text, -1), included_json, seed)
+        if k[0] >= 0 and k not in self._checks:
+            self._checks[k] = None
+            self._submit("rows_ahead", self.key, *k)
+
+    def parsed(self) -> AheadResult | None:
+        """What the helper made of every request (waits for it; module docstring); None when it could not."""
+        try:
+            for f in self._sent:
+                f.result().result()  # raises SidecarError where the helper failed
+            fingerprint, parses, checks = sidecar.submit(f"{_HELPER_MODULE}:collect_ahead", self.key,
+                                                         helper=HELPER).result()
+        except sidecar.SidecarError:
+            return None
+        finally:
+            self._sender.shutdown(wait=False)
+        texts = list(self._texts)
+        return AheadResult(fingerprint, {texts[i]: p for i, p in parses.items()},
+                           {(texts[i], inc, seed): why for (i, inc, seed), why in checks.items()})
+
+    def discard(self) -> None:
+        """Forget this build's work (the helper drops it too)."""
+        self._submit("drop_ahead", self.key)
+        self._sender.shutdown(wait=False)
+
+
+def start(out: Path, db_id: str, source: Path, templates: Path | None, largest: int) -> Ahead | None:
+    """Start parsing ahead for the build going to ``out`` (module docstring): the helper is started (or the
+    running one reused) and the :class:`Ahead` the assembly hands contexts to is returned and kept for
+    :func:`take`. None when the largest tier is under :data:`MIN_TOKENS` or no helper runs (then ``certify``
+    parses everything itself). ``source`` / ``templates``: the staged ``source.sqlite`` and templates copy (None:
+    the shipped templates of ``db_id``)."""
+    if largest < MIN_TOKENS or sidecar.start(HELPER) is None:
+        return None
+    sidecar.submit(f"{_HELPER_MODULE}:drop_ahead", "", helper=HELPER)  # the helper imports the parser meanwhile
+    key = Path(out).resolve()
+    old = _AHEAD.pop(key, None)
+    if old is not None:  # an earlier build into this directory stopped before its certify stage
+        old.discard()
+    _AHEAD[key] = ahead = Ahead(db_id, source, templates)
+    return ahead
+
+
+def current(build_dir: Path) -> Ahead | None:
+    """The :class:`Ahead` started for ``build_dir`` (kept for :func:`take`), or None."""
+    return _AHEAD.get(Path(build_dir).resolve())
+
+
+def take(build_dir: Path) -> Ahead | None:
+    """The :class:`Ahead` started for ``build_dir`` by this process's build (removed from the registry), or
+    None."""
+    return _AHEAD.pop(Path(build_dir).resolve(), None)
