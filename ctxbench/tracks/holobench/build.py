@@ -401,8 +401,8 @@ def gold_stage(loaded: Loaded, asm: Assembled) -> tuple[list[dict], list[dict]]:
             shared[key] = (included, gold_tables, GoldEngines(gold_tables, cfg.seed),
                            canonical_json(ctx.evidence_spans),
                            canonical_json({t: sorted(v) for t, v in sorted(included.items())}), Encoded(ctx.text))
-            if ahead is not None:  # the helper checks the context's rows against them meanwhile
-                ahead.add_rows(ctx.text, shared[key][4], cfg.seed)
+            if ahead is not None:  # the helper checks the context's rows and answers its SQL meanwhile
+                ahead.add_instances(ctx.text, shared[key][4], cfg.seed, [p.sql for p, k in asm.pairs if k == key])
         included, gold_tables, engines, spans_json, included_json, text_json = shared[key]
         iid = stable_hash(cfg_for_id, db_id, q.question, q.sql, text_json, length=24)
         try:
@@ -517,4 +517,8 @@ def build_holobench(cfg: HoloBenchConfig, out: str | Path, progress: Callable[[i
     asm = assemble_stage(loaded, src, progress)
     instances, quarantine = gold_stage(loaded, asm)
     validate_stage(loaded, src, instances)
-    return write_stage(loaded, src, instances, quarantine, asm)
+    try:
+        return write_stage(loaded, src, instances, quarantine, asm)
+    finally:
+        if (ahead := precertify.take(loaded.out)) is not None:  # no certify stage here to use the helper's work
+            ahead.discard()

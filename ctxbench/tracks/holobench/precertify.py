@@ -1,16 +1,22 @@
-"""Certify's parsing of a HoloBench build's contexts, done ahead in a helper process while the build goes on
-(issue 36): the longest part of the ``certify`` stage is reading each distinct context back into rows
-(:func:`ctxbench.tracks.holobench.verify.certify`, step 1), which depends on the context's text and the inverted
-templates alone. A large build hands each context to the helper ``certify`` (:mod:`ctxbench.core.sidecar`, a
-fresh Python process) as soon as it is assembled; the helper parses it with the grammar of the staged
-``source.sqlite`` and templates on the other core while the main process assembles the next contexts and computes
-the gold answers. The ``certify`` stage then asks for the parses (:meth:`Ahead.parsed`) and uses one only for a
-context whose stored text (read from ``instances.parquet``) is equal to the parsed text, character for character,
-and only when the helper's grammar fingerprint (the inverted templates, dummy documents, declared types and the
-SHA-256 of ``source.sqlite``'s bytes: :meth:`~ctxbench.tracks.holobench.verify.Grammar.fingerprint`) equals that
-of the grammar certify loads from the written build. Parsing is a function of those two alone, so the
-certificates are what a parse in the ``certify`` stage gives, byte for byte; any other context, a different
-grammar, or a helper that fails (or ``CTXBENCH_SIDECAR=off``) is parsed in the ``certify`` stage as before.
+"""Certify's work on a HoloBench build done ahead in a helper process while the build goes on (issue 36). The
+longest parts of the ``certify`` stage (:func:`ctxbench.tracks.holobench.verify.certify`) are reading each
+distinct context back into rows (step 1), which depends on the context's text and the inverted templates alone,
+and comparing those rows with the rows ``included_rows`` names (step 3), which adds that JSON text, the build's
+seed and ``source.sqlite``. A large build hands each context to the helper ``certify`` (:mod:`ctxbench.core.sidecar`,
+a fresh Python process) as soon as it is assembled, and each context's ``included_rows`` as soon as the gold stage
+has written it; the helper parses and compares with the very functions of the ``certify`` stage
+(:mod:`.precertify_helper`), with the grammar of the staged ``source.sqlite`` and templates, on the other core
+while the main process assembles the next contexts and computes the gold answers.
+
+The ``certify`` stage then asks for the results (:meth:`Ahead.parsed`) and uses a parse only for a context whose
+stored text (read from ``instances.parquet``) is equal to the parsed text, character for character, and a rows
+check only where the stored ``included_rows`` and the manifest's seed are equal to those checked too; and only
+when the helper's grammar fingerprint (the inverted templates, dummy documents, declared types and the SHA-256 of
+``source.sqlite``'s bytes: :meth:`~ctxbench.tracks.holobench.verify.Grammar.fingerprint`) is that of the grammar
+certify loads from the written build. The results are functions of those inputs alone, so the certificates are
+what the ``certify`` stage computes by itself, byte for byte, and still derived from the stored bytes; any other
+context, a different grammar, or a helper that fails (or ``CTXBENCH_SIDECAR=off``) is worked out in the
+``certify`` stage as before. The gold answers are always compared there.
 
 Builds whose largest tier is under :data:`MIN_TOKENS` do not start the helper (its start-up, a Python process
 importing the gold engines, costs more than their parse).
@@ -36,16 +42,19 @@ _AHEAD: dict[Path, "Ahead"] = {}
 
 @dataclass
 class AheadResult:
-    """What the helper worked out: the ``fingerprint`` of its grammar, ``parses`` (context text -> parse) and
-    ``checks`` ((context text, included_rows JSON, seed) -> the rows check's reason, None when they agree)."""
+    """What the helper worked out: the ``fingerprint`` of its grammar, ``errors`` (context text -> the parse's
+    error, None when every line parses; the rows stay in the helper),
+    ``checks`` ((context text, included_rows JSON, seed) -> the rows check's reason, None when they agree) and
+    ``answers`` ((context text, SQL, seed) -> SQLite's answer over the rows read back, None where it failed)."""
 
     fingerprint: str
-    parses: dict[str, Any]
+    errors: dict[str, str | None]
     checks: dict[tuple[str, str, int], str | None]
+    answers: dict[tuple[str, str, int], list | None]
 
 
 class Ahead:
-    """The contexts of one build handed to the helper (:meth:`add`, :meth:`add_rows`) and what it made of them
+    """The contexts of one build handed to the helper (:meth:`add`, :meth:`add_instances`) and what it made of them
     (:meth:`parsed`)."""
 
     def __init__(self, db_id: str, source: Path, templates: Path | None):
@@ -67,28 +76,29 @@ class Ahead:
             self._texts[text] = len(self._texts)
             self._submit("parse_ahead", self.key, *self.grammar, self._texts[text], text)
 
-    def add_rows(self, text: str, included_json: str, seed: int) -> None:
+    def add_instances(self, text: str, included_json: str, seed: int, sqls: list[str]) -> None:
         """Have the helper check the rows of a context handed over with :meth:`add` against its instances'
-        ``included_rows`` (``included_json``, as stored) with ``seed``."""
+        ``included_rows`` (``included_json``, as stored) with ``seed``, and answer their questions' ``sqls``."""
         k = (self._texts.get(text, -1), included_json, seed)
         if k[0] >= 0 and k not in self._checks:
             self._checks[k] = None
-            self._submit("rows_ahead", self.key, *k)
+            self._submit("check_ahead", self.key, *k, list(sqls))
 
     def parsed(self) -> AheadResult | None:
         """What the helper made of every request (waits for it; module docstring); None when it could not."""
         try:
             for f in self._sent:
                 f.result().result()  # raises SidecarError where the helper failed
-            fingerprint, parses, checks = sidecar.submit(f"{_HELPER_MODULE}:collect_ahead", self.key,
-                                                         helper=HELPER).result()
+            fingerprint, errors, checks, answers = sidecar.submit(f"{_HELPER_MODULE}:collect_ahead", self.key,
+                                                                  helper=HELPER).result()
         except sidecar.SidecarError:
             return None
         finally:
             self._sender.shutdown(wait=False)
         texts = list(self._texts)
-        return AheadResult(fingerprint, {texts[i]: p for i, p in parses.items()},
-                           {(texts[i], inc, seed): why for (i, inc, seed), why in checks.items()})
+        return AheadResult(fingerprint, {texts[i]: e for i, e in errors.items()},
+                           {(texts[i], inc, seed): why for (i, inc, seed), why in checks.items()},
+                           {(texts[i], sql, seed): a for (i, sql, seed), a in answers.items()})
 
     def discard(self) -> None:
         """Forget this build's work (the helper drops it too)."""
