@@ -1,5 +1,6 @@
-"""HoloBench build speed (issue 16 targets 1 and 2): a whole build's wall time divided by one tokenizer pass over
-every context it writes (each instance's context, as stored in instances.parquet), cold (empty cache) and warm (a
+"""HoloBench build speed (issue 16 targets 1 and 2; issue 36: certify included): a whole build's wall time (its
+stages as ``ctxbench build`` runs them, the ``certify`` stage included, each stage timed) divided by one tokenizer
+pass over every context it writes (each instance's context, as stored in instances.parquet), cold (empty cache) and warm (a
 rebuild with another seed on the cache the cold build left), and the same for one context alone; peak memory of
 each build process. Each build runs in a fresh process (bench/buildbench.py). Prints figures; asserts nothing.
 

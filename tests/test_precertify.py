@@ -43,6 +43,7 @@ def test_build_with_work_ahead_writes_the_same_bytes(tmp_path, monkeypatch, spy)
     get_track("holobench").build(CFG, tmp_path / "plain")
     assert spy == [({}, {}, {})]
     monkeypatch.setenv("CTXBENCH_SIDECAR", "on")
+    monkeypatch.setenv("CTXBENCH_CERTIFY_AHEAD", "on")  # whatever the machine's load
     monkeypatch.setattr(precertify, "MIN_TOKENS", 0)  # a 2,048-token build hands its contexts to the helper
     get_track("holobench").build(CFG, tmp_path / "ahead")
     errors, checks, answers = spy[1]
@@ -65,6 +66,7 @@ def test_a_stored_context_unlike_the_parsed_text_is_parsed_from_its_bytes(tmp_pa
     """The builder writes a context other than the one it handed to the helper (a relevant sentence dropped on
     the way) and a gold other than the answer the helper found: certify parses the stored text and compares the
     stored gold itself, and both instances fail; the others are certified."""
+    monkeypatch.setenv("CTXBENCH_CERTIFY_AHEAD", "on")
     monkeypatch.setattr(precertify, "MIN_TOKENS", 0)
     orig = hbpkg.write_stage
     victim = {}
@@ -160,3 +162,18 @@ def test_typed_values_with_nulls_equal_value_by_value():
         assert got == want and list(map(type, got)) == list(map(type, want)), (texts, ty)
     assert typed_values(["3", None, "-7"], "INTEGER") == [3, None, -7]
     assert typed_values(["9223372036854775808", None], "INTEGER") == [9.223372036854775808e18, None]
+
+
+def test_when_a_build_works_ahead(monkeypatch):
+    monkeypatch.setattr(precertify, "MIN_TOKENS", 1000)
+    monkeypatch.setattr(precertify.os, "cpu_count", lambda: 2)
+    monkeypatch.delenv("CTXBENCH_CERTIFY_AHEAD", raising=False)
+    monkeypatch.setattr(precertify.os, "getloadavg", lambda: (1.2, 1.0, 1.0))  # a core to spare
+    assert precertify.wanted(1000) and not precertify.wanted(999)
+    monkeypatch.setattr(precertify.os, "getloadavg", lambda: (1.5, 1.0, 1.0))  # both cores about busy
+    assert not precertify.wanted(1000)
+    monkeypatch.setenv("CTXBENCH_CERTIFY_AHEAD", "on")
+    assert precertify.wanted(1000) and not precertify.wanted(999)
+    monkeypatch.setenv("CTXBENCH_CERTIFY_AHEAD", "off")
+    monkeypatch.setattr(precertify.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    assert not precertify.wanted(10**7)

@@ -19,11 +19,16 @@ context, a different grammar, or a helper that fails (or ``CTXBENCH_SIDECAR=off`
 ``certify`` stage as before. The gold answers are always compared there.
 
 Builds whose largest tier is under :data:`MIN_TOKENS` do not start the helper (its start-up, a Python process
-importing the gold engines, costs more than their parse).
+importing the gold engines, costs more than their parse). Nor do builds on a machine with no core to spare (the
+load average over the last minute at least the number of cores less a half, :func:`spare_core`): there the
+helper's work, about a third more CPU time than the stage's own (its imports, the grammar loaded twice), would be
+taken from the build itself. ``CTXBENCH_CERTIFY_AHEAD``: ``auto`` (the default, as above), ``on`` (whatever the
+load) or ``off``.
 """
 
 from __future__ import annotations
 
+import os
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -106,13 +111,31 @@ class Ahead:
         self._sender.shutdown(wait=False)
 
 
+def spare_core() -> bool:
+    """Whether this machine has a core to spare for the helper: the load average over the last minute is under
+    the number of cores less a half (True where the load average cannot be read)."""
+    try:
+        return os.getloadavg()[0] < (os.cpu_count() or 1) - 0.5
+    except OSError:
+        return True
+
+
+def wanted(largest: int) -> bool:
+    """Whether a build whose largest tier is ``largest`` tokens works ahead (module docstring;
+    ``CTXBENCH_CERTIFY_AHEAD`` = ``auto``, ``on`` or ``off``)."""
+    mode = os.environ.get("CTXBENCH_CERTIFY_AHEAD", "auto").strip().lower()
+    if mode in ("off", "0", "false", "no"):
+        return False
+    return largest >= MIN_TOKENS and (mode in ("on", "1", "true", "yes") or spare_core())
+
+
 def start(out: Path, db_id: str, source: Path, templates: Path | None, largest: int) -> Ahead | None:
     """Start parsing ahead for the build going to ``out`` (module docstring): the helper is started (or the
     running one reused) and the :class:`Ahead` the assembly hands contexts to is returned and kept for
-    :func:`take`. None when the largest tier is under :data:`MIN_TOKENS` or no helper runs (then ``certify``
-    parses everything itself). ``source`` / ``templates``: the staged ``source.sqlite`` and templates copy (None:
+    :func:`take`. None when the build does not work ahead (:func:`wanted`) or no helper runs (then ``certify``
+    works everything out itself). ``source`` / ``templates``: the staged ``source.sqlite`` and templates copy (None:
     the shipped templates of ``db_id``)."""
-    if largest < MIN_TOKENS or sidecar.start(HELPER) is None:
+    if not wanted(largest) or sidecar.start(HELPER) is None:
         return None
     sidecar.submit(f"{_HELPER_MODULE}:drop_ahead", "", helper=HELPER)  # the helper imports the parser meanwhile
     key = Path(out).resolve()
