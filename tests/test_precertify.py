@@ -177,3 +177,12 @@ def test_when_a_build_works_ahead(monkeypatch):
     monkeypatch.setenv("CTXBENCH_CERTIFY_AHEAD", "off")
     monkeypatch.setattr(precertify.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
     assert not precertify.wanted(10**7)
+
+
+def test_work_ahead_discarded_twice_or_after_collecting(monkeypatch, tmp_path):
+    monkeypatch.setenv("CTXBENCH_SIDECAR", "off")  # no helper: every request fails, and the caller goes on
+    a = precertify.Ahead("nycflights13", tmp_path / "source.sqlite", None)
+    a.add("one context\n")
+    assert a.parsed() is None
+    a.discard()
+    a.discard()

@@ -106,8 +106,11 @@ class Ahead:
                            {(texts[i], sql, seed): a for (i, sql, seed), a in answers.items()})
 
     def discard(self) -> None:
-        """Forget this build's work (the helper drops it too)."""
-        self._submit("drop_ahead", self.key)
+        """Forget this build's work (the helper drops it too; nothing once :meth:`parsed` or this ran)."""
+        try:
+            self._submit("drop_ahead", self.key)
+        except RuntimeError:  # the sender is shut down: the helper has forgotten it already
+            return
         self._sender.shutdown(wait=False)
 
 
