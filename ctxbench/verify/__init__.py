@@ -19,6 +19,7 @@ from the manifest's: reported, the per-instance checks go on). The built-in veri
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -133,16 +134,23 @@ def typed_value(text: str | None, declared: str) -> Any:
 
 def typed_values(texts: list, declared: str) -> list:
     """:func:`typed_value` of every text of one column (None stays NULL), in bulk (one pattern match over the
-    whole column, then C-level conversion) when every text is a number literal of the column's kind."""
+    whole column, then C-level conversion) when every text that is not NULL is a number literal of the column's
+    kind (the NULLs put back where they stood)."""
     conv = number_type(declared)
     if conv is None or not texts:
         return texts
-    if None not in texts:
-        joined = "\n".join(texts)  # a context line holds no newline, so neither does a value read from it
-        if (_INT_COLUMN if conv is int else _REAL_COLUMN).fullmatch(joined):
-            out = list(map(conv, texts))
-            if conv is float or _INT64[0] <= min(out) and max(out) <= _INT64[1]:
+    nulls = None in texts
+    present = [x for x in texts if x is not None] if nulls else texts
+    if not present:
+        return texts
+    joined = "\n".join(present)  # a context line holds no newline, so neither does a value read from it
+    if (_INT_COLUMN if conv is int else _REAL_COLUMN).fullmatch(joined):
+        out = list(map(conv, present))
+        if conv is float or _INT64[0] <= min(out) and max(out) <= _INT64[1]:
+            if not nulls:
                 return out
+            it = iter(out)
+            return [None if x is None else next(it) for x in texts]
     return [typed_value(x, declared) for x in texts]
 
 
@@ -171,10 +179,24 @@ def orders_answer(sql: str) -> bool:
 
 
 def _short(rows: Any) -> str:
-    import json
-
     s = json.dumps(rows, ensure_ascii=False)
     return s if len(s) <= 120 else s[:117] + "..."
+
+
+def _fast_agrees(gold: Any, sql: str, fast: list | None) -> bool:
+    return fast is not None and (results_equal(fast, gold, True, strict=True)
+                                 or (not orders_answer(sql) and results_equal(fast, gold, False, strict=True)))
+
+
+def fast_agrees(gold_json: str | None, sql: str, fast: list | None) -> bool:
+    """Whether SQLite's answer ``fast`` (:func:`sqlite_answer` over the rows read back from the context) is the
+    stored gold (``gold_json``) by the first test of :func:`gold_mismatch` (in order when the SQL orders its
+    answer, else as a multiset; integers exactly, a number never equal to a text, floats within 1e-6): then
+    :func:`gold_mismatch` is None without running any engine. False for a gold that is not JSON."""
+    try:
+        return _fast_agrees(json.loads(gold_json), sql, fast)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
 
 
 def gold_mismatch(gold_json: str | None, sql: str, fast: list | None, tables: dict, seed: int, eng,
@@ -189,15 +211,12 @@ def gold_mismatch(gold_json: str | None, sql: str, fast: list | None, tables: di
     otherwise the SQL goes through :func:`ctxbench.gold.compute_gold` (both engines and every check that accepted
     the gold, with the build's ``strict_order`` and ``integer_division``) to say why: no accepted answer, or a
     different one (rows tied inside an ordered answer may come in any order)."""
-    import json
-
 
     try:
         gold = json.loads(gold_json)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return "stored gold is not JSON"
-    if fast is not None and (results_equal(fast, gold, True, strict=True)
-                             or (not orders_answer(sql) and results_equal(fast, gold, False, strict=True))):
+    if _fast_agrees(gold, sql, fast):
         return None
     res = compute_gold(sql, tables, seed=seed, strict_order=strict_order, engines=eng,
                        integer_division=integer_division)
@@ -340,8 +359,6 @@ def certify_stage(result: Any) -> Any:
     moved from ``instances.parquet`` into ``quarantine.parquet`` (stage ``verify``, the certificate's reason);
     ``certificates.parquet`` keeps every certificate, failed ones included; the manifest's counts follow. Returns
     the BuildResult with its counts updated."""
-    import json
-
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 

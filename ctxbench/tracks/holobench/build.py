@@ -37,6 +37,7 @@ from ctxbench.tracks.common import BuildWriter
 from ctxbench.core.manifest import BuildResult, check_lengths
 from ctxbench.core.manifest import asset_hash as _asset_hash
 from ctxbench.features.overlap import lexical_overlap
+from ctxbench.tracks.holobench import precertify
 from ctxbench.tracks.holobench.nearmiss import near_miss_share
 from ctxbench.verbalize.templates import template_fields
 from ctxbench.tracks.holobench.source import PreparedSource, load_database_header, prepare_source_cached
@@ -347,6 +348,11 @@ def assemble_stage(loaded: Loaded, src: PreparedSource, progress: Callable[[int,
                 pairs.append((q, (tables, target, position, sig)))
     mc.close()
     keys = list(dict.fromkeys(key for _, key in pairs))
+    # the certify stage's parse of each context starts in a helper process as soon as the context is built
+    copy = loaded.writer.staged(TEMPLATES_COPY) if loaded.writer is not None else None
+    ahead = None if loaded.writer is None else precertify.start(
+        loaded.out, src.raw.db_id, loaded.writer.staged("source.sqlite"), copy if copy and copy.is_file() else None,
+        max(cfg.lengths, default=0))
     # contexts are independent (each draws from its own seeded RNG) and their tokenizing releases the GIL: built on
     # several threads, kept in the order of their first question
     contexts: dict[tuple, PackedContext] = {}
@@ -358,6 +364,8 @@ def assemble_stage(loaded: Loaded, src: PreparedSource, progress: Callable[[int,
         None if key[3] is None else {t: counts[(t, ps)] for t, ps in key[3]}), keys)
     for k, (key, ctx) in enumerate(zip(keys, built)):
         contexts[key] = ctx
+        if ahead is not None:
+            ahead.add(ctx.text)
         if progress:  # the pairs up to the next context's first question have their contexts
             progress(first[keys[k + 1]] if k + 1 < len(keys) else len(pairs), len(pairs))
     flush_all()  # the unit counts made here, for the next build
@@ -377,6 +385,7 @@ def gold_stage(loaded: Loaded, asm: Assembled) -> tuple[list[dict], list[dict]]:
     prefetch_languages([asm.contexts[key].text for _, key in asm.pairs] + [q.question for q, _ in asm.pairs])
     last_use = {key: i for i, (_, key) in enumerate(asm.pairs)}
     shared: dict[tuple, tuple] = {}  # per context: included rows, their tables and the engines loaded with them
+    ahead = precertify.current(loaded.out)  # the certify stage's work started in a helper process (assemble_stage)
     for i, (q, key) in enumerate(asm.pairs):
         tables, target, position = key[:3]
         ctx = asm.contexts[key]
@@ -392,6 +401,8 @@ def gold_stage(loaded: Loaded, asm: Assembled) -> tuple[list[dict], list[dict]]:
             shared[key] = (included, gold_tables, GoldEngines(gold_tables, cfg.seed),
                            canonical_json(ctx.evidence_spans),
                            canonical_json({t: sorted(v) for t, v in sorted(included.items())}), Encoded(ctx.text))
+            if ahead is not None:  # the helper checks the context's rows and answers its SQL meanwhile
+                ahead.add_instances(ctx.text, shared[key][4], cfg.seed, [p.sql for p, k in asm.pairs if k == key])
         included, gold_tables, engines, spans_json, included_json, text_json = shared[key]
         iid = stable_hash(cfg_for_id, db_id, q.question, q.sql, text_json, length=24)
         try:
@@ -506,4 +517,8 @@ def build_holobench(cfg: HoloBenchConfig, out: str | Path, progress: Callable[[i
     asm = assemble_stage(loaded, src, progress)
     instances, quarantine = gold_stage(loaded, asm)
     validate_stage(loaded, src, instances)
-    return write_stage(loaded, src, instances, quarantine, asm)
+    try:
+        return write_stage(loaded, src, instances, quarantine, asm)
+    finally:
+        if (ahead := precertify.take(loaded.out)) is not None:  # no certify stage here to use the helper's work
+            ahead.discard()

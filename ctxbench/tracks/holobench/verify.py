@@ -39,6 +39,7 @@ import hashlib
 import itertools
 import json
 import operator
+import os
 import re
 import sqlite3
 import string
@@ -49,14 +50,15 @@ from typing import Any
 
 from ctxbench.core.config import assets_dir
 from ctxbench.core.userfiles import open_sqlite_readonly
-from ctxbench.verify import Certificate, gold_mismatch, number_type, sqlite_answer, typed_values
+from ctxbench.verify import Certificate, fast_agrees, gold_mismatch, number_type, sqlite_answer, typed_values
 from ctxbench.core.errors import InputError
-from ctxbench.core.hashing import file_sha256
+from ctxbench.core.hashing import file_sha256, stable_hash
 from ctxbench.core.manifest import asset_hash
 from ctxbench.gold import GoldEngines
 from ctxbench.gold.dialect import parse_sqlite
 from ctxbench.gold.compare import equal_in_tie_groups, norm_rows, results_equal, tie_groups
 from ctxbench.sources.database import declared_collations, quote_ident, with_collation
+from ctxbench.tracks.holobench import precertify
 from ctxbench.tracks.holobench.build import TEMPLATES_COPY
 from ctxbench.tracks.holobench.source import load_dummy_documents
 from ctxbench.verbalize.templates import format_value, load_templates
@@ -197,6 +199,15 @@ class Grammar:
             what = "; ".join(f"{k[0]} template {i + 1}" for k, i in found.items())
             return f"sentence matches templates giving different rows ({what}): {line[:160]!r}"
         return first
+
+    def fingerprint(self) -> str:
+        """SHA-256 (hex) of everything a parse depends on: the inverted templates, the dummy documents, the
+        missing-value phrases, the columns and their types, and the bytes of ``source.sqlite`` (whose values
+        settle ambiguous sentences). Two grammars with one fingerprint parse every line alike."""
+        temps = [[t.table, t.index, t.fields, t.lazy.pattern, t.greedy.pattern, t.literals, t.kinds, t.phrases,
+                  t.exhaustive] for t in self.templates]
+        return stable_hash(temps, sorted(self.dummies), self.missing, self.columns, self.types,
+                           sorted([*k, v] for k, v in self.relaxed.items()), file_sha256(self.source), length=64)
 
     def _domain(self, table: str, column: str) -> frozenset[str]:
         """The values of a TEXT column in ``source.sqlite`` (as text), loaded once."""
@@ -401,6 +412,20 @@ def _parse_context(g: Grammar, text: str, memo: dict) -> tuple[list[tuple[str, t
     return rows, None
 
 
+def _parsed_ahead(ahead: precertify.Ahead | None, g: Grammar, seed: int) -> tuple[dict, dict, dict]:
+    """What this process's build worked out ahead for its certify stage (``ahead``, :mod:`.precertify`), when done
+    with a grammar of ``g``'s fingerprint (else nothing): ``{context text: parse error or None}``, ``{(context text,
+    included_rows JSON): rows-check reason}`` and ``{(context text, SQL): SQLite's answer}`` (with ``seed``)."""
+    try:
+        got = ahead.parsed() if ahead is not None else None
+    except Exception:  # noqa: BLE001 - work ahead only saves time: whatever went wrong there, certify does it all
+        got = None
+    if got is None or got.fingerprint != g.fingerprint():
+        return {}, {}, {}
+    return (got.errors, {(t, inc): why for (t, inc, s), why in got.checks.items() if s == seed},
+            {(t, sql): a for (t, sql, s), a in got.answers.items() if s == seed})
+
+
 def _recovered_table(rows: list[tuple[str, tuple, tuple]], table: str, cols: list[str], tys: list[str]) -> list:
     """The rows of ``table`` among a context's parsed ``rows`` as full tuples over ``cols`` (a column the row's
     template does not state: NULL), each text typed as SQLite stores it under its declared type; context order."""
@@ -425,23 +450,23 @@ def certify(build_dir: Path, instances: list[dict], manifest: Any) -> tuple[list
     seed = int(getattr(manifest, "seed", None) or 0)
     src = build_dir / "source.sqlite"
     notes: list[str] = []
-    if not src.exists():
-        why = f"source.sqlite is missing from {build_dir} (the schema the SQL runs against)"
-        return [Certificate(r["instance_id"], "uncertifiable", why, METHOD) for r in instances], notes
-
-
+    ahead = precertify.take(build_dir)  # what this process's build of it worked out ahead, if it did
     # templates the build copied (they came from its query set's ``templates:`` section), else the shipped file
     copy = build_dir / TEMPLATES_COPY
     try:
+        if not src.exists():
+            raise InputError(f"source.sqlite is missing from {build_dir} (the schema the SQL runs against)")
         g = load_grammar(db_id, src, copy if copy.is_file() else None)
     except InputError as e:
+        if ahead is not None:
+            ahead.discard()
         return [Certificate(r["instance_id"], "uncertifiable", str(e), METHOD) for r in instances], notes
     tpath = assets_dir() / "templates" / f"{db_id}.yaml"
     recorded = (extra.get("assets") or {}).get("templates")
     if recorded and not copy.is_file() and asset_hash(tpath) != recorded:
         notes.append(f"manifest hash mismatch: {tpath} has changed since the build (sha256 {asset_hash(tpath)[:12]}, "
                      f"the manifest records {recorded[:12]}); contexts are parsed with the current templates")
-    certs = _certify_with(g, instances, db_id, seed, src)
+    certs = _certify_with(g, instances, db_id, seed, src, *_parsed_ahead(ahead, g, seed))
     if any(c.status == "failed" for c in certs):
         # a number column may hold words or fractions (user databases do): slots read by the values the source
         # holds; an instance either grammar certifies is certified, the others keep the second reason
@@ -464,9 +489,6 @@ def _original_file(build_dir: Path, extra: dict, db_id: str) -> tuple[Path | Non
     variable) gives a directory holding it: ``DIR/<file>``, ``DIR/<db_id>/<file>`` or ``DIR`` naming the file itself,
     with the sha256 the manifest records (``source``: the loader's provenance). Returns (path or None, a note for
     the build's findings or None)."""
-    import os
-
-
     prov = extra.get("source") or {}
     name, digest = prov.get("file"), prov.get("sha256")
     data = os.environ.get(SOURCE_DATA_ENV)
@@ -580,10 +602,20 @@ def _order_keys(con: sqlite3.Connection, sql: str) -> list[list] | None:
         return None
 
 
-def _certify_with(g: Grammar, instances: list[dict], db_id: str, seed: int, src: Path) -> list[Certificate]:
-    """:func:`certify`'s certificates of ``instances`` with the grammar ``g``."""
+def _certify_with(g: Grammar, instances: list[dict], db_id: str, seed: int, src: Path, errors: dict | None = None,
+                  checks: dict | None = None, early: dict | None = None) -> list[Certificate]:
+    """:func:`certify`'s certificates of ``instances`` with the grammar ``g``; ``errors`` / ``checks`` /
+    ``early``: contexts parsed, rows checked and SQL answered ahead with a grammar of the same fingerprint
+    (:func:`_parsed_ahead`; an answer ahead that is not the stored gold is worked out here again)."""
     memo: dict = {}
+    errors, early = errors or {}, early or {}  # context -> parse error; (context, sql) -> SQLite's answer
     parsed: dict[str, tuple] = {}   # context text -> (rows, error)
+
+    def rows_of(text: str) -> list:
+        if text not in parsed:
+            parsed[text] = _parse_context(g, text, memo)
+        return parsed[text][0]
+
     answers: dict[tuple, Any] = {}  # (context, sql) -> GoldResult
     src_rows: dict[str, dict[int, tuple]] = {}
     con = open_sqlite_readonly(src, what="source database")
@@ -597,14 +629,15 @@ def _certify_with(g: Grammar, instances: list[dict], db_id: str, seed: int, src:
             read[sql] = sql_tables(sql, list(g.columns))
         last_use[(inst.get("context") or "", tuple(read[sql] or ()))] = k + 1
     n_done = 0
-    compared: dict[tuple, str | None] = {}
+    compared: dict[tuple, str | None] = dict(checks or {})  # (context, included_rows) -> why they differ
     try:
         for inst in instances:
             n_done += 1
             iid, text, sql = inst["instance_id"], inst.get("context") or "", inst.get("sql") or ""
-            if text not in parsed:
-                parsed[text] = _parse_context(g, text, memo)
-            rows, err = parsed[text]
+            if text in parsed or text not in errors:
+                rows, err = rows_of(text), parsed[text][1]
+            else:  # parsed ahead: its rows are read here only where something is worked out here
+                rows, err = None, errors[text]
             if err:
                 certs.append(Certificate(iid, "failed", f"context does not parse into rows: {err}", METHOD))
                 continue
@@ -614,27 +647,34 @@ def _certify_with(g: Grammar, instances: list[dict], db_id: str, seed: int, src:
                 continue
             key = (text, sql)
             tkey = (text, tuple(tabs))
-            if key not in answers:
-                if tkey not in loaded:  # the recovered tables and the engines loaded with them, per context
-                    tables = {t: (g.columns[t], g.types[t], _recovered_table(rows, t, g.columns[t], g.types[t]))
-                              for t in tabs}
-                    loaded[tkey] = (tables, GoldEngines(tables, seed))
-                tables, eng = loaded[tkey]
-                answers[key] = (sqlite_answer(sql, eng), tables)
-            fast, tables = answers[key]
-            eng = loaded[tkey][1] if tkey in loaded else None
-            if last_use.get(tkey) == n_done and tkey in loaded:
-                loaded.pop(tkey)  # the last question over these rows: its engines are closed below
-            try:
-                why = gold_mismatch(inst.get("gold"), sql, fast, tables, seed, eng)
-            finally:
-                if eng is not None and tkey not in loaded:
-                    eng.close()
+            if key in early and fast_agrees(inst.get("gold"), sql, early[key]):
+                why = None  # SQLite's answer over the rows read back, worked out ahead, is the stored gold
+            else:
+                if rows is None:
+                    rows = rows_of(text)
+                if key not in answers:
+                    if tkey not in loaded:  # the recovered tables and the engines loaded with them, per context
+                        tables = {t: (g.columns[t], g.types[t], _recovered_table(rows, t, g.columns[t], g.types[t]))
+                                  for t in tabs}
+                        loaded[tkey] = (tables, GoldEngines(tables, seed))
+                    tables, eng = loaded[tkey]
+                    answers[key] = (sqlite_answer(sql, eng), tables)
+                fast, tables = answers[key]
+                eng = loaded[tkey][1] if tkey in loaded else None
+                if last_use.get(tkey) == n_done and tkey in loaded:
+                    loaded.pop(tkey)  # the last question over these rows: its engines are closed below
+                try:
+                    why = gold_mismatch(inst.get("gold"), sql, fast, tables, seed, eng)
+                finally:
+                    if eng is not None and tkey not in loaded:
+                        eng.close()
             if why:
                 certs.append(Certificate(iid, "failed", why, METHOD))
                 continue
             ck = (text, inst.get("included_rows"))
             if ck not in compared:  # instances sharing a context share its rows
+                if rows is None:
+                    rows = rows_of(text)
                 compared[ck] = _rows_mismatch(inst.get("included_rows"), rows, g, seed, con, src_rows, format_value)
             why = compared[ck]
             if why:
