@@ -430,10 +430,20 @@ def test_adaptive_calls_on_a_needles_build_of_four_lengths(needles4, tmp_path):
             assert r.exit_code == 0, r.output
         score_build(build)
         n0 = srv.count
+        # a dry run says what the budget allows: at most 25 calls, the tokens of the 25 longest (fewer than all)
+        full = _evaluate(build, srv, "m6", "--dry-run")
+        dry = _evaluate(build, srv, "m6", "--dry-run", "--adaptive-calls", "25")
+        assert full.exit_code == dry.exit_code == 0 and srv.count == n0, dry.output
+        tokens = [int(x.split("input tokens: ", 1)[1].split(" ", 1)[0].replace(",", "")) for x in (full.output,
+                                                                                                dry.output)]
+        assert f"calls to make: {len(rows)}\n" in full.output and 0 < tokens[1] < tokens[0]
+        assert "calls to make: at most 25 (--adaptive-calls 25, 0 stored;" in dry.output
         r = _evaluate(build, srv, "m6", "--adaptive-calls", "25")
         assert r.exit_code == 0, r.output
         asked = srv.count - n0
         assert 0 < asked <= 25
+        dry = _evaluate(build, srv, "m6", "--dry-run", "--adaptive-calls", "40")  # a larger N continues
+        assert f"calls to make: at most {40 - asked} (--adaptive-calls 40, {asked} stored;" in dry.output, dry.output
         assert "--adaptive-calls 25" in r.output
         # every context length covered
         m6 = [x for x in pq.read_table(build / "responses.parquet").to_pylist() if x["model"] == "openai/m6"]

@@ -85,6 +85,14 @@ def estimate(build: str | Path, cfg: EvalConfig) -> dict:
             over += 1  # evaluate's pre-check stores these as over_length without a call
             continue
         calls.append(CallTokens(n, p, t["_prefix"], max_tokens))
+    adaptive = None
+    if cfg.adaptive_calls is not None:  # the selector picks as answers come in: the longest calls it may make
+        left = max(0, cfg.adaptive_calls - len(plan.stored))  # stored calls count towards N, as in evaluate
+        adaptive = f"at most {min(left, len(calls))} (--adaptive-calls {cfg.adaptive_calls}, {len(plan.stored)} " \
+                   f"stored; picked as answers come in: the tokens and costs below are those of the longest)"
+        if len(calls) > left:
+            keep = set(sorted(range(len(calls)), key=lambda i: -calls[i].prompt)[:left])
+            calls = [c for i, c in enumerate(calls) if i in keep]
     repeat, seen = 0, set()
     for c in calls:
         if c.prefix_id in seen:
@@ -92,7 +100,7 @@ def estimate(build: str | Path, cfg: EvalConfig) -> dict:
         seen.add(c.prefix_id)
     est = "" if tokname == info.tokenizer else ", estimated"
     out = {"calls": len(plan.todo), "already in the response cache (free)": len(plan.todo) - len(todo),
-           "calls to make": len(calls), "over the model's window (not called)": over,
+           "calls to make": adaptive or len(calls), "over the model's window (not called)": over,
            "input tokens": f"{sum(c.prompt for c in calls):,} ({tokname}{est})",
            "input tokens repeating a context prefix (cacheable)": f"{repeat:,}",
            "output tokens (upper bound)": f"{sum(c.output for c in calls):,}"}
