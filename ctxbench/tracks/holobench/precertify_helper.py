@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ctxbench.core.userfiles import open_sqlite_readonly
 from ctxbench.gold import GoldEngines
-from ctxbench.tracks.holobench.verify import _parse_context, _recovered_table, _rows_mismatch, load_grammar, sql_tables
+from ctxbench.tracks.holobench.verify import parse_context, recovered_table, rows_mismatch, load_grammar, sql_tables
 from ctxbench.verbalize.templates import format_value
 from ctxbench.verify import sqlite_answer
 
@@ -39,7 +39,7 @@ def parse_ahead(key: str, db_id: str, source: str, templates: str | None, idx: i
     paused = gc.isenabled()
     gc.disable()
     try:
-        st["parses"][idx] = _parse_context(st["g"], text, st["memo"])
+        st["parses"][idx] = parse_context(st["g"], text, st["memo"])
     finally:
         if paused:
             gc.enable()
@@ -58,7 +58,7 @@ def check_ahead(key: str, idx: int, included_json: str, seed: int, sqls: list[st
     paused = gc.isenabled()
     gc.disable()
     try:
-        st["checks"][(idx, included_json, seed)] = _rows_mismatch(included_json, rows, g, seed, st["con"],
+        st["checks"][(idx, included_json, seed)] = rows_mismatch(included_json, rows, g, seed, st["con"],
                                                                   st["cache"], format_value)
         by_tables: dict[tuple, list[str]] = {}
         for sql in dict.fromkeys(sqls):
@@ -66,7 +66,7 @@ def check_ahead(key: str, idx: int, included_json: str, seed: int, sqls: list[st
             if tabs:
                 by_tables.setdefault(tuple(tabs), []).append(sql)
         for tabs, group in by_tables.items():  # the recovered tables loaded once per set of tables read
-            tables = {t: (g.columns[t], g.types[t], _recovered_table(rows, t, g.columns[t], g.types[t]))
+            tables = {t: (g.columns[t], g.types[t], recovered_table(rows, t, g.columns[t], g.types[t]))
                       for t in tabs}
             with GoldEngines(tables, seed) as eng:
                 for sql in group:

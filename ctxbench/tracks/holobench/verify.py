@@ -395,7 +395,7 @@ def sql_tables(sql: str, names: list[str]) -> list[str] | None:
     return sorted({low[t.name.lower()] for t in tree.find_all(exp.Table) if t.name.lower() in low})
 
 
-def _parse_context(g: Grammar, text: str, memo: dict) -> tuple[list[tuple[str, tuple, tuple]], str | None]:
+def parse_context(g: Grammar, text: str, memo: dict) -> tuple[list[tuple[str, tuple, tuple]], str | None]:
     """The rows a context states (:meth:`Grammar.parse`'s triples, in the context's order) and the first line's
     parse error (None when every line parses)."""
     rows, lines = [], text.split("\n")
@@ -426,7 +426,7 @@ def _parsed_ahead(ahead: precertify.Ahead | None, g: Grammar, seed: int) -> tupl
             {(t, sql): a for (t, sql, s), a in got.answers.items() if s == seed})
 
 
-def _recovered_table(rows: list[tuple[str, tuple, tuple]], table: str, cols: list[str], tys: list[str]) -> list:
+def recovered_table(rows: list[tuple[str, tuple, tuple]], table: str, cols: list[str], tys: list[str]) -> list:
     """The rows of ``table`` among a context's parsed ``rows`` as full tuples over ``cols`` (a column the row's
     template does not state: NULL), each text typed as SQLite stores it under its declared type; context order."""
     mine = [r for r in rows if r[0] == table]
@@ -613,7 +613,7 @@ def _certify_with(g: Grammar, instances: list[dict], db_id: str, seed: int, src:
 
     def rows_of(text: str) -> list:
         if text not in parsed:
-            parsed[text] = _parse_context(g, text, memo)
+            parsed[text] = parse_context(g, text, memo)
         return parsed[text][0]
 
     answers: dict[tuple, Any] = {}  # (context, sql) -> GoldResult
@@ -654,7 +654,7 @@ def _certify_with(g: Grammar, instances: list[dict], db_id: str, seed: int, src:
                     rows = rows_of(text)
                 if key not in answers:
                     if tkey not in loaded:  # the recovered tables and the engines loaded with them, per context
-                        tables = {t: (g.columns[t], g.types[t], _recovered_table(rows, t, g.columns[t], g.types[t]))
+                        tables = {t: (g.columns[t], g.types[t], recovered_table(rows, t, g.columns[t], g.types[t]))
                                   for t in tabs}
                         loaded[tkey] = (tables, GoldEngines(tables, seed))
                     tables, eng = loaded[tkey]
@@ -675,7 +675,7 @@ def _certify_with(g: Grammar, instances: list[dict], db_id: str, seed: int, src:
             if ck not in compared:  # instances sharing a context share its rows
                 if rows is None:
                     rows = rows_of(text)
-                compared[ck] = _rows_mismatch(inst.get("included_rows"), rows, g, seed, con, src_rows, format_value)
+                compared[ck] = rows_mismatch(inst.get("included_rows"), rows, g, seed, con, src_rows, format_value)
             why = compared[ck]
             if why:
                 certs.append(Certificate(iid, "failed", why, METHOD))
@@ -716,7 +716,7 @@ def _source_rows(con: sqlite3.Connection, table: str, ids: list, cache: dict) ->
     return have
 
 
-def _rows_mismatch(included_json: str | None, rows: list, g: Grammar, seed: int, con: sqlite3.Connection,
+def rows_mismatch(included_json: str | None, rows: list, g: Grammar, seed: int, con: sqlite3.Connection,
                    cache: dict, format_value) -> str | None:
     """Why the recovered rows differ from those ``included_rows`` names (None when they are the same multiset).
     Each included row is compared as its chosen template states it (the columns and the values as written).
