@@ -186,3 +186,42 @@ def test_work_ahead_discarded_twice_or_after_collecting(monkeypatch, tmp_path):
     assert a.parsed() is None
     a.discard()
     a.discard()
+
+
+def test_many_contexts_ahead_never_fill_the_helpers_pipe_and_one_build_is_kept(tmp_path, monkeypatch):
+    """Answers left unread until certify filled the helper's 64 KiB stdout pipe (some 2,400 requests; a review
+    hung a build of 1,840 contexts so): the helper stopped reading, the sender blocked holding the helper's lock
+    and certify waited on both for ever. The sender now reads each answer: 600 requests through pipes of one page
+    all come back. A second build started in the process drops the first one's work, here and in the helper
+    (before, both stayed: the helper kept every parsed row of a build that failed before certify)."""
+    import fcntl
+    import threading
+
+    from ctxbench.core import sidecar
+
+    monkeypatch.setenv("CTXBENCH_SIDECAR", "off")
+    out = tmp_path / "b"
+    get_track("holobench").build(CFG, out)
+    monkeypatch.setenv("CTXBENCH_SIDECAR", "on")
+    monkeypatch.setenv("CTXBENCH_CERTIFY_AHEAD", "on")
+    monkeypatch.setattr(precertify, "MIN_TOKENS", 0)
+    first = precertify.start(tmp_path / "first", "nycflights13", out / "source.sqlite", None, 2048)
+    assert first is not None
+    first.add("a context that stopped before its certify stage\n")
+    a = precertify.start(out, "nycflights13", out / "source.sqlite", None, 2048)
+    assert list(precertify._AHEAD) == [out.resolve()]  # the first build's work dropped
+    # the helper's pipes at one page (4 KiB) instead of 64 KiB: some 150 unread answers fill its stdout, not 2,400
+    for pipe in (sidecar.current(precertify.HELPER).proc.stdout, sidecar.current(precertify.HELPER).proc.stdin):
+        fcntl.fcntl(pipe.fileno(), fcntl.F_SETPIPE_SZ, 4096)
+    texts = [f"line {i} that no template states\n" for i in range(600)]
+    for t in texts:
+        a.add(t)
+    got = {}
+    waiter = threading.Thread(target=lambda: got.setdefault("r", a.parsed()), daemon=True)
+    waiter.start()
+    waiter.join(300)
+    assert not waiter.is_alive(), "parsed() still waits"
+    r = got["r"]
+    assert r is not None and set(r.errors) == set(texts) and all(r.errors.values())  # no line parses
+    assert sidecar.submit("ctxbench.tracks.holobench.precertify_helper:kept", helper=precertify.HELPER).result() == 0
+    assert precertify.take(out) is a  # kept for its certify stage until taken

@@ -386,6 +386,9 @@ def gold_stage(loaded: Loaded, asm: Assembled) -> tuple[list[dict], list[dict]]:
     last_use = {key: i for i, (_, key) in enumerate(asm.pairs)}
     shared: dict[tuple, tuple] = {}  # per context: included rows, their tables and the engines loaded with them
     ahead = precertify.current(loaded.out)  # the certify stage's work started in a helper process (assemble_stage)
+    sqls: dict[tuple, list[str]] = {}  # per context: its questions' SQL, for the helper
+    for q, key in asm.pairs if ahead is not None else ():
+        sqls.setdefault(key, []).append(q.sql)
     for i, (q, key) in enumerate(asm.pairs):
         tables, target, position = key[:3]
         ctx = asm.contexts[key]
@@ -402,7 +405,7 @@ def gold_stage(loaded: Loaded, asm: Assembled) -> tuple[list[dict], list[dict]]:
                            canonical_json(ctx.evidence_spans),
                            canonical_json({t: sorted(v) for t, v in sorted(included.items())}), Encoded(ctx.text))
             if ahead is not None:  # the helper checks the context's rows and answers its SQL meanwhile
-                ahead.add_instances(ctx.text, shared[key][4], cfg.seed, [p.sql for p, k in asm.pairs if k == key])
+                ahead.add_instances(ctx.text, shared[key][4], cfg.seed, sqls[key])
         included, gold_tables, engines, spans_json, included_json, text_json = shared[key]
         iid = stable_hash(cfg_for_id, db_id, q.question, q.sql, text_json, length=24)
         try:

@@ -73,7 +73,10 @@ class Ahead:
         self._sender = ThreadPoolExecutor(1, thread_name_prefix="precertify")
 
     def _submit(self, fn: str, *args: Any) -> None:
-        self._sent.append(self._sender.submit(sidecar.submit, f"{_HELPER_MODULE}:{fn}", *args, helper=HELPER))
+        # the sender reads each answer before it sends the next request: answers left unread would fill the
+        # helper's stdout pipe (64 KiB, some 2,400 answers) and the helper, the sender and certify would wait on
+        # each other for ever
+        self._sent.append(self._sender.submit(_ask, f"{_HELPER_MODULE}:{fn}", *args))
 
     def add(self, text: str) -> None:
         """Hand one context's text to the helper to parse (a text already handed over is not sent again)."""
@@ -90,28 +93,34 @@ class Ahead:
             self._submit("check_ahead", self.key, *k, list(sqls))
 
     def parsed(self) -> AheadResult | None:
-        """What the helper made of every request (waits for it; module docstring); None when it could not."""
+        """What the helper made of every request (waits for it; module docstring); None when it could not (the
+        helper then forgets this build's work)."""
         try:
             for f in self._sent:
-                f.result().result()  # raises SidecarError where the helper failed
-            fingerprint, errors, checks, answers = sidecar.submit(f"{_HELPER_MODULE}:collect_ahead", self.key,
-                                                                  helper=HELPER).result()
+                f.result()  # raises SidecarError where the helper failed
+            fingerprint, errors, checks, answers = _ask(f"{_HELPER_MODULE}:collect_ahead", self.key)
         except sidecar.SidecarError:
+            self.discard()
             return None
         finally:
-            self._sender.shutdown(wait=False)
+            self._sender.shutdown(wait=False, cancel_futures=True)
         texts = list(self._texts)
         return AheadResult(fingerprint, {texts[i]: e for i, e in errors.items()},
                            {(texts[i], inc, seed): why for (i, inc, seed), why in checks.items()},
                            {(texts[i], sql, seed): a for (i, sql, seed), a in answers.items()})
 
     def discard(self) -> None:
-        """Forget this build's work (the helper drops it too; nothing once :meth:`parsed` or this ran)."""
+        """Forget this build's work (the tasks not yet sent are cancelled and the helper drops what it kept; harmless when repeated)."""
+        self._sender.shutdown(wait=False, cancel_futures=True)  # contexts not yet sent are not sent
         try:
-            self._submit("drop_ahead", self.key)
-        except RuntimeError:  # the sender is shut down: the helper has forgotten it already
-            return
-        self._sender.shutdown(wait=False)
+            sidecar.submit(f"{_HELPER_MODULE}:drop_ahead", self.key, helper=HELPER).result()
+        except sidecar.SidecarError:  # no helper left: nothing kept there
+            pass
+
+
+def _ask(target: str, *args: Any) -> Any:
+    """``target``'s answer from the helper (waited for); raises SidecarError where it failed."""
+    return sidecar.submit(target, *args, helper=HELPER).result()
 
 
 def spare_core() -> bool:
@@ -141,12 +150,12 @@ def start(out: Path, db_id: str, source: Path, templates: Path | None, largest: 
     the shipped templates of ``db_id``)."""
     if not wanted(largest) or sidecar.start(HELPER) is None:
         return None
-    sidecar.submit(f"{_HELPER_MODULE}:drop_ahead", "", helper=HELPER)  # the helper imports the parser meanwhile
-    key = Path(out).resolve()
-    old = _AHEAD.pop(key, None)
-    if old is not None:  # an earlier build into this directory stopped before its certify stage
-        old.discard()
-    _AHEAD[key] = ahead = Ahead(db_id, source, templates)
+    # one build's work ahead per process: a build that stopped before its certify stage (or one still going in
+    # another thread, whose certify then works everything out itself) leaves nothing behind here or in the helper
+    while _AHEAD:
+        _AHEAD.popitem()[1].discard()
+    _AHEAD[Path(out).resolve()] = ahead = Ahead(db_id, source, templates)
+    ahead._submit("drop_ahead", "")  # the helper imports the parser meanwhile
     return ahead
 
 

@@ -90,3 +90,8 @@ def drop_ahead(key: str) -> None:
     st = _STATE.pop(key, None)
     if st is not None:
         st["con"].close()
+
+
+def kept() -> int:
+    """How many builds' work this helper keeps (each build's is dropped when collected or discarded)."""
+    return len(_STATE)
