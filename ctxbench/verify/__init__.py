@@ -19,9 +19,12 @@ from the manifest's: reported, the per-instance checks go on). The built-in veri
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -247,12 +250,18 @@ def verify_rows(build_dir: str | Path, instances: list[dict], manifest: Any) -> 
     one small tuple per row, and a 1M-token build's hundreds of thousands of them would otherwise trigger full
     collections that scan every one again (measured: a third of the 1M HoloBench build's verify time,
     ``bench/verify_cost.py``); the cyclic garbage they leave (sqlglot trees) is collected after, as usual."""
-    import gc
+    with gc_paused():
+        return _verify_rows(Path(build_dir), instances, manifest)
 
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector paused inside the block (its state restored after): parsing contexts makes one
+    small tuple per row, which would otherwise trigger full collections (:func:`verify_rows`)."""
     paused = gc.isenabled()
     gc.disable()
     try:
-        return _verify_rows(Path(build_dir), instances, manifest)
+        yield
     finally:
         if paused:
             gc.enable()

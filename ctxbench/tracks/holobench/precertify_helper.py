@@ -6,14 +6,13 @@ name through :mod:`ctxbench.core.sidecar` (``"module:function"``), never importe
 
 from __future__ import annotations
 
-import gc
 from pathlib import Path
 
 from ctxbench.core.userfiles import open_sqlite_readonly
 from ctxbench.gold import GoldEngines
-from ctxbench.tracks.holobench.verify import parse_context, recovered_table, rows_mismatch, load_grammar, sql_tables
+from ctxbench.tracks.holobench.verify import load_grammar, parse_context, recovered_tables, rows_mismatch, sql_tables
 from ctxbench.verbalize.templates import format_value
-from ctxbench.verify import sqlite_answer
+from ctxbench.verify import gc_paused, sqlite_answer
 
 # build key -> its state: the grammar and its fingerprint, the line memo, the parses by context index, the rows
 # checks by (context index, included_rows JSON, seed), SQLite's answers by (context index, SQL, seed),
@@ -36,13 +35,8 @@ def parse_ahead(key: str, db_id: str, source: str, templates: str | None, idx: i
     build's first context) and keep it. The collector is paused meanwhile, as ``verify_rows`` pauses it (one
     tuple per row)."""
     st = _state(key, db_id, source, templates)
-    paused = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         st["parses"][idx] = parse_context(st["g"], text, st["memo"])
-    finally:
-        if paused:
-            gc.enable()
 
 
 def check_ahead(key: str, idx: int, included_json: str, seed: int, sqls: list[str]) -> None:
@@ -55,9 +49,7 @@ def check_ahead(key: str, idx: int, included_json: str, seed: int, sqls: list[st
     rows, err = st["parses"][idx]
     if err:
         return
-    paused = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         st["checks"][(idx, included_json, seed)] = rows_mismatch(included_json, rows, g, seed, st["con"],
                                                                   st["cache"], format_value)
         by_tables: dict[tuple, list[str]] = {}
@@ -66,14 +58,9 @@ def check_ahead(key: str, idx: int, included_json: str, seed: int, sqls: list[st
             if tabs:
                 by_tables.setdefault(tuple(tabs), []).append(sql)
         for tabs, group in by_tables.items():  # the recovered tables loaded once per set of tables read
-            tables = {t: (g.columns[t], g.types[t], recovered_table(rows, t, g.columns[t], g.types[t]))
-                      for t in tabs}
-            with GoldEngines(tables, seed) as eng:
+            with GoldEngines(recovered_tables(rows, g, tabs), seed) as eng:
                 for sql in group:
                     st["answers"][(idx, sql, seed)] = sqlite_answer(sql, eng)
-    finally:
-        if paused:
-            gc.enable()
 
 
 def collect_ahead(key: str) -> tuple[str, dict, dict, dict]:

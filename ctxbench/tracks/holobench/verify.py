@@ -602,6 +602,12 @@ def _order_keys(con: sqlite3.Connection, sql: str) -> list[list] | None:
         return None
 
 
+def recovered_tables(rows: list[tuple[str, tuple, tuple]], g: Grammar, tables: list[str] | tuple[str, ...]) -> dict:
+    """``{table: (columns, declared types, rows)}`` of ``tables`` among a context's parsed ``rows``
+    (:func:`recovered_table`), as :class:`ctxbench.gold.GoldEngines` loads them."""
+    return {t: (g.columns[t], g.types[t], recovered_table(rows, t, g.columns[t], g.types[t])) for t in tables}
+
+
 def _certify_with(g: Grammar, instances: list[dict], db_id: str, seed: int, src: Path, errors: dict | None = None,
                   checks: dict | None = None, early: dict | None = None) -> list[Certificate]:
     """:func:`certify`'s certificates of ``instances`` with the grammar ``g``; ``errors`` / ``checks`` /
@@ -654,8 +660,7 @@ def _certify_with(g: Grammar, instances: list[dict], db_id: str, seed: int, src:
                     rows = rows_of(text)
                 if key not in answers:
                     if tkey not in loaded:  # the recovered tables and the engines loaded with them, per context
-                        tables = {t: (g.columns[t], g.types[t], recovered_table(rows, t, g.columns[t], g.types[t]))
-                                  for t in tabs}
+                        tables = recovered_tables(rows, g, tabs)
                         loaded[tkey] = (tables, GoldEngines(tables, seed))
                     tables, eng = loaded[tkey]
                     answers[key] = (sqlite_answer(sql, eng), tables)
