@@ -10,6 +10,7 @@ import json
 import math
 import re
 import shutil
+from types import SimpleNamespace
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -135,6 +136,96 @@ def test_the_selector_covers_each_length_then_asks_the_most_informative(tmp_path
     assert len(w) == 1  # the fourth call of the budget: one item whatever the concurrency
     sel.sent(w)
     assert sel.next_wave(left[1:], 8) == [] and sel.left() == 0
+
+
+def _context_selector(tmp_path, prefix_cache: bool):
+    """A selector on a toy build of two lengths (ids 0–2 at 1,024 tokens, 3–5 at 2,048) with hand-set items, all
+    a = 1: ids 0 and 3 (b = 0) already answered, 0 right and 3 wrong, so both lengths are covered and θ's posterior
+    ∝ φ(θ)σ(θ)(1 − σ(θ)) is symmetric: the EAP is 0. The candidates' information p(1 − p) at 0: id 1 (b = 0.5,
+    context cA) σ(−.5)σ(.5) = .23500; id 2 (b = 0, cC) .25, the maximum; id 4 (b = −0.6, cB) σ(.6)σ(−.6) = .22878;
+    id 5 (b = 2, cD) σ(−2)σ(2) = .10499. The tolerance keeps those at least 0.8 × .25 = .2: ids 1, 2 and 4."""
+    from types import SimpleNamespace
+
+    from test_spend_and_stopping import make_build
+
+    from ctxbench.run.adaptive import AdaptiveSelector
+
+    build = make_build(tmp_path / "b", per_length=3)
+    ids = [r["instance_id"] for r in pq.read_table(build / "instances.parquet").to_pylist()]
+    b = np.array([0.0, 0.5, 0.0, 0.0, -0.6, 2.0])
+    ctx = ["cA", "cA", "cC", "cB", "cB", "cD"]
+    sel = AdaptiveSelector(build, "openai/new", calls=40, prefix_cache=prefix_cache)
+    reqs = [SimpleNamespace(item={"instance_id": i, "mode": "lc", "sample": 0, "_ctx": c}) for i, c in zip(ids, ctx)]
+    sel._cal = irt.Calibration([("lc", i) for i in ids], irt.instances(build),
+                               irt.ItemParams(a=np.ones(6), b=b, b_sd=np.zeros(6), b_prior=b, theta={},
+                                              beta=np.zeros(1), features=[], models=[], n_answers=np.zeros(6, int)),
+                               [str(build)])
+    sel.arrange(reqs)
+    assert [sel.group(("lc", i))[1] for i in ids] == [1024] * 3 + [2048] * 3
+    sel.answers[("lc", ids[0])] = [1.0]
+    sel.answers[("lc", ids[3])] = [0.0]
+    assert sel._state("lc")[1] == pytest.approx(0.0, abs=1e-9)
+    s = lambda z: 1 / (1 + math.exp(-z))  # noqa: E731
+    info = {1: s(-0.5) * s(0.5), 2: 0.25, 4: s(0.6) * s(-0.6), 5: s(-2) * s(2)}
+    assert [round(info[j], 5) for j in (1, 2, 4, 5)] == [0.235, 0.25, 0.22878, 0.10499]
+    left = [reqs[j] for j in (1, 2, 4, 5)]
+    return sel, reqs, ids, left
+
+
+@pytest.mark.parametrize("cache", [True, False])
+def test_near_equal_items_are_chosen_by_the_previous_waves_context(tmp_path, cache):
+    """The previous wave was on context cB. With a prefix cache the warm item 4 (.22878, within 0.8 of the maximum
+    .25) is chosen over the maximum, item 2; without one the maximum (cC, another context) stays. After a wave on cC
+    (the maximum's context): with a cache item 2; without, the best item on another context, item 1 (.235 > .22878).
+    After a wave on cD, whose only item (5, .105) is far below the tolerance: item 2 either way."""
+    sel, reqs, ids, left = _context_selector(tmp_path, cache)
+    for prev, want in (("cB", 4 if cache else 2), ("cC", 2 if cache else 1), ("cD", 2)):
+        sel.sent([SimpleNamespace(item={"instance_id": "x", "mode": "lc", "sample": 0, "_ctx": prev})])
+        w = sel.next_wave(left, 1)
+        assert [r.item["instance_id"] for r in w] == [ids[want]], prev
+
+
+def test_within_a_wave_a_cached_context_is_reused_and_a_far_item_never_taken(tmp_path):
+    """With a prefix cache and no previous wave, a wave of 3 items: first the maximum (item 2, cC); cC has no other
+    item, so the next is the maximum of the rest (item 1, .235, cA); then cA's prefix is warm but its only other
+    item (0) is answered, and the rest (4: .22878, 5: .105) hold no warm item: item 4. The wave's calls run in
+    context order. Item 5 (cD, .105) is never taken while 4 is left, even with cD the previous wave's context."""
+    sel, reqs, ids, left = _context_selector(tmp_path, True)
+    w = sel.next_wave(left, 3)
+    assert [r.item["instance_id"] for r in w] == [ids[1], ids[4], ids[2]]  # sorted by context: cA, cB, cC
+    sel2, _, _, left2 = _context_selector(tmp_path / "again", True)
+    sel2.sent([SimpleNamespace(item={"instance_id": "x", "mode": "lc", "sample": 0, "_ctx": "cD"})])
+    assert ids[5] not in [r.item["instance_id"] for r in sel2.next_wave(left2, 3)]
+
+
+def test_pick_keeps_the_tolerance_exactly():
+    """pick: the tolerance is 0.8 of the maximum, inclusive (.2 of .25 counts, .1999 does not); None is no context
+    (never warm); ties go to the smaller tie key; no candidate is an error."""
+    from ctxbench.run.adaptive import INFO_TOLERANCE, pick
+
+    assert INFO_TOLERANCE == 0.8
+    ties = [(0, "a"), (0, "b")]
+    assert pick([0.25, 0.2], ["x", "y"], {"y"}, True, ties) == 1
+    assert pick([0.25, 0.1999], ["x", "y"], {"y"}, True, ties) == 0
+    assert pick([0.25, 0.2], ["y", "x"], {"y"}, False, ties) == 1
+    assert pick([0.25, 0.1999], ["y", "x"], {"y"}, False, ties) == 0
+    assert pick([0.25, 0.25], [None, None], {None}, True, ties) == 0
+    assert pick([0.25, 0.25], ["x", "x"], set(), True, [(1, "a"), (0, "b")]) == 1
+    with pytest.raises(ValueError):
+        pick([], [], set(), True, [])
+
+
+def test_which_servers_keep_a_prefix_cache():
+    """A self-hosted OpenAI-compatible server keeps one (vLLM, SGLang, llama.cpp by default), as does the embedded
+    model and a Claude model with the cache hint; a name litellm does not know, at no base URL or at a provider's
+    own host, has no cached-input price: none."""
+    from ctxbench.models.providers import caches_prefixes
+
+    assert caches_prefixes("openai/qwen", "http://127.0.0.1:8000/v1")
+    assert caches_prefixes("smollm2-135m-instruct")
+    assert caches_prefixes("claude-sonnet-4-20250514")
+    assert not caches_prefixes("nosuchprovider/model-x")
+    assert not caches_prefixes("groq/no-such-model", "https://api.groq.com/openai/v1")
 
 
 def test_a_build_without_other_models_is_estimated_from_the_features_alone(tmp_path):

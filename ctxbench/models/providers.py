@@ -199,6 +199,31 @@ def takes_cache_hint(model: str) -> bool:
     return "claude" in name and prefix in CACHE_HINT_PREFIXES
 
 
+def caches_prefixes(model: str, base_url: str | None = None) -> bool:
+    """Whether the server that answers ``model`` (at ``base_url``) keeps a prompt-prefix cache by itself, so that a
+    call on a context asked just before reads that context's tokens from the cache instead of prefilling them again
+    (what ``evaluate --adaptive-calls`` weighs when it picks the next instances, :mod:`ctxbench.run.adaptive`):
+
+    - an OpenAI-compatible ``--base-url`` that is no provider's public API host (a self-hosted server, or a
+      deployment of replicas, each of which gets a context's calls): True. vLLM's automatic prefix caching is on by
+      default in its V1 engine, SGLang's RadixAttention unless ``--disable-radix-cache``, and llama.cpp's
+      ``llama-server`` sends ``cache_prompt`` true by default; a server started with the cache off is the exception;
+    - the embedded model (ctxbench's own llama.cpp server): True (llama-cpp-python keeps the previous prompt in its
+      KV cache and reuses its longest common prefix);
+    - a Claude model whose requests carry the ``cache_control`` hint (:func:`takes_cache_hint`): True;
+    - any other model: whether litellm's price table gives it a cached-input price (``cache_read_input_token_cost``:
+      OpenAI's and DeepSeek's automatic prompt caching, Gemini's implicit caching), at a ``--base-url`` on that
+      provider's own host too; False where it has none or litellm is not installed.
+
+    A guess made before any call (the server's usage reports say afterwards, as ``prefix_cache_hits``); it only
+    orders near-equal choices, so a wrong guess costs tokens, never validity. Never raises."""
+    if base_url and PROVIDER_HOSTS.get(urlsplit(base_url).netloc.lower()) is None:
+        return True
+    if is_embedded(model, base_url) or takes_cache_hint(model):
+        return True
+    return price_entry(model).get("cache_read_input_token_cost") is not None
+
+
 def is_embedded(model: str, base_url: str | None) -> bool:
     """Whether ``model`` is the embedded default model served by ctxbench's own llama.cpp server (its name with no
     ``--base-url``; the same name at a base URL is a server someone else runs)."""

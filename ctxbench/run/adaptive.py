@@ -11,6 +11,21 @@ count as answered and stored calls count towards ``N``: a later run with a large
 the model has answered at least one instance of each context length (never on the calibration alone); with
 ``--max-cost`` the spend cap holds as for any evaluation. The run is recorded in ``BUILD/adaptive.json`` so that
 ``score`` writes ``adaptive.parquet`` (:func:`ctxbench.analysis.irt.adaptive_rows`).
+
+Contexts (:func:`pick`). Several instances share one context. Among the candidate items (after the coverage rule)
+whose information is at least :data:`INFO_TOLERANCE` (0.8) of the maximum, the selector prefers, where the model's
+server keeps a prefix cache (:func:`ctxbench.models.providers.caches_prefixes`), an item on a context asked in the
+previous wave or already chosen for this one: its prefix is warm, so the call saves the context's prompt tokens.
+Where the server keeps none, it prefers an item on a context *other* than those (questions on one context are
+locally dependent: a second answer on the same context tells less about the ability than the information function
+says), and takes the maximum when no such item is within the tolerance. This is van der Linden's (2008) maximum
+information per unit of cost, with the cost ratio of a warm to a cold call (the question's and answer's tokens over
+the context's; well under 0.8 for any context worth caching) replaced by a floor on the information kept, because
+``N`` counts calls, not tokens: each pick keeps at least 80% of the best item's information. The 0.8 is the
+information ``a²p(1 − p)`` within about one logit of the best difficulty (``p`` in [0.28, 0.72] for one ``a``),
+narrower than the EAP's own uncertainty in the first tens of answers; "randomesque" exposure control (Kingsbury &
+Zara 1989) picks at random among near-best items at a similar small cost in precision. Ties keep SHA-256 of the
+instance id, so the selection stays deterministic.
 """
 
 from __future__ import annotations
@@ -18,6 +33,7 @@ from __future__ import annotations
 import hashlib
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -26,11 +42,34 @@ from ctxbench.analysis.irt import (THRESHOLD, answers, calibrate_builds, eap, gr
                                    length_of, mode_label, model_ids, model_scores, posterior, primary_score)
 
 
+INFO_TOLERANCE = 0.8  # an item within this share of the maximum information may be taken for its context (module docstring)
+
+
+def pick(info: Sequence[float], contexts: Sequence[str | None], recent: set, prefix_cache: bool,
+         ties: Sequence[tuple]) -> int:
+    """The index of the item to ask among candidates with Fisher information ``info`` (module docstring,
+    "Contexts"): the most informative one (ties: ``ties[j]``, smallest first), unless another item within
+    :data:`INFO_TOLERANCE` of that maximum is on a context of ``recent`` (``prefix_cache`` True: its prefix is warm)
+    or on none of ``recent`` (``prefix_cache`` False: no two questions of one context back to back); then the most
+    informative such item. ``contexts[j]``: item j's context id (None: unknown, never warm). Raises ValueError for
+    no candidate."""
+    if not len(info):
+        raise ValueError("pick: no candidate item")
+    order = lambda j: (-round(float(info[j]), 9), ties[j])  # noqa: E731
+    best = min(range(len(info)), key=order)
+    floor = INFO_TOLERANCE * float(info[best]) - 1e-12
+    want = [j for j in range(len(info)) if float(info[j]) >= floor
+            and (contexts[j] is not None and contexts[j] in recent) == prefix_cache]
+    return min(want, key=order) if want else best
+
+
 @dataclass
 class AdaptiveSelector:
     """The wave controller of ``--adaptive-calls`` (module docstring). ``calls``: the budget N of calls of the
     model on this build; ``stored_calls``: calls already stored by earlier runs (counted towards N);
-    ``width``: the ``--target-ci`` half-width, or None."""
+    ``width``: the ``--target-ci`` half-width, or None; ``prefix_cache``: whether the model's server keeps a
+    prefix cache (:func:`ctxbench.models.providers.caches_prefixes`; it decides which contexts :func:`pick`
+    prefers)."""
 
     build_dir: Path
     model: str
@@ -38,6 +77,7 @@ class AdaptiveSelector:
     stored_calls: int = 0
     width: float | None = None
     calibration_builds: list[str] = field(default_factory=list)
+    prefix_cache: bool = False
     made: int = 0
     answers: dict = field(default_factory=lambda: defaultdict(list))  # (mode, iid) -> scores
     closed: dict = field(default_factory=dict)
@@ -46,6 +86,7 @@ class AdaptiveSelector:
     _items: set = field(default_factory=set)  # (mode, iid) of the requests seen (the candidates)
     _ids: list = field(default_factory=list)  # the instances the model answers (the estimate's items)
     _stored: dict = field(default_factory=dict)  # (mode, iid) -> mean score of the model's answers stored before
+    _recent: set = field(default_factory=set)  # the contexts of the last wave sent
 
     def __post_init__(self) -> None:
         self._inst = instances(self.build_dir)
@@ -118,9 +159,10 @@ class AdaptiveSelector:
 
     def next_wave(self, remaining: list, concurrency: int) -> list:
         """The requests (every sample) of the next items: the most informative item at the current EAP, among the
-        groups not yet answered where some are (ties: the group asked least, then SHA-256 of the instance id), the
-        wave's calls sorted by context so that those sharing one run together; up to ``concurrency`` items per wave but at most a quarter of the
-        calls left (at least one item); [] when the budget is spent, the target reached or nothing is left."""
+        groups not yet answered where some are (ties: the group asked least, then SHA-256 of the instance id; near
+        the maximum, the context rule of :func:`pick`), the wave's calls sorted by context so that those sharing one
+        run together; up to ``concurrency`` items per wave but at most a quarter of the calls left (at least one
+        item); [] when the budget is spent, the target reached or nothing is left."""
         by_item: dict = defaultdict(list)
         for r in remaining:
             by_item[self.key(r.item)].append(r)
@@ -156,10 +198,12 @@ class AdaptiveSelector:
             a, b, _ = self._cal.arrays(pool)
             info = information(thetas[m], a, b)
             per_group = Counter(self.group(k) for k in list(self.answers) + chosen)
-            # ties (e.g. items alike in every feature): the group asked least, then SHA-256 of the instance id
-            best = min(range(len(pool)), key=lambda j: (-round(float(info[j]), 9), per_group[self.group(pool[j])],
-                                                        hashlib.sha256(pool[j][1].encode()).hexdigest()))
-            best = pool[best]
+            # ties (e.g. items alike in every feature): the group asked least, then SHA-256 of the instance id;
+            # near the maximum, the context rule of pick (module docstring)
+            ties = [(per_group[self.group(k)], hashlib.sha256(k[1].encode()).hexdigest()) for k in pool]
+            recent = self._recent | {by_item[k][0].item.get("_ctx") for k in chosen}
+            best = pool[pick(info, [by_item[k][0].item.get("_ctx") for k in pool], recent, self.prefix_cache,
+                             ties)]
             if sum(len(by_item[k]) for k in chosen) + len(by_item[best]) > self.left():
                 break
             chosen.append(best)
@@ -169,8 +213,11 @@ class AdaptiveSelector:
         return sorted(wave, key=lambda r: (r.item.get("_ctx") or "", r.item["sample"]))
 
     def sent(self, wave: list) -> None:
-        """Count the calls of a wave as sent (after the spend cap has trimmed it)."""
+        """Count the calls of a wave as sent (after the spend cap has trimmed it); its contexts become the previous
+        wave's (:func:`pick`)."""
         self.made += len(wave)
+        if wave:
+            self._recent = {r.item.get("_ctx") for r in wave} - {None}
 
     def unreachable(self) -> list[str]:
         """Nothing is unreachable for an adaptive run (its estimate covers every instance)."""

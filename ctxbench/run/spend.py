@@ -38,6 +38,7 @@ import pyarrow.parquet as pq
 from ctxbench.core.errors import InputError
 from ctxbench.models.pricing import Prices, model_prices
 from ctxbench.models.prompts import messages_text
+from ctxbench.models.providers import caches_prefixes
 from ctxbench.analysis.irt import record_adaptive
 from ctxbench.analysis.sequential import context_order, half_width
 from ctxbench.core.progress import emit
@@ -321,7 +322,7 @@ def evaluate_in_waves(cfg, plan, build_dir: Path, reqs: list, runner, on_outcome
         ledger = Ledger(cfg.max_cost, cap_prices(cfg.model, cfg.price, cfg.batch), count_tokens, estimated)
     if getattr(cfg, "adaptive_calls", None) is not None:  # issue 34: most informative first (ctxbench.run.adaptive)
         target = AdaptiveSelector(build_dir, cfg.model, cfg.adaptive_calls, len(plan.stored), cfg.target_ci,
-                                  list(cfg.adaptive_runs or []))
+                                  list(cfg.adaptive_runs or []), caches_prefixes(cfg.model, cfg.base_url))
         record_adaptive(build_dir, cfg.model, cfg.adaptive_calls, list(cfg.adaptive_runs or []))
     elif cfg.target_ci is not None:
         target = TargetCI(build_dir, cfg.target_ci, cfg.seed)
