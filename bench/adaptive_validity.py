@@ -16,7 +16,18 @@ mean); and, for reference, with the true item parameters (an oracle calibration)
 Kendall τ of the estimated ranking against the full-grid one, the coverage of the 95% intervals of each model's
 full-grid score, and RMSE(adaptive) / RMSE(random) at equal calls.
 
-Run: ``python bench/adaptive_validity.py [--items 2000] [--models 30] [--seed 0]`` (70–110 s on one core).
+Contexts (``--section contexts``, also run by default): the same build with its items grouped 8 to a context (a
+context of length group g holds 1,000·2^g tokens) and a testlet effect (Bradlow, Wainer & Wang 1999): model k's
+ability on context c is θ_k + u_kc, u_kc ~ N(0, ``--testlet``² = 0.5²), so questions on one context are locally
+dependent, for the calibration models as for the new ones. The 20-model calibration (which ignores the testlet
+effect, as ``evaluate`` does) serves three selection rules of :func:`ctxbench.run.adaptive.pick`, asked one item a
+wave: maximum information alone; with a prefix cache (a near-maximal item on the previous call's context first);
+without one (a near-maximal item on another context first). Printed per rule and share: Kendall τ, coverage, and the
+context tokens prefilled per call on a server that keeps the previous call's context warm (a call on another
+context prefills its whole context; questions' and answers' tokens aside), with the share of calls on a warm context.
+
+Run: ``python bench/adaptive_validity.py [--items 2000] [--models 30] [--seed 0] [--section all|calibration|contexts]``
+(70–110 s on one core for the calibration section).
 """
 
 from __future__ import annotations
@@ -33,9 +44,12 @@ from scipy.stats import kendalltau
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ctxbench.analysis import irt  # noqa: E402
+from ctxbench.run.adaptive import INFO_TOLERANCE, pick  # noqa: E402
 
 SHARES = (0.01, 0.025, 0.05, 0.10)
 BETA = np.array([0.8, 0.4, 0.3, 0.5])
+PER_CONTEXT = 8  # questions per context in the contexts section
+RULES = {"max information": None, "prefix cache": True, "no prefix cache": False}
 
 
 def rng_for(seed: int, what: str) -> np.random.Generator:
@@ -54,10 +68,29 @@ def make_items(n: int, rng: np.random.Generator) -> dict:
     return {"group": g, "raw": raw, "a": a, "b": b}
 
 
-def answers(items: dict, theta: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """(n_models, n_items) 0/1 answers drawn from the true 2PL."""
-    p = 1 / (1 + np.exp(-items["a"][None, :] * (theta[:, None] - items["b"][None, :])))
+def answers(items: dict, theta: np.ndarray, rng: np.random.Generator, testlet: float = 0.0) -> np.ndarray:
+    """(n_models, n_items) 0/1 answers drawn from the true 2PL; with ``testlet`` > 0 and items with a ``context``,
+    each model's ability on each context is shifted by N(0, testlet²) (the testlet model)."""
+    th = theta[:, None]
+    if testlet > 0:
+        n_ctx = int(items["context"].max()) + 1
+        th = th + rng.normal(0, testlet, (len(theta), n_ctx))[:, items["context"]]
+    p = 1 / (1 + np.exp(-items["a"][None, :] * (th - items["b"][None, :])))
     return (rng.random(p.shape) < p).astype(float)
+
+
+def with_contexts(items: dict, per: int = PER_CONTEXT) -> dict:
+    """The items grouped ``per`` to a context within each length group (in item order): ``context`` (n,) ids and
+    ``ctx_tokens`` (n_contexts,), 1,000·2^g tokens for a context of group g."""
+    ctx = np.zeros(len(items["group"]), int)
+    tokens, nxt = [], 0
+    for g in range(4):
+        js = np.flatnonzero(items["group"] == g)
+        for k in range(0, len(js), per):
+            ctx[js[k:k + per]] = nxt
+            tokens.append(1000 * 2 ** g)
+            nxt += 1
+    return {**items, "context": ctx, "ctx_tokens": np.array(tokens)}
 
 
 def design(raw: np.ndarray, ref: np.ndarray) -> np.ndarray:
@@ -72,10 +105,14 @@ def calibrate(X: np.ndarray, Y: np.ndarray) -> dict:
     return irt.fit_2pl(X, m, i, Y[m, i], Y.shape[0], fix_discrimination=Y.shape[0] < irt.MIN_2PL)
 
 
-def run_model(y: np.ndarray, a, b, sd, group, budget: int, adaptive: bool, rng, shift_sd: float = 0.0) -> dict:
+def run_model(y: np.ndarray, a, b, sd, group, budget: int, adaptive: bool, rng, shift_sd: float = 0.0,
+              ctx: np.ndarray | None = None, cache: bool | None = None, ctx_tokens: np.ndarray | None = None) -> dict:
     """Ask ``budget`` items of one model (answers ``y``): adaptively (the first of each group, then maximum
     information at the EAP) or at random; the estimate at each share's checkpoint. θ's prior is
-    N(0, 1 + ``shift_sd``²), as :meth:`irt.ItemParams.prior_var` gives it."""
+    N(0, 1 + ``shift_sd``²), as :meth:`irt.ItemParams.prior_var` gives it. With ``ctx`` (each item's context) and
+    ``cache`` True/False, the adaptive choice is :func:`pick`'s with the previous call's context as the previous
+    wave; each checkpoint then also carries the context tokens prefilled so far (``ctx_tokens`` per context, 0 for
+    a call on the previous call's context) and the calls on it."""
     n = len(y)
     P = irt.probabilities(irt.GRID, a, b, sd)
     logP, log1P = np.log(np.clip(P, 1e-12, 1)), np.log(np.clip(1 - P, 1e-12, 1))
@@ -85,6 +122,7 @@ def run_model(y: np.ndarray, a, b, sd, group, budget: int, adaptive: bool, rng, 
     covered: set = set()
     out = {}
     checkpoints = {max(1, int(round(s * n))): s for s in SHARES}
+    prev, prefilled, warm = None, 0, 0
     for k in range(1, budget + 1):
         if adaptive:
             w = np.exp(logw - logw.max())
@@ -96,17 +134,50 @@ def run_model(y: np.ndarray, a, b, sd, group, budget: int, adaptive: bool, rng, 
             if open_:
                 info[~np.isin(group, open_)] = -1
             j = int(np.argmax(info))
+            if ctx is not None and cache is not None:  # only the items within the tolerance can change the choice
+                near = np.flatnonzero(info >= INFO_TOLERANCE * info[j] - 1e-12)
+                j = int(near[pick(info[near], list(ctx[near]), {prev}, cache, [(x,) for x in near])])
         else:
             j = int(order[k - 1])
         asked[j] = True
         covered.add(int(group[j]))
+        if ctx is not None:
+            warm += int(ctx[j] == prev)
+            prefilled += 0 if ctx[j] == prev else int(ctx_tokens[ctx[j]])
+            prev = ctx[j]
         logw = logw + (logP[:, j] if y[j] else log1P[:, j])
         if k in checkpoints:
             w = np.exp(logw - logw.max())
             w /= w.sum()
             est, lo, hi = irt.predict_group(w, y[asked], a[~asked], b[~asked], sd[~asked])
-            out[checkpoints[k]] = (est, lo, hi, float(y[asked].mean()))
+            out[checkpoints[k]] = (est, lo, hi, float(y[asked].mean()), prefilled / k, warm / k)
     return out
+
+
+def contexts_section(args, items: dict, X: np.ndarray) -> None:
+    """The contexts table (module docstring): τ, coverage and context tokens prefilled per call for each rule."""
+    items = with_contexts(items)
+    theta_t = rng_for(args.seed, "theta-new").normal(size=args.models)
+    Yt = answers(items, theta_t, rng_for(args.seed, "answers-new-ctx"), args.testlet)
+    truth = Yt.mean(1)
+    Yc = answers(items, rng_for(args.seed, "theta-cal").normal(size=args.calibration),
+                 rng_for(args.seed, "answers-cal-ctx"), args.testlet)
+    fit = calibrate(X, Yc)
+    print(f"\ncontexts: {PER_CONTEXT} questions a context ({int(items['context'].max()) + 1} contexts of 1,000 to "
+          f"8,000 tokens), testlet SD {args.testlet}, {args.calibration} calibration models, one item a wave")
+    print(f"{'rule':<18} {'share':>6} {'calls':>6} {'kendall':>8} {'coverage':>9} {'rmse':>8} "
+          f"{'ctx tokens/call':>16} {'warm calls':>11}")
+    n = len(items["b"])
+    for name, cache in RULES.items():
+        res = [run_model(Yt[k], fit["a"], fit["b"], fit["b_sd"], items["group"], int(round(max(SHARES) * n)), True,
+                         rng_for(args.seed, f"order{k}"), fit["shift_sd"], items["context"], cache,
+                         items["ctx_tokens"]) for k in range(Yt.shape[0])]
+        for s in SHARES[1:]:
+            est, lo, hi = (np.array([r[s][i] for r in res]) for i in range(3))
+            tok, warm = np.mean([r[s][4] for r in res]), np.mean([r[s][5] for r in res])
+            print(f"{name:<18} {s:>6.1%} {int(round(s * n)):>6} {kendalltau(est, truth).statistic:>8.3f} "
+                  f"{float(np.mean((lo <= truth) & (truth <= hi))):>9.2f} "
+                  f"{float(np.sqrt(np.mean((est - truth) ** 2))):>8.4f} {tok:>16,.0f} {warm:>11.2f}", flush=True)
 
 
 def condition(name: str, a, b, sd, items, Yt, truth, seed: int, shift_sd: float = 0.0) -> list[str]:
@@ -139,10 +210,16 @@ def main() -> int:
     ap.add_argument("--models", type=int, default=30)
     ap.add_argument("--calibration", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--section", choices=("all", "calibration", "contexts"), default="all")
+    ap.add_argument("--testlet", type=float, default=0.5, help="SD of the model × context ability shift (contexts)")
     args = ap.parse_args()
     t0 = time.perf_counter()
     items = make_items(args.items, rng_for(args.seed, "items"))
     X = design(items["raw"], items["raw"])
+    if args.section == "contexts":
+        contexts_section(args, items, X)
+        print(f"{time.perf_counter() - t0:.1f} s")
+        return 0
     theta_t = rng_for(args.seed, "theta-new").normal(size=args.models)
     Yt = answers(items, theta_t, rng_for(args.seed, "answers-new"))
     truth = Yt.mean(1)
@@ -177,6 +254,9 @@ def main() -> int:
     print("RMSE of the calibrated difficulties against the true ones (and each calibration's shift_sd): "
           + ", ".join(notes))
     print(f"true full-grid scores: {truth.min():.3f} to {truth.max():.3f}; {time.perf_counter() - t0:.1f} s")
+    if args.section == "all":
+        contexts_section(args, items, X)
+        print(f"{time.perf_counter() - t0:.1f} s")
     return 0
 
 
