@@ -26,8 +26,13 @@ without one (a near-maximal item on another context first). Printed per rule and
 context tokens prefilled per call on a server that keeps the previous call's context warm (a call on another
 context prefills its whole context; questions' and answers' tokens aside), with the share of calls on a warm context.
 
-Run: ``python bench/adaptive_validity.py [--items 2000] [--models 30] [--seed 0] [--section all|calibration|contexts]``
-(70–110 s on one core for the calibration section).
+Attribution (``--section attribution``, run alone): with the ``--calibration`` models' calibration, the coverage
+and the SD of the z-scores of adaptive and of random selection, and of adaptive selection with the true
+discriminations (calibrated difficulties) or the true difficulties (calibrated discriminations): which of the
+calibration's errors the intervals miss.
+
+Run: ``python bench/adaptive_validity.py [--items 2000] [--models 30] [--seed 0]
+[--section all|calibration|contexts|attribution]`` (70–110 s on one core for the calibration section).
 """
 
 from __future__ import annotations
@@ -204,20 +209,50 @@ def condition(name: str, a, b, sd, items, Yt, truth, seed: int, shift_sd: float 
     return lines
 
 
+def attribution_section(args, items: dict, X: np.ndarray) -> None:
+    """Where the 20-model calibration's intervals lose coverage (``--section attribution``): the 95% coverage and
+    the SD of the z-scores (estimate − truth) / (half-width / 1.96) of adaptive selection with the calibrated a and
+    b, of random selection with them (the same estimator), and of adaptive selection with the true a and the
+    calibrated b (and ``b_sd``), or the calibrated a and the true b. A z SD above 1: intervals too narrow."""
+    theta_t = rng_for(args.seed, "theta-new").normal(size=args.models)
+    Yt = answers(items, theta_t, rng_for(args.seed, "answers-new"))
+    truth = Yt.mean(1)
+    Yc = answers(items, rng_for(args.seed, "theta-cal").normal(size=args.calibration), rng_for(args.seed, "answers-cal"))
+    fit = calibrate(X, Yc)
+    n = len(items["b"])
+    la = np.log(fit["a"]) - np.log(items["a"])
+    print(f"\nattribution: {args.calibration} calibration models; RMSE of log a {float(np.sqrt(np.mean(la ** 2))):.2f}, "
+          f"of b {float(np.sqrt(np.mean((fit['b'] - items['b']) ** 2))):.2f}")
+    print(f"{'variant':<30} " + " ".join(f"{f'{s:.1%} cov / z SD':>18}" for s in SHARES))
+    variants = {"calibrated a, b; adaptive": (fit["a"], fit["b"], fit["b_sd"], True, fit["shift_sd"]),
+                "calibrated a, b; random": (fit["a"], fit["b"], fit["b_sd"], False, fit["shift_sd"]),
+                "true a, calibrated b; adaptive": (items["a"], fit["b"], fit["b_sd"], True, fit["shift_sd"]),
+                "calibrated a, true b; adaptive": (fit["a"], items["b"], np.zeros(n), True, 0.0)}
+    for name, (a, b, sd, adaptive, shift) in variants.items():
+        res = [run_model(Yt[k], a, b, sd, items["group"], int(round(max(SHARES) * n)), adaptive,
+                         rng_for(args.seed, f"order{k}"), shift) for k in range(Yt.shape[0])]
+        cells = []
+        for s in SHARES:
+            est, lo, hi = (np.array([r[s][i] for r in res]) for i in range(3))
+            z = (est - truth) / np.maximum((hi - lo) / 2 / 1.959964, 1e-12)
+            cells.append(f"{float(np.mean((lo <= truth) & (truth <= hi))):.2f} / {float(np.std(z)):.2f}")
+        print(f"{name:<30} " + " ".join(f"{c:>18}" for c in cells), flush=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--items", type=int, default=2000)
     ap.add_argument("--models", type=int, default=30)
     ap.add_argument("--calibration", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--section", choices=("all", "calibration", "contexts"), default="all")
+    ap.add_argument("--section", choices=("all", "calibration", "contexts", "attribution"), default="all")
     ap.add_argument("--testlet", type=float, default=0.5, help="SD of the model × context ability shift (contexts)")
     args = ap.parse_args()
     t0 = time.perf_counter()
     items = make_items(args.items, rng_for(args.seed, "items"))
     X = design(items["raw"], items["raw"])
-    if args.section == "contexts":
-        contexts_section(args, items, X)
+    if args.section in ("contexts", "attribution"):
+        (contexts_section if args.section == "contexts" else attribution_section)(args, items, X)
         print(f"{time.perf_counter() - t0:.1f} s")
         return 0
     theta_t = rng_for(args.seed, "theta-new").normal(size=args.models)
