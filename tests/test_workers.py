@@ -6,7 +6,15 @@ from __future__ import annotations
 
 import functools
 import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Callable
 
+import psutil
 import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
@@ -188,3 +196,107 @@ def test_the_flow_exports_its_temporary_api_to_the_workers_it_starts(monkeypatch
         assert os.environ["PREFECT_API_URL"] == "http://127.0.0.1:8765/api"
     monkeypatch.setenv("PREFECT_API_URL", "http://prefect:4200/api")  # a real server: kept as it is
     assert share_prefect_api() == "http://prefect:4200/api"
+
+
+# ------------------------------------------------------------------------------------------------ processes
+
+REPO = Path(__file__).resolve().parents[1]
+KILLED_LINES = ("still alive after", "was killed by", "Timed out", "killed")
+
+
+def dask_worker_procs(root: psutil.Process) -> list[psutil.Process]:
+    """The Dask worker processes under ``root`` (multiprocessing's spawned children; not its resource tracker)."""
+    out = []
+    for c in root.children(recursive=True):
+        try:
+            cmd = " ".join(c.cmdline())
+        except psutil.Error:
+            continue
+        if "spawn_main" in cmd and "resource_tracker" not in cmd:
+            out.append(c)
+    return out
+
+
+def run_watched(cmd: list[str], env: dict, during: Callable[[psutil.Process], None] | None = None,
+                timeout: float = 600) -> tuple[int, str, list[psutil.Process]]:
+    """Run ``cmd``; while it runs, note every process it starts (and call ``during(process)`` every 0.1 s).
+    Returns its exit status, its output (stdout and stderr), and the processes it started."""
+    p = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    out: list[str] = []
+    reader = threading.Thread(target=lambda: out.extend(p.stdout), daemon=True)
+    reader.start()
+    seen: dict[int, psutil.Process] = {}
+    root = psutil.Process(p.pid)
+    end = time.monotonic() + timeout
+    while p.poll() is None and time.monotonic() < end:
+        try:
+            for c in root.children(recursive=True):
+                seen.setdefault(c.pid, c)
+            if during:
+                during(root)
+        except psutil.Error:
+            pass
+        time.sleep(0.1)
+    if p.poll() is None:
+        p.kill()
+    p.wait()
+    reader.join(10)
+    return p.returncode, "".join(out), list(seen.values())
+
+
+def assert_all_ended(procs: list[psutil.Process]) -> None:
+    """Every process the command started has ended (the resource tracker ends when its pipe closes: a few seconds
+    are allowed for that, never a kill)."""
+    _, alive = psutil.wait_procs(procs, timeout=15)
+    assert not alive, [" ".join(a.cmdline()) for a in alive]
+
+
+def cli_env(tmp_path: Path, **extra: str) -> dict:
+    return {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+            "CTXBENCH_HOME": str(tmp_path / "home"), **extra}
+
+
+@pytest.mark.slow
+def test_evaluate_workers_command_ends_with_its_dask_processes(tmp_path):
+    """``ctxbench evaluate --workers 2`` on a local cluster: the process exits by itself and leaves no process of
+    its own behind (the Dask worker and nanny ended, none killed)."""
+    build = make_build(tmp_path / "b", sizes=(10, 10, 10, 10), questions=2)
+    with FakeOpenAIServer(latency_s=0.05) as srv:
+        rc, out, procs = run_watched([sys.executable, "-m", "ctxbench.cli", "evaluate", "--build", str(build),
+                                      "--model", "openai/fake", "--base-url", srv.base_url, "--max-tokens", "32",
+                                      "--workers", "2"], cli_env(tmp_path))
+        counts = srv.call_counts()
+    assert rc == 0, out
+    assert "8 calls made" in out and len(counts) == 8 and set(counts.values()) == {1}
+    assert procs  # it started its Dask worker (and multiprocessing's resource tracker)
+    assert not [ln for ln in out.splitlines() if any(k in ln for k in KILLED_LINES)], out
+    assert_all_ended(procs)
+
+
+FLOW_SCRIPT = """
+import json, sys
+from ctxbench.run.evaluate import EvalConfig
+from pipelines.flows import evaluate_flow
+out = evaluate_flow(sys.argv[1], EvalConfig(model="openai/fake", base_url=sys.argv[2], max_tokens=32), workers=2)
+print("RESULT", json.dumps({k: out[k] for k in ("status", "calls")}), len(out["workers"]))
+"""
+
+
+@pytest.mark.slow
+def test_evaluate_flow_on_two_dask_worker_processes_ends_without_killing_them(tmp_path):
+    """The ``evaluate`` flow with ``workers: 2`` on a local Dask cluster of 2 worker processes
+    (``CTXBENCH_DASK_WORKERS=2``, prefect-dask's DaskTaskRunner): at its end each worker process stops by itself
+    within the nanny's close timeout (distributed logs "Worker process still alive after 4.0 seconds, killing"
+    otherwise: it did before :mod:`ctxbench.run.daskexit`), and the process leaves none behind."""
+    build = make_build(tmp_path / "b", sizes=(10, 10, 10, 10), questions=2)
+    env = cli_env(tmp_path, CTXBENCH_DASK_WORKERS="2", PREFECT_SERVER_ANALYTICS_ENABLED="false")
+    env.pop("PREFECT_API_URL", None)  # the flow's own temporary server, whose URL the workers are given
+    with FakeOpenAIServer(latency_s=0.05) as srv:
+        rc, out, procs = run_watched([sys.executable, "-c", FLOW_SCRIPT, str(build), srv.base_url], env)
+        counts = srv.call_counts()
+    assert rc == 0, out
+    assert 'RESULT {"status": "complete", "calls": 8} 2' in out, out
+    assert len(counts) == 8 and set(counts.values()) == {1}
+    assert "Lost all workers" in out  # the cluster's close was logged: the lines below would be among them
+    assert not [ln for ln in out.splitlines() if any(k in ln for k in KILLED_LINES)], out
+    assert_all_ended(procs)
