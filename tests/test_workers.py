@@ -7,10 +7,13 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Callable
 
@@ -300,3 +303,67 @@ def test_evaluate_flow_on_two_dask_worker_processes_ends_without_killing_them(tm
     assert "Lost all workers" in out  # the cluster's close was logged: the lines below would be among them
     assert not [ln for ln in out.splitlines() if any(k in ln for k in KILLED_LINES)], out
     assert_all_ended(procs)
+
+
+def killed_worker_run(tmp_path: Path, srv: FakeOpenAIServer, after: int = 3) -> dict:
+    """``ctxbench evaluate --workers 2`` (2 calls in flight each) on a build of 6 equal contexts of 4 questions;
+    once ``after`` requests of the Dask worker's shard have reached ``srv``, its process is killed (SIGKILL); then
+    a rerun. Returns both runs' exit status and output, the instance ids the killed worker had claimed at the kill
+    (the calls it had in flight: read from the cache's claims as the process died), and the server's requests per
+    instance id over both runs."""
+    build = make_build(tmp_path / "b", sizes=(10,) * 6, questions=4)
+    args = [sys.executable, "-m", "ctxbench.cli", "evaluate", "--build", str(build), "--model", "openai/fake",
+            "--base-url", srv.base_url, "--max-tokens", "32", "--concurrency", "2", "--workers", "2"]
+    cfg = EvalConfig(model="openai/fake", base_url=srv.base_url, max_tokens=32, concurrency=2)
+    plan = plan_requests(build, cfg, ResponseCache())
+    shards = plan_shards(plan, 2)  # the command's shards: [0] this process's, [1] the Dask worker's
+    theirs = {t["instance_id"] for t in plan.todo if t["_ctx"] in set(shards[1])}
+    instance_of_key = {t["request_key"]: t["instance_id"] for t in plan.todo}
+
+    def instance(call: tuple) -> str:  # "Which shelf holds entry {q} of ledger {c}?" -> c{c}q{q}
+        q, c = re.search(r"entry (\d+) of ledger (\d+)\?", call[0]).groups()
+        return f"c{c}q{q}"
+
+    killed: dict = {}
+
+    def during(root: psutil.Process) -> None:
+        if killed or sum(n for c, n in srv.call_counts().items() if instance(c) in theirs) < after:
+            return
+        pids = {w.pid for w in dask_worker_procs(root)}
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        claims = ResponseCache().claims()
+        killed["pids"] = pids
+        killed["in_flight"] = {instance_of_key[k] for k, (owner, _) in claims.items()
+                               if int(owner.split(":")[1]) in pids}
+
+    env = cli_env(tmp_path)
+    rc1, out1, procs = run_watched(args, env, during)
+    rc2, out2, _ = run_watched(args, env)
+    assert_all_ended(procs)
+    return {"rc": (rc1, rc2), "out": (out1, out2), "killed": killed,
+            "requests": Counter(instance(c) for c in srv.call_counts().elements()), "theirs": theirs}
+
+
+@pytest.mark.slow
+def test_a_killed_dask_worker_repeats_only_the_calls_it_had_in_flight(tmp_path):
+    """A Dask worker process of ``evaluate --workers 2`` killed (SIGKILL) mid-run: Dask runs its shard again on
+    the worker process the nanny restarts, which takes the dead process's claims over and makes only the calls
+    whose answers never reached the cache. The calls made twice are exactly those the killed worker had claimed
+    at the kill (in flight: their answers died with it, no client can have them), at most its ``--concurrency``;
+    every other call is made once over the run and a rerun, and the rerun makes none."""
+    with FakeOpenAIServer(latency_s=0.5) as srv:
+        r = killed_worker_run(tmp_path, srv)
+    out1, out2 = r["out"]
+    assert r["killed"]["pids"], out1  # the worker process was found and killed mid-run
+    if r["rc"][0] != 0:  # the shard failed instead of being run again: one clear line, no traceback
+        assert r["rc"][0] == 1 and "Traceback" not in out1, out1
+    else:
+        assert "24 instances selected" in out1 and "0 unfinished" in out1, out1
+    assert r["rc"][1] == 0 and "0 unfinished" in out2, out2
+    if r["rc"][0] == 0:
+        assert "0 calls made" in out2, out2
+    twice = {i for i, n in r["requests"].items() if n > 1}
+    assert set(r["requests"]) == {f"c{c}q{q}" for c in range(6) for q in range(4)}  # every call made
+    assert max(r["requests"].values()) <= 2
+    assert twice == r["killed"]["in_flight"] and twice <= r["theirs"] and len(twice) <= 2, r
