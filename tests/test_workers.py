@@ -33,6 +33,7 @@ from ctxbench.run.workers import combine, others_rows, plan_shards
 from fakeserver import FakeOpenAIServer
 
 runner = CliRunner()
+REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(autouse=True)
@@ -162,12 +163,7 @@ def test_run_workers_need_the_prefect_engine(tmp_path):
 def test_workers_from_a_real_command_line(tmp_path):
     """``python -m ctxbench.cli evaluate --workers 3`` in a process of its own (Dask spawns the workers from it):
     one summary, every call made once."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    repo = Path(__file__).resolve().parents[1]
+    repo = REPO
     build = make_build(tmp_path / "b", sizes=(10, 10, 10, 10), questions=2)
     env = {**os.environ, "PYTHONPATH": f"{repo}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     with FakeOpenAIServer() as srv:
@@ -203,7 +199,6 @@ def test_the_flow_exports_its_temporary_api_to_the_workers_it_starts(monkeypatch
 
 # ------------------------------------------------------------------------------------------------ processes
 
-REPO = Path(__file__).resolve().parents[1]
 KILLED_LINES = ("still alive after", "was killed by", "Timed out", "killed")
 
 
