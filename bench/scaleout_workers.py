@@ -10,7 +10,9 @@ scripted latency-bound server, and two replicas with prefix sharding. Prints, in
   temporary server has started);
 - two replicas given to ``--base-url``: prefix-cache hits over the most possible (every question but the first
   of each context), each replica modelling its own prefix cache, and the requests a rerun with the replicas
-  reversed makes (0 expected).
+  reversed makes (0 expected);
+- a killed worker: ``evaluate --workers N`` with one Dask worker process killed (SIGKILL) while it calls, then a
+  rerun: the calls made twice (at most the killed worker's calls in flight) and the rerun's requests (0 expected).
 
 The server answers after ``latency + uncached prompt tokens / prefill`` seconds (a prompt's prefix cached on that
 server is not read again), so it is latency-bound and the 2 cores are not the limit. Prints figures; asserts
@@ -26,9 +28,12 @@ import json
 import multiprocessing as mp
 import os
 import shutil
+import signal
 import socket
 import tempfile
+import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import httpx
@@ -37,12 +42,14 @@ import httpx
 def serve(port: int, latency: float, prefill_tps: float) -> None:
     """aiohttp server: POST /v1/chat/completions answers after ``latency`` plus the uncached prompt's reading time
     (characters / 4 tokens at ``prefill_tps``); the prompt up to ``</document>`` is this server's prefix cache
-    entry. GET /stats: requests, prefix hits, distinct prefixes, first arrival (Unix time)."""
+    entry. GET /stats: requests, prefix hits, distinct prefixes, first arrival (Unix time), distinct prompts and
+    prompts asked more than once (``repeated``: calls made twice)."""
     import asyncio
 
     from aiohttp import web
 
     seen: set[str] = set()
+    asked: Counter = Counter()  # requests per prompt (one call each: one sample)
     stats = {"requests": 0, "hits": 0, "first": None, "last": None}
 
     async def chat(request):
@@ -51,6 +58,7 @@ def serve(port: int, latency: float, prefill_tps: float) -> None:
         stats["first"] = stats["first"] or now
         stats["requests"] += 1
         text = "\n".join(m["content"] if isinstance(m["content"], str) else "" for m in body["messages"])
+        asked[text] += 1
         end = text.find("</document>")
         prefix = text[:end] if end >= 0 else ""
         hit = bool(prefix) and prefix in seen
@@ -68,7 +76,8 @@ def serve(port: int, latency: float, prefill_tps: float) -> None:
                       "prompt_tokens_details": {"cached_tokens": len(prefix) // 4 if hit else 0}}})
 
     async def get_stats(request):
-        return web.json_response({**stats, "prefixes": len(seen)})
+        return web.json_response({**stats, "prefixes": len(seen), "distinct": len(asked),
+                                  "repeated": sum(1 for v in asked.values() if v > 1)})
 
     app = web.Application()
     app.router.add_post("/v1/chat/completions", chat)
@@ -130,6 +139,72 @@ def fresh(tmp: Path, name: str, src: Path) -> Path:
     return Path(shutil.copytree(src, tmp / name / "build"))
 
 
+def dask_worker_pids() -> list[int]:
+    """This process's Dask worker processes (spawned by multiprocessing; not its resource tracker)."""
+    import psutil  # lazy: only the killed-worker run needs it (it comes with distributed)
+
+    out = []
+    for c in psutil.Process().children(recursive=True):
+        try:
+            cmd = " ".join(c.cmdline())
+        except psutil.Error:
+            continue
+        if "spawn_main" in cmd and "resource_tracker" not in cmd:
+            out.append(c.pid)
+    return out
+
+
+def kill_calling_worker(port: int, stop: threading.Event, killed: list[int]) -> None:
+    """Kill (SIGKILL) this process's Dask worker process once it has a connection open to the server on ``port``
+    (it is calling: its calls in flight die with it), then return; ``stop`` ends the watch."""
+    import psutil  # lazy: as above
+
+    while not stop.is_set():
+        for pid in dask_worker_pids():
+            try:
+                conns = psutil.Process(pid).net_connections(kind="tcp")
+            except psutil.Error:
+                continue
+            if any(c.raddr and c.raddr.port == port and c.status == psutil.CONN_ESTABLISHED for c in conns):
+                time.sleep(1.0)  # a few of its calls answered, the next ones in flight
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+                return
+        time.sleep(0.05)
+
+
+def measure_killed_worker(tmp: Path, src: Path, n: int, concurrency: int, workers: int, latency: float,
+                          prefill: float) -> None:
+    """``evaluate --workers N`` with one Dask worker process killed (SIGKILL) while it calls, then a rerun on the
+    same cache: prints the calls, the calls made twice (prompts the server was asked more than once: the calls
+    the killed worker had in flight, whose answers died with it) and the rerun's requests."""
+    from ctxbench.run.evaluate import EvalConfig
+    from ctxbench.run.workers import evaluate_workers
+
+    srv = Server(latency, prefill)
+    try:
+        build = fresh(tmp, "killed-worker", src)
+        cfg = EvalConfig(model="openai/bench", base_url=srv.base, concurrency=concurrency, max_tokens=16)
+        stop, killed = threading.Event(), []
+        watch = threading.Thread(target=kill_calling_worker, args=(srv.port, stop, killed), daemon=True)
+        watch.start()
+        try:
+            s = evaluate_workers(build, cfg, workers)
+            status = s.status
+        except Exception as e:  # the shard failed instead of running again: the rerun below finishes it
+            status = f"failed ({type(e).__name__}: {e})"
+        stop.set()
+        st = srv.stats()
+        s2 = evaluate_workers(build, cfg, workers)
+        st2 = srv.stats()
+    finally:
+        srv.close()
+    print(f"killed worker: {n} calls, {st2['repeated']} made twice (a {workers}-worker run with {len(killed)} "
+          f"worker process killed while calling, at most --concurrency {concurrency} in flight: {status}, "
+          f"{st['requests']} requests, {st['distinct']} distinct; the rerun: {s2.status}, {st2['requests'] - st['requests']} "
+          f"requests)", flush=True)
+
+
 def add_arguments(ap: argparse.ArgumentParser, prefix: str = "") -> None:
     """This benchmark's options (``prefix`` before each name where another script holds them too)."""
     ap.add_argument(f"--{prefix}contexts", type=int, default=12)
@@ -189,6 +264,8 @@ def measure_all(contexts: int, questions: int, concurrency: int, workers: int, l
                   f"{steady:6.2f} calls/s = {steady / (k * bound1):.2f} of the bound, {steady / s1:.2f}x one "
                   f"process; first call after {first:5.1f} s ({first - f1:+.1f} s); {calls} calls made, {reqs} "
                   f"requests served", flush=True)
+
+        measure_killed_worker(tmp, src, n, concurrency, workers, latency, prefill)
 
         # two replicas with prefix sharding
         reps = [Server(latency, prefill) for _ in range(2)]

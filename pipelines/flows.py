@@ -32,6 +32,7 @@ from ctxbench.run.backfill import BackfillConfig
 from ctxbench.core.storage import find_builds
 from ctxbench.models.cache import ResponseCache
 from ctxbench.run.evaluate import EvalConfig, evaluate_build, plan_requests, unanswered_calls
+from ctxbench.run.daskexit import PRELOAD
 from ctxbench.run.workers import plan_shards
 from ctxbench.run.incremental import report_if_changed, score_if_changed
 from ctxbench.models.backends import server_for
@@ -158,7 +159,9 @@ def task_runner():
 
         if addr:
             return DaskTaskRunner(address=addr)
-        return DaskTaskRunner(cluster_kwargs={"n_workers": int(n), "threads_per_worker": 1, "processes": True})
+        # each worker process ends within the nanny's close timeout instead of being killed (ctxbench.run.daskexit)
+        return DaskTaskRunner(cluster_kwargs={"n_workers": int(n), "threads_per_worker": 1, "processes": True,
+                                              "preload": [PRELOAD]})
     from prefect.task_runners import ThreadPoolTaskRunner
 
     return ThreadPoolTaskRunner()

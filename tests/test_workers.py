@@ -6,7 +6,18 @@ from __future__ import annotations
 
 import functools
 import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Callable
 
+import psutil
 import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
@@ -22,6 +33,7 @@ from ctxbench.run.workers import combine, others_rows, plan_shards
 from fakeserver import FakeOpenAIServer
 
 runner = CliRunner()
+REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(autouse=True)
@@ -151,12 +163,7 @@ def test_run_workers_need_the_prefect_engine(tmp_path):
 def test_workers_from_a_real_command_line(tmp_path):
     """``python -m ctxbench.cli evaluate --workers 3`` in a process of its own (Dask spawns the workers from it):
     one summary, every call made once."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    repo = Path(__file__).resolve().parents[1]
+    repo = REPO
     build = make_build(tmp_path / "b", sizes=(10, 10, 10, 10), questions=2)
     env = {**os.environ, "PYTHONPATH": f"{repo}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     with FakeOpenAIServer() as srv:
@@ -188,3 +195,170 @@ def test_the_flow_exports_its_temporary_api_to_the_workers_it_starts(monkeypatch
         assert os.environ["PREFECT_API_URL"] == "http://127.0.0.1:8765/api"
     monkeypatch.setenv("PREFECT_API_URL", "http://prefect:4200/api")  # a real server: kept as it is
     assert share_prefect_api() == "http://prefect:4200/api"
+
+
+# ------------------------------------------------------------------------------------------------ processes
+
+KILLED_LINES = ("still alive after", "was killed by", "Timed out", "killed")
+
+
+def dask_worker_procs(root: psutil.Process) -> list[psutil.Process]:
+    """The Dask worker processes under ``root`` (multiprocessing's spawned children; not its resource tracker)."""
+    out = []
+    for c in root.children(recursive=True):
+        try:
+            cmd = " ".join(c.cmdline())
+        except psutil.Error:
+            continue
+        if "spawn_main" in cmd and "resource_tracker" not in cmd:
+            out.append(c)
+    return out
+
+
+def run_watched(cmd: list[str], env: dict, during: Callable[[psutil.Process], None] | None = None,
+                timeout: float = 600) -> tuple[int, str, list[psutil.Process]]:
+    """Run ``cmd``; while it runs, note every process it starts (and call ``during(process)`` every 0.1 s).
+    Returns its exit status, its output (stdout and stderr), and the processes it started."""
+    p = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    out: list[str] = []
+    reader = threading.Thread(target=lambda: out.extend(p.stdout), daemon=True)
+    reader.start()
+    seen: dict[int, psutil.Process] = {}
+    root = psutil.Process(p.pid)
+    end = time.monotonic() + timeout
+    while p.poll() is None and time.monotonic() < end:
+        try:
+            for c in root.children(recursive=True):
+                seen.setdefault(c.pid, c)
+            if during:
+                during(root)
+        except psutil.Error:
+            pass
+        time.sleep(0.1)
+    if p.poll() is None:
+        p.kill()
+    p.wait()
+    reader.join(10)
+    return p.returncode, "".join(out), list(seen.values())
+
+
+def assert_all_ended(procs: list[psutil.Process]) -> None:
+    """Every process the command started has ended (the resource tracker ends when its pipe closes: a few seconds
+    are allowed for that, never a kill)."""
+    _, alive = psutil.wait_procs(procs, timeout=15)
+    assert not alive, [" ".join(a.cmdline()) for a in alive]
+
+
+def cli_env(tmp_path: Path, **extra: str) -> dict:
+    return {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+            "CTXBENCH_HOME": str(tmp_path / "home"), **extra}
+
+
+@pytest.mark.slow
+def test_evaluate_workers_command_ends_with_its_dask_processes(tmp_path):
+    """``ctxbench evaluate --workers 2`` on a local cluster: the process exits by itself and leaves no process of
+    its own behind (the Dask worker and nanny ended, none killed)."""
+    build = make_build(tmp_path / "b", sizes=(10, 10, 10, 10), questions=2)
+    with FakeOpenAIServer(latency_s=0.05) as srv:
+        rc, out, procs = run_watched([sys.executable, "-m", "ctxbench.cli", "evaluate", "--build", str(build),
+                                      "--model", "openai/fake", "--base-url", srv.base_url, "--max-tokens", "32",
+                                      "--workers", "2"], cli_env(tmp_path))
+        counts = srv.call_counts()
+    assert rc == 0, out
+    assert "8 calls made" in out and len(counts) == 8 and set(counts.values()) == {1}
+    assert procs  # it started its Dask worker (and multiprocessing's resource tracker)
+    assert not [ln for ln in out.splitlines() if any(k in ln for k in KILLED_LINES)], out
+    assert_all_ended(procs)
+
+
+FLOW_SCRIPT = """
+import json, sys
+from ctxbench.run.evaluate import EvalConfig
+from pipelines.flows import evaluate_flow
+out = evaluate_flow(sys.argv[1], EvalConfig(model="openai/fake", base_url=sys.argv[2], max_tokens=32), workers=2)
+print("RESULT", json.dumps({k: out[k] for k in ("status", "calls")}), len(out["workers"]))
+"""
+
+
+@pytest.mark.slow
+def test_evaluate_flow_on_two_dask_worker_processes_ends_without_killing_them(tmp_path):
+    """The ``evaluate`` flow with ``workers: 2`` on a local Dask cluster of 2 worker processes
+    (``CTXBENCH_DASK_WORKERS=2``, prefect-dask's DaskTaskRunner): at its end each worker process stops by itself
+    within the nanny's close timeout (distributed logs "Worker process still alive after 4.0 seconds, killing"
+    otherwise: it did before :mod:`ctxbench.run.daskexit`), and the process leaves none behind."""
+    build = make_build(tmp_path / "b", sizes=(10, 10, 10, 10), questions=2)
+    env = cli_env(tmp_path, CTXBENCH_DASK_WORKERS="2", PREFECT_SERVER_ANALYTICS_ENABLED="false")
+    env.pop("PREFECT_API_URL", None)  # the flow's own temporary server, whose URL the workers are given
+    with FakeOpenAIServer(latency_s=0.05) as srv:
+        rc, out, procs = run_watched([sys.executable, "-c", FLOW_SCRIPT, str(build), srv.base_url], env)
+        counts = srv.call_counts()
+    assert rc == 0, out
+    assert 'RESULT {"status": "complete", "calls": 8} 2' in out, out
+    assert len(counts) == 8 and set(counts.values()) == {1}
+    assert "Lost all workers" in out  # the cluster's close was logged: the lines below would be among them
+    assert not [ln for ln in out.splitlines() if any(k in ln for k in KILLED_LINES)], out
+    assert_all_ended(procs)
+
+
+def killed_worker_run(tmp_path: Path, srv: FakeOpenAIServer, after: int = 3) -> dict:
+    """``ctxbench evaluate --workers 2`` (2 calls in flight each) on a build of 6 equal contexts of 4 questions;
+    once ``after`` requests of the Dask worker's shard have reached ``srv``, its process is killed (SIGKILL); then
+    a rerun. Returns both runs' exit status and output, the instance ids the killed worker had claimed at the kill
+    (the calls it had in flight: read from the cache's claims as the process died), and the server's requests per
+    instance id over both runs."""
+    build = make_build(tmp_path / "b", sizes=(10,) * 6, questions=4)
+    args = [sys.executable, "-m", "ctxbench.cli", "evaluate", "--build", str(build), "--model", "openai/fake",
+            "--base-url", srv.base_url, "--max-tokens", "32", "--concurrency", "2", "--workers", "2"]
+    cfg = EvalConfig(model="openai/fake", base_url=srv.base_url, max_tokens=32, concurrency=2)
+    plan = plan_requests(build, cfg, ResponseCache())
+    shards = plan_shards(plan, 2)  # the command's shards: [0] this process's, [1] the Dask worker's
+    theirs = {t["instance_id"] for t in plan.todo if t["_ctx"] in set(shards[1])}
+    instance_of_key = {t["request_key"]: t["instance_id"] for t in plan.todo}
+
+    def instance(call: tuple) -> str:  # "Which shelf holds entry {q} of ledger {c}?" -> c{c}q{q}
+        q, c = re.search(r"entry (\d+) of ledger (\d+)\?", call[0]).groups()
+        return f"c{c}q{q}"
+
+    killed: dict = {}
+
+    def during(root: psutil.Process) -> None:
+        if killed or sum(n for c, n in srv.call_counts().items() if instance(c) in theirs) < after:
+            return
+        pids = {w.pid for w in dask_worker_procs(root)}
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        claims = ResponseCache().claims()
+        killed["pids"] = pids
+        killed["in_flight"] = {instance_of_key[k] for k, (owner, _) in claims.items()
+                               if int(owner.split(":")[1]) in pids}
+
+    env = cli_env(tmp_path)
+    rc1, out1, procs = run_watched(args, env, during)
+    rc2, out2, _ = run_watched(args, env)
+    assert_all_ended(procs)
+    return {"rc": (rc1, rc2), "out": (out1, out2), "killed": killed,
+            "requests": Counter(instance(c) for c in srv.call_counts().elements()), "theirs": theirs}
+
+
+@pytest.mark.slow
+def test_a_killed_dask_worker_repeats_only_the_calls_it_had_in_flight(tmp_path):
+    """A Dask worker process of ``evaluate --workers 2`` killed (SIGKILL) mid-run: Dask runs its shard again on
+    the worker process the nanny restarts, which takes the dead process's claims over and makes only the calls
+    whose answers never reached the cache. The calls made twice are exactly those the killed worker had claimed
+    at the kill (in flight: their answers died with it, no client can have them), at most its ``--concurrency``;
+    every other call is made once over the run and a rerun, and the rerun makes none."""
+    with FakeOpenAIServer(latency_s=0.5) as srv:
+        r = killed_worker_run(tmp_path, srv)
+    out1, out2 = r["out"]
+    assert r["killed"]["pids"], out1  # the worker process was found and killed mid-run
+    if r["rc"][0] != 0:  # the shard failed instead of being run again: one clear line, no traceback
+        assert r["rc"][0] == 1 and "Traceback" not in out1, out1
+    else:
+        assert "24 instances selected" in out1 and "0 unfinished" in out1, out1
+    assert r["rc"][1] == 0 and "0 unfinished" in out2, out2
+    if r["rc"][0] == 0:
+        assert "0 calls made" in out2, out2
+    twice = {i for i, n in r["requests"].items() if n > 1}
+    assert set(r["requests"]) == {f"c{c}q{q}" for c in range(6) for q in range(4)}  # every call made
+    assert max(r["requests"].values()) <= 2
+    assert twice == r["killed"]["in_flight"] and twice <= r["theirs"] and len(twice) <= 2, r

@@ -25,6 +25,7 @@ from ctxbench.core.errors import InputError
 from ctxbench.core.extras import require
 from ctxbench.core.storage import consolidate, read_table
 from ctxbench.models.cache import ResponseCache
+from ctxbench.run.daskexit import PRELOAD
 from ctxbench.run.evaluate import EvalConfig, EvalSummary, evaluate_build, plan_requests
 from ctxbench.run.shard import assign_contexts, context_tokens
 
@@ -94,12 +95,13 @@ def combine(parts: list[dict], selected: int, already_stored: int, others: int =
 
 def _client(workers: int, address: str | None) -> Any:
     """A Dask client: of the scheduler at ``address``, else of a new local cluster of ``workers`` processes (one
-    thread each, no dashboard)."""
+    thread each, no dashboard; each ends within the nanny's close timeout: :mod:`ctxbench.run.daskexit`)."""
     distributed = require("distributed", "evaluate --workers (Dask)")
     if address:
         return distributed.Client(address)
     cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                       dashboard_address=None, silence_logs=logging.ERROR)
+                                       dashboard_address=None, silence_logs=logging.ERROR,
+                                       preload=[PRELOAD])
     return distributed.Client(cluster)
 
 
