@@ -59,7 +59,7 @@ def make_build(d: Path, n: int) -> Path:
 
 
 def run_ctxbench(build: Path, base: str, conc: int) -> float:
-    from ctxbench.run.evaluate import EvalConfig, evaluate_build
+    from ctxbench.run.evaluate import EvalConfig, evaluate_build  # imported before timing, as inspect_ai is below
 
     t0 = time.perf_counter()
     s = evaluate_build(build, EvalConfig(model="openai/bench-model", base_url=base, concurrency=conc),
@@ -67,6 +67,31 @@ def run_ctxbench(build: Path, base: str, conc: int) -> float:
     dt = time.perf_counter() - t0
     assert s.calls + s.from_cache + s.already_stored == s.selected, s
     return dt
+
+
+def run_raw_httpx(n: int, base: str, conc: int) -> float:
+    """The same n requests sent by a bare loop of httpx's AsyncClient (the HTTP client ctxbench's OpenAI backend
+    uses), ``conc`` in flight, nothing stored: what this client and server reach on this machine, without a harness."""
+    import asyncio
+
+    import httpx
+
+    async def go() -> float:
+        sem = asyncio.Semaphore(conc)
+        limits = httpx.Limits(max_connections=conc, max_keepalive_connections=conc)
+        async with httpx.AsyncClient(base_url=base, limits=limits, timeout=60) as client:
+            async def one(i: int) -> None:
+                async with sem:
+                    r = await client.post("/chat/completions", json={
+                        "model": "bench-model", "messages": [{"role": "user", "content": f"raw {i}"}]})
+                    r.raise_for_status()
+                    r.json()
+
+            t0 = time.perf_counter()
+            await asyncio.gather(*(one(i) for i in range(n)))
+            return time.perf_counter() - t0
+
+    return asyncio.run(go())
 
 
 def run_inspect(n: int, base: str, conc: int) -> float | None:
@@ -115,7 +140,8 @@ def main() -> None:
             time.sleep(0.1)
     bound = a.concurrency / a.latency
     import ctxbench.models  # noqa: F401  (litellm offline price table)
-    import litellm  # noqa: F401  (imported before timing: both harnesses are measured warm)
+    import ctxbench.run.evaluate  # noqa: F401  (imported before timing: both harnesses are measured warm)
+    import litellm  # noqa: F401
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["CTXBENCH_HOME"] = str(Path(tmp) / "home")
         build = make_build(Path(tmp) / "build", a.n)
@@ -123,6 +149,9 @@ def main() -> None:
         rate = a.n / first
         print(f"ctxbench: {a.n} calls in {first:.2f} s = {rate:.1f} calls/s = {rate / bound:.2f} of the bound "
               f"({bound:.0f} calls/s)")
+        raw = a.n / run_raw_httpx(a.n, base, a.concurrency)
+        print(f"bare httpx loop (no harness): {raw:.1f} calls/s = {raw / bound:.2f} of the bound; "
+              f"ctxbench / bare loop = {rate / raw:.2f}")
         (build / "responses.parquet").unlink()  # rerun: every answer comes from the response cache
         cached = run_ctxbench(build, base, a.concurrency)
         print(f"fully cached rerun: {cached:.2f} s = {cached / first:.3f} of the first run")

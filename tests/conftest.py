@@ -95,6 +95,27 @@ def tiktoken_enc():
     return get
 
 
+@pytest.fixture(scope="session")
+def shared_pdf_conversions(shared_data) -> Path:
+    """Every PDF of the shared article set (``articles/pdfs/metadata.json``) converted into the run's conversion
+    cache (``$CTXBENCH_HOME/cache/convert`` of the run's shared home, keyed by PDF hash and converter version), once
+    for the whole run: a file lock makes the processes that need them wait for one conversion instead of each
+    converting the same PDFs (about 110 s of CPU each time). Returns the cache directory."""
+    import json
+
+    from filelock import FileLock
+
+    from ctxbench.convert.pdf import convert_cache_dir, convert_pdfs
+
+    pdfs = require_path(shared_data / "articles" / "pdfs", "shared article PDFs")
+    files = [pdfs / m["file"] for m in json.loads((pdfs / "metadata.json").read_text(encoding="utf-8"))]
+    cache = convert_cache_dir()
+    cache.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(cache.parent / "convert-shared-pdfs.lock")):
+        convert_pdfs(files, cache_dir=cache)
+    return cache
+
+
 def pytest_collection_modifyitems(config, items):
     """The files holding a test marked ``slow`` come first, each file's tests in their order: pytest-xdist hands
     out whole files in this order (``--dist loadfile``), so the longest start first and none is left alone at the

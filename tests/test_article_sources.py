@@ -222,7 +222,7 @@ def test_dedup_order_through_the_build_stages(articles_dir, tmp_path):
     assert conv.duplicates == 2 and "dup" not in conv.texts
 
 
-def test_build_1m_from_unarxive_and_pdfs(articles_dir, tmp_path, tiktoken_enc, monkeypatch):
+def test_build_1m_from_unarxive_and_pdfs(articles_dir, tmp_path, tiktoken_enc, monkeypatch, shared_pdf_conversions):
     """The issue's command at 1M: collections of exactly counted length filling >= 90% of 1,048,576 tokens with
     >= 4 articles and questions in both formats; every collection database matches the source files (titles,
     authors in order, reference counts) read here from the raw JSON."""
@@ -233,7 +233,8 @@ def test_build_1m_from_unarxive_and_pdfs(articles_dir, tmp_path, tiktoken_enc, m
     from ctxbench.cli import app
     from ctxbench.convert.pdf import convert_cache_dir
 
-    real = convert_cache_dir()  # this machine's conversion cache (keyed by PDF hash and converter version)
+    real = convert_cache_dir()  # the run's conversion cache (keyed by PDF hash and converter version), which
+    assert real == shared_pdf_conversions  # holds every shared PDF already (conftest)
     real.mkdir(parents=True, exist_ok=True)
     home = tmp_path / "home"
     (home / "cache").mkdir(parents=True)

@@ -155,9 +155,11 @@ def test_marker_never_started_without_models(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
-def test_every_readable_shared_pdf_converts(pdf_dir, meta, tmp_path):
+def test_every_readable_shared_pdf_converts(pdf_dir, meta, shared_pdf_conversions):
+    # the run's conversions of the shared PDFs (conftest: converted once for every test that needs them, by this
+    # code); the cache's own behaviour is tested by test_cache_converts_only_new_pdfs
     ids = sorted(meta)
-    convs, quarantine = convert_pdfs([pdf_dir / meta[i]["file"] for i in ids], cache_dir=tmp_path)
+    convs, quarantine = convert_pdfs([pdf_dir / meta[i]["file"] for i in ids], cache_dir=shared_pdf_conversions)
     assert {q["input"][:3]: q["reason"] for q in quarantine} == BROKEN
     for i, c in zip(ids, convs):
         if i in BROKEN:

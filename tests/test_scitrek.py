@@ -281,7 +281,7 @@ def test_roundtrip_against_fake_server(metas, tmp_path, monkeypatch):
 
 # --------------------------------------------------------------------------------------------- whole build
 @pytest.fixture(scope="module")
-def built(shared_data, metadata_path, tmp_path_factory):
+def built(shared_data, metadata_path, tmp_path_factory, shared_pdf_conversions):
     """One build on the shared PDFs at 64K (o200k_base) through the CLI, with its own CTXBENCH_HOME (conversion
     cache), shared by the tests below."""
     import os
@@ -297,7 +297,8 @@ def built(shared_data, metadata_path, tmp_path_factory):
     home = tmp_path_factory.mktemp("home")
     # a fresh response cache, but the conversions of this machine's cache (keyed by PDF hash and converter version;
     # the converter's own tests check them): the build converts only what is not converted yet
-    real = convert_cache_dir()
+    real = convert_cache_dir()  # shared_pdf_conversions: every shared PDF is in it already
+    assert real == shared_pdf_conversions
     real.mkdir(parents=True, exist_ok=True)
     (home / "cache").mkdir()
     (home / "cache" / "convert").symlink_to(real, target_is_directory=True)

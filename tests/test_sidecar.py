@@ -46,15 +46,37 @@ def test_errors_and_death_are_reported(helper):
     assert sidecar.current() is None  # nothing more is sent to a dead helper
 
 
-def test_a_helper_started_under_other_settings_is_replaced(helper, tmp_path, monkeypatch):
-    """A helper works for the CTXBENCH_* settings it was started under (its cache home): after they change, the
-    next start replaces it and the old one is not used."""
-    assert sidecar.current("validate") is helper
+def test_a_helper_works_under_the_settings_of_each_request(helper, tmp_path, monkeypatch):
+    """A helper runs each request under the CTXBENCH_* settings the main process has when it sends it (its cache
+    home, the caches' switches): after they change, the same process answers for the new ones, with no new start
+    (no second import of great-expectations), and a setting removed here is gone there too."""
+    assert helper.submit("os:getenv", "CTXBENCH_HOME").result() == os.environ["CTXBENCH_HOME"]
     monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "elsewhere"))
-    assert sidecar.current("validate") is None
-    new = sidecar.start("validate")
-    assert new is not helper and new.proc.pid != helper.proc.pid and helper.proc.poll() is not None
-    assert new.submit("os:getenv", "CTXBENCH_HOME").result() == str(tmp_path / "elsewhere")
+    monkeypatch.setenv("CTXBENCH_LANGUAGE_CACHE", "off")
+    assert sidecar.current("validate") is helper and sidecar.start("validate") is helper
+    assert helper.submit("os:getenv", "CTXBENCH_HOME").result() == str(tmp_path / "elsewhere")
+    assert helper.submit("os:getenv", "CTXBENCH_LANGUAGE_CACHE").result() == "off"
+    monkeypatch.delenv("CTXBENCH_LANGUAGE_CACHE")
+    assert helper.submit("os:getenv", "CTXBENCH_LANGUAGE_CACHE").result() is None
+    assert helper.submit("os:getenv", "CTXBENCH_HOME").result() == str(tmp_path / "elsewhere")
+    assert helper.proc.poll() is None and helper.submit("os:getpid").result() == helper.proc.pid
+    # switched off: no helper is used (the work is done here), and none is started
+    monkeypatch.setenv("CTXBENCH_SIDECAR", "off")
+    assert sidecar.current("validate") is None and sidecar.start("validate") is None
+
+
+def test_language_codes_follow_the_home_of_each_request(helper, tmp_path, monkeypatch):
+    """The language helper keeps its codes in the home of the request: two homes, two stores, one process."""
+    monkeypatch.delenv("CTXBENCH_LANGUAGE_CACHE", raising=False)
+    h = sidecar.start("language")
+    assert h is not None
+    for home, text in (("a", "The quick brown fox jumps over the lazy dog near the river bank. "),
+                       ("b", "Der schnelle braune Fuchs springt über den faulen Hund am Flussufer. ")):
+        monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / home))
+        got = sidecar.submit("ctxbench.features.language:detect_samples", [text * 10], helper="language").result()
+        assert got == [{"a": "en", "b": "de"}[home]]
+        assert (tmp_path / home / "cache" / "language.sqlite").is_file()
+    assert sidecar.start("language") is h and h.proc.poll() is None
 
 
 def test_off_runs_nothing_beside(monkeypatch):

@@ -9,8 +9,11 @@ results: a helper runs the same code on the same arguments, so a build's bytes d
 
 The helper is a fresh Python process (``python -c``, not a fork: the main process holds threads of Arrow and the
 tokenizers) reading length-prefixed pickles of ``(id, "module:function", args)`` on its stdin and answering
-``(id, ok, value)`` on its stdout, one request at a time in order. It ends when its stdin closes (the main process
-ended, however) or at :func:`stop`. Any failure of the helper (it cannot start, dies, answers an error) makes
+``(id, ok, value)`` on its stdout, one request at a time in order. Each request carries the main process's
+``CTXBENCH_*`` settings at the time it is sent (its cache home, the caches' switches), and the helper runs the function
+under exactly those, so one helper serves a long-lived process (a Prefect worker, a test session) whose settings
+change between builds, without a new start (and a new import of great-expectations, about 5 s of CPU). It ends when
+its stdin closes (the main process ended, however) or at :func:`stop`. Any failure of the helper (it cannot start, dies, answers an error) makes
 :meth:`Pending.result` raise :class:`SidecarError`; callers then compute the result themselves.
 """
 
@@ -64,6 +67,14 @@ def _call(target: str, args: tuple) -> Any:
     return getattr(importlib.import_module(module), name)(*args)
 
 
+def _apply(settings: tuple) -> None:
+    """Make this process's ``CTXBENCH_*`` environment exactly ``settings`` (pairs, as :func:`_settings` gives)."""
+    want = dict(settings)
+    for k in [k for k in os.environ if k.startswith("CTXBENCH_") and k not in want]:
+        del os.environ[k]
+    os.environ.update(want)
+
+
 def serve(stdin=None, stdout=None) -> None:
     """The helper's loop: answer requests until stdin closes (module docstring)."""
     stdin = stdin or sys.stdin.buffer
@@ -78,10 +89,11 @@ def serve(stdin=None, stdout=None) -> None:
         sys.stdout = sys.stderr
     while True:
         try:
-            rid, target, args = _recv(stdin)
+            rid, target, args, settings = _recv(stdin)
         except EOFError:
             return
         try:
+            _apply(settings)
             out = (rid, True, _call(target, args))
         except BaseException as e:  # noqa: BLE001 - reported to the main process, which computes it itself
             out = (rid, False, f"{type(e).__name__}: {e}")
@@ -125,7 +137,6 @@ class Sidecar:
         boot = f"import sys; sys.path.insert(0, {root!r}); from ctxbench.core.sidecar import serve; serve()"
         self.proc = subprocess.Popen([sys.executable, "-c", boot], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      env={**os.environ, "GX_ANALYTICS_ENABLED": "false"})
-        self.settings = _settings()
         self._lock = threading.Lock()
         self._next = 0
         self._done: dict[int, tuple[bool, Any]] = {}
@@ -139,7 +150,7 @@ class Sidecar:
             rid = self._next
             self._next += 1
             try:
-                _send(self.proc.stdin, (rid, target, args))
+                _send(self.proc.stdin, (rid, target, args, _settings()))
             except (OSError, ValueError, pickle.PicklingError, TypeError) as e:
                 self._dead = f"the helper process cannot take requests ({e})"
                 return Pending(None, -1, self._dead)
@@ -201,14 +212,14 @@ _GUARD = threading.Lock()
 
 
 def _settings() -> tuple:
-    """ctxbench's environment (``CTXBENCH_*``: the cache home, the caches' switches): a helper started under other
-    settings is replaced, so that it never works for a home or switch the main process no longer has."""
+    """ctxbench's environment (``CTXBENCH_*``: the cache home, the caches' switches), sent with every request so
+    that a helper never works for a home or switch the main process no longer has (module docstring)."""
     return tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("CTXBENCH_")))
 
 
 def _usable(h: Sidecar | None) -> bool:
-    """A helper that has not failed and was started under this process's settings."""
-    return h is not None and not h._dead and h.settings == _settings()
+    """A helper that has not failed, while helpers are enabled (``CTXBENCH_SIDECAR``, read at each use)."""
+    return h is not None and not h._dead and enabled()
 
 
 def _live(h: Sidecar | None) -> bool:
@@ -225,7 +236,7 @@ def start(name: str = "validate") -> Sidecar | None:
         if _live(h):
             return h
         if h is not None:
-            h.kill()  # dead, or started under other settings: nothing it would still answer is wanted
+            h.kill()  # dead: nothing it would still answer is wanted
         try:
             _HELPERS[name] = h = Sidecar()
         except OSError:
