@@ -225,3 +225,18 @@ def test_many_contexts_ahead_never_fill_the_helpers_pipe_and_one_build_is_kept(t
     assert r is not None and set(r.errors) == set(texts) and all(r.errors.values())  # no line parses
     assert sidecar.submit("ctxbench.tracks.holobench.precertify_helper:kept", helper=precertify.HELPER).result() == 0
     assert precertify.take(out) is a  # kept for its certify stage until taken
+
+
+def test_a_staged_file_already_moved_into_place_is_read_there(tmp_path):
+    """A quick build can be written (its ``.source.sqlite.staging`` renamed ``source.sqlite``) before the helper
+    reads its first request: the helper then reads the build's file of the same bytes; a path that is no staged
+    file, or whose build file is missing too, is kept as given (and fails there, as before)."""
+    from ctxbench.tracks.holobench.precertify_helper import placed
+
+    staged = tmp_path / ".source.sqlite.staging"
+    staged.write_bytes(b"x")
+    assert placed(str(staged)) == staged  # still staged: read where it is
+    staged.rename(tmp_path / "source.sqlite")
+    assert placed(str(staged)) == tmp_path / "source.sqlite"
+    assert placed(str(tmp_path / ".templates.yaml.staging")) == tmp_path / ".templates.yaml.staging"
+    assert placed(str(tmp_path / "other.sqlite")) == tmp_path / "other.sqlite"
