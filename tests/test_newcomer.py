@@ -167,8 +167,10 @@ def test_start_sh_traps_ctrl_c_with_stand_ins(tmp_path):
 
     (tmp_path / "infra").mkdir()
     shutil.copy(ROOT / "infra" / "start.sh", tmp_path / "infra" / "start.sh")
+    ready = tmp_path / "serving"  # the stand-in writes it once it waits inside run_main, as the real one serves
     (tmp_path / "infra" / "serve.py").write_text(
-        "import time\nfrom ctxbench.core.interrupt import run_main\nrun_main(lambda: time.sleep(600))\n")
+        "import pathlib, time\nfrom ctxbench.core.interrupt import run_main\n"
+        f"run_main(lambda: (pathlib.Path({str(ready)!r}).touch(), time.sleep(600)))\n")
     bindir = tmp_path / "bin"
     bindir.mkdir()
     (bindir / "prefect").write_text(  # `prefect server start --host H --port P`: answers /api/health
@@ -192,7 +194,10 @@ def test_start_sh_traps_ctrl_c_with_stand_ins(tmp_path):
             while "Prefect UI" not in log.read_text(errors="replace"):
                 assert p.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")
                 time.sleep(0.2)
-            time.sleep(3)  # serve.py started and waiting
+            while not ready.exists():  # serve.py started and waiting (its start-up is slow on busy cores)
+                assert p.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")
+                time.sleep(0.2)
+            time.sleep(0.5)
             os.killpg(p.pid, signal.SIGINT)
             rc = p.wait(60)
         finally:
