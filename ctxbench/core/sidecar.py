@@ -10,11 +10,12 @@ results: a helper runs the same code on the same arguments, so a build's bytes d
 The helper is a fresh Python process (``python -c``, not a fork: the main process holds threads of Arrow and the
 tokenizers) reading length-prefixed pickles of ``(id, "module:function", args)`` on its stdin and answering
 ``(id, ok, value)`` on its stdout, one request at a time in order. Each request carries the main process's
-``CTXBENCH_*`` settings at the time it is sent (its cache home, the caches' switches), and the helper runs the function
-under exactly those, so one helper serves a long-lived process (a Prefect worker, a test session) whose settings
-change between builds, without a new start (and a new import of great-expectations, about 5 s of CPU). It ends when
-its stdin closes (the main process ended, however) or at :func:`stop`. Any failure of the helper (it cannot start, dies, answers an error) makes
-:meth:`Pending.result` raise :class:`SidecarError`; callers then compute the result themselves.
+``CTXBENCH_*`` settings at the time it is sent (its cache home, the caches' switches), and the helper runs the
+function under exactly those, so one helper serves a long-lived process (a Prefect worker, a test session) whose
+settings change between builds, without a new start (and a new import of great-expectations, about 5 s of CPU). It
+ends when its stdin closes (the main process ended, however) or at :func:`stop`. Any failure of the helper (it
+cannot start, dies, answers an error) makes :meth:`Pending.result` raise :class:`SidecarError`; callers then compute
+the result themselves.
 """
 
 from __future__ import annotations

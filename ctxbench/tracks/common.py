@@ -29,6 +29,14 @@ from ctxbench.tracks.validate import warm_up
 
 # ------------------------------------------------------------------------------------------------ the writer
 
+def unstaged(path: Path) -> Path:
+    """The build file a staged path (:meth:`BuildWriter.staged`: ``DIR/.NAME.staging``) becomes when the build is
+    written: ``DIR/NAME``. Raises ValueError for a path that is no staged name."""
+    if not (path.name.startswith(".") and path.name.endswith(".staging")):
+        raise ValueError(f"{path} is not a staged build file (.NAME.staging)")
+    return path.with_name(path.name[1:].removesuffix(".staging"))
+
+
 class BuildWriter:
     """The one writer of a build directory, shared by every track.
 
@@ -74,7 +82,7 @@ class BuildWriter:
         out.mkdir(parents=True, exist_ok=True)
         clear_replaced_build(out)  # replacing a build (--force): its evaluation tables go with it
         for staged in sorted(out.glob(".*.staging")):
-            final = out / staged.name[1:].removesuffix(".staging")
+            final = unstaged(staged)
             if final.is_dir():
                 shutil.rmtree(final)
             staged.replace(final)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ctxbench.core.userfiles import open_sqlite_readonly
 from ctxbench.gold import GoldEngines
+from ctxbench.tracks.common import unstaged
 from ctxbench.tracks.holobench.verify import load_grammar, parse_context, recovered_tables, rows_mismatch, sql_tables
 from ctxbench.verbalize.templates import format_value
 from ctxbench.verify import gc_paused, sqlite_answer
@@ -26,11 +27,13 @@ def placed(path: str) -> Path:
     helper reads its first request. The bytes are the same; the grammar's fingerprint, which hashes
     ``source.sqlite``'s bytes and the templates, still tells certify whether this work is of the files it reads."""
     p = Path(path)
-    if not p.exists() and p.name.startswith(".") and p.name.endswith(".staging"):
-        final = p.with_name(p.name[1:-len(".staging")])
-        if final.exists():
-            return final
-    return p
+    if p.exists():
+        return p
+    try:
+        final = unstaged(p)
+    except ValueError:  # no staged name: kept as given (and fails where it is read)
+        return p
+    return final if final.exists() else p
 
 
 def _state(key: str, db_id: str, source: str, templates: str | None) -> dict:
