@@ -16,7 +16,13 @@ by default, a line in :func:`backend_name` (docs/reference/models.md, "Adding a 
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+import json
+import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from ctxbench.core.errors import InputError
@@ -129,15 +135,69 @@ def model_provider(model: str) -> str | None:
         return prefix
 
 
-def price_entry(model: str) -> dict:
-    """The entry of litellm's price table (``litellm.model_cost``) for ``model``, also found without its provider
-    prefix; ``{}`` when there is none or litellm is not installed."""
-    try:
-        litellm = quiet_litellm()
+# litellm's offline price table, the file it loads under LITELLM_LOCAL_MODEL_COST_MAP (ctxbench.models sets it)
+_PRICE_FILE = "model_prices_and_context_window_backup.json"
+_NOT_MODELS = ("fallback_generalizations",)  # top-level keys litellm takes out of the table at load
 
-        return litellm.model_cost.get(model) or litellm.model_cost.get(model.split("/", 1)[-1]) or {}
-    except Exception:  # noqa: BLE001 - no litellm, no prices
+
+@functools.lru_cache(maxsize=1)
+def _shipped_price_table() -> Mapping[str, Mapping]:
+    spec = importlib.util.find_spec("litellm")
+    if spec is None or not spec.submodule_search_locations:
         return {}
+    path = Path(list(spec.submodule_search_locations)[0]) / _PRICE_FILE
+    if not path.is_file():  # a litellm that ships its table otherwise: ask litellm itself
+        return quiet_litellm().model_cost
+    table = json.loads(path.read_bytes())
+    for key in _NOT_MODELS:
+        table.pop(key, None)
+    # alias rows, resolved as litellm resolves them at load: a row {"alias_of": NAME} is NAME's entry (dropped
+    # when NAME is missing or itself an alias row); an ``aliases`` list adds further names for a row, the first
+    # claim of a name winning and an existing row never overwritten
+    pointers = {k: v["alias_of"] for k, v in table.items() if isinstance(v.get("alias_of"), str)}
+    owners: dict[str, str] = {}
+    for name, entry in table.items():
+        aliases = entry.get("aliases")
+        if name in pointers or not isinstance(aliases, list):
+            continue
+        for alias in aliases:
+            if (alias not in table or alias in pointers) and alias not in owners:
+                owners[alias] = name
+    for alias, target in pointers.items():
+        if target in table and target not in pointers and alias not in owners:
+            owners[alias] = target
+    for entry in table.values():
+        if isinstance(entry.get("aliases"), list):
+            entry.pop("aliases")
+    for alias in pointers.keys() - owners.keys():
+        table.pop(alias)
+    for alias, owner in owners.items():
+        table[alias] = table[owner]
+    return table
+
+
+def price_table() -> Mapping[str, Mapping]:
+    """litellm's price table (``litellm.model_cost``): model name -> its entry (``input_cost_per_token`` in USD
+    per token, ``max_input_tokens`` in tokens, ``litellm_provider``, ...). Where litellm is already imported, its
+    own live table (with any ``litellm.register_model`` of the process); otherwise the same table read from the
+    file litellm ships and loads offline (``LITELLM_LOCAL_MODEL_COST_MAP``), alias rows resolved as litellm
+    resolves them, without importing litellm (about 5 s of CPU: a price lookup of a self-hosted model, which has
+    none, need not pay it). ``{}`` when litellm is not installed. tests/test_prices.py checks that both are
+    equal."""
+    mod = sys.modules.get("litellm")
+    if mod is not None:
+        return getattr(mod, "model_cost", None) or {}
+    try:
+        return _shipped_price_table()
+    except (OSError, ValueError, AttributeError, ImportError):  # an unreadable table: no prices, as without litellm
+        return {}
+
+
+def price_entry(model: str) -> dict:
+    """The entry of litellm's price table (:func:`price_table`) for ``model``, also found without its provider
+    prefix; ``{}`` when there is none or litellm is not installed."""
+    table = price_table()
+    return dict(table.get(model) or table.get(model.split("/", 1)[-1]) or {})
 
 
 def price_provider(model: str) -> str | None:

@@ -10,6 +10,7 @@ from functools import lru_cache
 from ctxbench.core.config import assets_dir
 from ctxbench.core.config import read_yaml
 from ctxbench.core.errors import InputError, TokenizerError
+from ctxbench.models.providers import price_table
 from ctxbench.tokenizers import get_tokenizer
 
 
@@ -98,9 +99,7 @@ def model_info(name: str) -> ModelInfo:
 def _litellm_names() -> set[str]:
     """Model names litellm knows (its price table), without provider prefixes too; empty where it cannot load."""
     try:
-        import litellm
-
-        names = set(litellm.model_cost)
+        names = set(price_table())
     except Exception:  # noqa: BLE001 - a broken litellm install only loses suggestions, never the run
         return set()
     return names | {n.split("/", 1)[-1] for n in names}
