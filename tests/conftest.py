@@ -4,9 +4,11 @@ gold and build tests; other fixtures may be added below them."""
 from __future__ import annotations
 
 import atexit
+import contextlib
 import importlib.util
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -120,5 +122,21 @@ def pytest_collection_modifyitems(config, items):
     """The files holding a test marked ``slow`` come first, each file's tests in their order: pytest-xdist hands
     out whole files in this order (``--dist loadfile``), so the longest start first and none is left alone at the
     end (longest-first scheduling)."""
-    slow = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow)
+    slow: dict = {}
+    for item in items:
+        if item.get_closest_marker("slow"):
+            slow[item.path] = slow.get(item.path, 0) + 1
+    items.sort(key=lambda item: -slow.get(item.path, 0))  # most slow tests first; stable: a file stays in one piece
+
+
+def pytest_unconfigure(config):
+    """The end of this process's session: stop the Prefect temporary server this process started (for the flows
+    its tests ran) and remove its homes. pytest-xdist's worker processes are ended with ``os._exit`` when they take
+    more than 10 s to close on busy cores, which skips ``atexit``: that left a server running (about 2% of a core)
+    and the homes on disk after the suite."""
+    server_module = sys.modules.get("prefect.server.api.server")
+    if server_module is not None:
+        for server in list(server_module.SubprocessASGIServer._instances.values()):
+            with contextlib.suppress(Exception):
+                server.stop()
+    shutil.rmtree(_TEST_HOMES, ignore_errors=True)
