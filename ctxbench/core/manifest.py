@@ -5,6 +5,7 @@ Moved here from ``ctxbench.tracks.common`` so that nothing below the tracks reac
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import json
 import shutil
@@ -151,6 +152,13 @@ class TrackSource(BaseModel):
     file_sha256: str = ""
 
 
+@functools.lru_cache(maxsize=1)
+def import_names_to_distributions() -> dict[str, tuple[str, ...]]:
+    """``importlib.metadata.packages_distributions()`` (top-level import name -> the distributions that install
+    it), read once per process: it scans the files of every installed distribution (1-2 s of CPU here)."""
+    return {k: tuple(v) for k, v in importlib.metadata.packages_distributions().items()}
+
+
 def track_source(name: str) -> TrackSource | None:
     """The :class:`TrackSource` of the registered track ``name`` (None when none is registered by that name)."""
     import sys
@@ -163,7 +171,7 @@ def track_source(name: str) -> TrackSource | None:
     top = mod.partition(".")[0]
     if top == "ctxbench":
         return TrackSource(module=mod, distribution="ctxbench", version=version("ctxbench"))
-    dists = importlib.metadata.packages_distributions().get(top) or []
+    dists = import_names_to_distributions().get(top) or ()
     if dists:
         return TrackSource(module=mod, distribution=dists[0], version=version(dists[0]))
     f = getattr(sys.modules.get(mod), "__file__", None)

@@ -15,6 +15,7 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 from ctxbench.core.config import assets_dir
+from ctxbench.core.manifest import import_names_to_distributions
 
 __all__ = ["code_hash", "module_closure"]
 
@@ -90,11 +91,6 @@ def module_closure(modname: str) -> list[str]:
     return sorted(seen)
 
 
-@lru_cache(maxsize=1)
-def _distributions() -> dict[str, list[str]]:
-    return dict(importlib.metadata.packages_distributions())
-
-
 # import names whose distribution is named otherwise (looked up first; scanning every distribution is slow)
 _DIST_ALIASES = {"yaml": "PyYAML", "text_to_num": "text2num", "opencc": "opencc-python-reimplemented",
                  "sklearn": "scikit-learn"}
@@ -106,7 +102,7 @@ def _package_version(top: str) -> str:
             return f"{d}=={importlib.metadata.version(d)}"
         except importlib.metadata.PackageNotFoundError:
             pass
-    dists = _distributions().get(top) or [top]
+    dists = import_names_to_distributions().get(top) or (top,)
     for d in dists:
         try:
             return f"{d}=={importlib.metadata.version(d)}"
