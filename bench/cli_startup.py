@@ -69,4 +69,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from ctxbench.core.interrupt import run_main
+
+    run_main(main)  # Ctrl-C: exit 130, no traceback
