@@ -17,7 +17,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
-
 from ctxbench.tracks.holobench.config import MAX_TOKENS, HoloBenchConfig  # noqa: F401 (their home)
 from ctxbench import __version__
 from ctxbench.core.config import assets_dir, ordered_map
@@ -49,7 +48,6 @@ TEMPLATES_COPY = "templates.yaml"
 # tables the preprocessing leaves out on purpose, whatever their data: no row-loss warning for them
 DESIGNED_EXCLUSIONS = ("holds only identifiers and names", "excluded in assets/databases")
 ROWS_LOST_WARN = 0.01  # a table whose rows are more than 1% left out of the verbalization is warned about
-
 
 
 def _same_wording(src) -> list[tuple[tuple[str, int], tuple[str, int]]]:

@@ -24,7 +24,6 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-
 from ctxbench.tracks.lara.config import LaraConfig
 from ctxbench.features.difficulty import difficulty_columns
 from ctxbench.features.language import language_columns, prefetch_languages
@@ -45,7 +44,6 @@ QUERY_FILE_RE = re.compile(r"^(?P<tier>\d+k)_(?P<ctype>[a-z]+)_(?P<task>[a-z]+)\
 
 def _quarantine(inp: str, stage: str, reason: str, **detail) -> dict:
     return {"input": inp, "stage": stage, "reason": reason, "detail": canonical_json(detail) if detail else None}
-
 
 
 @dataclass

@@ -73,7 +73,6 @@ DEPTH_TOLERANCE = 0.02
 PLACEMENT = "token depth, nearest sentence boundary (v1)"
 
 
-
 @dataclass
 class BuildResult(_CommonResult):
     """What a build wrote (:class:`ctxbench.core.manifest.BuildResult`) and the haystacks' sizing numbers."""

@@ -21,7 +21,6 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
 from ctxbench.tracks.scitrek.config import FORMATS, MAX_TOKENS, S2Fetch, SciTrekConfig  # noqa: F401 (their home)
 from ctxbench import __version__
 from ctxbench.features.difficulty import difficulty_columns
@@ -50,7 +49,6 @@ from ctxbench.questions.roundtrip import RoundTripItem, phrase_questions
 from ctxbench.sources.s2 import FetchConfig, fetch_clusters
 
 GOLD_TRIES = 3  # instantiations tried per template and collection before it is left out
-
 
 
 def fetch_s2_stage(cfg: SciTrekConfig, s2: S2Fetch | None) -> tuple[int, list[dict]]:
