@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ctxbench.cli import app
-from ctxbench.cli.run import run_command
+from ctxbench.cli.commands.run import run_command
 from ctxbench.core.storage import to_table, write_parquet
 from fakeserver import FakeOpenAIServer
 from test_crash_safety import make_toy_build

@@ -1,33 +1,24 @@
-"""Shared pieces of the commands: the two consoles (messages on stderr, results on stdout), the one-line user error and
-its exit status, option checks, the progress bar and the table printer."""
+"""Shared pieces of the commands: the two consoles (messages on stderr, results on stdout), option checks, the
+progress bar and the table printer. Light to import (typer, rich, ctxbench.core): the commands' options
+(:mod:`ctxbench.cli.commands`) use it, and ``--help`` imports nothing heavier (issue 36); the one-line user error and
+its exit status are in :mod:`ctxbench.cli.errors`."""
 
 from __future__ import annotations
 
 import contextlib
-import sqlite3
 from pathlib import Path
 from typing import Optional
 
 import typer
-import yaml
-from pydantic import ValidationError as PydanticValidationError
 from rich.console import Console
-from rich.markup import escape
 from rich.measure import Measurement
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
-from sqlglot.errors import SqlglotError
 
 from ctxbench.cli.options import parse_ints
-from ctxbench.core.errors import CtxbenchError, InputError
-from ctxbench.core.outdir import DirectoryBusy
+from ctxbench.core.errors import InputError
 from ctxbench.core.progress import listening
-from ctxbench.core.redact import redact
-from ctxbench.core.storage import disk_full, disk_full_message
-from ctxbench.models.effort import parse_efforts
-from ctxbench.models.providers import is_embedded
-from ctxbench.models.registry import unknown_model_warning
-from ctxbench.run.spend import parse_price
+from ctxbench.core.values import parse_efforts, parse_price
 
 console = Console(stderr=True, soft_wrap=True)
 out_console = Console(soft_wrap=True, markup=False)  # paths and messages may hold [brackets]
@@ -76,33 +67,6 @@ def check_words(value: str | None) -> str | None:
     return value
 
 
-def fail(e: Exception, flags: dict[str, str] | None = None) -> None:
-    """Print a user error (no traceback) and exit with status 2 (bad input); 75 when another process holds the
-    output directory (:class:`ctxbench.core.outdir.DirectoryBusy`: rerun once it has finished) and 1 for a full disk
-    (:func:`ctxbench.core.storage.disk_full`: the run failed, the input was fine). ``flags``: config field → CLI
-    word, for pydantic errors."""
-
-
-    if isinstance(e, PydanticValidationError):
-        flag = flags or {}
-        msg = "; ".join((f"--{flag.get(str(err['loc'][0]), str(err['loc'][0])).replace('_', '-')}: "
-                         if err["loc"] else "") + str(err["msg"]).removeprefix("Value error, ")
-                        for err in e.errors())
-    elif isinstance(e, CtxbenchError):
-        msg = str(e)
-    elif disk_full(e):
-        msg = disk_full_message(e)
-    else:  # a file or table that could not be read: name the error, not a traceback
-        msg = f"{type(e).__name__}: {e}"
-    console.print("[bold red]error:[/] " + escape(redact(msg)))
-    raise typer.Exit(75 if isinstance(e, DirectoryBusy) else 1 if disk_full(e) else 2)
-
-
-# what a command reports as a clear error (exit 2) instead of a traceback: bad input files and options
-USER_ERRORS = (CtxbenchError, PydanticValidationError, OSError, ValueError, sqlite3.Error, RecursionError,
-               yaml.YAMLError, SqlglotError)
-
-
 @contextlib.contextmanager
 def say_retries(con):
     """Print every timeout and retry of a model call (:func:`ctxbench.core.progress.retrying`) above the progress bar
@@ -131,7 +95,7 @@ def check_price(value: str | None) -> str | None:
 
 
 def check_efforts(value: Optional[str]) -> Optional[str]:
-    """--reasoning-effort: comma-separated efforts of ctxbench.models.effort.EFFORTS."""
+    """--reasoning-effort: comma-separated efforts of ctxbench.core.values.EFFORTS."""
     try:
         parse_efforts(value)
     except ValueError as e:
@@ -147,10 +111,3 @@ def say_failed(n: int, failed: list[str], where: Path, prefix: str = "") -> int:
     console.print(f"{prefix}error: {n} call(s) failed and are stored as failed rows in {where}"
                   + (f" ({first})" if first else "") + "; the same command asks them again", markup=False)
     return 1
-
-
-def warn_unknown_model(model: str, base_url: str | None) -> None:
-    """Print :func:`ctxbench.models.registry.unknown_model_warning` (a misspelt name such as ``gtp-4o``) on
-    stderr; the command goes on."""
-    if not is_embedded(model, base_url) and (w := unknown_model_warning(model, base_url)):
-        console.print(w, markup=False)

@@ -6,32 +6,17 @@ import os
 from pathlib import Path
 from typing import Optional
 
-import typer
 
-from ctxbench.cli.common import USER_ERRORS, check_words, fail, out_console
-from ctxbench.cli.options import check_env, check_text, check_url
+from ctxbench.cli.common import out_console
+from ctxbench.cli.errors import USER_ERRORS, fail
 from ctxbench.core.errors import InputError
 from ctxbench.sources.corpus import corpus_summary, fetch_corpus
 from ctxbench.sources.s2 import FetchConfig, fetch_clusters
 
-fetch_app = typer.Typer(no_args_is_help=True, help="Fetch source documents.")
-
-
-@fetch_app.command("corpus")
-def fetch_corpus_cmd(
-    out: Path = typer.Option(..., file_okay=False, help="corpus directory to write (volumes/ + corpus.json)"),
-    local: Optional[Path] = typer.Option(None, exists=True, file_okay=False, help="directory of .txt volumes"),
-    urn: Optional[str] = typer.Option(None, callback=check_text, help="ctext book URN, e.g. ctp:... (with --base-url)"),
-    base_url: Optional[str] = typer.Option(None, callback=check_url, help="ctext API root URL"),
-    apikey_env: Optional[str] = typer.Option(None, callback=check_env,
-                                             help="environment variable holding a ctext API key"),
-    remap: Optional[str] = typer.Option(None, callback=check_text, help="ctext remap, e.g. gb for simplified characters"),
-    exclude: str = typer.Option("", help="volumes to leave out, comma-separated (name, 卷 label, number or title)"),
-    corpus_id: Optional[str] = typer.Option(None, callback=check_text,
-                                            help="corpus id (default: the source directory's name)"),
-    force: bool = typer.Option(False, "--force", help="replace a non-empty --out that holds no earlier corpus"),
-) -> None:
-    """Fetch a corpus (local files or the ctext API) in canonical volume order, with per-volume checksums."""
+def fetch_corpus_cmd(*, out: Path, local: Optional[Path], urn: Optional[str], base_url: Optional[str],
+                     apikey_env: Optional[str], remap: Optional[str], exclude: str, corpus_id: Optional[str],
+                     force: bool) -> None:
+    """The work of :func:`ctxbench.cli.commands.fetch.fetch_corpus_cmd` (its options and help)."""
     try:
         c = fetch_corpus(out, local=local, urn=urn, base_url=base_url,
                          apikey=os.environ.get(apikey_env) if apikey_env else None, remap=remap,
@@ -43,24 +28,10 @@ def fetch_corpus_cmd(
                       f"characters → {out}" + (f"; excluded {', '.join(s['excluded'])}" if s["excluded"] else ""))
 
 
-@fetch_app.command("s2")
-def fetch_s2_cmd(
-    out: Path = typer.Option(..., file_okay=False, help="directory for the PDFs and metadata.json"),
-    subjects: str = typer.Option("Computer Science,Economics,Electronic Engineering,Math,Physics,Biology,Finance,"
-                                 "Statistics", callback=check_words,
-                                 help="comma-separated subjects (SciTrek's eight by default)"),
-    seeds_per_subject: int = typer.Option(2, min=1, help="seed papers per subject"),
-    first_hop: int = typer.Option(10, min=0, help="papers sampled from each seed's references and citations"),
-    second_hop: int = typer.Option(5, min=0, help="papers sampled around each first-hop paper"),
-    min_citations: int = typer.Option(100, min=0, help="seeds have more than this many citations"),
-    since_year: int = typer.Option(2020, min=0, help="seeds published in or after this year"),
-    seed: int = typer.Option(0, min=0, help="sampling seed"),
-    api_url: Optional[str] = typer.Option(None, callback=check_url,
-                                          help="Graph API base URL (default: the client's; or $S2_API_URL)"),
-    min_interval: float = typer.Option(1.0, min=0.0, help="seconds between API requests"),
-    force: bool = typer.Option(False, "--force", help="write into a non-empty --out that holds no earlier fetch"),
-) -> None:
-    """Fetch SciTrek-style article clusters from Semantic Scholar (API key from $S2_API_KEY): PDFs + metadata.json."""
+def fetch_s2_cmd(*, out: Path, subjects: str, seeds_per_subject: int, first_hop: int, second_hop: int,
+                 min_citations: int, since_year: int, seed: int, api_url: Optional[str], min_interval: float,
+                 force: bool) -> None:
+    """The work of :func:`ctxbench.cli.commands.fetch.fetch_s2_cmd` (its options and help)."""
     from semanticscholar.SemanticScholarException import (  # lazy: start-up time, only `fetch s2` needs the client
         BadQueryParametersException, ObjectNotFoundException)
 

@@ -10,22 +10,16 @@ from rich.table import Table
 
 from ctxbench.analysis.agreement import append_label, judge_agreement, label_sample, labelled_keys, write_kappa
 from ctxbench.analysis.closed_book import screen_build
-from ctxbench.cli.common import USER_ERRORS, console, fail, out_console, print_table, say_failed
-from ctxbench.cli.options import check_env, check_text, check_url
+from ctxbench.cli.common import console, out_console, print_table, say_failed
+from ctxbench.cli.errors import USER_ERRORS, fail
 from ctxbench.core.errors import CtxbenchError
 from ctxbench.models.backends import server_for
 from ctxbench.scoring.numbers import display_number
 
 
-def screen_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help="build directory"),
-               model: str = typer.Option(..., callback=check_text,
-                                         help="model asked each question without its context"),
-               base_url: Optional[str] = typer.Option(None, callback=check_url, help="OpenAI-compatible endpoint"),
-               api_key_env: Optional[str] = typer.Option(None, callback=check_env,
-                                                         help="environment variable holding the key"),
-               concurrency: int = typer.Option(8, min=1, help="calls in flight")) -> None:
-    """Closed-book screen (LURCH): flag instances a model answers correctly without the context;
-    writes BUILD/closed_book.parquet (evaluate --exclude-closed-book leaves them out)."""
+def screen_cmd(*, build: Path, model: str, base_url: Optional[str], api_key_env: Optional[str],
+               concurrency: int) -> None:
+    """The work of :func:`ctxbench.cli.commands.judges.screen_cmd` (its options and help)."""
     try:
         s = screen_build(build, model, base_url, api_key_env, concurrency,
                          server=server_for(model, base_url))
@@ -40,13 +34,8 @@ def screen_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, hel
         raise typer.Exit(say_failed(s.failed, [], build / "closed_book.parquet"))
 
 
-def label_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help="build directory"),
-              n: int = typer.Option(30, min=1, help="answers to label"),
-              out: Path = typer.Option(Path("labels.jsonl"), dir_okay=False,
-                                       help="labels file (JSON Lines; appended, resumable)"),
-              model: Optional[str] = typer.Option(None, callback=check_text, help="only this model's answers"),
-              seed: int = typer.Option(0, min=0, help="sample seed")) -> None:
-    """Label a sample of answers by hand (correct / partial / incorrect) for judge validation (`ctxbench kappa`)."""
+def label_cmd(*, build: Path, n: int, out: Path, model: Optional[str], seed: int) -> None:
+    """The work of :func:`ctxbench.cli.commands.judges.label_cmd` (its options and help)."""
     try:
         done = labelled_keys(out)
         items = label_sample(build, n - len(done), seed, model, exclude=done) if n > len(done) else []
@@ -72,15 +61,8 @@ def label_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help
     out_console.print(f"{labelled} labels added → {out}")
 
 
-def kappa_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help="build directory (scored)"),
-              labels: Path = typer.Option(..., exists=True, dir_okay=False,
-                                          help="human labels (JSON Lines; `ctxbench label` writes them)"),
-              threshold: float = typer.Option(1.0, min=0.0, max=1.0,
-                                              help="score at or above which an answer counts as correct")) -> None:
-    """Cohen's κ (95% CI) of every judge in BUILD/scores.parquet against human labels (LaRA appendix C): LLM
-    judges of every prompt, matchers and fallbacks; writes BUILD/kappa.parquet for the report."""
-
-
+def kappa_cmd(*, build: Path, labels: Path, threshold: float) -> None:
+    """The work of :func:`ctxbench.cli.commands.judges.kappa_cmd` (its options and help)."""
     try:
         rows, counts = judge_agreement(build, labels, threshold)
     except USER_ERRORS as e:

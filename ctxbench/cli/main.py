@@ -1,5 +1,6 @@
 """The ``ctxbench`` typer app: the root group (one-line usage errors, Ctrl-C), the track groups of ``build`` and
-``import``, the global options, and the registration of every command module."""
+``import``, the global options, and the registration of every command (:mod:`ctxbench.cli.commands`: options and
+help only; a command imports its work when it runs, so ``ctxbench --help`` stays quick: issue 36)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,11 @@ import typer
 from rich.markup import escape
 from typer.core import TyperGroup
 
-from ctxbench.cli import compare, evaluate, fetch, judges, questions, score, tools
-from ctxbench.cli.build import track_command
-from ctxbench.cli.common import USER_ERRORS, console, fail
+from ctxbench.cli.commands import compare, evaluate, fetch, judges, questions, score, tools
+from ctxbench.cli.commands.build import track_command
+from ctxbench.cli.commands.run import run_command
+from ctxbench.cli.common import console
 from ctxbench.cli.help_format import install as _install_help_format
-from ctxbench.cli.run import run_command
 from ctxbench.core.errors import CtxbenchError, InputError, one_line_data_warnings
 from ctxbench.core.redact import install, redact
 from ctxbench.core.track import find_track, get_track, load_plugins, tracks
@@ -145,6 +146,8 @@ def main_options(plugin: Optional[list[str]] = typer.Option(
     one_line_data_warnings()  # a data warning is one line, no source path
 
     if plugin:
+        from ctxbench.cli.errors import USER_ERRORS, fail  # lazy: sqlglot's and Arrow's errors, for --plugin only
+
         try:  # a plugin that cannot be loaded is not left for later commands (or subprocesses)
             load_plugins(plugin)
         except (*USER_ERRORS, ImportError) as e:

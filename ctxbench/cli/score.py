@@ -10,8 +10,9 @@ from typing import Optional
 import pyarrow.parquet as pq
 import typer
 
-from ctxbench.cli.common import USER_ERRORS, console, fail, out_console
-from ctxbench.cli.options import check_env, check_reference, check_text, check_url
+from ctxbench.cli.common import console, out_console
+from ctxbench.cli.errors import USER_ERRORS, fail
+from ctxbench.cli.options import check_reference
 from ctxbench.cli.results import print_results, shared_note
 from ctxbench.core.errors import CtxbenchError, InputError
 from ctxbench.core.track import tracks
@@ -21,18 +22,9 @@ from ctxbench.run.score import SCORE_ERRORS, score_build, tagging_text
 from ctxbench.verify import CERTIFICATES, SOURCE_DATA_ENV, verify_build
 
 
-def score_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help="build directory"),
-              judge: Optional[str] = typer.Option(None, callback=check_text,
-                                                  help="LLM judge model (adds matcher judge:<model>)"),
-              judge_prompt: Optional[list[str]] = typer.Option(
-                  None, "--judge-prompt", help="judging prompt of --judge, repeatable: rows (the row judge, the "
-                                               "default: matcher judge:<model>) or one a track registers (`ctxbench "
-                                               "tracks`; matcher judge-<prompt>:<model>)"),
-              judge_base_url: Optional[str] = typer.Option(None, callback=check_url,
-                                                           help="OpenAI-compatible endpoint of the judge"),
-              judge_api_key_env: Optional[str] = typer.Option(
-                  None, callback=check_env, help="env variable with the judge's key for --judge-base-url")) -> None:
-    """Score every stored response; writes BUILD/scores.parquet."""
+def score_cmd(*, build: Path, judge: Optional[str], judge_prompt: Optional[list[str]], judge_base_url: Optional[str],
+              judge_api_key_env: Optional[str]) -> None:
+    """The work of :func:`ctxbench.cli.commands.score.score_cmd` (its options and help)."""
     if judge_prompt and not judge:
         fail(CtxbenchError("--judge-prompt names the prompt of an LLM judge: give the judge model with --judge MODEL"))
     try:
@@ -89,15 +81,8 @@ def say_adaptive(build: Path) -> None:
                               f"{build / 'adaptive.parquet'}", markup=False)
 
 
-def verify_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help="build directory"),
-               source_data: Optional[Path] = typer.Option(None, exists=True, file_okay=False,
-                                                          help="the data directory of an imported benchmark whose "
-                                                               "supporting passages are not in the build (LaRA's: "
-                                                               "queries/, corpora/)")) -> None:
-    """Re-derive every gold answer from the context alone; writes BUILD/certificates.parquet, prints counts per
-    track and status, exits 1 when an instance fails."""
-
-
+def verify_cmd(*, build: Path, source_data: Optional[Path]) -> None:
+    """The work of :func:`ctxbench.cli.commands.score.verify_cmd` (its options and help)."""
     if source_data is not None:
         os.environ[SOURCE_DATA_ENV] = str(source_data)
     try:
@@ -115,12 +100,8 @@ def verify_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, hel
         raise typer.Exit(1)
 
 
-def report_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help="build directory"),
-               regime: Optional[list[str]] = typer.Option(
-                   None, "--regime", help="needles decay-regime threshold KEY=VALUE, repeatable (e.g. "
-                                          "stable_floor=0.5, variants=chain); defaults: assets/analysis/needles.yaml")
-               ) -> None:
-    """Write BUILD/report/index.html (and the same numbers as Parquet)."""
+def report_cmd(*, build: Path, regime: Optional[list[str]]) -> None:
+    """The work of :func:`ctxbench.cli.commands.score.report_cmd` (its options and help)."""
     opts = {"regime": regime} if regime else None
     _check_report_options(opts)
     try:

@@ -6,33 +6,27 @@ import json
 from pathlib import Path
 from typing import Literal, Optional
 
-import typer
 from rich.table import Table
 
-from ctxbench.cli.common import USER_ERRORS, check_words, fail, out_console, print_table
-from ctxbench.cli.options import check_tokenizers
+from ctxbench.cli.common import out_console, print_table
+from ctxbench.cli.errors import USER_ERRORS, fail
 from ctxbench.core.track import tracks
 from ctxbench.questions.sqlinfo import sql_info, sql_info_on_db
 from ctxbench.run.calibration import calibrate_corpus
-from ctxbench.run.export import FORMATS, export_build
+from ctxbench.run.export import export_build
 from ctxbench.run.planning import make_plan
 
 
-def sql_info_cmd(sql: str = typer.Argument(..., help="one SQL SELECT statement"),
-                 db: Path = typer.Option(None, exists=True, dir_okay=False,
-                                         help="database the SQL reads: resolve each column in it or in its "
-                                              "preprocessed view (the columns `questions generate` writes, e.g. "
-                                              "DestAirport_airportname)")) -> None:
-    """Print tables, columns, query types and difficulty (HoloBench A.3) of an SQL query as JSON; with --db also
-    where each column is (`resolved`: database or preprocessed view, what a name column stands for) and `unknown`."""
+def sql_info_cmd(*, sql: str, db: Path) -> None:
+    """The work of :func:`ctxbench.cli.commands.tools.sql_info_cmd` (its options and help)."""
     try:
         out_console.print_json(json.dumps(sql_info_on_db(sql, db) if db is not None else sql_info(sql)))
     except USER_ERRORS as e:
         fail(e)
 
 
-def tracks_cmd(as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table")) -> None:
-    """List every registered track: its stages, matchers (primary first), tagger and CLI verbs."""
+def tracks_cmd(*, as_json: bool) -> None:
+    """The work of :func:`ctxbench.cli.commands.tools.tracks_cmd` (its options and help)."""
     try:
         ds = [t.describe() for t in tracks()]
     except USER_ERRORS as e:
@@ -59,15 +53,8 @@ def tracks_cmd(as_json: bool = typer.Option(False, "--json", help="print JSON in
         out_console.print("\n".join(lines))
 
 
-def calibrate_cmd(
-    corpus: Path = typer.Option(..., exists=True, file_okay=False, help="corpus directory"),
-    tokenizers: Optional[str] = typer.Option(None, callback=check_tokenizers,
-                                             help="comma-separated tokenizers (default: every registered one)"),
-    exclude: str = typer.Option("", help="volumes to leave out, comma-separated"),
-    out: Optional[Path] = typer.Option(None, dir_okay=False,
-                                       help="JSON file to write (default: CORPUS/calibration.json for a fetched corpus)"),
-) -> None:
-    """Tokens per character of a corpus for each tokenizer (stored as JSON and printed)."""
+def calibrate_cmd(*, corpus: Path, tokenizers: Optional[str], exclude: str, out: Optional[Path]) -> None:
+    """The work of :func:`ctxbench.cli.commands.tools.calibrate_cmd` (its options and help)."""
     try:
         r = calibrate_corpus(corpus, [x.strip() for x in tokenizers.split(",")] if tokenizers else None,
                              [x for x in exclude.split(",") if x.strip()], out)
@@ -83,21 +70,9 @@ def calibrate_cmd(
     out_console.print(f"spread (largest / smallest): {r.spread:.2f}x" + (f"; written to {r.written}" if r.written else ""))
 
 
-def plan_cmd(accuracy: Optional[float] = typer.Option(None, min=0.0, max=1.0,
-                                                     help="expected accuracy P of the better model (0-1)"),
-             mde: float = typer.Option(..., min=0.0, max=1.0,
-                                       help="smallest difference D worth detecting (0-1), e.g. 0.05"),
-             power: float = typer.Option(0.8, min=0.0, max=1.0, help="probability of detecting a true difference D"),
-             alpha: float = typer.Option(0.05, min=0.0, max=1.0, help="two-sided significance level"),
-             pilot: Optional[Path] = typer.Option(None, exists=True, file_okay=False,
-                                                  help="a scored build both --models answered: plan the paired "
-                                                       "design from its discordance and design effect"),
-             models: Optional[str] = typer.Option(None, callback=check_words,
-                                                  help="A,B: the two models (with --pilot), or the models to cost"),
-             build: Optional[Path] = typer.Option(None, exists=True, file_okay=False,
-                                                  help="the build to cost and count tiers on (default: --pilot)"),
-             as_json: bool = typer.Option(False, "--json", help="print only a JSON object")) -> None:
-    """Instances per model needed to detect a difference D between two models, their cost and the tiers needed."""
+def plan_cmd(*, accuracy: Optional[float], mde: float, power: float, alpha: float, pilot: Optional[Path],
+             models: Optional[str], build: Optional[Path], as_json: bool) -> None:
+    """The work of :func:`ctxbench.cli.commands.tools.plan_cmd` (its options and help)."""
     try:
         p = make_plan(accuracy, mde, power, alpha, pilot, models.split(",") if models else None, build)
     except USER_ERRORS as e:
@@ -145,29 +120,9 @@ def plan_cmd(accuracy: Optional[float] = typer.Option(None, min=0.0, max=1.0,
                           f"with cached input {usd(tot['cost_batch_cached'])}")
 
 
-def _export_format(value: str) -> str:
-    if value not in FORMATS:
-        raise typer.BadParameter(f"unknown export format {value!r}: use {', '.join(FORMATS)}")
-    return value
-
-
-def export_cmd(
-    build: list[Path] = typer.Option(..., exists=True, file_okay=False,
-                                     help="build directory (repeat to export several builds together)"),
-    format: str = typer.Option(..., "--format", callback=_export_format,
-                               help="parquet | hf | inspect | jsonl (hf needs .\\[service]; running the inspect task "
-                                    "needs .\\[export])"),
-    out: Path = typer.Option(..., file_okay=False, help="directory to write (never inside a build)"),
-    test_fraction: Optional[float] = typer.Option(None, min=0.0, max=1.0,
-                                                  help="hf/jsonl: train/test split with no shared source or "
-                                                       "template, this fraction of instances in test"),
-    seed: int = typer.Option(0, min=0, help="seed of the split"),
-    prompt_variant: Literal["cot", "direct"] = typer.Option(
-        "cot", help="inspect: prompt variant of the samples (cot | direct)"),
-    model: str = typer.Option("", help="inspect: the model whose messages and output budget the samples use"),
-    force: bool = typer.Option(False, "--force", help="replace the content of a non-empty --out"),
-) -> None:
-    """Export builds as Parquet, a Hugging Face datasets directory, an inspect_ai task, or chat JSONL."""
+def export_cmd(*, build: list[Path], format: str, out: Path, test_fraction: Optional[float], seed: int,
+               prompt_variant: Literal['cot', 'direct'], model: str, force: bool) -> None:
+    """The work of :func:`ctxbench.cli.commands.tools.export_cmd` (its options and help)."""
     try:
         r = export_build(build, format, out, test_fraction=test_fraction, seed=seed, prompt_variant=prompt_variant,
                          model=model, force=force)

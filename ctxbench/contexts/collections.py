@@ -18,10 +18,10 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from ctxbench.core.hashing import seeded_rng, stable_hash
+from ctxbench.core.values import SAMPLINGS
 from ctxbench.tokenizers import Tokenizer
 from ctxbench.tokenizers.counts import TokenCounter, counter_for
 
-SAMPLINGS = ("random", "bfs", "dfs")
 ARTICLE_SEP = "\n\n---\n\n"  # a markdown horizontal rule between articles
 
 

@@ -36,15 +36,12 @@ from typing import Any, Callable, Iterable, Iterator
 import numpy as np
 
 from ctxbench.core.errors import InputError
+from ctxbench.core.values import MAX_CONTEXT_TOKENS, POSITIONS  # noqa: F401 (defined there, light to import)
 from ctxbench.tokenizers import Tokenizer
 from ctxbench.tokenizers.counts import TokenCounter, counter_for
 from ctxbench.tokenizers.registry import ASCII_ALNUM, hard_start
 
-POSITIONS = ("beginning", "middle", "end", "uniform", "bimodal")
 SEP = "\n"
-# the longest context a build accepts (--lengths): 10m in the CLI's shorthand (10 × 1,048,576 tokens), so 10,000,000
-# (BABILong's 10M tier) and "10m" are both accepted; builds stay within 4 GiB there (README, bench/build_speed.py)
-MAX_CONTEXT_TOKENS = 10 * 1024 * 1024
 
 
 @dataclass(slots=True)

@@ -22,6 +22,7 @@ from ctxbench.core.outdir import BUILD_ENTRIES
 from ctxbench.core.outdir import check_out_dir as check_dir
 from ctxbench.core.storage import parts_dir
 from ctxbench.core.track import find_track
+from ctxbench.core.values import check_choices, check_lengths  # noqa: F401 (defined there, light to import)
 
 
 @dataclass
@@ -102,28 +103,6 @@ def version(pkg: str) -> str:
 def versions(*pkgs: str) -> dict[str, str]:
     """``{package: version}`` for the manifest."""
     return {p: version(p) for p in pkgs}
-
-
-def check_lengths(v: list[int], low: int, high: int, example: str) -> list[int]:
-    """Validate tiers (tokens): at least one, each in ``low..high``; returns them sorted and deduplicated.
-    Raises ValueError naming the bad length (pydantic reports it under --lengths)."""
-    if not v:
-        raise ValueError(f"give at least one length (--lengths {example})")
-    for x in v:
-        if x < low or x > high:
-            raise ValueError(f"length {x} is outside {low}..{high} tokens")
-    return sorted(set(v))
-
-
-def check_choices(v: list[str], allowed: tuple[str, ...], what: str) -> list[str]:
-    """Validate a list of words against ``allowed`` (at least one); returns it deduplicated in order. Raises
-    ValueError naming the unknown word and the choices."""
-    for s in v:
-        if s not in allowed:
-            raise ValueError(f"unknown {what} {s!r}: use {', '.join(allowed)}")
-    if not v:
-        raise ValueError(f"give at least one {what} ({', '.join(allowed)})")
-    return list(dict.fromkeys(v))
 
 
 # ------------------------------------------------------------------------------------------------ the manifest

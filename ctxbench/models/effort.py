@@ -33,29 +33,16 @@ on the CLI; :func:`display_model` is the label the report and ``compare`` show (
 from __future__ import annotations
 
 from typing import Any
+
+from ctxbench.core.values import EFFORTS, parse_efforts  # noqa: F401 (defined there, light to import)
 from ctxbench.models.providers import request_shape
 from ctxbench.models.replies import is_length_finish
 
-EFFORTS = ("none", "low", "medium", "high")
 # litellm's defaults (litellm.constants DEFAULT_REASONING_EFFORT_*_THINKING_BUDGET), fixed here so that the request
 # key does not move with an installed litellm
 EFFORT_BUDGETS = {"none": 0, "low": 1024, "medium": 2048, "high": 4096}
 ANTHROPIC_MIN_BUDGET = 1024  # Messages API: budget_tokens must be >= 1024 and less than max_tokens
 PROVIDERS = ("openai", "anthropic", "gemini", "openai_compatible", "other")
-
-
-def parse_efforts(value: Any) -> list[str] | None:
-    """``"none,low"`` or a list → the efforts in order, without repeats; None for none given. Raises ValueError
-    naming an unknown effort."""
-    if value is None:
-        return None
-    items = value.split(",") if isinstance(value, str) else list(value)
-    out = list(dict.fromkeys(str(x).strip().lower() for x in items if str(x).strip()))
-    bad = [x for x in out if x not in EFFORTS]
-    if bad:
-        raise ValueError(f"unknown reasoning effort {', '.join(bad)}: use any of {', '.join(EFFORTS)} "
-                         f"(comma-separated)")
-    return out or None
 
 
 def provider_of(model: str, base_url: str | None = None) -> str:

@@ -34,6 +34,7 @@ import pyarrow.parquet as pq
 
 from ctxbench.core.errors import InputError
 from ctxbench.core.hashing import stable_hash
+from ctxbench.core.values import EXPORT_FORMATS
 from ctxbench.models.prompts import render_messages
 from ctxbench.core.storage import read_table, require_build, write_json, write_parquet
 from ctxbench.core.extras import require
@@ -42,7 +43,7 @@ from ctxbench.core.track import find_track
 from ctxbench.models.registry import model_info
 from ctxbench.scoring.numbers import display_number
 
-FORMATS = ("parquet", "hf", "inspect", "jsonl")
+FORMATS = EXPORT_FORMATS  # ctxbench.core.values: `export --format` checks them while parsing
 TEMPLATE_KEYS = ("template_id", "question_id")  # a track adds its own (Track.template_keys)
 
 

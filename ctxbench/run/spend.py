@@ -36,6 +36,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from ctxbench.core.errors import InputError
+from ctxbench.core.values import parse_price  # noqa: F401 (defined there, light to import: the CLI checks --price)
 from ctxbench.models.pricing import Prices, model_prices
 from ctxbench.models.prompts import messages_text
 from ctxbench.models.providers import caches_prefixes
@@ -50,22 +51,6 @@ from ctxbench.scoring.registry import matchers_for
 from ctxbench.tokenizers import get_tokenizer
 
 ESTIMATE_MARGIN = 1.10  # prompt counts in cl100k_base for a model without a tokenizer: reserve 10% more
-
-
-def parse_price(value: str | None) -> tuple[float, float] | None:
-    """``"IN,OUT"`` (USD per million input and output tokens, e.g. ``"2.5,10"``) → ``(in, out)``; None for None.
-    Raises InputError naming ``--price`` for anything else (two non-negative numbers)."""
-    if value is None:
-        return None
-    parts = [p.strip() for p in str(value).split(",")]
-    try:
-        vals = [float(p) for p in parts]
-    except ValueError:
-        vals = []
-    if len(vals) != 2 or any(not math.isfinite(v) or v < 0 for v in vals):
-        raise InputError(f"--price {value!r}: give two non-negative numbers IN,OUT in USD per million input and "
-                         f"output tokens, e.g. --price 2.5,10")
-    return vals[0], vals[1]
 
 
 def cap_prices(model: str, price: tuple[float, float] | None, batch: bool) -> Prices:

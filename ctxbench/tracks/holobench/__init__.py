@@ -1,21 +1,8 @@
 """Verbalized-database track (HoloBench): its build (``build``) and the modules only this track uses."""
 
-from ctxbench.tracks.holobench.build import (
-    HoloBenchConfig,
-    build_hash_of,
-    build_context,
-    Loaded,
-    Assembled,
-    hash_inputs,
-    load_stage,
-    verbalize_stage,
-    assemble_stage,
-    gold_stage,
-    validate_stage,
-    write_stage,
-    build_holobench,
-)
-
+# The build's names are imported on first use (PEP 562): registering the track (its Config, in .config) and
+# ``ctxbench build --help`` import none of the build's libraries (issue 36); a stage named
+# "ctxbench.tracks.holobench:<stage>" loads the build when it runs.
 __all__ = [
     "HoloBenchConfig",
     "build_hash_of",
@@ -31,3 +18,11 @@ __all__ = [
     "write_stage",
     "build_holobench",
 ]
+
+
+def __getattr__(name: str):
+    if name in __all__:
+        from ctxbench.tracks.holobench import build  # lazy: the build's libraries load when a build runs (start-up time)
+
+        return getattr(build, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

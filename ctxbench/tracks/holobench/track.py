@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ctxbench.core.track import Stage, Track, register_track
-from ctxbench.tracks.holobench.build import HoloBenchConfig
+from ctxbench.tracks.holobench.config import HoloBenchConfig
 
 _P = "ctxbench.tracks.holobench"  # stages are looked up on the package when they run
 

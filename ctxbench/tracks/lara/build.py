@@ -24,8 +24,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import BaseModel, Field
-
+from ctxbench.tracks.lara.config import LaraConfig
 from ctxbench.features.difficulty import difficulty_columns
 from ctxbench.features.language import language_columns, prefetch_languages
 from ctxbench.core.errors import InputError
@@ -45,13 +44,6 @@ QUERY_FILE_RE = re.compile(r"^(?P<tier>\d+k)_(?P<ctype>[a-z]+)_(?P<task>[a-z]+)\
 
 def _quarantine(inp: str, stage: str, reason: str, **detail) -> dict:
     return {"input": inp, "stage": stage, "reason": reason, "detail": canonical_json(detail) if detail else None}
-
-
-class LaraConfig(BaseModel):
-    """Configuration of a LaRA import (validates the CLI, the Prefect form and the manifest)."""
-
-    data: str = Field(..., description="LaRA dataset directory (queries/*.jsonl and corpora/<tier>/<type>/)")
-    tokenizer: str = Field("cl100k_base", description="tokenizer that counts context lengths")
 
 
 @dataclass

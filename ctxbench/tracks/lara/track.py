@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ctxbench.core.track import Stage, Track, register_track
-from ctxbench.tracks.lara.build import LaraConfig
+from ctxbench.tracks.lara.config import LaraConfig
 
 _P = "ctxbench.tracks.lara"  # stages are looked up on the package when they run
 

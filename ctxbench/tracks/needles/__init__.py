@@ -1,22 +1,8 @@
 """Planted-fact track (classical-Chinese 1M needle study): its build (``build``) and the modules only this track uses."""
 
-from ctxbench.tracks.needles.build import (
-    NeedlesConfig,
-    BuildResult,
-    Loaded,
-    Haystack,
-    load_stage,
-    verify_stage,
-    count_stage,
-    size_haystack,
-    Assembled,
-    assemble_stage,
-    validate_stage,
-    write_stage,
-    build_needles,
-    own_haystacks,
-)
-
+# The build's names are imported on first use (PEP 562): registering the track (its Config, in .config) and
+# ``ctxbench build --help`` import none of the build's libraries (issue 36); a stage named
+# "ctxbench.tracks.needles:<stage>" loads the build when it runs.
 __all__ = [
     "NeedlesConfig",
     "BuildResult",
@@ -33,3 +19,11 @@ __all__ = [
     "build_needles",
     "own_haystacks",
 ]
+
+
+def __getattr__(name: str):
+    if name in __all__:
+        from ctxbench.tracks.needles import build  # lazy: the build's libraries load when a build runs (start-up time)
+
+        return getattr(build, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -33,21 +33,19 @@ from itertools import accumulate
 from pathlib import Path
 
 import pyarrow as pa
-from pydantic import BaseModel, Field, field_validator
 
+from ctxbench.tracks.needles.config import MAX_TIER, NeedlesConfig  # noqa: F401 (their home)
 from ctxbench import __version__
 from ctxbench.features.difficulty import difficulty_columns
 from ctxbench.features.language import language_columns, prefetch_languages
 from ctxbench.features.overlap import lexical_overlap
 from ctxbench.core.config import assets_dir, ordered_map
-from ctxbench.contexts.packer import MAX_CONTEXT_TOKENS
 from ctxbench.core.errors import InputError
 from ctxbench.core.hashing import canonical_json, file_sha256, stable_hash
 from ctxbench.models.registry import sizing_tokenizer
 from ctxbench.models.prompts import VARIANTS as PROMPT_VARIANTS
 from ctxbench.models.prompts import messages_text, render_messages
 from ctxbench.tracks.needles.questions import (
-    BOUNDARIES,
     NeedleSet,
     PlantItem,
     apply_insertions,
@@ -64,10 +62,8 @@ from ctxbench.tokenizers.counts import counter_for, flush_all
 from ctxbench.tracks.validate import validate_build
 from ctxbench.core.manifest import BuildResult as _CommonResult
 from ctxbench.tracks.common import BuildWriter
-from ctxbench.core.manifest import check_lengths
 from ctxbench.core.config import read_yaml
 
-MAX_TIER = MAX_CONTEXT_TOKENS
 # tokens a chat format adds around the messages (role markers, separators) beyond their text: a fixed allowance
 CHAT_OVERHEAD_TOKENS = 16
 # how far the token depth reached may be from the label (a fraction of the context's tokens), unless the sentence
@@ -75,77 +71,6 @@ CHAT_OVERHEAD_TOKENS = 16
 DEPTH_TOLERANCE = 0.02
 # how statements are placed; part of the build hash, so a build placed another way is never taken for this one
 PLACEMENT = "token depth, nearest sentence boundary (v1)"
-
-
-class NeedlesConfig(BaseModel):
-    """Configuration of a planted-fact build (validates the CLI, the Prefect form and the stored manifest).
-    Tiers are in tokens of each sizing model's own tokenizer."""
-
-    corpus: str = Field(..., description="corpus directory (ctxbench fetch corpus output, or a directory of .txt volumes)")
-    models: list[str] = Field(default_factory=lambda: ["gpt-4.1"],
-                              description="sizing models from assets/models.yaml")
-    lengths: list[int] = Field(default_factory=lambda: [262144, 524288, 1048576],
-                               description="tiers in tokens of each model's tokenizer")
-    fill: float = Field(0.99, gt=0, le=1, description="fraction of min(tier, window) the whole prompt may use")
-    depths: list[float] = Field(default_factory=lambda: [0.25, 0.5, 0.75],
-                                description="needle depths (fractions of the context's tokens, sizing model's tokenizer)")
-    chain_depths: list[float] | None = Field(None, description="depth of each chain statement (default evenly spaced)")
-    boundary: str = Field("sentence", description="insert at a sentence or a paragraph boundary")
-    needles: str | None = Field(None, description="needle set (assets/needles/<name>.yaml or a path); default by corpus language")
-    exclude: list[str] = Field(default_factory=list, description="volumes to leave out, besides the needle set's")
-    variants: list[str] = Field(default_factory=lambda: ["real", "altered"],
-                                description="needle variants: real, altered")
-    chains: bool = Field(True, description="plant the needle set's multi-hop chains too")
-    output_budget: int | None = Field(None, ge=1, description="output tokens reserved (default: each model's registry value)")
-    distractor_needles: int = Field(0, ge=0, le=32, description="look-alike statements planted besides each needle "
-                                    "(the needle's form, other subjects and values; none answers the question)")
-    max_overlap: float | None = Field(None, ge=0, le=1, description="keep only needles and chains whose question's "
-                                      "lexical overlap with its statements is at most this (0..1; "
-                                      "ctxbench.features.overlap), e.g. 0.2 with --needles zh-classical-low-overlap")
-
-    @field_validator("lengths")
-    @classmethod
-    def _lengths(cls, v: list[int]) -> list[int]:
-        return check_lengths(v, 256, MAX_TIER, "262144,1000000")
-
-    @field_validator("models")
-    @classmethod
-    def _models(cls, v: list[str]) -> list[str]:
-        v = [m.strip() for m in v if m.strip()]
-        if not v:
-            raise ValueError("give at least one sizing model (--models gpt-4.1,Qwen2.5-7B-Instruct-1M)")
-        return list(dict.fromkeys(v))
-
-    @field_validator("depths")
-    @classmethod
-    def _depths(cls, v: list[float]) -> list[float]:
-        for d in v:
-            if not 0 <= d <= 1:
-                raise ValueError(f"depth {d} is outside 0..1 (a fraction of the context's tokens)")
-        return list(dict.fromkeys(v))
-
-    @field_validator("chain_depths")
-    @classmethod
-    def _chain_depths(cls, v: list[float] | None) -> list[float] | None:
-        for d in v or []:
-            if not 0 <= d <= 1:
-                raise ValueError(f"chain depth {d} is outside 0..1 (a fraction of the context's tokens)")
-        return v
-
-    @field_validator("boundary")
-    @classmethod
-    def _boundary(cls, v: str) -> str:
-        if v not in BOUNDARIES:
-            raise ValueError(f"unknown boundary {v!r}: use {' or '.join(BOUNDARIES)}")
-        return v
-
-    @field_validator("variants")
-    @classmethod
-    def _variants(cls, v: list[str]) -> list[str]:
-        for x in v:
-            if x not in ("real", "altered"):
-                raise ValueError(f"unknown variant {x!r}: use real and/or altered")
-        return list(dict.fromkeys(v))
 
 
 @dataclass

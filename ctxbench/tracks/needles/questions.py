@@ -31,9 +31,9 @@ from ctxbench.core.errors import InputError
 from ctxbench.core.hashing import file_sha256
 from ctxbench.core.hashing import seeded_rng
 from ctxbench.features.language import detect_language
+from ctxbench.tracks.needles.config import BOUNDARIES
 
 VARIANTS = ("real", "altered")
-BOUNDARIES = ("sentence", "paragraph")
 _SENT_END = re.compile(r"[。！？!?]+[」』”’\"')）]*|(?<![A-Z])\.(?!\d)[”’\"')]*(?=\s|$)")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ctxbench.core.track import Stage, Track, register_track
-from ctxbench.tracks.needles.build import NeedlesConfig, own_haystacks
+from ctxbench.tracks.needles.config import NeedlesConfig
 
 _P = "ctxbench.tracks.needles"  # stages are looked up on the package when they run
 
@@ -44,10 +44,12 @@ class Needles(Track):
         case and without a provider prefix such as ``openai/``); any other model answers every instance."""
         import pyarrow.parquet as pq
 
+        from ctxbench.tracks.needles import build  # lazy: the build's code, loaded when a build is read
+
         ipath = Path(build_dir) / "instances.parquet"
         cols = [c for c in ("instance_id", "sizing_model") if c in pq.read_schema(ipath).names]
         tbl = pq.read_table(ipath, columns=cols)
-        kept = own_haystacks(tbl, model)
+        kept = build.own_haystacks(tbl, model)
         return None if kept.num_rows == tbl.num_rows else set(kept.column("instance_id").to_pylist())
 
     def result_lines(self, result) -> list[str]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ctxbench.core.track import Stage, Track, register_track
-from ctxbench.tracks.scitrek.build import S2Fetch, SciTrekConfig
+from ctxbench.tracks.scitrek.config import S2Fetch, SciTrekConfig
 
 _P = "ctxbench.tracks.scitrek"  # stages are looked up on the package when they run
 
