@@ -27,7 +27,7 @@ from ctxbench.models.cache import ResponseCache, endpoint_id, key_endpoint, requ
 from ctxbench.models.deployment import shown as shown_url
 from ctxbench.models.gateway import NOT_ATTEMPTED, RetryPolicy
 from ctxbench.models.runner import (CLAIM_LEASE_S, WINDOW_DEPENDENT, CallRunner, Outcome, Request, asked_again,
-                            truncation_check)
+                            truncation_check_soon)
 from ctxbench.models.registry import model_info
 from ctxbench.models.prompts import messages_text, render_messages, shared_prefix
 from ctxbench.core.storage import TableAppender, build_hash_of_dir, consolidate, read_table, require_build
@@ -630,7 +630,7 @@ def _run_calls(calls: list[dict], cfg: EvalConfig, plan: Plan, cache: ResponseCa
                          max_retry_after_s=cfg.max_retry_after_s)
     runner = CallRunner(cfg.model, base_url, key_base_url=cfg.base_url, cache=cache, concurrency=concurrency,
                         policy=policy, api_key_env=cfg.api_key_env, pause_after=cfg.pause_after, lease_s=lease_s,
-                        truncation=truncation_check(cfg.model, count_tokens), window=window)
+                        truncation=truncation_check_soon(cfg.model, count_tokens), window=window)
     buf: list[dict] = []
     replace: set[str] = set()
     done = 0
