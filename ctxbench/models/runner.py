@@ -15,6 +15,7 @@ default endpoint serves a named model with a fixed window, so its outcomes are a
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import random
 import re
 import time
@@ -28,9 +29,10 @@ from ctxbench.core.errors import InputError
 from ctxbench.models.batch import batch_client, line_result
 from ctxbench.models.providers import batch_protocol
 from ctxbench.models.gateway import missing_credentials, require_credentials, setting_to_change
-from ctxbench.models.prompts import messages_text
-from ctxbench.models.registry import model_info
-from ctxbench.tokenizers import get_tokenizer
+from ctxbench.models.truncation import (  # noqa: F401 - re-exported: the check's names, as before the split
+    TOLERANCE_APPROXIMATE, TOLERANCE_ESTIMATE, TOLERANCE_EXACT, TruncationCheck, truncation_check,
+    truncation_check_soon)
+from ctxbench.core.heap import frozen_heap
 
 # cached answers; the rest are retried (an ``error`` row is never an answer: the same command asks it again)
 STORED_STATUSES = ("ok", "over_length", "truncated", "cut_off", "refused_by_provider",
@@ -94,69 +96,6 @@ class Outcome:
     source: str
 
 
-@dataclass
-class TruncationCheck:
-    """Silent truncation: a server that keeps only part of a prompt (Ollama's default ``num_ctx``, a llama.cpp
-    server started with a small ``-c`` and context shift) answers 200 and reports the tokens it read in
-    ``usage.prompt_tokens``. The reply is ``truncated`` when that count is below the prompt's own count (``count``:
-    the model's tokenizer, or an estimate) by more than ``tolerance`` (a fraction) plus ``slack`` tokens. A server
-    that reports no usage is never judged truncated; chat templates only add tokens, so a count above the
-    prompt's is never truncation either."""
-
-    count: Callable[[str], int]
-    tolerance: float
-    tokenizer: str
-    exact: bool
-    slack: int = 16
-
-    def expected(self, messages: list[dict]) -> int:
-        """Tokens of the messages' text (no template) in this check's tokenizer."""
-        return self.count(messages_text(messages))
-
-    def is_truncated(self, reported: int | None, expected: int | None, cached: int | None = None,
-                     window: int | None = None) -> bool:
-        """True when the server's ``reported`` prompt count is below ``expected`` beyond the tolerance, and neither
-        ``cached`` (prompt tokens the server says it served from its cache: a server that counts only the
-        uncached part, as Ollama's ``prompt_eval_count`` does, reports the rest) nor ``window`` (the server's own
-        context window in tokens, where it reports one) explains the shortfall: a window that holds the prompt
-        even if this check's count is low by its whole tolerance rules truncation out."""
-        if not reported or expected is None:  # no usage (litellm fills a missing one with zeros)
-            return False
-        floor = expected * (1.0 - self.tolerance) - self.slack
-        if reported >= floor or reported + (cached or 0) >= floor:
-            return False
-        return not self.fits(expected, window)
-
-    def fits(self, expected: int, window: int | None) -> bool:
-        """Whether a server ``window`` (tokens) holds a prompt counted ``expected`` here, allowing this check's
-        tolerance the other way (the prompt may be up to ``1 / (1 - tolerance)`` times longer in the server's
-        tokenizer). False for an unknown window."""
-        return bool(window) and window >= expected / max(1.0 - self.tolerance, 1e-6) + self.slack
-
-
-TOLERANCE_EXACT = 0.05        # the model's own tokenizer: a few percent for how the server joins messages
-TOLERANCE_APPROXIMATE = 0.25  # a registry tokenizer marked approximate (e.g. Claude's older tokenizer)
-TOLERANCE_ESTIMATE = 0.5      # an unregistered model counted in cl100k_base: tokenizers differ up to ~1.6x
-
-
-def truncation_check(model: str, count_tokens: Callable[[str], int] | None = None) -> TruncationCheck | None:
-    """The truncation check for ``model``: ``count_tokens`` (the model's own counter, e.g. a local server's
-    tokenizer) with the exact tolerance unless the registry marks the model's tokenizer approximate; else the
-    registry's tokenizer; else a ``cl100k_base`` estimate with a wide tolerance. None when no tokenizer loads (the
-    check is then skipped, never guessed)."""
-    info = model_info(model)
-    tol = TOLERANCE_APPROXIMATE if info.approximate else TOLERANCE_EXACT
-    if count_tokens is not None:
-        return TruncationCheck(count_tokens, tol, info.tokenizer or "the model's tokenizer", not info.approximate)
-    name, exact = info.tokenizer, not info.approximate
-    if not name or name == "local-server":
-        name, tol, exact = "cl100k_base", TOLERANCE_ESTIMATE, False
-    try:
-        return TruncationCheck(get_tokenizer(name).count, tol, name, exact)
-    except Exception:  # noqa: BLE001 - no tokenizer, no check (a missing file must not stop an evaluation)
-        return None
-
-
 class CallRunner:
     """Runs model calls for one model at one endpoint (module docstring).
 
@@ -173,7 +112,8 @@ class CallRunner:
     def __init__(self, model: str, base_url: str | None = None, *, key_base_url: Any = "same",
                  cache: ResponseCache | None = None, concurrency: int = 8, policy: RetryPolicy | None = None,
                  api_key_env: str | None = None, pause_after: int = 3, lease_s: float = CLAIM_LEASE_S,
-                 truncation: TruncationCheck | None | str = "auto", window: int | None = None,
+                 truncation: TruncationCheck | None | str | concurrent.futures.Future = "auto",
+                 window: int | None = None,
                  backend: str = "auto"):
         self.model, self.base_url = model, base_url
         keyed = base_url if key_base_url == "same" else key_base_url
@@ -327,17 +267,21 @@ class CallRunner:
             return True, False
         return False, True
 
-    def _check(self) -> TruncationCheck | None:
+    async def _check(self) -> TruncationCheck | None:
+        """The truncation check, its tokenizer loaded off the event loop: in a thread on first use (``auto``),
+        or awaited where the caller started loading it (a future of :func:`truncation_check_soon`)."""
         if self._truncation == "auto":
-            self._truncation = truncation_check(self.model)
+            self._truncation = truncation_check_soon(self.model)
+        if isinstance(self._truncation, concurrent.futures.Future):
+            self._truncation = await asyncio.wrap_future(self._truncation)
         return self._truncation  # type: ignore[return-value]
 
     async def finish(self, req: Request, res: CallResult) -> CallResult:
         """Complete a call's result: the truncation check (status ``truncated``), the server's window for
         window-dependent outcomes, storing answers in the cache (else releasing the claim), and the outage
         accounting that may :meth:`pause` the run. Returns the result."""
-        check = self._check()
-        if res.status == "ok" and check is not None and res.prompt_tokens is not None:
+        check = await self._check() if res.status == "ok" and res.prompt_tokens is not None else None
+        if check is not None:
             exp = req.expected_prompt_tokens
             if exp is None:
                 exp = self._counts.get(id(req.messages))
@@ -410,6 +354,7 @@ class CallRunner:
         while True:
             if self.paused:
                 return Outcome(req, None, "not_attempted")
+            res = None
             async with slots:
                 state = self.claim(req.key)
                 if state == "claimed":
@@ -418,12 +363,16 @@ class CallRunner:
                             if not self._opened.is_set():
                                 res = await self._gw.complete(req.messages, req.max_tokens,  # type: ignore
                                                               req.sampling, random.Random(req.key))
-                                res = await self.finish(req, res)
-                                self._starting(res)
-                                return Outcome(req, res, "call")
-                    res = await self._gw.complete(req.messages, req.max_tokens, req.sampling,  # type: ignore
-                                                  random.Random(req.key))
-                    return Outcome(req, await self.finish(req, res), "call")
+                                if res.transient_failure or self._failure_kind(res) is not None:
+                                    res = await self.finish(req, res)  # a failure: the gate judges it finished
+                                    self._starting(res)
+                                    return Outcome(req, res, "call")
+                                self._opened.set()  # an answer opens the gate (as _starting would after finish)
+                    if res is None:
+                        res = await self._gw.complete(req.messages, req.max_tokens, req.sampling,  # type: ignore
+                                                      random.Random(req.key))
+            if state == "claimed":  # checked and stored outside the slot: the next call starts meanwhile
+                return Outcome(req, await self.finish(req, res), "call")
             if state == "cached":
                 payload = self.cache.get(req.key)
                 if payload is None:  # removed meanwhile (a stale outcome dropped by another worker): claim again
@@ -491,7 +440,8 @@ class CallRunner:
         request must be sent and the provider's key is not set (:meth:`check_credentials`)."""
         self.check_credentials(requests)
         cost_usd(self.model, 0, 0)  # loads litellm's price table now, not inside the event loop at the first answer
-        return asyncio.run(self.arun(requests, on_outcome))
+        with frozen_heap():  # no full garbage collection of the imported modules stalls the calls in flight
+            return asyncio.run(self.arun(requests, on_outcome))
 
     def check_credentials(self, requests: list[Request]) -> None:
         """Raise InputError naming the variable to set (:func:`~ctxbench.models.gateway.require_credentials`)

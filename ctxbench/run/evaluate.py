@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal
@@ -27,7 +28,7 @@ from ctxbench.models.cache import ResponseCache, endpoint_id, key_endpoint, requ
 from ctxbench.models.deployment import shown as shown_url
 from ctxbench.models.gateway import NOT_ATTEMPTED, RetryPolicy
 from ctxbench.models.runner import (CLAIM_LEASE_S, WINDOW_DEPENDENT, CallRunner, Outcome, Request, asked_again,
-                            truncation_check)
+                            truncation_check_soon)
 from ctxbench.models.registry import model_info
 from ctxbench.models.prompts import messages_text, render_messages, shared_prefix
 from ctxbench.core.storage import TableAppender, build_hash_of_dir, consolidate, read_table, require_build
@@ -621,7 +622,8 @@ def _run_calls(calls: list[dict], cfg: EvalConfig, plan: Plan, cache: ResponseCa
                s: EvalSummary, progress, flush_every: int, base_url: str | None, concurrency: int,
                window: int | None, count_tokens, lease_s: float = CLAIM_LEASE_S) -> None:
     """Make the calls through a :class:`~ctxbench.models.runner.CallRunner` (claims shared with other workers,
-    retries, the truncation check, the outage pause) and append their rows as they end, ``flush_every`` at a time.
+    retries, the truncation check, the outage pause) and append their rows as they end, ``flush_every`` at a time
+    (each flush a part file written by one thread, in order, while the calls go on; all written when this returns).
     After ``cfg.pause_after`` consecutive calls past their retry budget (a provider outage), or a Retry-After
     over ``cfg.max_retry_after_s``, no new call starts: the unfinished calls stay unstored and ``s.status`` is
     ``paused``."""
@@ -630,16 +632,29 @@ def _run_calls(calls: list[dict], cfg: EvalConfig, plan: Plan, cache: ResponseCa
                          max_retry_after_s=cfg.max_retry_after_s)
     runner = CallRunner(cfg.model, base_url, key_base_url=cfg.base_url, cache=cache, concurrency=concurrency,
                         policy=policy, api_key_env=cfg.api_key_env, pause_after=cfg.pause_after, lease_s=lease_s,
-                        truncation=truncation_check(cfg.model, count_tokens), window=window)
+                        truncation=truncation_check_soon(cfg.model, count_tokens), window=window)
     buf: list[dict] = []
     replace: set[str] = set()
     done = 0
+    # the part files are written by one thread, in order, while the calls go on (a flush is a Parquet write under
+    # the table's file lock: milliseconds in which the event loop would answer nothing); every row is an answer
+    # the response cache holds already, so a crash before its flush ends costs a rerun no call
+    writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxbench-flush")
+    written: list[Future] = []
+
+    def count_written(wait: bool) -> None:
+        """Add the rows of the flushes that ended (of every flush with ``wait``) to ``s.new_rows``; raises the
+        error of a flush that failed (e.g. ctxbench.core.storage.DiskFull)."""
+        while written and (wait or written[0].done()):
+            s.new_rows += written.pop(0).result()
 
     def flush() -> None:
         rows, keys = buf[:], set(replace)
         buf.clear()
         replace.clear()
-        s.new_rows += out.append(rows, replace=keys)
+        count_written(False)
+        if rows:
+            written.append(writer.submit(out.append, rows, keys))
 
     def on_outcome(o: Outcome) -> None:
         nonlocal done
@@ -720,7 +735,11 @@ def _run_calls(calls: list[dict], cfg: EvalConfig, plan: Plan, cache: ResponseCa
         else:
             runner.run(reqs, on_outcome)
     finally:
-        flush()
+        try:
+            flush()
+            count_written(True)
+        finally:
+            writer.shutdown(wait=True)
         s.batches = runner.batches_resumed + runner.batches_submitted
         s.notes += [f"replica {shown_url(r)} taken out of service, its contexts moved to the others: "
                     f"{redact(why)}"

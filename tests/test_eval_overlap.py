@@ -1,0 +1,82 @@
+"""Issue 36, evaluation throughput: the work between a run's calls overlaps the calls. An answer is checked and
+stored after its concurrency slot is freed, so the next call does not wait for it. The truncation check's tokenizer
+loads in a thread (ctxbench.models.truncation.truncation_check_soon). The heap is frozen for the garbage collector
+while the calls run (ctxbench.core.heap.frozen_heap)."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import time
+
+import pytest
+
+from ctxbench.core.heap import frozen_heap
+from ctxbench.models.cache import ResponseCache
+from ctxbench.models.runner import CallRunner, Request, TruncationCheck
+from ctxbench.models.truncation import TOLERANCE_ESTIMATE, truncation_check, truncation_check_soon
+from fakeserver import FakeOpenAIServer
+
+
+def test_frozen_heap_nests_and_leaves_a_freeze_of_someone_else():
+    if gc.get_freeze_count():
+        pytest.skip("the heap is frozen already in this process")
+    with frozen_heap():
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        with frozen_heap():  # nested (or another thread's): one freeze, lifted by the last one out
+            assert gc.get_freeze_count() == frozen
+        assert gc.get_freeze_count() == frozen
+    assert gc.get_freeze_count() == 0
+    gc.freeze()  # someone else's (e.g. a pre-forking server): kept as it is
+    try:
+        theirs = gc.get_freeze_count()
+        with frozen_heap():
+            pass
+        assert gc.get_freeze_count() == theirs
+    finally:
+        gc.unfreeze()
+
+
+def test_truncation_check_soon_is_the_check_of_truncation_check():
+    now = truncation_check_soon("openai/fake", len)  # a counter given: nothing to load, done at once
+    assert now.done() and now.result().count is len
+    assert now.result() == truncation_check("openai/fake", len)
+    later = truncation_check_soon("openai/fake").result(timeout=60)  # an unregistered model: a cl100k estimate
+    assert (later.tokenizer, later.exact, later.tolerance) == ("cl100k_base", False, TOLERANCE_ESTIMATE)
+    assert later.count("hello world") == 2  # cl100k_base: "hello", " world"
+
+
+def test_the_next_call_starts_while_an_answer_is_checked(tmp_path):
+    """Concurrency 1 and a prompt count that takes 0.6 s: the second request reaches the server before the first
+    answer's count has ended (before issue 36 the count held the run's only slot, so it came 0.6 s later). Every
+    answer is still stored in the cache before the run hands it over."""
+    arrived: list[float] = []
+    counted: list[float] = []
+
+    def answer(body):
+        arrived.append(time.monotonic())
+        return "Answer: 7"
+
+    def slow_count(text: str) -> int:
+        time.sleep(0.6)
+        counted.append(time.monotonic())
+        return len(text.split())
+
+    cache = ResponseCache(tmp_path / "cache.sqlite")
+    seen_stored: list[bool] = []
+    lock = threading.Lock()
+    reqs = [Request(f"k{i}", [{"role": "user", "content": f"question {i}"}], {"temperature": 0.0}, 16)
+            for i in range(3)]
+    with FakeOpenAIServer(answer_fn=answer) as srv:
+        runner = CallRunner("openai/fake", srv.base_url, cache=cache, concurrency=1,
+                            truncation=TruncationCheck(slow_count, 0.5, "words", False))
+
+        def on_outcome(o):
+            with lock:
+                seen_stored.append(cache.get(o.request.key) is not None)
+
+        out = runner.run(reqs, on_outcome)
+    assert [o.result.status for o in out] == ["ok"] * 3 and seen_stored == [True] * 3
+    assert len(arrived) == 3 and len(counted) == 3
+    assert arrived[1] < counted[0]  # the second call was sent while the first answer was being counted
