@@ -276,10 +276,11 @@ class CallRunner:
             self._truncation = await asyncio.wrap_future(self._truncation)
         return self._truncation  # type: ignore[return-value]
 
-    async def finish(self, req: Request, res: CallResult) -> CallResult:
+    async def finish(self, req: Request, res: CallResult, counted: bool = False) -> CallResult:
         """Complete a call's result: the truncation check (status ``truncated``), the server's window for
         window-dependent outcomes, storing answers in the cache (else releasing the claim), and the outage
-        accounting that may :meth:`pause` the run. Returns the result."""
+        accounting that may :meth:`pause` the run (skipped with ``counted``: :meth:`_answered` did it when the
+        answer came). Returns the result."""
         check = await self._check() if res.status == "ok" and res.prompt_tokens is not None else None
         if check is not None:
             exp = req.expected_prompt_tokens
@@ -321,6 +322,8 @@ class CallRunner:
             self.cache.put(req.key, self.model, res.payload())
         else:
             self.cache.release(req.key, self.owner)
+        if counted:
+            return res
         if res.retry_after_s is not None:
             self.pause(f"paused: {res.error}; nothing was marked wrong, rerun the same evaluation later to resume "
                        f"(only the missing calls are made).")
@@ -344,6 +347,18 @@ class CallRunner:
         elif not (res.error or "").startswith(NOT_ATTEMPTED):
             self._config_streak = 0
         return res
+
+    def _answered(self, res: CallResult) -> bool:
+        """Whether the gateway's result ``res`` is a plain answer, which :meth:`finish` may complete after the
+        call's concurrency slot is freed; its outage accounting is done here, at once (an answer ends both
+        failure streaks, as :meth:`finish` would; a later truncation check changes that in no way). Anything else
+        is finished inside the slot, so that with ``--concurrency 1`` no call starts before the run has judged
+        the one before (three config errors in a row stop it, a Retry-After pauses it)."""
+        if res.status != "ok" or res.transient_failure or res.retry_after_s is not None or res.error:
+            return False
+        self._streak = 0
+        self._config_streak = 0
+        return True
 
     # -- running ------------------------------------------------------------------------------------------------
     async def _one(self, req: Request, slots: asyncio.Semaphore, wait: bool) -> Outcome | None:
@@ -371,8 +386,10 @@ class CallRunner:
                     if res is None:
                         res = await self._gw.complete(req.messages, req.max_tokens, req.sampling,  # type: ignore
                                                       random.Random(req.key))
-            if state == "claimed":  # checked and stored outside the slot: the next call starts meanwhile
-                return Outcome(req, await self.finish(req, res), "call")
+                    if not self._answered(res):  # a failure: judged before the next call starts
+                        return Outcome(req, await self.finish(req, res), "call")
+            if state == "claimed":  # an answer, checked and stored outside the slot: the next call starts meanwhile
+                return Outcome(req, await self.finish(req, res, counted=True), "call")
             if state == "cached":
                 payload = self.cache.get(req.key)
                 if payload is None:  # removed meanwhile (a stale outcome dropped by another worker): claim again
