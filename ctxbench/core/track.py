@@ -398,6 +398,21 @@ _loaded = False
 _loading = False
 
 
+def lazy_attributes(package: str, module: str, names: list[str]) -> Callable[[str], Any]:
+    """A PEP 562 module ``__getattr__`` for the track package ``package``: each of ``names`` is read from its
+    submodule ``module`` (e.g. ``build``), imported on first use, so that registering the track (its Config, in
+    ``config``) and ``ctxbench build --help`` import none of the build's libraries (issue 36); a stage named
+    ``"<package>:<stage>"`` loads the build when it runs. Any other name raises AttributeError, as a module
+    does. Use: ``__getattr__ = lazy_attributes(__name__, "build", __all__)``."""
+
+    def getattr_(name: str) -> Any:
+        if name in names:
+            return getattr(importlib.import_module(f"{package}.{module}"), name)
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+    return getattr_
+
+
 def register_track(cls: type[Track]) -> type[Track]:
     """Class decorator: check the track (:func:`check_track`) and register one instance under its ``name``.
     Registering the same class again (a module imported twice) replaces it; another class under a taken name is

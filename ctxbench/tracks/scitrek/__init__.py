@@ -1,8 +1,8 @@
 """Scientific-article track (SciTrek): its build (``build``) and the modules only this track uses."""
 
-# The build's names are imported on first use (PEP 562): registering the track (its Config, in .config) and
-# ``ctxbench build --help`` import none of the build's libraries (issue 36); a stage named
-# "ctxbench.tracks.scitrek:<stage>" loads the build when it runs.
+from ctxbench.core.track import lazy_attributes
+
+# The build's names are imported on first use (ctxbench.core.track.lazy_attributes, issue 36).
 __all__ = [
     "SciTrekConfig",
     "S2Fetch",
@@ -23,9 +23,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
-    if name in __all__:
-        from ctxbench.tracks.scitrek import build  # lazy: the build's libraries load when a build runs (start-up time)
-
-        return getattr(build, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, "build", __all__)
