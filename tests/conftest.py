@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import importlib.util
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -32,6 +34,68 @@ if os.environ.get("CTXBENCH_TEST_HOME_OWNER") is None:  # pytest's own process (
     os.environ["CTXBENCH_HOME"] = str(_TEST_HOMES / "ctxbench")
 os.environ["PREFECT_HOME"] = str(_TEST_HOMES / "prefect")
 atexit.register(shutil.rmtree, _TEST_HOMES, ignore_errors=True)
+
+
+def _start_shared_prefect_server() -> subprocess.Popen | None:
+    """One Prefect API server for the whole run, started by pytest's own process before its workers and put in
+    ``PREFECT_API_URL`` for every process of the run (the workers' in-process flows, the ``ctxbench run`` and
+    ``evaluate`` subprocesses). Without it each process that runs a flow starts Prefect's temporary server: about
+    15 of them per run, 7-20 s of CPU each. It is Prefect's temporary server itself (the same command line and
+    environment as ``SubprocessASGIServer``), in a home of its own. Not started when ``PREFECT_API_URL`` is set
+    already, or when ``CTXBENCH_TEST_PREFECT=own`` (each process then starts its own, as before). Tests that need a
+    server of their own (its database, its pause states, its start-up) still start one: they remove the URL from
+    their environment or use ``prefect_test_harness``."""
+    if os.environ.get("PREFECT_API_URL") or os.environ.get("CTXBENCH_TEST_PREFECT", "shared") != "shared":
+        return None
+    import socket
+
+    import prefect
+
+    from ctxbench.models.local_server import die_with_parent
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "PREFECT_HOME": str(_TEST_HOMES / "prefect-shared"), "PREFECT_UI_ENABLED": "0",
+           "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent), "--factory",
+         "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(port), "--log-level", "error",
+         "--lifespan", "on"], env=env, stdin=subprocess.DEVNULL, start_new_session=True,
+        preexec_fn=functools.partial(die_with_parent, os.getpid()))  # gone with pytest, even when pytest is killed
+    os.environ["PREFECT_API_URL"] = f"http://127.0.0.1:{port}/api"
+    os.environ["CTXBENCH_TEST_PREFECT_SHARED"] = os.environ["PREFECT_API_URL"]
+    return proc
+
+
+# started here, before pytest-xdist starts its workers (they inherit the URL) and while they collect the tests;
+# each process waits for it to answer before its first test (_shared_prefect_server_ready)
+_SHARED_PREFECT = _start_shared_prefect_server() if os.environ["CTXBENCH_TEST_HOME_OWNER"] == str(os.getpid()) \
+    else None
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _shared_prefect_server_ready():
+    """Waits (once per process, at most 180 s) until the run's shared Prefect server answers /health."""
+    url = os.environ.get("CTXBENCH_TEST_PREFECT_SHARED")
+    if not url:
+        return
+    import time
+
+    import httpx
+
+    deadline = time.monotonic() + 180
+    while True:
+        try:
+            if httpx.get(f"{url}/health", timeout=5).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if _SHARED_PREFECT is not None and _SHARED_PREFECT.poll() is not None:
+            pytest.fail(f"the run's Prefect server exited with {_SHARED_PREFECT.returncode}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"the run's Prefect server at {url} did not answer within 180 s")
+        time.sleep(0.2)
 
 
 def _shared_data_path() -> Path:
@@ -139,4 +203,10 @@ def pytest_unconfigure(config):
         for server in list(server_module.SubprocessASGIServer._instances.values()):
             with contextlib.suppress(Exception):
                 server.stop()
+    if _SHARED_PREFECT is not None:
+        _SHARED_PREFECT.terminate()
+        try:
+            _SHARED_PREFECT.wait(30)
+        except subprocess.TimeoutExpired:
+            _SHARED_PREFECT.kill()
     shutil.rmtree(_TEST_HOMES, ignore_errors=True)

@@ -14,14 +14,14 @@ pytestmark = pytest.mark.timeout(300)
 
 def test_temporary_server_runs_in_its_own_session_and_stops(monkeypatch):
     from prefect.server.api import server as srv
-    from prefect.settings import PREFECT_API_URL
+    from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    if PREFECT_API_URL.value():
-        pytest.skip("PREFECT_API_URL is set: temporary_server uses that server")
     from pipelines.temp_server import temporary_server
 
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)  # no server named (the suite names its shared one)
     before = srv.SubprocessASGIServer._instances.get(None)
-    with temporary_server() as url:
+    with temporary_settings(restore_defaults={PREFECT_API_URL}), temporary_server() as url:
+        assert url is not None
         inst = srv.SubprocessASGIServer._instances[None]
         assert srv.SubprocessASGIServer() is inst  # what Prefect's clients get when no API URL is set
         proc = inst.server_process
