@@ -19,23 +19,28 @@ from fakeserver import FakeOpenAIServer
 
 
 def test_frozen_heap_nests_and_leaves_a_freeze_of_someone_else():
+    # The permanent generation's count falls when another thread frees a frozen object, so the checks compare with
+    # 1,000 containers made after a freeze: a second freeze would add them, a lifted one would leave 0.
     if gc.get_freeze_count():
         pytest.skip("the heap is frozen already in this process")
     with frozen_heap():
         frozen = gc.get_freeze_count()
         assert frozen > 0
+        made_after = [[] for _ in range(1000)]
         with frozen_heap():  # nested (or another thread's): one freeze, lifted by the last one out
-            assert gc.get_freeze_count() == frozen
-        assert gc.get_freeze_count() == frozen
+            assert 0 < gc.get_freeze_count() <= frozen
+        assert 0 < gc.get_freeze_count() <= frozen
     assert gc.get_freeze_count() == 0
     gc.freeze()  # someone else's (e.g. a pre-forking server): kept as it is
     try:
         theirs = gc.get_freeze_count()
+        made_after = [[] for _ in range(1000)]
         with frozen_heap():
-            pass
-        assert gc.get_freeze_count() == theirs
+            assert 0 < gc.get_freeze_count() <= theirs  # not frozen again
+        assert 0 < gc.get_freeze_count() <= theirs  # nor lifted
     finally:
         gc.unfreeze()
+    del made_after
 
 
 def test_truncation_check_soon_is_the_check_of_truncation_check():
