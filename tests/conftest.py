@@ -58,10 +58,13 @@ def _start_shared_prefect_server() -> subprocess.Popen | None:
         port = s.getsockname()[1]
     env = {**os.environ, "PREFECT_HOME": str(_TEST_HOMES / "prefect-shared"), "PREFECT_UI_ENABLED": "0",
            "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
+    (_TEST_HOMES / "prefect-shared").mkdir(parents=True, exist_ok=True)
+    log = open(_TEST_HOMES / "prefect-shared" / "server.log", "wb")  # its retried-event notices stay off the terminal
     proc = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent), "--factory",
          "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(port), "--log-level", "error",
-         "--lifespan", "on"], env=env, stdin=subprocess.DEVNULL, start_new_session=True,
+         "--lifespan", "on"], env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+        start_new_session=True,
         preexec_fn=functools.partial(die_with_parent, os.getpid()))  # gone with pytest, even when pytest is killed
     os.environ["PREFECT_API_URL"] = f"http://127.0.0.1:{port}/api"
     os.environ["CTXBENCH_TEST_PREFECT_SHARED"] = os.environ["PREFECT_API_URL"]
@@ -92,7 +95,8 @@ def _shared_prefect_server_ready():
         except httpx.HTTPError:
             pass
         if _SHARED_PREFECT is not None and _SHARED_PREFECT.poll() is not None:
-            pytest.fail(f"the run's Prefect server exited with {_SHARED_PREFECT.returncode}")
+            log = (_TEST_HOMES / "prefect-shared" / "server.log").read_text(errors="replace")[-3000:]
+            pytest.fail(f"the run's Prefect server exited with {_SHARED_PREFECT.returncode}:\n{log}")
         if time.monotonic() > deadline:
             pytest.fail(f"the run's Prefect server at {url} did not answer within 180 s")
         time.sleep(0.2)
