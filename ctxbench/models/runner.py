@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ctxbench.models.cache import ResponseCache, claim_owner, endpoint_id, key_endpoint, request_key
+from ctxbench.models.cache import GroupCommit, ResponseCache, claim_owner, endpoint_id, key_endpoint, request_key
 from ctxbench.models.deployment import ROUTE, is_deployment
 from ctxbench.models.gateway import NOT_ATTEMPTED, CallResult, Gateway, PermanentError, RetryPolicy, TransientError, cost_usd
 from ctxbench.core.errors import InputError
@@ -134,6 +134,7 @@ class CallRunner:
         self._counts: dict[int, int] = {}
         self._read_whole: dict[str, int] = {}  # prefix -> the longest prompt of it this run's server read whole
         self._gw: Gateway | None = None
+        self._commits: GroupCommit | None = None  # arun's writer thread: claims and stores in group commits
         self._opened: asyncio.Event | None = None  # set once a call of this run got an answer (the start gate)
         self._probe: asyncio.Lock | None = None
         self._start_failures: list[tuple] = []     # (kind, status, text) of the first calls, while they all fail
@@ -155,6 +156,27 @@ class CallRunner:
         """Renew this worker's claims; returns how many it holds."""
         return self.cache.renew(self.owner, self.lease_s)
 
+    async def _claim(self, key: str) -> str:
+        """:meth:`claim`, committed by the run's writer thread where :meth:`arun` started one (the event loop
+        goes on meanwhile), else here."""
+        if self._commits is None:
+            return self.claim(key)
+        return await self._commits.claim(key, self.owner, self.lease_s)
+
+    async def _put(self, key: str, payload: dict) -> None:
+        """Store an answer in the cache (dropping the claim), committed before this returns."""
+        if self._commits is None:
+            self.cache.put(key, self.model, payload)
+        else:
+            await self._commits.put(key, self.model, payload)
+
+    async def _release(self, key: str) -> None:
+        """Give up this worker's claim on ``key``, committed before this returns."""
+        if self._commits is None:
+            self.cache.release(key, self.owner)
+        else:
+            await self._commits.release(key, self.owner)
+
     def pause(self, reason: str) -> None:
         """Start no new call (calls in flight end; their backoff is cut short)."""
         if self.status != "paused":
@@ -166,7 +188,10 @@ class CallRunner:
         """Renew this worker's claims every third of the lease, until cancelled."""
         while True:
             await asyncio.sleep(self.lease_s / 3)
-            self.heartbeat()
+            if self._commits is None:
+                self.heartbeat()
+            else:
+                await self._commits.renew(self.owner, self.lease_s)
 
     @property
     def replicas_down(self) -> dict[str, str]:
@@ -319,9 +344,9 @@ class CallRunner:
         if res.status in WINDOW_DEPENDENT and self.endpoint is not None:
             res.server_window = await self.window_now()
         if res.status in STORED_STATUSES:
-            self.cache.put(req.key, self.model, res.payload())
+            await self._put(req.key, res.payload())
         else:
-            self.cache.release(req.key, self.owner)
+            await self._release(req.key)
         if counted:
             return res
         if res.retry_after_s is not None:
@@ -371,7 +396,7 @@ class CallRunner:
                 return Outcome(req, None, "not_attempted")
             res = None
             async with slots:
-                state = self.claim(req.key)
+                state = await self._claim(req.key)
                 if state == "claimed":
                     if self._opened is not None and not self._opened.is_set():
                         async with self._probe:  # type: ignore[union-attr]  # the start gate: one at a time
@@ -416,6 +441,7 @@ class CallRunner:
             self._stop.set()
         self._gw = Gateway(self.model, self.base_url, self.concurrency, self.policy, api_key_env=self.api_key_env,
                            stop=self._stop, backend=self.backend)
+        self._commits = GroupCommit(self.cache)  # claims and stores committed by a writer thread, in groups
         slots = asyncio.Semaphore(self.concurrency)
         out: list[Outcome | None] = [None] * len(requests)
         leaders: dict[str, int] = {}  # prefix -> the request that runs first; the others wait for its outcome
@@ -449,7 +475,11 @@ class CallRunner:
                 await _all_or_none([go(i, True) for i in deferred])
         finally:
             hb.cancel()
-            await self._gw.aclose()
+            try:
+                await self._gw.aclose()
+            finally:
+                commits, self._commits = self._commits, None
+                commits.close()  # what cancelled tasks queued is committed; the thread ends
         return out  # type: ignore[return-value]
 
     def run(self, requests: list[Request], on_outcome: Callable[[Outcome], None] | None = None) -> list[Outcome]:
