@@ -491,6 +491,33 @@ class GroupCommit:
             self._thread = None
 
 
+class DirectCommit:
+    """:class:`GroupCommit`'s methods without a thread: each operation its own transaction, run at once on the
+    caller's thread (a runner's calls outside :meth:`ctxbench.models.runner.CallRunner.arun`: batches)."""
+
+    def __init__(self, cache: Any):
+        self.cache = cache
+
+    async def claim(self, key: str, owner: str, lease_s: float) -> str:
+        """:meth:`ResponseCache.claim`."""
+        return self.cache.claim(key, owner, lease_s)
+
+    async def put(self, key: str, model: str, payload: dict) -> None:
+        """:meth:`ResponseCache.put`."""
+        self.cache.put(key, model, payload)
+
+    async def release(self, key: str, owner: str) -> None:
+        """:meth:`ResponseCache.release`."""
+        self.cache.release(key, owner)
+
+    async def renew(self, owner: str, lease_s: float) -> int:
+        """:meth:`ResponseCache.renew`."""
+        return self.cache.renew(owner, lease_s)
+
+    def close(self) -> None:
+        """Nothing to end."""
+
+
 def _resolve(futures: list[asyncio.Future], results: list | None, err: BaseException | None) -> None:
     """On the event loop: hand a transaction's results (or its error) to the futures of its operations."""
     for i, f in enumerate(futures):
