@@ -6,11 +6,13 @@ under CI=true (``.ci/run`` installs it)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -21,7 +23,7 @@ from typer.testing import CliRunner
 from ctxbench.cli import app
 from ctxbench.core.errors import InputError
 from ctxbench.core.storage import to_table, write_parquet
-from ctxbench.models.cache import ResponseCache
+from ctxbench.models.cache import GroupCommit, ResponseCache
 from ctxbench.models.cache_pg import shown_url
 from fakeserver import FakeOpenAIServer
 from pgserver import PgServer, pg_binaries
@@ -97,11 +99,6 @@ def test_group_commits_answer_as_single_operations_and_two_writers_never_deadloc
     """GroupCommit (an evaluation's writer thread) on either database: the answers of one transaction per
     operation; two writers committing groups over the same keys in opposite orders (PostgreSQL: each key's
     advisory lock) both finish, and each key is claimed by exactly one of them."""
-    import asyncio
-    import threading
-
-    from ctxbench.models.cache import GroupCommit
-
     if backend == "postgresql":
         request.getfixturevalue("pg_url")
         make = ResponseCache
