@@ -277,6 +277,8 @@ class ResponseCache:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._busy_timeout_s = busy_timeout_s
+        self._writer: ResponseCache | None = None  # the connection of writer threads (writer())
+        self._writer_lock = threading.Lock()
 
         with writing(self.path):  # a full disk names the cache file ($CTXBENCH_HOME), never a bare "disk I/O error"
             self._con = sqlite3.connect(self.path, check_same_thread=False, timeout=busy_timeout_s)
@@ -362,9 +364,13 @@ class ResponseCache:
         return self._write(go)
 
     def writer(self) -> "ResponseCache":
-        """Another connection to the same cache file (for a writer thread: its transactions never wait for this
-        object's lock)."""
-        return ResponseCache(self.path, self._busy_timeout_s)
+        """Another connection to the same cache file, for writer threads (:class:`GroupCommit`: their transactions
+        never wait for this object's lock): made on first use, then the same one (each of its operations holds
+        its own lock), closed by :meth:`close`."""
+        with self._writer_lock:
+            if self._writer is None:
+                self._writer = ResponseCache(self.path, self._busy_timeout_s)
+            return self._writer
 
     def release(self, key: str, owner: str) -> None:
         """Give up ``owner``'s claim on ``key`` (a call that failed and was not stored), so others may take it."""
@@ -398,6 +404,9 @@ class ResponseCache:
             return self._con.execute("SELECT count(*) FROM responses").fetchone()[0]
 
     def close(self) -> None:
+        """Close the connection (and the writer threads' connection, if one was made)."""
+        if self._writer is not None:
+            self._writer.close()
         self._con.close()
 
 
@@ -405,15 +414,15 @@ class GroupCommit:
     """The writes of one event loop's calls to a response cache (:class:`ResponseCache` or
     :class:`ctxbench.models.cache_pg.PgResponseCache`: any object with ``apply`` and ``writer``), committed by one
     writer thread in group commits: each transaction holds every operation that was waiting when the one before
-    ended (:meth:`ResponseCache.apply`), on the writer's own connection (``cache.writer()``, opened in the thread
-    on first use). :meth:`claim`, :meth:`put`, :meth:`release` and :meth:`renew` are awaited: each returns once
+    ended (:meth:`ResponseCache.apply`), on the cache's connection for writers (``cache.writer()``, opened in the
+    thread on first use and kept by the cache). :meth:`claim`, :meth:`put`, :meth:`release` and :meth:`renew` are awaited: each returns once
     the transaction holding it has committed (or raises its error, e.g. DiskFull), so a key is claimed before the
     caller sends its call, and an answer is stored before the caller counts it. The event loop only queues the
     operation and is woken once per transaction (measured on 2 cores: a claim or a store took the loop's thread
     0.4-0.6 ms when it ran the transaction itself).
 
     Made and used inside one running event loop; :meth:`close` (after the last operation was awaited) ends the
-    thread and closes its connection. An operation whose awaiting task is cancelled still commits."""
+    thread. An operation whose awaiting task is cancelled still commits."""
 
     def __init__(self, cache: Any):
         self.cache = cache
@@ -449,42 +458,39 @@ class GroupCommit:
         return fut
 
     def _run(self) -> None:
-        writer = None
+        writer = None  # the cache's connection for writer threads, taken on first use
         stop = False
-        try:
-            while not stop:
-                item = self._q.get()
-                if item is None:
+        while not stop:
+            item = self._q.get()
+            if item is None:
+                break
+            batch = [item]
+            while True:  # every operation waiting now joins this transaction
+                try:
+                    nxt = self._q.get_nowait()
+                except queue.Empty:
                     break
-                batch = [item]
-                while True:  # every operation waiting now joins this transaction
-                    try:
-                        nxt = self._q.get_nowait()
-                    except queue.Empty:
-                        break
-                    if nxt is None:
-                        stop = True
-                        break
-                    batch.append(nxt)
-                results, err = None, None
-                try:
-                    if writer is None:
-                        writer = self.cache.writer()
-                    results = writer.apply([op for op, _ in batch])
-                except BaseException as e:  # noqa: BLE001 - handed to the tasks that wait for these operations
-                    err = e
-                self.transactions += 1
-                self.operations += len(batch)
-                try:
-                    self._loop.call_soon_threadsafe(_resolve, [f for _, f in batch], results, err)  # type: ignore
-                except RuntimeError:  # the loop has closed: nobody waits for these any more
-                    pass
-        finally:
-            if writer is not None:
-                writer.close()
+                if nxt is None:
+                    stop = True
+                    break
+                batch.append(nxt)
+            results, err = None, None
+            try:
+                if writer is None:
+                    writer = self.cache.writer()
+                results = writer.apply([op for op, _ in batch])
+            except BaseException as e:  # noqa: BLE001 - handed to the tasks that wait for these operations
+                err = e
+            self.transactions += 1
+            self.operations += len(batch)
+            try:
+                self._loop.call_soon_threadsafe(_resolve, [f for _, f in batch], results, err)  # type: ignore
+            except RuntimeError:  # the loop has closed: nobody waits for these any more
+                pass
 
     def close(self) -> None:
-        """Commit what is queued, end the writer thread and close its connection (blocks until then)."""
+        """Commit what is queued and end the writer thread (blocks until then). The writer's connection stays
+        with the cache (``cache.writer()``), for the next run's writer thread."""
         if self._thread is not None:
             self._q.put(None)
             self._thread.join()

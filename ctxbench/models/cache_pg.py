@@ -77,6 +77,8 @@ class PgResponseCache:
         self.url, self.path = url, None
         self._dead_owner = dead_owner
         self._lock = threading.Lock()
+        self._writer: PgResponseCache | None = None  # the connection of writer threads (writer())
+        self._writer_lock = threading.Lock()
         try:
             self._con = psycopg.connect(url, autocommit=True, connect_timeout=int(max(connect_timeout_s, 1)))
         except psycopg.Error as e:
@@ -183,8 +185,13 @@ class PgResponseCache:
             return out
 
     def writer(self) -> "PgResponseCache":
-        """Another connection to the same database (for a writer thread)."""
-        return PgResponseCache(self.url, self._dead_owner)
+        """Another connection to the same database, for writer threads (as
+        :meth:`ctxbench.models.cache.ResponseCache.writer`): made on first use, then the same one, closed by
+        :meth:`close`."""
+        with self._writer_lock:
+            if self._writer is None:
+                self._writer = PgResponseCache(self.url, self._dead_owner)
+            return self._writer
 
     def release(self, key: str, owner: str) -> None:
         """Give up ``owner``'s claim on ``key``."""
@@ -210,4 +217,7 @@ class PgResponseCache:
             return self._con.execute("SELECT count(*) FROM responses").fetchone()[0]
 
     def close(self) -> None:
+        """Close the connection (and the writer threads' connection, if one was made)."""
+        if self._writer is not None:
+            self._writer.close()
         self._con.close()
