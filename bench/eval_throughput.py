@@ -1,8 +1,10 @@
 """Evaluation throughput (issue 4): 1,000 instances against a local OpenAI-compatible server with a fixed 200 ms
 latency, concurrency 16. Prints achieved calls/s divided by the bound concurrency/latency (80 calls/s), the same
 figure for inspect_ai on the same instances against the same server in the same run (when inspect_ai is
-installed: `pip install inspect-ai`), and the time of a fully cached rerun divided by the first run.
-Prints figures; asserts nothing.
+installed: `pip install inspect-ai`), and the time of a fully cached rerun divided by the first run. Beside it, the
+same requests sent by bare loops of aiohttp's client (the one ctxbench's OpenAI-compatible backend uses) and of
+httpx's, with nothing stored: what the client and the server reach on this machine without a harness. Prints
+figures; asserts nothing.
 
     python bench/eval_throughput.py [--n 1000] [--concurrency 16] [--latency 0.2]
 """
@@ -71,7 +73,8 @@ def run_ctxbench(build: Path, base: str, conc: int) -> float:
 
 def run_raw_httpx(n: int, base: str, conc: int) -> float:
     """The same n requests sent by a bare loop of httpx's AsyncClient (the HTTP client ctxbench's OpenAI backend
-    uses), ``conc`` in flight, nothing stored: what this client and server reach on this machine, without a harness."""
+    used before issue 36), ``conc`` in flight, nothing stored: what this client and server reach on this machine,
+    without a harness."""
     import asyncio
 
     import httpx
@@ -86,6 +89,32 @@ def run_raw_httpx(n: int, base: str, conc: int) -> float:
                         "model": "bench-model", "messages": [{"role": "user", "content": f"raw {i}"}]})
                     r.raise_for_status()
                     r.json()
+
+            t0 = time.perf_counter()
+            await asyncio.gather(*(one(i) for i in range(n)))
+            return time.perf_counter() - t0
+
+    return asyncio.run(go())
+
+
+def run_raw_aiohttp(n: int, base: str, conc: int) -> float:
+    """As :func:`run_raw_httpx`, over aiohttp's ``ClientSession`` (the client of ctxbench's ``openai_http``
+    backend)."""
+    import asyncio
+
+    import aiohttp
+
+    async def go() -> float:
+        sem = asyncio.Semaphore(conc)
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=conc),
+                                         timeout=aiohttp.ClientTimeout(total=60)) as client:
+            async def one(i: int) -> None:
+                async with sem:
+                    body = json.dumps({"model": "bench-model", "messages": [{"role": "user", "content": f"raw {i}"}]})
+                    async with client.post(f"{base}/chat/completions", data=body,
+                                           headers={"Content-Type": "application/json"}) as r:
+                        r.raise_for_status()
+                        json.loads(await r.read())
 
             t0 = time.perf_counter()
             await asyncio.gather(*(one(i) for i in range(n)))
@@ -149,6 +178,9 @@ def main() -> None:
         rate = a.n / first
         print(f"ctxbench: {a.n} calls in {first:.2f} s = {rate:.1f} calls/s = {rate / bound:.2f} of the bound "
               f"({bound:.0f} calls/s)")
+        raw = a.n / run_raw_aiohttp(a.n, base, a.concurrency)
+        print(f"bare aiohttp loop (no harness): {raw:.1f} calls/s = {raw / bound:.2f} of the bound; "
+              f"ctxbench / bare loop = {rate / raw:.2f}")
         raw = a.n / run_raw_httpx(a.n, base, a.concurrency)
         print(f"bare httpx loop (no harness): {raw:.1f} calls/s = {raw / bound:.2f} of the bound; "
               f"ctxbench / bare loop = {rate / raw:.2f}")

@@ -6,11 +6,13 @@ under CI=true (``.ci/run`` installs it)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -21,7 +23,7 @@ from typer.testing import CliRunner
 from ctxbench.cli import app
 from ctxbench.core.errors import InputError
 from ctxbench.core.storage import to_table, write_parquet
-from ctxbench.models.cache import ResponseCache
+from ctxbench.models.cache import GroupCommit, ResponseCache
 from ctxbench.models.cache_pg import shown_url
 from fakeserver import FakeOpenAIServer
 from pgserver import PgServer, pg_binaries
@@ -89,6 +91,58 @@ def test_the_cache_protocol_is_the_same_in_both_databases(backend, request, tmp_
     assert c.get("k1") is None and len(c) == 11
     c.close()
 
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_group_commits_answer_as_single_operations_and_two_writers_never_deadlock(backend, request, tmp_path,
+                                                                                   monkeypatch):
+    """GroupCommit (an evaluation's writer thread) on either database: the answers of one transaction per
+    operation; two writers committing groups over the same keys in opposite orders (PostgreSQL: each key's
+    advisory lock) both finish, and each key is claimed by exactly one of them."""
+    if backend == "postgresql":
+        request.getfixturevalue("pg_url")
+        make = ResponseCache
+    else:
+        monkeypatch.delenv("CTXBENCH_CACHE_URL", raising=False)
+        make = lambda: ResponseCache(tmp_path / "r.sqlite")  # noqa: E731
+    c = make()
+    assert c.claim("held", "them", 60) == "claimed"
+    c.put("done", "m", {"status": "ok", "response": "x"})
+
+    async def one_group() -> list:
+        g = GroupCommit(c)
+        try:
+            return await asyncio.gather(g.claim("held", "me", 60), g.claim("done", "me", 60),
+                                        g.claim("free", "me", 60), g.claim("free", "other", 60),
+                                        g.renew("me", 60), g.put("free", "m", {"status": "ok", "response": "y"}),
+                                        g.claim("free", "other", 60))
+        finally:
+            g.close()
+
+    assert asyncio.run(one_group()) == ["taken", "cached", "claimed", "taken", 1, None, "cached"]
+    assert set(c.claims()) == {"held"} and c.get("free") == {"status": "ok", "response": "y"}
+
+    keys = [f"g{i}" for i in range(200)]
+    won: dict[str, list[str]] = {}
+
+    def writer(owner: str, order: list[str]) -> None:
+        async def go() -> list:
+            g = GroupCommit(make())
+            try:
+                return await asyncio.gather(*(g.claim(k, owner, 60) for k in order))
+            finally:
+                g.close()
+        won[owner] = [k for k, r in zip(order, asyncio.run(go())) if r == "claimed"]
+
+    threads = [threading.Thread(target=writer, args=("w1", keys)),
+               threading.Thread(target=writer, args=("w2", keys[::-1]))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads)
+    assert sorted(won["w1"] + won["w2"]) == sorted(keys)  # each key claimed once
+    c.close()
 
 CLAIMER = """
 import sys

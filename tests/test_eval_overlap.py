@@ -9,9 +9,13 @@ import gc
 import threading
 import time
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from ctxbench.core.heap import frozen_heap
+from ctxbench.core.storage import read_parquet
+from ctxbench.models.backends.openai_http import chat_url
 from ctxbench.models.cache import ResponseCache
 from ctxbench.models.runner import CallRunner, Request, TruncationCheck
 from ctxbench.models.truncation import TOLERANCE_ESTIMATE, truncation_check, truncation_check_soon
@@ -85,3 +89,24 @@ def test_the_next_call_starts_while_an_answer_is_checked(tmp_path):
     assert [o.result.status for o in out] == ["ok"] * 3 and seen_stored == [True] * 3
     assert len(arrived) == 3 and len(counted) == 3
     assert arrived[1] < counted[0]  # the second call was sent while the first answer was being counted
+
+
+def test_read_parquet_reads_what_read_table_reads_and_refuses_an_unknown_column(tmp_path):
+    """core.storage.read_parquet (one file, without pyarrow's dataset layer and the pandas import it brings)."""
+    p = tmp_path / "t.parquet"
+    t = pa.table({"a": [1, 2, None], "b": ["x", "ü", None], "c": [[1], [], None]})
+    pq.write_table(t.replace_schema_metadata({"k": "v"}), p)
+    for cols in (None, ["b"], ["c", "a"]):
+        assert read_parquet(p, columns=cols).equals(pq.read_table(p, columns=cols), check_metadata=True)
+    with pytest.raises(pa.ArrowInvalid, match="zz"):
+        read_parquet(p, columns=["a", "zz"])
+
+
+@pytest.mark.parametrize("base, url", [
+    ("http://127.0.0.1:8000/v1", "http://127.0.0.1:8000/v1/chat/completions"),
+    ("http://h/v1/", "http://h/v1/chat/completions"),
+    ("https://api.example.com/v1beta/openai", "https://api.example.com/v1beta/openai/chat/completions"),
+    ("http://u:pw@h:5/v1?api_key=k", "http://u:pw@h:5/v1/chat/completions?api_key=k"),
+])
+def test_the_chat_url_extends_the_path_and_keeps_the_query(base, url):
+    assert str(chat_url(base)) == url

@@ -169,6 +169,7 @@ import dataclasses, json, os, sys, time, types
 sys.modules['litellm'] = types.SimpleNamespace(model_cost={})  # no price table for the fake model (fast start)
 from ctxbench.run.evaluate import EvalConfig, evaluate_build
 build, url, go = sys.argv[1], sys.argv[2], sys.argv[3]
+print('READY', flush=True)
 while not os.path.exists(go):
     time.sleep(0.01)
 s = evaluate_build(build, EvalConfig(model='openai/fake', base_url=url, concurrency=4), flush_every=4)
@@ -186,7 +187,9 @@ def test_worker_processes_sharing_the_cache_make_every_call_once(tmp_path, worke
         procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(build), srv.base_url, str(go)], cwd=REPO,
                                   env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
                  for _ in range(workers)]
-        time.sleep(0.5)
+        for p in procs:  # every worker has imported what it runs (a fresh process calls within 0.1 s of go)
+            while "READY" not in (line := p.stdout.readline()):
+                assert line, f"a worker ended before it was ready: {p.communicate()[0]}"
         go.touch()  # all start together
         outs = [p.communicate(timeout=120)[0] for p in procs]
         assert all(p.returncode == 0 for p in procs), outs

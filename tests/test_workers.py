@@ -303,9 +303,9 @@ def test_evaluate_flow_on_two_dask_worker_processes_ends_without_killing_them(tm
 def killed_worker_run(tmp_path: Path, srv: FakeOpenAIServer, after: int = 3) -> dict:
     """``ctxbench evaluate --workers 2`` (2 calls in flight each) on a build of 6 equal contexts of 4 questions;
     once ``after`` requests of the Dask worker's shard have reached ``srv``, its process is killed (SIGKILL); then
-    a rerun. Returns both runs' exit status and output, the instance ids the killed worker had claimed at the kill
-    (the calls it had in flight: read from the cache's claims as the process died), and the server's requests per
-    instance id over both runs."""
+    a rerun. Returns both runs' exit status and output, the instance ids the killed worker had in flight at the kill
+    (claimed in the cache as the process died, and sent to the server), and the server's requests per instance id
+    over both runs."""
     build = make_build(tmp_path / "b", sizes=(10,) * 6, questions=4)
     args = [sys.executable, "-m", "ctxbench.cli", "evaluate", "--build", str(build), "--model", "openai/fake",
             "--base-url", srv.base_url, "--max-tokens", "32", "--concurrency", "2", "--workers", "2"]
@@ -328,9 +328,13 @@ def killed_worker_run(tmp_path: Path, srv: FakeOpenAIServer, after: int = 3) -> 
         for pid in pids:
             os.kill(pid, signal.SIGKILL)
         claims = ResponseCache().claims()
+        time.sleep(0.3)  # a request written just before the kill reaches the server (the restart takes seconds)
+        sent = {instance(c) for c in srv.call_counts()}
         killed["pids"] = pids
+        # a key is claimed before its call waits for a slot (up to twice --concurrency ahead): in flight are the
+        # keys it had claimed and sent, unanswered (storing an answer drops its claim)
         killed["in_flight"] = {instance_of_key[k] for k, (owner, _) in claims.items()
-                               if int(owner.split(":")[1]) in pids}
+                               if int(owner.split(":")[1]) in pids} & sent
 
     env = cli_env(tmp_path)
     rc1, out1, procs = run_watched(args, env, during)
@@ -345,7 +349,8 @@ def test_a_killed_dask_worker_repeats_only_the_calls_it_had_in_flight(tmp_path):
     """A Dask worker process of ``evaluate --workers 2`` killed (SIGKILL) mid-run: Dask runs its shard again on
     the worker process the nanny restarts, which takes the dead process's claims over and makes only the calls
     whose answers never reached the cache. The calls made twice are exactly those the killed worker had claimed
-    at the kill (in flight: their answers died with it, no client can have them), at most its ``--concurrency``;
+    and sent at the kill (in flight: their answers died with it, no client can have them), at most its
+    ``--concurrency``; the keys it had claimed ahead of their calls are made once, by the restarted worker;
     every other call is made once over the run and a rerun, and the rerun makes none."""
     with FakeOpenAIServer(latency_s=0.5) as srv:
         r = killed_worker_run(tmp_path, srv)

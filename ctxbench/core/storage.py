@@ -162,6 +162,19 @@ def _remove_stale_temporaries(path: Path) -> None:
             continue
 
 
+def read_parquet(path: str | Path, columns: list[str] | None = None) -> pa.Table:
+    """One Parquet file as a table (``columns``: only these), as ``pyarrow.parquet.read_table`` reads it, without
+    the dataset layer that function goes through, whose import pulls in pandas: 0.3-0.4 s of CPU in a fresh process
+    (an evaluation worker's first call came that much later). Raises what pyarrow raises (a missing file, an
+    unknown column)."""
+    with pq.ParquetFile(path) as f:
+        if columns is not None:  # ParquetFile.read leaves an unknown column out; read_table refuses it
+            unknown = [c for c in columns if c not in f.schema_arrow.names]
+            if unknown:
+                raise pa.ArrowInvalid(f"No match for column(s) {', '.join(unknown)} in {path}")
+        return f.read(columns=columns)
+
+
 def write_parquet(tbl: pa.Table, path: str | Path) -> None:
     """Write Parquet atomically (temporary name, then rename): a killed writer leaves no half-written file, and
     the temporaries of killed writers are removed by the next write."""
@@ -252,12 +265,12 @@ def _merge(old: pa.Table | None, new: pa.Table, key: str, replace: set[str]) -> 
 def _with_parts(path: Path, table: str, key: str) -> tuple[pa.Table | None, list[Path]]:
     """The stored table with its pending parts merged in (None when neither exists), and those parts."""
     with reading(path):
-        old = pq.read_table(path) if path.exists() else None
+        old = read_parquet(path) if path.exists() else None
     parts = pending_parts(path)
     for p in parts:
         try:
             with reading(p):
-                part = pq.read_table(p)
+                part = read_parquet(p)
         except FileNotFoundError:
             continue  # merged away by another process meanwhile (it holds the table's lock: not here)
         old, _ = _merge(old, part, key, _replaced(part))
@@ -271,15 +284,15 @@ def read_table(path: str | Path, table: str, columns: list[str] | None = None, k
     path = Path(path)
     if not parts_dir(path).exists():
         if not path.exists():
-            out = schema(table).empty_table()
+            out = pa.Table.from_batches([], schema=schema(table))  # Schema.empty_table() imports pandas (0.3 s)
         else:
             with reading(path):
-                return pq.read_table(path, columns=columns)
+                return read_parquet(path, columns=columns)
     else:
         with _FileLock(path, exclusive=False), reading(path):
             out, _ = _with_parts(path, table, key)
         if out is None:
-            out = schema(table).empty_table()
+            out = pa.Table.from_batches([], schema=schema(table))
     return out.select(columns) if columns is not None else out
 
 
@@ -333,11 +346,11 @@ class TableAppender:
         if ident != self._main:  # the table was (re)written, e.g. parts merged by another worker: read its keys
             self._main = ident
             if ident is not None:
-                self._known |= set(pq.read_table(self.path, columns=[self.key]).column(self.key).to_pylist())
+                self._known |= set(read_parquet(self.path, columns=[self.key]).column(self.key).to_pylist())
         for p in pending_parts(self.path):
             if p.name not in self._seen:
                 try:
-                    self._known |= set(pq.read_table(p, columns=[self.key]).column(self.key).to_pylist())
+                    self._known |= set(read_parquet(p, columns=[self.key]).column(self.key).to_pylist())
                 except FileNotFoundError:
                     continue  # merged meanwhile: its keys are in the table, read at the next change
                 self._seen.add(p.name)

@@ -11,13 +11,20 @@ calling, a worker *claims* the request key (:meth:`ResponseCache.claim`, an atom
 lease (``lease_s``, renewed while the owner runs), so the claims of a crashed worker lapse and another worker takes
 the call over (at once when the dead owner was a process on the same machine); storing the answer
 (:meth:`ResponseCache.put`) drops the claim.
+
+An evaluation's event loop does not run these transactions itself: :class:`GroupCommit` hands its claims, stores,
+releases and renewals to one writer thread, which commits every operation waiting at that moment in one
+transaction (:meth:`ResponseCache.apply`) and only then resolves their futures. So a key is claimed (committed)
+before its call is sent, and an answer is stored (committed) before it is counted, as with one transaction each.
 """
 
 from __future__ import annotations
 
 import hashlib
+import asyncio
 import json
 import os
+import queue
 import random
 import re
 import sqlite3
@@ -203,6 +210,49 @@ CACHE_SCHEMA = ("PRAGMA synchronous=NORMAL",
 CACHE_URL_ENV = "CTXBENCH_CACHE_URL"
 
 
+def _in_transaction(con: sqlite3.Connection, fn):
+    """``fn()`` inside ``BEGIN IMMEDIATE`` ... ``COMMIT`` on ``con``, rolled back when it raises."""
+    con.execute("BEGIN IMMEDIATE")
+    try:
+        out = fn()
+        con.execute("COMMIT")
+    except BaseException:
+        if con.in_transaction:
+            con.execute("ROLLBACK")
+        raise
+    return out
+
+
+def _claim_in(con: sqlite3.Connection, key: str, owner: str, lease_s: float, now: float) -> str:
+    """Inside a write transaction: the claim of ``key`` for ``owner`` (:meth:`ResponseCache.claim`'s answer)."""
+    if con.execute("SELECT 1 FROM responses WHERE key = ?", (key,)).fetchone():
+        return "cached"
+    con.execute("DELETE FROM claims WHERE key = ? AND (expires_at < ? OR owner = ?)", (key, now, owner))
+    held = con.execute("SELECT owner FROM claims WHERE key = ?", (key,)).fetchone()
+    if held and _dead_local_owner(held[0]):  # a crashed process on this machine: no need to wait
+        con.execute("DELETE FROM claims WHERE key = ?", (key,))
+    cur = con.execute("INSERT OR IGNORE INTO claims VALUES (?, ?, ?)", (key, owner, now + lease_s))
+    return "claimed" if cur.rowcount == 1 else "taken"
+
+
+def _apply_op(con: sqlite3.Connection, op: tuple, now: float):
+    """Inside a write transaction: one op of :meth:`ResponseCache.apply`."""
+    kind = op[0]
+    if kind == "claim":
+        return _claim_in(con, op[1], op[2], op[3], now)
+    if kind == "put":
+        con.execute("INSERT OR IGNORE INTO responses VALUES (?, ?, ?, ?)",
+                    (op[1], op[2], json.dumps(op[3], ensure_ascii=False), time.time()))
+        con.execute("DELETE FROM claims WHERE key = ?", (op[1],))
+        return None
+    if kind == "release":
+        con.execute("DELETE FROM claims WHERE key = ? AND owner = ?", (op[1], op[2]))
+        return None
+    if kind == "renew":
+        return con.execute("UPDATE claims SET expires_at = ? WHERE owner = ?", (now + op[2], op[1])).rowcount
+    raise ValueError(f"unknown cache op {kind!r}: claim, put, release or renew")
+
+
 class ResponseCache:
     """Key -> stored response (a JSON object). Only answers are stored (status ok, over_length, truncated,
     refused_by_provider); failed calls are not, so a rerun tries them again. Any number of processes may open one
@@ -227,6 +277,8 @@ class ResponseCache:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._busy_timeout_s = busy_timeout_s
+        self._writer: ResponseCache | None = None  # the connection of writer threads (writer())
+        self._writer_lock = threading.Lock()
 
         with writing(self.path):  # a full disk names the cache file ($CTXBENCH_HOME), never a bare "disk I/O error"
             self._con = sqlite3.connect(self.path, check_same_thread=False, timeout=busy_timeout_s)
@@ -291,26 +343,34 @@ class ResponseCache:
             held = con.execute("SELECT owner, expires_at FROM claims WHERE key = ?", (key,)).fetchone()
             if held and held[0] != owner and held[1] >= now and not _dead_local_owner(held[0]):
                 return "taken"
-            con.execute("BEGIN IMMEDIATE")
-            try:
-                if con.execute("SELECT 1 FROM responses WHERE key = ?", (key,)).fetchone():
-                    out = "cached"
-                else:
-                    con.execute("DELETE FROM claims WHERE key = ? AND (expires_at < ? OR owner = ?)",
-                                (key, now, owner))
-                    held = con.execute("SELECT owner FROM claims WHERE key = ?", (key,)).fetchone()
-                    if held and _dead_local_owner(held[0]):  # a crashed process on this machine: no need to wait
-                        con.execute("DELETE FROM claims WHERE key = ?", (key,))
-                    cur = con.execute("INSERT OR IGNORE INTO claims VALUES (?, ?, ?)", (key, owner, now + lease_s))
-                    out = "claimed" if cur.rowcount == 1 else "taken"
-                con.execute("COMMIT")
-            except BaseException:
-                if con.in_transaction:
-                    con.execute("ROLLBACK")
-                raise
-            return out
+            return _in_transaction(con, lambda: _claim_in(con, key, owner, lease_s, now))
 
         return self._write(go)
+
+    def apply(self, ops: list[tuple]) -> list:
+        """Run ``ops`` in order in one write transaction (``BEGIN IMMEDIATE`` ... ``COMMIT``) and return their
+        results in order; nothing of them is visible to other connections before the commit, all of them after
+        it (the group commit of :class:`GroupCommit`). An op is ``("claim", key, owner, lease_s)`` (result as
+        :meth:`claim`), ``("put", key, model, payload)`` (:meth:`put`; None), ``("release", key, owner)``
+        (:meth:`release`; None) or ``("renew", owner, lease_s)`` (:meth:`renew`: the claims held). Retried whole
+        while the file is locked; raises ValueError for an unknown op (nothing committed) and DiskFull as
+        :meth:`put` does."""
+        con = self._con
+
+        def go() -> list:
+            now = time.time()
+            return _in_transaction(con, lambda: [_apply_op(con, op, now) for op in ops])
+
+        return self._write(go)
+
+    def writer(self) -> "ResponseCache":
+        """Another connection to the same cache file, for writer threads (:class:`GroupCommit`: their transactions
+        never wait for this object's lock): made on first use, then the same one (each of its operations holds
+        its own lock), closed by :meth:`close`."""
+        with self._writer_lock:
+            if self._writer is None:
+                self._writer = ResponseCache(self.path, self._busy_timeout_s)
+            return self._writer
 
     def release(self, key: str, owner: str) -> None:
         """Give up ``owner``'s claim on ``key`` (a call that failed and was not stored), so others may take it."""
@@ -344,4 +404,132 @@ class ResponseCache:
             return self._con.execute("SELECT count(*) FROM responses").fetchone()[0]
 
     def close(self) -> None:
+        """Close the connection (and the writer threads' connection, if one was made)."""
+        if self._writer is not None:
+            self._writer.close()
         self._con.close()
+
+
+class GroupCommit:
+    """The writes of one event loop's calls to a response cache (:class:`ResponseCache` or
+    :class:`ctxbench.models.cache_pg.PgResponseCache`: any object with ``apply`` and ``writer``), committed by one
+    writer thread in group commits: each transaction holds every operation that was waiting when the one before
+    ended (:meth:`ResponseCache.apply`), on the cache's connection for writers (``cache.writer()``, opened in the
+    thread on first use and kept by the cache). :meth:`claim`, :meth:`put`, :meth:`release` and :meth:`renew` are awaited: each returns once
+    the transaction holding it has committed (or raises its error, e.g. DiskFull), so a key is claimed before the
+    caller sends its call, and an answer is stored before the caller counts it. The event loop only queues the
+    operation and is woken once per transaction (measured on 2 cores: a claim or a store took the loop's thread
+    0.4-0.6 ms when it ran the transaction itself).
+
+    Made and used inside one running event loop; :meth:`close` (after the last operation was awaited) ends the
+    thread. An operation whose awaiting task is cancelled still commits."""
+
+    def __init__(self, cache: Any):
+        self.cache = cache
+        self._q: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.transactions = 0  # committed (or failed) transactions: how many groups the operations formed
+        self.operations = 0
+
+    async def claim(self, key: str, owner: str, lease_s: float) -> str:
+        """``claimed``, ``cached`` or ``taken``, as :meth:`ResponseCache.claim`, once committed."""
+        return await self._submit(("claim", key, owner, lease_s))
+
+    async def put(self, key: str, model: str, payload: dict) -> None:
+        """:meth:`ResponseCache.put`, returning once committed (``payload`` must not change meanwhile)."""
+        await self._submit(("put", key, model, payload))
+
+    async def release(self, key: str, owner: str) -> None:
+        """:meth:`ResponseCache.release`, returning once committed."""
+        await self._submit(("release", key, owner))
+
+    async def renew(self, owner: str, lease_s: float) -> int:
+        """:meth:`ResponseCache.renew`, once committed: the claims ``owner`` holds."""
+        return await self._submit(("renew", owner, lease_s))
+
+    def _submit(self, op: tuple) -> asyncio.Future:
+        if self._thread is None:
+            self._loop = asyncio.get_running_loop()
+            self._thread = threading.Thread(target=self._run, name="ctxbench-cache-commit", daemon=True)
+            self._thread.start()
+        fut = self._loop.create_future()  # type: ignore[union-attr]
+        self._q.put((op, fut))
+        return fut
+
+    def _run(self) -> None:
+        writer = None  # the cache's connection for writer threads, taken on first use
+        stop = False
+        while not stop:
+            item = self._q.get()
+            if item is None:
+                break
+            batch = [item]
+            while True:  # every operation waiting now joins this transaction
+                try:
+                    nxt = self._q.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is None:
+                    stop = True
+                    break
+                batch.append(nxt)
+            results, err = None, None
+            try:
+                if writer is None:
+                    writer = self.cache.writer()
+                results = writer.apply([op for op, _ in batch])
+            except BaseException as e:  # noqa: BLE001 - handed to the tasks that wait for these operations
+                err = e
+            self.transactions += 1
+            self.operations += len(batch)
+            try:
+                self._loop.call_soon_threadsafe(_resolve, [f for _, f in batch], results, err)  # type: ignore
+            except RuntimeError:  # the loop has closed: nobody waits for these any more
+                pass
+
+    def close(self) -> None:
+        """Commit what is queued and end the writer thread (blocks until then). The writer's connection stays
+        with the cache (``cache.writer()``), for the next run's writer thread."""
+        if self._thread is not None:
+            self._q.put(None)
+            self._thread.join()
+            self._thread = None
+
+
+class DirectCommit:
+    """:class:`GroupCommit`'s methods without a thread: each operation its own transaction, run at once on the
+    caller's thread (a runner's calls outside :meth:`ctxbench.models.runner.CallRunner.arun`: batches)."""
+
+    def __init__(self, cache: Any):
+        self.cache = cache
+
+    async def claim(self, key: str, owner: str, lease_s: float) -> str:
+        """:meth:`ResponseCache.claim`."""
+        return self.cache.claim(key, owner, lease_s)
+
+    async def put(self, key: str, model: str, payload: dict) -> None:
+        """:meth:`ResponseCache.put`."""
+        self.cache.put(key, model, payload)
+
+    async def release(self, key: str, owner: str) -> None:
+        """:meth:`ResponseCache.release`."""
+        self.cache.release(key, owner)
+
+    async def renew(self, owner: str, lease_s: float) -> int:
+        """:meth:`ResponseCache.renew`."""
+        return self.cache.renew(owner, lease_s)
+
+    def close(self) -> None:
+        """Nothing to end."""
+
+
+def _resolve(futures: list[asyncio.Future], results: list | None, err: BaseException | None) -> None:
+    """On the event loop: hand a transaction's results (or its error) to the futures of its operations."""
+    for i, f in enumerate(futures):
+        if f.done():  # its task was cancelled
+            continue
+        if err is not None:
+            f.set_exception(err)
+        else:
+            f.set_result(results[i])  # type: ignore[index]

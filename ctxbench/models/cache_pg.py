@@ -77,6 +77,8 @@ class PgResponseCache:
         self.url, self.path = url, None
         self._dead_owner = dead_owner
         self._lock = threading.Lock()
+        self._writer: PgResponseCache | None = None  # the connection of writer threads (writer())
+        self._writer_lock = threading.Lock()
         try:
             self._con = psycopg.connect(url, autocommit=True, connect_timeout=int(max(connect_timeout_s, 1)))
         except psycopg.Error as e:
@@ -135,16 +137,61 @@ class PgResponseCache:
                 return "taken"
             with con.transaction():
                 self._key_lock(key)
-                if con.execute("SELECT 1 FROM responses WHERE key = %s", (key,)).fetchone():
-                    return "cached"
-                con.execute("DELETE FROM claims WHERE key = %s AND (expires_at < %s OR owner = %s)",
-                            (key, now, owner))
-                held = con.execute("SELECT owner FROM claims WHERE key = %s", (key,)).fetchone()
-                if held and self._dead_owner(held[0]):  # a crashed process on this machine: no need to wait
-                    con.execute("DELETE FROM claims WHERE key = %s", (key,))
-                cur = con.execute("INSERT INTO claims VALUES (%s, %s, %s) ON CONFLICT (key) DO NOTHING",
-                                  (key, owner, now + lease_s))
-                return "claimed" if cur.rowcount == 1 else "taken"
+                return self._claim_in(key, owner, lease_s, now)
+
+    def _claim_in(self, key: str, owner: str, lease_s: float, now: float) -> str:
+        """Inside a transaction holding ``key``'s advisory lock: the claim (:meth:`claim`'s answer)."""
+        con = self._con
+        if con.execute("SELECT 1 FROM responses WHERE key = %s", (key,)).fetchone():
+            return "cached"
+        con.execute("DELETE FROM claims WHERE key = %s AND (expires_at < %s OR owner = %s)", (key, now, owner))
+        held = con.execute("SELECT owner FROM claims WHERE key = %s", (key,)).fetchone()
+        if held and self._dead_owner(held[0]):  # a crashed process on this machine: no need to wait
+            con.execute("DELETE FROM claims WHERE key = %s", (key,))
+        cur = con.execute("INSERT INTO claims VALUES (%s, %s, %s) ON CONFLICT (key) DO NOTHING",
+                          (key, owner, now + lease_s))
+        return "claimed" if cur.rowcount == 1 else "taken"
+
+    def apply(self, ops: list[tuple]) -> list:
+        """Run ``ops`` in order in one transaction and return their results in order, as
+        :meth:`ctxbench.models.cache.ResponseCache.apply` (the group commit of
+        :class:`ctxbench.models.cache.GroupCommit`). The advisory locks of every key the ops name are taken first,
+        in sorted order, so two processes committing groups that share keys wait for each other instead of
+        deadlocking. Raises ValueError for an unknown op (nothing committed)."""
+        con = self._con
+        keys = sorted({op[1] for op in ops if op[0] in ("claim", "put")})
+        with self._lock, con.transaction():
+            for k in keys:
+                self._key_lock(k)
+            now = time.time()
+            out: list = []
+            for op in ops:
+                kind = op[0]
+                if kind == "claim":
+                    out.append(self._claim_in(op[1], op[2], op[3], now))
+                elif kind == "put":
+                    con.execute("INSERT INTO responses VALUES (%s, %s, %s, %s) ON CONFLICT (key) DO NOTHING",
+                                (op[1], op[2], json.dumps(op[3], ensure_ascii=False), time.time()))
+                    con.execute("DELETE FROM claims WHERE key = %s", (op[1],))
+                    out.append(None)
+                elif kind == "release":
+                    con.execute("DELETE FROM claims WHERE key = %s AND owner = %s", (op[1], op[2]))
+                    out.append(None)
+                elif kind == "renew":
+                    out.append(con.execute("UPDATE claims SET expires_at = %s WHERE owner = %s",
+                                           (now + op[2], op[1])).rowcount)
+                else:
+                    raise ValueError(f"unknown cache op {kind!r}: claim, put, release or renew")
+            return out
+
+    def writer(self) -> "PgResponseCache":
+        """Another connection to the same database, for writer threads (as
+        :meth:`ctxbench.models.cache.ResponseCache.writer`): made on first use, then the same one, closed by
+        :meth:`close`."""
+        with self._writer_lock:
+            if self._writer is None:
+                self._writer = PgResponseCache(self.url, self._dead_owner)
+            return self._writer
 
     def release(self, key: str, owner: str) -> None:
         """Give up ``owner``'s claim on ``key``."""
@@ -170,4 +217,7 @@ class PgResponseCache:
             return self._con.execute("SELECT count(*) FROM responses").fetchone()[0]
 
     def close(self) -> None:
+        """Close the connection (and the writer threads' connection, if one was made)."""
+        if self._writer is not None:
+            self._writer.close()
         self._con.close()

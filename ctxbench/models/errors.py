@@ -131,7 +131,9 @@ OUTCOMES = ("transient", "over_length", "config_error", "refused_by_provider", "
 TRANSIENT_EXCEPTIONS = frozenset({
     "APITimeoutError", "Timeout", "APIConnectionError", "ServiceUnavailableError", "InternalServerError",
     "RateLimitError", "TimeoutError", "TimeoutException", "ReadTimeout", "ConnectError", "RemoteProtocolError",
-    "TransportError", "ConnectionError"})
+    "TransportError", "ConnectionError",
+    # aiohttp's (the openai_http backend's client): a refused, reset or dropped connection, a body cut in transit
+    "ClientConnectionError", "ClientPayloadError"})
 
 
 @dataclass(frozen=True)

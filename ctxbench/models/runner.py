@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ctxbench.models.cache import ResponseCache, claim_owner, endpoint_id, key_endpoint, request_key
+from ctxbench.models.cache import DirectCommit, GroupCommit, ResponseCache, claim_owner, endpoint_id, key_endpoint, request_key
 from ctxbench.models.deployment import ROUTE, is_deployment
 from ctxbench.models.gateway import NOT_ATTEMPTED, CallResult, Gateway, PermanentError, RetryPolicy, TransientError, cost_usd
 from ctxbench.core.errors import InputError
@@ -134,6 +134,8 @@ class CallRunner:
         self._counts: dict[int, int] = {}
         self._read_whole: dict[str, int] = {}  # prefix -> the longest prompt of it this run's server read whole
         self._gw: Gateway | None = None
+        # claims and stores: each its own transaction, here; in arun, group commits by a writer thread
+        self._commits: GroupCommit | DirectCommit = DirectCommit(self.cache)
         self._opened: asyncio.Event | None = None  # set once a call of this run got an answer (the start gate)
         self._probe: asyncio.Lock | None = None
         self._start_failures: list[tuple] = []     # (kind, status, text) of the first calls, while they all fail
@@ -166,7 +168,7 @@ class CallRunner:
         """Renew this worker's claims every third of the lease, until cancelled."""
         while True:
             await asyncio.sleep(self.lease_s / 3)
-            self.heartbeat()
+            await self._commits.renew(self.owner, self.lease_s)
 
     @property
     def replicas_down(self) -> dict[str, str]:
@@ -319,9 +321,9 @@ class CallRunner:
         if res.status in WINDOW_DEPENDENT and self.endpoint is not None:
             res.server_window = await self.window_now()
         if res.status in STORED_STATUSES:
-            self.cache.put(req.key, self.model, res.payload())
+            await self._commits.put(req.key, self.model, res.payload())
         else:
-            self.cache.release(req.key, self.owner)
+            await self._commits.release(req.key, self.owner)
         if counted:
             return res
         if res.retry_after_s is not None:
@@ -361,33 +363,39 @@ class CallRunner:
         return True
 
     # -- running ------------------------------------------------------------------------------------------------
-    async def _one(self, req: Request, slots: asyncio.Semaphore, wait: bool) -> Outcome | None:
+    async def _one(self, req: Request, slots: asyncio.Semaphore, ahead: asyncio.Semaphore, wait: bool
+                   ) -> Outcome | None:
         """One request: served from the cache, called, or (``wait`` False and another worker holds it) deferred
-        (None). Its calls carry its route (its shared prefix, else its key): a deployment of several replicas
-        sends every request of one prefix to one replica (:mod:`ctxbench.models.deployment`)."""
+        (None). Its key is claimed before it waits for a concurrency slot (``slots``), while the calls before it
+        run, so the claim's commit is not between a call's end and the next call's start; ``ahead`` bounds the
+        requests claimed or called at once (twice the concurrency), so other workers find few keys held before
+        their calls. A cached answer or a key another worker holds takes no slot. Its calls carry its route (its
+        shared prefix, else its key): a deployment of several replicas sends every request of one prefix to one
+        replica (:mod:`ctxbench.models.deployment`)."""
         ROUTE.set(req.prefix or req.key)  # this request's own task: the context ends with it
         while True:
             if self.paused:
                 return Outcome(req, None, "not_attempted")
             res = None
-            async with slots:
-                state = self.claim(req.key)
+            async with ahead:  # claimed while the calls before it run: at most `ahead` keys before their calls
+                state = await self._commits.claim(req.key, self.owner, self.lease_s)
                 if state == "claimed":
-                    if self._opened is not None and not self._opened.is_set():
-                        async with self._probe:  # type: ignore[union-attr]  # the start gate: one at a time
-                            if not self._opened.is_set():
-                                res = await self._gw.complete(req.messages, req.max_tokens,  # type: ignore
-                                                              req.sampling, random.Random(req.key))
-                                if res.transient_failure or self._failure_kind(res) is not None:
-                                    res = await self.finish(req, res)  # a failure: the gate judges it finished
-                                    self._starting(res)
-                                    return Outcome(req, res, "call")
-                                self._opened.set()  # an answer opens the gate (as _starting would after finish)
-                    if res is None:
-                        res = await self._gw.complete(req.messages, req.max_tokens, req.sampling,  # type: ignore
-                                                      random.Random(req.key))
-                    if not self._answered(res):  # a failure: judged before the next call starts
-                        return Outcome(req, await self.finish(req, res), "call")
+                    async with slots:
+                        if self._opened is not None and not self._opened.is_set():
+                            async with self._probe:  # type: ignore[union-attr]  # the start gate: one at a time
+                                if not self._opened.is_set():
+                                    res = await self._gw.complete(req.messages, req.max_tokens,  # type: ignore
+                                                                  req.sampling, random.Random(req.key))
+                                    if res.transient_failure or self._failure_kind(res) is not None:
+                                        res = await self.finish(req, res)  # a failure: the gate judges it finished
+                                        self._starting(res)
+                                        return Outcome(req, res, "call")
+                                    self._opened.set()  # an answer opens the gate (as _starting would after finish)
+                        if res is None:
+                            res = await self._gw.complete(req.messages, req.max_tokens, req.sampling,  # type: ignore
+                                                          random.Random(req.key))
+                        if not self._answered(res):  # a failure: judged before the next call starts
+                            return Outcome(req, await self.finish(req, res), "call")
             if state == "claimed":  # an answer, checked and stored outside the slot: the next call starts meanwhile
                 return Outcome(req, await self.finish(req, res, counted=True), "call")
             if state == "cached":
@@ -416,7 +424,9 @@ class CallRunner:
             self._stop.set()
         self._gw = Gateway(self.model, self.base_url, self.concurrency, self.policy, api_key_env=self.api_key_env,
                            stop=self._stop, backend=self.backend)
+        self._commits = GroupCommit(self.cache)  # claims and stores committed by a writer thread, in groups
         slots = asyncio.Semaphore(self.concurrency)
+        ahead = asyncio.Semaphore(2 * self.concurrency)  # requests claimed (committed) or called at once
         out: list[Outcome | None] = [None] * len(requests)
         leaders: dict[str, int] = {}  # prefix -> the request that runs first; the others wait for its outcome
         primed: dict[str, asyncio.Event] = {}
@@ -430,7 +440,7 @@ class CallRunner:
             if prefix is not None and not lead:
                 await primed[prefix].wait()
             try:
-                o = await self._one(requests[i], slots, wait)
+                o = await self._one(requests[i], slots, ahead, wait)
             finally:
                 if lead:
                     primed[prefix].set()  # type: ignore[index]
@@ -449,7 +459,11 @@ class CallRunner:
                 await _all_or_none([go(i, True) for i in deferred])
         finally:
             hb.cancel()
-            await self._gw.aclose()
+            try:
+                await self._gw.aclose()
+            finally:
+                commits, self._commits = self._commits, DirectCommit(self.cache)
+                commits.close()  # what cancelled tasks queued is committed; the thread ends
         return out  # type: ignore[return-value]
 
     def run(self, requests: list[Request], on_outcome: Callable[[Outcome], None] | None = None) -> list[Outcome]:

@@ -31,7 +31,8 @@ from ctxbench.models.runner import (CLAIM_LEASE_S, WINDOW_DEPENDENT, CallRunner,
                             truncation_check_soon)
 from ctxbench.models.registry import model_info
 from ctxbench.models.prompts import messages_text, render_messages, shared_prefix
-from ctxbench.core.storage import TableAppender, build_hash_of_dir, consolidate, read_table, require_build
+from ctxbench.core.storage import (TableAppender, build_hash_of_dir, consolidate, read_parquet, read_table,
+                                   require_build)
 from ctxbench.core import progress
 from ctxbench.core.progress import emit
 from ctxbench.core.track import track_of_build
@@ -315,7 +316,7 @@ def plan_requests(build_dir: str | Path, cfg: EvalConfig, cache: ResponseCache) 
     cols += [c for c in ("benchmark", "context_format") if c in have]  # prompt per benchmark/format
     if "repl" in cfg.modes:  # the root model is told the context's length in tokens
         cols += [c for c in ("tokenizer", "context_tokens") if c in have and c not in cols]
-    every = pq.read_table(ipath, columns=cols)
+    every = read_parquet(ipath, columns=cols)
     tbl = select_for_model(build_dir, every, cfg.model)
     n_model = tbl.num_rows
     tbl = select_instances(filter_instances(build_dir, tbl, instance_filter(cfg)), cfg.per_length, cfg.seed,
