@@ -377,9 +377,10 @@ class CallRunner:
             if self.paused:
                 return Outcome(req, None, "not_attempted")
             res = None
-            held = True  # the claim may commit from its submission until finish stores or releases the key
+            held = False  # whether the key may be claimed: from the claim's submission until finish settles it
             try:
                 async with ahead:  # claimed while the calls before it run: at most `ahead` keys before their calls
+                    held = True
                     state = await self._commits.claim(req.key, self.owner, self.lease_s)
                     held = state == "claimed"
                     if state == "claimed":
