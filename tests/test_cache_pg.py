@@ -237,3 +237,43 @@ def test_a_cache_url_is_shown_without_its_password_in_every_form(tmp_path, monke
     with pytest.raises(InputError) as e:  # the Python API's message (no CLI line redaction on the way)
         ResponseCache()
     assert "s3cret" not in str(e.value) and shown in str(e.value)
+
+
+def test_a_group_that_deadlocks_with_another_writer_is_retried_not_failed(pg_url):
+    """Row locks can close a cycle that the advisory locks of a group's keys do not order: a group that renews its
+    owner's claims (their rows locked) and then takes over a lapsed claim of another owner, while that owner renews
+    (its rows locked) and takes over a lapsed claim of the first. PostgreSQL aborts one transaction; a group that
+    was aborted committed nothing, so it is run again instead of failing every operation in it (which would end
+    the evaluation)."""
+    import psycopg  # lazy: an optional extra, checked by the pg fixture
+
+    c = ResponseCache()
+    lapsed = time.time() - 10
+    with psycopg.connect(pg_url, autocommit=True) as con:
+        con.execute("INSERT INTO claims VALUES ('ka', 'A', %s), ('kb', 'B', %s)", (lapsed, lapsed))
+    a = psycopg.connect(pg_url)  # owner A's connection, in a transaction from its first statement
+    a.execute("UPDATE claims SET expires_at = expires_at WHERE owner = 'A'")  # A renews: ka's row locked
+    out: dict[str, object] = {}
+
+    def group_of_b() -> None:
+        async def go() -> list:
+            g = GroupCommit(c)
+            try:  # B renews (kb's row locked), then takes over A's lapsed ka: waits for A's row lock
+                return await asyncio.gather(g.renew("B", 60), g.claim("ka", "B", 60), return_exceptions=True)
+            finally:
+                g.close()
+        out["b"] = asyncio.run(go())
+
+    t = threading.Thread(target=group_of_b)
+    t.start()
+    with psycopg.connect(pg_url, autocommit=True) as watch:
+        while not watch.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'").fetchone()[0]:
+            time.sleep(0.02)  # until B's group waits for ka's row
+    a.execute("DELETE FROM claims WHERE key = 'kb' AND expires_at < %s", (time.time(),))  # A takes over kb: a cycle
+    a.commit()
+    t.join(timeout=60)
+    a.close()
+    assert not t.is_alive()
+    assert out["b"] == [0, "claimed"], out  # kb was taken from B meanwhile: B renews none, then claims ka
+    assert {k: o for k, (o, _) in c.claims().items()} == {"ka": "B"}
+    c.close()

@@ -96,8 +96,11 @@ def test_read_parquet_reads_what_read_table_reads_and_refuses_an_unknown_column(
     p = tmp_path / "t.parquet"
     t = pa.table({"a": [1, 2, None], "b": ["x", "ü", None], "c": [[1], [], None]})
     pq.write_table(t.replace_schema_metadata({"k": "v"}), p)
-    for cols in (None, ["b"], ["c", "a"]):
+    for cols in (None, ["b"], ["c", "a"], ["a", "b", "a"], []):
         assert read_parquet(p, columns=cols).equals(pq.read_table(p, columns=cols), check_metadata=True)
+    for other in (t.slice(0, 0), pa.table({"d": pa.array(["x", "y", "x"]).dictionary_encode()})):  # empty, dict
+        pq.write_table(other, p)
+        assert read_parquet(p).equals(pq.read_table(p), check_metadata=True)
     with pytest.raises(pa.ArrowInvalid, match="zz"):
         read_parquet(p, columns=["a", "zz"])
 

@@ -186,3 +186,36 @@ def test_a_killed_process_loses_no_counted_answer_and_repeats_no_answered_call(t
     assert set(again) & set(first) <= claimed  # only the calls whose answers died with the process
     assert _stored(path) == {f"key{i:03d}" for i in range(200)}
     assert ResponseCache(path).claims() == {}
+
+
+def test_a_cancelled_run_leaves_no_claim_behind(tmp_path):
+    """A run cancelled (a Ctrl-C, a Prefect task cancelled, a sibling's error) while one call is in flight and the
+    next keys are claimed ahead of their calls releases every claim it holds: another runner in the same live
+    process (a paused run's resume, the next REPL step, a service worker) would otherwise find them ``taken`` and
+    wait for their lease to lapse (the owner's process is alive, so its claims are not taken over at once)."""
+    from ctxbench.models.runner import CallRunner, Request  # lazy: the runner imports the gateway
+
+    cache = ResponseCache(tmp_path / "cache.sqlite")
+    reqs = [Request(f"key{i:03d}", [{"role": "user", "content": f"question {i}"}], {"temperature": 0.0}, 16)
+            for i in range(6)]
+    with FakeOpenAIServer(latency_s=3.0) as srv:
+        runner = CallRunner("openai/fake", srv.base_url, cache=cache, concurrency=1, truncation=None,
+                            pause_after=1000)
+
+        async def go() -> dict:
+            task = asyncio.ensure_future(runner.arun(reqs))
+            while srv.in_flight == 0:  # the first call is at the server; the next key is claimed meanwhile
+                await asyncio.sleep(0.01)
+            for _ in range(20):
+                await asyncio.sleep(0.01)
+            held = {k for k, (o, _) in cache.claims().items() if o == runner.owner}
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            return held
+
+        held = asyncio.run(go())
+        assert len(held) == 2  # the key in flight and the one claimed ahead of its call
+        assert {k: o for k, (o, _) in cache.claims().items()} == {}
+        other = CallRunner("openai/fake", srv.base_url, cache=cache, concurrency=1, truncation=None)
+        assert all(other.claim(r.key) == "claimed" for r in reqs[:2])

@@ -172,7 +172,10 @@ def read_parquet(path: str | Path, columns: list[str] | None = None) -> pa.Table
             unknown = [c for c in columns if c not in f.schema_arrow.names]
             if unknown:
                 raise pa.ArrowInvalid(f"No match for column(s) {', '.join(unknown)} in {path}")
-        return f.read(columns=columns)
+        out = f.read(columns=columns)
+    if columns is not None and len(set(columns)) < len(columns):  # read once; read_table repeats a named column
+        out = out.select(columns)
+    return out
 
 
 def write_parquet(tbl: pa.Table, path: str | Path) -> None:

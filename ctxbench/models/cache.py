@@ -448,6 +448,13 @@ class GroupCommit:
         """:meth:`ResponseCache.renew`, once committed: the claims ``owner`` holds."""
         return await self._submit(("renew", owner, lease_s))
 
+    def release_soon(self, key: str, owner: str) -> None:
+        """Queue :meth:`ResponseCache.release` without waiting for it (a task being cancelled, which may not
+        await): committed after every operation queued before it, at the latest by :meth:`close`. Its error, if
+        any, goes nowhere: the claim then lapses with its lease."""
+        if self._thread is not None:  # no thread: nothing was claimed through this object
+            self._q.put((("release", key, owner), None))
+
     def _submit(self, op: tuple) -> asyncio.Future:
         if self._thread is None:
             self._loop = asyncio.get_running_loop()
@@ -520,6 +527,14 @@ class DirectCommit:
         """:meth:`ResponseCache.renew`."""
         return self.cache.renew(owner, lease_s)
 
+    def release_soon(self, key: str, owner: str) -> None:
+        """:meth:`ResponseCache.release` at once; an error is dropped (the caller is being cancelled: the claim
+        then lapses with its lease)."""
+        try:
+            self.cache.release(key, owner)
+        except Exception:  # noqa: BLE001 - must not replace the cancellation the caller is handling
+            pass
+
     def close(self) -> None:
         """Nothing to end."""
 
@@ -527,7 +542,7 @@ class DirectCommit:
 def _resolve(futures: list[asyncio.Future], results: list | None, err: BaseException | None) -> None:
     """On the event loop: hand a transaction's results (or its error) to the futures of its operations."""
     for i, f in enumerate(futures):
-        if f.done():  # its task was cancelled
+        if f is None or f.done():  # queued without a waiter (release_soon), or its task was cancelled
             continue
         if err is not None:
             f.set_exception(err)

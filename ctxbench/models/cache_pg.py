@@ -13,6 +13,7 @@ them in SQLite. Uses psycopg 3 (the ``service`` extra).
 from __future__ import annotations
 
 import json
+import random
 import re
 import threading
 import time
@@ -61,6 +62,9 @@ def register_passwords(url: str) -> None:
     for m in _PASSWORD_PARAM_RE.finditer(url):
         v = m.group("value")
         register(v[1:-1] if len(v) > 1 and v[0] == v[-1] == "'" else v)
+
+
+DEADLOCK_RETRIES = 5  # a group commit PostgreSQL aborted as a deadlock's victim: run again at most this often
 
 
 class PgResponseCache:
@@ -157,7 +161,23 @@ class PgResponseCache:
         :meth:`ctxbench.models.cache.ResponseCache.apply` (the group commit of
         :class:`ctxbench.models.cache.GroupCommit`). The advisory locks of every key the ops name are taken first,
         in sorted order, so two processes committing groups that share keys wait for each other instead of
-        deadlocking. Raises ValueError for an unknown op (nothing committed)."""
+        deadlocking. Row locks can still close a cycle (a group renewing its owner's claims and taking over another
+        owner's lapsed claim, while that owner does the same the other way): PostgreSQL then aborts one of the
+        transactions, which committed nothing and is run again (up to :data:`DEADLOCK_RETRIES` times). Raises
+        ValueError for an unknown op (nothing committed)."""
+        import psycopg  # lazy: an optional extra, present once this object exists
+
+        for attempt in range(DEADLOCK_RETRIES + 1):
+            try:
+                return self._apply_once(ops)
+            except psycopg.errors.DeadlockDetected:
+                if attempt == DEADLOCK_RETRIES:
+                    raise
+                time.sleep(random.uniform(0.0, 0.05 * (attempt + 1)))  # apart from the other writer's retry
+        raise AssertionError("unreachable")
+
+    def _apply_once(self, ops: list[tuple]) -> list:
+        """One try of :meth:`apply`: one transaction."""
         con = self._con
         keys = sorted({op[1] for op in ops if op[0] in ("claim", "put")})
         with self._lock, con.transaction():

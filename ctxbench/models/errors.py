@@ -132,8 +132,10 @@ TRANSIENT_EXCEPTIONS = frozenset({
     "APITimeoutError", "Timeout", "APIConnectionError", "ServiceUnavailableError", "InternalServerError",
     "RateLimitError", "TimeoutError", "TimeoutException", "ReadTimeout", "ConnectError", "RemoteProtocolError",
     "TransportError", "ConnectionError",
-    # aiohttp's (the openai_http backend's client): a refused, reset or dropped connection, a body cut in transit
-    "ClientConnectionError", "ClientPayloadError"})
+    # aiohttp's (the openai_http backend's client): a refused, reset or dropped connection, a body cut in transit,
+    # and ClientResponseError, which that backend (no raise_for_status) gets only for a reply that is not HTTP (a
+    # bad status line or header: httpx's RemoteProtocolError) or a proxy that refused the tunnel (httpx's ProxyError)
+    "ClientConnectionError", "ClientPayloadError", "ClientResponseError"})
 
 
 @dataclass(frozen=True)

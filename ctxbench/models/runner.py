@@ -377,27 +377,35 @@ class CallRunner:
             if self.paused:
                 return Outcome(req, None, "not_attempted")
             res = None
-            async with ahead:  # claimed while the calls before it run: at most `ahead` keys before their calls
-                state = await self._commits.claim(req.key, self.owner, self.lease_s)
-                if state == "claimed":
-                    async with slots:
-                        if self._opened is not None and not self._opened.is_set():
-                            async with self._probe:  # type: ignore[union-attr]  # the start gate: one at a time
-                                if not self._opened.is_set():
-                                    res = await self._gw.complete(req.messages, req.max_tokens,  # type: ignore
-                                                                  req.sampling, random.Random(req.key))
-                                    if res.transient_failure or self._failure_kind(res) is not None:
-                                        res = await self.finish(req, res)  # a failure: the gate judges it finished
-                                        self._starting(res)
-                                        return Outcome(req, res, "call")
-                                    self._opened.set()  # an answer opens the gate (as _starting would after finish)
-                        if res is None:
-                            res = await self._gw.complete(req.messages, req.max_tokens, req.sampling,  # type: ignore
-                                                          random.Random(req.key))
-                        if not self._answered(res):  # a failure: judged before the next call starts
-                            return Outcome(req, await self.finish(req, res), "call")
-            if state == "claimed":  # an answer, checked and stored outside the slot: the next call starts meanwhile
-                return Outcome(req, await self.finish(req, res, counted=True), "call")
+            held = False  # whether the key may be claimed: from the claim's submission until finish settles it
+            try:
+                async with ahead:  # claimed while the calls before it run: at most `ahead` keys before their calls
+                    held = True
+                    state = await self._commits.claim(req.key, self.owner, self.lease_s)
+                    held = state == "claimed"
+                    if state == "claimed":
+                        async with slots:
+                            if self._opened is not None and not self._opened.is_set():
+                                async with self._probe:  # type: ignore[union-attr]  # the start gate: one at a time
+                                    if not self._opened.is_set():
+                                        res = await self._gw.complete(req.messages, req.max_tokens,  # type: ignore
+                                                                      req.sampling, random.Random(req.key))
+                                        if res.transient_failure or self._failure_kind(res) is not None:
+                                            res = await self.finish(req, res)  # a failure: the gate judges it finished
+                                            self._starting(res)
+                                            return Outcome(req, res, "call")
+                                        self._opened.set()  # an answer opens the gate (as _starting would after finish)
+                            if res is None:
+                                res = await self._gw.complete(  # type: ignore
+                                    req.messages, req.max_tokens, req.sampling, random.Random(req.key))
+                            if not self._answered(res):  # a failure: judged before the next call starts
+                                return Outcome(req, await self.finish(req, res), "call")
+                if state == "claimed":  # an answer, checked and stored outside the slot: the next call starts meanwhile
+                    return Outcome(req, await self.finish(req, res, counted=True), "call")
+            except BaseException:  # cancelled (Ctrl-C, a sibling's error) or failed before the key was settled
+                if held:  # else another process or this one's resume waits for the lease to lapse
+                    self._commits.release_soon(req.key, self.owner)
+                raise
             if state == "cached":
                 payload = self.cache.get(req.key)
                 if payload is None:  # removed meanwhile (a stale outcome dropped by another worker): claim again

@@ -39,6 +39,10 @@ def _tls_context(cert_file: str | None, cert_dir: str | None) -> ssl.SSLContext:
     return httpx.create_ssl_context()  # reads the two variables itself: the arguments key the cache
 
 
+MAX_HEADER_BYTES = 65536  # a reply's status line or header, at most (aiohttp's default, 8190, refused long headers
+# that httpx read, e.g. a gateway's tracing or cookie headers)
+
+
 def chat_url(base_url: str) -> yarl.URL:
     """The ``/chat/completions`` URL of a server at ``base_url``: the path extended (a trailing slash dropped),
     its query kept (``http://h/v1?x=1`` gives ``http://h/v1/chat/completions?x=1``). Raises ValueError for a URL
@@ -71,7 +75,7 @@ class OpenAIHTTPBackend(BaseBackend):
                 connector=aiohttp.TCPConnector(  # certificates loaded (0.1-0.2 s) only for an https server
                     limit=n, ssl=tls_context() if self._url.scheme == "https" else True),
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.timeout_s, sock_read=self.timeout_s),
-                headers=headers)
+                headers=headers, max_line_size=MAX_HEADER_BYTES, max_field_size=MAX_HEADER_BYTES)
             try:  # the proxy variables read once (aiohttp's trust_env reads them, and .netrc, in a thread per call)
                 self._proxy, self._proxy_auth = get_env_proxy_for_url(self._url)
             except LookupError:
