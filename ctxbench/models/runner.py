@@ -112,7 +112,8 @@ class CallRunner:
     def __init__(self, model: str, base_url: str | None = None, *, key_base_url: Any = "same",
                  cache: ResponseCache | None = None, concurrency: int = 8, policy: RetryPolicy | None = None,
                  api_key_env: str | None = None, pause_after: int = 3, lease_s: float = CLAIM_LEASE_S,
-                 truncation: TruncationCheck | None | str | concurrent.futures.Future = "auto",
+                 truncation: (TruncationCheck | None | str | concurrent.futures.Future
+                              | Callable[[], concurrent.futures.Future]) = "auto",
                  window: int | None = None,
                  backend: str = "auto"):
         self.model, self.base_url = model, base_url
@@ -269,11 +270,19 @@ class CallRunner:
             return True, False
         return False, True
 
+    def _start_check(self) -> None:
+        """Start a deferred truncation check (``truncation`` a function returning a :func:`truncation_check_soon`
+        future) as the first call goes out: its tokenizer loads in the round trip, not in the start-up before."""
+        if callable(self._truncation) and not isinstance(self._truncation, TruncationCheck):
+            self._truncation = self._truncation()
+
     async def _check(self) -> TruncationCheck | None:
         """The truncation check, its tokenizer loaded off the event loop: in a thread on first use (``auto``),
-        or awaited where the caller started loading it (a future of :func:`truncation_check_soon`)."""
+        or awaited where the caller started loading it (a future of :func:`truncation_check_soon`, or a function
+        returning one, called when the first call goes out: :meth:`_start_check`)."""
         if self._truncation == "auto":
             self._truncation = truncation_check_soon(self.model)
+        self._start_check()
         if isinstance(self._truncation, concurrent.futures.Future):
             self._truncation = await asyncio.wrap_future(self._truncation)
         return self._truncation  # type: ignore[return-value]
@@ -388,6 +397,7 @@ class CallRunner:
                             if self._opened is not None and not self._opened.is_set():
                                 async with self._probe:  # type: ignore[union-attr]  # the start gate: one at a time
                                     if not self._opened.is_set():
+                                        self._start_check()
                                         res = await self._gw.complete(req.messages, req.max_tokens,  # type: ignore
                                                                       req.sampling, random.Random(req.key))
                                         if res.transient_failure or self._failure_kind(res) is not None:
@@ -396,6 +406,7 @@ class CallRunner:
                                             return Outcome(req, res, "call")
                                         self._opened.set()  # an answer opens the gate (as _starting would after finish)
                             if res is None:
+                                self._start_check()
                                 res = await self._gw.complete(  # type: ignore
                                     req.messages, req.max_tokens, req.sampling, random.Random(req.key))
                             if not self._answered(res):  # a failure: judged before the next call starts

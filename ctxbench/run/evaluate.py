@@ -8,6 +8,7 @@ together so providers' prompt caches (and llama.cpp's prefix cache) reuse the sh
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections import Counter
@@ -633,7 +634,8 @@ def _run_calls(calls: list[dict], cfg: EvalConfig, plan: Plan, cache: ResponseCa
                          max_retry_after_s=cfg.max_retry_after_s)
     runner = CallRunner(cfg.model, base_url, key_base_url=cfg.base_url, cache=cache, concurrency=concurrency,
                         policy=policy, api_key_env=cfg.api_key_env, pause_after=cfg.pause_after, lease_s=lease_s,
-                        truncation=truncation_check_soon(cfg.model, count_tokens), window=window)
+                        # its tokenizer loads as the first call goes out (in the round trip, not before it)
+                        truncation=functools.partial(truncation_check_soon, cfg.model, count_tokens), window=window)
     buf: list[dict] = []
     replace: set[str] = set()
     done = 0
