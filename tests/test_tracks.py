@@ -162,3 +162,31 @@ def test_option_kinds_from_config_fields():
     with pytest.raises(typer.BadParameter, match="--lengths needs at least one value, e.g. 4096"):
         config_values(list(specs.values()), {"lengths": " , "})
     assert config_values(list(specs.values()), {"words": ""}) == {"words": []}  # its default is empty
+
+
+def test_a_built_in_track_asked_first_is_imported_alone_and_the_list_keeps_its_order(tmp_path):
+    """A fresh process asking for one built-in track (what evaluating a build does) imports that track only; the
+    registry loaded afterwards lists the built-ins in their fixed order whichever came first, and with
+    CTXBENCH_TRACKS set every plugin is loaded before the answer (its name may be the one asked for)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    code = ("import json, sys\nfrom ctxbench.core.track import get_track, track_names\n"
+            "t = get_track('needles')\n"
+            "alone = sorted(m for m in sys.modules if m.startswith('ctxbench.tracks.') and m.endswith('.track'))\n"
+            "print(json.dumps([type(t).__name__, alone, track_names()]))")
+    env = {k: v for k, v in os.environ.items() if k != "CTXBENCH_TRACKS"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    name, alone, names = json.loads(r.stdout)
+    assert name == "Needles" and alone == ["ctxbench.tracks.needles.track"]
+    assert names[:4] == ["holobench", "scitrek", "needles", "lara"]
+    plugin = tmp_path / "dup_needles.py"  # a plugin taking a built-in's name: refused, also when asked first
+    plugin.write_text("from ctxbench.core.track import register_track\n"
+                      "from ctxbench.tracks.needles.track import Needles\n\n\n"
+                      "@register_track\nclass Needles(Needles):\n    pass\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env={**env, "CTXBENCH_TRACKS": str(plugin)})
+    assert r.returncode != 0 and "registered twice" in r.stderr, r.stderr
