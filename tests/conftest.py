@@ -49,9 +49,11 @@ def _start_shared_prefect_server() -> subprocess.Popen | None:
         return None
     import socket
 
-    import prefect
-
     from ctxbench.models.local_server import die_with_parent
+
+    spec = importlib.util.find_spec("prefect")  # where Prefect is installed, without importing it here (1 s)
+    assert spec is not None and spec.origin, "prefect is not installed"
+    app_dir = Path(spec.origin).parent.parent  # what SubprocessASGIServer passes: prefect.__module_path__.parent
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -61,7 +63,7 @@ def _start_shared_prefect_server() -> subprocess.Popen | None:
     (_TEST_HOMES / "prefect-shared").mkdir(parents=True, exist_ok=True)
     log = open(_TEST_HOMES / "prefect-shared" / "server.log", "wb")  # its retried-event notices stay off the terminal
     proc = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent), "--factory",
+        [sys.executable, "-m", "uvicorn", "--app-dir", str(app_dir), "--factory",
          "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(port), "--log-level", "error",
          "--lifespan", "on"], env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
         start_new_session=True,
