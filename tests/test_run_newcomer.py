@@ -97,6 +97,7 @@ def test_own_db_and_query_set_reach_a_table_in_one_command(engine, spider_db, tm
                   "--per-length", "2", "--model", "openai/x", "--base-url", srv.base_url, "--out",
                   str(tmp_path / "r")], env={"CTXBENCH_HOME": str(tmp_path / "home")})
         calls = srv.count
+        assert (tmp_path / "r" / "run.log").is_file()  # the engine's log that run's help names, even when empty
         # the same command again: nothing is asked, and the stored cut-off reply is still named with the advice
         again = _cli(["run", "--engine", engine, "--db", db, "--queries", str(q), "--lengths", "1024,2048",
                       "--per-length", "2", "--model", "openai/x", "--base-url", srv.base_url, "--out",

@@ -42,13 +42,14 @@ def _console(h: logging.Handler) -> bool:
 
 @contextlib.contextmanager
 def engine_log(path: str | Path) -> Iterator[Path]:
-    """Context manager: the engines' log records go to ``path`` (appended, created with its directory when the
-    first record comes) and to no console handler while the block runs; yields the path. Call it after the engine
+    """Context manager: the engines' log records go to ``path`` (appended; created with its directory when the
+    block starts, so the file the run's help names is there even when no engine logged anything) and to no console
+    handler while the block runs; yields the path. Call it after the engine
     is imported (Prefect configures its handlers on import). luigi is told not to add its own console handler
     (``[core] no_configure_logging``). Everything is restored on exit."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fh = logging.FileHandler(path, encoding="utf-8", delay=True)
+    fh = logging.FileHandler(path, encoding="utf-8")
     fh.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     fh.addFilter(_Only())
     off = _Not()
