@@ -20,8 +20,8 @@ before its call is sent, and an answer is stored (committed) before it is counte
 
 from __future__ import annotations
 
-import hashlib
 import asyncio
+import hashlib
 import json
 import os
 import queue
@@ -319,13 +319,7 @@ class ResponseCache:
 
     def put(self, key: str, model: str, payload: dict) -> None:
         """Store an answer (the first one stored for a key wins) and drop any claim on the key."""
-        def go() -> None:
-            self._con.execute("INSERT OR IGNORE INTO responses VALUES (?, ?, ?, ?)",
-                              (key, model, json.dumps(payload, ensure_ascii=False), time.time()))
-            self._con.execute("DELETE FROM claims WHERE key = ?", (key,))
-            self._con.commit()
-
-        self._write(go)
+        self.apply([("put", key, model, payload)])
 
     # -- claims: one call per request key across workers ---------------------------------------------------------
     def claim(self, key: str, owner: str, lease_s: float = 120.0) -> str:
@@ -374,22 +368,12 @@ class ResponseCache:
 
     def release(self, key: str, owner: str) -> None:
         """Give up ``owner``'s claim on ``key`` (a call that failed and was not stored), so others may take it."""
-        def go() -> None:
-            self._con.execute("DELETE FROM claims WHERE key = ? AND owner = ?", (key, owner))
-            self._con.commit()
-
-        self._write(go)
+        self.apply([("release", key, owner)])
 
     def renew(self, owner: str, lease_s: float = 120.0) -> int:
         """Extend every claim ``owner`` holds to ``lease_s`` seconds from now (a heartbeat of a live worker whose
         calls outlast the lease, e.g. long retries); returns how many claims it holds."""
-        def go() -> int:
-            n = self._con.execute("UPDATE claims SET expires_at = ? WHERE owner = ?",
-                                  (time.time() + lease_s, owner)).rowcount
-            self._con.commit()
-            return n
-
-        return self._write(go)
+        return self.apply([("renew", owner, lease_s)])[0]
 
     def claims(self) -> dict[str, tuple[str, float]]:
         """Current claims: key -> (owner, expires_at as a Unix time), expired ones included."""

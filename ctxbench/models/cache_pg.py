@@ -121,11 +121,7 @@ class PgResponseCache:
 
     def put(self, key: str, model: str, payload: dict) -> None:
         """Store an answer (the first one stored for a key wins) and drop any claim on the key."""
-        with self._lock, self._con.transaction():
-            self._key_lock(key)
-            self._con.execute("INSERT INTO responses VALUES (%s, %s, %s, %s) ON CONFLICT (key) DO NOTHING",
-                              (key, model, json.dumps(payload, ensure_ascii=False), time.time()))
-            self._con.execute("DELETE FROM claims WHERE key = %s", (key,))
+        self.apply([("put", key, model, payload)])
 
     def claim(self, key: str, owner: str, lease_s: float = 120.0) -> str:
         """``"claimed"``, ``"cached"`` or ``"taken"``, as :meth:`ctxbench.models.cache.ResponseCache.claim`:
@@ -215,14 +211,11 @@ class PgResponseCache:
 
     def release(self, key: str, owner: str) -> None:
         """Give up ``owner``'s claim on ``key``."""
-        with self._lock:
-            self._con.execute("DELETE FROM claims WHERE key = %s AND owner = %s", (key, owner))
+        self.apply([("release", key, owner)])
 
     def renew(self, owner: str, lease_s: float = 120.0) -> int:
         """Extend every claim ``owner`` holds to ``lease_s`` seconds from now; returns how many it holds."""
-        with self._lock:
-            return self._con.execute("UPDATE claims SET expires_at = %s WHERE owner = %s",
-                                     (time.time() + lease_s, owner)).rowcount
+        return self.apply([("renew", owner, lease_s)])[0]
 
     def claims(self) -> dict[str, tuple[str, float]]:
         """Current claims: key -> (owner, expires_at as a Unix time), expired ones included."""
