@@ -47,6 +47,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def start_server(latency: float) -> tuple[mp.Process, str]:
+    """:func:`serve` in a daemon process on a free port, answering already: (the process, its ``/v1`` base URL)."""
+    import httpx  # lazy: as the rest of this script, imported where used
+
+    port = free_port()
+    proc = mp.Process(target=serve, args=(port, latency), daemon=True)
+    proc.start()
+    base = f"http://127.0.0.1:{port}/v1"
+    for _ in range(100):
+        try:
+            httpx.post(f"{base}/chat/completions", json={"model": "warm"}, timeout=2)
+            break
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    return proc, base
+
+
 def make_build(d: Path, n: int) -> Path:
     from ctxbench.core.storage import to_table, write_parquet
 
@@ -156,17 +173,7 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--latency", type=float, default=0.2)
     a = ap.parse_args()
-    port = free_port()
-    proc = mp.Process(target=serve, args=(port, a.latency), daemon=True)
-    proc.start()
-    base = f"http://127.0.0.1:{port}/v1"
-    import httpx
-    for _ in range(100):
-        try:
-            httpx.post(f"{base}/chat/completions", json={"model": "warm"}, timeout=2)
-            break
-        except httpx.HTTPError:
-            time.sleep(0.1)
+    proc, base = start_server(a.latency)
     bound = a.concurrency / a.latency
     import ctxbench.models  # noqa: F401  (litellm offline price table)
     import ctxbench.run.evaluate  # noqa: F401  (imported before timing: both harnesses are measured warm)

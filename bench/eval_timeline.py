@@ -12,7 +12,6 @@ transactions the cache's writer thread committed for how many operations. Prints
 from __future__ import annotations
 
 import argparse
-import multiprocessing as mp
 import os
 import sys
 import tempfile
@@ -21,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from eval_throughput import free_port, make_build, serve  # noqa: E402
+from eval_throughput import make_build, start_server  # noqa: E402
 
 
 def in_flight(spans: list[tuple[float, float]], lo: float, hi: float) -> float:
@@ -37,17 +36,7 @@ def main() -> None:
     ap.add_argument("--latency", type=float, default=0.2)
     ap.add_argument("--runs", type=int, default=2)
     a = ap.parse_args()
-    port = free_port()
-    proc = mp.Process(target=serve, args=(port, a.latency), daemon=True)
-    proc.start()
-    base = f"http://127.0.0.1:{port}/v1"
-    import httpx
-    for _ in range(100):
-        try:
-            httpx.post(f"{base}/chat/completions", json={"model": "warm"}, timeout=2)
-            break
-        except httpx.HTTPError:
-            time.sleep(0.1)
+    proc, base = start_server(a.latency)
     import ctxbench.models.cache as cache_mod
     from ctxbench.models import runner as runner_mod
     from ctxbench.models.backends import openai_http
