@@ -246,6 +246,24 @@ def test_preflight_says_a_missing_embedded_runtime_before_any_work(monkeypatch):
     preflight("gpt-4o")
 
 
+async def _generate_against_raw_reply(reply: bytes):
+    """One openai_http call to a server that answers any request with the bytes ``reply`` and closes."""
+    async def answer(reader, writer):
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(reply)
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    backend = OpenAIHTTPBackend("openai/fake", f"http://127.0.0.1:{port}/v1", timeout_s=5.0, concurrency=1)
+    try:
+        return await backend.generate(MESSAGES, 16, {})
+    finally:
+        await backend.aclose()
+        server.close()
+
+
 @pytest.mark.parametrize("reply", [b"HTTP/1.1 2x0 OK\r\n\r\n", b"garbage, not HTTP\r\n\r\n",
                                    b"HTTP/1.1 200 OK\r\nX-Long: " + b"a" * 70000 + b"\r\nContent-Length: 2\r\n\r\n{}"])
 def test_openai_http_retries_a_reply_it_cannot_parse(reply):
@@ -253,47 +271,15 @@ def test_openai_http_retries_a_reply_it_cannot_parse(reply):
     call retries, as it was with httpx (RemoteProtocolError), not a per-request error stored in the row."""
     from ctxbench.models.gateway import TransientError  # lazy: only this test raises it
 
-    async def go():
-        async def answer(reader, writer):
-            await reader.readuntil(b"\r\n\r\n")
-            writer.write(reply)
-            await writer.drain()
-            writer.close()
-
-        server = await asyncio.start_server(answer, "127.0.0.1", 0)
-        port = server.sockets[0].getsockname()[1]
-        backend = OpenAIHTTPBackend("openai/fake", f"http://127.0.0.1:{port}/v1", timeout_s=5.0, concurrency=1)
-        try:
-            with pytest.raises(TransientError):
-                await backend.generate(MESSAGES, 16, {})
-        finally:
-            await backend.aclose()
-            server.close()
-
-    asyncio.run(go())
+    with pytest.raises(TransientError):
+        asyncio.run(_generate_against_raw_reply(reply))
 
 
 def test_openai_http_reads_a_reply_with_a_long_header():
     """A header of 9,000 bytes (over aiohttp's default limit of 8,190; httpx read it) does not fail the call."""
-    async def go():
-        body = json.dumps({"choices": [{"message": {"role": "assistant", "content": "C12"}, "finish_reason": "stop"}],
-                           "usage": {"prompt_tokens": 10, "completion_tokens": 2}}).encode()
-
-        async def answer(reader, writer):
-            await reader.readuntil(b"\r\n\r\n")
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Trace: " + b"a" * 9000
-                         + b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
-            await writer.drain()
-            writer.close()
-
-        server = await asyncio.start_server(answer, "127.0.0.1", 0)
-        port = server.sockets[0].getsockname()[1]
-        backend = OpenAIHTTPBackend("openai/fake", f"http://127.0.0.1:{port}/v1", timeout_s=5.0, concurrency=1)
-        try:
-            return await backend.generate(MESSAGES, 16, {})
-        finally:
-            await backend.aclose()
-            server.close()
-
-    res = asyncio.run(go())
+    body = json.dumps({"choices": [{"message": {"role": "assistant", "content": "C12"}, "finish_reason": "stop"}],
+                       "usage": {"prompt_tokens": 10, "completion_tokens": 2}}).encode()
+    res = asyncio.run(_generate_against_raw_reply(
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Trace: " + b"a" * 9000
+        + b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body))
     assert (res.status, res.response) == ("ok", "C12")
