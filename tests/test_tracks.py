@@ -183,6 +183,14 @@ def test_a_built_in_track_asked_first_is_imported_alone_and_the_list_keeps_its_o
     name, alone, names = json.loads(r.stdout)
     assert name == "Needles" and alone == ["ctxbench.tracks.needles.track"]
     assert names[:4] == ["holobench", "scitrek", "needles", "lara"]
+    found = ("import json, sys\nfrom ctxbench.core.track import find_track\n"  # the prompts' lookup: the same
+             "t = find_track('lara')\n"
+             "alone = sorted(m for m in sys.modules if m.startswith('ctxbench.tracks.') and m.endswith('.track'))\n"
+             "print(json.dumps([type(t).__name__, alone, find_track('no-such-track'), len(alone) < len([\n"
+             "    m for m in sys.modules if m.startswith('ctxbench.tracks.') and m.endswith('.track')])]))")
+    r = subprocess.run([sys.executable, "-c", found], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == ["Lara", ["ctxbench.tracks.lara.track"], None, True]
     plugin = tmp_path / "dup_needles.py"  # a plugin taking a built-in's name: refused, also when asked first
     plugin.write_text("from ctxbench.core.track import register_track\n"
                       "from ctxbench.tracks.needles.track import Needles\n\n\n"

@@ -542,6 +542,18 @@ def track_names() -> list[str]:
     return [t.name for t in tracks()]
 
 
+def _builtin_alone(name: str | None) -> Track | None:
+    """The built-in track ``name`` imported alone, when the registry is not loaded yet and no ``CTXBENCH_TRACKS``
+    is set (:func:`get_track`); None otherwise (the caller loads the registry)."""
+    module = f"ctxbench.tracks.{name}.track"
+    if not _loaded and not _loading and module in BUILTIN and not os.environ.get(PLUGIN_ENV):
+        if (track := _REGISTRY.get(name or "")) is None:  # asked once per instance (the prompts): imported once
+            importlib.import_module(module)
+            track = _REGISTRY.get(name or "")
+        return track
+    return None
+
+
 def get_track(name: str | None) -> Track:
     """The track registered as ``name``. Raises InputError for an unknown (or missing) name, listing the known
     tracks and close matches, and saying how a track is registered.
@@ -549,11 +561,8 @@ def get_track(name: str | None) -> Track:
     A built-in track asked for before the registry is loaded, with no ``CTXBENCH_TRACKS``, is imported alone (an
     evaluation of a build needs its one track, not the others and the entry-point scan: 0.04 s of a fresh
     process's start-up); a plugin cannot replace a built-in's name (entry points under a taken name are skipped)."""
-    module = f"ctxbench.tracks.{name}.track"
-    if not _loaded and not _loading and module in BUILTIN and not os.environ.get(PLUGIN_ENV):
-        importlib.import_module(module)
-        if name in _REGISTRY:
-            return _REGISTRY[name]
+    if (alone := _builtin_alone(name)) is not None:
+        return alone
     load_tracks()
     if name in _REGISTRY:
         return _REGISTRY[name]
@@ -570,7 +579,9 @@ def default_track() -> Track:
 
 
 def find_track(name: str | None) -> Track | None:
-    """The track registered as ``name``, or None."""
+    """The track registered as ``name``, or None (a built-in imported alone, as by :func:`get_track`)."""
+    if (alone := _builtin_alone(name)) is not None:
+        return alone
     load_tracks()
     return _REGISTRY.get(name or "")
 

@@ -158,8 +158,8 @@ class Gateway:
                                       retries=retries, retry_delay_s=waited, transient_failure=True)
                 try:
                     with progress.in_flight(self.model, retries):  # a heartbeat shows it while it runs
-                        res = await asyncio.wait_for(self._once(messages, max_tokens, sampling),
-                                                     self.policy.timeout_s)
+                        async with asyncio.timeout(self.policy.timeout_s):  # in this task: no task and hop per call
+                            res = await self._once(messages, max_tokens, sampling)
                     if res.empty_reply and empties < EMPTY_REPLY_RETRIES:  # the server dropped the prompt: once more
                         empties += 1
                         retries += 1

@@ -22,17 +22,17 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ctxbench.core.errors import InputError
+from ctxbench.core.heap import frozen_heap
+from ctxbench.models.batch import batch_client, line_result
 from ctxbench.models.cache import DirectCommit, GroupCommit, ResponseCache, claim_owner, endpoint_id, key_endpoint, request_key
 from ctxbench.models.deployment import ROUTE, is_deployment
-from ctxbench.models.gateway import NOT_ATTEMPTED, CallResult, Gateway, PermanentError, RetryPolicy, TransientError, cost_usd
-from ctxbench.core.errors import InputError
-from ctxbench.models.batch import batch_client, line_result
+from ctxbench.models.gateway import (NOT_ATTEMPTED, CallResult, Gateway, PermanentError, RetryPolicy, TransientError,
+                                     cost_usd, missing_credentials, require_credentials, setting_to_change)
 from ctxbench.models.providers import batch_protocol
-from ctxbench.models.gateway import missing_credentials, require_credentials, setting_to_change
 from ctxbench.models.truncation import (  # noqa: F401 - re-exported: the check's names, as before the split
     TOLERANCE_APPROXIMATE, TOLERANCE_ESTIMATE, TOLERANCE_EXACT, TruncationCheck, truncation_check,
     truncation_check_soon)
-from ctxbench.core.heap import frozen_heap
 
 # cached answers; the rest are retried (an ``error`` row is never an answer: the same command asks it again)
 STORED_STATUSES = ("ok", "over_length", "truncated", "cut_off", "refused_by_provider",
