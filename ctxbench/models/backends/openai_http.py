@@ -13,16 +13,17 @@ import json
 import os
 import ssl
 import time
+import urllib.request
 from typing import Any
 
 import aiohttp
 import httpx
 import yarl
-from aiohttp.helpers import get_env_proxy_for_url
+from aiohttp.helpers import netrc_from_env
 
 from ctxbench.core.backend import CallResult
 from ctxbench.models.backends.base import BaseBackend, api_key, register_backend, served_name
-from ctxbench.models.errors import classify
+from ctxbench.models.errors import PermanentError, classify
 from ctxbench.models.replies import http_result
 
 
@@ -51,35 +52,76 @@ def chat_url(base_url: str) -> yarl.URL:
     return u.with_path(u.path.rstrip("/") + "/chat/completions").with_query(u.query)
 
 
+PROXY_SCHEMES = ("http", "https")  # the proxies aiohttp's client speaks to (https://: TLS in TLS, Python 3.11+)
+
+
+def env_proxy(url: yarl.URL) -> yarl.URL | None:
+    """The proxy the environment gives a request to ``url``, read as httpx read it (the client this backend used
+    before issue 36): ``<scheme>_proxy`` for the URL's scheme (``HTTPS_PROXY`` for an https server), else
+    ``ALL_PROXY``, either case, the lower-case one first; none where ``NO_PROXY`` names the host (or ``*``).
+    A proxy given as ``host:port`` is ``http://host:port``. Returns the proxy's URL with its credentials (its own,
+    else .netrc's for the proxy's host: aiohttp sends them to the proxy alone, as ``Proxy-Authorization``), or
+    None for no proxy.
+
+    aiohttp's own reading (``trust_env``) ignores ``ALL_PROXY`` and every ``https://`` proxy, so such a
+    configuration sent its calls around the proxy, where they failed as connection errors. Raises PermanentError
+    (status ``config_error``, naming the variable) for a proxy this client cannot speak to (``socks5://`` ...)."""
+    proxies = urllib.request.getproxies()
+    host = url.raw_host
+    if not proxies or not host:
+        return None
+    if urllib.request.proxy_bypass_environment(f"{host}:{url.port}" if url.port else host, proxies):
+        return None
+    key = url.scheme if url.scheme in proxies else "all" if "all" in proxies else None
+    if key is None:
+        return None
+    raw = proxies[key]
+    proxy = yarl.URL(raw if "://" in raw else f"http://{raw}")
+    shown = proxy.with_user(None)
+    if proxy.scheme not in PROXY_SCHEMES:
+        var = next((v for v in (f"{key}_proxy", f"{key.upper()}_PROXY") if os.environ.get(v) == raw),
+                   f"{key.upper()}_PROXY")
+        raise PermanentError(f"configuration error: {var}={shown} is a {proxy.scheme} proxy, which the openai_http "
+                             f"backend cannot use (it speaks to http:// and https:// proxies): set {var} to an HTTP "
+                             f"proxy, or name the server's host {host} in NO_PROXY", status="config_error")
+    if proxy.user is None:
+        netrc = netrc_from_env()
+        entry = netrc.authenticators(proxy.host) if netrc is not None and proxy.host else None
+        if entry:
+            proxy = proxy.with_user(entry[0] or "").with_password(entry[2] or "")
+    return proxy
+
+
 @register_backend("openai_http")
 class OpenAIHTTPBackend(BaseBackend):
     """POSTs ``{"model", "messages", "max_tokens", **sampling}`` to ``base_url/chat/completions`` (a leading
     ``openai/`` dropped from the model name), with ``Authorization: Bearer`` the ``--api-key-env`` key, on one
     aiohttp session per backend: up to twice ``concurrency`` pooled connections, the proxy variables
-    (``HTTP_PROXY``, ``HTTPS_PROXY``, ``NO_PROXY``) honoured, redirects not followed, ``timeout_s`` for connecting and for each wait for the server's bytes (as httpx's
-    timeout was)."""
+    (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``, ``NO_PROXY``: :func:`env_proxy`) honoured, the key sent to the
+    server alone (never to the proxy), redirects not followed, ``timeout_s`` for connecting and for each wait for
+    the server's bytes (as httpx's timeout was)."""
 
     _session: aiohttp.ClientSession | None = None
     _url: yarl.URL | None = None
     _proxy: yarl.URL | None = None
-    _proxy_auth: aiohttp.BasicAuth | None = None
+    _headers: dict[str, str] | None = None  # sent with each request (never to a proxy: see _http_session)
 
     def _http_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             n = max(self.concurrency, 1) * 2
-            self._url, headers = chat_url(self.base_url), {"Content-Type": "application/json"}
+            self._url, self._headers = chat_url(self.base_url), {"Content-Type": "application/json"}
+            # the proxy variables read once, before the session: a proxy it cannot use is refused on every call
+            self._proxy = env_proxy(self._url)
             key = api_key(self.api_key_env, self.base_url)
             if self._url.user is None and self._url.password is None:  # else basic auth from the URL, as httpx
-                headers["Authorization"] = f"Bearer {key}"
+                # per request, not the session's headers: aiohttp copies those into a proxy's request and sends an
+                # Authorization there as Proxy-Authorization (the API key reached the proxy)
+                self._headers["Authorization"] = f"Bearer {key}"
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(  # certificates loaded (0.1-0.2 s) only for an https server
                     limit=n, ssl=tls_context() if self._url.scheme == "https" else True),
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.timeout_s, sock_read=self.timeout_s),
-                headers=headers, max_line_size=MAX_HEADER_BYTES, max_field_size=MAX_HEADER_BYTES)
-            try:  # the proxy variables read once (aiohttp's trust_env reads them, and .netrc, in a thread per call)
-                self._proxy, self._proxy_auth = get_env_proxy_for_url(self._url)
-            except LookupError:
-                self._proxy, self._proxy_auth = None, None
+                max_line_size=MAX_HEADER_BYTES, max_field_size=MAX_HEADER_BYTES)
         return self._session
 
     async def generate(self, messages: list[dict], max_tokens: int, sampling: dict[str, Any]) -> CallResult:
@@ -92,8 +134,8 @@ class OpenAIHTTPBackend(BaseBackend):
         session = self._http_session()
         t0 = time.perf_counter()
         try:
-            async with session.post(self._url, data=body, allow_redirects=False, proxy=self._proxy,
-                                    proxy_auth=self._proxy_auth) as r:
+            async with session.post(self._url, data=body, allow_redirects=False, headers=self._headers,
+                                    proxy=self._proxy) as r:
                 raw = await r.read()
                 status, headers, charset = r.status, r.headers, r.charset
         except (aiohttp.ClientError, TimeoutError) as e:
