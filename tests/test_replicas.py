@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import re
 import socket
 from collections import Counter, defaultdict
 
@@ -262,6 +263,38 @@ def test_a_failing_replica_is_taken_out_and_its_contexts_move(tmp_path, fault, m
         moved = {_ledger(x) for x in a.requests}
         per = Counter(_ledger(x) for x in a.requests if call_id(x) in a.call_counts(ok_only=True))
         assert all(per[c] == 4 for c in moved if fault != "killed")
+
+
+BAD_ENDPOINTS = [  # (URL, what the error says): each refused before anything runs, whatever command gets it
+    ("http://[bad", "is not a valid URL (Invalid IPv6 URL)"),
+    ("http://127.0.0.1:99999/v1", "is not a valid URL (Port out of range 0-65535)"),
+    ("http://gpu1:eighty/v1", "is not a valid URL (Port could not be cast to integer value as 'eighty')"),
+    ("http://:8000/v1", "has no host"),
+    ("http://gpu 1:8000/v1", "has an invalid host 'gpu 1' (a space or a URL delimiter in it)"),
+    ("http://gp%31:8000/v1", "has an invalid host 'gp%31'"),
+    ("ftp://gpu1/v1", "is not an http(s) URL"),
+    ("gpu1:8000/v1", "is not an http(s) URL"),
+]
+
+
+@pytest.mark.parametrize("url, why", BAD_ENDPOINTS)
+def test_an_endpoint_that_cannot_be_called_is_refused_by_name(tmp_path, url, why):
+    """The CLI (exit 2, no traceback), a deployment of replicas, and EvalConfig (the flows' and the library's way
+    in) refuse it alike, saying what is wrong, instead of a traceback or a failure on every call."""
+    r = runner.invoke(app, ["evaluate", "--build", str(tmp_path), "--model", "openai/fake", "--base-url", url])
+    assert r.exit_code == 2 and why in " ".join(r.output.split()), r.output
+    assert "Traceback" not in r.output
+    with pytest.raises(InputError, match=re.escape(f"--base-url: '{url}' {why}")):
+        parse_deployment(f"http://ok:8000/v1,{url}", "openai/fake")
+    with pytest.raises(ValueError, match=re.escape(f"base_url: '{url}' {why}")):
+        ev.EvalConfig(model="openai/fake", base_url=url)
+
+
+def test_an_endpoint_that_can_be_called_is_kept_as_given():
+    for url in ("http://127.0.0.1:8000/v1", "https://api.example.com/v1", "http://[::1]:8000/v1",
+                "http://u:p@gpu-1.internal:8000/v1", " http://gpu_1:8000/v1 ", "http://héllo.example/v1"):
+        assert ev.EvalConfig(model="openai/fake", base_url=url).base_url == url
+        assert parse_deployment(url, "openai/fake").replicas == (url.strip(),)
 
 
 def test_replica_credentials_never_reach_a_message(tmp_path):

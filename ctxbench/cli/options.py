@@ -24,7 +24,6 @@ import os
 import re
 import types
 import typing
-import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,8 +35,8 @@ import yaml
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 from ctxbench.core.config import yaml_error_message
-from ctxbench.core.errors import CtxbenchError
-from ctxbench.models.deployment import is_deployment, parse_deployment
+from ctxbench.core.errors import CtxbenchError, InputError
+from ctxbench.models.deployment import check_endpoint, is_deployment, parse_deployment
 from ctxbench.sources.loaders import input_files
 
 
@@ -95,9 +94,10 @@ def check_url(value: str | None) -> str | None:
     """An http(s) URL with a host, e.g. ``http://127.0.0.1:8000/v1``."""
     if value is None:
         return value
-    u = urllib.parse.urlsplit(value.strip())
-    if u.scheme not in ("http", "https") or not u.netloc:
-        raise typer.BadParameter(f"{value!r} is not an http(s) URL: write it like http://127.0.0.1:8000/v1")
+    try:
+        check_endpoint(value, "--base-url", "write it like http://127.0.0.1:8000/v1")
+    except InputError as e:
+        raise typer.BadParameter(str(e).removeprefix("--base-url: ")) from None
     return value
 
 
@@ -109,7 +109,7 @@ def check_base_url(value: str | None) -> str | None:
     try:
         parse_deployment(value, "model")
     except CtxbenchError as e:
-        raise typer.BadParameter(str(e).replace("--base-url ", "", 1)) from None
+        raise typer.BadParameter(str(e).removeprefix("--base-url: ").replace("--base-url ", "", 1)) from None
     return value
 
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 import contextvars
 import hashlib
 import json
+import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,11 +93,28 @@ def shown(url: str) -> str:
     return t
 
 
-def _check_url(url: str, where: str) -> str:
+_NOT_IN_A_HOST = re.compile(r"[\s/\\?#@%<>\"{}|^`]")  # characters no host name or address holds
+
+
+def check_endpoint(url: str, where: str, example: str = "write each replica like http://HOST:PORT/v1") -> str:
+    """``url`` stripped, when it is an endpoint a call can be sent to: an ``http``/``https`` URL that parses, with a
+    host (a name without spaces or URL delimiters, or an IP address) and a port in 0-65535 where it gives one.
+    Raises InputError naming ``where`` (the option), the URL (credentials redacted: :func:`shown`), what is
+    wrong, and ``example``. A URL caught here is refused before anything runs, instead of failing every call."""
     u = url.strip()
-    if not (u.startswith("http://") or u.startswith("https://")) or len(u.split("://", 1)[1].strip("/")) == 0:
-        raise InputError(f"{where}: {shown(url)!r} is not an http(s) URL: write each replica like "
-                         f"http://HOST:PORT/v1")
+    s = shown(url)
+    try:
+        parts = urlsplit(u)
+        parts.port  # noqa: B018 - raises ValueError for a port out of range or not a number
+    except ValueError as e:
+        raise InputError(f"{where}: {s!r} is not a valid URL ({e}): {example}") from None
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise InputError(f"{where}: {s!r} is not an http(s) URL: {example}")
+    if not parts.hostname:
+        raise InputError(f"{where}: {s!r} has no host: {example}")
+    if _NOT_IN_A_HOST.search(parts.hostname):
+        raise InputError(f"{where}: {s!r} has an invalid host {parts.hostname!r} (a space or a URL delimiter in "
+                         f"it): {example}")
     return u
 
 
@@ -128,13 +146,13 @@ def parse_deployment(base_url: str, model: str) -> Deployment:
         fa = doc.get("fail_after", FAIL_AFTER)
         if not isinstance(fa, int) or isinstance(fa, bool) or fa < 1:
             raise InputError(f"--base-url {v}: 'fail_after' must be a whole number of at least 1 (got {fa!r})")
-        urls, name, fail_after = [_check_url(r, f"--base-url {v}") for r in reps], name.strip(), fa
+        urls, name, fail_after = [check_endpoint(r, f"--base-url {v}") for r in reps], name.strip(), fa
     else:
         parts = [x for x in (s.strip() for s in v.split(",")) if x]
         if not parts:
             raise InputError(f"--base-url {shown(base_url)!r} names no endpoint: write it like "
                              f"http://HOST:PORT/v1")
-        urls = [_check_url(x, "--base-url") for x in parts]
+        urls = [check_endpoint(x, "--base-url") for x in parts]
         name = None  # named below when more than one distinct URL is left
     seen: dict[str, str] = {}
     for u in urls:

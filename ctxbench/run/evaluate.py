@@ -26,6 +26,7 @@ from ctxbench.core.errors import InputError
 from ctxbench.core.hashing import canonical_json
 from ctxbench.core.redact import redact
 from ctxbench.models.cache import ResponseCache, endpoint_id, key_endpoint, request_key
+from ctxbench.models.deployment import check_endpoint, is_deployment
 from ctxbench.models.deployment import shown as shown_url
 from ctxbench.models.gateway import NOT_ATTEMPTED, RetryPolicy
 from ctxbench.models.runner import (CLAIM_LEASE_S, WINDOW_DEPENDENT, CallRunner, Outcome, Request, asked_again,
@@ -120,6 +121,13 @@ class EvalConfig(BaseModel):
     @classmethod
     def _efforts(cls, v: Any) -> list[str] | None:
         return parse_efforts(v)
+
+    @field_validator("base_url")
+    @classmethod
+    def _endpoint(cls, v: str | None) -> str | None:
+        if v is not None and not is_deployment(v):  # several replicas: each checked as the deployment is read
+            check_endpoint(v, "base_url", "write it like http://127.0.0.1:8000/v1")
+        return v
 
     @field_validator("mode")
     @classmethod
