@@ -28,7 +28,8 @@ from ctxbench.models.providers import is_embedded
 from ctxbench.run.engine_log import engine_log, write_traceback
 from ctxbench.run.evaluate import EvalConfig
 from ctxbench.run.repl import require_sandbox
-from ctxbench.run.outcome import build_counts, engine_summary, failed_calls, stored_cut_off, why_no_instances
+from ctxbench.run.outcome import (build_counts, engine_summary, failed_calls, run_scope, stored_cut_off,
+                                  why_no_instances)
 
 
 def run_cmd(*, out: Path, per_length: int, mode: str, rag_tokens: Optional[str], engine: Literal['prefect', 'luigi'],
@@ -121,11 +122,15 @@ def run_cmd(*, out: Path, per_length: int, mode: str, rag_tokens: Optional[str],
     if n_instances == 0:
         console.print("error: " + why_no_instances(build, n_quarantined), markup=False)
         raise typer.Exit(1)
-    print_results(build)
+    try:  # the table counts what this run selected (not other replies of the model, e.g. from `evaluate`)
+        scope = run_scope(build, models[0])
+    except USER_ERRORS:  # the build cannot be planned on: every stored reply, as `score` counts them
+        scope = None
+    print_results(build, scope=scope)
     s = engine_summary(res, model)
     rc = report_evaluation(s, build) if s else 0
 
-    stored = stored_cut_off(build, model)
+    stored = stored_cut_off(build, model, scope)
     if stored and not (s.cut_off if s else 0):  # a rerun: the cut-off replies were stored by an earlier run
         console.print(f"cut off: {stored} stored replies of {model} ended at the output budget before they finished "
                       f"(asked by an earlier run; scored 0, counted in the table): raise the budget with --max-tokens "
