@@ -3,33 +3,32 @@
 from __future__ import annotations
 
 import contextlib
-import shlex
+from collections.abc import Callable
 from pathlib import Path
 
 from rich.table import Table
 
-from ctxbench.analysis.core import shared_comparison
+from ctxbench.analysis.core import results_table, shared_comparison
 from ctxbench.cli.common import console, out_console, print_table
 from ctxbench.cli.errors import USER_ERRORS
-from ctxbench.analysis.core import results_table
-from ctxbench.run.outcome import RunScope, outside_scope
 from ctxbench.scoring.metrics import length_averages
 
 
-def print_results(build: Path, paths: bool = True, scope: RunScope | None = None) -> None:
+def print_results(build: Path, paths: bool = True, scope: Callable[[dict], bool] | None = None,
+                  note: str | None = None) -> None:
     """The results table (model, context length, score, replies cut off) and, with ``paths``, where the files are
     (``run`` prints both; ``score`` and ``report`` the table, when something is scored). Where models side by side
     were scored on different instances, says so and prints the table of the shared instances beside it
-    (:func:`print_shared_comparison`). ``scope`` (``run``: :func:`ctxbench.run.outcome.run_scope`): only the
-    replies the run selected are counted, and one line says how many other stored replies the build holds and
-    where they are counted (``ctxbench score``, the report); None counts every stored reply."""
+    (:func:`print_shared_comparison`). ``scope`` (``run``: :func:`ctxbench.run.outcome.run_scope`), a predicate
+    on rows of ``scores.parquet``: only the replies it keeps are counted (None: every stored reply); ``note``: a
+    line printed under the table (``run``: where the replies outside its scope are counted)."""
     rows = results_table(build, primary_only=True, only=scope)
     if not rows and not paths:
         return
     print_table(_length_table(rows, "ctxbench results (each track's primary matcher, mean score over instances)"))
     shared_note(build, scope)
-    if scope is not None:
-        say_outside(build, scope)
+    if note:
+        out_console.print(note, markup=False)
     if not paths:
         return
     out_console.print(f"build directory: {build}\n  instances: {build / 'instances.parquet'}\n"
@@ -54,28 +53,14 @@ def _length_table(rows: list[dict], title: str) -> Table:
     return t
 
 
-def say_outside(build: Path, scope: RunScope) -> None:
-    """One line under ``run``'s table when the build holds scored replies the run did not select (other instances,
-    samples or settings, e.g. stored by ``ctxbench evaluate``): how many, of which models, and the command that
-    counts them; nothing when there are none or the scores cannot be read."""
-    with contextlib.suppress(*USER_ERRORS):
-        out = outside_scope(build, scope)
-        if out:
-            b = shlex.quote(str(build))
-            out_console.print("this table counts the replies this run selected; the build holds "
-                              + ", ".join(f"{n} more of {m}" for m, n in out.items())
-                              + f" (other instances, samples or settings, e.g. from `ctxbench evaluate`), counted by "
-                              f"`ctxbench score --build {b}` and the report", markup=False)
-
-
-def shared_note(build: Path, scope: RunScope | None = None) -> None:
+def shared_note(build: Path, scope: Callable[[dict], bool] | None = None) -> None:
     """:func:`print_shared_comparison` for ``run`` (over its ``scope``), ``score`` and ``report``; a build whose
     tables cannot be read says nothing more (the command's own output stands)."""
     with contextlib.suppress(*USER_ERRORS):
         print_shared_comparison(build, scope)
 
 
-def print_shared_comparison(build: Path, scope: RunScope | None = None) -> bool:
+def print_shared_comparison(build: Path, scope: Callable[[dict], bool] | None = None) -> bool:
     """Where models side by side in a build's results were scored on different instances (e.g. each evaluated
     its own sample): print a warning naming, per context length, each model's instance count and the shared count,
     then the results table over the shared instances only (with ``scope``, over the replies it keeps). Returns
