@@ -135,3 +135,20 @@ def test_evaluate_says_what_its_new_replies_made_out_of_date(run_env, tmp_path):
     assert ev.exit_code == 0, ev.output
     assert (f"not scored yet: 4 replies stored; next: ctxbench score --build {fresh} && ctxbench report --build "
             f"{fresh}") in re.sub(r"\s*\n\s*", " ", ev.output)
+
+
+def test_the_scope_keeps_other_models_on_the_runs_instances_and_counts_the_rest(tmp_path):
+    from ctxbench.core.storage import to_table, write_parquet
+    from ctxbench.run.outcome import RunScope, outside_scope
+
+    scope = RunScope("m", frozenset({"k1"}), frozenset({"i1"}))
+    rows = [{"model": "m", "request_key": "k1", "instance_id": "i1"},   # the run's own request
+            {"model": "m", "request_key": "k2", "instance_id": "i1"},   # its instance, another sample or setting
+            {"model": "m", "request_key": "k3", "instance_id": "i2"},   # another instance
+            {"model": "o", "request_key": "x1", "instance_id": "i1"},   # another model on the run's sample
+            {"model": "o", "request_key": "x2", "instance_id": "i2"}]   # another model elsewhere
+    assert [scope(r) for r in rows] == [True, False, False, True, False]
+    # scores.parquet holds a row per matcher: two matchers per reply, each reply counted once
+    write_parquet(to_table("scores", [{**r, "mode": "lc", "sample": 0, "matcher": mt, "score": 0.0, "tags": "[]"}
+                                      for r in rows for mt in ("row_match", "exact")]), tmp_path / "scores.parquet")
+    assert outside_scope(tmp_path, scope) == {"m": 2, "o": 1}
