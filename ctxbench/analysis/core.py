@@ -24,16 +24,20 @@ INSTANCE_COLUMNS = ["instance_id", "question_id", "question", "target_tokens", "
                     "difficulty", "benchmark", "source_id"]
 
 
-def instance_scores(build_dir: str | Path) -> tuple[list[dict], dict[str, dict]]:
+def instance_scores(build_dir: str | Path, only: Callable[[dict], bool] | None = None
+                    ) -> tuple[list[dict], dict[str, dict]]:
     """One row per (model, mode, matcher, instance) with the mean score over samples (``score``), the number of
     samples and their variance; and the instances by id. RAG runs with a retrieval budget are their own mode
-    (``rag@2048``)."""
+    (``rag@2048``). ``only``: a predicate on the rows of ``scores.parquet`` (e.g. the request keys one ``ctxbench
+    run`` selected, :func:`ctxbench.run.outcome.run_scope`); the rows it refuses are left out."""
     build_dir = Path(build_dir)
     ip = build_dir / "instances.parquet"
     have = set(pq.read_schema(ip).names)
     inst = {r["instance_id"]: r for r in pq.read_table(ip, columns=[c for c in INSTANCE_COLUMNS if c in have])
             .to_pylist()}
     sc = read_table(build_dir / "scores.parquet", "scores").to_pylist()
+    if only is not None:
+        sc = [r for r in sc if only(r)]
     resp = read_table(build_dir / "responses.parquet", "responses")
     budget = ({r["request_key"]: r["rag_tokens"] for r in resp.select(["request_key", "rag_tokens"]).to_pylist()
                if r["rag_tokens"] is not None} if "rag_tokens" in resp.column_names else {})
@@ -107,13 +111,15 @@ def group_scores(rows: list[dict], key: Callable[[dict], Iterable[tuple]]) -> li
     return out
 
 
-def results_table(build_dir: str | Path, primary_only: bool = False, shared: bool = False) -> list[dict]:
+def results_table(build_dir: str | Path, primary_only: bool = False, shared: bool = False,
+                  only: Callable[[dict], bool] | None = None) -> list[dict]:
     """Rows (model, mode, matcher, context length, n, score, ci, cut_off) — the table ``ctxbench run`` prints;
     ``cut_off``: replies in the row that the output budget ended before their answer (each scored 0, tag
     ``cut_off``, and counted in ``score``). ``primary_only``: only each instance's track's primary matcher (and
     judges). ``shared``: only the instances every model of the row's mode, matcher and length was scored on
-    (:func:`shared_instance_rows`), the rows on which models can be compared side by side."""
-    rows, _ = instance_scores(build_dir)
+    (:func:`shared_instance_rows`), the rows on which models can be compared side by side. ``only``: the score rows
+    counted (:func:`instance_scores`; default every one)."""
+    rows, _ = instance_scores(build_dir, only)
     if primary_only:
         rows = primary_rows(rows)
     return length_rows(shared_instance_rows(rows) if shared else rows)
@@ -161,13 +167,15 @@ def differing_samples(rows: list[dict]) -> list[dict]:
     return out
 
 
-def shared_comparison(build_dir: str | Path) -> tuple[list[dict], list[dict]]:
+def shared_comparison(build_dir: str | Path, only: Callable[[dict], bool] | None = None
+                      ) -> tuple[list[dict], list[dict]]:
     """Whether a build's models side by side were scored on different instances, and their table on the shared
     ones: ``(differing, rows)``, ``differing`` as :func:`differing_samples` gives it over the primary matchers'
     rows (:func:`primary_rows`), ``rows`` the :func:`results_table` rows over only the instances every model of a
     (mode, matcher, context length) was scored on (:func:`shared_instance_rows`); ``([], [])`` when every row
-    compares the same instances. What ``run``, ``score`` and ``report`` print beside the results table."""
-    rows = primary_rows(instance_scores(build_dir)[0])
+    compares the same instances. What ``run``, ``score`` and ``report`` print beside the results table. ``only``: the
+    score rows counted (:func:`instance_scores`; default every one)."""
+    rows = primary_rows(instance_scores(build_dir, only)[0])
     diff = differing_samples(rows)
     return (diff, length_rows(shared_instance_rows(rows))) if diff else ([], [])
 

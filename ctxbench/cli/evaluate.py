@@ -3,6 +3,7 @@ evaluation summary both print (``run`` prints it too) and the unknown-model warn
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Literal, Optional
 
@@ -90,7 +91,26 @@ def evaluate_cmd(*, build: Path, model: str, base_url: Optional[str], api_key_en
                                    server=server_for(model, base_url))
     except USER_ERRORS as e:
         fail(e)
-    raise typer.Exit(report_evaluation(s, build))
+    rc = report_evaluation(s, build)
+    say_stale(s, build)
+    raise typer.Exit(rc)
+
+
+def say_stale(s, build: Path, prefix: str = "") -> None:
+    """After ``evaluate`` or ``backfill`` stored new replies (``s.new_rows`` of an
+    :class:`ctxbench.run.evaluate.EvalSummary`): one line saying which of the build's derived files (``scores.parquet``, the report) no longer count every
+    stored reply, or that the build is not scored yet, with the exact commands that bring them up to date
+    (``ctxbench score``, then ``ctxbench report``: ``report`` does not rescore). Nothing when nothing was stored
+    (every request was already stored)."""
+    if not s.new_rows:
+        return
+    b = Path(build)
+    stale = [str(p) for p in (b / "scores.parquet", b / "report" / "index.html") if p.exists()]
+    q = shlex.quote(str(b))
+    what = (f"out of date: {' and '.join(stale)} do not count the {s.new_rows} replies just stored" if stale
+            else f"not scored yet: {s.new_rows} replies stored")
+    out_console.print(f"{prefix}{what}; next: ctxbench score --build {q} && ctxbench report --build {q}",
+                      markup=False)
 
 
 def warn_unknown_model(model: str, base_url: str | None) -> None:
@@ -235,6 +255,7 @@ def backfill_cmd(*, model: str, runs: Path, benchmarks: Optional[str], base_url:
                     s = evaluate_build(b, cfg.model, progress=lambda d, n: p.update(t, completed=d, total=n),
                                        server=server_for(model, base_url))
             rc = report_evaluation(s, b, prefix=f"{b}: ")
+            say_stale(s, b, prefix=f"{b}: ")
             worst = rc if rc == 75 or (rc and worst != 75) else worst
     except USER_ERRORS as e:
         fail(e)

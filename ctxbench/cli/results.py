@@ -3,27 +3,32 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from pathlib import Path
 
 from rich.table import Table
 
-from ctxbench.analysis.core import shared_comparison
+from ctxbench.analysis.core import results_table, shared_comparison
 from ctxbench.cli.common import console, out_console, print_table
 from ctxbench.cli.errors import USER_ERRORS
-from ctxbench.report import results_table
 from ctxbench.scoring.metrics import length_averages
 
 
-def print_results(build: Path, paths: bool = True) -> None:
+def print_results(build: Path, paths: bool = True, scope: Callable[[dict], bool] | None = None,
+                  note: str | None = None) -> None:
     """The results table (model, context length, score, replies cut off) and, with ``paths``, where the files are
     (``run`` prints both; ``score`` and ``report`` the table, when something is scored). Where models side by side
     were scored on different instances, says so and prints the table of the shared instances beside it
-    (:func:`print_shared_comparison`)."""
-    rows = results_table(build, primary_only=True)
+    (:func:`print_shared_comparison`). ``scope`` (``run``: :func:`ctxbench.run.outcome.run_scope`), a predicate
+    on rows of ``scores.parquet``: only the replies it keeps are counted (None: every stored reply); ``note``: a
+    line printed under the table (``run``: where the replies outside its scope are counted)."""
+    rows = results_table(build, primary_only=True, only=scope)
     if not rows and not paths:
         return
     print_table(_length_table(rows, "ctxbench results (each track's primary matcher, mean score over instances)"))
-    shared_note(build)
+    shared_note(build, scope)
+    if note:
+        out_console.print(note, markup=False)
     if not paths:
         return
     out_console.print(f"build directory: {build}\n  instances: {build / 'instances.parquet'}\n"
@@ -48,18 +53,19 @@ def _length_table(rows: list[dict], title: str) -> Table:
     return t
 
 
-def shared_note(build: Path) -> None:
-    """:func:`print_shared_comparison` for ``run``, ``score`` and ``report``; a build whose tables cannot be read
-    says nothing more (the command's own output stands)."""
+def shared_note(build: Path, scope: Callable[[dict], bool] | None = None) -> None:
+    """:func:`print_shared_comparison` for ``run`` (over its ``scope``), ``score`` and ``report``; a build whose
+    tables cannot be read says nothing more (the command's own output stands)."""
     with contextlib.suppress(*USER_ERRORS):
-        print_shared_comparison(build)
+        print_shared_comparison(build, scope)
 
 
-def print_shared_comparison(build: Path) -> bool:
+def print_shared_comparison(build: Path, scope: Callable[[dict], bool] | None = None) -> bool:
     """Where models side by side in a build's results were scored on different instances (e.g. each evaluated
     its own sample): print a warning naming, per context length, each model's instance count and the shared count,
-    then the results table over the shared instances only. Returns whether it printed anything."""
-    diff, shared = shared_comparison(build)
+    then the results table over the shared instances only (with ``scope``, over the replies it keeps). Returns
+    whether it printed anything."""
+    diff, shared = shared_comparison(build, scope)
     if not diff:
         return False
     where = "; ".join(f"{d['context_length']:,} tokens ({d['mode']}): "

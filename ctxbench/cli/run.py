@@ -3,7 +3,9 @@ and report in one engine run (Prefect or luigi)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shlex
 from pathlib import Path
 from typing import Literal, Optional
 
@@ -28,7 +30,8 @@ from ctxbench.models.providers import is_embedded
 from ctxbench.run.engine_log import engine_log, write_traceback
 from ctxbench.run.evaluate import EvalConfig
 from ctxbench.run.repl import require_sandbox
-from ctxbench.run.outcome import build_counts, engine_summary, failed_calls, stored_cut_off, why_no_instances
+from ctxbench.run.outcome import (RunScope, build_counts, engine_summary, failed_calls, outside_scope, run_scope,
+                                  stored_cut_off, why_no_instances)
 
 
 def run_cmd(*, out: Path, per_length: int, mode: str, rag_tokens: Optional[str], engine: Literal['prefect', 'luigi'],
@@ -121,11 +124,15 @@ def run_cmd(*, out: Path, per_length: int, mode: str, rag_tokens: Optional[str],
     if n_instances == 0:
         console.print("error: " + why_no_instances(build, n_quarantined), markup=False)
         raise typer.Exit(1)
-    print_results(build)
+    try:  # the table counts what this run selected (not other replies of the model, e.g. from `evaluate`)
+        scope = run_scope(build, models[0])
+    except USER_ERRORS:  # the build cannot be planned on: every stored reply, as `score` counts them
+        scope = None
+    print_results(build, scope=scope, note=outside_note(build, scope) if scope is not None else None)
     s = engine_summary(res, model)
     rc = report_evaluation(s, build) if s else 0
 
-    stored = stored_cut_off(build, model)
+    stored = stored_cut_off(build, model, scope)
     if stored and not (s.cut_off if s else 0):  # a rerun: the cut-off replies were stored by an earlier run
         console.print(f"cut off: {stored} stored replies of {model} ended at the output budget before they finished "
                       f"(asked by an earlier run; scored 0, counted in the table): raise the budget with --max-tokens "
@@ -136,3 +143,18 @@ def run_cmd(*, out: Path, per_length: int, mode: str, rag_tokens: Optional[str],
     failed = failed_calls(build, model)
     if failed:  # failed calls left by this run or an earlier one: exit 1 as evaluate does, a rerun asks them again
         raise typer.Exit(say_failed(len(failed), failed, build / "responses.parquet"))
+
+
+def outside_note(build: Path, scope: RunScope) -> str | None:
+    """The line under ``run``'s table when the build holds scored replies the run did not select (other instances,
+    samples or settings, e.g. stored by ``ctxbench evaluate``): how many, of which models, and the command that
+    counts them (:func:`ctxbench.run.outcome.outside_scope`); None when there are none or the scores cannot be
+    read."""
+    with contextlib.suppress(*USER_ERRORS):
+        out = outside_scope(build, scope)
+        if out:
+            return ("this table counts the replies this run selected; the build holds "
+                    + ", ".join(f"{n} more of {m}" for m, n in out.items())
+                    + f" (other instances, samples or settings, e.g. from `ctxbench evaluate`), counted by "
+                    f"`ctxbench score --build {shlex.quote(str(build))}` and the report")
+    return None

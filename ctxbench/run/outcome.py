@@ -5,14 +5,17 @@ numbers come from here so that the commands hold no logic of their own."""
 
 from __future__ import annotations
 
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
 from ctxbench.analysis.core import results_table
 from ctxbench.core.storage import read_table
+from ctxbench.models.cache import ResponseCache
 from ctxbench.models.runner import asked_again
-from ctxbench.run.evaluate import EvalSummary
+from ctxbench.run.evaluate import EvalConfig, EvalSummary, plan_requests
 
 
 def engine_summary(res: dict | None, model: str) -> EvalSummary | None:
@@ -40,11 +43,49 @@ def failed_calls(build: str | Path, model: str) -> list[str]:
             if r["model"] == model and asked_again(r["status"])]
 
 
-def stored_cut_off(build: str | Path, model: str) -> int:
+def stored_cut_off(build: str | Path, model: str, scope: RunScope | None = None) -> int:
     """How many scored replies of ``model`` in ``build`` the output budget ended before they finished (the
     ``cut_off`` column of :func:`ctxbench.analysis.core.results_table`, primary matchers, summed over lengths and
-    modes); each is scored 0."""
-    return sum(r.get("cut_off", 0) for r in results_table(build, primary_only=True) if r["model"] == model)
+    modes; with ``scope``, only the replies it keeps, as ``run``'s table counts them); each is scored 0."""
+    return sum(r.get("cut_off", 0) for r in results_table(build, primary_only=True, only=scope)
+               if r["model"] == model)
+
+
+@dataclass(frozen=True)
+class RunScope:
+    """What one ``ctxbench run`` selected on its build, as a predicate on rows of ``scores.parquet`` (the rows its
+    results table counts): the replies of ``model`` whose request key is one of ``keys`` (the run's sample ×
+    modes × samples at its settings, stored or not), and the replies of every other model on the run's
+    ``instances`` (the sample is the same for every model: models run one after another compare on it). Replies
+    of ``model`` asked otherwise (e.g. by ``ctxbench evaluate`` on more instances or samples) are left out."""
+
+    model: str
+    keys: frozenset[str]
+    instances: frozenset[str]
+
+    def __call__(self, row: dict) -> bool:
+        if row["model"] == self.model:
+            return row.get("request_key") in self.keys
+        return row["instance_id"] in self.instances
+
+
+def run_scope(build: str | Path, cfg: EvalConfig) -> RunScope:
+    """The :class:`RunScope` of an evaluation ``cfg`` on ``build``: its requests as
+    :func:`ctxbench.run.evaluate.plan_requests` lists them (the same list the evaluation asked or found stored).
+    Raises InputError where the build cannot be read (as ``plan_requests``)."""
+    plan = plan_requests(Path(build), cfg, ResponseCache())
+    asked = plan.stored + plan.todo
+    return RunScope(cfg.model, frozenset(t["request_key"] for t in asked), frozenset(t["instance_id"] for t in asked))
+
+
+def outside_scope(build: str | Path, scope: RunScope) -> dict[str, int]:
+    """Model -> how many scored replies (distinct request keys of ``scores.parquet``) of ``build`` ``scope``
+    leaves out, for the models with any: what ``run``'s table does not count and ``ctxbench score`` and the
+    report do. {} when the build holds no score."""
+    rows = read_table(Path(build) / "scores.parquet", "scores").select(
+        ["model", "instance_id", "sample", "request_key"]).to_pylist()
+    replies = {(r["model"], r["request_key"] or f"{r['instance_id']}|{r['sample']}") for r in rows if not scope(r)}
+    return dict(sorted(Counter(m for m, _ in replies).items()))
 
 
 def build_counts(build: str | Path) -> tuple[int, int]:
