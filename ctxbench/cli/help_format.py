@@ -15,11 +15,19 @@ It also wraps ``rich_format_help`` so that a command with more than :data:`GROUP
 titled panels (what to evaluate, the model to call, retrieval, budgets and cost, statistics, output...), chosen
 by option name in :data:`PANELS` unless the option was declared with its own ``rich_help_panel``; the other
 options stay in "Options". A command's one-line summary in a group's help folds a word wider than its column
-instead of cutting it. Nothing else of the help changes.
+instead of cutting it.
+
+In typer's ``rich`` markup mode a command's docstring keeps the line breaks of its source in a group's list of
+commands and in the paragraphs after its first (typer's own test of that mode asserts it), so a summary written
+over several source lines was printed as ragged lines, broken mid-sentence. :func:`reflow` makes each paragraph
+one line before rich wraps it to the terminal: paragraphs (a blank line between them) and click's ``\\b``
+blocks (an example's lines, printed as written) stay as they are; options' help was already reflowed by typer.
+Nothing else of the help changes.
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from rich import box
@@ -72,6 +80,20 @@ PANELS: dict[str, str] = {
     "--depths": CONTEXTS, "--chain-depths": CONTEXTS, "--boundary": CONTEXTS, "--seed": CONTEXTS,
     "--distractors": CONTEXTS, "--integer-division": SOURCE,
 }
+
+
+def reflow(text: str) -> str:
+    """``text`` (a command's help, a docstring) with each paragraph on one line: the lines of a paragraph joined
+    by single spaces, paragraphs separated by one blank line, a paragraph that starts with click's ``\\b`` marker
+    kept line for line (its indentation too, the marker removed). Dedented as typer does
+    (``inspect.cleandoc``)."""
+    out = []
+    for para in inspect.cleandoc(text).split("\n\n"):
+        if para.startswith("\b"):
+            out.append(para[1:].lstrip("\n").rstrip())
+        else:
+            out.append(" ".join(line.strip() for line in para.splitlines() if line.strip()))
+    return "\n\n".join(p for p in out if p)
 
 
 def option_panel(param: Any, n_options: int) -> str | None:
@@ -178,13 +200,23 @@ def install() -> None:
         return original(obj=obj, ctx=ctx, markup_mode=markup_mode)
 
     command_help = ru._make_command_help
+    fix_linebreaks = getattr(ru, "_fix_linebreaks", None)
 
     def make_command_help(**kw):
+        if kw.get("markup_mode") == ru.MARKUP_MODE_RICH and kw.get("help_text"):
+            kw["help_text"] = reflow(kw["help_text"])  # a summary over several source lines: one paragraph
         text = command_help(**kw)
         if hasattr(text, "overflow"):
             text.overflow = "fold"  # a command's summary: a long word (a file name) folded, not cut
         return text
 
+    def reflowed_linebreaks(paragraphs, markup_mode):
+        if markup_mode == ru.MARKUP_MODE_RICH:  # a description's paragraphs after its first, and the epilog
+            return reflow("\n\n".join(paragraphs))
+        return fix_linebreaks(paragraphs, markup_mode)
+
+    if fix_linebreaks is not None:
+        ru._fix_linebreaks = reflowed_linebreaks
     ru._make_command_help = make_command_help
     ru._print_options_panel = print_options_panel
     ru.rich_format_help = rich_format_help
