@@ -228,20 +228,12 @@ def test_start_failure_reads_the_reason(log, why):
     assert ls.start_failure(log) == why
 
 
-def test_evaluate_dry_run_of_the_embedded_model_prints_only_ctxbench_lines(installed, tmp_path, monkeypatch):
-    """litellm cannot name a provider for the embedded model's name and used to print its "Provider List" help
-    line to stdout amid the dry run's own ``key: value`` lines; the same for any model litellm does not know."""
+def _toy_build(tmp_path):
+    """A build directory of two small HoloBench-like instances (instances.parquet, manifest.json)."""
     import json
 
-    from typer.testing import CliRunner
-
-    from ctxbench.cli import app
     from ctxbench.core.storage import to_table, write_parquet
 
-    monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
-    installed.add("xllamacpp")  # the dry run keys requests by the runtime; none is started
-    import litellm
-    monkeypatch.setattr(litellm, "suppress_debug_info", False)  # as a fresh process has it
     build = tmp_path / "b"
     build.mkdir()
     rows = [{"instance_id": f"e{i}", "benchmark": "holobench", "source_id": "toy", "question": f"Q{i}?",
@@ -250,6 +242,21 @@ def test_evaluate_dry_run_of_the_embedded_model_prints_only_ctxbench_lines(insta
              "query_types": "[]", "evidence_spans": "[]", "build_hash": "toy"} for i in range(2)]
     write_parquet(to_table("instances", rows), build / "instances.parquet")
     (build / "manifest.json").write_text(json.dumps({"build_hash": "toy", "track": "holobench"}), encoding="utf-8")
+    return build
+
+
+def test_evaluate_dry_run_of_the_embedded_model_prints_only_ctxbench_lines(installed, tmp_path, monkeypatch):
+    """litellm cannot name a provider for the embedded model's name and used to print its "Provider List" help
+    line to stdout amid the dry run's own ``key: value`` lines; the same for any model litellm does not know."""
+    from typer.testing import CliRunner
+
+    from ctxbench.cli import app
+
+    monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
+    installed.add("xllamacpp")  # the dry run keys requests by the runtime; none is started
+    import litellm
+    monkeypatch.setattr(litellm, "suppress_debug_info", False)  # as a fresh process has it
+    build = _toy_build(tmp_path)
     for model in ("smollm2-135m-instruct", "openai/some-local-model"):
         args = ["evaluate", "--build", str(build), "--model", model, "--dry-run"]
         if model.startswith("openai/"):
@@ -259,6 +266,43 @@ def test_evaluate_dry_run_of_the_embedded_model_prints_only_ctxbench_lines(insta
         lines = [ln for ln in r.stdout.splitlines() if ln.strip()]
         assert lines[0] == "calls: 2", r.stdout
         assert all(": " in ln and "Provider List" not in ln for ln in lines), r.stdout
+
+
+def test_concurrency_on_the_embedded_model_is_said_once_to_change_nothing(installed, tmp_path, monkeypatch):
+    """The embedded server has one slot (EMBEDDED_SLOTS): ``evaluate --concurrency 4`` on the embedded model says
+    once, before any call, that its calls go one at a time; not for the default 8 (the help says it), nor for
+    --concurrency 1, nor for a model at a --base-url (its server decides). The evaluation itself is stopped where
+    it would start (evaluate_build raises)."""
+    from typer.testing import CliRunner
+
+    import ctxbench.cli.evaluate as cli_evaluate
+    from ctxbench.cli import app
+    from ctxbench.core.errors import InputError
+    from ctxbench.models.backends import concurrency_note
+
+    monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
+    installed.add("xllamacpp")
+    started = []
+
+    def evaluate_build(build, cfg, **kw):
+        started.append(cfg.concurrency)
+        raise InputError("stopped here by the test")
+
+    monkeypatch.setattr(cli_evaluate, "evaluate_build", evaluate_build)
+    build = _toy_build(tmp_path)
+    said = "calls to smollm2-135m-instruct go one at a time"
+    outputs = {}
+    for extra in (["--concurrency", "4"], [], ["--concurrency", "1"],
+                  ["--concurrency", "4", "--base-url", "http://127.0.0.1:9/v1"]):
+        r = CliRunner().invoke(app, ["evaluate", "--build", str(build), "--model", ls.EMBEDDED_MODEL, *extra])
+        assert "stopped here by the test" in r.output, r.output  # the run got as far as its calls
+        outputs[" ".join(extra)] = r.output
+    assert outputs["--concurrency 4"].count(said) == 1, outputs["--concurrency 4"]
+    assert "--concurrency 4 changes nothing" in outputs["--concurrency 4"]
+    assert [k for k, out in outputs.items() if said in out] == ["--concurrency 4"], outputs
+    assert started == [4, 8, 1, 4]  # the option still reaches the run: only the server serializes the calls
+    assert concurrency_note(ls.EMBEDDED_MODEL, None, 2) and concurrency_note(ls.EMBEDDED_MODEL, None, 1) is None
+    assert concurrency_note("gpt-4o", None, 16) is None
 
 
 def test_an_interrupted_start_leaves_no_server(monkeypatch, tmp_path):

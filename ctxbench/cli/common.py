@@ -111,3 +111,22 @@ def say_failed(n: int, failed: list[str], where: Path, prefix: str = "") -> int:
     console.print(f"{prefix}error: {n} call(s) failed and are stored as failed rows in {where}"
                   + (f" ({first})" if first else "") + "; the same command asks them again", markup=False)
     return 1
+
+
+def given(ctx: typer.Context, name: str) -> bool:
+    """Whether the option ``name`` (its parameter name) was given, on the command line or through its environment
+    variable, rather than left at its default."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT")
+
+
+def say_concurrency(model: str, base_url: str | None, concurrency: int, asked: bool) -> None:
+    """Say once, on stderr, that a ``--concurrency`` given (``asked``) above 1 changes nothing for the embedded
+    model (its server has one slot: :func:`ctxbench.models.backends.concurrency_note`); nothing for the option's
+    default, which the help already explains, nor for a model whose calls do run side by side."""
+    if not asked:
+        return
+    from ctxbench.models.backends import concurrency_note  # lazy: the backends' HTTP libraries, kept out of --help
+
+    if note := concurrency_note(model, base_url, concurrency):
+        console.print(note, markup=False, highlight=False)

@@ -9,7 +9,7 @@ from typing import Literal, Optional
 
 import typer
 
-from ctxbench.cli.common import console, out_console, progress_bar, say_failed, say_retries
+from ctxbench.cli.common import console, out_console, progress_bar, say_concurrency, say_failed, say_retries
 from ctxbench.cli.errors import USER_ERRORS, fail
 from ctxbench.cli.options import parse_ints
 from ctxbench.core.errors import EmptySelection, InputError
@@ -50,7 +50,8 @@ def evaluate_cmd(*, build: Path, model: str, base_url: Optional[str], api_key_en
                  target_ci: Optional[float], reasoning_effort: Optional[str], thinking_budget: Optional[int],
                  sub_model: Optional[str], max_steps: int, sandbox: Literal['bwrap', 'none'], step_timeout: float,
                  step_memory: int, repl_max_tokens: Optional[int], repl_max_cost: Optional[float],
-                 adaptive_calls: Optional[int], runs: Optional[Path], workers: int) -> None:
+                 adaptive_calls: Optional[int], runs: Optional[Path], workers: int,
+                 concurrency_given: bool = False) -> None:
     """The work of :func:`ctxbench.cli.commands.evaluate.evaluate_cmd` (its options and help)."""
     try:
         cfg = _eval_cfg(model, base_url, concurrency, samples, per_length, prompt_variant, max_tokens, temperature,
@@ -81,6 +82,7 @@ def evaluate_cmd(*, build: Path, model: str, base_url: Optional[str], api_key_en
             return
         if max_cost is not None:  # a model without a price is refused before the progress bar (issue 32 item 9)
             cap_prices(model, cfg.price, batch)
+        say_concurrency(model, base_url, concurrency, concurrency_given)  # the embedded model: one call at a time
         with progress_bar() as p, say_retries(p.console):
             t = p.add_task(f"calling {model}", total=None)
             if workers > 1 and server_for(model, base_url) is None:  # the embedded model: one server, one worker
@@ -228,7 +230,7 @@ def report_evaluation(s, build: Path, prefix: str = "") -> int:
 def backfill_cmd(*, model: str, runs: Path, benchmarks: Optional[str], base_url: Optional[str],
                  api_key_env: Optional[str], concurrency: int, samples: Optional[int], per_length: Optional[int],
                  prompt_variant: Literal['cot', 'direct'], max_tokens: Optional[int], workers: int,
-                 mode: str) -> None:
+                 mode: str, concurrency_given: bool = False) -> None:
     """The work of :func:`ctxbench.cli.commands.evaluate.backfill_cmd` (its options and help)."""
     try:
         cfg = BackfillConfig(model=_eval_cfg(model, base_url, concurrency, samples, per_length, prompt_variant,
@@ -244,6 +246,7 @@ def backfill_cmd(*, model: str, runs: Path, benchmarks: Optional[str], base_url:
             fail(InputError(f"no completed build under --runs {runs}"
                              + (f" of --benchmarks {benchmarks}" if cfg.benchmarks else "")
                              + f" (builds found by benchmark: {what})"))
+        say_concurrency(model, base_url, concurrency, concurrency_given)  # once, before the first build
         worst = 0
         for i, b in enumerate(builds, 1):
             with progress_bar() as p, say_retries(p.console):

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from ctxbench.analysis.agreement import append_label, judge_agreement, label_sample, labelled_keys, write_kappa
 from ctxbench.analysis.closed_book import screen_build
-from ctxbench.cli.common import console, out_console, print_table, say_failed
+from ctxbench.cli.common import console, out_console, print_table, say_concurrency, say_failed
 from ctxbench.cli.errors import USER_ERRORS, fail
 from ctxbench.core.errors import CtxbenchError
 from ctxbench.models.backends import server_for
@@ -18,9 +18,10 @@ from ctxbench.scoring.numbers import display_number
 
 
 def screen_cmd(*, build: Path, model: str, base_url: Optional[str], api_key_env: Optional[str],
-               concurrency: int) -> None:
+               concurrency: int, concurrency_given: bool = False) -> None:
     """The work of :func:`ctxbench.cli.commands.judges.screen_cmd` (its options and help)."""
     try:
+        say_concurrency(model, base_url, concurrency, concurrency_given)
         s = screen_build(build, model, base_url, api_key_env, concurrency,
                          server=server_for(model, base_url))
     except USER_ERRORS as e:

@@ -39,6 +39,9 @@ EMBEDDED_MODEL = "smollm2-135m-instruct"
 EMBEDDED_WINDOW = 8192  # llama.context_length in the GGUF: the model's real window
 # prompt batch (logical = physical) of the embedded server: chosen by bench/first_run.py --speed
 EMBEDDED_BATCH = 512
+# requests the embedded server answers at once: one slot (embedded_serve's --parallel default, which
+# LocalServer.command leaves; llama_cpp.server answers one request at a time); more calls in flight wait in its queue
+EMBEDDED_SLOTS = 1
 
 
 @dataclass(frozen=True)

@@ -7,11 +7,12 @@ from typing import Literal, Optional
 
 import typer
 
-from ctxbench.cli.common import check_efforts, check_mode, check_positive_ints, check_price, check_words
+from ctxbench.cli.common import check_efforts, check_mode, check_positive_ints, check_price, check_words, given
 from ctxbench.cli.options import check_base_url, check_env, check_text
 
 
 def evaluate_cmd(
+    ctx: typer.Context,
     build: Path = typer.Option(..., exists=True, file_okay=False, help="build directory"),
     model: str = typer.Option(..., callback=check_text,
                               help="model name (registry name, litellm name, or the embedded smollm2-135m-instruct)"),
@@ -20,7 +21,7 @@ def evaluate_cmd(
                                                 "replicas: URL,URL,... or a deployment file"),
     api_key_env: Optional[str] = typer.Option(None, callback=check_env,
                                               help="environment variable holding the key for --base-url"),
-    concurrency: int = typer.Option(8, min=1, help="calls in flight for this model"),
+    concurrency: int = typer.Option(8, min=1, help="calls in flight (the embedded model: one at a time)"),
     samples: Optional[int] = typer.Option(None, min=1, help="responses per instance (default: the registry's, else 1)"),
     per_length: Optional[int] = typer.Option(None, min=1,
                                              help="a sample of N instances per context length (per tier "
@@ -90,12 +91,14 @@ def evaluate_cmd(
 ) -> None:
     """Evaluate a model on a build; appends to BUILD/responses.parquet (reruns make no stored call again)."""
     kw = dict(locals())  # the options as parsed
+    kw["concurrency_given"] = given(kw.pop("ctx"), "concurrency")
     from ctxbench.cli import evaluate  # lazy: the command's code and libraries load when it runs (start-up time)
 
     evaluate.evaluate_cmd(**kw)
 
 
 def backfill_cmd(
+    ctx: typer.Context,
     model: str = typer.Option(..., callback=check_text, help="the model to add (registry or litellm name, or the "
                                                              "embedded smollm2-135m-instruct)"),
     runs: Path = typer.Option(..., exists=True, file_okay=False,
@@ -106,7 +109,7 @@ def backfill_cmd(
                                            "--model (several replicas: comma-separated, or a deployment file)"),
     api_key_env: Optional[str] = typer.Option(None, callback=check_env,
                                               help="environment variable holding the key for --base-url"),
-    concurrency: int = typer.Option(8, min=1, help="calls in flight"),
+    concurrency: int = typer.Option(8, min=1, help="calls in flight (the embedded model: one at a time)"),
     samples: Optional[int] = typer.Option(None, min=1, help="responses per instance (default: the registry's)"),
     per_length: Optional[int] = typer.Option(None, min=1, help="a sample of N instances per context length (per "
                                                                     "source tier for imports such as LaRA)"),
@@ -121,6 +124,7 @@ def backfill_cmd(
     model, appends its rows to each build's responses.parquet (other models' rows are never rewritten), rebuilds
     nothing; answers another build already got come from the response cache."""
     kw = dict(locals())  # the options as parsed
+    kw["concurrency_given"] = given(kw.pop("ctx"), "concurrency")
     from ctxbench.cli import evaluate  # lazy: the command's code and libraries load when it runs (start-up time)
 
     evaluate.backfill_cmd(**kw)

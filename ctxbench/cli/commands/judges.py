@@ -7,19 +7,22 @@ from typing import Optional
 
 import typer
 
+from ctxbench.cli.common import given
 from ctxbench.cli.options import check_env, check_text, check_url
 
 
-def screen_cmd(build: Path = typer.Option(..., exists=True, file_okay=False, help="build directory"),
+def screen_cmd(ctx: typer.Context, build: Path = typer.Option(..., exists=True, file_okay=False, help="build directory"),
                model: str = typer.Option(..., callback=check_text,
                                          help="model asked each question without its context"),
                base_url: Optional[str] = typer.Option(None, callback=check_url, help="OpenAI-compatible endpoint"),
                api_key_env: Optional[str] = typer.Option(None, callback=check_env,
                                                          help="environment variable holding the key"),
-               concurrency: int = typer.Option(8, min=1, help="calls in flight")) -> None:
+               concurrency: int = typer.Option(8, min=1,
+                                               help="calls in flight (the embedded model: one at a time)")) -> None:
     """Closed-book screen (LURCH): flag instances a model answers correctly without the context;
     writes BUILD/closed_book.parquet (evaluate --exclude-closed-book leaves them out)."""
     kw = dict(locals())  # the options as parsed
+    kw["concurrency_given"] = given(kw.pop("ctx"), "concurrency")
     from ctxbench.cli import judges  # lazy: the command's code and libraries load when it runs (start-up time)
 
     judges.screen_cmd(**kw)

@@ -12,7 +12,7 @@ name            calls                                                 file
 Providers' batch APIs are the batch clients of :mod:`ctxbench.models.batch` (``BATCH_CLIENTS``). Which backend a
 model goes to is :func:`ctxbench.models.providers.backend_name`; :func:`backend_class` looks it up and
 :func:`server_for` gives what must run while a backend serves (the embedded server), so no command tests for the
-embedded model itself. A backend made outside the package registers itself with
+embedded model itself; :func:`concurrency_note` says when that server answers fewer calls at once than asked. A backend made outside the package registers itself with
 :func:`~ctxbench.models.backends.base.register_backend`, or lazily: ``BACKENDS.register_lazy("name",
 "pkg.module:Class")``.
 """
@@ -30,7 +30,7 @@ from ctxbench.models.backends.replicas import ReplicasBackend
 from ctxbench.models.providers import backend_name
 
 __all__ = ["BACKENDS", "BaseBackend", "EmbeddedBackend", "LitellmBackend", "OpenAIHTTPBackend", "ReplicasBackend",
-           "backend_class",
+           "backend_class", "concurrency_note",
            "preflight", "register_backend", "server_for"]
 
 
@@ -50,6 +50,18 @@ def server_for(model: str, base_url: str | None = None) -> Callable[[], Abstract
     if not cls.has_lifecycle(model, base_url):
         return None
     return lambda: cls.lifecycle(model, base_url)
+
+
+def concurrency_note(model: str, base_url: str | None, concurrency: int) -> str | None:
+    """One line saying that ``--concurrency`` above what the server ctxbench starts for ``model`` answers at once
+    (:meth:`~ctxbench.models.backends.base.BaseBackend.slots`: the embedded llama.cpp server, 1) changes nothing,
+    since its calls go one at a time (the others wait in its queue); None where it does change something."""
+    slots = getattr(backend_class(model, base_url), "slots", lambda m, u: None)(model, base_url)
+    if slots is None or concurrency <= slots:
+        return None
+    at_once = "one at a time" if slots == 1 else f"{slots} at a time"
+    return (f"note: calls to {model} go {at_once} (the server ctxbench runs for it has {slots} slot"
+            f"{'s' if slots != 1 else ''}); --concurrency {concurrency} changes nothing")
 
 
 def preflight(model: str, base_url: str | None = None) -> None:

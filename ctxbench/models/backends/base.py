@@ -83,3 +83,9 @@ class BaseBackend:
         """What must run while this backend serves ``model`` (a context manager, not yet entered), None for
         nothing."""
         return None
+
+    @classmethod
+    def slots(cls, model: str, base_url: str | None) -> int | None:
+        """How many requests the server this backend starts for ``model`` answers at once (more calls in flight
+        wait in its queue); None where ctxbench starts no server (the other end decides; nothing here)."""
+        return None

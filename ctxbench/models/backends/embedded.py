@@ -54,6 +54,12 @@ class EmbeddedBackend(OpenAIHTTPBackend):
         ``count_tokens`` and ``n_ctx``."""
         return local_server.LocalServer() if cls.has_lifecycle(model, base_url) else None
 
+    @classmethod
+    def slots(cls, model: str, base_url: str | None) -> int | None:
+        """:data:`~ctxbench.models.local_server.EMBEDDED_SLOTS` (1) for the embedded model at no base URL: its
+        server answers one request at a time; None otherwise (a server someone else runs)."""
+        return local_server.EMBEDDED_SLOTS if cls.has_lifecycle(model, base_url) else None
+
     async def generate(self, messages: list[dict], max_tokens: int, sampling: dict[str, Any]) -> CallResult:
         """One call to the embedded server, starting it first when this backend has no base URL yet (once, however
         many calls arrive together; the start runs in a thread, off the event loop)."""
