@@ -11,7 +11,8 @@ from ctxbench.cli.common import given
 from ctxbench.cli.options import check_env, check_text, check_url
 
 
-def screen_cmd(ctx: typer.Context, build: Path = typer.Option(..., exists=True, file_okay=False, help="build directory"),
+def screen_cmd(ctx: typer.Context,
+               build: Path = typer.Option(..., exists=True, file_okay=False, help="build directory"),
                model: str = typer.Option(..., callback=check_text,
                                          help="model asked each question without its context"),
                base_url: Optional[str] = typer.Option(None, callback=check_url, help="OpenAI-compatible endpoint"),

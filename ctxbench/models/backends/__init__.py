@@ -12,9 +12,9 @@ name            calls                                                 file
 Providers' batch APIs are the batch clients of :mod:`ctxbench.models.batch` (``BATCH_CLIENTS``). Which backend a
 model goes to is :func:`ctxbench.models.providers.backend_name`; :func:`backend_class` looks it up and
 :func:`server_for` gives what must run while a backend serves (the embedded server), so no command tests for the
-embedded model itself; :func:`concurrency_note` says when that server answers fewer calls at once than asked. A backend made outside the package registers itself with
-:func:`~ctxbench.models.backends.base.register_backend`, or lazily: ``BACKENDS.register_lazy("name",
-"pkg.module:Class")``.
+embedded model itself; :func:`concurrency_note` says when that server answers fewer calls at once than asked. A
+backend made outside the package registers itself with :func:`~ctxbench.models.backends.base.register_backend`, or
+lazily: ``BACKENDS.register_lazy("name", "pkg.module:Class")``.
 """
 
 from __future__ import annotations
