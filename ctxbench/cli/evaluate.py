@@ -100,8 +100,9 @@ def evaluate_cmd(*, build: Path, model: str, base_url: Optional[str], api_key_en
 
 def say_stale(s, build: Path, prefix: str = "") -> None:
     """After ``evaluate`` or ``backfill`` stored new replies (``s.new_rows`` of an
-    :class:`ctxbench.run.evaluate.EvalSummary`): one line saying which of the build's derived files (``scores.parquet``, the report) no longer count every
-    stored reply, or that the build is not scored yet, with the exact commands that bring them up to date
+    :class:`ctxbench.run.evaluate.EvalSummary`): one line saying which of the build's derived files
+    (``scores.parquet``, the report) no longer count every stored reply, or that the build is not scored yet,
+    with the exact commands that bring them up to date
     (``ctxbench score``, then ``ctxbench report``: ``report`` does not rescore). Nothing when nothing was stored
     (every request was already stored)."""
     if not s.new_rows:
