@@ -67,6 +67,26 @@ def test_a_proxy_from_netrc_gets_its_credentials(no_proxy_env, tmp_path):
     assert env_proxy(API) == yarl.URL("http://bob:hunter2@proxy.corp:3128")
 
 
+def test_the_operating_systems_proxy_settings_are_not_read(no_proxy_env):
+    """As httpx: the variables alone. (urllib's getproxies() falls back to macOS's and Windows' system settings,
+    whose exceptions, such as <local>, proxy_bypass_environment does not know: a local server went to the proxy.)"""
+    import urllib.request
+
+    no_proxy_env.setattr(urllib.request, "getproxies", lambda: {"http": "http://corp:8080", "https": "http://corp:8080"})
+    assert env_proxy(LOCAL) is None and env_proxy(API) is None
+
+
+@pytest.mark.parametrize("value, why", [("http://u:pw9@[::1", "Invalid IPv6 URL"),
+                                        ("http://proxy.corp:99999", "Port out of range 0-65535")])
+def test_a_proxy_variable_that_is_not_a_url_is_a_configuration_error_naming_it(no_proxy_env, value, why):
+    no_proxy_env.setenv("HTTPS_PROXY", value)
+    with pytest.raises(PermanentError) as e:
+        env_proxy(API)
+    assert e.value.status == "config_error" and "pw9" not in str(e.value) and "99999" not in str(e.value)
+    assert str(e.value) == (f"configuration error: HTTPS_PROXY is not a URL a proxy can have ({why}): set it like "
+                            f"http://proxy.example:3128, or unset it")
+
+
 @pytest.mark.parametrize("var", ["ALL_PROXY", "all_proxy", "HTTPS_PROXY"])
 def test_a_socks_proxy_is_a_configuration_error_naming_the_variable(no_proxy_env, var):
     no_proxy_env.setenv(var, "socks5://carol:pw@proxy.corp:1080")

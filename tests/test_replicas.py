@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 import ctxbench.run.evaluate as ev
 from ctxbench.cli import app
-from ctxbench.core.errors import InputError
+from ctxbench.core.errors import CtxbenchError, InputError
 from ctxbench.core.storage import to_table, write_parquet
 from ctxbench.models.cache import endpoint_id, key_endpoint, request_key
 from ctxbench.models.deployment import ReplicaHealth, parse_deployment, rank
@@ -272,6 +272,7 @@ BAD_ENDPOINTS = [  # (URL, what the error says): each refused before anything ru
     ("http://:8000/v1", "has no host"),
     ("http://gpu 1:8000/v1", "has an invalid host 'gpu 1' (a space or a URL delimiter in it)"),
     ("http://gp%31:8000/v1", "has an invalid host 'gp%31'"),
+    ("http://[fe80::1%25eth0]:8000/v1", "gives an IPv6 zone id ('fe80::1%25eth0'), which the HTTP client cannot"),
     ("ftp://gpu1/v1", "is not an http(s) URL"),
     ("gpu1:8000/v1", "is not an http(s) URL"),
 ]
@@ -286,8 +287,24 @@ def test_an_endpoint_that_cannot_be_called_is_refused_by_name(tmp_path, url, why
     assert "Traceback" not in r.output
     with pytest.raises(InputError, match=re.escape(f"--base-url: '{url}' {why}")):
         parse_deployment(f"http://ok:8000/v1,{url}", "openai/fake")
-    with pytest.raises(ValueError, match=re.escape(f"base_url: '{url}' {why}")):
+    with pytest.raises(CtxbenchError, match=re.escape(f"base_url: '{url}' {why}")):
         ev.EvalConfig(model="openai/fake", base_url=url)
+
+
+def test_a_refused_base_url_never_shows_its_credentials():
+    """EvalConfig (the flows' and the library's way in) names the URL redacted, and its error passes pydantic by
+    (a pydantic error repeats its input: input_value=...), also where the config is a field of another model, as
+    in a flow's parameters or BackfillConfig."""
+    from ctxbench.run.backfill import BackfillConfig  # lazy: only this test builds one
+
+    for url in ("http://bob:SECRETPW@host:99999/v1", "ftp://bob:SECRETPW@host/v1", "http://h:99999/v1?api_key=SECRETPW",
+                "http://bob:SECRETPW@[::1"):
+        with pytest.raises(CtxbenchError) as e:
+            ev.EvalConfig(model="openai/fake", base_url=url)
+        assert "SECRETPW" not in str(e.value) and "base_url" in str(e.value)
+        with pytest.raises(CtxbenchError) as e:
+            BackfillConfig.model_validate({"model": {"model": "openai/fake", "base_url": url}})
+        assert "SECRETPW" not in str(e.value) and "[redacted]" in str(e.value)
 
 
 def test_an_endpoint_that_can_be_called_is_kept_as_given():

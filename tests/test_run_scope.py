@@ -124,7 +124,7 @@ def test_evaluate_says_what_its_new_replies_made_out_of_date(run_env, tmp_path):
     args = ["evaluate", "--build", str(build), "--model", "openai/x", "--base-url", srv.base_url]
     ev = runner.invoke(app, [*args, "--per-length", "3"])
     assert ev.exit_code == 0, ev.output
-    assert (f"out of date: {build / 'scores.parquet'} do not count the 2 replies just stored; next: ctxbench score "
+    assert (f"out of date: {build / 'scores.parquet'} does not count the 2 replies just stored; next: ctxbench score "
             f"--build {build} && ctxbench report --build {build}") in re.sub(r"\s*\n\s*", " ", ev.output)
     # everything already stored: nothing is out of date, nothing said
     same = runner.invoke(app, [*args, "--per-length", "3"])

@@ -110,7 +110,8 @@ def say_stale(s, build: Path, prefix: str = "") -> None:
     b = Path(build)
     stale = [str(p) for p in (b / "scores.parquet", b / "report" / "index.html") if p.exists()]
     q = shlex.quote(str(b))
-    what = (f"out of date: {' and '.join(stale)} do not count the {s.new_rows} replies just stored" if stale
+    what = (f"out of date: {' and '.join(stale)} {'does' if len(stale) == 1 else 'do'} not count the {s.new_rows} "
+            f"replies just stored" if stale
             else f"not scored yet: {s.new_rows} replies stored")
     out_console.print(f"{prefix}{what}; next: ctxbench score --build {q} && ctxbench report --build {q}",
                       markup=False)

@@ -112,6 +112,9 @@ def check_endpoint(url: str, where: str, example: str = "write each replica like
         raise InputError(f"{where}: {s!r} is not an http(s) URL: {example}")
     if not parts.hostname:
         raise InputError(f"{where}: {s!r} has no host: {example}")
+    if ":" in parts.hostname and "%" in parts.hostname:
+        raise InputError(f"{where}: {s!r} gives an IPv6 zone id ({parts.hostname!r}), which the HTTP client cannot "
+                         f"connect with: give the address without its zone (%...) or a host name: {example}")
     if _NOT_IN_A_HOST.search(parts.hostname):
         raise InputError(f"{where}: {s!r} has an invalid host {parts.hostname!r} (a space or a URL delimiter in "
                          f"it): {example}")

@@ -19,10 +19,10 @@ from typing import Any, Callable, Literal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ctxbench.analysis.filters import InstanceFilter, filter_instances, kept_ids
-from ctxbench.core.errors import InputError
+from ctxbench.core.errors import CtxbenchError, InputError
 from ctxbench.core.hashing import canonical_json
 from ctxbench.core.redact import redact
 from ctxbench.models.cache import ResponseCache, endpoint_id, key_endpoint, request_key
@@ -52,6 +52,8 @@ from ctxbench.tokenizers import get_tokenizer
 class EvalConfig(BaseModel):
     """Evaluation settings (validated the same way from the CLI and the Prefect form)."""
 
+    # a refused value is not repeated in the error: a base URL may hold credentials (the messages name it redacted)
+    model_config = ConfigDict(hide_input_in_errors=True)
     model: str = Field(..., min_length=1)
     base_url: str | None = None
     api_key_env: str | None = Field(None, description="environment variable holding the key for --base-url")
@@ -126,7 +128,10 @@ class EvalConfig(BaseModel):
     @classmethod
     def _endpoint(cls, v: str | None) -> str | None:
         if v is not None and not is_deployment(v):  # several replicas: each checked as the deployment is read
-            check_endpoint(v, "base_url", "write it like http://127.0.0.1:8000/v1")
+            try:
+                check_endpoint(v, "base_url", "write it like http://127.0.0.1:8000/v1")
+            except InputError as e:  # raised past pydantic (not a ValueError): its error, also where a flow's
+                raise CtxbenchError(str(e)) from None  # parameters hold the config, would show the URL unredacted
         return v
 
     @field_validator("mode")

@@ -56,17 +56,19 @@ PROXY_SCHEMES = ("http", "https")  # the proxies aiohttp's client speaks to (htt
 
 
 def env_proxy(url: yarl.URL) -> yarl.URL | None:
-    """The proxy the environment gives a request to ``url``, read as httpx read it (the client this backend used
-    before issue 36): ``<scheme>_proxy`` for the URL's scheme (``HTTPS_PROXY`` for an https server), else
-    ``ALL_PROXY``, either case, the lower-case one first; none where ``NO_PROXY`` names the host (or ``*``).
-    A proxy given as ``host:port`` is ``http://host:port``. Returns the proxy's URL with its credentials (its own,
+    """The proxy the environment variables give a request to ``url``, read as httpx read them (the client this
+    backend used before issue 36; the operating system's own proxy settings are not read): ``<scheme>_proxy`` for
+    the URL's scheme (``HTTPS_PROXY`` for an https server), else ``ALL_PROXY``, either case, the lower-case one
+    first; none where ``NO_PROXY`` names the host (or ``*``). A proxy given as ``host:port`` is
+    ``http://host:port``. Returns the proxy's URL with its credentials (its own,
     else .netrc's for the proxy's host: aiohttp sends them to the proxy alone, as ``Proxy-Authorization``), or
     None for no proxy.
 
     aiohttp's own reading (``trust_env``) ignores ``ALL_PROXY`` and every ``https://`` proxy, so such a
     configuration sent its calls around the proxy, where they failed as connection errors. Raises PermanentError
-    (status ``config_error``, naming the variable) for a proxy this client cannot speak to (``socks5://`` ...)."""
-    proxies = urllib.request.getproxies()
+    (status ``config_error``, naming the variable) for a proxy this client cannot speak to (``socks5://`` ...) and
+    for a variable that is not a URL (its value not shown: it may hold credentials)."""
+    proxies = urllib.request.getproxies_environment()  # the variables alone, as httpx (not the OS's settings)
     host = url.raw_host
     if not proxies or not host:
         return None
@@ -76,11 +78,16 @@ def env_proxy(url: yarl.URL) -> yarl.URL | None:
     if key is None:
         return None
     raw = proxies[key]
-    proxy = yarl.URL(raw if "://" in raw else f"http://{raw}")
+    var = next((v for v in (f"{key}_proxy", f"{key.upper()}_PROXY") if os.environ.get(v) == raw),
+               f"{key.upper()}_PROXY")
+    try:
+        proxy = yarl.URL(raw if "://" in raw else f"http://{raw}")
+        proxy.port  # noqa: B018 - a port out of range raises here
+    except ValueError as e:
+        raise PermanentError(f"configuration error: {var} is not a URL a proxy can have ({e}): set it like "
+                             f"http://proxy.example:3128, or unset it", status="config_error") from None
     shown = proxy.with_user(None)
     if proxy.scheme not in PROXY_SCHEMES:
-        var = next((v for v in (f"{key}_proxy", f"{key.upper()}_PROXY") if os.environ.get(v) == raw),
-                   f"{key.upper()}_PROXY")
         raise PermanentError(f"configuration error: {var}={shown} is a {proxy.scheme} proxy, which the openai_http "
                              f"backend cannot use (it speaks to http:// and https:// proxies): set {var} to an HTTP "
                              f"proxy, or name the server's host {host} in NO_PROXY", status="config_error")
