@@ -185,8 +185,10 @@ def evaluate_flow(build: str, cfg: EvalConfig, secrets: dict[str, str] | None = 
     configured), sharded by context (every question of a context in one task, contexts balanced by prompt tokens:
     :mod:`ctxbench.run.shard`), all reporting to this flow's Prefect API (:func:`share_prefect_api`) and sharing the
     response cache: each call is claimed by one of them, none is made twice. A provider
-    outage longer than the retry budget pauses this flow run (resume it from the UI: only the missing calls are
-    made); nothing is marked wrong. Returns the summary (totals over workers; ``workers``: each one's)."""
+    outage longer than the retry budget pauses this flow run for up to ``pause_timeout_s`` (resume it from the UI:
+    only the missing calls are made); nothing is marked wrong. ``pause_timeout_s`` 0: no pause, the summary comes
+    back with status ``paused`` (``ctxbench run``: exit 75, rerun to resume; a temporary API server has no UI to
+    resume from). Returns the summary (totals over workers; ``workers``: each one's)."""
     if workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
     if server_for(cfg.model, cfg.base_url) is not None:
@@ -214,7 +216,7 @@ def evaluate_flow(build: str, cfg: EvalConfig, secrets: dict[str, str] | None = 
                    else "incomplete" if left
                    else "complete", notes=[n for p in parts for n in p["notes"]], workers=parts,
                    resumes=attempt)
-        if out["status"] != "paused":
+        if out["status"] != "paused" or pause_timeout_s <= 0:
             return out
         # a provider outage: wait (resumable from the UI or `prefect flow-run resume`) and make the missing calls
         pause_flow_run(timeout=pause_timeout_s, poll_interval=2, key=f"outage-{attempt}")
@@ -295,10 +297,11 @@ DefaultConfig = default_track().Config
 
 
 def _nightly_one(t: Track, cfg: BaseModel, out: str, versioned: bool, models: list[EvalConfig], workers: int = 1,
-                 **inputs) -> dict:
+                 pause_timeout_s: int = 86400, **inputs) -> dict:
     b = get_build_flow(t)(cfg, out, versioned=versioned, **inputs)
     bdir = str(b["out"])
-    return {"build": b, "evaluations": {m.model: evaluate_flow(bdir, m, workers=workers) for m in models},
+    return {"build": b, "evaluations": {m.model: evaluate_flow(bdir, m, workers=workers,
+                                                               pause_timeout_s=pause_timeout_s) for m in models},
             "scores": score_flow(bdir),
             "report": report_flow(bdir), "out": str(Path(out)), "build_dir": bdir}
 
@@ -317,7 +320,7 @@ def nightly(build: DefaultConfig | None = DefaultConfig(lengths=[2048, 4096]),  
             out: str = "runs/default",
             models: list[EvalConfig] = [EvalConfig(model=EMBEDDED_MODEL, per_length=8)],  # noqa: B006
             tracks: list[TrackBuild] = [],  # type: ignore[valid-type]  # noqa: B006
-            versioned: bool = True, workers: int = 1) -> dict:
+            versioned: bool = True, workers: int = 1, pause_timeout_s: int = 86400) -> dict:
     """build → evaluate (each model) → score → report for the default track's ``build`` into ``out`` (None: skip
     it) and for every entry of ``tracks`` (``{"track": NAME, "config": {...}, "out": DIR, "versioned": bool}`` plus
     the track's inputs, e.g. ``s2`` to fetch new Semantic Scholar clusters before an article build).
@@ -325,10 +328,11 @@ def nightly(build: DefaultConfig | None = DefaultConfig(lengths=[2048, 4096]),  
     Incremental (ctxbench.run.incremental): with ``versioned`` the build goes to ``out/<build_hash>`` (``out/latest``
     points at it, older builds stay); unchanged inputs build nothing, stored calls are not repeated, and score and
     report run only when their inputs changed. ``workers``: evaluation tasks per model (``evaluate``'s
-    ``workers``: sharded by context)."""
+    ``workers``: sharded by context). ``pause_timeout_s``: how long a provider outage pauses an evaluation
+    (``evaluate``'s; 0: not at all, its summary says ``paused``)."""
     res: dict = {}
     if build is not None:
-        res = _nightly_one(default_track(), build, out, versioned, models, workers)
+        res = _nightly_one(default_track(), build, out, versioned, models, workers, pause_timeout_s)
     for tb in tracks:
         t = get_track(tb.track)
         if isinstance(tb, AnyTrackBuild):
@@ -336,5 +340,5 @@ def nightly(build: DefaultConfig | None = DefaultConfig(lengths=[2048, 4096]),  
         else:
             cfg, tout, inputs = tb.config, tb.out, {k: getattr(tb, k) for k in t.inputs}
         res.setdefault("tracks", []).append({"track": t.name, **_nightly_one(t, cfg, tout, tb.versioned, models,
-                                                                             workers, **inputs)})
+                                                                             workers, pause_timeout_s, **inputs)})
     return res

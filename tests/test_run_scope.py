@@ -37,6 +37,9 @@ def _answer(body: dict) -> str:
     return f"Answer: {dict(FACT_RE.findall(user))[item] if right else 1}"
 
 
+engine_calls: list[dict] = []  # the options `run` gave its engine, one dict per run
+
+
 @pytest.fixture
 def run_env(monkeypatch, tmp_path):
     """`ctxbench run` on a toy build of 8 instances (4 at 1,024 tokens, 4 at 2,048), each on its own context, with
@@ -46,8 +49,10 @@ def run_env(monkeypatch, tmp_path):
     import pipelines.temp_server as ts
 
     out = tmp_path / "r"
+    engine_calls.clear()
 
     def nightly(build, out, models, **engine_options):
+        engine_calls.append(engine_options)
         d = make_toy_build(Path(out) / "toybuild", 8) if not (Path(out) / "toybuild").exists() else \
             Path(out) / "toybuild"
         set_latest(out, "toybuild")
@@ -152,3 +157,23 @@ def test_the_scope_keeps_other_models_on_the_runs_instances_and_counts_the_rest(
     write_parquet(to_table("scores", [{**r, "mode": "lc", "sample": 0, "matcher": mt, "score": 0.0, "tags": "[]"}
                                       for r in rows for mt in ("row_match", "exact")]), tmp_path / "scores.parquet")
     assert outside_scope(tmp_path, scope) == {"m": 2, "o": 1}
+
+
+def test_an_outage_ends_run_with_status_paused_and_exit_75_not_a_wait(run_env, monkeypatch):
+    """A server that is down: the Prefect engine is told not to pause (pause_timeout_s 0: a temporary API server's
+    paused flow run has no UI to resume it from, and `run` waited up to 24 hours), so `run` ends as `evaluate` does:
+    status paused, exit 75, nothing marked wrong; the rerun after the outage makes the missing calls."""
+    from ctxbench.models import gateway
+
+    out, srv = run_env
+    monkeypatch.setattr(gateway.RetryPolicy, "delay", lambda self, a, ra, rng: 0.0)  # the budget in no time
+    srv.outage(True, "503")
+    r = runner.invoke(app, ["run", "--model", "openai/x", "--base-url", srv.base_url, "--per-length", "2",
+                            "--out", str(out)])
+    assert engine_calls[-1]["pause_timeout_s"] == 0
+    assert r.exit_code == 75, r.output
+    assert "rerun the same command to resume" in r.output and "status: paused" in r.output
+    srv.outage(False)
+    r = runner.invoke(app, ["run", "--model", "openai/x", "--base-url", srv.base_url, "--per-length", "2",
+                            "--out", str(out)])
+    assert r.exit_code == 0, r.output

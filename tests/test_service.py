@@ -141,6 +141,24 @@ def test_outage_longer_than_the_retry_budget_pauses_and_resume_makes_only_the_mi
     assert_one_right_row_per_instance(build)
 
 
+def test_evaluate_flow_with_no_pause_returns_paused_at_once(tmp_path, monkeypatch, prefect_api):
+    """``pause_timeout_s=0`` (what ``ctxbench run`` gives its temporary API server's flow): an outage ends the flow
+    with status paused, at once, instead of a paused flow run waiting to be resumed; nothing is marked wrong."""
+    from pipelines.flows import evaluate_flow
+
+    monkeypatch.setenv("CTXBENCH_HOME", str(tmp_path / "home"))
+    build = make_toy_build(tmp_path / "b", n=6)
+    with FakeOpenAIServer(answer_fn=reader) as srv:
+        cfg = EvalConfig(model="openai/fake", base_url=srv.base_url, concurrency=1, max_retries=1,
+                         retry_base_delay_s=0.01, retry_max_delay_s=0.01, pause_after=2)
+        srv.script(["ok"] * 2)
+        srv.outage(True, "503")
+        out = evaluate_flow(str(build), cfg, pause_timeout_s=0)  # before: a pause of 0 s, FlowPauseTimeout
+    # 2 answers, then 2 calls failing past their budget (pause_after 2): 4 calls, 4 left (2 failed, 2 not asked)
+    assert (out["status"], out["resumes"], out["calls"], out["unfinished"]) == ("paused", 0, 4, 4), out
+    assert [r["status"] for r in rows(build)] == ["ok", "ok"]
+
+
 def test_cli_reports_a_pause_with_its_own_exit_status(tmp_path, monkeypatch):
     from typer.testing import CliRunner
 

@@ -111,7 +111,8 @@ def run_cmd(*, out: Path, per_length: int, mode: str, rag_tokens: Optional[str],
                 quiet_interrupt_crash()
 
                 with engine_log(log), temporary_server():  # in a session of its own: a Ctrl-C reaches ctxbench only
-                    res = nightly(build=cfg, out=str(out), models=models, workers=workers)
+                    # an outage: no pause (nobody resumes a temporary server's flow run): paused, exit 75
+                    res = nightly(build=cfg, out=str(out), models=models, workers=workers, pause_timeout_s=0)
         build = resolve_build(out)
     except USER_ERRORS as e:
         fail(e, names)
