@@ -52,7 +52,7 @@ def run_env(monkeypatch, tmp_path):
     engine_calls.clear()
 
     def nightly(build, out, models, **engine_options):
-        engine_calls.append(engine_options)
+        engine_calls.append({**engine_options, "models": models})
         d = make_toy_build(Path(out) / "toybuild", 8) if not (Path(out) / "toybuild").exists() else \
             Path(out) / "toybuild"
         set_latest(out, "toybuild")
@@ -177,3 +177,16 @@ def test_an_outage_ends_run_with_status_paused_and_exit_75_not_a_wait(run_env, m
     r = runner.invoke(app, ["run", "--model", "openai/x", "--base-url", srv.base_url, "--per-length", "2",
                             "--out", str(out)])
     assert r.exit_code == 0, r.output
+
+
+def test_run_takes_the_key_variable_and_the_retriever_its_hints_name(run_env, monkeypatch):
+    """The missing-key hint names --api-key-env and the retrieval hint --retriever bm25: `run` takes both and hands
+    them to its evaluation (they had been `evaluate`'s only: `run --api-key-env` was "No such option")."""
+    out, srv = run_env
+    monkeypatch.setenv("MY_SERVER_KEY", "sk-test-1")
+    r = runner.invoke(app, ["run", "--model", "openai/x", "--base-url", srv.base_url, "--per-length", "2",
+                            "--api-key-env", "MY_SERVER_KEY", "--retriever", "bm25", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    cfg = engine_calls[-1]["models"][0]
+    assert (cfg.api_key_env, cfg.retriever, cfg.base_url) == ("MY_SERVER_KEY", "bm25", srv.base_url)
+    assert set(srv.auth) == {"Bearer sk-test-1"} and len(srv.auth) == 4  # the 4 calls carried that key

@@ -36,6 +36,7 @@ from ctxbench.run.outcome import (RunScope, build_counts, engine_summary, failed
 
 def run_cmd(*, out: Path, per_length: int, mode: str, rag_tokens: Optional[str], engine: Literal['prefect', 'luigi'],
             model: Optional[str], base_url: Optional[str], force: bool, max_tokens: Optional[int], workers: int,
+            api_key_env: Optional[str] = None, retriever: Literal['hybrid', 'bm25', 'dense'] = "hybrid",
             **build_options) -> None:
     """The work of :func:`ctxbench.cli.commands.run.run_cmd` (its options and help)."""
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
@@ -91,8 +92,8 @@ def run_cmd(*, out: Path, per_length: int, mode: str, rag_tokens: Optional[str],
     log = out / "run.log"
     res: dict = {}
     try:
-        models = [EvalConfig(model=model, base_url=base_url, per_length=per_length, mode=mode, share_contexts=True,
-                             max_tokens=max_tokens,
+        models = [EvalConfig(model=model, base_url=base_url, api_key_env=api_key_env, per_length=per_length,
+                             mode=mode, share_contexts=True, max_tokens=max_tokens, retriever=retriever,
                              rag_tokens=parse_ints(rag_tokens, "--rag-tokens") if rag_tokens else None)]
         if "repl" in models[0].modes:  # no bubblewrap: one line naming the package, before the engine starts
             require_sandbox("bwrap")

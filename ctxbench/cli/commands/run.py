@@ -11,7 +11,7 @@ import click
 import typer
 
 from ctxbench.cli.common import check_mode, check_positive_ints
-from ctxbench.cli.options import check_base_url, check_text, parameters, run_build_specs
+from ctxbench.cli.options import check_base_url, check_env, check_text, parameters, run_build_specs
 from ctxbench.core.track import default_track
 
 
@@ -31,6 +31,11 @@ def run_cmd(
                                         help="model to evaluate (default: the embedded SmolLM2)"),
     base_url: Optional[str] = typer.Option(None, callback=check_base_url, help="OpenAI-compatible endpoint of "
                                            "--model (several replicas: comma-separated, or a deployment file)"),
+    api_key_env: Optional[str] = typer.Option(None, callback=check_env,
+                                              help="environment variable holding the key for --base-url"),
+    retriever: Literal["hybrid", "bm25", "dense"] = typer.Option(
+        "hybrid", help="--mode rag's retrieval: hybrid (BM25 + embeddings) | bm25 | dense; hybrid and dense need "
+                       ".\\[retrieval]"),
     force: bool = typer.Option(False, "--force", help="write into a non-empty --out that is no run root"),
     max_tokens: Optional[int] = typer.Option(None, min=1, help="output budget of each reply in tokens (default: "
                                                                "the registry's); a reply it ends is cut off, "
@@ -46,7 +51,8 @@ def run_cmd(
     from ctxbench.cli import run  # lazy: the command's code and libraries load when it runs (start-up time)
 
     run.run_cmd(out=out, per_length=per_length, mode=mode, rag_tokens=rag_tokens, engine=engine, model=model,
-                base_url=base_url, force=force, max_tokens=max_tokens, workers=workers, **build_options)
+                base_url=base_url, api_key_env=api_key_env, retriever=retriever, force=force, max_tokens=max_tokens,
+                workers=workers, **build_options)
 
 
 def run_command() -> click.Command:
