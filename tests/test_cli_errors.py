@@ -84,3 +84,20 @@ def test_evaluate_option_bounds(tmp_path):
     assert r.exit_code == 2 and "--samples" in r.output
     r = run("evaluate", "--build", str(tmp_path), "--model", "m", "--dry-run")
     assert r.exit_code == 2 and "not a build directory" in r.output
+
+
+def test_a_run_root_given_as_a_build_names_its_newest_build(tmp_path):
+    """`--build runs/default` (the run root `ctxbench run` prints its paths under): the error says it is a run root
+    and gives ROOT/latest, not "run `ctxbench build` first"."""
+    import os
+
+    root = tmp_path / "runs"
+    (root / "abc123").mkdir(parents=True)
+    (root / "abc123" / "manifest.json").write_text("{}", encoding="utf-8")
+    (root / "abc123" / "instances.parquet").write_bytes(b"")
+    os.symlink("abc123", root / "latest")
+    for cmd in (["evaluate", "--build", str(root), "--model", "m", "--dry-run"], ["score", "--build", str(root)]):
+        r = run(*cmd)
+        text = " ".join(r.output.split())
+        assert r.exit_code == 2 and f"{root} is a run root, not a build directory: give one of its builds, e.g. " \
+                                    f"{root / 'latest'} (the newest)" in text, r.output

@@ -417,9 +417,13 @@ def write_json(obj: Any, path: str | Path) -> None:
 
 
 def require_build(build_dir: str | Path) -> Path:
-    """``build_dir`` as a Path. Raises InputError when it holds no ``instances.parquet``."""
+    """``build_dir`` as a Path. Raises InputError when it holds no ``instances.parquet``; for a run root (what
+    ``ctxbench run --out`` writes: ``ROOT/<build_hash>`` and ``ROOT/latest``), the message names its builds."""
     build_dir = Path(build_dir)
     if not (build_dir / "instances.parquet").exists():
+        if build_dir.is_dir() and (latest_build(build_dir) is not None or builds_of(build_dir)):
+            raise InputError(f"{build_dir} is a run root, not a build directory: give one of its builds, e.g. "
+                             f"{build_dir / LATEST} (the newest)")
         raise InputError(f"{build_dir} is not a build directory (no instances.parquet): run `ctxbench build` first")
     return build_dir
 
