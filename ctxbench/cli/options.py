@@ -95,9 +95,9 @@ def check_url(value: str | None) -> str | None:
     if value is None:
         return value
     try:
-        check_endpoint(value, "--base-url", "write it like http://127.0.0.1:8000/v1")
+        check_endpoint(value, None, "write it like http://127.0.0.1:8000/v1")
     except InputError as e:
-        raise typer.BadParameter(str(e).removeprefix("--base-url: ")) from None
+        raise typer.BadParameter(str(e)) from None
     return value
 
 

@@ -96,28 +96,29 @@ def shown(url: str) -> str:
 _NOT_IN_A_HOST = re.compile(r"[\s/\\?#@%<>\"{}|^`]")  # characters no host name or address holds
 
 
-def check_endpoint(url: str, where: str, example: str = "write each replica like http://HOST:PORT/v1") -> str:
+def check_endpoint(url: str, where: str | None, example: str = "write each replica like http://HOST:PORT/v1") -> str:
     """``url`` stripped, when it is an endpoint a call can be sent to: an ``http``/``https`` URL that parses, with a
     host (a name without spaces or URL delimiters, or an IP address) and a port in 0-65535 where it gives one.
-    Raises InputError naming ``where`` (the option), the URL (credentials redacted: :func:`shown`), what is
-    wrong, and ``example``. A URL caught here is refused before anything runs, instead of failing every call."""
+    Raises InputError naming ``where`` (the option; None: a CLI option's check, whose error names it already), the
+    URL (credentials redacted: :func:`shown`), what is wrong, and ``example``. A URL caught here is refused before
+    anything runs, instead of failing every call."""
     u = url.strip()
-    s = shown(url)
+    head = f"{where}: {shown(url)!r}" if where else repr(shown(url))
     try:
         parts = urlsplit(u)
         parts.port  # noqa: B018 - raises ValueError for a port out of range or not a number
     except ValueError as e:
-        raise InputError(f"{where}: {s!r} is not a valid URL ({e}): {example}") from None
+        raise InputError(f"{head} is not a valid URL ({e}): {example}") from None
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise InputError(f"{where}: {s!r} is not an http(s) URL: {example}")
+        raise InputError(f"{head} is not an http(s) URL: {example}")
     if not parts.hostname:
-        raise InputError(f"{where}: {s!r} has no host: {example}")
+        raise InputError(f"{head} has no host: {example}")
     if ":" in parts.hostname and "%" in parts.hostname:
-        raise InputError(f"{where}: {s!r} gives an IPv6 zone id ({parts.hostname!r}), which the HTTP client cannot "
-                         f"connect with: give the address without its zone (%...) or a host name: {example}")
+        raise InputError(f"{head} gives an IPv6 zone id ({parts.hostname!r}), which the HTTP client cannot connect "
+                         f"with: give the address without its zone (%...) or a host name: {example}")
     if _NOT_IN_A_HOST.search(parts.hostname):
-        raise InputError(f"{where}: {s!r} has an invalid host {parts.hostname!r} (a space or a URL delimiter in "
-                         f"it): {example}")
+        raise InputError(f"{head} has an invalid host {parts.hostname!r} (a space or a URL delimiter in it): "
+                         f"{example}")
     return u
 
 

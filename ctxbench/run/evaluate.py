@@ -19,7 +19,7 @@ from typing import Any, Callable, Literal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, Field, field_validator
 
 from ctxbench.analysis.filters import InstanceFilter, filter_instances, kept_ids
 from ctxbench.core.errors import CtxbenchError, InputError
@@ -52,8 +52,6 @@ from ctxbench.tokenizers import get_tokenizer
 class EvalConfig(BaseModel):
     """Evaluation settings (validated the same way from the CLI and the Prefect form)."""
 
-    # a refused value is not repeated in the error: a base URL may hold credentials (the messages name it redacted)
-    model_config = ConfigDict(hide_input_in_errors=True)
     model: str = Field(..., min_length=1)
     base_url: str | None = None
     api_key_env: str | None = Field(None, description="environment variable holding the key for --base-url")
