@@ -98,6 +98,22 @@ def test_a_socks_proxy_is_a_configuration_error_naming_the_variable(no_proxy_env
     assert "api.example.com in NO_PROXY" in msg and "pw" not in msg  # the password is not shown
 
 
+def _call_through_proxy(env, proxy, var: str, base_url: str, **backend_kw):
+    """One openai_http call to ``base_url`` with ``var`` naming a local proxy (credentials dave:pw) that
+    ``proxy(reader, writer)`` serves: the call's result, or what it raised."""
+    async def go():
+        server = await asyncio.start_server(proxy, "127.0.0.1", 0)
+        env.setenv(var, f"http://dave:pw@127.0.0.1:{server.sockets[0].getsockname()[1]}")
+        backend = OpenAIHTTPBackend("openai/fake", base_url, timeout_s=5.0, concurrency=1, **backend_kw)
+        try:
+            return await backend.generate(MESSAGES, 16, {})
+        finally:
+            await backend.aclose()
+            server.close()
+
+    return asyncio.run(go())
+
+
 def test_a_call_goes_through_all_proxy_to_a_host_it_cannot_reach_directly(no_proxy_env):
     """ALL_PROXY names a local HTTP proxy; the server's host does not resolve, so only the proxy can answer: it
     sees the absolute URL of the request (a forward proxy's request line) and the proxy's credentials."""
@@ -120,18 +136,7 @@ def test_a_call_goes_through_all_proxy_to_a_host_it_cannot_reach_directly(no_pro
         await writer.drain()
         writer.close()
 
-    async def go():
-        server = await asyncio.start_server(proxy, "127.0.0.1", 0)
-        port = server.sockets[0].getsockname()[1]
-        no_proxy_env.setenv("ALL_PROXY", f"http://dave:pw@127.0.0.1:{port}")
-        backend = OpenAIHTTPBackend("openai/fake", "http://model.invalid/v1", timeout_s=5.0, concurrency=1)
-        try:
-            return await backend.generate(MESSAGES, 16, {})
-        finally:
-            await backend.aclose()
-            server.close()
-
-    res = asyncio.run(go())
+    res = _call_through_proxy(no_proxy_env, proxy, "ALL_PROXY", "http://model.invalid/v1")
     assert res.status == "ok" and res.response == "Answer: 42"
     assert seen == [("POST http://model.invalid/v1/chat/completions HTTP/1.1", "Basic ZGF2ZTpwdw==")]
 
@@ -165,21 +170,10 @@ def test_the_api_key_never_reaches_the_proxy_of_an_https_server(no_proxy_env):
         await writer.drain()
         writer.close()
 
-    async def go():
-        server = await asyncio.start_server(proxy, "127.0.0.1", 0)
-        port = server.sockets[0].getsockname()[1]
-        no_proxy_env.setenv("HTTPS_PROXY", f"http://dave:pw@127.0.0.1:{port}")
-        no_proxy_env.setenv("CTXBENCH_TEST_KEY", "sk-secret-4711")
-        backend = OpenAIHTTPBackend("openai/fake", "https://model.invalid/v1", api_key_env="CTXBENCH_TEST_KEY",
-                                    timeout_s=5.0, concurrency=1)
-        try:
-            with pytest.raises(Exception):  # the proxy refused the tunnel: a transport failure, classified
-                await backend.generate(MESSAGES, 16, {})
-        finally:
-            await backend.aclose()
-            server.close()
-
-    asyncio.run(go())
+    no_proxy_env.setenv("CTXBENCH_TEST_KEY", "sk-secret-4711")
+    with pytest.raises(Exception):  # the proxy refused the tunnel: a transport failure, classified
+        _call_through_proxy(no_proxy_env, proxy, "HTTPS_PROXY", "https://model.invalid/v1",
+                            api_key_env="CTXBENCH_TEST_KEY")
     assert len(heads) == 1 and heads[0].startswith("CONNECT model.invalid:443 HTTP/1.1\r\n")
     assert "Proxy-Authorization: Basic ZGF2ZTpwdw==" in heads[0]  # base64 of dave:pw
     assert "sk-secret-4711" not in heads[0] and "Bearer" not in heads[0]
